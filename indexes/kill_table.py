@@ -1,0 +1,135 @@
+"""Which queries a failed range of predicates rules out: the QED test, transposed.
+
+The thesis decides candidate queries query by query: a query stays a candidate when
+``QED & RelPBS`` is a subset of ``SatPBS``. Over a whole predicate list that is the
+same as removing every query that uses a predicate the tuple failed. In covering
+order the failed predicates of a list are a prefix plus a suffix (or, for ``!=``, one
+run), so with the users of each position ORed together into prefix and suffix tables
+the whole test for a list is one or two lookups and one AND-NOT, whatever the number
+of queries.
+
+Masks are Python ints (bit q = query slot q). Users of one position are usually one or
+a few queries, so OR over a position is cheap; the tables are checkpointed so memory
+stays bounded for long lists:
+
+* ``prefix(i)`` = OR of users of positions ``[0, i)``;
+* ``suffix(i)`` = OR of users of positions ``[i, n)``;
+
+each stored every ``stride`` positions and completed with at most ``stride - 1`` ORs.
+With ``stride`` s: memory O((n / s) * q / 8) bytes for q query slots, time O(s) ORs per
+lookup. ``stride`` is chosen as the smallest power of two that keeps the tables under
+``budget_bits``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+DEFAULT_BUDGET_BITS = 1 << 26  # 8 MiB of table per list at most
+
+
+class KillTable:
+    __slots__ = ("_prefix", "_suffix", "any_user", "n", "stride", "users")
+
+    def __init__(self, users: Sequence[int], slot_bits: int = 0, budget_bits: int = DEFAULT_BUDGET_BITS) -> None:
+        self.users = list(users)
+        n = self.n = len(self.users)
+        width = max(1, slot_bits)
+        stride = 1
+        while (n // stride + 2) * width > budget_bits and stride < n:
+            stride *= 2
+        self.stride = stride
+        prefix = [0]
+        acc = 0
+        for i, u in enumerate(self.users):
+            acc |= u
+            if (i + 1) % stride == 0:
+                prefix.append(acc)
+        self._prefix = prefix  # _prefix[j] = OR of users[0 : j * stride]
+        self.any_user = acc
+        # _suffix[j] = OR of users[j * stride : n]
+        suffix = [0] * (n // stride + 1)
+        acc = 0
+        for j in range(n // stride, -1, -1):
+            for u in self.users[j * stride : min(n, (j + 1) * stride)]:
+                acc |= u
+            suffix[j] = acc
+        self._suffix = suffix
+
+    def prefix(self, i: int) -> int:
+        """OR of the users of positions [0, i)."""
+        j, r = divmod(i, self.stride)
+        acc = self._prefix[j]
+        base = j * self.stride
+        for u in self.users[base : base + r]:
+            acc |= u
+        return acc
+
+    def suffix(self, i: int) -> int:
+        """OR of the users of positions [i, n)."""
+        if i >= self.n:
+            return 0
+        j, r = divmod(i, self.stride)
+        if r == 0:
+            return self._suffix[j]
+        acc = self._suffix[j + 1] if (j + 1) * self.stride < self.n else 0
+        for u in self.users[i : min(self.n, (j + 1) * self.stride)]:
+            acc |= u
+        return acc
+
+    def range(self, lo: int, hi: int) -> int:
+        """OR of the users of positions [lo, hi)."""
+        acc = 0
+        for u in self.users[lo:hi]:
+            acc |= u
+        return acc
+
+    def killed(self, lo: int, hi: int, negated: bool) -> int:
+        """Users of the predicates that failed, given the satisfied range."""
+        if negated:
+            return self.range(lo, hi)
+        return self.prefix(lo) | self.suffix(hi)
+
+    def passed(self, lo: int, hi: int, negated: bool) -> int:
+        """Users of the predicates that held."""
+        if negated:
+            return self.prefix(lo) | self.suffix(hi)
+        return self.range(lo, hi)
+
+    def last_used(self, candidates: int) -> int:
+        """Largest position used by a query in ``candidates``, or -1."""
+        if not self.any_user & candidates:
+            return -1
+        lo, hi = 0, self.n - 1  # suffix(lo) & candidates is non-zero
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.suffix(mid) & candidates:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def first_used(self, candidates: int) -> int:
+        """Smallest position used by a query in ``candidates``, or -1."""
+        if not self.any_user & candidates:
+            return -1
+        lo, hi = 1, self.n  # prefix(hi) & candidates is non-zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.prefix(mid) & candidates:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo - 1
+
+    def _check(self) -> None:
+        n, users = self.n, self.users
+        for i in range(n + 1):
+            want_prefix = 0
+            for u in users[:i]:
+                want_prefix |= u
+            want_suffix = 0
+            for u in users[i:]:
+                want_suffix |= u
+            assert self.prefix(i) == want_prefix, f"prefix({i}) wrong"
+            assert self.suffix(i) == want_suffix, f"suffix({i}) wrong"

@@ -1,0 +1,13 @@
+"""mqo: a multi-query optimizer and shared-predicate matcher for data streams.
+
+>>> import mqo
+>>> m = mqo.Matcher("REGISTER STREAM B (pressure FLOAT, temp FLOAT);")
+>>> m.register_query("SELECT * FROM B WHERE B.pressure < 90")
+'1'
+"""
+
+from mqo.matcher import Matcher
+from predicates import Catalog, MqoError, QueryError
+
+__all__ = ["Catalog", "Matcher", "MqoError", "QueryError"]
+__version__ = "0.1.0"

@@ -1,0 +1,441 @@
+"""The shared multi-way join: one new tuple against every registered query at once.
+
+This is the thesis' algorithm (Figures 3.19-3.22), generalized to any number of
+streams and made exact for any order of the three predicate types:
+
+1. A new tuple ``t`` of stream S starts one **partial result** holding just ``t``;
+   its candidates are every slot (query disjunct) that reads S.
+2. Each predicate type runs as a phase, in the chosen order (AJW ... WJA):
+
+   * **attribute**: each member's attribute lists are decided by one binary search
+     per list (cached on stored tuples, so never twice) and the failed predicates'
+     users are removed from the candidates;
+   * **join** / **window**: first the lists of that type between members already in
+     the partial are evaluated; then the partial **grows**: for a stream Y it lacks,
+     the candidates that have a predicate of this type between a member and Y
+     retrieve Y's tuples through the exploitation structure (the value index for
+     joins, the time buckets for windows) using the most covering predicate relevant
+     to them, and each retrieved tuple makes a new partial. Those candidates move to
+     the new partials; the rest stay with the old one.
+
+   Whenever a tuple joins a partial after a type's phase has run, that type's lists
+   between it and the members are evaluated at once, so every partial has always
+   been tested against every predicate of the types already run.
+3. **Completion**: partials still missing streams grow through any predicate list,
+   and, for streams no predicate connects, through the time buckets alone (the
+   MAXWINDOW range). Each candidate whose streams are all present is checked once
+   more against its QED (thesis Figure 3.20), its own MAXWINDOW, the time it was
+   registered, and its residual predicates, and is reported.
+
+After the tuple is processed it is stored and stale buckets are purged (by the
+matcher). Pruning after each list evaluation uses kill tables (the QED subset test
+over all candidates at once, see :mod:`indexes.kill_table`); the final QED check is
+the thesis' own and decides what is output.
+
+A query's result is found along exactly one path: at each partial a candidate either
+moves to the one child holding its result's tuple of the chosen stream or stays.
+So no result is produced twice, whatever the order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from indexes.stored import StoredTuple
+from mqo.plan import CompiledList, CompiledPlan
+from mqo.results import Match
+from mqo.state import WindowState
+from mqo.stats import Counters
+from predicates import Kind
+
+A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
+_FULL = "full"
+_EMPTY = "empty"
+_REL = 1e-12
+
+
+class Partial:
+    """A partial (or complete) result: one tuple per stream it has so far.
+
+    ``cand`` are the slots it may still satisfy; ``sat_j``/``sat_w`` the join and
+    window predicates it satisfied (SatPBS) and ``rel_j``/``rel_w`` the ones it was
+    tested against (RelPBS); ``lo``/``hi`` its smallest and largest timestamp.
+    """
+
+    __slots__ = ("cand", "hi", "lo", "mask", "rel_j", "rel_w", "sat_j", "sat_w", "tuples")
+
+    def __init__(
+        self,
+        tuples: list[StoredTuple | None],
+        mask: int,
+        cand: int,
+        sat_j: int,
+        sat_w: int,
+        rel_j: int,
+        rel_w: int,
+        lo: float,
+        hi: float,
+    ) -> None:
+        self.tuples = tuples
+        self.mask = mask
+        self.cand = cand
+        self.sat_j = sat_j
+        self.sat_w = sat_w
+        self.rel_j = rel_j
+        self.rel_w = rel_w
+        self.lo = lo
+        self.hi = hi
+
+
+class Engine:
+    """Processes one tuple at a time against a compiled plan and the window state."""
+
+    def __init__(self, plan: CompiledPlan, state: WindowState, counters: Counters) -> None:
+        self.plan = plan
+        self.state = state
+        self.counters = counters
+        self.n_streams = len(plan.streams)
+        self._on = {A: False, J: False, W: False}
+        self._emitted: set[tuple[Any, ...]] = set()
+        self._reset_counts()
+
+    def _reset_counts(self) -> None:
+        self.comparisons = 0
+        self.bitset_ops = 0
+        self.probes = 0
+        self.intermediate = 0
+
+    # ----------------------------------------------------------------- driver
+
+    def process(self, t: StoredTuple, order: tuple[Kind, Kind, Kind]) -> list[Match]:
+        """All results whose last tuple is ``t`` (``t`` is not stored yet)."""
+        plan = self.plan
+        counters = self.counters
+        results: list[Match] = []
+        cand = plan.stream_slots[t.stream]
+        if not cand:
+            return results
+        on = self._on
+        on[A] = on[J] = on[W] = False
+        self._emitted.clear()
+        self._reset_counts()
+        tuples: list[StoredTuple | None] = [None] * self.n_streams
+        tuples[t.stream] = t
+        ts = t.row[0]
+        frontier = [Partial(tuples, 1 << t.stream, cand, 0, 0, 0, 0, ts, ts)]
+        for kind in order:
+            counters.phase_in[kind.value] += len(frontier)
+            on[kind] = True
+            if kind is A:
+                frontier = [p for p in frontier if self._apply_attributes(p)]
+            else:
+                frontier = self._expand([p for p in frontier if self._evaluate_members(p, kind)], (kind,), None)
+            counters.phase_out[kind.value] += len(frontier)
+            if not frontier:
+                break
+        if frontier:
+            self._expand(frontier, (J, W), results)
+        counters.comparisons += self.comparisons
+        counters.bitset_ops += self.bitset_ops
+        counters.index_probes += self.probes
+        counters.intermediate += self.intermediate
+        counters.results += len(results)
+        return results
+
+    # ------------------------------------------------------ predicate evaluation
+
+    def attribute_kill(self, t: StoredTuple, cand: int) -> int:
+        """Slots ruled out by ``t``'s attribute predicates, deciding the lists relevant
+        to ``cand`` that ``t`` was not tested against yet."""
+        plan = self.plan
+        if t.attr_version != plan.version:
+            t.attr_version = plan.version
+            t.attr_done = t.attr_sat = t.attr_kill = 0
+        s = t.stream
+        if t.attr_done != plan.attr_list_mask[s]:
+            row = t.row
+            for lst in plan.attr_lists[s]:
+                bit = 1 << lst.index
+                if t.attr_done & bit or not lst.kill.any_user & cand:
+                    continue
+                sat = lst.evaluate_row(row)
+                self.comparisons += lst.covering.comparisons()
+                self.bitset_ops += 2
+                t.attr_done |= bit
+                t.attr_sat |= lst.sat_bits(sat)
+                t.attr_kill |= lst.kill.killed(*sat)
+        return t.attr_kill
+
+    def _apply_attributes(self, p: Partial) -> bool:
+        cand = p.cand
+        for member in p.tuples:
+            if member is not None:
+                cand &= ~self.attribute_kill(member, cand)
+                self.bitset_ops += 1
+                if not cand:
+                    return False
+        p.cand = cand
+        return True
+
+    def _evaluate_members(self, p: Partial, kind: Kind) -> bool:
+        """Evaluate ``kind``'s lists between the members a partial already has."""
+        tuples = p.tuples
+        lists_by_pair = self.plan.pair_lists[kind]
+        cand = p.cand
+        sat = rel = 0
+        for x in range(self.n_streams):
+            xt = tuples[x]
+            if xt is None:
+                continue
+            for y in range(x + 1, self.n_streams):
+                yt = tuples[y]
+                if yt is None:
+                    continue
+                for lst in lists_by_pair[x][y]:
+                    if not lst.kill.any_user & cand:
+                        continue
+                    cand, sat, rel = self._evaluate_pair(lst, x, xt, yt, cand, sat, rel)
+                    if not cand:
+                        return False
+        p.cand = cand
+        if kind is J:
+            p.sat_j |= sat
+            p.rel_j |= rel
+        else:
+            p.sat_w |= sat
+            p.rel_w |= rel
+        return True
+
+    def _evaluate_pair(
+        self, lst: CompiledList, x: int, xt: StoredTuple, yt: StoredTuple, cand: int, sat: int, rel: int
+    ) -> tuple[int, int, int]:
+        if lst.left_stream == x:
+            outcome = lst.evaluate_pair(xt.row, yt.row)
+        else:
+            outcome = lst.evaluate_pair(yt.row, xt.row)
+        self.comparisons += lst.covering.comparisons()
+        self.bitset_ops += 3
+        return cand & ~lst.kill.killed(*outcome), sat | lst.sat_bits(outcome), rel | lst.block
+
+    # ------------------------------------------------------------------ growth
+
+    def _expand(self, frontier: list[Partial], kinds: tuple[Kind, ...], results: list[Match] | None) -> list[Partial]:
+        """Grow partials through ``kinds``' lists. With ``results`` (completion) also
+        grow through time alone and report complete candidates; else return the
+        partials that keep candidates without growing further."""
+        plan = self.plan
+        n = self.n_streams
+        kept: list[Partial] = []
+        stack = list(frontier)
+        while stack:
+            p = stack.pop()
+            cand = p.cand
+            for y in range(n):
+                if p.mask >> y & 1:
+                    continue
+                conn = 0
+                for x in range(n):
+                    if p.mask >> x & 1:
+                        for kind in kinds:
+                            conn |= plan.connected[kind][x][y]
+                cy = cand & conn
+                if not cy:
+                    continue
+                stack.extend(self._grow(p, y, cy, kinds))
+                cand &= ~cy
+                self.bitset_ops += 2
+                if not cand:
+                    break
+            if not cand:
+                continue
+            if results is None:
+                p.cand = cand
+                kept.append(p)
+                continue
+            done = cand & plan.covered_slots(p.mask)
+            if done:
+                self._emit(p, done, results)
+                cand &= ~done
+            for y in range(n):
+                if not cand:
+                    break
+                if p.mask >> y & 1:
+                    continue
+                cy = cand & plan.stream_slots[y]
+                if cy:
+                    stack.extend(self._grow(p, y, cy, ()))
+                    cand &= ~cy
+        return kept
+
+    def _grow(self, p: Partial, y: int, cy: int, kinds: tuple[Kind, ...]) -> list[Partial]:
+        """New partials: ``p`` plus each tuple of stream ``y`` that may satisfy a slot
+        of ``cy``, retrieved through ``kinds``' lists (or by time alone if none)."""
+        plan = self.plan
+        store = self.state.streams[y]
+        window = plan.window_of(cy)
+        t_lo = p.hi - window
+        t_hi = p.lo + window
+        found: dict[int, StoredTuple] = {}
+        for x in range(self.n_streams):
+            xt = p.tuples[x]
+            if xt is None:
+                continue
+            for kind in kinds:
+                for lst in plan.pair_lists[kind][x][y]:
+                    if not lst.kill.any_user & cy:
+                        continue
+                    self.probes += 1
+                    known_left = lst.left_stream == x
+                    bounds = _bounds(lst, known_left, xt.row, cy)
+                    if bounds is _EMPTY:
+                        continue
+                    target = lst.right_pos if known_left else lst.left_pos
+                    if bounds is _FULL or target == 0:
+                        lo, hi = t_lo, t_hi
+                        if bounds is not _FULL:
+                            if bounds[0] is not None and bounds[0] > lo:
+                                lo = bounds[0]
+                            if bounds[1] is not None and bounds[1] < hi:
+                                hi = bounds[1]
+                        for r in store.buckets.range(lo, hi):
+                            found[r.seq] = r
+                    else:
+                        for r in store.values[target].range(bounds[0], bounds[1]):  # type: ignore[index]
+                            ts = r.row[0]
+                            if t_lo <= ts <= t_hi:
+                                found[r.seq] = r
+        if not kinds:
+            self.probes += 1
+            for r in store.buckets.range(t_lo, t_hi):
+                found[r.seq] = r
+        children = []
+        for r in found.values():
+            child = self._join(p, y, r, cy, window)
+            if child is not None:
+                children.append(child)
+        return children
+
+    def _join(self, p: Partial, y: int, r: StoredTuple, cand: int, window: float) -> Partial | None:
+        """``p`` plus tuple ``r`` of stream ``y``, tested against every list of the
+        types already run; None when no candidate survives."""
+        ts = r.row[0]
+        lo = p.lo if p.lo < ts else ts
+        hi = p.hi if p.hi > ts else ts
+        self.comparisons += 1
+        if hi - lo > window:
+            return None
+        on = self._on
+        plan = self.plan
+        sat_j, sat_w, rel_j, rel_w = p.sat_j, p.sat_w, p.rel_j, p.rel_w
+        tuples = p.tuples
+        for x in range(self.n_streams):
+            xt = tuples[x]
+            if xt is None:
+                continue
+            if on[J]:
+                for lst in plan.pair_lists[J][x][y]:
+                    if lst.kill.any_user & cand:
+                        cand, sat_j, rel_j = self._evaluate_pair(lst, x, xt, r, cand, sat_j, rel_j)
+                        if not cand:
+                            return None
+            if on[W]:
+                for lst in plan.pair_lists[W][x][y]:
+                    if lst.kill.any_user & cand:
+                        cand, sat_w, rel_w = self._evaluate_pair(lst, x, xt, r, cand, sat_w, rel_w)
+                        if not cand:
+                            return None
+        if on[A]:
+            cand &= ~self.attribute_kill(r, cand)
+            self.bitset_ops += 1
+            if not cand:
+                return None
+        grown = list(tuples)
+        grown[y] = r
+        self.intermediate += 1
+        return Partial(grown, p.mask | (1 << y), cand, sat_j, sat_w, rel_j, rel_w, lo, hi)
+
+    # ------------------------------------------------------------------ output
+
+    def _emit(self, p: Partial, done: int, results: list[Match]) -> None:
+        """Report each slot of ``done`` that ``p`` satisfies (thesis Figure 3.20)."""
+        plan = self.plan
+        rows: list[Any] = [None] * self.n_streams
+        sat_a = 0
+        for s, member in enumerate(p.tuples):
+            if member is not None:
+                rows[s] = member.row
+                sat_a |= member.attr_sat
+        span = p.hi - p.lo
+        while done:
+            low = done & -done
+            done ^= low
+            slot = plan.slots[low.bit_length() - 1]
+            qed = slot.qed
+            self.bitset_ops += 3
+            if qed[A] & ~sat_a or qed[J] & ~p.sat_j or qed[W] & ~p.sat_w:
+                continue
+            self.comparisons += 2
+            if span > slot.window or p.lo < slot.since_ts:
+                continue
+            if slot.residuals:
+                self.comparisons += len(slot.residuals)
+                if not all(test(rows) for test in slot.residuals):
+                    continue
+            name = slot.query.name
+            if slot.multi_disjunct:
+                key = (name, *(m.seq if m is not None else -1 for m in p.tuples))
+                if key in self._emitted:
+                    continue
+                self._emitted.add(key)
+            ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
+            values = {out_name: fn(rows) for out_name, fn in slot.outputs}
+            results.append(Match(name, p.hi, ids, values))
+
+
+def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:
+    """Range of the unknown side's column that can satisfy the most covering
+    predicate of ``lst`` relevant to ``cand``: ``(lo, hi)`` inclusive (None is
+    unbounded), ``_FULL`` (no help from the index) or ``_EMPTY``.
+
+    Numeric bounds are widened by a relative slack so rounding never loses a tuple;
+    every retrieved tuple is then evaluated exactly."""
+    op = lst.key.op
+    if op == "!=":
+        return _FULL
+    value = row[lst.left_pos] if known_left else row[lst.right_pos]
+    if value is None:
+        return _EMPTY
+    if not lst.numeric:
+        if op == "=":
+            return (value, value)
+        # known_left: value OP y; else x OP value
+        below = op in ("<", "<=")
+        if known_left:
+            return (value, None) if below else (None, value)
+        return (None, value) if below else (value, None)
+    kill = lst.kill
+    cs = lst.covering.constants
+    if op in ("<", "<="):
+        c_lo = c_hi = cs[kill.last_used(cand)]
+    elif op in (">", ">="):
+        c_lo = c_hi = cs[kill.first_used(cand)]
+    else:
+        c_lo, c_hi = cs[kill.first_used(cand)], cs[kill.last_used(cand)]
+    k = lst.factor
+    assert k is not None
+    if known_left:
+        # value OP k*y + c  =>  bound on y
+        b1, b2 = (value - c_lo) / k, (value - c_hi) / k
+        slack = _REL * ((abs(value) + abs(c_lo) + abs(c_hi)) / abs(k) + abs(b1) + abs(b2)) + 1e-300
+        if op == "=":
+            return (min(b1, b2) - slack, max(b1, b2) + slack)
+        grows = (op in ("<", "<=")) == (k > 0)
+        return (b1 - slack, None) if grows else (None, b1 + slack)
+    # x OP k*value + c  =>  bound on x
+    r1, r2 = k * value + c_lo, k * value + c_hi
+    slack = _REL * (abs(r1) + abs(r2) + abs(k * value)) + 1e-300
+    if op == "=":
+        return (min(r1, r2) - slack, max(r1, r2) + slack)
+    if op in ("<", "<="):
+        return (None, r1 + slack)
+    return (r1 - slack, None)

@@ -1,0 +1,114 @@
+"""``explain``: what is shared, in words a user can check against their queries.
+
+For each predicate type it lists the predicate lists with their predicates in covering
+order (ascending constant; the header says which end covers most), the bit position of
+each predicate in the thesis' ``list:pred`` notation and as a bit number, and which
+queries use it. Then each query's bits (its QED), its residual predicates, and the
+sharing ratio: predicate occurrences over distinct predicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mqo.plan import LETTER, TYPES, CompiledList, CompiledPlan, Slot
+from mqo.registry import QueryRegistry
+from predicates import Kind, format_constant, most_covering_first
+
+_TITLES = {
+    Kind.ATTRIBUTE: "Attribute predicate lists",
+    Kind.JOIN: "Join predicate lists",
+    Kind.WINDOW: "Window predicate lists",
+}
+
+
+def slot_label(slot: Slot) -> str:
+    if len(slot.query.normalized.disjuncts) > 1:
+        return f"{slot.name}[{slot.disjunct + 1}]"
+    return slot.name
+
+
+def _users(lst: CompiledList, position: int, plan: CompiledPlan) -> str:
+    mask = lst.kill.users[position]
+    names: list[str] = []
+    while mask:
+        low = mask & -mask
+        names.append(slot_label(plan.slots[low.bit_length() - 1]))
+        mask ^= low
+    return ", ".join(names)
+
+
+def _predicate_text(lst: CompiledList, constant: object) -> str:
+    key = lst.key
+    return f"{key.left} {key.op} {key.rhs_text(constant)}"
+
+
+def _covering_note(lst: CompiledList) -> str:
+    op = lst.key.op
+    if op in ("=", "!="):
+        return "equality: hash lookup" if lst.right_pos is None else "equality"
+    return "most covering last" if most_covering_first(op) else "most covering first"
+
+
+def explain_text(
+    registry: QueryRegistry,
+    plan: CompiledPlan,
+    *,
+    order: str | None = None,
+    order_note: Iterable[str] = (),
+) -> str:
+    out: list[str] = []
+    streams = ", ".join(f"{s.name}({', '.join(f'{c.name} {c.ctype.value}' for c in s.columns)})" for s in plan.streams)
+    out.append(f"Streams: {streams}")
+    n_queries = len(registry)
+    out.append(
+        f"Queries: {n_queries} registered as {len(plan.slots)} slot(s); "
+        f"sharing ratio {registry.sharing_ratio():.2f} "
+        f"({registry.predicate_occurrences()} predicate occurrences / {registry.distinct_predicates()} distinct)"
+    )
+    if order is not None:
+        out.append(f"Evaluation order: {order}")
+        out.extend(f"  {line}" for line in order_note)
+    for kind in TYPES:
+        lists = plan.lists[kind]
+        out.append("")
+        out.append(f"{_TITLES[kind]} ({len(lists)} list(s), {plan.bits[kind]} bit(s))")
+        if not lists:
+            out.append("  (none)")
+        for lst in lists:
+            out.append(f"  list {lst.index}: {lst.key.describe()}    [{_covering_note(lst)}]")
+            constants = _list_constants(registry, lst)
+            width = max(len(_predicate_text(lst, c)) for c in constants)
+            for i, c in enumerate(constants):
+                text = _predicate_text(lst, c)
+                out.append(
+                    f"    {lst.index}:{i:<3} bit {lst.base + i:<4} {text:<{width}}   queries {_users(lst, i, plan)}"
+                )
+    residual_lines = [f"  query {slot_label(slot)}: {text}" for slot in plan.slots for text in slot.residual_texts]
+    out.append("")
+    out.append("Residual predicates (evaluated last, not shared)")
+    out.extend(residual_lines or ["  (none)"])
+    out.append("")
+    out.append("Queries and their bits (QED)")
+    for slot in plan.slots:
+        nq = slot.query.normalized
+        streams = ", ".join(alias if alias == stream else f"{stream} AS {alias}" for alias, stream in nq.aliases)
+        window = f"  MAXWINDOW {format_constant(nq.bound.maxwindow)} s" if nq.bound.maxwindow is not None else ""
+        out.append(f"  {slot_label(slot)}: FROM {streams}{window}")
+        parts = []
+        for kind in TYPES:
+            mine = sorted((li, pi) for k, li, pi in slot.positions if k is kind)
+            if mine:
+                base = {lst.index: lst.base for lst in plan.lists[kind]}
+                bits = ", ".join(f"{li}:{pi} (bit {base[li] + pi})" for li, pi in mine)
+                parts.append(f"{LETTER[kind]} {bits}")
+        out.append("    " + ("; ".join(parts) if parts else "no indexed predicates"))
+    never = [rq.name for rq in registry if not rq.normalized.disjuncts]
+    if never:
+        out.append("")
+        out.append(f"Never match (their condition is always false): {', '.join(never)}")
+    return "\n".join(out)
+
+
+def _list_constants(registry: QueryRegistry, lst: CompiledList) -> list[object]:
+    return list(registry.constants(lst.key))

@@ -1,0 +1,53 @@
+"""What the matcher hands back: matches, and tuples it could not match because they
+came too late."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from predicates import MqoError
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One result of one query (DESIGN.md §5).
+
+    ``ts`` is the largest timestamp among the result's tuples, ``ids`` maps each alias
+    of the query's FROM clause to the id of its tuple, ``values`` holds the SELECT
+    values by name (``alias.col`` for ``SELECT *``).
+    """
+
+    query: str
+    ts: float
+    ids: dict[str, int]
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "ts": self.ts, "ids": dict(self.ids), "values": dict(self.values)}
+
+
+@dataclass(frozen=True, slots=True)
+class LateTuple:
+    """A tuple that arrived after the allowed lateness: reported, never matched."""
+
+    stream: str
+    ts: float
+    id: int
+    values: dict[str, Any]
+    watermark: float
+    allowed_lateness: float
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"ts {self.ts:g} is older than the newest ts seen ({self.watermark:g}) "
+            f"minus the allowed lateness ({self.allowed_lateness:g})"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stream": self.stream, "ts": self.ts, "id": self.id, "values": dict(self.values), "reason": self.reason}
+
+
+class TupleError(MqoError):
+    """A tuple that cannot be matched as given (unknown stream or column, wrong type)."""

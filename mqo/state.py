@@ -1,0 +1,120 @@
+"""The window state: every stored tuple, in time buckets and value indexes.
+
+One :class:`StreamStore` per stream holds the stream's tuples in
+:class:`~indexes.time_buckets.TimeBuckets` (every tuple) and one
+:class:`~indexes.value_index.ValueIndex` per column that a join list may probe. The
+same tuple object is referenced from all of them.
+
+When the plan changes, :meth:`WindowState.configure` adds the indexes new join lists
+need (built from the stored tuples), drops unused ones, and re-buckets if the bucket
+width changed. ``snapshot``/``restore`` turn the state into plain data and back, which
+is what a checkpoint (or Spark's state store) keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from indexes.stored import StoredTuple
+from indexes.time_buckets import TimeBuckets
+from indexes.value_index import ValueIndex
+
+DEFAULT_BUCKETS_PER_WINDOW = 4
+
+
+def auto_bucket_width(max_window: float, allowed_lateness: float) -> float:
+    """A quarter of the time a tuple stays stored (1 second when that is zero)."""
+    span = max_window + allowed_lateness
+    return span / DEFAULT_BUCKETS_PER_WINDOW if span > 0 else 1.0
+
+
+class StreamStore:
+    __slots__ = ("buckets", "values")
+
+    def __init__(self, width: float) -> None:
+        self.buckets = TimeBuckets(width)
+        self.values: dict[int, ValueIndex] = {}
+
+    def insert(self, t: StoredTuple) -> None:
+        self.buckets.add(t)
+        for index in self.values.values():
+            index.add(t)
+
+    def purge(self, horizon: float) -> int:
+        dropped = self.buckets.purge_before(horizon)
+        if self.values:
+            for t in dropped:
+                for index in self.values.values():
+                    index.remove(t)
+        return len(dropped)
+
+
+class WindowState:
+    def __init__(self, n_streams: int, width: float = 1.0) -> None:
+        self.width = width
+        self.streams = [StreamStore(width) for _ in range(n_streams)]
+
+    def __len__(self) -> int:
+        return sum(len(s.buckets) for s in self.streams)
+
+    def __iter__(self) -> Iterator[StoredTuple]:
+        for store in self.streams:
+            yield from store.buckets
+
+    def configure(self, indexed_positions: list[set[int]], width: float) -> None:
+        """Match the indexes to a plan: ``indexed_positions[s]`` are the row positions
+        of stream ``s`` that need a value index."""
+        while len(self.streams) < len(indexed_positions):
+            self.streams.append(StreamStore(self.width))
+        if width != self.width:
+            self.width = width
+            for store in self.streams:
+                old = list(store.buckets)
+                store.buckets = TimeBuckets(width)
+                for t in old:
+                    store.buckets.add(t)
+        for store, wanted in zip(self.streams, indexed_positions, strict=False):
+            for pos in list(store.values):
+                if pos not in wanted:
+                    del store.values[pos]
+            for pos in wanted:
+                if pos not in store.values:
+                    index = ValueIndex(pos)
+                    for t in store.buckets:
+                        index.add(t)
+                    store.values[pos] = index
+
+    def insert(self, t: StoredTuple) -> None:
+        self.streams[t.stream].insert(t)
+
+    def purge(self, horizon: float) -> int:
+        """Drop the buckets entirely older than ``horizon``; returns tuples dropped."""
+        return sum(store.purge(horizon) for store in self.streams)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data: per stream, the stored rows with their arrival numbers."""
+        return {
+            "width": self.width,
+            "streams": [[(t.seq, t.row) for t in store.buckets] for store in self.streams],
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any], indexed_positions: list[set[int]]) -> WindowState:
+        state = cls(len(data["streams"]), data["width"])
+        for s, rows in enumerate(data["streams"]):
+            for seq, row in rows:
+                state.streams[s].buckets.add(StoredTuple(s, seq, tuple(row)))
+        state.configure(indexed_positions, data["width"])
+        return state
+
+    def _check(self) -> None:
+        for s, store in enumerate(self.streams):
+            store.buckets._check()
+            members = {id(t) for t in store.buckets}
+            assert all(t.stream == s for t in store.buckets), "tuple stored under the wrong stream"
+            for index in store.values.values():
+                index._check()
+                assert {id(t) for t in index} <= members, "value index holds a tuple the buckets do not"
+                expected = sum(1 for t in store.buckets if t.row[index.position] is not None)
+                assert len(index) == expected, "value index misses stored tuples"

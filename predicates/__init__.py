@@ -1,0 +1,57 @@
+"""The language layer of mqo: DDL and query parsing, semantic checks, normalization.
+
+Pure Python with no dependency on the rest of mqo. The usual entry points are
+:class:`Catalog` (streams from DDL) and :func:`compile_queries` (query text to
+:class:`NormalizedQuery` objects, all or nothing).
+"""
+
+from predicates.ast import ColumnType
+from predicates.catalog import Catalog, Column, StreamSchema
+from predicates.errors import MqoError, QueryError, Source, Span
+from predicates.frontend import column_order, compile_parsed, compile_queries, name_queries
+from predicates.normalize import (
+    DEFAULT_MAX_DISJUNCTS,
+    ColumnKey,
+    Conjunct,
+    Kind,
+    ListKey,
+    NormalizedQuery,
+    Predicate,
+    Residual,
+    format_constant,
+    most_covering_first,
+)
+from predicates.parser import parse_ddl, parse_duration, parse_queries, parse_query
+from predicates.semantic import BoundQuery, OutputColumn, bind
+
+__all__ = [
+    "DEFAULT_MAX_DISJUNCTS",
+    "BoundQuery",
+    "Catalog",
+    "Column",
+    "ColumnKey",
+    "ColumnType",
+    "Conjunct",
+    "Kind",
+    "ListKey",
+    "MqoError",
+    "NormalizedQuery",
+    "OutputColumn",
+    "Predicate",
+    "QueryError",
+    "Residual",
+    "Source",
+    "Span",
+    "StreamSchema",
+    "bind",
+    "column_order",
+    "compile_parsed",
+    "compile_queries",
+    "format_constant",
+    "most_covering_first",
+    "name_queries",
+    "parse_ddl",
+    "parse_duration",
+    "parse_queries",
+    "parse_query",
+]

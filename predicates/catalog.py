@@ -1,0 +1,153 @@
+"""The catalog of declared streams (DESIGN.md §3).
+
+Names of streams and columns are matched case-insensitively and reported in the
+spelling they were declared with. Every stream has two implicit columns: ``ts``
+(event time, a number) and ``id`` (an integer unique within the stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from predicates.ast import ColumnType, StreamDecl
+from predicates.errors import QueryError, Source, did_you_mean
+from predicates.parser import parse_ddl
+
+IMPLICIT_COLUMNS: dict[str, ColumnType] = {"ts": ColumnType.FLOAT, "id": ColumnType.INTEGER}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    ctype: ColumnType
+    length: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamSchema:
+    """A stream's declared columns (not counting the implicit ``ts`` and ``id``)."""
+
+    name: str
+    columns: tuple[Column, ...]
+    _by_lower: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_lower", {c.name.lower(): i for i, c in enumerate(self.columns)})
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def index_of(self, name: str) -> int | None:
+        """Position of a declared column (case-insensitive), or None."""
+        return self._by_lower.get(name.lower())
+
+    def lookup(self, name: str) -> tuple[str, ColumnType] | None:
+        """(declared name, type) of a column, implicit ``ts``/``id`` included."""
+        lowered = name.lower()
+        if lowered in IMPLICIT_COLUMNS:
+            return lowered, IMPLICIT_COLUMNS[lowered]
+        i = self._by_lower.get(lowered)
+        if i is None:
+            return None
+        col = self.columns[i]
+        return col.name, col.ctype
+
+    def all_names(self) -> list[str]:
+        return [*self.column_names, *IMPLICIT_COLUMNS]
+
+    def ddl(self) -> str:
+        cols = ", ".join(
+            f"{c.name} {c.ctype.value}" + (f"({c.length})" if c.length is not None else "") for c in self.columns
+        )
+        return f"REGISTER STREAM {self.name} ({cols});"
+
+
+class Catalog:
+    """Streams by name. Adding is all-or-nothing per call."""
+
+    def __init__(self, streams: Iterable[StreamSchema] = ()) -> None:
+        self._streams: dict[str, StreamSchema] = {}
+        for s in streams:
+            self._add(s)
+
+    @classmethod
+    def from_ddl(cls, text: str, name: str = "<schema>") -> Catalog:
+        catalog = cls()
+        catalog.register_ddl(text, name)
+        return catalog
+
+    def _add(self, schema: StreamSchema) -> None:
+        self._streams[schema.name.lower()] = schema
+
+    def register_ddl(self, text: str, name: str = "<schema>") -> list[StreamSchema]:
+        """Declare the streams of a DDL text. Raises QueryError and declares nothing on error."""
+        decls = parse_ddl(text, name)
+        schemas: list[StreamSchema] = []
+        seen: dict[str, StreamDecl] = {}
+        for decl in decls:
+            lowered = decl.name.lower()
+            if lowered in self._streams or lowered in seen:
+                raise QueryError(f"stream {decl.name} is declared twice", decl.source, decl.span)
+            seen[lowered] = decl
+            schemas.append(_schema_of(decl))
+        for schema in schemas:
+            self._add(schema)
+        return schemas
+
+    def get(self, name: str) -> StreamSchema | None:
+        return self._streams.get(name.lower())
+
+    def require(self, name: str, source: Source | None = None, span=None) -> StreamSchema:
+        schema = self.get(name)
+        if schema is None:
+            known = [s.name for s in self]
+            raise QueryError(
+                f"unknown stream '{name}'" + did_you_mean(name, known),
+                source,
+                span,
+                hint=f"declared streams: {', '.join(known)}" if known else "no stream is declared yet",
+            )
+        return schema
+
+    def __iter__(self) -> Iterator[StreamSchema]:
+        return iter(self._streams.values())
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._streams
+
+    def names(self) -> list[str]:
+        return [s.name for s in self]
+
+    def index(self, name: str) -> int:
+        """Declaration order of a stream: the canonical order of predicate sides."""
+        for i, key in enumerate(self._streams):
+            if key == name.lower():
+                return i
+        raise KeyError(name)
+
+    def ddl(self) -> str:
+        return "\n".join(s.ddl() for s in self)
+
+
+def _schema_of(decl: StreamDecl) -> StreamSchema:
+    seen: dict[str, int] = {}
+    columns: list[Column] = []
+    for col in decl.columns:
+        lowered = col.name.lower()
+        if lowered in IMPLICIT_COLUMNS:
+            raise QueryError(
+                f"column {col.name} of stream {decl.name} is implicit and must not be declared",
+                decl.source,
+                col.span,
+                hint="every stream has 'ts' (event time) and 'id'",
+            )
+        if lowered in seen:
+            raise QueryError(f"column {col.name} is declared twice in stream {decl.name}", decl.source, col.span)
+        seen[lowered] = len(columns)
+        columns.append(Column(col.name, col.ctype, col.length))
+    return StreamSchema(decl.name, tuple(columns))

@@ -1,0 +1,87 @@
+"""From query text to normalized queries, all or nothing.
+
+:func:`compile_queries` is what every entry point (Python API, CLI, Spark stage) uses:
+it parses a text of one or more queries, names each one (its ``Query ID:`` header, or
+its 1-based position), binds and normalizes them, and either returns all of them or
+raises the first :class:`~predicates.errors.QueryError`, naming the query it is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from predicates.ast import Query
+from predicates.catalog import Catalog
+from predicates.errors import QueryError
+from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnKey, ColumnOrder, NormalizedQuery, normalize
+from predicates.parser import parse_queries
+from predicates.semantic import bind
+
+
+def column_order(catalog: Catalog) -> ColumnOrder:
+    """Canonical order of columns: stream declaration order, then column order
+    (declared columns first, then ``ts``, then ``id``)."""
+    stream_rank = {name.lower(): i for i, name in enumerate(catalog.names())}
+
+    def order(col: ColumnKey) -> tuple:
+        schema = catalog.get(col.stream)
+        rank = stream_rank.get(col.stream.lower(), len(stream_rank))
+        if schema is None:
+            return (rank, 0, col.column)
+        index = schema.index_of(col.column)
+        if index is None:
+            index = len(schema.columns) + (0 if col.column == "ts" else 1)
+        return (rank, index, col.column)
+
+    return order
+
+
+def name_queries(queries: list[Query], *, first_position: int = 1, taken: Iterable[str] = ()) -> list[str]:
+    """The id of each query; raises QueryError on an id given twice."""
+    names: list[str] = []
+    seen: dict[str, Query] = {}
+    taken_set = set(taken)
+    for i, query in enumerate(queries):
+        name = query.name if query.name is not None else str(first_position + i)
+        where = query.name_span if query.name_span is not None else query.span
+        if name in seen:
+            first = seen[name]
+            line = first.source.line_col(first.span.start)[0]
+            raise QueryError(
+                f"query id {name} is given twice",
+                query.source,
+                where,
+                hint=f"the first query with this id starts at line {line}"
+                + ("" if query.name is not None else "; a query without a 'Query ID:' header is named by its position"),
+            )
+        if name in taken_set:
+            raise QueryError(f"query id {name} is already registered", query.source, where)
+        seen[name] = query
+        names.append(name)
+    return names
+
+
+def compile_parsed(
+    queries: list[Query],
+    catalog: Catalog,
+    names: list[str],
+    *,
+    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+) -> list[NormalizedQuery]:
+    order = column_order(catalog)
+    return [normalize(bind(q, catalog, name), order, max_disjuncts) for q, name in zip(queries, names, strict=True)]
+
+
+def compile_queries(
+    text: str,
+    catalog: Catalog,
+    *,
+    source_name: str = "<string>",
+    first_position: int = 1,
+    taken: Iterable[str] = (),
+    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+) -> list[NormalizedQuery]:
+    """Parse, name, bind and normalize every query of ``text`` (all or nothing)."""
+    queries = parse_queries(text, source_name, first_position=first_position)
+    names = name_queries(queries, first_position=first_position, taken=taken)
+    return compile_parsed(queries, catalog, names, max_disjuncts=max_disjuncts)

@@ -1,0 +1,115 @@
+"""Tokens of the query language and the DDL.
+
+One compiled regular expression does the scanning. Keywords are not special here: they
+are identifiers that the parser recognises case-insensitively, so a keyword can still be
+a column name where the grammar allows it. The thesis operator spellings ``lt=`` and
+``gt=`` are joined into one token only when the ``=`` follows with no space, so
+``lt =`` stays two tokens and is rejected by the parser with a clear message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from predicates.errors import Source, Span
+
+
+class T(Enum):
+    """Token kinds."""
+
+    IDENT = "identifier"
+    NUMBER = "number"
+    STRING = "string"
+    OP = "operator"
+    PUNCT = "punctuation"
+    ERROR = "error"
+    EOF = "end of input"
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: T
+    text: str
+    start: int
+    end: int
+
+    @property
+    def span(self) -> Span:
+        return Span(self.start, self.end)
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper()
+
+    def describe(self) -> str:
+        if self.kind is T.EOF:
+            return "end of input"
+        if self.kind is T.STRING:
+            return f"string {self.text}"
+        return f"'{self.text}'"
+
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>[ \t\r\n\f]+)
+  | (?P<comment>--[^\n]*)
+  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<thesis_op>(?i:lt=|gt=)(?![=<>]))
+  | (?P<ident>[A-Za-z_][A-Za-z_0-9]*)
+  | (?P<quoted_ident>"(?:[^"\n]|"")*")
+  | (?P<string>'(?:[^'\n]|'')*')
+  | (?P<op><=|>=|<>|!=|==|<|>|=|\+|-|\*|/)
+  | (?P<punct>[(),.;:])
+    """,
+    re.VERBOSE,
+)
+
+
+def tokenize(source: Source) -> list[Token]:
+    """All tokens of ``source``, ending with one EOF token.
+
+    A character that starts no token becomes an ERROR token (its text is the message)
+    and ends the list; the parser raises when it reaches it, so the error is reported
+    inside the query it belongs to.
+    """
+    text = source.text
+    tokens: list[Token] = []
+    pos = 0
+    n = len(text)
+    match = _TOKEN_RE.match
+    while pos < n:
+        m = match(text, pos)
+        if m is None:
+            ch = text[pos]
+            if ch == "'":
+                message = "unterminated string literal"
+            elif ch == '"':
+                message = "unterminated quoted name"
+            else:
+                message = f"unexpected character {ch!r}"
+            tokens.append(Token(T.ERROR, message, pos, pos + 1))
+            break
+        kind = m.lastgroup
+        end = m.end()
+        if kind == "number":
+            tokens.append(Token(T.NUMBER, m.group(), pos, end))
+        elif kind == "ident":
+            tokens.append(Token(T.IDENT, m.group(), pos, end))
+        elif kind == "quoted_ident":
+            tokens.append(Token(T.IDENT, m.group()[1:-1].replace('""', '"'), pos, end))
+        elif kind == "string":
+            tokens.append(Token(T.STRING, m.group(), pos, end))
+        elif kind == "op" or kind == "thesis_op":
+            tokens.append(Token(T.OP, m.group(), pos, end))
+        elif kind == "punct":
+            tokens.append(Token(T.PUNCT, m.group(), pos, end))
+        pos = end
+    tokens.append(Token(T.EOF, "", n, n))
+    return tokens
+
+
+def string_value(token: Token) -> str:
+    """The value of a STRING token ('it''s' -> it's)."""
+    return token.text[1:-1].replace("''", "'")

@@ -1,0 +1,150 @@
+"""The ``mqo`` command line.
+
+Every expected failure (a malformed query, a bad input row, a missing file) prints a
+message that says where it is and exits with status 2, without a traceback. Status 1
+is left for genuine crashes, which do print one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from mqo import Matcher, MqoError
+
+EXIT_USAGE = 2
+
+
+class CliError(MqoError):
+    """A failure the user can fix; printed without a traceback."""
+
+
+def read_text(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"{what} file not found: {path}") from None
+    except IsADirectoryError:
+        raise CliError(f"{what} path is a directory, not a file: {path}") from None
+    except UnicodeDecodeError as err:
+        raise CliError(f"{what} file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise CliError(f"cannot read {what} file {path}: {err.strerror}") from None
+
+
+def load_matcher(schema_path: str, queries_path: str, **options: object) -> Matcher:
+    """A matcher with the streams and queries of two files."""
+    matcher = Matcher(**options)  # type: ignore[arg-type]
+    matcher.register_streams(read_text(schema_path, "schema"), schema_path)
+    matcher.register_queries(read_text(queries_path, "query"), queries_path)
+    return matcher
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    matcher = load_matcher(args.schema, args.queries)
+    print(matcher.explain())
+    return 0
+
+
+def cmd_match(args: argparse.Namespace) -> int:
+    from runtime.inputs import InputSpec
+    from runtime.local import run_match
+    from runtime.outputs import guess_format
+
+    if not args.input:
+        raise CliError("give at least one --input STREAM=FILE")
+    inputs = [InputSpec.parse(text) for text in args.input]
+    fmt = guess_format(args.output, args.format)
+    if args.engine == "spark":
+        from runtime.spark_cli import run_spark_match
+
+        summary = run_spark_match(args, inputs, fmt)
+    else:
+        matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order)
+        summary = run_match(
+            matcher,
+            inputs,
+            args.output,
+            fmt,
+            on_bad_row=args.on_bad_row,
+            rejects_path=args.rejects,
+            late_path=args.late,
+            progress=args.progress,
+        )
+    if not args.quiet:
+        for line in summary.lines():
+            print(line, file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mqo",
+        description="Shared matching of many continuous queries over data streams.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    explain = sub.add_parser(
+        "explain",
+        help="show the predicate lists, what each query uses, and the sharing ratio",
+        description="Show the predicate lists of each type in covering order, which queries use each "
+        "predicate, each query's bit positions and the sharing ratio.",
+    )
+    explain.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
+    explain.add_argument("--queries", required=True, metavar="FILE", help="query file")
+    explain.set_defaults(func=cmd_explain)
+
+    match = sub.add_parser(
+        "match",
+        help="match stream files against the queries and write the results",
+        description="Read stream files (CSV with a header, or Parquet), merge them in arrival order, "
+        "match every tuple against every query and write one record per result.",
+    )
+    match.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
+    match.add_argument("--queries", required=True, metavar="FILE", help="query file")
+    match.add_argument(
+        "--input", action="append", metavar="STREAM=FILE", help="a stream's input file (repeat for each input)"
+    )
+    match.add_argument("--output", default="-", metavar="FILE", help="where to write results (default: stdout)")
+    match.add_argument("--format", choices=["jsonl", "csv", "parquet"], help="output format (default: by extension)")
+    match.add_argument("--engine", choices=["local", "spark"], default="local", help="where to run (default: local)")
+    match.add_argument("--master", default="local[*]", help="Spark master URL with --engine spark")
+    match.add_argument(
+        "--order", default="AJW", metavar="ORDER", help="predicate type order: AJW, AWJ, JAW, JWA, WAJ or WJA"
+    )
+    match.add_argument(
+        "--allowed-lateness", type=float, default=0.0, metavar="SECONDS", help="how late a tuple may be (default 0)"
+    )
+    match.add_argument(
+        "--on-bad-row",
+        choices=["error", "skip"],
+        default="error",
+        help="stop at the first bad input row (default), or write bad rows to the reject file and go on",
+    )
+    match.add_argument("--rejects", metavar="FILE", help="reject file (default: OUTPUT.rejects.jsonl)")
+    match.add_argument("--late", metavar="FILE", help="late-tuple file (default: OUTPUT.late.jsonl)")
+    match.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
+    match.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    match.set_defaults(func=cmd_match)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except MqoError as err:
+        print(f"mqo {args.command}: error: {err}" if isinstance(err, CliError) else str(err), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("mqo: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

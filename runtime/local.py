@@ -1,0 +1,138 @@
+"""Running a matcher over files on this machine: the engine behind ``mqo match``.
+
+Reads every input, merges them in arrival order, pushes each tuple, writes the matches
+as they come, sets bad rows and late tuples aside in files of their own (nothing is
+dropped silently), shows progress on stderr for long inputs, and returns a summary.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO
+
+from mqo import Matcher
+from mqo.results import LateTuple
+from predicates.errors import did_you_mean
+from runtime.inputs import BadRow, InputError, InputSpec, StreamData, merge, read_stream
+from runtime.outputs import open_writer, value_types, write_jsonl
+
+_FLUSH_EVERY = 4096
+
+
+@dataclass
+class Summary:
+    tuples: int = 0
+    per_stream: dict[str, int] = field(default_factory=dict)
+    results: int = 0
+    late: int = 0
+    rejected: int = 0
+    seconds: float = 0.0
+    output: str = ""
+    late_path: str | None = None
+    rejects_path: str | None = None
+
+    def lines(self) -> list[str]:
+        streams = ", ".join(f"{name}: {n:,}" for name, n in self.per_stream.items())
+        out = [
+            f"tuples:   {self.tuples:,} ({streams})",
+            f"results:  {self.results:,} -> {self.output}",
+            f"late:     {self.late:,}" + (f" -> {self.late_path}" if self.late_path else ""),
+            f"rejected: {self.rejected:,}" + (f" -> {self.rejects_path}" if self.rejects_path else ""),
+            f"time:     {self.seconds:.2f} s",
+        ]
+        return out
+
+
+class Progress:
+    """A one-line progress bar on stderr, redrawn at most every 0.2 s."""
+
+    def __init__(self, total: int, enabled: bool, out: IO[str] | None = None) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.out = out if out is not None else sys.stderr
+        self.start = time.perf_counter()
+        self._last = 0.0
+
+    def update(self, done: int, results: int) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self._last < 0.2 and done < self.total:
+            return
+        self._last = now
+        frac = done / self.total if self.total else 1.0
+        bar = "#" * int(frac * 30)
+        rate = done / (now - self.start) if now > self.start else 0.0
+        self.out.write(
+            f"\r[{bar:<30}] {frac:6.1%}  {done:,}/{self.total:,} tuples  {results:,} results  {rate:,.0f} tuples/s"
+        )
+        self.out.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.out.write("\n")
+            self.out.flush()
+
+
+def run_match(
+    matcher: Matcher,
+    inputs: list[InputSpec],
+    output: str,
+    fmt: str,
+    *,
+    on_bad_row: str = "error",
+    rejects_path: str | None = None,
+    late_path: str | None = None,
+    progress: bool | None = None,
+) -> Summary:
+    started = time.perf_counter()
+    plan = matcher.plan
+    data: list[StreamData] = []
+    for spec in inputs:
+        try:
+            schema = plan.streams[plan.stream_number(spec.stream)]
+        except KeyError:
+            raise InputError(
+                f"--input {spec.stream}={spec.path}: unknown stream {spec.stream!r}"
+                + did_you_mean(spec.stream, plan.catalog.names())
+            ) from None
+        data.append(read_stream(spec, schema, on_bad_row))
+    rejected: list[BadRow] = [row for d in data for row in d.rejected]
+    late: list[LateTuple] = []
+    matcher.late_sink = late.append
+    summary = Summary(output=output)
+    total = sum(len(d) for d in data)
+    bar = Progress(total, progress if progress is not None else (sys.stderr.isatty() and total >= 50_000))
+    pending = []
+    with open_writer(output, fmt, value_types(matcher)) as writer:
+        push = matcher.push
+        for done, (k, i) in enumerate(merge(data), start=1):
+            d = data[k]
+            matches = push(d.stream, d.ts[i], d.values(i), d.ids[i] if d.ids is not None else None)
+            if matches:
+                pending.extend(matches)
+                summary.results += len(matches)
+                if len(pending) >= _FLUSH_EVERY:
+                    writer.write(pending)
+                    pending = []
+            if done % 1024 == 0:
+                bar.update(done, summary.results)
+        writer.write(pending)
+    bar.update(total, summary.results)
+    bar.finish()
+    summary.tuples = total
+    for d in data:
+        summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
+    summary.late = len(late)
+    summary.rejected = len(rejected)
+    base = "mqo" if output == "-" else output
+    if late:
+        summary.late_path = late_path or f"{base}.late.jsonl"
+        write_jsonl(summary.late_path, (t.as_dict() for t in late))
+    if rejected:
+        summary.rejects_path = rejects_path or f"{base}.rejects.jsonl"
+        write_jsonl(summary.rejects_path, (r.as_dict() for r in rejected))
+    summary.seconds = time.perf_counter() - started
+    return summary

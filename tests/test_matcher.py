@@ -1,0 +1,287 @@
+"""The matcher through its public API: the thesis' running example, lateness,
+heartbeats, registration changes while tuples flow, and clear errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import mqo
+from mqo.matcher import ORDERS
+from mqo.results import TupleError
+
+H_TUPLES = [(0, 6, 98), (1, 1, 90), (2, 7, 98), (3, 2, 98), (4, 8, 89)]
+K_TUPLES = [(1, 150), (2, 100), (3, 150), (5, 150), (6, 75)]
+B_TUPLES = [(1, 150, 101), (2, 97, 101), (4, 35, 101), (5, 100, 101), (8, 150, 101)]
+
+
+def feed_figure_3_16(m: mqo.Matcher) -> list:
+    out = []
+    for ts, p, t in B_TUPLES:
+        out += m.push("B", ts, {"pressure": p, "temp": t, "alert": 0})
+    for ts, b, v in H_TUPLES:
+        out += m.push("H", ts, {"beatrate": b, "vib": v, "alert": 1})
+    for ts, f in K_TUPLES:
+        out += m.push("K", ts, {"fluid": f})
+    return out
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_running_example_gives_query_3_with_h_at_ts_0(order, thesis_ddl, running_example):
+    m = mqo.Matcher(thesis_ddl, allowed_lateness=8, order=order)
+    m.register_queries(running_example)
+    assert feed_figure_3_16(m) == []
+    matches = m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98})
+    assert [mqo_dict(x) for x in matches] == [
+        {"query": "3", "ts": 1.0, "ids": {"T": 0, "H": 0}, "values": {"H.alert": 1}}
+    ]
+    assert m.late_count == 0
+    m.state._check()
+
+
+def mqo_dict(match):
+    return match.as_dict()
+
+
+def test_late_tuple_is_reported_not_matched(thesis_ddl, running_example):
+    seen = []
+    m = mqo.Matcher(thesis_ddl, late_sink=seen.append)
+    m.register_queries(running_example)
+    feed_figure_3_16(m)
+    assert m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98}) == []
+    # fed stream by stream, every H and K tuple (ts <= 6) comes after B's ts 8: late too
+    assert m.late_count == 11 and m.counters.late == 11
+    assert [t.stream for t in seen] == ["H"] * 5 + ["K"] * 5 + ["T"]
+    late = seen[-1]
+    assert (late.stream, late.ts, late.id) == ("T", 1.0, 0)
+    assert late.values == {"fluct": 103.0, "degree": 101.0, "incr": 98.0}
+    assert "older than the newest ts seen (8)" in late.reason
+    assert list(m.late_tuples) == seen
+
+
+def test_late_tuple_without_a_sink_warns_once(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    m.push("B", 10, {"pressure": 1})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m.push("B", 5, {"pressure": 1})
+        m.push("B", 4, {"pressure": 1})
+    assert len(caught) == 1 and "late tuple on stream B" in str(caught[0].message)
+    assert m.late_count == 2
+
+
+def test_within_lateness_results_equal_timestamp_order(thesis_ddl):
+    query = "SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 3 WHERE B.pressure < H.vib"
+    in_order = [("B", 1, 1), ("H", 2, 5), ("B", 3, 2), ("H", 4, 9), ("B", 5, 1), ("H", 6, 0)]
+    shuffled = [in_order[i] for i in (1, 0, 3, 2, 5, 4)]
+
+    def run(tuples, lateness):
+        m = mqo.Matcher(thesis_ddl, allowed_lateness=lateness)
+        m.register_query(query)
+        out = []
+        for stream, ts, v in tuples:
+            values = {"pressure": v} if stream == "B" else {"vib": v}
+            ident = {t: i for i, t in enumerate(x for x in in_order if x[0] == stream)}[(stream, ts, v)]
+            out += [(r.ts, tuple(sorted(r.ids.items()))) for r in m.push(stream, ts, values, id=ident)]
+        return sorted(out), m.late_count
+
+    expected, late = run(in_order, 0)
+    assert late == 0 and len(expected) == 3
+    assert run(shuffled, 1) == (expected, 0)
+
+
+def test_heartbeat_purges_quiet_streams(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 2 WHERE B.pressure < H.vib")
+    for ts in range(10):
+        m.push("B", ts, {"pressure": 1.0})
+    assert 0 < len(m.state) <= 4
+    m.heartbeat(100)
+    assert len(m.state) == 0
+    assert m.watermark == 100
+    assert m.push("H", 100, {"vib": 5}) == []
+    m.state._check()
+
+
+def test_state_stays_bounded_by_the_largest_window(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl, bucket_width=1)
+    m.register_query("SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure = H.vib")
+    for ts in range(1000):
+        m.push("B", ts, {"pressure": ts % 7})
+        m.push("H", ts + 0.5, {"vib": ts % 5})
+        assert len(m.state) <= 2 * (5 + 2) + 2
+    m.state._check()
+
+
+def test_registration_mid_stream_sees_earlier_tuples_in_the_window(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("Query ID: small\nSELECT * FROM B, H MAXWINDOW 10 WHERE B.pressure = H.vib")
+    m.push("B", 1, {"pressure": 7})
+    m.push("H", 2, {"vib": 8})
+    late_query = m.register_query("SELECT B.pressure FROM B, H MAXWINDOW 10 WHERE B.pressure < H.vib")
+    assert late_query == "2"
+    got = m.push("H", 3, {"vib": 7})
+    assert sorted(r.query for r in got) == ["small"]
+    got = m.push("H", 4, {"vib": 9})
+    assert [(r.query, r.ids) for r in got] == [("2", {"B": 0, "H": 2})]
+    # a result whose last tuple arrived before registration is not reported afterwards
+    got = m.push("B", 5, {"pressure": 8.5})
+    assert sorted((r.query, r.ids["H"]) for r in got) == [("2", 2)] or sorted((r.query, r.ids["H"]) for r in got) == [
+        ("2", 3)
+    ]
+
+
+def test_query_with_a_larger_window_registered_late_never_uses_purged_tuples(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl, bucket_width=1)
+    m.register_query("SELECT * FROM B, H MAXWINDOW 2 WHERE B.pressure = H.vib")
+    for ts in range(20):
+        m.push("B", ts, {"pressure": 1.0})
+    horizon = m.retention_horizon
+    assert horizon == 19 - 2
+    m.register_query("Query ID: wide\nSELECT * FROM B, H MAXWINDOW 100 WHERE B.pressure = H.vib")
+    got = [r for r in m.push("H", 20, {"vib": 1.0}) if r.query == "wide"]
+    # the wide query sees exactly the B tuples retained at its registration: ts >= 17
+    assert sorted(r.ids["B"] for r in got) == [17, 18, 19]
+
+
+def test_unregistered_query_reports_nothing_more(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    qid = m.register_query("SELECT * FROM B WHERE B.pressure > 1")
+    assert len(m.push("B", 1, {"pressure": 2})) == 1
+    m.unregister_query(qid)
+    assert m.push("B", 2, {"pressure": 2}) == []
+    assert m.query_ids == []
+    m.registry._check()
+    with pytest.raises(KeyError, match="no query with id"):
+        m.unregister_query(qid)
+
+
+def test_unregistering_frees_unshared_predicates_and_lists(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    a = m.register_query("SELECT * FROM B WHERE B.pressure < 5 AND B.temp > 1")
+    m.register_query("SELECT * FROM B WHERE B.pressure < 5")
+    assert m.registry.distinct_predicates() == 2
+    m.unregister_query(a)
+    assert m.registry.distinct_predicates() == 1
+    assert [k.describe() for k in m.registry.lists()] == ["B.pressure < c"]
+    m.registry._check()
+
+
+def test_or_query_reports_each_result_once(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure < 3 OR H.vib > 1 OR B.pressure < H.vib")
+    m.push("B", 1, {"pressure": 1})
+    got = m.push("H", 2, {"vib": 2})
+    assert len(got) == 1
+
+
+def test_queries_without_connecting_predicates_use_the_window(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B, K MAXWINDOW 2 WHERE B.pressure > 1 AND K.fluid < 5")
+    m.push("K", 0, {"fluid": 1})
+    m.push("K", 1, {"fluid": 9})
+    m.push("K", 2, {"fluid": 2})
+    got = m.push("B", 3, {"pressure": 4})
+    assert sorted(r.ids["K"] for r in got) == [2]
+
+
+def test_select_expressions_and_nulls(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT B.pressure * 2 AS doubled, B.temp / B.alert AS ratio, B.temp FROM B WHERE B.pressure > 0")
+    (r,) = m.push("B", 1, {"pressure": 2.5, "temp": 3.0, "alert": 0})
+    assert r.values == {"doubled": 5.0, "ratio": None, "B.temp": 3.0}
+    (r,) = m.push("B", 2, {"pressure": 1.0, "temp": float("nan")})
+    assert r.values == {"doubled": 2.0, "ratio": None, "B.temp": None}
+
+
+def test_nulls_and_nan_match_nothing(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.pressure != 3")
+    m.register_query("SELECT * FROM B WHERE NOT (B.pressure > 3)")
+    assert m.push("B", 1, {"pressure": None}) == []
+    assert m.push("B", 2, {"pressure": float("nan")}) == []
+    assert m.push("B", 3, {}) == []
+    assert len(m.push("B", 4, {"pressure": 1})) == 2
+
+
+def test_ids_are_given_or_counted_per_stream(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    assert m.push("B", 1, {"pressure": 1})[0].ids == {"B": 0}
+    assert m.push("B", 2, {"pressure": 1}, id=42)[0].ids == {"B": 42}
+    assert m.push("B", 3, {"pressure": 1})[0].ids == {"B": 2}
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda m: m.push("Blood", 1, {}), "unknown stream 'Blood' (did you mean 'B'?)"),
+        (lambda m: m.push("B", 1, {"presure": 1}), "stream B has no column 'presure' (did you mean 'pressure'?)"),
+        (lambda m: m.push("B", 1, {"pressure": "high"}), "column pressure (FLOAT): expected a number, got 'high'"),
+        (lambda m: m.push("B", float("nan"), {}), "ts must be a finite number"),
+        (lambda m: m.push("B", "3", {}), "ts must be a finite number"),
+        (lambda m: m.push("B", 1, {"ts": 3}), "pass ts as its own argument"),
+        (lambda m: m.push("B", 1, {}, id=1.5), "id must be an integer"),
+    ],
+)
+def test_bad_tuples_are_clear_errors(call, fragment, thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    with pytest.raises(TupleError) as err:
+        call(m)
+    assert fragment in str(err.value)
+
+
+def test_register_queries_is_all_or_nothing(thesis_ddl, running_example):
+    m = mqo.Matcher(thesis_ddl)
+    with pytest.raises(mqo.QueryError) as err:
+        m.register_queries([running_example, "SELECT * FROM B WHERE B.nope < 1"])
+    assert "unknown column 'nope'" in str(err.value)
+    assert m.query_ids == []
+    assert m.register_queries([running_example, "SELECT * FROM B"]) == ["1", "2", "3", "4"]
+
+
+def test_query_ids_given_and_taken(thesis_ddl):
+    m = mqo.Matcher(thesis_ddl)
+    assert m.register_query("SELECT * FROM B", query_id="alerts") == "alerts"
+    with pytest.raises(mqo.QueryError, match="already registered"):
+        m.register_query("SELECT * FROM H", query_id="alerts")
+    with pytest.raises(mqo.QueryError, match="expected one query"):
+        m.register_query("SELECT * FROM B; SELECT * FROM H")
+
+
+def test_counters_count_the_work(thesis_ddl, running_example):
+    m = mqo.Matcher(thesis_ddl, allowed_lateness=8, order="WAJ")
+    m.register_queries(running_example)
+    feed_figure_3_16(m)
+    m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98})
+    c = m.counters
+    assert c.tuples == 16 and c.results == 1 and c.late == 0
+    assert c.comparisons > 0 and c.index_probes > 0 and c.intermediate > 0 and c.bitset_ops > 0
+    assert c.selectivity(mqo.matcher.Kind.WINDOW) is not None
+    snapshot = c.as_dict()
+    assert set(snapshot["selectivity"]) == {"attribute", "join", "window"}
+    c.reset()
+    assert c.tuples == 0 and c.phase_in["join"] == 0
+
+
+def test_unknown_order_is_rejected(thesis_ddl):
+    with pytest.raises(ValueError, match="unknown evaluation order 'ABC'"):
+        mqo.Matcher(thesis_ddl, order="ABC")
+    assert mqo.Matcher(thesis_ddl, order="static:wja").order[0].value == "window"
+
+
+def test_explain_from_python(thesis_ddl, running_example):
+    m = mqo.Matcher(thesis_ddl)
+    m.register_queries(running_example)
+    text = m.explain()
+    assert "T.fluct = 51.5" in text and "sharing ratio" in text
+    assert "1: FROM B, H, K, T  MAXWINDOW 4 s" in text
+
+
+def test_public_api_is_explicit():
+    assert set(mqo.__all__) >= {"Matcher", "QueryError", "MqoError"}
+    for name in mqo.__all__:
+        assert hasattr(mqo, name)

@@ -15,7 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from indexes.stored import StoredTuple
+from mqo.batch import MatchBatch, columns_of, value_types
 from mqo.engine import Engine
 from mqo.explain import explain_text
 from mqo.plan import KIND_OF_LETTER, CompiledPlan, compile_plan
@@ -28,7 +31,14 @@ from predicates import DEFAULT_MAX_DISJUNCTS, Catalog, Kind, NormalizedQuery, Qu
 from predicates.errors import did_you_mean
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
+SNAPSHOT_FORMAT = 1
 LATE_KEPT = 10_000
+
+
+def query_text(nq: NormalizedQuery) -> str:
+    """The source text of one query (its header included)."""
+    query = nq.bound.query
+    return query.source.text[query.span.start : query.span.end]
 
 
 def parse_order(order: str) -> tuple[Kind, Kind, Kind]:
@@ -63,6 +73,7 @@ class Matcher:
         if bucket_width is not None and not bucket_width > 0:
             raise ValueError("bucket_width must be > 0")
         self.order = parse_order(order)
+        self.order_name = order
         self.late_sink = late_sink
         self.late_tuples: deque[LateTuple] = deque(maxlen=LATE_KEPT)
         self.counters = Counters()
@@ -96,25 +107,25 @@ class Matcher:
         self._plan = None
         return [s.name for s in schemas]
 
-    def compile(self, text: str, source_name: str = "<query>") -> list[NormalizedQuery]:
+    def compile(self, text: str, source_name: str = "<query>", *, check_ids: bool = True) -> list[NormalizedQuery]:
         """Parse, check and normalize query text without registering it."""
         return compile_queries(
             text,
             self.catalog,
             source_name=source_name,
             first_position=self._next_position,
-            taken=self.registry.queries.keys(),
+            taken=self.registry.queries.keys() if check_ids else (),
             max_disjuncts=self.max_disjuncts,
         )
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
-        """Register one query; returns its id (its ``Query ID:``, ``query_id``, or its position)."""
-        queries = self.compile(text, source_name)
+        """Register one query; returns its id (``query_id``, else its ``Query ID:``, else its position)."""
+        queries = self.compile(text, source_name, check_ids=query_id is None)
         if len(queries) != 1:
             raise QueryError(f"expected one query, found {len(queries)}; use register_queries", None, None)
         if query_id is not None:
             queries = [self._renamed(queries[0], str(query_id))]
-        self._add(queries, [text])
+        self._add(queries)
         return queries[0].name
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
@@ -124,10 +135,8 @@ class Matcher:
         """
         if isinstance(texts, str):
             queries = self.compile(texts, source_name)
-            originals = [texts[q.bound.query.span.start : q.bound.query.span.end] for q in queries]
         else:
             queries = []
-            originals = []
             taken = set(self.registry.queries)
             for i, text in enumerate(texts):
                 batch = compile_queries(
@@ -141,8 +150,7 @@ class Matcher:
                 for q in batch:
                     taken.add(q.name)
                 queries.extend(batch)
-                originals.extend([text] * len(batch))
-        self._add(queries, originals)
+        self._add(queries)
         return [q.name for q in queries]
 
     def unregister_query(self, query_id: str) -> None:
@@ -157,8 +165,9 @@ class Matcher:
             raise QueryError(f"query id {name} is already registered", None, None)
         return replace(nq, bound=replace(nq.bound, name=name))
 
-    def _add(self, queries: list[NormalizedQuery], texts: list[str]) -> None:
-        self.registry.add(queries, self._retention_horizon, texts)
+    def _add(self, queries: list[NormalizedQuery], since_ts: float | None = None) -> None:
+        since = self._retention_horizon if since_ts is None else since_ts
+        self.registry.add(queries, since, [query_text(q) for q in queries])
         self._next_position += len(queries)
         self._plan = None
 
@@ -229,6 +238,49 @@ class Matcher:
         self._advance(row[0])
         return results
 
+    def push_batch(self, stream: str, batch: Any) -> MatchBatch:
+        """Match a batch of tuples of one stream, in row order, as if pushed one by one.
+
+        ``batch`` is an Arrow table or record batch, a pandas DataFrame or a dict of
+        columns (``ts``, optional ``id``, the stream's columns). Results come back as a
+        :class:`~mqo.batch.MatchBatch` (arrays; ``.to_arrow()``, ``.matches()``).
+        """
+        plan = self.plan
+        try:
+            schema = plan.streams[plan.stream_number(stream)]
+        except KeyError:
+            raise TupleError(f"unknown stream {stream!r}" + did_you_mean(stream, plan.catalog.names())) from None
+        ts, ids, columns = columns_of(batch, schema)
+        names = list(columns)
+        found: list[Match] = []
+        push = self.push
+        for i in range(len(ts)):
+            values = {name: columns[name][i] for name in names}
+            found.extend(push(schema.name, ts[i].item(), values, None if ids is None else ids[i].item()))
+        return self._as_batch(found)
+
+    def _as_batch(self, found: list[Match]) -> MatchBatch:
+        plan = self.plan
+        streams = [s.name for s in plan.streams]
+        names = list(self.registry.queries)
+        number = {name: i for i, name in enumerate(names)}
+        aliases = [
+            {stream: alias for alias, stream in rq.normalized.aliases} for rq in self.registry.queries.values()
+        ]
+        n = len(found)
+        query = np.fromiter((number[m.query] for m in found), np.int32, n)
+        ts = np.fromiter((m.ts for m in found), np.float64, n)
+        ids = {s: np.full(n, -1, np.int64) for s in streams}
+        for i, m in enumerate(found):
+            stream_of = {alias: stream for stream, alias in aliases[query[i]].items()}
+            for alias, ident in m.ids.items():
+                ids[stream_of[alias]][i] = ident
+        return MatchBatch(names, aliases, query, ts, ids, [m.values for m in found], value_types(self.registry))
+
+    def value_types(self) -> dict[str, Any]:
+        """Arrow types of the SELECT values over the registered queries."""
+        return value_types(self.registry)
+
     def heartbeat(self, ts: float) -> None:
         """Advance time without a tuple, so quiet streams still purge their state."""
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts:
@@ -271,3 +323,50 @@ class Matcher:
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits."""
         return explain_text(self.registry, self.plan)
+
+    # ------------------------------------------------------------- snapshots
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything needed to carry on elsewhere, as plain Python data: settings,
+        streams, queries (text, id, registration horizon), stored tuples and clocks."""
+        state = self.state
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "ddl": self.catalog.ddl(),
+            "settings": {
+                "allowed_lateness": self.allowed_lateness,
+                "order": self.order_name,
+                "bucket_width": self._bucket_width,
+                "max_disjuncts": self.max_disjuncts,
+            },
+            "queries": [(rq.name, rq.text, rq.since_ts) for rq in self.registry],
+            "next_position": self._next_position,
+            "max_ts": self._max_ts,
+            "horizon": self._retention_horizon,
+            "seq": self._seq,
+            "next_ids": [rows.next_id for rows in self._rows],
+            "counters": self.counters.as_dict(),
+            "state": state.snapshot(),
+        }
+
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any], **overrides: Any) -> Matcher:
+        """A matcher that continues exactly where ``snapshot`` was taken."""
+        if snapshot.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
+        settings = {**snapshot["settings"], **overrides}
+        m = cls(snapshot["ddl"], **settings)
+        for name, text, since in snapshot["queries"]:
+            (nq,) = m.compile(text, f"<snapshot query {name}>", check_ids=False)
+            m._add([m._renamed(nq, name)], since_ts=since)
+        m._next_position = snapshot["next_position"]
+        plan = m.plan
+        m._max_ts = snapshot["max_ts"]
+        m._retention_horizon = snapshot["horizon"]
+        m._seq = snapshot["seq"]
+        for rows, next_id in zip(m._rows, snapshot["next_ids"], strict=True):
+            rows.restart_ids(next_id)
+        m.counters.load(snapshot["counters"])
+        m._state = WindowState.restore(snapshot["state"], plan.indexed_positions)
+        m._engine = Engine(plan, m._state, m.counters)
+        return m

@@ -32,6 +32,9 @@ class RowBuilder:
     def next_id(self) -> int:
         return self._next_id
 
+    def restart_ids(self, next_id: int) -> None:
+        self._next_id = next_id
+
     def build(self, ts: Any, values: Mapping[str, Any] | None, id: Any = None) -> tuple[Any, ...]:
         """A row for ``values`` at ``ts``; consumes one automatic id either way."""
         auto_id = self._next_id

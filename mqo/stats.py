@@ -50,6 +50,12 @@ class Counters:
         for f in fields(self):
             setattr(self, f.name, getattr(fresh, f.name))
 
+    def load(self, data: dict[str, object]) -> None:
+        """Set the counts from :meth:`as_dict` output."""
+        for f in fields(self):
+            value = data[f.name]
+            setattr(self, f.name, dict(value) if isinstance(value, dict) else value)  # type: ignore[arg-type]
+
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["phase_in"] = dict(self.phase_in)

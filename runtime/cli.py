@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mqo import Matcher, MqoError
+from predicates.errors import did_you_mean
 
 EXIT_USAGE = 2
 
@@ -79,6 +80,36 @@ def cmd_match(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment(args: argparse.Namespace) -> int:
+    # runtime may not import experiments (they sit above it); the experiment is found
+    # by name at run time instead.
+    import importlib
+
+    try:
+        catalog = importlib.import_module("experiments")
+    except ImportError as err:
+        raise CliError(f"the experiments package is not installed ({err})") from None
+    names: tuple[str, ...] = catalog.EXPERIMENTS
+    if args.list or args.name is None:
+        for name in names:
+            module = importlib.import_module(f"experiments.{name}")
+            print(f"{name:<14} {module.DESCRIPTION}")
+        return 0
+    if args.name not in names:
+        raise CliError(f"unknown experiment {args.name!r}" + did_you_mean(args.name, names) + "; see --list")
+    module = importlib.import_module(f"experiments.{args.name}")
+    rest = list(args.rest)
+    if args.out is not None:
+        rest = ["--out", args.out, *rest]
+    return int(module.main(rest) or 0)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from runtime.profile import run_profile
+
+    return run_profile(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mqo",
@@ -129,6 +160,30 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     match.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     match.set_defaults(func=cmd_match)
+
+    experiment = sub.add_parser(
+        "experiment",
+        help="run an experiment or benchmark (see --list)",
+        description="Run a seeded experiment; it writes CSV, plots and a markdown summary into an output folder.",
+    )
+    experiment.add_argument("name", nargs="?", help="experiment name")
+    experiment.add_argument("--list", action="store_true", help="describe every experiment")
+    experiment.add_argument("--out", metavar="DIR", help="output folder")
+    experiment.add_argument("rest", nargs=argparse.REMAINDER, help="options of the experiment (see its --help)")
+    experiment.set_defaults(func=cmd_experiment)
+
+    profile = sub.add_parser(
+        "profile",
+        help="measure each predicate's and list's selectivity on sample data",
+        description="Run the queries over sample input and report each predicate's and each list's observed "
+        "selectivity, the sharing ratio and the best static order, with a plot.",
+    )
+    profile.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
+    profile.add_argument("--queries", required=True, metavar="FILE", help="query file")
+    profile.add_argument("--input", action="append", required=True, metavar="STREAM=FILE", help="sample input")
+    profile.add_argument("--out", metavar="DIR", help="folder for the CSV and plot (default: profile-<time>)")
+    profile.add_argument("--allowed-lateness", type=float, default=0.0, metavar="SECONDS")
+    profile.set_defaults(func=cmd_profile)
     return parser
 
 

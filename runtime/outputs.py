@@ -19,9 +19,9 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mqo.batch import value_types as batch_value_types
 from mqo.results import Match
-from predicates import ColumnType, MqoError
-from predicates.ast import ColumnRef
+from predicates import MqoError
 
 FORMATS = ("jsonl", "csv", "parquet")
 _BATCH = 50_000
@@ -29,25 +29,7 @@ _BATCH = 50_000
 
 def value_types(matcher: Any) -> dict[str, pa.DataType]:
     """The Arrow type of every SELECT value name over the matcher's queries."""
-    types: dict[str, pa.DataType] = {}
-    for rq in matcher.registry:
-        for out in rq.normalized.outputs:
-            expr = out.expr
-            if isinstance(expr, ColumnRef) and expr.ctype is not None:
-                t = {
-                    ColumnType.STRING: pa.string(),
-                    ColumnType.BOOLEAN: pa.bool_(),
-                    ColumnType.INTEGER: pa.int64(),
-                    ColumnType.BYTE: pa.int64(),
-                }.get(expr.ctype, pa.float64())
-                if expr.name == "id":
-                    t = pa.int64()
-            else:
-                t = pa.float64()
-            if out.name in types and types[out.name] != t:
-                t = pa.string()
-            types[out.name] = t
-    return types
+    return batch_value_types(matcher.registry)
 
 
 def guess_format(path: str, fmt: str | None) -> str:

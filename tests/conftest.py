@@ -19,3 +19,29 @@ def thesis_ddl() -> str:
 @pytest.fixture(scope="session")
 def running_example() -> str:
     return (WORKLOADS / "fig3_3_running_example.mqo").read_text()
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """One local Spark session for the whole test run (tests using it are marked spark)."""
+    import os
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("mqo-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    spark.stop()

@@ -123,7 +123,14 @@ class CoveringList:
         # boundary by exact evaluation (monotone in c).
         diff = left - term
         if math.isnan(diff):
-            return NOTHING
+            # left and term are infinities of the same sign: term + c is that infinity
+            # for every (finite) constant, so the whole list decides alike.
+            if not n:
+                return NOTHING
+            holds = self._pred(left, term + cs[0])
+            if op == "!=":
+                return (0, 0, True) if holds else (0, n, True)
+            return (0, n, False) if holds else NOTHING
         if op in ("<", "<="):
             guess = bisect.bisect_right(cs, diff) if op == "<" else bisect.bisect_left(cs, diff)
             pred = self._pred

@@ -99,12 +99,18 @@ class TimeBuckets:
                 yield from bucket.tuples[start:end]
 
     def purge_before(self, horizon: float) -> list[StoredTuple]:
-        """Drop every bucket whose time range ends at or before ``horizon``."""
+        """Drop every bucket that lies wholly before ``horizon``.
+
+        Bucket ``k`` goes when ``k < floor(horizon / width)``: because ``floor(ts /
+        width)`` never decreases as ``ts`` grows (rounding included), every tuple in
+        such a bucket has ``ts < horizon``. (Comparing with ``(k + 1) * width`` instead
+        can round the wrong way.)"""
         dropped: list[StoredTuple] = []
         buckets = self._buckets
+        limit = self._key(horizon)
         while buckets:
             key = buckets.peekitem(0)[0]
-            if (key + 1) * self.width > horizon:
+            if key >= limit:
                 break
             bucket = buckets.popitem(0)[1]
             dropped.extend(bucket.tuples)

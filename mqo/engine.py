@@ -39,6 +39,7 @@ So no result is produced twice, whatever the order.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from indexes.stored import StoredTuple
@@ -405,6 +406,8 @@ def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:
     value = row[lst.left_pos] if known_left else row[lst.right_pos]
     if value is None:
         return _EMPTY
+    if lst.numeric and not math.isfinite(value):
+        return _FULL  # no useful bound; every tuple in the window is tested exactly
     if not lst.numeric:
         if op == "=":
             return (value, value)

@@ -264,9 +264,7 @@ class Matcher:
         streams = [s.name for s in plan.streams]
         names = list(self.registry.queries)
         number = {name: i for i, name in enumerate(names)}
-        aliases = [
-            {stream: alias for alias, stream in rq.normalized.aliases} for rq in self.registry.queries.values()
-        ]
+        aliases = [{stream: alias for alias, stream in rq.normalized.aliases} for rq in self.registry.queries.values()]
         n = len(found)
         query = np.fromiter((number[m.query] for m in found), np.int32, n)
         ts = np.fromiter((m.ts for m in found), np.float64, n)

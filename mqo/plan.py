@@ -30,6 +30,7 @@ from indexes.kill_table import KillTable
 from mqo.expressions import TestFn, ValueFn, column_position, compile_test, compile_value
 from mqo.registry import QueryRegistry, RegisteredQuery
 from predicates import Catalog, Kind, ListKey, StreamSchema
+from predicates.normalize import to_float
 
 TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 LETTER = {Kind.ATTRIBUTE: "A", Kind.JOIN: "J", Kind.WINDOW: "W"}
@@ -223,7 +224,7 @@ def compile_plan(registry: QueryRegistry, version: int, budget_bits: int | None 
             right_stream = stream_number(key.right.stream)
             right_pos = column_position(schema_of(key.right.stream), key.right.column)
         numeric = key.family == "number"
-        values = [float(c) if numeric and c is not None else c for c in constants]
+        values = [to_float(c) if numeric and c is not None else c for c in constants]
         if not numeric and key.right is not None:
             values = [0]  # one predicate, no constant: x OP y
         lst = CompiledList(
@@ -237,7 +238,7 @@ def compile_plan(registry: QueryRegistry, version: int, budget_bits: int | None 
             left_pos=column_position(left_schema, key.left.column),
             right_stream=right_stream,
             right_pos=right_pos,
-            factor=float(key.factor) if key.factor is not None else None,
+            factor=to_float(key.factor) if key.factor is not None else None,
             numeric=numeric,
         )
         lists[kind].append(lst)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from indexes.covering import is_null
 from indexes.stored import StoredTuple
 from indexes.time_buckets import TimeBuckets
 from indexes.value_index import ValueIndex
@@ -116,5 +117,5 @@ class WindowState:
             for index in store.values.values():
                 index._check()
                 assert {id(t) for t in index} <= members, "value index holds a tuple the buckets do not"
-                expected = sum(1 for t in store.buckets if t.row[index.position] is not None)
+                expected = sum(1 for t in store.buckets if not is_null(t.row[index.position]))
                 assert len(index) == expected, "value index misses stored tuples"

@@ -109,7 +109,7 @@ class ListKey:
 
     @property
     def factor_value(self) -> float:
-        return float(self.factor) if self.factor is not None else 1.0
+        return to_float(self.factor) if self.factor is not None else 1.0
 
     def rhs_text(self, constant: object = PLACEHOLDER) -> str:
         """Text of the right-hand side, with ``constant`` or the placeholder ``c``."""
@@ -160,7 +160,7 @@ class Predicate:
     @property
     def value(self) -> float | str | bool | None:
         if isinstance(self.constant, Fraction):
-            return float(self.constant)
+            return to_float(self.constant)
         return self.constant
 
     def describe(self) -> str:
@@ -215,7 +215,7 @@ class NormalizedQuery:
 
     @property
     def maxwindow(self) -> float:
-        return float(self.bound.maxwindow) if self.bound.maxwindow is not None else 0.0
+        return to_float(self.bound.maxwindow) if self.bound.maxwindow is not None else 0.0
 
     @property
     def outputs(self) -> tuple[OutputColumn, ...]:
@@ -451,6 +451,15 @@ def _normalize(bound: BoundQuery, order: ColumnOrder, max_disjuncts: int) -> Nor
 # -------------------------------------------------------------- covering order
 
 
+def to_float(value: Fraction) -> float:
+    """The nearest float, or an infinity past the float range (normalization can
+    produce constants beyond it, such as ``x > 1e308 + 1e308``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def most_covering_first(op: str) -> bool:
     """True when larger constants cover more (``x < c`` holds for more x as c grows)."""
     return op in ("<", "<=")
@@ -461,7 +470,7 @@ def format_constant(value: object) -> str:
     if isinstance(value, Fraction):
         if value.denominator == 1:
             return str(value.numerator)
-        as_float = float(value)
+        as_float = to_float(value)
         if Fraction(as_float) == value:
             return repr(as_float)
         return f"{value.numerator}/{value.denominator}"

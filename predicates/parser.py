@@ -88,6 +88,8 @@ INFIX: dict[str, tuple[int, int]] = {
 
 CLAUSES = ("WINDOW", "MAXWINDOW", "WHERE")
 
+MAX_LITERAL = Fraction(1.7976931348623157e308)
+
 RESERVED = frozenset({"SELECT", "FROM", "WHERE", "WINDOW", "MAXWINDOW", "AND", "OR", "NOT", "AS"})
 
 DURATION_UNITS: dict[str, Fraction] = {
@@ -333,6 +335,8 @@ class _Parser:
             raise self.error(f"expected a duration such as '20 sec', found {tok.describe()}", tok.span)
         self.advance()
         value = Fraction(tok.text)
+        if value > MAX_LITERAL:
+            raise self.error(f"duration {tok.text} is too large", tok.span)
         end = tok.end
         scale = Fraction(1)
         if self.at_name_not_clause():
@@ -421,7 +425,10 @@ class _Parser:
             return inner
         if tok.kind is T.NUMBER:
             self.advance()
-            return Number(Fraction(tok.text), tok.text, tok.span)
+            value = Fraction(tok.text)
+            if abs(value) > MAX_LITERAL:
+                raise self.error(f"number {tok.text} is too large (the largest is about 1.8e308)", tok.span)
+            return Number(value, tok.text, tok.span)
         if tok.kind is T.STRING:
             self.advance()
             return StringLit(string_value(tok), tok.span)

@@ -100,9 +100,23 @@ class StreamData:
     ids: list[int] | None
     columns: dict[str, list[Any]]
     rejected: list[BadRow] = field(default_factory=list)
+    lines: list[int] | None = None  # source line of each row, when it is not row + 2
 
     def __len__(self) -> int:
         return len(self.ts)
+
+    def line_of(self, i: int) -> int:
+        return self.lines[i] if self.lines is not None else i + 2
+
+    def drop(self, rows: set[int]) -> None:
+        keep = [i for i in range(len(self.ts)) if i not in rows]
+        self.ts = [self.ts[i] for i in keep]
+        if self.ids is not None:
+            self.ids = [self.ids[i] for i in keep]
+        for name, col in self.columns.items():
+            self.columns[name] = [col[i] for i in keep]
+        if self.lines is not None:
+            self.lines = [self.lines[i] for i in keep]
 
     def values(self, i: int) -> dict[str, Any]:
         return {name: col[i] for name, col in self.columns.items()}
@@ -136,13 +150,69 @@ def read_stream(spec: InputSpec, schema: StreamSchema, on_bad_row: str = "error"
     if p.is_dir():
         raise InputError(f"input path is a directory, not a file: {path}")
     if p.suffix.lower() in (".parquet", ".pq"):
-        return _read_parquet(spec, schema)
-    return _read_csv(spec, schema, on_bad_row)
+        data = _read_parquet(spec, schema)
+    else:
+        data = _read_csv(spec, schema, on_bad_row)
+    _reject_duplicate_ids(data, on_bad_row)
+    return data
+
+
+def _reject_duplicate_ids(data: StreamData, on_bad_row: str) -> None:
+    """Ids are unique within a stream (DESIGN.md §3): a repeated id is a bad row."""
+    if data.ids is None:
+        return
+    first: dict[int, int] = {}
+    repeated: set[int] = set()
+    for i, ident in enumerate(data.ids):
+        if ident in first:
+            row = BadRow(
+                data.path,
+                data.line_of(i),
+                "id",
+                str(ident),
+                f"id {ident} is already used by the row at line {data.line_of(first[ident])}",
+                "",
+            )
+            if on_bad_row != "skip":
+                raise InputError(row.message())
+            data.rejected.append(row)
+            repeated.add(i)
+        else:
+            first[ident] = i
+    if repeated:
+        data.drop(repeated)
+
+
+def check_ids_across_inputs(inputs: list[StreamData]) -> None:
+    """Several files of one stream: all give ids or none do, and no id repeats."""
+    by_stream: dict[str, list[StreamData]] = {}
+    for data in inputs:
+        by_stream.setdefault(data.stream, []).append(data)
+    for stream, group in by_stream.items():
+        if len(group) < 2:
+            continue
+        with_ids = [d.path for d in group if d.ids is not None]
+        if with_ids and len(with_ids) != len(group):
+            without = [d.path for d in group if d.ids is None]
+            raise InputError(
+                f"stream {stream}: {', '.join(with_ids)} give(s) an id column but {', '.join(without)} do(es) not;"
+                " give ids in every file of a stream or in none (automatic ids could repeat given ones)"
+            )
+        if with_ids:
+            seen: dict[int, str] = {}
+            for d in group:
+                for i, ident in enumerate(d.ids or []):
+                    if ident in seen:
+                        raise InputError(
+                            f"{d.path}:{d.line_of(i)}: column 'id': id {ident} of stream {stream} is already used in"
+                            f" {seen[ident]}"
+                        )
+                    seen[ident] = d.path
 
 
 def _read_csv(spec: InputSpec, schema: StreamSchema, on_bad_row: str) -> StreamData:
     path = spec.path
-    with open(path, encoding="utf-8", newline="") as f:
+    with open(path, encoding="utf-8-sig", newline="") as f:
         header_line = f.readline()
     if not header_line.strip():
         raise InputError(f"{path}:1: the file is empty; a header with a 'ts' column is needed")
@@ -259,8 +329,9 @@ def _read_csv_rows(
         name = canonical[h]
         kinds.append(name if name in ("ts", "id") else schema.columns[schema.index_of(name)].ctype)  # type: ignore[index]
     has_id = "id" in canonical.values()
-    data = StreamData(spec.stream, spec.path, [], [] if has_id else None, {c.name: [] for c in schema.columns})
-    with open(spec.path, encoding="utf-8", errors="strict", newline="") as f:
+    columns: dict[str, list[Any]] = {c.name: [] for c in schema.columns}
+    data = StreamData(spec.stream, spec.path, [], [] if has_id else None, columns, lines=[])
+    with open(spec.path, encoding="utf-8-sig", errors="strict", newline="") as f:
         reader = csv.reader(f)
         try:
             next(reader)
@@ -272,6 +343,7 @@ def _read_csv_rows(
                     continue
                 bad = _parse_row(fields, header, canonical, kinds, data)
                 if bad is None:
+                    data.lines.append(start_line)  # type: ignore[union-attr]
                     continue
                 column, value, reason = bad
                 row = BadRow(spec.path, start_line, column, value, reason, ",".join(fields))

@@ -15,7 +15,7 @@ from typing import IO
 from mqo import Matcher
 from mqo.results import LateTuple
 from predicates.errors import did_you_mean
-from runtime.inputs import BadRow, InputError, InputSpec, StreamData, merge, read_stream
+from runtime.inputs import BadRow, InputError, InputSpec, StreamData, check_ids_across_inputs, merge, read_stream
 from runtime.outputs import open_writer, value_types, write_jsonl
 
 _FLUSH_EVERY = 4096
@@ -99,6 +99,7 @@ def run_match(
                 + did_you_mean(spec.stream, plan.catalog.names())
             ) from None
         data.append(read_stream(spec, schema, on_bad_row))
+    check_ids_across_inputs(data)
     rejected: list[BadRow] = [row for d in data for row in d.rejected]
     late: list[LateTuple] = []
     matcher.late_sink = late.append

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import random
-from fractions import Fraction
 
 import pytest
 from hypothesis import HealthCheck, given, settings

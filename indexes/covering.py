@@ -172,3 +172,68 @@ def naive_satisfied(op: str, constants: Sequence[Any], left: Any, term: Any = No
     if is_null(term) or is_null(left):
         return [False] * len(constants)
     return [compare(left, op, term + c) for c in constants]
+
+
+def satisfied_many(op: str, constants: Any, left: Any, term: Any = None) -> tuple[Any, Any]:
+    """:meth:`CoveringList.satisfied` for many values at once, as ``(lo, hi)`` arrays.
+
+    Numeric lists only: ``constants`` a sorted float64 array, ``left`` (and ``term``)
+    float64 arrays with NaN for NULL. A NULL row gets ``lo = -1`` (nothing satisfied);
+    for ``!=`` ``[lo, hi)`` is the run of equal constants (the failed ones), as in the
+    single-value form. Rows where ``left`` and ``term`` are infinities of the same sign
+    are decided one by one.
+    """
+    import numpy as np
+
+    from indexes import kernels
+
+    cs = np.asarray(constants, np.float64)
+    n = len(cs)
+    left = np.asarray(left, np.float64)
+    count = len(left)
+    lo = np.zeros(count, np.int64)
+    hi = np.full(count, n, np.int64)
+    if term is None:
+        if op == "<":
+            lo = np.searchsorted(cs, left, "right").astype(np.int64)
+        elif op == "<=":
+            lo = np.searchsorted(cs, left, "left").astype(np.int64)
+        elif op == ">":
+            hi = np.searchsorted(cs, left, "left").astype(np.int64)
+        elif op == ">=":
+            hi = np.searchsorted(cs, left, "right").astype(np.int64)
+        else:
+            lo = np.searchsorted(cs, left, "left").astype(np.int64)
+            hi = np.searchsorted(cs, left, "right").astype(np.int64)
+        lo[np.isnan(left)] = kernels.NULL
+        return lo, hi
+    term = np.asarray(term, np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = left - term
+    if op in ("<", "<="):
+        guess = np.searchsorted(cs, diff, "right" if op == "<" else "left")
+        lo = kernels.settle(cs, left, term, guess.astype(np.int64), 0 if op == "<" else 1)
+    elif op in (">", ">="):
+        guess = np.searchsorted(cs, diff, "left" if op == ">" else "right")
+        hi = kernels.settle(cs, left, term, guess.astype(np.int64), 2 if op == ">" else 3)
+    else:
+        lo = kernels.settle(cs, left, term, np.searchsorted(cs, diff, "left").astype(np.int64), 4)
+        hi = kernels.settle(cs, left, term, np.searchsorted(cs, diff, "right").astype(np.int64), 5)
+        hi = np.maximum(hi, lo)
+    null = np.isnan(left) | np.isnan(term)
+    both_infinite = np.isnan(diff) & ~null
+    lo = np.asarray(lo, np.int64).copy()
+    hi = np.asarray(hi, np.int64).copy()
+    if both_infinite.any():
+        single = CoveringList(op, cs.tolist())
+        for i in np.flatnonzero(both_infinite):
+            a, b, negated = single.satisfied(float(left[i]), float(term[i]))
+            if op == "!=":
+                # the single form gives the satisfied set as the complement of [a, b)
+                lo[i], hi[i] = a, b
+            elif (a, b) == (0, 0):
+                lo[i], hi[i] = (n, n) if op in ("<", "<=") else (0, 0)
+            else:
+                lo[i], hi[i] = a, b
+    lo[null] = kernels.NULL
+    return lo, hi

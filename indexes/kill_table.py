@@ -23,17 +23,54 @@ lookup. ``stride`` is chosen as the smallest power of two that keeps the tables 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 DEFAULT_BUDGET_BITS = 1 << 26  # 8 MiB of table per list at most
 
 
+def mask_of(slots: Sequence[int]) -> int:
+    """A Python int with the given bits set."""
+    if len(slots) > 16:
+        bits = np.zeros(int(max(slots)) // 8 + 1, np.uint8)
+        arr = np.asarray(slots, np.int64)
+        np.bitwise_or.at(bits, arr >> 3, (1 << (arr & 7)).astype(np.uint8))
+        return int.from_bytes(bits.tobytes(), "little")
+    mask = 0
+    for s in slots:
+        mask |= 1 << int(s)
+    return mask
+
+
 class KillTable:
-    __slots__ = ("_prefix", "_suffix", "any_user", "n", "stride", "users")
+    __slots__ = ("_mask", "_masks", "_prefix", "_suffix", "any_user", "n", "stride")
 
     def __init__(self, users: Sequence[int], slot_bits: int = 0, budget_bits: int = DEFAULT_BUDGET_BITS) -> None:
-        self.users = list(users)
-        n = self.n = len(self.users)
+        masks = list(users)
+        self._masks: list[int] | None = masks
+        self._build(len(masks), masks.__getitem__, slot_bits, budget_bits)
+
+    @classmethod
+    def from_csr(
+        cls, offsets: np.ndarray, flat: np.ndarray, slot_bits: int, budget_bits: int = DEFAULT_BUDGET_BITS
+    ) -> KillTable:
+        """Users of position p are ``flat[offsets[p]:offsets[p + 1]]`` (slot numbers);
+        their masks are made when needed instead of being stored."""
+        table = cls.__new__(cls)
+        table._masks = None
+        starts = offsets.tolist()
+        users = flat.tolist()
+
+        def mask(p: int) -> int:
+            return mask_of(users[starts[p] : starts[p + 1]])
+
+        table._build(len(starts) - 1, mask, slot_bits, budget_bits)
+        return table
+
+    def _build(self, n: int, mask: Callable[[int], int], slot_bits: int, budget_bits: int) -> None:
+        self._mask = mask
+        self.n = n
         width = max(1, slot_bits)
         stride = 1
         while (n // stride + 2) * width > budget_bits and stride < n:
@@ -41,28 +78,37 @@ class KillTable:
         self.stride = stride
         prefix = [0]
         acc = 0
-        for i, u in enumerate(self.users):
-            acc |= u
+        position_masks = [mask(p) for p in range(n)] if self._masks is None and stride == 1 else None
+        get = position_masks.__getitem__ if position_masks is not None else mask
+        for i in range(n):
+            acc |= get(i)
             if (i + 1) % stride == 0:
                 prefix.append(acc)
         self._prefix = prefix  # _prefix[j] = OR of users[0 : j * stride]
         self.any_user = acc
-        # _suffix[j] = OR of users[j * stride : n]
         suffix = [0] * (n // stride + 1)
         acc = 0
         for j in range(n // stride, -1, -1):
-            for u in self.users[j * stride : min(n, (j + 1) * stride)]:
-                acc |= u
+            for p in range(j * stride, min(n, (j + 1) * stride)):
+                acc |= get(p)
             suffix[j] = acc
-        self._suffix = suffix
+        self._suffix = suffix  # _suffix[j] = OR of users[j * stride : n]
+        if position_masks is not None:
+            self._mask = position_masks.__getitem__
+
+    @property
+    def users(self) -> list[int]:
+        """The users' mask of every position."""
+        return [self._mask(p) for p in range(self.n)]
 
     def prefix(self, i: int) -> int:
         """OR of the users of positions [0, i)."""
         j, r = divmod(i, self.stride)
         acc = self._prefix[j]
         base = j * self.stride
-        for u in self.users[base : base + r]:
-            acc |= u
+        mask = self._mask
+        for p in range(base, base + r):
+            acc |= mask(p)
         return acc
 
     def suffix(self, i: int) -> int:
@@ -73,15 +119,17 @@ class KillTable:
         if r == 0:
             return self._suffix[j]
         acc = self._suffix[j + 1] if (j + 1) * self.stride < self.n else 0
-        for u in self.users[i : min(self.n, (j + 1) * self.stride)]:
-            acc |= u
+        mask = self._mask
+        for p in range(i, min(self.n, (j + 1) * self.stride)):
+            acc |= mask(p)
         return acc
 
     def range(self, lo: int, hi: int) -> int:
         """OR of the users of positions [lo, hi)."""
         acc = 0
-        for u in self.users[lo:hi]:
-            acc |= u
+        mask = self._mask
+        for p in range(lo, hi):
+            acc |= mask(p)
         return acc
 
     def killed(self, lo: int, hi: int, negated: bool) -> int:

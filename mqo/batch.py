@@ -1,26 +1,30 @@
-"""Columnar input and output of :meth:`mqo.Matcher.push_batch`.
+"""Columnar input and output of the batch path.
 
 Input: an Arrow table or record batch, a pandas DataFrame, or a dict of numpy arrays
-(or lists), with a ``ts`` column, an optional ``id`` column and the stream's columns.
-Rows are taken in the given order, as if pushed one by one.
+(or lists), with a ``ts`` column, an optional ``id`` column and the stream's columns
+(:func:`columns_of`).
 
-Output: a :class:`MatchBatch`, which keeps results as arrays (query number, result
-``ts``, one id column per stream, -1 where the query does not read that stream), so a
-million matches need not become a million Python objects. It converts to an Arrow
-table with the documented schema (``query`` string, ``ts`` double, ``ids``
-map<string,int64> keyed by alias, then one column per SELECT value name), to dicts,
-or to :class:`~mqo.results.Match` objects.
+Output: a :class:`MatchBatch`. Results stay in the form the engine found them:
+blocks (one assignment of tuples and the set of queries it satisfies) from the join
+engine, and arrays of (row, slot) pairs from the single-stream kernels. So a million
+matches need not become a million Python objects: ``len`` counts them, ``to_arrow``
+builds columns (``query`` string, ``ts`` double, ``ids`` map<string,int64> keyed by
+alias, then one column per SELECT value name), ``json_lines`` writes them, and
+``matches()`` gives :class:`~mqo.results.Match` objects when wanted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from mqo.engine import ResultBlock
+from mqo.plan import CompiledPlan
 from mqo.results import Match, TupleError
 from predicates import ColumnType, StreamSchema
 from predicates.ast import ColumnRef
@@ -33,14 +37,20 @@ ARROW_TYPES = {
     ColumnType.STRING: pa.string(),
     ColumnType.BOOLEAN: pa.bool_(),
 }
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def value_types(queries: Any) -> dict[str, pa.DataType]:
     """The Arrow type of every SELECT value name over registered queries (a name two
     queries give different types to is text)."""
     types: dict[str, pa.DataType] = {}
+    seen: set[int] = set()
     for rq in queries:
-        for out in rq.normalized.outputs:
+        context = rq.context
+        if id(context) in seen:
+            continue
+        seen.add(id(context))
+        for out in context.bound.outputs:
             expr = out.expr
             if isinstance(expr, ColumnRef) and expr.ctype is not None:
                 dtype = pa.int64() if expr.name == "id" else ARROW_TYPES[expr.ctype]
@@ -52,19 +62,17 @@ def value_types(queries: Any) -> dict[str, pa.DataType]:
     return types
 
 
-def columns_of(batch: Any, schema: StreamSchema) -> tuple[np.ndarray, np.ndarray | None, dict[str, list[Any]]]:
-    """(ts, ids or None, {column: values}) from any accepted batch type."""
+def columns_of(batch: Any, schema: StreamSchema) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+    """(ts, ids or None, {column: values}) from any accepted batch type. Numeric columns
+    come back as float64 arrays with NaN for NULL, others as lists."""
     if isinstance(batch, pa.RecordBatch):
         batch = pa.Table.from_batches([batch])
     if isinstance(batch, pa.Table):
         data = {name: batch.column(name) for name in batch.column_names}
-        get = lambda col: col.to_numpy(zero_copy_only=False) if pa.types.is_floating(col.type) else col.to_pylist()  # noqa: E731
-    elif hasattr(batch, "to_dict") and hasattr(batch, "columns"):
-        data = {str(name): batch[name] for name in batch.columns}
-        get = lambda col: col.to_numpy()  # noqa: E731
+    elif hasattr(batch, "columns") and hasattr(batch, "to_dict"):
+        data = {str(name): batch[name].to_numpy() for name in batch.columns}
     elif isinstance(batch, Mapping):
         data = dict(batch)
-        get = lambda col: col  # noqa: E731
     else:
         raise TupleError(
             f"push_batch takes an Arrow table, a pandas DataFrame or a dict of columns, not {type(batch).__name__}"
@@ -72,95 +80,147 @@ def columns_of(batch: Any, schema: StreamSchema) -> tuple[np.ndarray, np.ndarray
     lowered = {name.lower(): name for name in data}
     if "ts" not in lowered:
         raise TupleError(f"stream {schema.name}: the batch has no 'ts' column (columns: {', '.join(data)})")
-    ts = np.asarray(get(data[lowered["ts"]]), dtype=np.float64)
+    ts = _floats(data[lowered["ts"]])
+    n = len(ts)
+    if not np.isfinite(ts).all():
+        bad = int(np.flatnonzero(~np.isfinite(ts))[0])
+        raise TupleError(f"stream {schema.name}: row {bad}: ts must be a finite number")
     ids = None
     if "id" in lowered:
-        raw = get(data[lowered["id"]])
-        ids = np.asarray(raw, dtype=np.int64)
-    columns: dict[str, list[Any]] = {}
-    for name in data:
+        ids = np.asarray(_plain(data[lowered["id"]]), dtype=np.int64)
+    columns: dict[str, Any] = {}
+    for name, values in data.items():
         if name.lower() in ("ts", "id"):
             continue
-        if schema.index_of(name) is None:
+        index = schema.index_of(name)
+        if index is None:
             raise TupleError(f"stream {schema.name} has no column {name!r}" + did_you_mean(name, schema.column_names))
-        values = get(data[name])
-        columns[schema.columns[schema.index_of(name)].name] = list(values)  # type: ignore[index]
-    n = len(ts)
-    for name, values in columns.items():
-        if len(values) != n:
-            raise TupleError(f"stream {schema.name}: column {name} has {len(values)} values but ts has {n}")
+        col = schema.columns[index]
+        converted = _floats(values) if col.ctype.is_numeric else list(_plain(values))
+        if len(converted) != n:
+            raise TupleError(f"stream {schema.name}: column {col.name} has {len(converted)} values but ts has {n}")
+        columns[col.name] = converted
     if ids is not None and len(ids) != n:
         raise TupleError(f"stream {schema.name}: column id has {len(ids)} values but ts has {n}")
     return ts, ids, columns
 
 
+def _plain(values: Any) -> Any:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.to_pylist()
+    return values
+
+
+def _floats(values: Any) -> np.ndarray:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([np.nan if v is None else float(v) for v in values], np.float64)
+
+
 @dataclass
-class MatchBatch:
-    """Results of a batch, as arrays.
+class SingleResults:
+    """Single-stream results of one batch: ``slots[k]`` matched row ``rows[k]``."""
 
-    ``query`` indexes ``query_names``; ``ts`` is each result's largest timestamp;
-    ``ids[stream]`` the id of the result's tuple of that stream (-1: not in the query);
-    ``aliases[q]`` maps stream to alias for query number q; ``values`` holds the SELECT
-    values per result (computed as results are found).
-    """
-
-    query_names: list[str]
-    aliases: list[dict[str, str]]
-    query: np.ndarray
-    ts: np.ndarray
-    ids: dict[str, np.ndarray]
-    values: list[dict[str, Any]] = field(repr=False)
-    value_types: dict[str, pa.DataType] = field(default_factory=dict, repr=False)
+    stream: int
+    rows: list[tuple[Any, ...]]
+    row_of: np.ndarray
+    slots: np.ndarray
 
     def __len__(self) -> int:
-        return len(self.ts)
+        return len(self.slots)
+
+
+@dataclass
+class MatchBatch:
+    """Results of a batch (see the module docstring)."""
+
+    plan: CompiledPlan
+    blocks: list[ResultBlock] = field(default_factory=list)
+    singles: list[SingleResults] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.blocks) + sum(len(s) for s in self.singles)
 
     def __iter__(self) -> Iterator[Match]:
         return iter(self.matches())
 
+    def _entries(self) -> Iterator[tuple[int, float, list[Any]]]:
+        """(slot, ts, member rows by stream) of every result."""
+        n = len(self.plan.streams)
+        for single in self.singles:
+            for k in range(len(single.slots)):
+                row = single.rows[int(single.row_of[k])]
+                rows: list[Any] = [None] * n
+                rows[single.stream] = row
+                yield int(single.slots[k]), row[0], rows
+        for block in self.blocks:
+            rows = [m.row if m is not None else None for m in block.tuples]
+            mask = block.slots
+            while mask:
+                low = mask & -mask
+                mask ^= low
+                yield low.bit_length() - 1, block.ts, rows
+
     def matches(self) -> list[Match]:
+        slots = self.plan.slots
         out = []
-        for i in range(len(self)):
-            q = int(self.query[i])
-            ids = {alias: int(self.ids[stream][i]) for stream, alias in self.aliases[q].items()}
-            out.append(Match(self.query_names[q], float(self.ts[i]), ids, dict(self.values[i])))
+        for q, ts, rows in self._entries():
+            slot = slots[q]
+            ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
+            out.append(Match(slot.name, ts, ids, {name: fn(rows) for name, fn in slot.outputs}))
         return out
 
     def to_pylist(self) -> list[dict[str, Any]]:
         return [m.as_dict() for m in self.matches()]
 
+    def json_lines(self) -> Iterator[str]:
+        """One JSON object per result; the part shared by a block is encoded once."""
+        slots = self.plan.slots
+        prefix: dict[int, str] = {}
+        for q, ts, rows in self._entries():
+            slot = slots[q]
+            head = prefix.get(q)
+            if head is None:
+                head = prefix[q] = '{"query":' + _dumps(slot.name) + ',"ts":'
+            ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
+            values = {name: fn(rows) for name, fn in slot.outputs}
+            yield head + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + _dumps(values) + "}\n"
+
     def to_arrow(self, value_types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """query string, ts double, ids map<string,int64>, then the SELECT values."""
-        types = dict(self.value_types if value_types is None else value_types)
-        names = np.asarray(self.query_names, dtype=object)
-        query = names[self.query] if len(self) else np.asarray([], dtype=object)
+        types = dict(value_types) if value_types is not None else {}
+        names: list[str] = []
+        stamps: list[float] = []
         keys: list[str] = []
         items: list[int] = []
         offsets = [0]
-        for i in range(len(self)):
-            for stream, alias in self.aliases[int(self.query[i])].items():
+        columns: dict[str, list[Any]] = {name: [] for name in types}
+        slots = self.plan.slots
+        for q, ts, rows in self._entries():
+            slot = slots[q]
+            names.append(slot.name)
+            stamps.append(ts)
+            for s, alias in slot.aliases.items():
                 keys.append(alias)
-                items.append(int(self.ids[stream][i]))
+                items.append(rows[s][1])
             offsets.append(len(keys))
+            produced = {name: fn(rows) for name, fn in slot.outputs}
+            for name, column in columns.items():
+                value = produced.get(name)
+                column.append(None if value is None else (str(value) if types[name] == pa.string() else value))
         ids = pa.MapArray.from_arrays(
             pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(items, pa.int64())
         )
-        arrays = [pa.array(query, pa.string()), pa.array(self.ts, pa.float64()), ids]
+        arrays = [pa.array(names, pa.string()), pa.array(stamps, pa.float64()), ids]
         fields = [
             pa.field("query", pa.string(), nullable=False),
             pa.field("ts", pa.float64(), nullable=False),
             pa.field("ids", pa.map_(pa.string(), pa.int64()), nullable=False),
         ]
         for name, dtype in types.items():
-            column = [v.get(name) for v in self.values]
-            if dtype == pa.string():
-                column = [None if x is None else str(x) for x in column]
-            arrays.append(pa.array(column, dtype))
+            arrays.append(pa.array(columns[name], dtype))
             fields.append(pa.field(name, dtype))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-
-def empty_batch(streams: Sequence[str]) -> MatchBatch:
-    return MatchBatch(
-        [], [], np.zeros(0, np.int32), np.zeros(0, np.float64), {s: np.zeros(0, np.int64) for s in streams}, []
-    )

@@ -44,7 +44,6 @@ from typing import Any
 
 from indexes.stored import StoredTuple
 from mqo.plan import CompiledList, CompiledPlan
-from mqo.results import Match
 from mqo.state import WindowState
 from mqo.stats import Counters
 from predicates import Kind
@@ -88,13 +87,29 @@ class Partial:
         self.hi = hi
 
 
+class ResultBlock:
+    """Results sharing one assignment of tuples: every slot of ``slots`` (a mask) is
+    satisfied by ``tuples`` (one per stream, None where the stream is not in it)."""
+
+    __slots__ = ("slots", "ts", "tuples")
+
+    def __init__(self, slots: int, tuples: list[StoredTuple | None], ts: float) -> None:
+        self.slots = slots
+        self.tuples = tuples
+        self.ts = ts
+
+    def __len__(self) -> int:
+        return self.slots.bit_count()
+
+
 class Engine:
     """Processes one tuple at a time against a compiled plan and the window state."""
 
-    def __init__(self, plan: CompiledPlan, state: WindowState, counters: Counters) -> None:
+    def __init__(self, plan: CompiledPlan, state: WindowState, counters: Counters, check_qed: bool = False) -> None:
         self.plan = plan
         self.state = state
         self.counters = counters
+        self.check_qed = check_qed
         self.n_streams = len(plan.streams)
         self._on = {A: False, J: False, W: False}
         self._emitted: set[tuple[Any, ...]] = set()
@@ -108,12 +123,21 @@ class Engine:
 
     # ----------------------------------------------------------------- driver
 
-    def process(self, t: StoredTuple, order: tuple[Kind, Kind, Kind]) -> list[Match]:
-        """All results whose last tuple is ``t`` (``t`` is not stored yet)."""
+    def process(self, t: StoredTuple, order: tuple[Kind, Kind, Kind], cand: int | None = None) -> list[ResultBlock]:
+        """All results whose last tuple is ``t`` (``t`` is not stored yet).
+
+        ``cand``, when given, is ``t``'s candidates after its attribute predicates,
+        decided beforehand (by the batch kernels); the attribute phase then costs
+        nothing for ``t``."""
         plan = self.plan
         counters = self.counters
-        results: list[Match] = []
-        cand = plan.stream_slots[t.stream]
+        results: list[ResultBlock] = []
+        stream_slots = plan.stream_slots[t.stream]
+        if cand is not None:
+            t.attr_version = plan.version
+            t.attr_done = plan.attr_list_mask[t.stream]
+            t.attr_kill = stream_slots & ~cand
+        cand = stream_slots
         if not cand:
             return results
         on = self._on
@@ -140,7 +164,7 @@ class Engine:
         counters.bitset_ops += self.bitset_ops
         counters.index_probes += self.probes
         counters.intermediate += self.intermediate
-        counters.results += len(results)
+        counters.results += sum(block.slots.bit_count() for block in results)
         return results
 
     # ------------------------------------------------------ predicate evaluation
@@ -220,7 +244,9 @@ class Engine:
 
     # ------------------------------------------------------------------ growth
 
-    def _expand(self, frontier: list[Partial], kinds: tuple[Kind, ...], results: list[Match] | None) -> list[Partial]:
+    def _expand(
+        self, frontier: list[Partial], kinds: tuple[Kind, ...], results: list[ResultBlock] | None
+    ) -> list[Partial]:
         """Grow partials through ``kinds``' lists. With ``results`` (completion) also
         grow through time alone and report complete candidates; else return the
         partials that keep candidates without growing further."""
@@ -357,24 +383,31 @@ class Engine:
 
     # ------------------------------------------------------------------ output
 
-    def _emit(self, p: Partial, done: int, results: list[Match]) -> None:
-        """Report each slot of ``done`` that ``p`` satisfies (thesis Figure 3.20)."""
+    def _emit(self, p: Partial, done: int, results: list[ResultBlock]) -> None:
+        """Report the slots of ``done`` that ``p`` satisfies (thesis Figure 3.20).
+
+        Every predicate of a candidate that survived pruning has been tested and held,
+        so what is left is each slot's own MAXWINDOW and registration time, decided
+        for all slots at once with the plan's masks, and, for the few slots that
+        need it, residual predicates and reporting once per query."""
         plan = self.plan
-        rows: list[Any] = [None] * self.n_streams
-        sat_a = 0
-        for s, member in enumerate(p.tuples):
-            if member is not None:
-                rows[s] = member.row
-                sat_a |= member.attr_sat
         span = p.hi - p.lo
-        while done:
-            low = done & -done
-            done ^= low
-            slot = plan.slots[low.bit_length() - 1]
-            qed = slot.qed
+        if self.check_qed:
+            self._check_qed(p, done)
+        special = done & plan.special_slots
+        plain = done & ~special
+        if plain:
+            plain &= plan.slots_within(span) & plan.slots_since(p.lo)
             self.bitset_ops += 3
-            if qed[A] & ~sat_a or qed[J] & ~p.sat_j or qed[W] & ~p.sat_w:
-                continue
+            if plain:
+                results.append(ResultBlock(plain, p.tuples, p.hi))
+        if not special:
+            return
+        rows: list[Any] = [m.row if m is not None else None for m in p.tuples]
+        while special:
+            low = special & -special
+            special ^= low
+            slot = plan.slots[low.bit_length() - 1]
             self.comparisons += 2
             if span > slot.window or p.lo < slot.since_ts:
                 continue
@@ -382,15 +415,28 @@ class Engine:
                 self.comparisons += len(slot.residuals)
                 if not all(test(rows) for test in slot.residuals):
                     continue
-            name = slot.query.name
             if slot.multi_disjunct:
-                key = (name, *(m.seq if m is not None else -1 for m in p.tuples))
+                key = (slot.query.name, *(m.seq if m is not None else -1 for m in p.tuples))
                 if key in self._emitted:
                     continue
                 self._emitted.add(key)
-            ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
-            values = {out_name: fn(rows) for out_name, fn in slot.outputs}
-            results.append(Match(name, p.hi, ids, values))
+            results.append(ResultBlock(low, p.tuples, p.hi))
+
+    def _check_qed(self, p: Partial, done: int) -> None:
+        """The thesis' subset test, slot by slot: a debugging aid for the tests."""
+        plan = self.plan
+        sat_a = 0
+        for member in p.tuples:
+            if member is not None:
+                self.attribute_kill(member, done)
+                sat_a |= member.attr_sat
+        while done:
+            low = done & -done
+            done ^= low
+            qed = plan.slot_qed(low.bit_length() - 1)
+            assert not qed[A] & ~sat_a, "a candidate failed an attribute predicate"
+            assert not qed[J] & ~p.sat_j, "a candidate failed a join predicate"
+            assert not qed[W] & ~p.sat_w, "a candidate failed a window predicate"
 
 
 def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:

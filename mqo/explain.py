@@ -23,19 +23,13 @@ _TITLES = {
 
 
 def slot_label(slot: Slot) -> str:
-    if len(slot.query.normalized.disjuncts) > 1:
+    if slot.multi_disjunct:
         return f"{slot.name}[{slot.disjunct + 1}]"
     return slot.name
 
 
 def _users(lst: CompiledList, position: int, plan: CompiledPlan) -> str:
-    mask = lst.kill.users[position]
-    names: list[str] = []
-    while mask:
-        low = mask & -mask
-        names.append(slot_label(plan.slots[low.bit_length() - 1]))
-        mask ^= low
-    return ", ".join(names)
+    return ", ".join(slot_label(plan.slots[int(q)]) for q in sorted(lst.users_of(position).tolist()))
 
 
 def _predicate_text(lst: CompiledList, constant: object) -> str:
@@ -77,7 +71,7 @@ def explain_text(
             out.append("  (none)")
         for lst in lists:
             out.append(f"  list {lst.index}: {lst.key.describe()}    [{_covering_note(lst)}]")
-            constants = _list_constants(registry, lst)
+            constants = lst.constants
             width = max(len(_predicate_text(lst, c)) for c in constants)
             for i, c in enumerate(constants):
                 text = _predicate_text(lst, c)
@@ -91,24 +85,21 @@ def explain_text(
     out.append("")
     out.append("Queries and their bits (QED)")
     for slot in plan.slots:
-        nq = slot.query.normalized
-        streams = ", ".join(alias if alias == stream else f"{stream} AS {alias}" for alias, stream in nq.aliases)
-        window = f"  MAXWINDOW {format_constant(nq.bound.maxwindow)} s" if nq.bound.maxwindow is not None else ""
+        rq = slot.query
+        streams = ", ".join(alias if alias == stream else f"{stream} AS {alias}" for alias, stream in rq.aliases)
+        window = f"  MAXWINDOW {format_constant(rq.maxwindow)} s" if rq.compiled.maxwindow is not None else ""
         out.append(f"  {slot_label(slot)}: FROM {streams}{window}")
         parts = []
+        positions = plan.slot_positions(slot.index)
         for kind in TYPES:
-            mine = sorted((li, pi) for k, li, pi in slot.positions if k is kind)
+            mine = sorted((li, pi) for k, li, pi in positions if k is kind)
             if mine:
                 base = {lst.index: lst.base for lst in plan.lists[kind]}
                 bits = ", ".join(f"{li}:{pi} (bit {base[li] + pi})" for li, pi in mine)
                 parts.append(f"{LETTER[kind]} {bits}")
         out.append("    " + ("; ".join(parts) if parts else "no indexed predicates"))
-    never = [rq.name for rq in registry if not rq.normalized.disjuncts]
+    never = [rq.name for rq in registry if not rq.disjuncts]
     if never:
         out.append("")
         out.append(f"Never match (their condition is always false): {', '.join(never)}")
     return "\n".join(out)
-
-
-def _list_constants(registry: QueryRegistry, lst: CompiledList) -> list[object]:
-    return list(registry.constants(lst.key))

@@ -4,7 +4,11 @@ A :class:`Matcher` owns a catalog, a :class:`~mqo.registry.QueryRegistry`, the
 compiled plan (rebuilt lazily after registration changes, so bulk registration
 compiles once) and the window state. Registration is all or nothing: a text with one
 bad query registers none of them and raises :class:`~predicates.QueryError` naming
-that query.
+that query and where it is.
+
+Queries are compiled through their shapes (:mod:`predicates.templates`): the first
+query of a shape runs the whole front end, the rest are instantiated, which is what
+makes registering a million queries a matter of seconds.
 """
 
 from __future__ import annotations
@@ -12,16 +16,17 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from indexes import kernels
 from indexes.stored import StoredTuple
-from mqo.batch import MatchBatch, columns_of, value_types
-from mqo.engine import Engine
+from mqo.batch import MatchBatch, SingleResults, columns_of, value_types
+from mqo.engine import Engine, ResultBlock
 from mqo.explain import explain_text
 from mqo.plan import KIND_OF_LETTER, CompiledPlan, compile_plan
+from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, prepare_batch
 from mqo.registry import QueryRegistry
 from mqo.results import LateTuple, Match, TupleError
 from mqo.rows import RowBuilder
@@ -29,16 +34,18 @@ from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters
 from predicates import DEFAULT_MAX_DISJUNCTS, Catalog, Kind, NormalizedQuery, QueryError, compile_queries
 from predicates.errors import did_you_mean
+from predicates.templates import CompiledQuery, split_query_texts
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
-SNAPSHOT_FORMAT = 1
+STORE_MODES = ("all", "candidates")
+SNAPSHOT_FORMAT = 2
 LATE_KEPT = 10_000
 
 
-def query_text(nq: NormalizedQuery) -> str:
-    """The source text of one query (its header included)."""
-    query = nq.bound.query
-    return query.source.text[query.span.start : query.span.end]
+def _plain_value(value: Any) -> Any:
+    if isinstance(value, float | np.floating):
+        return None if value != value else float(value)
+    return value
 
 
 def parse_order(order: str) -> tuple[Kind, Kind, Kind]:
@@ -55,7 +62,10 @@ class Matcher:
     """Shared matching of many continuous queries over a few streams.
 
     ``schema`` is DDL text or a :class:`~predicates.Catalog` (streams can also be added
-    later with :meth:`register_streams`).
+    later with :meth:`register_streams`). ``store='candidates'`` keeps only tuples that
+    a registered multi-stream query can still use, which is faster but means a query
+    registered later does not see tuples no query wanted when they arrived (the CLI
+    and the Spark stages, whose queries are fixed, use it).
     """
 
     def __init__(
@@ -67,33 +77,39 @@ class Matcher:
         late_sink: Callable[[LateTuple], None] | None = None,
         bucket_width: float | None = None,
         max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+        store: str = "all",
+        check: bool = False,
     ) -> None:
         if allowed_lateness < 0:
             raise ValueError("allowed_lateness must be >= 0")
         if bucket_width is not None and not bucket_width > 0:
             raise ValueError("bucket_width must be > 0")
+        if store not in STORE_MODES:
+            raise ValueError(f"store must be one of {', '.join(STORE_MODES)}, not {store!r}")
+        self.catalog = schema if isinstance(schema, Catalog) else Catalog()
+        if isinstance(schema, str):
+            self.catalog.register_ddl(schema)
+        self.allowed_lateness = float(allowed_lateness)
         self.order = parse_order(order)
         self.order_name = order
         self.late_sink = late_sink
         self.late_tuples: deque[LateTuple] = deque(maxlen=LATE_KEPT)
         self.counters = Counters()
+        self.max_disjuncts = max_disjuncts
+        self.store = store
+        self.check = check
+        self.registry = QueryRegistry(self.catalog, max_disjuncts)
         self._bucket_width = bucket_width
+        self._plan: CompiledPlan | None = None
+        self._plan_version = 0
         self._state: WindowState | None = None
         self._engine: Engine | None = None
         self._rows: list[RowBuilder] = []
+        self._next_position = 1
         self._max_ts = float("-inf")
+        self._retention_horizon = float("-inf")
         self._seq = 0
         self._warned_late = False
-        self.catalog = schema if isinstance(schema, Catalog) else Catalog()
-        if isinstance(schema, str):
-            self.catalog.register_ddl(schema)
-        self.allowed_lateness = float(allowed_lateness)
-        self.max_disjuncts = max_disjuncts
-        self.registry = QueryRegistry(self.catalog)
-        self._plan: CompiledPlan | None = None
-        self._plan_version = 0
-        self._next_position = 1
-        self._retention_horizon = float("-inf")
 
     # ------------------------------------------------------------ registration
 
@@ -105,53 +121,77 @@ class Matcher:
             raise QueryError("streams must be declared before tuples are pushed", None, None)
         schemas = self.catalog.register_ddl(ddl, source_name)
         self._plan = None
+        self._state = None
         return [s.name for s in schemas]
 
-    def compile(self, text: str, source_name: str = "<query>", *, check_ids: bool = True) -> list[NormalizedQuery]:
+    def compile(self, text: str, source_name: str = "<query>") -> list[NormalizedQuery]:
         """Parse, check and normalize query text without registering it."""
         return compile_queries(
             text,
             self.catalog,
             source_name=source_name,
             first_position=self._next_position,
-            taken=self.registry.queries.keys() if check_ids else (),
+            taken=self.registry.queries.keys(),
             max_disjuncts=self.max_disjuncts,
         )
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
         """Register one query; returns its id (``query_id``, else its ``Query ID:``, else its position)."""
-        queries = self.compile(text, source_name, check_ids=query_id is None)
-        if len(queries) != 1:
-            raise QueryError(f"expected one query, found {len(queries)}; use register_queries", None, None)
-        if query_id is not None:
-            queries = [self._renamed(queries[0], str(query_id))]
-        self._add(queries)
-        return queries[0].name
+        compiled = self._compile_texts([text], source_name)
+        if len(compiled) != 1:
+            raise QueryError(f"expected one query, found {len(compiled)}; use register_queries", None, None)
+        query = compiled[0] if query_id is None else compiled[0].renamed(str(query_id))
+        self._check_names([query], [text], source_name)
+        self._add([query])
+        return query.name
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
         """Register many queries at once (a file's text, or a list of query texts).
 
         All or nothing; returns the ids in order.
         """
-        if isinstance(texts, str):
-            queries = self.compile(texts, source_name)
-        else:
-            queries = []
-            taken = set(self.registry.queries)
-            for i, text in enumerate(texts):
-                batch = compile_queries(
+        sources = [texts] if isinstance(texts, str) else list(texts)
+        instances = self._compile_texts(sources, source_name)
+        self._check_names(instances, sources, source_name)
+        self._add(instances)
+        return [inst.name for inst in instances]
+
+    def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery]:
+        instances: list[CompiledQuery] = []
+        compile_one = self.registry.compiler.compile
+        for k, text in enumerate(sources):
+            name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
+            try:
+                for piece in split_query_texts(text):
+                    instances.append(compile_one(piece, self._next_position + len(instances), name))
+            except QueryError as err:
+                # Report the error where it is in the whole text, not in the piece.
+                compile_queries(
                     text,
                     self.catalog,
-                    source_name=f"{source_name}[{i}]",
-                    first_position=self._next_position + len(queries),
-                    taken=taken,
+                    source_name=name,
+                    first_position=self._next_position + len(instances),
                     max_disjuncts=self.max_disjuncts,
                 )
-                for q in batch:
-                    taken.add(q.name)
-                queries.extend(batch)
-        self._add(queries)
-        return [q.name for q in queries]
+                raise err from None
+        return instances
+
+    def _check_names(self, instances: list[CompiledQuery], sources: list[str], source_name: str) -> None:
+        seen: set[str] = set()
+        for inst in instances:
+            if inst.name in self.registry or inst.name in seen:
+                # the front end names the duplicate with its position
+                for k, text in enumerate(sources):
+                    compile_queries(
+                        text,
+                        self.catalog,
+                        source_name=source_name if len(sources) == 1 else f"{source_name}[{k}]",
+                        taken=self.registry.queries.keys(),
+                        max_disjuncts=self.max_disjuncts,
+                    )
+                where = "is already registered" if inst.name in self.registry else "is given twice"
+                raise QueryError(f"query id {inst.name} {where}", None, None)
+            seen.add(inst.name)
 
     def unregister_query(self, query_id: str) -> None:
         """Remove a query; it reports nothing more."""
@@ -160,15 +200,9 @@ class Matcher:
         self.registry.remove(query_id)
         self._plan = None
 
-    def _renamed(self, nq: NormalizedQuery, name: str) -> NormalizedQuery:
-        if name in self.registry:
-            raise QueryError(f"query id {name} is already registered", None, None)
-        return replace(nq, bound=replace(nq.bound, name=name))
-
-    def _add(self, queries: list[NormalizedQuery], since_ts: float | None = None) -> None:
-        since = self._retention_horizon if since_ts is None else since_ts
-        self.registry.add(queries, since, [query_text(q) for q in queries])
-        self._next_position += len(queries)
+    def _add(self, instances: list[CompiledQuery], since_ts: float | list[float] | None = None) -> None:
+        self.registry.add(instances, self._retention_horizon if since_ts is None else since_ts)
+        self._next_position += len(instances)
         self._plan = None
 
     @property
@@ -188,7 +222,7 @@ class Matcher:
                 self._state = WindowState(len(plan.streams), width)
                 self._rows = [RowBuilder(schema) for schema in plan.streams]
             self._state.configure(plan.indexed_positions, width)
-            self._engine = Engine(plan, self._state, self.counters)
+            self._engine = Engine(plan, self._state, self.counters, check_qed=self.check)
             self._plan = plan
         return self._plan
 
@@ -198,6 +232,14 @@ class Matcher:
         self.plan  # noqa: B018 - compiles the plan and creates the state
         assert self._state is not None
         return self._state
+
+    def explain(self) -> str:
+        """Predicate lists in covering order, who uses what, each query's bits."""
+        return explain_text(self.registry, self.plan, order=self.order_name)
+
+    def value_types(self) -> dict[str, Any]:
+        """Arrow types of the SELECT values over the registered queries."""
+        return value_types(self.registry)
 
     # --------------------------------------------------------------- matching
 
@@ -215,16 +257,25 @@ class Matcher:
     def late_count(self) -> int:
         return self.counters.late
 
+    def _stream(self, plan: CompiledPlan, stream: str) -> int:
+        try:
+            return plan.stream_number(stream)
+        except KeyError:
+            raise TupleError(f"unknown stream {stream!r}" + did_you_mean(stream, plan.catalog.names())) from None
+
     def push(
         self, stream: str, ts: float, values: Mapping[str, Any] | None = None, id: int | None = None
     ) -> list[Match]:
         """Match one tuple against every registered query; returns the results whose
         last tuple it is. A late tuple returns no results and goes to the late sink."""
+        blocks = self._push_blocks(stream, ts, values, id)
+        return MatchBatch(self.plan, blocks).matches() if blocks else []
+
+    def _push_blocks(
+        self, stream: str, ts: float, values: Mapping[str, Any] | None, id: int | None
+    ) -> list[ResultBlock]:
         plan = self.plan
-        try:
-            s = plan.stream_number(stream)
-        except KeyError:
-            raise TupleError(f"unknown stream {stream!r}" + did_you_mean(stream, plan.catalog.names())) from None
+        s = self._stream(plan, stream)
         row = self._rows[s].build(ts, values, id)
         self.counters.tuples += 1
         if row[0] < self._max_ts - self.allowed_lateness:
@@ -232,52 +283,116 @@ class Matcher:
             return []
         t = StoredTuple(s, self._seq, row)
         self._seq += 1
-        assert self._engine is not None and self._state is not None
-        results = self._engine.process(t, self.order)
-        self._state.insert(t)
+        engine = self._engine
+        assert engine is not None and self._state is not None
+        blocks = engine.process(t, self.order)
+        if self.store == "all":
+            self._state.insert(t)
+        else:
+            wanted = plan.multi_stream_slots & plan.stream_slots[s]
+            if wanted & ~engine.attribute_kill(t, wanted):
+                self._state.insert(t)
         self._advance(row[0])
-        return results
+        return blocks
+
+    def prepare(self, stream: str, batch: Any) -> PreparedBatch:
+        """Decide the attribute predicates of a batch of one stream's tuples (no state
+        changes besides consuming automatic ids). Feed its rows, in arrival order, to
+        :meth:`push_prepared`."""
+        plan = self.plan
+        s = self._stream(plan, stream)
+        ts, ids, columns = columns_of(batch, plan.streams[s])
+        rows = self._rows[s]
+        start = rows.next_id
+        rows.restart_ids(start + len(ts))
+        if ids is None:
+            ids = np.arange(start, start + len(ts), dtype=np.int64)
+        return prepare_batch(plan, s, ts, ids, columns, self.store == "all")
+
+    def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
+        """Match row ``i`` of a prepared batch (rows in arrival order); result blocks."""
+        ts = float(prepared.ts[i])
+        self.counters.tuples += 1
+        if ts < self._max_ts - self.allowed_lateness:
+            self._late(self.plan, prepared.stream, prepared.row(i))
+            return []
+        blocks = self._matched_row(prepared, i, int(prepared.flags[i]))
+        self._advance(ts)
+        return blocks
+
+    def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
+        """Row i of a prepared batch, known not to be late."""
+        blocks: list[ResultBlock] = []
+        if not flags:
+            return blocks
+        plan = self.plan
+        t = StoredTuple(prepared.stream, self._seq, prepared.row(i))
+        self._seq += 1
+        if flags & SINGLE:
+            members: list[StoredTuple | None] = [None] * len(plan.streams)
+            members[prepared.stream] = t
+            block = ResultBlock(prepared.single_slots(i), members, t.row[0])
+            blocks.append(block)
+            self.counters.results += len(block)
+        if flags & ENGINE:
+            assert self._engine is not None
+            blocks.extend(self._engine.process(t, self.order, cand=prepared.engine_cand(i)))
+        if flags & STORE:
+            assert self._state is not None
+            self._state.insert(t)
+        return blocks
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
-        """Match a batch of tuples of one stream, in row order, as if pushed one by one.
+        """Match a batch of one stream's tuples, in row order, as if pushed one by one.
 
         ``batch`` is an Arrow table or record batch, a pandas DataFrame or a dict of
-        columns (``ts``, optional ``id``, the stream's columns). Results come back as a
-        :class:`~mqo.batch.MatchBatch` (arrays; ``.to_arrow()``, ``.matches()``).
+        columns (``ts``, optional ``id``, the stream's columns). The attribute phase of
+        all rows runs in numba kernels, single-stream results are read off the
+        candidate bits of all rows at once, and only rows that multi-stream queries
+        need go through the join engine. Results come back as a
+        :class:`~mqo.batch.MatchBatch` (``len``, ``.to_arrow()``, ``.matches()``).
         """
         plan = self.plan
-        try:
-            schema = plan.streams[plan.stream_number(stream)]
-        except KeyError:
-            raise TupleError(f"unknown stream {stream!r}" + did_you_mean(stream, plan.catalog.names())) from None
-        ts, ids, columns = columns_of(batch, schema)
-        names = list(columns)
-        found: list[Match] = []
-        push = self.push
-        for i in range(len(ts)):
-            values = {name: columns[name][i] for name in names}
-            found.extend(push(schema.name, ts[i].item(), values, None if ids is None else ids[i].item()))
-        return self._as_batch(found)
-
-    def _as_batch(self, found: list[Match]) -> MatchBatch:
-        plan = self.plan
-        streams = [s.name for s in plan.streams]
-        names = list(self.registry.queries)
-        number = {name: i for i, name in enumerate(names)}
-        aliases = [{stream: alias for alias, stream in rq.normalized.aliases} for rq in self.registry.queries.values()]
-        n = len(found)
-        query = np.fromiter((number[m.query] for m in found), np.int32, n)
-        ts = np.fromiter((m.ts for m in found), np.float64, n)
-        ids = {s: np.full(n, -1, np.int64) for s in streams}
-        for i, m in enumerate(found):
-            stream_of = {alias: stream for stream, alias in aliases[query[i]].items()}
-            for alias, ident in m.ids.items():
-                ids[stream_of[alias]][i] = ident
-        return MatchBatch(names, aliases, query, ts, ids, [m.values for m in found], value_types(self.registry))
-
-    def value_types(self) -> dict[str, Any]:
-        """Arrow types of the SELECT values over the registered queries."""
-        return value_types(self.registry)
+        if self.check:
+            # QED checks need every tuple's attribute bits: go one by one
+            s = self._stream(plan, stream)
+            schema = plan.streams[s]
+            ts, ids, columns = columns_of(batch, schema)
+            blocks: list[ResultBlock] = []
+            for i in range(len(ts)):
+                values = {name: _plain_value(col[i]) for name, col in columns.items()}
+                blocks.extend(
+                    self._push_blocks(schema.name, float(ts[i]), values, None if ids is None else int(ids[i]))
+                )
+            return MatchBatch(plan, blocks)
+        prepared = self.prepare(stream, batch)
+        out = MatchBatch(plan)
+        n = len(prepared)
+        if not n:
+            return out
+        running = np.maximum.accumulate(np.concatenate(([self._max_ts], prepared.ts)))[:-1]
+        late = prepared.ts < running - self.allowed_lateness
+        flags = np.where(late, 0, prepared.flags).astype(np.int8)
+        single_rows = np.flatnonzero(flags & SINGLE)
+        if len(single_rows):
+            sub = prepared.cand[single_rows]
+            counts = kernels.count_bits(sub, prepared.single_mask)
+            row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
+            rows = [prepared.row(int(i)) for i in single_rows]
+            out.singles.append(SingleResults(prepared.stream, rows, row_of, slots))
+            self.counters.results += len(slots)
+        rest = flags & ~SINGLE
+        self.counters.tuples += n
+        for i in np.flatnonzero(late | (rest != 0)).tolist():
+            if late[i]:
+                self._late(plan, prepared.stream, prepared.row(i))
+                continue
+            ts = float(prepared.ts[i])
+            out.blocks.extend(self._matched_row(prepared, i, int(rest[i])))
+            self._advance(ts)
+        if (~late).any():
+            self._advance(float(prepared.ts[~late].max()))
+        return out
 
     def heartbeat(self, ts: float) -> None:
         """Advance time without a tuple, so quiet streams still purge their state."""
@@ -289,7 +404,7 @@ class Matcher:
     def _advance(self, ts: float) -> None:
         if ts > self._max_ts:
             self._max_ts = ts
-        horizon = self._max_ts - self.allowed_lateness - self.registry.max_window()
+        horizon = self._max_ts - self.allowed_lateness - self.plan.retention_window
         if horizon > self._retention_horizon:
             self._retention_horizon = horizon
             assert self._state is not None
@@ -318,10 +433,6 @@ class Matcher:
                 stacklevel=3,
             )
 
-    def explain(self) -> str:
-        """Predicate lists in covering order, who uses what, each query's bits."""
-        return explain_text(self.registry, self.plan)
-
     # ------------------------------------------------------------- snapshots
 
     def snapshot(self) -> dict[str, Any]:
@@ -336,6 +447,7 @@ class Matcher:
                 "order": self.order_name,
                 "bucket_width": self._bucket_width,
                 "max_disjuncts": self.max_disjuncts,
+                "store": self.store,
             },
             "queries": [(rq.name, rq.text, rq.since_ts) for rq in self.registry],
             "next_position": self._next_position,
@@ -354,9 +466,10 @@ class Matcher:
             raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
         settings = {**snapshot["settings"], **overrides}
         m = cls(snapshot["ddl"], **settings)
-        for name, text, since in snapshot["queries"]:
-            (nq,) = m.compile(text, f"<snapshot query {name}>", check_ids=False)
-            m._add([m._renamed(nq, name)], since_ts=since)
+        names = [name for name, _, _ in snapshot["queries"]]
+        instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
+        instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
+        m._add(instances, since_ts=[since for _, _, since in snapshot["queries"]])
         m._next_position = snapshot["next_position"]
         plan = m.plan
         m._max_ts = snapshot["max_ts"]
@@ -366,5 +479,5 @@ class Matcher:
             rows.restart_ids(next_id)
         m.counters.load(snapshot["counters"])
         m._state = WindowState.restore(snapshot["state"], plan.indexed_positions)
-        m._engine = Engine(plan, m._state, m.counters)
+        m._engine = Engine(plan, m._state, m.counters, check_qed=m.check)
         return m

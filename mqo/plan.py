@@ -3,34 +3,44 @@
 Compiling numbers everything the matcher touches per tuple:
 
 * **slots**: one per disjunct of each registered query (a query without OR is one
-  slot). Candidate sets are bit masks over slots.
+  slot). Candidate sets are bit masks over slots. Per-slot facts (query, window,
+  registration horizon, streams) are arrays; the per-slot objects the Python engine
+  reads when it reports a result are made on first use.
 * **bit positions**: each predicate type (attribute, join, window) has its own bit
-  space; each list owns a contiguous block of it, in covering order, so the thesis'
+  space; each list owns a contiguous block of it in covering order, so the thesis'
   BitPosition ``list:pred`` is bit ``base(list) + pred``. A slot's **QED** is, per
   type, the mask of the bits of its predicates.
-* **lists** (:class:`CompiledList`): the covering-order constants, the users of each
-  position and their :class:`~indexes.kill_table.KillTable`, and where to read the
-  operands in a stored row.
+* **lists** (:class:`CompiledList`): the distinct constants in covering order, the
+  slots using each one (CSR arrays), and, made when first needed, the Python
+  :class:`~indexes.kill_table.KillTable` of the per-tuple engine and the
+  :class:`~indexes.kill_bitsets.KillBitsets` of the batch kernels.
 * **connectivity**: per type and pair of streams, the slots that have a predicate of
   that type between the two streams; this decides which partial results may grow
   through which exploitation structure.
 
-A plan is immutable; registering or unregistering a query compiles a new one (bulk
-registration compiles once). Compiling is O(total predicates + lists * slots / 64).
+The registry keeps every predicate as a row (query, disjunct, list, constant); one
+sort of all rows by (list, constant) gives every list's distinct constants and the
+slots using each. Compiling is O(P log P) for P predicate occurrences.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+import numpy as np
+
 from indexes.covering import NOTHING, CoveringList, Satisfied, compare
-from indexes.kill_table import KillTable
+from indexes.kill_bitsets import DEFAULT_BUDGET_BYTES, KillBitsets, ListUsers, bitset_of, words_for
+from indexes.kill_table import KillTable, mask_of
 from mqo.expressions import TestFn, ValueFn, column_position, compile_test, compile_value
 from mqo.registry import QueryRegistry, RegisteredQuery
-from predicates import Catalog, Kind, ListKey, StreamSchema
+from predicates import Catalog, Kind, ListKey, Residual, StreamSchema
 from predicates.normalize import to_float
+from predicates.templates import Context
 
 TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 LETTER = {Kind.ATTRIBUTE: "A", Kind.JOIN: "J", Kind.WINDOW: "W"}
@@ -45,8 +55,10 @@ class CompiledList:
     index: int
     key: ListKey
     base: int
-    covering: CoveringList
-    kill: KillTable
+    constants: list[Any]
+    offsets: np.ndarray
+    users: np.ndarray
+    slot_bits: int
     left_stream: int
     left_pos: int
     right_stream: int | None
@@ -56,7 +68,26 @@ class CompiledList:
 
     @property
     def n(self) -> int:
-        return self.covering.n
+        return len(self.constants)
+
+    @cached_property
+    def covering(self) -> CoveringList:
+        values = self.constants if self.numeric or self.right_pos is None else [0]
+        return CoveringList(self.key.op, values)
+
+    @cached_property
+    def kill(self) -> KillTable:
+        return KillTable.from_csr(self.offsets, self.users, self.slot_bits)
+
+    @cached_property
+    def constants_array(self) -> np.ndarray:
+        return np.asarray(self.constants, np.float64)
+
+    def as_users(self) -> ListUsers:
+        return ListUsers(self.key.op, self.offsets, self.users)
+
+    def users_of(self, position: int) -> np.ndarray:
+        return self.users[self.offsets[position] : self.offsets[position + 1]]
 
     @property
     def block(self) -> int:
@@ -90,7 +121,7 @@ class CompiledList:
 
 @dataclass(eq=False)
 class Slot:
-    """One disjunct of one query: the unit candidate sets are made of."""
+    """One disjunct of one query: what the engine needs to report its results."""
 
     index: int
     query: RegisteredQuery
@@ -99,13 +130,11 @@ class Slot:
     stream_mask: int
     window: float
     since_ts: float
-    qed: dict[Kind, int]
-    positions: list[tuple[Kind, int, int]]
     residuals: tuple[TestFn, ...]
     residual_texts: tuple[str, ...]
     aliases: dict[int, str]
     outputs: tuple[tuple[str, ValueFn], ...]
-    multi_disjunct: bool = False
+    multi_disjunct: bool
 
     @property
     def name(self) -> str:
@@ -113,55 +142,204 @@ class Slot:
 
 
 @dataclass(eq=False)
+class ContextCode:
+    """What every query of a context shares once compiled: aliases and SELECT functions."""
+
+    aliases: dict[int, str]
+    streams: tuple[int, ...]
+    stream_mask: int
+    outputs: tuple[tuple[str, ValueFn], ...]
+
+
+class _Slots(Sequence[Slot]):
+    """``plan.slots[q]``: Slot objects made on first use."""
+
+    def __init__(self, plan: CompiledPlan) -> None:
+        self._plan = plan
+        self._made: dict[int, Slot] = {}
+
+    def __len__(self) -> int:
+        return self._plan.n_slots
+
+    def __getitem__(self, q: int) -> Slot:  # type: ignore[override]
+        slot = self._made.get(q)
+        if slot is None:
+            slot = self._made[q] = self._plan._make_slot(q)
+        return slot
+
+    def __iter__(self) -> Iterator[Slot]:
+        return (self[q] for q in range(len(self)))
+
+
+@dataclass(eq=False)
 class CompiledPlan:
     version: int
     catalog: Catalog
     streams: tuple[StreamSchema, ...]
-    slots: list[Slot]
+    records: list[RegisteredQuery]
+    context_code: dict[int, ContextCode]
+    residual_code: dict[int, TestFn]
+    slot_residuals: dict[int, tuple[Residual, ...]]
+    slot_record: np.ndarray
+    slot_disjunct: np.ndarray
+    slot_window: np.ndarray
+    slot_since: np.ndarray
+    slot_stream_mask: np.ndarray
+    slot_special: np.ndarray
     lists: dict[Kind, list[CompiledList]]
     bits: dict[Kind, int]
     attr_lists: list[list[CompiledList]]
     pair_lists: dict[Kind, list[list[list[CompiledList]]]]
-    connected: dict[Kind, list[list[int]]]
-    stream_slots: list[int]
-    attr_block: list[int]
-    max_window: float
-    retention_window: float
     indexed_positions: list[set[int]]
     attr_list_mask: list[int]
-    window_levels: list[tuple[float, int]]
+    retention_window: float
     _stream_number: dict[str, int] = field(repr=False)
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
+    _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.slots = _Slots(self)
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.slot_record)
+
+    @property
+    def max_window(self) -> float:
+        return float(self.slot_window.max()) if self.n_slots else 0.0
 
     def stream_number(self, name: str) -> int:
         return self._stream_number[name.lower()]
+
+    def _mask(self, selected: np.ndarray) -> int:
+        return mask_of(np.flatnonzero(selected).tolist())
+
+    # ------------------------------------------------------------- slot masks
+
+    @cached_property
+    def stream_slots(self) -> list[int]:
+        """Per stream, the slots that read it."""
+        return [self._mask((self.slot_stream_mask >> s) & 1 == 1) for s in range(len(self.streams))]
+
+    @cached_property
+    def special_slots(self) -> int:
+        """Slots whose results need a check of their own (residuals, several disjuncts)."""
+        return self._mask(self.slot_special)
+
+    @cached_property
+    def multi_stream_slots(self) -> int:
+        """Slots over two or more streams (their tuples must be stored)."""
+        return self._mask((self.slot_stream_mask & (self.slot_stream_mask - 1)) != 0)
+
+    @cached_property
+    def connected(self) -> dict[Kind, list[list[int]]]:
+        """Per type and pair of streams, the slots with a predicate of that type
+        between the two."""
+        n = len(self.streams)
+        out = {k: [[0] * n for _ in range(n)] for k in (Kind.JOIN, Kind.WINDOW)}
+        for kind in (Kind.JOIN, Kind.WINDOW):
+            for lst in self.lists[kind]:
+                a, b = lst.left_stream, lst.right_stream
+                mask = mask_of(lst.users.tolist())
+                out[kind][a][b] |= mask  # type: ignore[index]
+                out[kind][b][a] |= mask  # type: ignore[index]
+        return out
+
+    @cached_property
+    def _window_levels(self) -> tuple[list[float], list[int]]:
+        """Distinct windows ascending, and for each the slots whose window is at least it."""
+        windows = sorted(set(self.slot_window.tolist()))
+        masks = [self._mask(self.slot_window >= w) for w in windows]
+        return windows, masks
+
+    def slots_within(self, span: float) -> int:
+        """Slots whose MAXWINDOW allows results spanning ``span`` seconds."""
+        windows, masks = self._window_levels
+        i = bisect.bisect_left(windows, span)
+        return masks[i] if i < len(masks) else 0
+
+    def window_of(self, slots: int) -> float:
+        """The largest MAXWINDOW among ``slots``."""
+        windows, masks = self._window_levels
+        for w, mask in zip(reversed(windows), reversed(masks), strict=True):
+            if slots & mask:
+                return w
+        return 0.0
+
+    @cached_property
+    def _since_levels(self) -> tuple[list[float], list[int]]:
+        sinces = sorted(set(self.slot_since.tolist()))
+        masks = [self._mask(self.slot_since <= s) for s in sinces]
+        return sinces, masks
+
+    def slots_since(self, oldest_ts: float) -> int:
+        """Slots registered early enough to see a tuple with timestamp ``oldest_ts``."""
+        sinces, masks = self._since_levels
+        i = bisect.bisect_right(sinces, oldest_ts)
+        return masks[i - 1] if i else 0
 
     def covered_slots(self, stream_mask: int) -> int:
         """Slots all of whose streams are in ``stream_mask``."""
         mask = self._covered.get(stream_mask)
         if mask is None:
-            mask = 0
-            for slot in self.slots:
-                if not slot.stream_mask & ~stream_mask:
-                    mask |= 1 << slot.index
+            mask = self._mask((self.slot_stream_mask & ~np.int64(stream_mask)) == 0)
             self._covered[stream_mask] = mask
         return mask
 
-    def window_of(self, slots: int) -> float:
-        """The largest MAXWINDOW among ``slots``."""
-        for window, mask in self.window_levels:
-            if slots & mask:
-                return window
-        return 0.0
+    # ---------------------------------------------------------------- slots
 
-    def slot_mask(self, slots: Sequence[int]) -> int:
-        mask = 0
-        for s in slots:
-            mask |= 1 << s
-        return mask
+    def _make_slot(self, q: int) -> Slot:
+        rq = self.records[int(self.slot_record[q])]
+        code = self.context_code[id(rq.context)]
+        residuals = self.slot_residuals.get(q, ())
+        return Slot(
+            index=q,
+            query=rq,
+            disjunct=int(self.slot_disjunct[q]),
+            streams=code.streams,
+            stream_mask=code.stream_mask,
+            window=float(self.slot_window[q]),
+            since_ts=float(self.slot_since[q]),
+            residuals=tuple(self.residual_code[id(r)] for r in residuals),
+            residual_texts=tuple(r.text for r in residuals),
+            aliases=code.aliases,
+            outputs=code.outputs,
+            multi_disjunct=len(rq.disjuncts) > 1,
+        )
+
+    @cached_property
+    def _positions(self) -> list[list[tuple[Kind, int, int]]]:
+        out: list[list[tuple[Kind, int, int]]] = [[] for _ in range(self.n_slots)]
+        for kind in TYPES:
+            for lst in self.lists[kind]:
+                for p in range(lst.n):
+                    for u in lst.users_of(p).tolist():
+                        out[u].append((kind, lst.index, p))
+        return out
+
+    def slot_positions(self, q: int) -> list[tuple[Kind, int, int]]:
+        """(type, list, position) of every predicate of slot ``q``."""
+        return self._positions[q]
+
+    def slot_qed(self, q: int) -> dict[Kind, int]:
+        """The slot's QED: per type, the bits of its predicates."""
+        qed = {k: 0 for k in TYPES}
+        for kind, li, p in self._positions[q]:
+            qed[kind] |= 1 << (self.lists[kind][li].base + p)
+        return qed
+
+    def kill_bitsets(self, stream: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> KillBitsets:
+        """The batch kernels' tables for one stream's attribute lists."""
+        tables = self._kill_bitsets.get(stream)
+        if tables is None:
+            words = words_for(self.n_slots)
+            base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
+            lists = [lst.as_users() for lst in self.attr_lists[stream]]
+            tables = self._kill_bitsets[stream] = KillBitsets(lists, self.n_slots, base, budget_bytes)
+        return tables
 
 
-def compile_plan(registry: QueryRegistry, version: int, budget_bits: int | None = None) -> CompiledPlan:
+def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     catalog = registry.catalog
     streams = tuple(catalog)
     number = {s.name.lower(): i for i, s in enumerate(streams)}
@@ -173,98 +351,97 @@ def compile_plan(registry: QueryRegistry, version: int, budget_bits: int | None 
     def schema_of(name: str) -> StreamSchema:
         return streams[number[name.lower()]]
 
-    # Slots, and which slots use each (list, constant).
-    slots: list[Slot] = []
-    users: dict[ListKey, dict[Any, int]] = {key: {} for key in registry.lists()}
-    slot_preds: list[list[tuple[ListKey, Any]]] = []
-    for rq in registry:
-        nq = rq.normalized
-        alias_of = {stream_number(stream): alias for alias, stream in nq.aliases}
-        stream_ids = tuple(sorted(alias_of))
-        mask = 0
-        for s in stream_ids:
-            mask |= 1 << s
-        outputs = tuple((out.name, compile_value(out.expr, stream_number, schema_of)) for out in nq.outputs)
-        for d, conj in enumerate(nq.disjuncts):
-            index = len(slots)
-            for pred in conj.predicates:
-                per = users[pred.key]
-                per[pred.constant] = per.get(pred.constant, 0) | (1 << index)
-            slot_preds.append([(p.key, p.constant) for p in conj.predicates])
-            slots.append(
-                Slot(
-                    index=index,
-                    query=rq,
-                    disjunct=d,
-                    streams=stream_ids,
-                    stream_mask=mask,
-                    window=nq.maxwindow if len(stream_ids) > 1 else 0.0,
-                    since_ts=rq.since_ts,
-                    qed={k: 0 for k in TYPES},
-                    positions=[],
-                    residuals=tuple(compile_test(r.comparison, stream_number, schema_of) for r in conj.residuals),
-                    residual_texts=tuple(r.text for r in conj.residuals),
-                    aliases=alias_of,
-                    outputs=outputs,
-                    multi_disjunct=len(nq.disjuncts) > 1,
-                )
-            )
-    slot_bits = len(slots)
-    kill_kwargs = {} if budget_bits is None else {"budget_bits": budget_bits}
+    records = list(registry)
+    n_disjuncts = np.array([len(rq.disjuncts) for rq in records], np.int64)
+    slot_base = np.zeros(len(records) + 1, np.int64)
+    np.cumsum(n_disjuncts, out=slot_base[1:])
+    n_slots = int(slot_base[-1])
+    slot_record = np.repeat(np.arange(len(records), dtype=np.int32), n_disjuncts)
+    slot_disjunct = (np.arange(n_slots, dtype=np.int64) - slot_base[slot_record]).astype(np.int16)
+
+    context_code: dict[int, ContextCode] = {}
+    residual_code: dict[int, TestFn] = {}
+    record_window = np.zeros(len(records), np.float64)
+    record_mask = np.zeros(len(records), np.int64)
+    record_special = np.zeros(len(records), bool)
+    slot_residuals: dict[int, tuple[Residual, ...]] = {}
+    for i, rq in enumerate(records):
+        context = rq.context
+        code = context_code.get(id(context))
+        if code is None:
+            code = context_code[id(context)] = _context_code(context, stream_number, schema_of)
+        record_mask[i] = code.stream_mask
+        if context.multi_stream:
+            record_window[i] = rq.maxwindow
+        disjuncts = rq.disjuncts
+        record_special[i] = len(disjuncts) > 1
+        for d, (_, residuals) in enumerate(disjuncts):
+            if residuals:
+                record_special[i] = True
+                slot_residuals[int(slot_base[i]) + d] = residuals
+                for r in residuals:
+                    if id(r) not in residual_code:
+                        residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
+    slot_window = record_window[slot_record] if n_slots else np.zeros(0)
+    slot_since = np.repeat(np.array([rq.since_ts for rq in records], np.float64), n_disjuncts)
+    slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
+    slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
+
+    rows = registry.rows()
+    live = rows["live"]
+    row_numbers = np.flatnonzero(live)
+    orders = np.array([rq.order for rq in records], np.int64)
+    row_record = np.searchsorted(orders, rows["order"][live])
+    row_slot = slot_base[row_record] + rows["disjunct"][live].astype(np.int64)
+    row_key = rows["key"][live]
+    row_value = rows["value"][live]
+    by_key = np.lexsort((row_value, row_key))
+    sorted_keys = row_key[by_key]
 
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}
-    position_of: dict[tuple[ListKey, Any], tuple[CompiledList, int]] = {}
     for key in registry.lists():
-        constants = registry.constants(key)
-        kind = key.kind
-        left_schema = schema_of(key.left.stream)
+        kid = registry.key_id(key)
+        lo, hi = np.searchsorted(sorted_keys, [kid, kid + 1])
+        chosen = by_key[lo:hi]
+        slots = row_slot[chosen]
+        if key.family == "number" and not (key.right is not None and key.factor is None):
+            constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
+        else:
+            objects = rows["objects"]
+            values = [objects[int(row_numbers[c])] for c in chosen]
+            constants, offsets, users = _distinct_objects(values, slots)
         right_stream = right_pos = None
         if key.right is not None:
             right_stream = stream_number(key.right.stream)
             right_pos = column_position(schema_of(key.right.stream), key.right.column)
-        numeric = key.family == "number"
-        values = [to_float(c) if numeric and c is not None else c for c in constants]
-        if not numeric and key.right is not None:
-            values = [0]  # one predicate, no constant: x OP y
         lst = CompiledList(
-            kind=kind,
-            index=len(lists[kind]),
+            kind=key.kind,
+            index=len(lists[key.kind]),
             key=key,
-            base=bits[kind],
-            covering=CoveringList(key.op, values),
-            kill=KillTable([users[key][c] for c in constants], slot_bits, **kill_kwargs),
+            base=bits[key.kind],
+            constants=constants,
+            offsets=offsets,
+            users=users,
+            slot_bits=n_slots,
             left_stream=stream_number(key.left.stream),
-            left_pos=column_position(left_schema, key.left.column),
+            left_pos=column_position(schema_of(key.left.stream), key.left.column),
             right_stream=right_stream,
             right_pos=right_pos,
             factor=to_float(key.factor) if key.factor is not None else None,
-            numeric=numeric,
+            numeric=key.family == "number",
         )
-        lists[kind].append(lst)
-        bits[kind] += lst.n
-        for i, c in enumerate(constants):
-            position_of[(key, c)] = (lst, i)
-
-    for slot, preds in zip(slots, slot_preds, strict=True):
-        for key, constant in preds:
-            lst, i = position_of[(key, constant)]
-            slot.qed[lst.kind] |= 1 << (lst.base + i)
-            slot.positions.append((lst.kind, lst.index, i))
+        lists[key.kind].append(lst)
+        bits[key.kind] += lst.n
 
     attr_lists: list[list[CompiledList]] = [[] for _ in range(n_streams)]
-    attr_block = [0] * n_streams
     attr_list_mask = [0] * n_streams
     pair_lists: dict[Kind, list[list[list[CompiledList]]]] = {
         k: [[[] for _ in range(n_streams)] for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
     }
-    connected: dict[Kind, list[list[int]]] = {
-        k: [[0] * n_streams for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
-    }
     indexed: list[set[int]] = [set() for _ in range(n_streams)]
     for lst in lists[Kind.ATTRIBUTE]:
         attr_lists[lst.left_stream].append(lst)
-        attr_block[lst.left_stream] |= lst.block
         attr_list_mask[lst.left_stream] |= 1 << lst.index
     for kind in (Kind.JOIN, Kind.WINDOW):
         for lst in lists[kind]:
@@ -272,36 +449,63 @@ def compile_plan(registry: QueryRegistry, version: int, budget_bits: int | None 
             assert b is not None and lst.right_pos is not None
             pair_lists[kind][a][b].append(lst)
             pair_lists[kind][b][a].append(lst)
-            connected[kind][a][b] |= lst.kill.any_user
-            connected[kind][b][a] |= lst.kill.any_user
             if lst.left_pos != 0:
                 indexed[a].add(lst.left_pos)
             if lst.right_pos != 0:
                 indexed[b].add(lst.right_pos)
 
-    stream_slots = [0] * n_streams
-    by_window: dict[float, int] = {}
-    for slot in slots:
-        for s in slot.streams:
-            stream_slots[s] |= 1 << slot.index
-        by_window[slot.window] = by_window.get(slot.window, 0) | (1 << slot.index)
-
     return CompiledPlan(
         version=version,
         catalog=catalog,
         streams=streams,
-        slots=slots,
+        records=records,
+        context_code=context_code,
+        residual_code=residual_code,
+        slot_residuals=slot_residuals,
+        slot_record=slot_record,
+        slot_disjunct=slot_disjunct,
+        slot_window=slot_window,
+        slot_since=slot_since,
+        slot_stream_mask=slot_stream_mask,
+        slot_special=slot_special,
         lists=lists,
         bits=bits,
         attr_lists=attr_lists,
         pair_lists=pair_lists,
-        connected=connected,
-        stream_slots=stream_slots,
-        attr_block=attr_block,
-        max_window=max((s.window for s in slots), default=0.0),
-        retention_window=registry.max_window(),
         indexed_positions=indexed,
         attr_list_mask=attr_list_mask,
-        window_levels=sorted(by_window.items(), reverse=True),
+        retention_window=registry.max_window(),
         _stream_number=number,
     )
+
+
+def _context_code(context: Context, stream_number: Any, schema_of: Any) -> ContextCode:
+    bound = context.bound
+    aliases = {stream_number(stream): alias for alias, stream in bound.aliases}
+    ids = tuple(sorted(aliases))
+    mask = 0
+    for s in ids:
+        mask |= 1 << s
+    outputs = tuple((out.name, compile_value(out.expr, stream_number, schema_of)) for out in bound.outputs)
+    return ContextCode(aliases, ids, mask, outputs)
+
+
+def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Distinct constants (ascending; ``values`` is sorted) and, as CSR arrays, the
+    slots using each."""
+    if not len(values):
+        return [], np.zeros(1, np.int64), np.zeros(0, np.int32)
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    offsets = np.append(starts, len(values)).astype(np.int64)
+    return values[starts].tolist(), offsets, slots.astype(np.int32)
+
+
+def _distinct_objects(values: list[Any], slots: np.ndarray) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    distinct = sorted(set(values), key=lambda v: (v is None, v))
+    where = {v: i for i, v in enumerate(distinct)}
+    inverse = np.array([where[v] for v in values], np.int64)
+    order = np.argsort(inverse, kind="stable")
+    counts = np.bincount(inverse, minlength=len(distinct))
+    offsets = np.zeros(len(distinct) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return distinct, offsets, slots[order].astype(np.int32)

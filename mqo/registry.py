@@ -1,60 +1,119 @@
 """The query registry: which queries are registered and which predicates they use.
 
-Identical predicates are stored once: each predicate list (one :class:`ListKey`) keeps
-a reference count per constant, so registering a query that repeats a predicate costs
-nothing in the lists, and unregistering frees a predicate (and its list) only when no
-query uses it any more. Lists keep the order in which they were first needed, which
-is the list numbering ``explain`` shows (the thesis numbers lists the same way).
+Each registered query is a :class:`~predicates.templates.CompiledQuery` (its name, its
+context, its disjuncts as list keys and constants) plus when it was registered. Its
+predicates are also appended to flat, typed columns (query, disjunct, list, constant),
+so a million queries cost a few hundred bytes each and the plan compiler groups all
+predicates of a list with one sort (:mod:`mqo.plan`).
 
-The registry is the logical state; :mod:`mqo.plan` compiles it into the bit layout
-and the structures the matcher runs on. ``version`` changes with every registration
-change so a plan knows when it is stale.
+Identical predicates are stored once in the compiled lists (one entry per distinct
+constant, with the queries using it), and a list exists exactly while some query uses
+it: the registry counts uses per list key, and unregistering the last user of a list
+drops it. Lists keep the order in which they were first needed, which is the list
+numbering ``explain`` shows (the thesis numbers lists the same way).
+
+``version`` changes with every registration change so a plan knows when it is stale.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
-from predicates import Catalog, Kind, ListKey, NormalizedQuery, Predicate
-from predicates.normalize import Constant
+import numpy as np
+
+from predicates import Catalog, Kind, ListKey, NormalizedQuery, Residual
+from predicates.normalize import DEFAULT_MAX_DISJUNCTS
+from predicates.templates import CompiledQuery, Context, FastCompiler
+
+_COMPACT_WHEN_DEAD = 0.5
 
 
-@dataclass(eq=False)
 class RegisteredQuery:
-    """A registered query and when it joined (``since_ts``, DESIGN.md §5).
+    """A registered query and when it joined.
 
     ``since_ts`` is the matcher's retention horizon at registration: tuples older than
-    it may already have been purged, so results of this query never include them.
+    it may already have been purged, so results of this query never include them
+    (DESIGN.md §5).
     """
 
-    normalized: NormalizedQuery
-    since_ts: float
-    order: int
-    text: str = field(repr=False, default="")
+    __slots__ = ("__dict__", "_catalog", "compiled", "order", "since_ts")
+
+    def __init__(self, compiled: CompiledQuery, since_ts: float, order: int, catalog: Catalog) -> None:
+        self.compiled = compiled
+        self.since_ts = since_ts
+        self.order = order
+        self._catalog = catalog
 
     @property
     def name(self) -> str:
-        return self.normalized.name
+        return self.compiled.name
+
+    @property
+    def context(self) -> Context:
+        return self.compiled.context
 
     @property
     def streams(self) -> tuple[str, ...]:
-        return self.normalized.streams
+        return self.compiled.context.streams
+
+    @property
+    def aliases(self) -> tuple[tuple[str, str], ...]:
+        return self.compiled.context.aliases
 
     @property
     def maxwindow(self) -> float:
-        return self.normalized.maxwindow
+        return self.compiled.maxwindow or 0.0
 
     @property
     def is_multi_stream(self) -> bool:
-        return len(self.normalized.aliases) > 1
+        return self.compiled.context.multi_stream
+
+    @property
+    def disjuncts(self) -> tuple[tuple[tuple[tuple[ListKey, Any], ...], tuple[Residual, ...]], ...]:
+        return self.compiled.disjuncts
+
+    @property
+    def text(self) -> str:
+        """A query text naming and reproducing this query (a ``Query ID:`` header first)."""
+        return self.compiled.text
+
+    @cached_property
+    def normalized(self) -> NormalizedQuery:
+        """The query as an ordinary normalized query (compiled from its text on first use)."""
+        from predicates import compile_queries
+
+        (nq,) = compile_queries(self.text, self._catalog, source_name=f"<query {self.name}>")
+        return nq
+
+    def predicates(self) -> Iterator[tuple[int, ListKey, Any]]:
+        """(disjunct, list key, constant) of every indexed predicate."""
+        for d, (preds, _) in enumerate(self.compiled.disjuncts):
+            for key, value in preds:
+                yield d, key, value
+
+    def __repr__(self) -> str:
+        return f"RegisteredQuery({self.name!r}, since_ts={self.since_ts})"
 
 
 class QueryRegistry:
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
         self.catalog = catalog
+        self.max_disjuncts = max_disjuncts
+        self.compiler = FastCompiler(catalog, max_disjuncts)
         self.queries: dict[str, RegisteredQuery] = {}
-        self._lists: dict[ListKey, dict[Constant, int]] = {}
+        self._keys: list[ListKey | None] = []
+        self._key_id: dict[ListKey, int] = {}
+        self._key_uses: list[int] = []
+        self._row_query = array("q")
+        self._row_disjunct = array("h")
+        self._row_key = array("i")
+        self._row_value = array("d")
+        self._row_objects: dict[int, Any] = {}
+        self._dead: set[int] = set()
+        self._dead_rows = 0
         self._order = 0
         self.version = 0
 
@@ -67,57 +126,119 @@ class QueryRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self.queries
 
-    def add(self, queries: Iterable[NormalizedQuery], since_ts: float, texts: Iterable[str] | None = None) -> None:
-        """Register normalized queries (already checked: names are free)."""
-        text_list = list(texts) if texts is not None else None
-        for i, nq in enumerate(queries):
-            if nq.name in self.queries:
-                raise ValueError(f"query id {nq.name} is already registered")
-            text = text_list[i] if text_list is not None else ""
-            self.queries[nq.name] = RegisteredQuery(nq, since_ts, self._order, text)
+    def add(self, queries: Iterable[CompiledQuery], since_ts: float | Iterable[float]) -> None:
+        """Register compiled queries (their names are already checked to be free)."""
+        since = None if isinstance(since_ts, (int, float)) else iter(since_ts)
+        key_id, uses, keys = self._key_id, self._key_uses, self._keys
+        row_query, row_disjunct, row_key, row_value = (
+            self._row_query,
+            self._row_disjunct,
+            self._row_key,
+            self._row_value,
+        )
+        for compiled in queries:
+            if compiled.name in self.queries:
+                raise ValueError(f"query id {compiled.name} is already registered")
+            when = next(since) if since is not None else since_ts
+            order = self._order
             self._order += 1
-            for conj in nq.disjuncts:
-                for pred in conj.predicates:
-                    counts = self._lists.setdefault(pred.key, {})
-                    counts[pred.constant] = counts.get(pred.constant, 0) + 1
+            self.queries[compiled.name] = RegisteredQuery(compiled, when, order, self.catalog)  # type: ignore[arg-type]
+            for d, (preds, _) in enumerate(compiled.disjuncts):
+                for key, value in preds:
+                    kid = key_id.get(key)
+                    if kid is None:
+                        kid = key_id[key] = len(keys)
+                        keys.append(key)
+                        uses.append(0)
+                    uses[kid] += 1
+                    row_query.append(order)
+                    row_disjunct.append(d)
+                    row_key.append(kid)
+                    if key.family == "number" and value is not None:
+                        row_value.append(value)
+                    else:
+                        self._row_objects[len(row_value)] = value
+                        row_value.append(0.0)
         self.version += 1
 
     def remove(self, name: str) -> RegisteredQuery:
-        """Unregister a query; frees the predicates and lists nobody else uses."""
+        """Unregister a query; drops the lists nobody else uses."""
         rq = self.queries.pop(name)
-        for conj in rq.normalized.disjuncts:
-            for pred in conj.predicates:
-                counts = self._lists[pred.key]
-                left = counts[pred.constant] - 1
-                if left:
-                    counts[pred.constant] = left
-                else:
-                    del counts[pred.constant]
-                    if not counts:
-                        del self._lists[pred.key]
+        self._dead.add(rq.order)
+        for preds, _ in rq.compiled.disjuncts:
+            for key, _ in preds:
+                kid = self._key_id[key]
+                self._key_uses[kid] -= 1
+                self._dead_rows += 1
+                if not self._key_uses[kid]:
+                    del self._key_id[key]
+                    self._keys[kid] = None
+        if self._dead_rows > _COMPACT_WHEN_DEAD * max(len(self._row_key), 1):
+            self._compact()
         self.version += 1
         return rq
 
+    def _compact(self) -> None:
+        """Drop the rows of unregistered queries (amortized O(1) per removal)."""
+        keep = np.fromiter((q not in self._dead for q in self._row_query), bool, len(self._row_query))
+        objects = {}
+        new_index = np.cumsum(keep) - 1
+        for row, value in self._row_objects.items():
+            if keep[row]:
+                objects[int(new_index[row])] = value
+        for name in ("_row_query", "_row_disjunct", "_row_key", "_row_value"):
+            column = getattr(self, name)
+            kept = np.frombuffer(column, dtype=column.typecode if column.typecode != "h" else "int16")[keep]
+            setattr(self, name, array(column.typecode, kept.tobytes()))
+        self._row_objects = objects
+        self._dead = set()
+        self._dead_rows = 0
+
+    def rows(self) -> dict[str, Any]:
+        """The live predicate rows as arrays: ``order`` (query), ``disjunct``, ``key``
+        (list key id), ``value`` (numeric constant) and ``objects`` (other constants
+        by row number)."""
+        order = np.frombuffer(self._row_query, np.int64) if len(self._row_query) else np.zeros(0, np.int64)
+        disjunct = np.frombuffer(self._row_disjunct, np.int16) if len(self._row_disjunct) else np.zeros(0, np.int16)
+        key = np.frombuffer(self._row_key, np.int32) if len(self._row_key) else np.zeros(0, np.int32)
+        value = np.frombuffer(self._row_value, np.float64) if len(self._row_value) else np.zeros(0, np.float64)
+        live = np.ones(len(order), bool)
+        if self._dead:
+            live = ~np.isin(order, np.fromiter(self._dead, np.int64, len(self._dead)))
+        return {
+            "order": order,
+            "disjunct": disjunct,
+            "key": key,
+            "value": value,
+            "objects": self._row_objects,
+            "live": live,
+        }
+
+    def key_of(self, key_id: int) -> ListKey:
+        key = self._keys[key_id]
+        assert key is not None
+        return key
+
+    def key_id(self, key: ListKey) -> int:
+        return self._key_id[key]
+
     def lists(self, kind: Kind | None = None) -> list[ListKey]:
         """Live list keys in the order they were first needed."""
-        return [k for k in self._lists if kind is None or k.kind is kind]
+        return [k for k in self._keys if k is not None and (kind is None or k.kind is kind)]
 
-    def constants(self, key: ListKey) -> list[Constant]:
-        """The distinct constants of a list, in covering (ascending) order."""
-        return sorted(self._lists[key])  # type: ignore[type-var]
-
-    def uses(self, pred: Predicate) -> int:
-        return self._lists.get(pred.key, {}).get(pred.constant, 0)
+    def constants(self, key: ListKey) -> list[Any]:
+        """The distinct constants of a list, in covering (ascending) order. O(predicates)."""
+        return sorted({value for rq in self for _, k, value in rq.predicates() if k == key})
 
     def max_window(self) -> float:
         """The largest MAXWINDOW of the registered multi-stream queries (0 if none)."""
         return max((rq.maxwindow for rq in self.queries.values() if rq.is_multi_stream), default=0.0)
 
     def distinct_predicates(self) -> int:
-        return sum(len(c) for c in self._lists.values())
+        return len({(key, value) for rq in self for _, key, value in rq.predicates()})
 
     def predicate_occurrences(self) -> int:
-        return sum(len(conj.predicates) for rq in self.queries.values() for conj in rq.normalized.disjuncts)
+        return sum(self._key_uses)
 
     def sharing_ratio(self) -> float:
         """Predicate occurrences over distinct predicates (1.0 = nothing shared)."""
@@ -125,11 +246,12 @@ class QueryRegistry:
         return self.predicate_occurrences() / distinct if distinct else 1.0
 
     def _check(self) -> None:
-        counts: dict[ListKey, dict[Constant, int]] = {}
-        for rq in self.queries.values():
-            for conj in rq.normalized.disjuncts:
-                for pred in conj.predicates:
-                    per = counts.setdefault(pred.key, {})
-                    per[pred.constant] = per.get(pred.constant, 0) + 1
-        assert counts == self._lists, "reference counts out of step with the queries"
-        assert all(self._lists.values()), "an empty list is kept"
+        counts: dict[ListKey, int] = {}
+        for rq in self:
+            for _, key, _ in rq.predicates():
+                counts[key] = counts.get(key, 0) + 1
+        live = {k: self._key_uses[i] for k, i in self._key_id.items()}
+        assert counts == live, "list use counts out of step with the queries"
+        assert all(live.values()), "an unused list is kept"
+        rows = self.rows()
+        assert int(rows["live"].sum()) == sum(counts.values()), "predicate rows out of step with the queries"

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 
@@ -91,7 +91,7 @@ class ListKey:
 
     ``right`` is None for one-column attribute predicates. ``factor`` is None unless the
     predicate is numeric with two columns. ``family`` is 'number', 'string' or
-    'boolean'.
+    'boolean'. (Keys are hashed a lot when many queries register: the hash is kept.)
     """
 
     kind: Kind
@@ -100,6 +100,13 @@ class ListKey:
     right: ColumnKey | None = None
     factor: Fraction | None = None
     family: str = "number"
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.kind, self.left, self.op, self.right, self.factor, self.family)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def streams(self) -> tuple[str, ...]:
@@ -126,7 +133,7 @@ class ListKey:
             return term  # strings and booleans: no offset
         if placeholder:
             return f"{term} + c"
-        assert isinstance(constant, Fraction)
+        assert isinstance(constant, (Fraction, float, int))
         if constant == 0:
             return term
         if constant < 0:
@@ -476,6 +483,8 @@ def format_constant(value: object) -> str:
         return f"{value.numerator}/{value.denominator}"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     return str(value)

@@ -1,0 +1,225 @@
+"""numba kernels for the bit work of matching many tuples against many queries.
+
+Bit layout: a set of query slots is a row of ``uint64`` words (bit ``s`` of word
+``s >> 6``). A predicate list keeps, Rein-style, the slots using each position in
+covering order as CSR arrays (``offsets``, ``users``), plus **checkpoint rows**: the
+OR of the users of every prefix ``[0, j*stride)`` (and/or suffix ``[j*stride, n)``).
+Because the predicates a tuple fails form a prefix or a suffix (or a run, for ``!=``)
+in covering order, the slots a tuple rules out in a list are one checkpoint row plus
+the users of fewer than ``stride`` positions.
+
+Kernels take arrays and scalars only and are driven by thin Python in
+:mod:`indexes.kill_bitsets` and :mod:`indexes.covering`; ``tests/naive_kernels.py``
+has a plain reference for each. Settings live in :mod:`indexes.numba_config`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from indexes.numba_config import JIT_OPTIONS
+
+# list modes: which positions a tuple fails
+MODE_LESS = 0  # < <= : satisfied [lo, n), fails the prefix [0, lo)
+MODE_GREATER = 1  # > >= : satisfied [0, hi), fails the suffix [hi, n)
+MODE_EQUAL = 2  # =    : satisfied [lo, hi), fails both sides
+MODE_NOT_EQUAL = 3  # != : fails the run [lo, hi)
+NULL = -1  # lo of a tuple whose value is NULL: it fails every predicate of the list
+
+ONE = np.uint64(1)
+
+
+@njit(**JIT_OPTIONS)
+def set_bit(row: np.ndarray, bit: int) -> None:
+    row[bit >> 6] |= ONE << np.uint64(bit & 63)
+
+
+@njit(**JIT_OPTIONS)
+def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: int, lo: int, hi: int) -> None:
+    """Clear the bits of the users of positions [lo, hi) of one list (CSR at ``base``)."""
+    for p in range(lo, hi):
+        for k in range(offsets[base + p], offsets[base + p + 1]):
+            u = users[k]
+            row[u >> 6] &= ~(ONE << np.uint64(u & 63))
+
+
+@njit(**JIT_OPTIONS)
+def build_checkpoints(
+    offsets: np.ndarray, users: np.ndarray, n: int, stride: int, words: int, suffix: bool
+) -> np.ndarray:
+    """Checkpoint rows of one list: row j = OR of the users of [0, j*stride) (prefix)
+    or of [j*stride, n) (suffix; the row past the end is empty). O(users + rows*words)."""
+    rows = n // stride + 2
+    table = np.zeros((rows, words), np.uint64)
+    acc = np.zeros(words, np.uint64)
+    if not suffix:
+        for j in range(1, rows):
+            for p in range((j - 1) * stride, min(n, j * stride)):
+                for k in range(offsets[p], offsets[p + 1]):
+                    u = users[k]
+                    acc[u >> 6] |= ONE << np.uint64(u & 63)
+            table[j, :] = acc
+    else:
+        for j in range(rows - 1, -1, -1):
+            for p in range(j * stride, min(n, (j + 1) * stride)):
+                for k in range(offsets[p], offsets[p + 1]):
+                    u = users[k]
+                    acc[u >> 6] |= ONE << np.uint64(u & 63)
+            table[j, :] = acc
+    return table
+
+
+@njit(**JIT_OPTIONS)
+def prune(
+    cand: np.ndarray,
+    base: np.ndarray,
+    modes: np.ndarray,
+    ns: np.ndarray,
+    strides: np.ndarray,
+    prefix_rows: np.ndarray,
+    suffix_rows: np.ndarray,
+    any_rows: np.ndarray,
+    csr_base: np.ndarray,
+    table: np.ndarray,
+    offsets: np.ndarray,
+    users: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:
+    """Candidate slots of N tuples after L lists: ``cand[i] = base`` minus, for every
+    list, the users of the predicates tuple i failed (given as ``lo[l, i]``,
+    ``hi[l, i]`` in covering order). The QED subset test over all slots at once."""
+    n_tuples, words = cand.shape
+    for i in range(n_tuples):
+        row = cand[i]
+        row[:] = base
+        for l in range(modes.shape[0]):
+            a = lo[l, i]
+            if a == NULL:
+                row &= ~table[any_rows[l]]
+                continue
+            b = hi[l, i]
+            mode = modes[l]
+            s = strides[l]
+            if mode == MODE_LESS or mode == MODE_EQUAL:
+                j = a // s
+                row &= ~table[prefix_rows[l] + j]
+                clear_users(row, offsets, users, csr_base[l], j * s, a)
+            if mode == MODE_GREATER or mode == MODE_EQUAL:
+                j = (b + s - 1) // s
+                row &= ~table[suffix_rows[l] + j]
+                clear_users(row, offsets, users, csr_base[l], b, min(ns[l], j * s))
+            if mode == MODE_NOT_EQUAL:
+                clear_users(row, offsets, users, csr_base[l], a, b)
+
+
+@njit(**JIT_OPTIONS)
+def count_bits(cand: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per row, how many bits of ``cand[i] & mask`` are set."""
+    out = np.zeros(cand.shape[0], np.int64)
+    for i in range(cand.shape[0]):
+        total = 0
+        for w in range(cand.shape[1]):
+            x = cand[i, w] & mask[w]
+            while x:
+                x &= x - ONE
+                total += 1
+        out[i] = total
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def select_bits(cand: np.ndarray, mask: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, bit) of every set bit of ``cand[i] & mask``, row-major; ``counts`` from
+    :func:`count_bits`."""
+    total = 0
+    for c in counts:
+        total += c
+    rows = np.empty(total, np.int64)
+    bits = np.empty(total, np.int64)
+    k = 0
+    for i in range(cand.shape[0]):
+        for w in range(cand.shape[1]):
+            x = cand[i, w] & mask[w]
+            while x:
+                low = x & (~x + ONE)
+                b = 0
+                t = low
+                while t > ONE:
+                    t >>= ONE
+                    b += 1
+                rows[k] = i
+                bits[k] = w * 64 + b
+                k += 1
+                x ^= low
+    return rows, bits
+
+
+@njit(**JIT_OPTIONS)
+def fill_range(row: np.ndarray, start: int, stop: int) -> None:
+    """Set bits [start, stop): a covering range of positions to its bit range."""
+    for bit in range(start, stop):
+        row[bit >> 6] |= ONE << np.uint64(bit & 63)
+
+
+@njit(**JIT_OPTIONS)
+def qed_subset(qed: np.ndarray, sat: np.ndarray, rel: np.ndarray, cand: np.ndarray) -> None:
+    """The thesis' test, slot by slot: clear candidate s unless ``qed[s] & rel`` is a
+    subset of ``sat`` (every predicate of s that was tested held)."""
+    for s in range(qed.shape[0]):
+        if not (cand[s >> 6] >> np.uint64(s & 63)) & ONE:
+            continue
+        for w in range(qed.shape[1]):
+            if qed[s, w] & rel[w] & ~sat[w]:
+                cand[s >> 6] &= ~(ONE << np.uint64(s & 63))
+                break
+
+
+@njit(**JIT_OPTIONS)
+def and_not(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a & ~b
+
+
+@njit(**JIT_OPTIONS)
+def or_rows(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """OR of the given rows of a table."""
+    out = np.zeros(table.shape[1], np.uint64)
+    for r in rows:
+        out |= table[r]
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def settle(constants: np.ndarray, left: np.ndarray, term: np.ndarray, guess: np.ndarray, code: int) -> np.ndarray:
+    """Exact boundaries for ``left OP term + c`` over sorted constants, from a guess
+    (a binary search on ``left - term``). ``code`` picks the monotone test whose first
+    true position is wanted: 0 ``left < t+c``, 1 ``left <= t+c``, 2 ``not left > t+c``,
+    3 ``not left >= t+c``, 4 ``t+c >= left``, 5 ``t+c > left``."""
+    n = constants.shape[0]
+    out = np.empty(guess.shape[0], np.int64)
+    for i in range(guess.shape[0]):
+        x = left[i]
+        t = term[i]
+        pos = min(max(guess[i], 0), n)
+        while pos > 0 and _test(x, t + constants[pos - 1], code):
+            pos -= 1
+        while pos < n and not _test(x, t + constants[pos], code):
+            pos += 1
+        out[i] = pos
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def _test(x: float, rhs: float, code: int) -> bool:
+    if code == 0:
+        return x < rhs
+    if code == 1:
+        return x <= rhs
+    if code == 2:
+        return not x > rhs
+    if code == 3:
+        return not x >= rhs
+    if code == 4:
+        return rhs >= x
+    return rhs > x

@@ -1,0 +1,152 @@
+"""The attribute phase of many tuples at once, before any of them is matched.
+
+A tuple's attribute predicates depend on nothing but the tuple, so for a batch of one
+stream they are decided for all rows together: each list's satisfied range per row by
+one vectorized binary search (:func:`indexes.covering.satisfied_many`), then every
+row's candidate slots by one :func:`indexes.kernels.prune` call. From its candidates
+each row is classified:
+
+* **single**: it satisfies single-stream queries that need nothing more, reported
+  straight from the candidate bits;
+* **engine**: it is a candidate of a multi-stream query (or of a query with residuals
+  or OR), so it goes through the join engine, starting after the attribute phase;
+* **store**: it must be kept in the window for later tuples (with ``store='all'``
+  every tuple is; with ``store='candidates'`` only those a multi-stream query can
+  still use);
+* **dead**: none of these; it costs nothing more.
+
+Rows are processed afterwards in arrival order (see ``Matcher.push_batch`` and the
+CLI's merged runs), which keeps results exactly those of pushing one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from indexes import kernels
+from indexes.covering import NOTHING, satisfied_many
+from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
+from mqo.plan import CompiledPlan
+from predicates import ColumnType, StreamSchema
+
+SINGLE = 1
+ENGINE = 2
+STORE = 4
+
+
+@dataclass
+class PreparedBatch:
+    """One stream's rows with their attribute phase done."""
+
+    stream: int
+    schema: StreamSchema
+    ts: np.ndarray
+    ids: np.ndarray
+    columns: dict[str, Any]
+    cand: np.ndarray  # [N, words] candidate slots after the attribute predicates
+    single_mask: np.ndarray  # plain single-stream slots of this stream
+    engine_mask: np.ndarray  # slots the engine decides
+    flags: np.ndarray  # SINGLE | ENGINE | STORE per row
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def row(self, i: int) -> tuple[Any, ...]:
+        """The stored row ``(ts, id, *values)`` of row i (integers as ints, NaN as NULL)."""
+        values: list[Any] = [float(self.ts[i]), int(self.ids[i])]
+        for col in self.schema.columns:
+            column = self.columns.get(col.name)
+            v = None if column is None else column[i]
+            if isinstance(v, float | np.floating):
+                if v != v:
+                    v = None
+                elif col.ctype in (ColumnType.INTEGER, ColumnType.BYTE) and float(v).is_integer():
+                    v = int(v)
+                else:
+                    v = float(v)
+            values.append(v)
+        return tuple(values)
+
+    def single_slots(self, i: int) -> int:
+        return bitset_to_int(self.cand[i] & self.single_mask)
+
+    def engine_cand(self, i: int) -> int:
+        return bitset_to_int(self.cand[i] & self.engine_mask)
+
+
+def prepare_batch(
+    plan: CompiledPlan,
+    stream: int,
+    ts: np.ndarray,
+    ids: np.ndarray,
+    columns: dict[str, Any],
+    store_all: bool,
+) -> PreparedBatch:
+    schema = plan.streams[stream]
+    n = len(ts)
+    words = words_for(plan.n_slots)
+    lists = plan.attr_lists[stream]
+    if lists:
+        lo = np.empty((len(lists), n), np.int64)
+        hi = np.empty((len(lists), n), np.int64)
+        for l, lst in enumerate(lists):
+            lo[l], hi[l] = _ranges(lst, schema, ts, ids, columns)
+        cand = plan.kill_bitsets(stream).prune(lo, hi)
+    else:
+        base = bitset_of(np.flatnonzero((plan.slot_stream_mask >> stream) & 1 == 1), words)
+        cand = np.broadcast_to(base, (n, words)).copy()
+    of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
+    single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
+    single_mask = bitset_of(np.flatnonzero(single), words)
+    engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
+    multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
+    flags = np.zeros(n, np.int8)
+    if n:
+        flags |= np.where(kernels.count_bits(cand, single_mask) > 0, SINGLE, 0).astype(np.int8)
+        needs_engine = kernels.count_bits(cand, engine_mask) > 0
+        flags |= np.where(needs_engine, ENGINE, 0).astype(np.int8)
+        if store_all:
+            flags |= STORE
+        else:
+            flags |= np.where(kernels.count_bits(cand, multi_mask) > 0, STORE, 0).astype(np.int8)
+    return PreparedBatch(stream, schema, ts, ids, columns, cand, single_mask, engine_mask, flags)
+
+
+def _column(position: int, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> Any:
+    if position == 0:
+        return ts
+    if position == 1:
+        return ids.astype(np.float64)
+    name = schema.columns[position - 2].name
+    column = columns.get(name)
+    if column is None:
+        return np.full(len(ts), np.nan) if schema.columns[position - 2].ctype.is_numeric else [None] * len(ts)
+    return column
+
+
+def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> tuple:
+    """Each row's satisfied range in one list, as the kernels take it."""
+    left = _column(lst.left_pos, schema, ts, ids, columns)
+    right = None if lst.right_pos is None else _column(lst.right_pos, schema, ts, ids, columns)
+    if lst.numeric:
+        term = None if right is None else lst.factor * np.asarray(right, np.float64)
+        return satisfied_many(lst.key.op, lst.constants_array, left, term)
+    # strings and booleans: one row at a time
+    n = len(ts)
+    lo = np.empty(n, np.int64)
+    hi = np.empty(n, np.int64)
+    op = lst.key.op
+    for i in range(n):
+        a, b, negated = lst.covering.satisfied(left[i]) if right is None else lst._pair(left[i], right[i])
+        if (a, b, negated) == NOTHING and op != "=":
+            lo[i], hi[i] = kernels.NULL, 0
+        elif op in ("<", "<="):
+            lo[i], hi[i] = a, lst.n
+        elif op in (">", ">="):
+            lo[i], hi[i] = 0, b
+        else:
+            lo[i], hi[i] = a, b
+    return lo, hi

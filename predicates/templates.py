@@ -1,0 +1,720 @@
+"""Fast compilation of many queries: each context and comparison pattern compiled once.
+
+Standing queries come in families: thousands of alerts that share their SELECT and
+FROM and differ in which columns they test and with which thresholds. Parsing,
+binding and normalizing each query costs far more than matching needs, so a query
+whose conditions are a flat AND of comparisons (the common case) is compiled from
+parts that are each compiled once:
+
+* its **context**: the SELECT list, the FROM clause and the unit of its MAXWINDOW,
+  bound against the catalog once per distinct text;
+* each **comparison**, by its pattern: the comparison's text with its numbers taken
+  out, normalized once per context and pattern.
+
+Which numbers of a comparison may vary within a pattern is decided on its syntax tree.
+A number is a **parameter** when it only ever adds to the comparison: all its
+ancestors are ``+``, ``-`` or a sign (``B.x >= 10``, ``lo <= B.x``, ``B.x + 3 < H.y``),
+and the comparison normalizes to an indexed predicate. The predicate's constant is
+then an exact linear formula of the parameters, ``c = beta + sum(alpha_i * p_i)``,
+found by normalizing once with symbolic parameters. Every other number (a factor
+``2 * H.vib``, a divisor, anything in a residual) is **structural**: its text is part
+of the pattern's key, so ``2 * H.vib`` and ``3 * H.vib`` are different patterns.
+Constants are ``float(beta + sum(alpha_i * Fraction(text_i)))``, exactly what
+normalizing the query on its own gives; for one parameter times a power of two (the
+usual case) that is a float multiplication, which is what makes it fast.
+
+Anything else (OR, NOT, nested parentheses around conditions) goes through the full
+front end, and so does any query the fast path cannot compile, so errors are always
+reported by the full front end, with their position in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from predicates.ast import Arith, Comparison, Expr, Negate, Number
+from predicates.catalog import Catalog
+from predicates.errors import QueryError
+from predicates.frontend import column_order, compile_queries
+from predicates.lexer import T, tokenize
+from predicates.normalize import (
+    DEFAULT_MAX_DISJUNCTS,
+    ListKey,
+    NormalizedQuery,
+    Predicate,
+    Residual,
+    canonicalize,
+    format_constant,
+    to_float,
+)
+from predicates.parser import parse_duration, parse_query
+from predicates.semantic import BoundQuery, bind
+
+_NUMBER_SPLIT = re.compile(r"(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+_HEADER = re.compile(r"\s*(?:--[^\n]*\n\s*)*query\s+id\s*:?\s*('(?:[^'\n]|'')*'|[A-Za-z_0-9.]+)", re.IGNORECASE)
+_SCAN = re.compile(
+    r"'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max\s+window|where|and|or|not)\b",
+    re.IGNORECASE,
+)
+_KEPT = 8192
+_INF = float("inf")
+_UNKNOWN = object()
+
+
+# ------------------------------------------------------------ symbolic constants
+
+
+class LinearConst:
+    """``beta + sum(alpha_i * p_i)`` over parameters ``p_i``, exact (Fractions)."""
+
+    __slots__ = ("beta", "terms")
+
+    def __init__(self, beta: Fraction, terms: dict[int, Fraction]) -> None:
+        self.beta = beta
+        self.terms = {i: a for i, a in terms.items() if a != 0}
+
+    def _combine(self, other: object, sign: int) -> LinearConst:
+        if isinstance(other, LinearConst):
+            terms = dict(self.terms)
+            for i, a in other.terms.items():
+                terms[i] = terms.get(i, Fraction(0)) + sign * a
+            return LinearConst(self.beta + sign * other.beta, terms)
+        return LinearConst(self.beta + sign * Fraction(other), dict(self.terms))  # type: ignore[arg-type]
+
+    def __add__(self, other: object) -> LinearConst:
+        return self._combine(other, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> LinearConst:
+        return self._combine(other, -1)
+
+    def __rsub__(self, other: object) -> LinearConst:
+        return (-self)._combine(other, 1)
+
+    def __mul__(self, k: object) -> LinearConst:
+        if isinstance(k, LinearConst):
+            raise TypeError("a product of two parameters is not linear")
+        f = Fraction(k)  # type: ignore[arg-type]
+        return LinearConst(self.beta * f, {i: a * f for i, a in self.terms.items()})
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, k: object) -> LinearConst:
+        if isinstance(k, LinearConst):
+            raise TypeError("a division by a parameter is not linear")
+        return self * (1 / Fraction(k))  # type: ignore[arg-type]
+
+    def __neg__(self) -> LinearConst:
+        return self * -1
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LinearConst) and self.beta == other.beta and self.terms == other.terms
+
+    def __hash__(self) -> int:
+        return hash((self.beta, tuple(sorted(self.terms.items()))))
+
+
+class Formula:
+    """How a numeric constant follows from a comparison's parameters:
+    ``beta + sum(alpha_i * p_i)``."""
+
+    __slots__ = ("_alpha", "_constant", "_index", "beta", "fast", "terms")
+
+    def __init__(self, beta: Fraction, terms: tuple[tuple[int, Fraction], ...]) -> None:
+        self.beta = beta
+        self.terms = terms
+        # One parameter times a power of two (or a constant): float arithmetic is exact.
+        fast = not terms
+        if len(terms) == 1 and beta == 0:
+            alpha = abs(terms[0][1])
+            fast = alpha.numerator & (alpha.numerator - 1) == 0 and alpha.denominator & (alpha.denominator - 1) == 0
+        self.fast = fast
+        self._index = terms[0][0] if terms else 0
+        self._alpha = float(terms[0][1]) if terms else 0.0
+        self._constant = to_float(beta)
+
+    @classmethod
+    def of(cls, value: object) -> Formula:
+        if isinstance(value, LinearConst):
+            return cls(value.beta, tuple(sorted(value.terms.items())))
+        return cls(Fraction(value), ())  # type: ignore[arg-type]
+
+    def value(self, texts: Sequence[str]) -> float:
+        if not self.terms:
+            return self._constant
+        if self.fast:
+            return float(texts[self._index]) * self._alpha
+        return to_float(self.beta + sum((a * Fraction(texts[i]) for i, a in self.terms), Fraction(0)))
+
+
+# ---------------------------------------------------------------- compiled forms
+
+Disjunct = tuple[tuple[tuple[ListKey, Any], ...], tuple[Residual, ...]]
+
+
+@dataclass(eq=False)
+class Context:
+    """A query's SELECT and FROM (and MAXWINDOW unit): what its comparisons resolve
+    against and what its results carry. Shared by every query with the same text."""
+
+    select_text: str
+    from_text: str
+    bound: BoundQuery
+    window_scale: Fraction | None
+
+    @property
+    def aliases(self) -> tuple[tuple[str, str], ...]:
+        return self.bound.aliases
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        return self.bound.streams
+
+    @property
+    def multi_stream(self) -> bool:
+        return len(self.bound.aliases) > 1
+
+
+@dataclass(eq=False)
+class CompiledQuery:
+    """A query ready to register: its name, context, MAXWINDOW in seconds, and its
+    disjuncts as (list key, constant) pairs plus residuals. ``text`` is kept only for
+    queries the fast path did not take (the others can be written back from parts)."""
+
+    name: str
+    context: Context
+    maxwindow: float | None
+    disjuncts: tuple[Disjunct, ...]
+    source_text: str | None = None
+
+    def renamed(self, name: str) -> CompiledQuery:
+        return CompiledQuery(name, self.context, self.maxwindow, self.disjuncts, self.source_text)
+
+    @property
+    def text(self) -> str:
+        """A query text that compiles back to this query (with a ``Query ID:`` header)."""
+        header = f"Query ID: {_quote_name(self.name)}\n"
+        if self.source_text is not None:
+            body = _HEADER.sub("", self.source_text, count=1) if _HEADER.match(self.source_text) else self.source_text
+            return header + body.strip()
+        parts = [f"SELECT {self.context.select_text} FROM {self.context.from_text}"]
+        if self.maxwindow is not None and self.context.window_scale is not None:
+            parts.append(f"MAXWINDOW {format_constant(Fraction(self.maxwindow))}")
+        if not self.disjuncts:
+            parts.append("WHERE 1 = 0")
+        else:
+            (preds, residuals), *_ = self.disjuncts
+            conds = [f"{key.left} {key.op} {key.rhs_text(_exact(value, key))}" for key, value in preds]
+            conds += [r.text for r in residuals]
+            if conds:
+                parts.append("WHERE " + " AND ".join(conds))
+        return header + " ".join(parts)
+
+
+def _exact(value: Any, key: ListKey) -> Any:
+    if key.family == "number" and value is not None:
+        return Fraction(value)
+    return value
+
+
+def _quote_name(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_0-9.]+", name) else "'" + name.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One comparison pattern: an indexed predicate with a formula, a residual, or a
+    constant truth value."""
+
+    params: tuple[int, ...]
+    key: ListKey | None = None
+    formula: Formula | None = None
+    constant: Any = None
+    residual: Residual | None = None
+    truth: bool | None = None
+
+    def instance(self, numbers: Sequence[str]) -> Any:
+        formula = self.formula
+        if formula is not None:
+            if formula.fast and formula.terms:
+                return (self.key, float(numbers[self.params[formula._index]]) * formula._alpha)
+            return (self.key, formula.value([numbers[i] for i in self.params]))
+        if self.truth is not None:
+            return self.truth
+        if self.residual is not None:
+            return self.residual
+        return (self.key, self.constant)
+
+
+# ------------------------------------------------------------------- compiling
+
+
+def split_numbers(text: str) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
+    """(header name, pieces, numbers) of a query text."""
+    name = None
+    m = _HEADER.match(text)
+    if m is not None:
+        raw = m.group(1)
+        name = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
+        text = text[m.end() :]
+    parts = _NUMBER_SPLIT.split(text)
+    return name, tuple(parts[0::2]), tuple(parts[1::2])
+
+
+@dataclass
+class _Clauses:
+    select: str
+    from_: str
+    maxwindow: str | None
+    comparisons: list[str]
+    patterns: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None
+
+
+_NUMBER_TOKEN = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_DIGITS = frozenset("0123456789.")
+_PLAIN_KEYWORDS = (" from ", " window ", " maxwindow ", " where ")
+
+
+def _split_clauses(body: str) -> _Clauses | None:
+    """The clauses of a query whose conditions are flat ANDs of comparisons, or None."""
+    if "(" in body or "'" in body or "--" in body or '"' in body:
+        return _split_scanned(body)
+    return _split_plain(body)
+
+
+def _split_plain(body: str) -> _Clauses | None:
+    """The common case (no parentheses, strings or comments), with string methods
+    only: whitespace is normalized, so it is also part of no pattern."""
+    norm = " ".join(body.split())
+    lower = norm.lower()
+    if len(lower) != len(norm) or not lower.startswith("select "):
+        return None
+    words = set(lower.split(" "))
+    if "or" in words or "not" in words:
+        return None
+    i = lower.find(" max window ")
+    if i >= 0:
+        norm = norm[:i] + " MAXWINDOW " + norm[i + 12 :]
+        lower = norm.lower()
+    marks = []
+    for keyword in _PLAIN_KEYWORDS:
+        i = lower.find(keyword)
+        if i >= 0:
+            if lower.find(keyword, i + 1) >= 0:
+                return None
+            marks.append((i, keyword))
+    marks.sort()
+    if not marks or marks[0][1] != " from ":
+        return None
+    if norm.endswith(";"):
+        norm = norm[:-1].rstrip()
+        lower = lower[: len(norm)]
+    if ";" in norm:
+        return None
+    clauses: dict[str, str] = {"select": norm[7 : marks[0][0]]}
+    comparisons: list[str] = []
+    patterns: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    bounds = [*marks, (len(norm), "")]
+    for (start, keyword), (stop, _) in zip(bounds, bounds[1:], strict=False):
+        text = norm[start + len(keyword) : stop]
+        clauses[keyword.strip()] = text
+        if keyword in (" where ", " window "):
+            if not _tokenize_conjunction(text, comparisons, patterns):
+                return None
+    clauses_ok = _Clauses(clauses["select"].strip(), clauses["from"].strip(), clauses.get("maxwindow"), comparisons)
+    clauses_ok.patterns = patterns
+    return clauses_ok
+
+
+def _tokenize_conjunction(text: str, comparisons: list[str], patterns: list) -> bool:
+    """Cut ``a AND b AND c`` (single-spaced) into comparisons and their patterns."""
+    tokens: list[str] = []
+    pattern: list[str] = []
+    numbers: list[str] = []
+    for token in [*text.split(" "), "and"]:
+        if token == "and" or token == "AND" or (len(token) == 3 and token.lower() == "and"):
+            if not tokens:
+                return False
+            comparisons.append(" ".join(tokens))
+            patterns.append((tuple(pattern), tuple(numbers)))
+            tokens, pattern, numbers = [], [], []
+            continue
+        if not token:
+            continue
+        tokens.append(token)
+        first = token[0]
+        if first in _DIGITS:
+            if _NUMBER_TOKEN.fullmatch(token) is None:
+                return False
+            pattern.append("#")
+            numbers.append(token)
+        elif first == "-" and len(token) > 1 and token[1] in _DIGITS:
+            if _NUMBER_TOKEN.fullmatch(token, 1) is None:
+                return False
+            pattern.append("-#")
+            numbers.append(token[1:])
+        else:
+            pattern.append(token)
+    return True
+
+
+def _split_scanned(body: str) -> _Clauses | None:
+    """Clauses found by scanning tokens (strings, parentheses and comments aware)."""
+    clauses: dict[str, str] = {}
+    cuts: list[tuple[str, int, int]] = []
+    depth = 0
+    and_cuts: list[tuple[int, int]] = []
+    for m in _SCAN.finditer(body):
+        token = m.group(0)
+        first = token[0]
+        if first == "'" or token.startswith("--"):
+            if token.startswith("--"):
+                return None  # comments: leave them to the full front end
+            continue
+        if token == "(":
+            depth += 1
+            continue
+        if token == ")":
+            depth -= 1
+            continue
+        if token == ";":
+            if body[m.end() :].strip():
+                return None
+            continue
+        word = m.group(1).lower()
+        if word[0] == "m" and len(word) > 9:
+            word = "maxwindow"
+        if depth:
+            if word in ("and", "or", "not", "select", "from", "where", "window", "maxwindow"):
+                return None
+            continue
+        if word in ("or", "not"):
+            return None
+        if word == "and":
+            and_cuts.append((m.start(), m.end()))
+            continue
+        if word in clauses or any(c[0] == word for c in cuts):
+            return None
+        cuts.append((word, m.start(), m.end()))
+    if depth or not cuts or cuts[0][0] != "select" or body[: cuts[0][1]].strip():
+        return None
+    for (word, _, end), nxt in zip(cuts, [*cuts[1:], (None, len(body), len(body))], strict=True):
+        clauses[word] = body[end : nxt[1]]
+    if "from" not in clauses or len(cuts) != len(clauses):
+        return None
+    comparisons: list[str] = []
+    for word in ("window", "where"):
+        if word not in clauses:
+            continue
+        start = next(end for w, _, end in cuts if w == word)
+        stop = start + len(clauses[word])
+        bounds = [start, *[x for a, b in and_cuts if start <= a < stop for x in (a, b)], stop]
+        for i in range(0, len(bounds), 2):
+            piece = body[bounds[i] : bounds[i + 1]].strip().rstrip(";").strip()
+            if not piece:
+                return None
+            comparisons.append(piece)
+    window_text = clauses.get("maxwindow")
+    return _Clauses(
+        clauses["select"].strip(),
+        clauses["from"].strip().rstrip(";").strip(),
+        window_text.strip().rstrip(";").strip() if window_text is not None else None,
+        comparisons,
+    )
+
+
+class FastCompiler:
+    """Compiles query texts to :class:`CompiledQuery` objects, reusing compiled
+    contexts and comparison patterns (bounded LRU caches)."""
+
+    def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
+        self.catalog = catalog
+        self.max_disjuncts = max_disjuncts
+        self.full_compiles = 0
+        self.pattern_compiles = 0
+        self._streams_seen = -1
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget compiled parts (they depend on the catalog, which may have grown)."""
+        self._streams_seen = len(self.catalog)
+        self._order = column_order(self.catalog)
+        self._contexts: OrderedDict[tuple[str, str, str | None], Context | None] = OrderedDict()
+        self._structure: OrderedDict[tuple, tuple[int, ...] | None] = OrderedDict()
+        self._templates: OrderedDict[tuple, _Template] = OrderedDict()
+
+    def compile(self, text: str, position: int, source_name: str = "<query>") -> CompiledQuery:
+        """One query text; ``position`` names it when it has no header."""
+        if len(self.catalog) != self._streams_seen:
+            self._reset()
+        name = None
+        body = text
+        m = _HEADER.match(text)
+        if m is not None:
+            raw = m.group(1)
+            name = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
+            body = text[m.end() :]
+        name = name if name is not None else str(position)
+        compiled = self._fast(body, name)
+        if compiled is None:
+            compiled = self._full(text, name, position, source_name)
+        return compiled
+
+    # ----------------------------------------------------------------- fast
+
+    def _fast(self, body: str, name: str) -> CompiledQuery | None:
+        clauses = _split_clauses(body)
+        if clauses is None:
+            return None
+        unit = None
+        window_number = None
+        if clauses.maxwindow is not None:
+            _, pieces, numbers = split_numbers(clauses.maxwindow)
+            if len(numbers) != 1 or pieces[0].strip():
+                return None
+            unit = pieces[1].strip()
+            window_number = numbers[0]
+        context = self._context(clauses.select, clauses.from_, unit)
+        if context is None:
+            return None
+        maxwindow = None
+        if window_number is not None:
+            value = float(window_number) * float(context.window_scale)  # type: ignore[arg-type]
+            if value == _INF:
+                return None
+            maxwindow = value
+        preds: dict[tuple[ListKey, Any], None] = {}
+        residuals: dict[str, Residual] = {}
+        possible = True
+        patterns = clauses.patterns
+        for k, comparison in enumerate(clauses.comparisons):
+            got = self._comparison(context, comparison, patterns[k] if patterns is not None else None)
+            if got is _UNKNOWN:
+                return None
+            if got is True:
+                continue
+            if got is False:
+                possible = False
+            elif isinstance(got, Residual):
+                residuals.setdefault(got.text, got)
+            else:
+                preds[got] = None
+        disjuncts = ((tuple(preds), tuple(residuals.values())),) if possible else ()
+        return CompiledQuery(name, context, maxwindow, disjuncts)
+
+    def _context(self, select: str, from_: str, unit: str | None) -> Context | None:
+        key = (select, from_, unit)
+        if key in self._contexts:
+            self._contexts.move_to_end(key)
+            return self._contexts[key]
+        text = f"SELECT {select} FROM {from_}" + (f" MAXWINDOW 1 {unit}" if unit is not None else "")
+        try:
+            bound = bind(parse_query(text, "<context>"), self.catalog, "context")
+            scale = parse_duration(f"1 {unit}") if unit is not None else None
+            context: Context | None = Context(select, from_, bound, scale)
+        except QueryError:
+            context = None
+        self._contexts[key] = context
+        if len(self._contexts) > _KEPT:
+            self._contexts.popitem(last=False)
+        return context
+
+    def _comparison(self, context: Context, text: str, split: tuple | None = None) -> Any:
+        if split is None:
+            parts = _NUMBER_SPLIT.split(text)
+            pieces, numbers = tuple(parts[0::2]), tuple(parts[1::2])
+        else:
+            pieces, numbers = split
+        struct_key = (id(context), pieces)
+        structural = self._structure.get(struct_key, _UNKNOWN)
+        if structural is not _UNKNOWN and structural is not None:
+            key = (struct_key, tuple([numbers[i] for i in structural])) if structural else (struct_key, ())
+            template = self._templates.get(key)
+            if template is not None:
+                got = template.instance(numbers)
+                if type(got) is tuple and type(got[1]) is float and abs(got[1]) == _INF:
+                    return _UNKNOWN  # a literal out of range: the exact path reports it
+                return got
+        template = self._build(context, text, numbers)
+        if template is None:
+            return _UNKNOWN
+        structural_ix = tuple(i for i in range(len(numbers)) if i not in set(template.params))
+        self._structure[struct_key] = structural_ix
+        self._templates[(struct_key, tuple(numbers[i] for i in structural_ix))] = template
+        for cache in (self._structure, self._templates):
+            if len(cache) > _KEPT:
+                cache.popitem(last=False)
+        return template.instance(numbers)
+
+    def _build(self, context: Context, text: str, numbers: tuple[str, ...]) -> _Template | None:
+        self.pattern_compiles += 1
+        prefix = f"SELECT {context.select_text} FROM {context.from_text}"
+        if context.window_scale is not None:
+            prefix += " MAXWINDOW 1"
+        prefix += " WHERE "
+        full = prefix + text
+        try:
+            query = parse_query(full, "<pattern>")
+            bound = bind(query, self.catalog, "pattern")
+        except QueryError:
+            return None
+        cmp = bound.condition
+        if not isinstance(cmp, Comparison):
+            return None
+        offsets = _number_offsets(full, len(prefix), text, numbers)
+        if offsets is None:
+            return None
+        concrete = canonicalize(cmp, self._order)
+        if isinstance(concrete, bool):
+            return _Template(params=(), truth=concrete)
+        if isinstance(concrete, Residual):
+            return _Template(params=(), residual=concrete)
+        assert isinstance(concrete, Predicate)
+        index_of = {off: i for i, off in enumerate(offsets)}
+        params = sorted(
+            index_of[_token_start(n)]
+            for side in (cmp.left, cmp.right)
+            for n in _additive(side)
+            if _token_start(n) in index_of
+        )
+        if concrete.key.family != "number" or not params:
+            return _Template(params=(), key=concrete.key, constant=concrete.value)
+        param_of = {offsets[p]: i for i, p in enumerate(params)}
+        symbolic = canonicalize(_with_symbols(cmp, param_of), self._order)  # type: ignore[arg-type]
+        if not isinstance(symbolic, Predicate) or symbolic.key != concrete.key:
+            return _Template(params=(), key=concrete.key, constant=concrete.value)
+        return _Template(params=tuple(params), key=concrete.key, formula=Formula.of(symbolic.constant))
+
+    # ----------------------------------------------------------------- full
+
+    def _full(self, text: str, name: str, position: int, source_name: str) -> CompiledQuery:
+        self.full_compiles += 1
+        queries = compile_queries(
+            text, self.catalog, source_name=source_name, first_position=position, max_disjuncts=self.max_disjuncts
+        )
+        if len(queries) != 1:
+            raise QueryError(f"expected one query, found {len(queries)}", None, None)
+        return from_normalized(queries[0], name, text)
+
+
+def from_normalized(nq: NormalizedQuery, name: str | None = None, text: str | None = None) -> CompiledQuery:
+    """A fully normalized query in the registered form."""
+    bound = nq.bound
+    scale = Fraction(1) if bound.maxwindow is not None else None
+    context = Context("*", "", bound, scale)
+    disjuncts = tuple(
+        (tuple((p.key, p.value) for p in conj.predicates), tuple(conj.residuals)) for conj in nq.disjuncts
+    )
+    maxwindow = to_float(bound.maxwindow) if bound.maxwindow is not None else None
+    source = text if text is not None else bound.source.text[bound.query.span.start : bound.query.span.end]
+    return CompiledQuery(name or nq.name, context, maxwindow, disjuncts, source)
+
+
+def _number_offsets(full: str, start: int, text: str, numbers: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Offsets (in ``full``) of the comparison's NUMBER tokens, if the fast split
+    finds exactly the lexer's numbers (else the pattern cannot be parameterized)."""
+    from predicates.errors import Source
+
+    tokens = [t for t in tokenize(Source(full)) if t.kind is T.NUMBER and t.start >= start]
+    _, pieces, found_numbers = split_numbers(text)
+    found = []
+    pos = start
+    for i, piece in enumerate(pieces):
+        pos += len(piece)
+        if i < len(found_numbers):
+            found.append(pos)
+            pos += len(found_numbers[i])
+    if [t.start for t in tokens] != found or [t.text for t in tokens] != list(numbers):
+        return None
+    return tuple(found)
+
+
+def _token_start(number: Number) -> int:
+    """Where the number's own token starts (the parser folds signs into literals:
+    ``- 3`` is the literal -3, whose token ``3`` ends the span)."""
+    return number.span.end - len(number.text.lstrip("-"))
+
+
+def _sign(number: Number) -> int:
+    return -1 if (len(number.text) - len(number.text.lstrip("-"))) % 2 else 1
+
+
+def _additive(expr: Expr) -> Iterator[Number]:
+    """Numbers reached from ``expr`` through + - and signs only."""
+    if isinstance(expr, Number):
+        yield expr
+    elif isinstance(expr, Negate):
+        yield from _additive(expr.operand)
+    elif isinstance(expr, Arith) and expr.op in ("+", "-"):
+        yield from _additive(expr.left)
+        yield from _additive(expr.right)
+
+
+def _with_symbols(cmp: Comparison, param_of: dict[int, int]) -> Comparison:
+    return Comparison(
+        cmp.op, _expr_symbols(cmp.left, param_of), _expr_symbols(cmp.right, param_of), cmp.span, cmp.op_span
+    )
+
+
+def _expr_symbols(expr: Expr, param_of: dict[int, int]) -> Expr:
+    if isinstance(expr, Number):
+        start = _token_start(expr)
+        if start in param_of:
+            symbol = LinearConst(Fraction(0), {param_of[start]: Fraction(_sign(expr))})
+            return Number(symbol, expr.text, expr.span)  # type: ignore[arg-type]
+        return expr
+    if isinstance(expr, Negate):
+        return Negate(_expr_symbols(expr.operand, param_of), expr.span)
+    if isinstance(expr, Arith) and expr.op in ("+", "-"):
+        return Arith(expr.op, _expr_symbols(expr.left, param_of), _expr_symbols(expr.right, param_of), expr.span)
+    return expr
+
+
+_BOUNDARIES = re.compile(r"'(?:[^'\n]|'')*'|--[^\n]*|;|\bquery\s+id\b|\bselect\b", re.IGNORECASE)
+_BLANK = re.compile(r"(?:\s|;|--[^\n]*)*")
+
+
+def split_query_texts(text: str) -> list[str]:
+    """A query file cut into one text per query, the way the parser cuts it (a query
+    ends at ``;``, at the next ``Query ID`` header, or at the next SELECT), without
+    parsing it. Pieces holding only blanks, comments and ``;`` are dropped."""
+    lower = text.lower()
+    if lower.count("select") == 1 and lower.count("query") <= 1 and ";" not in text.rstrip().rstrip(";"):
+        return [text] if _BLANK.fullmatch(text) is None else []
+    pieces: list[str] = []
+    start = 0
+    seen_select = False
+    seen_header = False
+    for m in _BOUNDARIES.finditer(text):
+        word = m.group(0)
+        first = word[0]
+        if first in "'-":
+            continue
+        if word == ";":
+            pieces.append(text[start : m.end()])
+            start = m.end()
+            seen_select = seen_header = False
+            continue
+        if first in "qQ":
+            if seen_select or seen_header:
+                pieces.append(text[start : m.start()])
+                start = m.start()
+                seen_select = False
+            seen_header = True
+        else:
+            if seen_select:
+                pieces.append(text[start : m.start()])
+                start = m.start()
+                seen_header = False
+            seen_select = True
+    pieces.append(text[start:])
+    return [p for p in pieces if _BLANK.fullmatch(p) is None]
+
+
+__all__ = ["CompiledQuery", "Context", "FastCompiler", "Formula", "from_normalized", "split_query_texts"]

@@ -227,7 +227,7 @@ def satisfied_many(op: str, constants: Any, left: Any, term: Any = None) -> tupl
     if both_infinite.any():
         single = CoveringList(op, cs.tolist())
         for i in np.flatnonzero(both_infinite):
-            a, b, negated = single.satisfied(float(left[i]), float(term[i]))
+            a, b, _ = single.satisfied(float(left[i]), float(term[i]))
             if op == "!=":
                 # the single form gives the satisfied set as the complement of [a, b)
                 lo[i], hi[i] = a, b

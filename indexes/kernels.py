@@ -90,8 +90,7 @@ def prune(
     """Candidate slots of N tuples after L lists: ``cand[i] = base`` minus, for every
     list, the users of the predicates tuple i failed (given as ``lo[l, i]``,
     ``hi[l, i]`` in covering order). The QED subset test over all slots at once."""
-    n_tuples, words = cand.shape
-    for i in range(n_tuples):
+    for i in range(cand.shape[0]):
         row = cand[i]
         row[:] = base
         for l in range(modes.shape[0]):
@@ -102,11 +101,11 @@ def prune(
             b = hi[l, i]
             mode = modes[l]
             s = strides[l]
-            if mode == MODE_LESS or mode == MODE_EQUAL:
+            if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
                 j = a // s
                 row &= ~table[prefix_rows[l] + j]
                 clear_users(row, offsets, users, csr_base[l], j * s, a)
-            if mode == MODE_GREATER or mode == MODE_EQUAL:
+            if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
                 j = (b + s - 1) // s
                 row &= ~table[suffix_rows[l] + j]
                 clear_users(row, offsets, users, csr_base[l], b, min(ns[l], j * s))

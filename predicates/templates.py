@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import pairwise
 from typing import Any
 
 from predicates.ast import Arith, Comparison, Expr, Negate, Number
@@ -321,15 +322,13 @@ def _split_plain(body: str) -> _Clauses | None:
     comparisons: list[str] = []
     patterns: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     bounds = [*marks, (len(norm), "")]
-    for (start, keyword), (stop, _) in zip(bounds, bounds[1:], strict=False):
+    for (start, keyword), (stop, _) in pairwise(bounds):
         text = norm[start + len(keyword) : stop]
         clauses[keyword.strip()] = text
-        if keyword in (" where ", " window "):
-            if not _tokenize_conjunction(text, comparisons, patterns):
-                return None
-    clauses_ok = _Clauses(clauses["select"].strip(), clauses["from"].strip(), clauses.get("maxwindow"), comparisons)
-    clauses_ok.patterns = patterns
-    return clauses_ok
+        if keyword in (" where ", " window ") and not _tokenize_conjunction(text, comparisons, patterns):
+            return None
+    select, from_ = clauses["select"].strip(), clauses["from"].strip()
+    return _Clauses(select, from_, clauses.get("maxwindow"), comparisons, patterns)
 
 
 def _tokenize_conjunction(text: str, comparisons: list[str], patterns: list) -> bool:

@@ -105,6 +105,14 @@ class StreamData:
     def __len__(self) -> int:
         return len(self.ts)
 
+    def as_batch(self) -> dict[str, Any]:
+        """The rows as columns, as :meth:`mqo.Matcher.prepare` takes them."""
+        batch: dict[str, Any] = {"ts": self.ts}
+        if self.ids is not None:
+            batch["id"] = self.ids
+        batch.update(self.columns)
+        return batch
+
     def line_of(self, i: int) -> int:
         return self.lines[i] if self.lines is not None else i + 2
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from mqo import Matcher
+from mqo.batch import MatchBatch
 from mqo.results import LateTuple
 from predicates.errors import did_you_mean
 from runtime.inputs import BadRow, InputError, InputSpec, StreamData, check_ids_across_inputs, merge, read_stream
@@ -76,6 +77,23 @@ class Progress:
             self.out.flush()
 
 
+def _number_in_arrival_order(data: list[StreamData], arrival: list[tuple[int, int]]) -> None:
+    """Give rows without an id column the automatic ids (0, 1, 2, ... per stream in
+    arrival order, across all files of the stream)."""
+    if all(d.ids is not None for d in data):
+        return
+    counters: dict[str, int] = {}
+    automatic = {k: [0] * len(d) for k, d in enumerate(data) if d.ids is None}
+    for k, i in arrival:
+        stream = data[k].stream
+        n = counters.get(stream, 0)
+        counters[stream] = n + 1
+        if k in automatic:
+            automatic[k][i] = n
+    for k, ids in automatic.items():
+        data[k].ids = ids
+
+
 def run_match(
     matcher: Matcher,
     inputs: list[InputSpec],
@@ -106,21 +124,24 @@ def run_match(
     summary = Summary(output=output)
     total = sum(len(d) for d in data)
     bar = Progress(total, progress if progress is not None else (sys.stderr.isatty() and total >= 50_000))
-    pending = []
+    # The attribute phase of every file runs in the batch kernels first; the rows are
+    # then replayed in merged arrival order (only rows some query wants cost more).
+    arrival = list(merge(data))
+    _number_in_arrival_order(data, arrival)
+    prepared = [matcher.prepare(d.stream, d.as_batch()) for d in data]
+    pending = MatchBatch(plan)
     with open_writer(output, fmt, value_types(matcher)) as writer:
-        push = matcher.push
-        for done, (k, i) in enumerate(merge(data), start=1):
-            d = data[k]
-            matches = push(d.stream, d.ts[i], d.values(i), d.ids[i] if d.ids is not None else None)
-            if matches:
-                pending.extend(matches)
-                summary.results += len(matches)
-                if len(pending) >= _FLUSH_EVERY:
-                    writer.write(pending)
-                    pending = []
+        push = matcher.push_prepared
+        for done, (k, i) in enumerate(arrival, start=1):
+            blocks = push(prepared[k], i)
+            if blocks:
+                pending.blocks.extend(blocks)
+                if len(pending.blocks) >= _FLUSH_EVERY:
+                    summary.results += writer.write_batch(pending)
+                    pending = MatchBatch(plan)
             if done % 1024 == 0:
-                bar.update(done, summary.results)
-        writer.write(pending)
+                bar.update(done, summary.results + len(pending))
+        summary.results += writer.write_batch(pending)
     bar.update(total, summary.results)
     bar.finish()
     summary.tuples = total

@@ -19,6 +19,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mqo.batch import MatchBatch
 from mqo.batch import value_types as batch_value_types
 from mqo.results import Match
 from predicates import MqoError
@@ -45,6 +46,12 @@ class ResultWriter:
     def write(self, matches: Iterable[Match]) -> None:
         raise NotImplementedError
 
+    def write_batch(self, batch: MatchBatch) -> int:
+        """Write a batch of results; returns how many."""
+        matches = batch.matches()
+        self.write(matches)
+        return len(matches)
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -70,6 +77,11 @@ class JsonlWriter(ResultWriter):
     def write(self, matches: Iterable[Match]) -> None:
         dumps = self._dumps
         self._f.write("".join(dumps(m.as_dict()) + "\n" for m in matches))
+
+    def write_batch(self, batch: MatchBatch) -> int:
+        lines = list(batch.json_lines())
+        self._f.write("".join(lines))
+        return len(lines)
 
     def close(self) -> None:
         if self.path == "-":
@@ -128,6 +140,13 @@ class ParquetWriter(ResultWriter):
         self._pending.extend(matches)
         if len(self._pending) >= _BATCH:
             self._flush()
+
+    def write_batch(self, batch: MatchBatch) -> int:
+        self._flush()
+        table = batch.to_arrow(self._types)
+        if table.num_rows:
+            self._writer.write_table(table.cast(self.schema))
+        return table.num_rows
 
     def _flush(self) -> None:
         if not self._pending:

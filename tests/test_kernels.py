@@ -1,0 +1,153 @@
+"""Every numba kernel against its plain reference (tests/naive_kernels.py).
+
+These tests also run with ``NUMBA_DISABLE_JIT=1`` (see the last test), so the kernels'
+Python source is what is measured for coverage."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from indexes import kernels
+from indexes.kill_bitsets import KillBitsets, ListUsers, bitset_of, bitset_to_int, int_to_bitset, words_for
+from tests import naive_kernels as naive
+
+OPS = ["<", "<=", ">", ">=", "=", "!="]
+
+
+@st.composite
+def csr_lists(draw, n_slots: int):
+    n = draw(st.integers(1, 12))
+    users = [draw(st.lists(st.integers(0, n_slots - 1), max_size=3, unique=True)) for _ in range(n)]
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.cumsum([len(u) for u in users])
+    flat = np.array([u for us in users for u in us], np.int32)
+    return offsets, flat
+
+
+def _rows_as_ints(rows: np.ndarray) -> list[int]:
+    return [bitset_to_int(row) for row in rows]
+
+
+@given(st.data(), st.integers(1, 150), st.integers(1, 5), st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_build_checkpoints(data, n_slots, stride, suffix):
+    offsets, users = data.draw(csr_lists(n_slots))
+    n = len(offsets) - 1
+    table = kernels.build_checkpoints(offsets, users, n, stride, words_for(n_slots), suffix)
+    assert _rows_as_ints(table) == naive.checkpoints(offsets, users, n, stride, suffix)
+
+
+@given(st.data(), st.integers(1, 200), st.integers(1, 4), st.integers(1, 6), st.sampled_from([1 << 30, 600, 1]))
+@settings(max_examples=150, deadline=None)
+def test_prune(data, n_slots, n_lists, n_tuples, budget):
+    lists = []
+    lo = np.zeros((n_lists, n_tuples), np.int64)
+    hi = np.zeros((n_lists, n_tuples), np.int64)
+    for l in range(n_lists):
+        op = data.draw(st.sampled_from(OPS))
+        offsets, users = data.draw(csr_lists(n_slots))
+        n = len(offsets) - 1
+        lists.append((op, offsets, users))
+        for i in range(n_tuples):
+            a = data.draw(st.integers(-1, n))
+            b = data.draw(st.integers(max(a, 0), n))
+            if op in ("<", "<="):
+                b = n
+            if op in (">", ">="):
+                a = -1 if a == -1 else 0
+            lo[l, i], hi[l, i] = a, b
+    base_slots = data.draw(st.lists(st.integers(0, n_slots - 1), unique=True))
+    words = words_for(n_slots)
+    tables = KillBitsets(
+        [ListUsers(op, o, u) for op, o, u in lists], n_slots, bitset_of(np.array(base_slots, np.int64), words), budget
+    )
+    got = _rows_as_ints(tables.prune(lo, hi))
+    base = sum(1 << s for s in base_slots)
+    assert got == naive.prune(base, lists, lo, hi, n_tuples)
+
+
+@given(st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=5), st.integers(0, (1 << 130) - 1))
+@settings(max_examples=150, deadline=None)
+def test_count_and_select_bits(rows, mask):
+    words = words_for(130)
+    cand = np.stack([int_to_bitset(r, words) for r in rows])
+    m = int_to_bitset(mask, words)
+    counts = kernels.count_bits(cand, m)
+    assert counts.tolist() == [(r & mask).bit_count() for r in rows]
+    row_of, bits = kernels.select_bits(cand, m, counts)
+    assert list(zip(row_of.tolist(), bits.tolist(), strict=True)) == naive.select_bits(rows, mask)
+
+
+@given(st.integers(0, (1 << 100) - 1), st.integers(0, 100), st.integers(0, 100))
+@settings(max_examples=100, deadline=None)
+def test_fill_range(row, start, stop):
+    arr = int_to_bitset(row, 2)
+    kernels.fill_range(arr, start, stop)
+    assert bitset_to_int(arr) == naive.fill_range(row, start, stop)
+
+
+@given(
+    st.lists(st.integers(0, (1 << 70) - 1), min_size=1, max_size=8),
+    st.integers(0, (1 << 70) - 1),
+    st.integers(0, (1 << 70) - 1),
+    st.integers(0, 255),
+)
+@settings(max_examples=150, deadline=None)
+def test_qed_subset(qeds, sat, rel, cand):
+    words = words_for(70)
+    qed = np.stack([int_to_bitset(q, words) for q in qeds])
+    cand_row = int_to_bitset(cand, words_for(len(qeds) + 64))
+    kernels.qed_subset(qed, int_to_bitset(sat, words), int_to_bitset(rel, words), cand_row)
+    assert bitset_to_int(cand_row) == naive.qed_subset(qeds, sat, rel, cand)
+
+
+def test_and_not_and_or_rows():
+    a = int_to_bitset(0b1111_0000, 1)
+    b = int_to_bitset(0b1010_1010, 1)
+    assert bitset_to_int(kernels.and_not(a, b)) == 0b0101_0000
+    table = np.stack([int_to_bitset(v, 1) for v in (1, 2, 4, 8)])
+    assert bitset_to_int(kernels.or_rows(table, np.array([0, 2, 3]))) == 13
+
+
+VALUES = st.sampled_from([-2.0, -1.5, -0.5, 0.0, 0.1, 0.2, 0.30000000000000004, 0.3, 1.0, 2.5, 3.0, 1e300, -1e300])
+
+
+@given(st.lists(VALUES, min_size=1, max_size=8), VALUES, VALUES, st.integers(0, 5), st.integers(-2, 10))
+@settings(max_examples=300, deadline=None)
+def test_settle(constants, left, term, code, guess):
+    cs = np.array(sorted(constants))
+    got = kernels.settle(cs, np.array([left]), np.array([term]), np.array([guess], np.int64), code)
+    assert got[0] == naive.settle(cs.tolist(), left, term, code)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="already running without JIT")
+def test_kernels_pass_without_jit_and_are_covered():
+    """Run this file with NUMBA_DISABLE_JIT=1 under coverage: the kernels' Python source
+    passes the same tests, and the run reports how much of it the tests reach."""
+    pytest.importorskip("coverage")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    data = root / ".coverage.kernels"
+    run = subprocess.run(
+        [sys.executable, "-m", "coverage", "run", f"--data-file={data}", "--include=*/indexes/kernels.py",
+         "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)), "-k", "not without_jit"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = subprocess.run(
+        [sys.executable, "-m", "coverage", "report", f"--data-file={data}", "--format=total"],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    data.unlink(missing_ok=True)
+    total = int(report.stdout.strip() or 0)
+    print(f"kernel coverage without JIT: {total}%")
+    assert total >= 90, f"kernel coverage without JIT is {total}%"

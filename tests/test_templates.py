@@ -1,0 +1,157 @@
+"""Fast compilation (cached contexts and comparison patterns) equals the full front end."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mqo
+from predicates import Catalog, QueryError, compile_queries
+from predicates.templates import FastCompiler, from_normalized, split_query_texts
+from tests.conftest import WORKLOADS
+from tests.strategies import Register, workloads
+
+DDL = """
+REGISTER STREAM B (pressure FLOAT, temp FLOAT, alert INTEGER);
+REGISTER STREAM H (beatrate FLOAT, vib FLOAT, alert INTEGER);
+REGISTER STREAM P (name VARCHAR, level INT);
+"""
+
+
+def summary(compiled) -> tuple:
+    disjuncts = sorted(
+        (tuple(sorted((k.describe(), repr(v)) for k, v in preds)), tuple(sorted(r.text for r in res)))
+        for preds, res in compiled.disjuncts
+    )
+    return (compiled.name, compiled.maxwindow, tuple(disjuncts), compiled.context.aliases)
+
+
+def both(text: str, catalog: Catalog, fast: FastCompiler | None = None):
+    fast = fast or FastCompiler(catalog)
+    got = fast.compile(text, 1)
+    (nq,) = compile_queries(text, catalog)
+    want = from_normalized(nq)
+    return got, want
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT * FROM B WHERE B.pressure < 90",
+        "SELECT * FROM B WHERE 90 > B.pressure AND B.temp >= -5 AND B.temp <= 1e2",
+        "SELECT * FROM B WHERE B.pressure * 2 = 103 AND B.temp - 5 < 7.25",
+        "SELECT B.alert FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 20 sec WHERE B.pressure <= 2 * H.vib AND H.beatrate > 199.5",
+        "SELECT * FROM B, H MAXWINDOW 500 ms WHERE B.pressure + 3 < H.vib - 1 AND B.ts - H.ts >= -2",
+        "SELECT * FROM B, H Max Window 1 minute WHERE B.pressure * B.temp > 5 AND B.alert = H.alert",
+        "SELECT P.name FROM P WHERE P.name = 'x' AND P.level > 3",
+        "SELECT * FROM B WHERE (B.pressure < 1 OR B.temp > 2) AND NOT B.alert = 1",
+        "SELECT * FROM B WHERE 1 < 2 AND B.pressure < 3",
+        "SELECT * FROM B WHERE 1 > 2",
+        "SELECT * FROM B WHERE B.pressure < 0.1 AND B.pressure < 0.1",
+        "Query ID: named\nSELECT * FROM B WHERE B.pressure lt= 4",
+        "SELECT * FROM B WHERE B.pressure < 3 / 4 AND B.temp > -.5",
+        "SELECT * FROM B;",
+    ],
+)
+def test_fast_equals_full(text):
+    catalog = Catalog.from_ddl(DDL)
+    got, want = both(text, catalog)
+    assert summary(got) == summary(want)
+
+
+@pytest.mark.parametrize("path", sorted(WORKLOADS.glob("fig*.mqo")), ids=lambda p: p.name)
+def test_thesis_workloads_compile_alike(path):
+    ddl = WORKLOADS / ("fig5_1.ddl" if "fig5_1_" in path.name else "streams.ddl")
+    catalog = Catalog.from_ddl(ddl.read_text())
+    fast = FastCompiler(catalog)
+    for i, piece in enumerate(split_query_texts(path.read_text())):
+        got = fast.compile(piece, i + 1)
+        (nq,) = compile_queries(piece, catalog, first_position=i + 1)
+        assert summary(got) == summary(from_normalized(nq))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(workloads(max_queries=6))
+def test_generated_queries_compile_alike(workload):
+    catalog = Catalog.from_ddl(workload.ddl)
+    fast = FastCompiler(catalog)
+    for op in workload.ops:
+        if isinstance(op, Register):
+            text, _ = op.call_args()
+            got, want = both(text, catalog, fast)
+            assert summary(got) == summary(want), text
+            # a second time through the caches
+            again = fast.compile(text, 1)
+            assert summary(again) == summary(want), text
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["pressure", "temp"]), st.sampled_from(["<", "<=", ">", ">=", "=", "!="]),
+                       st.integers(-10**6, 10**6), st.sampled_from(["", ".5", ".25", "e-3", "e2"])), min_size=1, max_size=6)
+)  # fmt: skip
+@settings(max_examples=200, deadline=None)
+def test_thresholds_are_exact(conds):
+    catalog = Catalog.from_ddl(DDL)
+    text = "SELECT * FROM B WHERE " + " AND ".join(f"B.{c} {op} {n}{frac}" for c, op, n, frac in conds)
+    got, want = both(text, catalog)
+    assert summary(got) == summary(want)
+
+
+def test_a_family_compiles_each_pattern_once():
+    catalog = Catalog.from_ddl(DDL)
+    fast = FastCompiler(catalog)
+    for i in range(200):
+        fast.compile(
+            f"SELECT * FROM B, H MAXWINDOW {i} sec WHERE B.pressure < {i}.5 AND B.pressure <= {1 + i % 3} * H.vib", i
+        )
+    assert fast.full_compiles == 0
+    # B.pressure < #, and one pattern per factor 1, 2, 3
+    assert fast.pattern_compiles == 4
+
+
+def test_registering_many_queries_keeps_all_or_nothing_and_positions():
+    m = mqo.Matcher(DDL)
+    texts = [f"SELECT * FROM B WHERE B.pressure < {i}" for i in range(50)]
+    texts[37] = "SELECT * FROM B WHERE B.presure < 3"
+    with pytest.raises(QueryError) as err:
+        m.register_queries(texts, source_name="many")
+    assert "unknown column 'presure' of stream B (did you mean 'pressure'?)" in str(err.value)
+    assert str(err.value).startswith("many[37]:1:23:")
+    assert m.query_ids == []
+    file_text = (
+        "\n".join(f"SELECT * FROM B WHERE B.pressure < {i};" for i in range(20))
+        + "\nSELECT * FROM B WHERE B.temp >> 3;"
+    )
+    with pytest.raises(QueryError) as err:
+        m.register_queries(file_text, source_name="f.mqo")
+    assert str(err.value).startswith("f.mqo:21:")
+    assert m.query_ids == []
+
+
+def test_out_of_range_threshold_is_reported_by_the_full_front_end():
+    m = mqo.Matcher(DDL)
+    m.register_queries([f"SELECT * FROM B WHERE B.pressure < {i}" for i in range(3)])
+    with pytest.raises(QueryError, match="too large"):
+        m.register_query("SELECT * FROM B WHERE B.pressure < 1e999")
+
+
+def test_split_query_texts_cuts_like_the_parser():
+    text = (
+        WORKLOADS / "fig5_13_overlap25.mqo"
+    ).read_text() + "\n-- a comment; with select in it\nSELECT * FROM B; SELECT 'select' FROM B"
+    pieces = split_query_texts(text)
+    assert len(pieces) == 7
+    assert pieces[-1].strip() == "SELECT 'select' FROM B"
+
+
+def test_unregistering_compacts_rows_and_keeps_the_plan_right():
+    m = mqo.Matcher(DDL)
+    ids = m.register_queries([f"SELECT * FROM B WHERE B.pressure < {i} AND B.temp > {i}" for i in range(40)])
+    for qid in ids[:30]:
+        m.unregister_query(qid)
+        m.registry._check()
+    got = sorted(r.query for r in m.push("B", 1, {"pressure": 35.5, "temp": 100}))
+    assert got == sorted(str(i + 1) for i in range(36, 40))  # query i + 1 is pressure < i
+    lst = m.plan.lists[mqo.matcher.Kind.ATTRIBUTE][0]
+    assert lst.constants == [float(i) for i in range(30, 40)]

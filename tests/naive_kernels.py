@@ -30,7 +30,7 @@ def prune(
     lo: Sequence[Sequence[int]],
     hi: Sequence[Sequence[int]],
     n_tuples: int,
-) -> list[int]:  # noqa: E501
+) -> list[int]:
     """``lists`` are (op, offsets, users); returns each tuple's candidates."""
     out = []
     for i in range(n_tuples):

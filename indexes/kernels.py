@@ -71,6 +71,44 @@ def build_checkpoints(
 
 
 @njit(**JIT_OPTIONS)
+def _prune_row(
+    row: np.ndarray,
+    i: int,
+    modes: np.ndarray,
+    ns: np.ndarray,
+    strides: np.ndarray,
+    prefix_rows: np.ndarray,
+    suffix_rows: np.ndarray,
+    any_rows: np.ndarray,
+    csr_base: np.ndarray,
+    table: np.ndarray,
+    offsets: np.ndarray,
+    users: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:
+    """Remove from ``row`` the users of the predicates tuple i failed, list by list."""
+    for l in range(modes.shape[0]):
+        a = lo[l, i]
+        if a == NULL:
+            row &= ~table[any_rows[l]]
+            continue
+        b = hi[l, i]
+        mode = modes[l]
+        s = strides[l]
+        if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
+            j = a // s
+            row &= ~table[prefix_rows[l] + j]
+            clear_users(row, offsets, users, csr_base[l], j * s, a)
+        if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
+            j = (b + s - 1) // s
+            row &= ~table[suffix_rows[l] + j]
+            clear_users(row, offsets, users, csr_base[l], b, min(ns[l], j * s))
+        if mode == MODE_NOT_EQUAL:
+            clear_users(row, offsets, users, csr_base[l], a, b)
+
+
+@njit(**JIT_OPTIONS)
 def prune(
     cand: np.ndarray,
     base: np.ndarray,
@@ -93,24 +131,44 @@ def prune(
     for i in range(cand.shape[0]):
         row = cand[i]
         row[:] = base
-        for l in range(modes.shape[0]):
-            a = lo[l, i]
-            if a == NULL:
-                row &= ~table[any_rows[l]]
-                continue
-            b = hi[l, i]
-            mode = modes[l]
-            s = strides[l]
-            if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
-                j = a // s
-                row &= ~table[prefix_rows[l] + j]
-                clear_users(row, offsets, users, csr_base[l], j * s, a)
-            if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
-                j = (b + s - 1) // s
-                row &= ~table[suffix_rows[l] + j]
-                clear_users(row, offsets, users, csr_base[l], b, min(ns[l], j * s))
-            if mode == MODE_NOT_EQUAL:
-                clear_users(row, offsets, users, csr_base[l], a, b)
+        _prune_row(
+            row, i, modes, ns, strides, prefix_rows, suffix_rows, any_rows, csr_base, table, offsets, users, lo, hi
+        )
+
+
+@njit(**JIT_OPTIONS)
+def prune_flags(
+    masks: np.ndarray,
+    base: np.ndarray,
+    modes: np.ndarray,
+    ns: np.ndarray,
+    strides: np.ndarray,
+    prefix_rows: np.ndarray,
+    suffix_rows: np.ndarray,
+    any_rows: np.ndarray,
+    csr_base: np.ndarray,
+    table: np.ndarray,
+    offsets: np.ndarray,
+    users: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> np.ndarray:
+    """Like :func:`prune`, but keeps only, per tuple, whether its candidates meet each
+    of ``masks`` (``out[i, m]``): no candidate matrix is made."""
+    n = lo.shape[1]
+    out = np.zeros((n, masks.shape[0]), np.bool_)
+    row = np.empty(base.shape[0], np.uint64)
+    for i in range(n):
+        row[:] = base
+        _prune_row(
+            row, i, modes, ns, strides, prefix_rows, suffix_rows, any_rows, csr_base, table, offsets, users, lo, hi
+        )
+        for m in range(masks.shape[0]):
+            for w in range(row.shape[0]):
+                if row[w] & masks[m, w]:
+                    out[i, m] = True
+                    break
+    return out
 
 
 @njit(**JIT_OPTIONS)
@@ -125,6 +183,19 @@ def count_bits(cand: np.ndarray, mask: np.ndarray) -> np.ndarray:
                 x &= x - ONE
                 total += 1
         out[i] = total
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def any_bits(cand: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """``out[i, m]``: whether ``cand[i] & masks[m]`` has any bit set (stops at the first)."""
+    out = np.zeros((cand.shape[0], masks.shape[0]), np.bool_)
+    for i in range(cand.shape[0]):
+        for m in range(masks.shape[0]):
+            for w in range(cand.shape[1]):
+                if cand[i, w] & masks[m, w]:
+                    out[i, m] = True
+                    break
     return out
 
 

@@ -125,6 +125,34 @@ class KillBitsets:
     def nbytes(self) -> int:
         return int(self.table.nbytes + self.offsets.nbytes + self.users.nbytes)
 
+    def _arrays(self) -> tuple:
+        return (
+            self.modes,
+            self.ns,
+            self.strides,
+            self.prefix_rows,
+            self.suffix_rows,
+            self.any_rows,
+            self.csr_base,
+            self.table,
+            self.offsets,
+            self.users,
+        )
+
+    def flags(self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Per tuple and mask, whether any candidate left after pruning is in the mask
+        (``[N, M]`` booleans), without making the candidate matrix."""
+        n = lo.shape[1] if lo.ndim == 2 else 0
+        if not n:
+            return np.zeros((0, len(masks)), bool)
+        return kernels.prune_flags(
+            masks,
+            self.base,
+            *self._arrays(),
+            np.ascontiguousarray(lo, np.int64),
+            np.ascontiguousarray(hi, np.int64),
+        )
+
     def prune(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Candidate slots (``[N, words]``) of N tuples given each list's satisfied
         range per tuple (``lo``/``hi`` ``[L, N]``; ``lo`` NULL: nothing satisfied)."""

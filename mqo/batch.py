@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,19 @@ def columns_of(batch: Any, schema: StreamSchema) -> tuple[np.ndarray, np.ndarray
     return ts, ids, columns
 
 
+def slots_of(mask: int) -> np.ndarray:
+    """The set bits of a mask, ascending."""
+    if mask < (1 << 64):
+        out = []
+        while mask:
+            low = mask & -mask
+            out.append(low.bit_length() - 1)
+            mask ^= low
+        return np.array(out, np.int64)
+    raw = np.frombuffer(mask.to_bytes((mask.bit_length() + 7) // 8, "little"), np.uint8)
+    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).astype(np.int64)
+
+
 def _plain(values: Any) -> Any:
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values.to_pylist()
@@ -147,22 +161,25 @@ class MatchBatch:
     def __iter__(self) -> Iterator[Match]:
         return iter(self.matches())
 
-    def _entries(self) -> Iterator[tuple[int, float, list[Any]]]:
-        """(slot, ts, member rows by stream) of every result."""
+    def _groups(self) -> Iterator[tuple[np.ndarray, float, list[Any]]]:
+        """(slots, ts, member rows by stream): results sharing one assignment."""
         n = len(self.plan.streams)
         for single in self.singles:
-            for k in range(len(single.slots)):
-                row = single.rows[int(single.row_of[k])]
+            bounds = np.flatnonzero(np.diff(single.row_of, prepend=-1, append=-1) != 0)
+            for a, b in pairwise(bounds.tolist()):
+                row = single.rows[int(single.row_of[a])]
                 rows: list[Any] = [None] * n
                 rows[single.stream] = row
-                yield int(single.slots[k]), row[0], rows
+                yield single.slots[a:b], row[0], rows
         for block in self.blocks:
             rows = [m.row if m is not None else None for m in block.tuples]
-            mask = block.slots
-            while mask:
-                low = mask & -mask
-                mask ^= low
-                yield low.bit_length() - 1, block.ts, rows
+            yield slots_of(block.slots), block.ts, rows
+
+    def _entries(self) -> Iterator[tuple[int, float, list[Any]]]:
+        """(slot, ts, member rows by stream) of every result."""
+        for slots, ts, rows in self._groups():
+            for q in slots.tolist():
+                yield q, ts, rows
 
     def matches(self) -> list[Match]:
         slots = self.plan.slots
@@ -177,17 +194,21 @@ class MatchBatch:
         return [m.as_dict() for m in self.matches()]
 
     def json_lines(self) -> Iterator[str]:
-        """One JSON object per result; the part shared by a block is encoded once."""
-        slots = self.plan.slots
-        prefix: dict[int, str] = {}
-        for q, ts, rows in self._entries():
-            slot = slots[q]
-            head = prefix.get(q)
-            if head is None:
-                head = prefix[q] = '{"query":' + _dumps(slot.name) + ',"ts":'
-            ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
-            values = {name: fn(rows) for name, fn in slot.outputs}
-            yield head + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + _dumps(values) + "}\n"
+        """One JSON object per result. The part results of one assignment share (ts,
+        ids, values) is encoded once per query context, then prefixed with each query."""
+        plan = self.plan
+        slot_context = plan.slot_context
+        codes = plan.context_codes
+        prefix = plan.json_prefixes
+        for slots, ts, rows in self._groups():
+            contexts = slot_context[slots]
+            for ctx in np.unique(contexts).tolist():
+                code = codes[ctx]
+                ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
+                values = {name: fn(rows) for name, fn in code.outputs}
+                tail = ',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + _dumps(values) + "}\n"
+                chosen = slots if len(codes) == 1 else slots[contexts == ctx]
+                yield tail.join([prefix[q] for q in chosen.tolist()]) + tail
 
     def to_arrow(self, value_types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """query string, ts double, ids map<string,int64>, then the SELECT values."""
@@ -198,19 +219,28 @@ class MatchBatch:
         items: list[int] = []
         offsets = [0]
         columns: dict[str, list[Any]] = {name: [] for name in types}
-        slots = self.plan.slots
-        for q, ts, rows in self._entries():
-            slot = slots[q]
-            names.append(slot.name)
-            stamps.append(ts)
-            for s, alias in slot.aliases.items():
-                keys.append(alias)
-                items.append(rows[s][1])
-            offsets.append(len(keys))
-            produced = {name: fn(rows) for name, fn in slot.outputs}
-            for name, column in columns.items():
-                value = produced.get(name)
-                column.append(None if value is None else (str(value) if types[name] == pa.string() else value))
+        plan = self.plan
+        names_of = plan.query_names
+        for slots, ts, rows in self._groups():
+            contexts = plan.slot_context[slots]
+            for ctx in np.unique(contexts).tolist():
+                code = plan.context_codes[ctx]
+                chosen = slots[contexts == ctx].tolist()
+                count = len(chosen)
+                names.extend(names_of(q) for q in chosen)
+                stamps.extend([ts] * count)
+                pairs = [(alias, rows[s][1]) for s, alias in code.aliases.items()]
+                for _ in range(count):
+                    for alias, ident in pairs:
+                        keys.append(alias)
+                        items.append(ident)
+                    offsets.append(len(keys))
+                produced = {name: fn(rows) for name, fn in code.outputs}
+                for name, column in columns.items():
+                    value = produced.get(name)
+                    if value is not None and types[name] == pa.string():
+                        value = str(value)
+                    column.extend([value] * count)
         ids = pa.MapArray.from_arrays(
             pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(items, pa.int64())
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,9 +37,21 @@ from predicates.errors import did_you_mean
 from predicates.templates import CompiledQuery, split_query_texts
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
+KERNEL_PUSH_SLOTS = 4096
 STORE_MODES = ("all", "candidates")
 SNAPSHOT_FORMAT = 2
 LATE_KEPT = 10_000
+
+
+def _numeric(schema: Any, columns: dict[str, list[Any]]) -> dict[str, Any]:
+    """One row's values as the prepared path takes them (numeric columns as floats)."""
+    out: dict[str, Any] = {}
+    for col in schema.columns:
+        value = columns[col.name]
+        out[col.name] = (
+            np.array([np.nan if value[0] is None else value[0]], np.float64) if col.ctype.is_numeric else value
+        )
+    return out
 
 
 def _plain_value(value: Any) -> Any:
@@ -277,6 +289,20 @@ class Matcher:
         plan = self.plan
         s = self._stream(plan, stream)
         row = self._rows[s].build(ts, values, id)
+        if plan.n_slots >= KERNEL_PUSH_SLOTS and plan.attr_lists[s] and not self.check:
+            # Many queries: decide the tuple's attributes in the kernels (a batch of one)
+            # rather than with the per-tuple engine's Python-int masks.
+            schema = plan.streams[s]
+            columns = {c.name: [v] for c, v in zip(schema.columns, row[2:], strict=True)}
+            prepared = prepare_batch(
+                plan,
+                s,
+                np.array([row[0]]),
+                np.array([row[1]], np.int64),
+                _numeric(schema, columns),
+                self.store == "all",
+            )
+            return self.push_prepared(prepared, 0)
         self.counters.tuples += 1
         if row[0] < self._max_ts - self.allowed_lateness:
             self._late(plan, s, row)
@@ -319,6 +345,39 @@ class Matcher:
         blocks = self._matched_row(prepared, i, int(prepared.flags[i]))
         self._advance(ts)
         return blocks
+
+    def replay(
+        self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
+    ) -> Iterator[tuple[int, list[ResultBlock]]]:
+        """Match prepared rows in a given arrival order: row ``rows[j]`` of batch
+        ``prepared[which[j]]`` arrives j-th. Exactly like :meth:`push_prepared` on each
+        row in turn, but only rows that are late or that some query wants are visited
+        one by one; yields (j, result blocks) for each visited row."""
+        n = len(rows)
+        if not n:
+            return
+        ts = np.empty(n, np.float64)
+        flags = np.empty(n, np.int8)
+        for k, prep in enumerate(prepared):
+            chosen = which == k
+            ts[chosen] = prep.ts[rows[chosen]]
+            flags[chosen] = prep.flags[rows[chosen]]
+        before = np.maximum.accumulate(np.concatenate(([self._max_ts], ts)))[:-1]
+        late = ts < before - self.allowed_lateness
+        self.counters.tuples += n
+        plan = self.plan
+        for j in np.flatnonzero(late | (flags != 0)).tolist():
+            prep, i = prepared[int(which[j])], int(rows[j])
+            if late[j]:
+                self._late(plan, prep.stream, prep.row(i))
+                continue
+            self._advance(float(before[j]))
+            blocks = self._matched_row(prep, i, int(flags[j]))
+            self._advance(float(ts[j]))
+            yield j, blocks
+        accepted = ts[~late]
+        if len(accepted):
+            self._advance(float(accepted.max()))
 
     def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
         """Row i of a prepared batch, known not to be late."""
@@ -375,7 +434,7 @@ class Matcher:
         flags = np.where(late, 0, prepared.flags).astype(np.int8)
         single_rows = np.flatnonzero(flags & SINGLE)
         if len(single_rows):
-            sub = prepared.cand[single_rows]
+            sub = prepared.candidates(single_rows)
             counts = kernels.count_bits(sub, prepared.single_mask)
             row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
             rows = [prepared.row(int(i)) for i in single_rows]

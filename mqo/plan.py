@@ -200,6 +200,29 @@ class CompiledPlan:
     def __post_init__(self) -> None:
         self.slots = _Slots(self)
 
+    @cached_property
+    def context_codes(self) -> list[ContextCode]:
+        """Every context's code, numbered as in :attr:`slot_context`."""
+        return list(self.context_code.values())
+
+    @cached_property
+    def slot_context(self) -> np.ndarray:
+        """The number (in :attr:`context_codes`) of each slot's context."""
+        number = {key: i for i, key in enumerate(self.context_code)}
+        per_record = np.array([number[id(rq.context)] for rq in self.records], np.int32)
+        return per_record[self.slot_record] if self.n_slots else np.zeros(0, np.int32)
+
+    def query_names(self, q: int) -> str:
+        return self.records[int(self.slot_record[q])].name
+
+    @cached_property
+    def json_prefixes(self) -> list[str]:
+        """``{"query":<name>`` for every slot, JSON-encoded once."""
+        import json
+
+        names = [json.dumps(rq.name, ensure_ascii=False) for rq in self.records]
+        return ['{"query":' + names[r] for r in self.slot_record.tolist()]
+
     @property
     def n_slots(self) -> int:
         return len(self.slot_record)

@@ -39,14 +39,17 @@ STORE = 4
 
 @dataclass
 class PreparedBatch:
-    """One stream's rows with their attribute phase done."""
+    """One stream's rows with their attribute phase done. ``cand`` holds the candidate
+    slots (after the attribute predicates) of the flagged rows only; ``kept[i]`` is row
+    i's index in it (-1 for rows without flags)."""
 
     stream: int
     schema: StreamSchema
     ts: np.ndarray
     ids: np.ndarray
     columns: dict[str, Any]
-    cand: np.ndarray  # [N, words] candidate slots after the attribute predicates
+    cand: np.ndarray  # [flagged rows, words]
+    kept: np.ndarray  # row -> index into cand, or -1
     single_mask: np.ndarray  # plain single-stream slots of this stream
     engine_mask: np.ndarray  # slots the engine decides
     flags: np.ndarray  # SINGLE | ENGINE | STORE per row
@@ -70,11 +73,15 @@ class PreparedBatch:
             values.append(v)
         return tuple(values)
 
+    def candidates(self, rows: np.ndarray) -> np.ndarray:
+        """Candidate rows (``[len(rows), words]``) of flagged rows."""
+        return self.cand[self.kept[rows]]
+
     def single_slots(self, i: int) -> int:
-        return bitset_to_int(self.cand[i] & self.single_mask)
+        return bitset_to_int(self.cand[self.kept[i]] & self.single_mask)
 
     def engine_cand(self, i: int) -> int:
-        return bitset_to_int(self.cand[i] & self.engine_mask)
+        return bitset_to_int(self.cand[self.kept[i]] & self.engine_mask)
 
 
 def prepare_batch(
@@ -89,30 +96,27 @@ def prepare_batch(
     n = len(ts)
     words = words_for(plan.n_slots)
     lists = plan.attr_lists[stream]
-    if lists:
-        lo = np.empty((len(lists), n), np.int64)
-        hi = np.empty((len(lists), n), np.int64)
-        for l, lst in enumerate(lists):
-            lo[l], hi[l] = _ranges(lst, schema, ts, ids, columns)
-        cand = plan.kill_bitsets(stream).prune(lo, hi)
-    else:
-        base = bitset_of(np.flatnonzero((plan.slot_stream_mask >> stream) & 1 == 1), words)
-        cand = np.broadcast_to(base, (n, words)).copy()
     of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
     single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
     single_mask = bitset_of(np.flatnonzero(single), words)
     engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
     multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
+    masks = np.stack([single_mask, engine_mask, multi_mask])
+    lo = np.empty((len(lists), n), np.int64)
+    hi = np.empty((len(lists), n), np.int64)
+    for l, lst in enumerate(lists):
+        lo[l], hi[l] = _ranges(lst, schema, ts, ids, columns)
+    tables = plan.kill_bitsets(stream)
+    found = tables.flags(lo, hi, masks) if n else np.zeros((0, 3), bool)
     flags = np.zeros(n, np.int8)
-    if n:
-        flags |= np.where(kernels.count_bits(cand, single_mask) > 0, SINGLE, 0).astype(np.int8)
-        needs_engine = kernels.count_bits(cand, engine_mask) > 0
-        flags |= np.where(needs_engine, ENGINE, 0).astype(np.int8)
-        if store_all:
-            flags |= STORE
-        else:
-            flags |= np.where(kernels.count_bits(cand, multi_mask) > 0, STORE, 0).astype(np.int8)
-    return PreparedBatch(stream, schema, ts, ids, columns, cand, single_mask, engine_mask, flags)
+    flags |= np.where(found[:, 0], SINGLE, 0).astype(np.int8)
+    flags |= np.where(found[:, 1], ENGINE, 0).astype(np.int8)
+    flags |= STORE if store_all else np.where(found[:, 2], STORE, 0).astype(np.int8)
+    wanted = np.flatnonzero(found[:, 0] | found[:, 1])
+    kept = np.full(n, -1, np.int64)
+    kept[wanted] = np.arange(len(wanted))
+    cand = tables.prune(lo[:, wanted], hi[:, wanted]) if len(wanted) else np.zeros((0, words), np.uint64)
+    return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
 
 
 def _column(position: int, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> Any:

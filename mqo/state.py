@@ -13,6 +13,7 @@ is what a checkpoint (or Spark's state store) keeps.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +56,7 @@ class WindowState:
     def __init__(self, n_streams: int, width: float = 1.0) -> None:
         self.width = width
         self.streams = [StreamStore(width) for _ in range(n_streams)]
+        self._purged_to = float("-inf")
 
     def __len__(self) -> int:
         return sum(len(s.buckets) for s in self.streams)
@@ -70,6 +72,7 @@ class WindowState:
             self.streams.append(StreamStore(self.width))
         if width != self.width:
             self.width = width
+            self._purged_to = float("-inf")
             for store in self.streams:
                 old = list(store.buckets)
                 store.buckets = TimeBuckets(width)
@@ -90,7 +93,12 @@ class WindowState:
         self.streams[t.stream].insert(t)
 
     def purge(self, horizon: float) -> int:
-        """Drop the buckets entirely older than ``horizon``; returns tuples dropped."""
+        """Drop the buckets entirely older than ``horizon``; returns tuples dropped.
+        Nothing is looked at until the horizon reaches a new bucket."""
+        bucket = math.floor(horizon / self.width)
+        if bucket <= self._purged_to:
+            return 0
+        self._purged_to = bucket
         return sum(store.purge(horizon) for store in self.streams)
 
     def snapshot(self) -> dict[str, Any]:

@@ -150,7 +150,7 @@ class Formula:
         if not self.terms:
             return self._constant
         if self.fast:
-            return float(texts[self._index]) * self._alpha
+            return float(texts[self._index]) * self._alpha + 0.0  # + 0.0: no negative zero
         return to_float(self.beta + sum((a * Fraction(texts[i]) for i, a in self.terms), Fraction(0)))
 
 
@@ -244,7 +244,7 @@ class _Template:
         formula = self.formula
         if formula is not None:
             if formula.fast and formula.terms:
-                return (self.key, float(numbers[self.params[formula._index]]) * formula._alpha)
+                return (self.key, float(numbers[self.params[formula._index]]) * formula._alpha + 0.0)
             return (self.key, formula.value([numbers[i] for i in self.params]))
         if self.truth is not None:
             return self.truth
@@ -275,6 +275,7 @@ class _Clauses:
     maxwindow: str | None
     comparisons: list[str]
     patterns: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None
+    numbers_in_order: list[tuple[str, int]] | None = None  # (clause, comparisons or numbers) in text order
 
 
 _NUMBER_TOKEN = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -322,13 +323,17 @@ def _split_plain(body: str) -> _Clauses | None:
     comparisons: list[str] = []
     patterns: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     bounds = [*marks, (len(norm), "")]
+    in_order: list[tuple[str, int]] = [("select", 0)]
     for (start, keyword), (stop, _) in pairwise(bounds):
         text = norm[start + len(keyword) : stop]
-        clauses[keyword.strip()] = text
+        word = keyword.strip()
+        clauses[word] = text
+        before = len(comparisons)
         if keyword in (" where ", " window ") and not _tokenize_conjunction(text, comparisons, patterns):
             return None
+        in_order.append((word, len(comparisons) - before))
     select, from_ = clauses["select"].strip(), clauses["from"].strip()
-    return _Clauses(select, from_, clauses.get("maxwindow"), comparisons, patterns)
+    return _Clauses(select, from_, clauses.get("maxwindow"), comparisons, patterns, in_order)
 
 
 def _tokenize_conjunction(text: str, comparisons: list[str], patterns: list) -> bool:
@@ -428,9 +433,20 @@ def _split_scanned(body: str) -> _Clauses | None:
     )
 
 
+@dataclass(frozen=True)
+class _Recipe:
+    """How a query text whose numbers are taken out maps onto compiled parts: its
+    context, where its MAXWINDOW number is, and each comparison's pattern and numbers."""
+
+    context: Context
+    window_index: int | None
+    comparisons: tuple[tuple[tuple, int, int], ...]  # (pattern key, first number, end)
+
+
 class FastCompiler:
     """Compiles query texts to :class:`CompiledQuery` objects, reusing compiled
-    contexts and comparison patterns (bounded LRU caches)."""
+    contexts and comparison patterns, and for texts that differ only in their numbers,
+    the whole recipe (bounded LRU caches)."""
 
     def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
         self.catalog = catalog
@@ -447,6 +463,7 @@ class FastCompiler:
         self._contexts: OrderedDict[tuple[str, str, str | None], Context | None] = OrderedDict()
         self._structure: OrderedDict[tuple, tuple[int, ...] | None] = OrderedDict()
         self._templates: OrderedDict[tuple, _Template] = OrderedDict()
+        self._recipes: OrderedDict[tuple[str, ...], _Recipe] = OrderedDict()
 
     def compile(self, text: str, position: int, source_name: str = "<query>") -> CompiledQuery:
         """One query text; ``position`` names it when it has no header."""
@@ -460,25 +477,66 @@ class FastCompiler:
             name = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
             body = text[m.end() :]
         name = name if name is not None else str(position)
-        compiled = self._fast(body, name)
+        parts = _NUMBER_SPLIT.split(body)
+        skeleton, numbers = tuple(parts[0::2]), parts[1::2]
+        recipe = self._recipes.get(skeleton)
+        if recipe is not None:
+            compiled = self._from_recipe(recipe, name, numbers)
+            if compiled is not None:
+                return compiled
+        compiled = self._fast(body, name, skeleton, numbers)
         if compiled is None:
             compiled = self._full(text, name, position, source_name)
         return compiled
 
+    def _from_recipe(self, recipe: _Recipe, name: str, numbers: list[str]) -> CompiledQuery | None:
+        maxwindow = None
+        if recipe.window_index is not None:
+            maxwindow = float(numbers[recipe.window_index]) * float(recipe.context.window_scale)  # type: ignore[arg-type]
+            if maxwindow == _INF:
+                return None
+        preds: dict[tuple[ListKey, Any], None] = {}
+        residuals: dict[str, Residual] = {}
+        possible = True
+        structure, templates = self._structure, self._templates
+        for key, start, end in recipe.comparisons:
+            local = numbers[start:end]
+            structural = structure.get(key)
+            if structural is None:
+                return None
+            template = templates.get((key, tuple([local[i] for i in structural]) if structural else ()))
+            if template is None:
+                return None
+            got = template.instance(local)
+            if got is True:
+                continue
+            if got is False:
+                possible = False
+            elif isinstance(got, Residual):
+                residuals.setdefault(got.text, got)
+            else:
+                if type(got[1]) is float and abs(got[1]) == _INF:
+                    return None
+                preds[got] = None
+        disjuncts = ((tuple(preds), tuple(residuals.values())),) if possible else ()
+        return CompiledQuery(name, recipe.context, maxwindow, disjuncts)
+
     # ----------------------------------------------------------------- fast
 
-    def _fast(self, body: str, name: str) -> CompiledQuery | None:
+    def _fast(
+        self, body: str, name: str, skeleton: tuple[str, ...] | None = None, numbers: list[str] | None = None
+    ) -> CompiledQuery | None:
         clauses = _split_clauses(body)
         if clauses is None:
             return None
         unit = None
         window_number = None
         if clauses.maxwindow is not None:
-            _, pieces, numbers = split_numbers(clauses.maxwindow)
-            if len(numbers) != 1 or pieces[0].strip():
+            _, window_pieces, window_numbers = split_numbers(clauses.maxwindow)
+            if len(window_numbers) != 1 or window_pieces[0].strip():
                 return None
-            unit = pieces[1].strip()
-            window_number = numbers[0]
+            unit = window_pieces[1].strip()
+            window_number = window_numbers[0]
         context = self._context(clauses.select, clauses.from_, unit)
         if context is None:
             return None
@@ -505,7 +563,41 @@ class FastCompiler:
             else:
                 preds[got] = None
         disjuncts = ((tuple(preds), tuple(residuals.values())),) if possible else ()
+        if skeleton is not None and numbers is not None and clauses.numbers_in_order is not None:
+            self._remember_recipe(skeleton, numbers, clauses, context, window_number)
         return CompiledQuery(name, context, maxwindow, disjuncts)
+
+    def _remember_recipe(
+        self,
+        skeleton: tuple[str, ...],
+        numbers: list[str],
+        clauses: _Clauses,
+        context: Context,
+        window_number: str | None,
+    ) -> None:
+        """Keep how this text maps onto compiled parts, if its numbers (found by one
+        split of the whole text) line up exactly with what the clauses found."""
+        assert clauses.patterns is not None and clauses.numbers_in_order is not None
+        if _NUMBER_SPLIT.split(clauses.select)[1::2]:
+            return  # numbers in SELECT are part of the context; keep it simple
+        expected: list[str] = []
+        window_index = None
+        spans: list[tuple[tuple, int, int]] = []
+        k = 0
+        for clause, count in clauses.numbers_in_order:
+            if clause == "maxwindow":
+                window_index = len(expected)
+                expected.append(window_number or "")
+            for _ in range(count if clause in ("where", "window") else 0):
+                pattern, local = clauses.patterns[k]
+                spans.append(((id(context), pattern), len(expected), len(expected) + len(local)))
+                expected.extend(local)
+                k += 1
+        if expected != list(numbers) or k != len(clauses.patterns):
+            return
+        self._recipes[skeleton] = _Recipe(context, window_index, tuple(spans))
+        if len(self._recipes) > _KEPT:
+            self._recipes.popitem(last=False)
 
     def _context(self, select: str, from_: str, unit: str | None) -> Context | None:
         key = (select, from_, unit)

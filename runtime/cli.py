@@ -63,7 +63,10 @@ def cmd_match(args: argparse.Namespace) -> int:
 
         summary = run_spark_match(args, inputs, fmt)
     else:
-        matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order)
+        # The queries are fixed for the run, so tuples no query can use need not be stored.
+        matcher = load_matcher(
+            args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order, store="candidates"
+        )
         summary = run_match(
             matcher,
             inputs,

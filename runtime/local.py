@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO
 
+import numpy as np
+
 from mqo import Matcher
 from mqo.batch import MatchBatch
 from mqo.results import LateTuple
@@ -19,7 +21,7 @@ from predicates.errors import did_you_mean
 from runtime.inputs import BadRow, InputError, InputSpec, StreamData, check_ids_across_inputs, merge, read_stream
 from runtime.outputs import open_writer, value_types, write_jsonl
 
-_FLUSH_EVERY = 4096
+_FLUSH_EVERY = 50_000  # results held before they are written
 
 
 @dataclass
@@ -77,21 +79,41 @@ class Progress:
             self.out.flush()
 
 
-def _number_in_arrival_order(data: list[StreamData], arrival: list[tuple[int, int]]) -> None:
+def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:
+    """(input, row) of every tuple in arrival order (see :func:`runtime.inputs.merge`).
+    When every input is in timestamp order, that is a sort by (ts, input, row)."""
+    if all(np.all(np.diff(np.asarray(d.ts, np.float64)) >= 0) for d in data):
+        ts = np.concatenate([np.asarray(d.ts, np.float64) for d in data]) if data else np.zeros(0)
+        which = (
+            np.concatenate([np.full(len(d), k, np.int64) for k, d in enumerate(data)])
+            if data
+            else np.zeros(0, np.int64)
+        )
+        rows = np.concatenate([np.arange(len(d), dtype=np.int64) for d in data]) if data else np.zeros(0, np.int64)
+        order = np.lexsort((rows, which, ts))
+        return which[order], rows[order]
+    pairs = list(merge(data))
+    return np.array([k for k, _ in pairs], np.int64), np.array([i for _, i in pairs], np.int64)
+
+
+def _number_in_arrival_order(data: list[StreamData], which: np.ndarray, rows: np.ndarray) -> None:
     """Give rows without an id column the automatic ids (0, 1, 2, ... per stream in
     arrival order, across all files of the stream)."""
     if all(d.ids is not None for d in data):
         return
-    counters: dict[str, int] = {}
-    automatic = {k: [0] * len(d) for k, d in enumerate(data) if d.ids is None}
-    for k, i in arrival:
-        stream = data[k].stream
-        n = counters.get(stream, 0)
-        counters[stream] = n + 1
-        if k in automatic:
-            automatic[k][i] = n
-    for k, ids in automatic.items():
-        data[k].ids = ids
+    streams = sorted({d.stream for d in data})
+    stream_of = np.array([streams.index(d.stream) for d in data], np.int64)
+    per_stream = stream_of[which]
+    rank = np.empty(len(which), np.int64)
+    for s in range(len(streams)):
+        chosen = per_stream == s
+        rank[chosen] = np.arange(int(chosen.sum()))
+    for k, d in enumerate(data):
+        if d.ids is None:
+            ids = np.empty(len(d), np.int64)
+            chosen = which == k
+            ids[rows[chosen]] = rank[chosen]
+            d.ids = ids.tolist()
 
 
 def run_match(
@@ -126,21 +148,21 @@ def run_match(
     bar = Progress(total, progress if progress is not None else (sys.stderr.isatty() and total >= 50_000))
     # The attribute phase of every file runs in the batch kernels first; the rows are
     # then replayed in merged arrival order (only rows some query wants cost more).
-    arrival = list(merge(data))
-    _number_in_arrival_order(data, arrival)
+    which, rows = arrival_order(data)
+    _number_in_arrival_order(data, which, rows)
     prepared = [matcher.prepare(d.stream, d.as_batch()) for d in data]
     pending = MatchBatch(plan)
+    waiting = 0
     with open_writer(output, fmt, value_types(matcher)) as writer:
-        push = matcher.push_prepared
-        for done, (k, i) in enumerate(arrival, start=1):
-            blocks = push(prepared[k], i)
+        for position, blocks in matcher.replay(prepared, which, rows):
             if blocks:
                 pending.blocks.extend(blocks)
-                if len(pending.blocks) >= _FLUSH_EVERY:
+                waiting += sum(len(b) for b in blocks)
+                if waiting >= _FLUSH_EVERY:
+                    waiting = 0
                     summary.results += writer.write_batch(pending)
                     pending = MatchBatch(plan)
-            if done % 1024 == 0:
-                bar.update(done, summary.results + len(pending))
+            bar.update(position + 1, summary.results + len(pending))
         summary.results += writer.write_batch(pending)
     bar.update(total, summary.results)
     bar.finish()

@@ -79,9 +79,8 @@ class JsonlWriter(ResultWriter):
         self._f.write("".join(dumps(m.as_dict()) + "\n" for m in matches))
 
     def write_batch(self, batch: MatchBatch) -> int:
-        lines = list(batch.json_lines())
-        self._f.write("".join(lines))
-        return len(lines)
+        self._f.write("".join(batch.json_lines()))
+        return len(batch)
 
     def close(self) -> None:
         if self.path == "-":

@@ -71,7 +71,11 @@ def test_prune(data, n_slots, n_lists, n_tuples, budget):
     )
     got = _rows_as_ints(tables.prune(lo, hi))
     base = sum(1 << s for s in base_slots)
-    assert got == naive.prune(base, lists, lo, hi, n_tuples)
+    want = naive.prune(base, lists, lo, hi, n_tuples)
+    assert got == want
+    masks = [data.draw(st.integers(0, (1 << n_slots) - 1)) for _ in range(3)]
+    flags = tables.flags(lo, hi, np.stack([int_to_bitset(m, words) for m in masks]))
+    assert flags.tolist() == [[bool(c & m) for m in masks] for c in want]
 
 
 @given(st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=5), st.integers(0, (1 << 130) - 1))
@@ -84,6 +88,18 @@ def test_count_and_select_bits(rows, mask):
     assert counts.tolist() == [(r & mask).bit_count() for r in rows]
     row_of, bits = kernels.select_bits(cand, m, counts)
     assert list(zip(row_of.tolist(), bits.tolist(), strict=True)) == naive.select_bits(rows, mask)
+
+
+@given(
+    st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=5),
+    st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=3),
+)
+@settings(max_examples=100, deadline=None)
+def test_any_bits(rows, masks):
+    words = words_for(130)
+    cand = np.stack([int_to_bitset(r, words) for r in rows])
+    ms = np.stack([int_to_bitset(m, words) for m in masks])
+    assert kernels.any_bits(cand, ms).tolist() == [[bool(r & m) for m in masks] for r in rows]
 
 
 @given(st.integers(0, (1 << 100) - 1), st.integers(0, 100), st.integers(0, 100))

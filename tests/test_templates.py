@@ -108,6 +108,11 @@ def test_a_family_compiles_each_pattern_once():
     assert fast.full_compiles == 0
     # B.pressure < #, and one pattern per factor 1, 2, 3
     assert fast.pattern_compiles == 4
+    assert len(fast._recipes) == 1  # the texts differ only in their numbers
+    for i in (7, 8, 9, 150):
+        text = f"SELECT * FROM B, H MAXWINDOW {i} sec WHERE B.pressure < {i}.5 AND B.pressure <= {1 + i % 3} * H.vib"
+        (nq,) = compile_queries(text, catalog, first_position=i)
+        assert summary(fast.compile(text, i)) == summary(from_normalized(nq))
 
 
 def test_registering_many_queries_keeps_all_or_nothing_and_positions():

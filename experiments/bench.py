@@ -1,0 +1,436 @@
+"""Performance benchmarks of the matcher, each against the target it is held to.
+
+    python -m experiments.bench [--only a,b,c,d,e] [--quick] [--out DIR]
+
+a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matcher,
+   against the same engine with one query per matcher, over 2 x 10,000 tuples. The
+   unshared side is timed on a sample of the queries and scaled (each of its matchers
+   is independent, so its total is the sum); the sample's results are checked equal.
+b. against DuckDB: the ``mqo match`` command, as a whole process (start-up, reading
+   the CSV files, writing JSON lines), against DuckDB running each query as SQL over
+   the same files, also a whole process; result counts asserted equal.
+c. publish/subscribe intervals (the Rein/TAMA workload): 20 attributes, subscriptions
+   of 10 interval predicates; registration rate, memory per subscription, matching
+   time per event at 20,000 and 1,000,000 subscriptions.
+d. bounded memory: many tuples through 100 windowed queries; resident memory after
+   warm-up must grow by less than 10%.
+e. latency of ``push`` with 1,000 registered queries: p50 and p99.
+
+Each measurement is taken in the same run as what it is compared with. Results go to
+``results.md`` and ``results.csv`` in the output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import mqo
+
+DESCRIPTION = "performance benchmarks: shared vs unshared, vs DuckDB, pub/sub intervals, memory, push latency"
+DEFAULT_OUT = Path(__file__).parent / "results" / "bench"
+ICU_DDL = (Path(__file__).parent / "workloads" / "streams.ddl").read_text()
+
+
+def rss_mb() -> float:
+    """Resident memory of this process (Linux /proc), in MiB."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ workloads
+
+
+def thesis_queries(n: int, rng: np.random.Generator) -> list[str]:
+    """Alert queries of the thesis' two-stream shape with selective constants."""
+    c1 = rng.uniform(0.1, 1.0, n)
+    c2 = rng.uniform(199.0, 199.9, n)
+    k = rng.integers(1, 5, n)
+    return [
+        f"Query ID: q{i}\nSELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 20 sec "
+        f"WHERE B.pressure < {c1[i]:.3f} AND H.beatrate > {c2[i]:.3f} AND B.pressure <= {k[i]} * H.vib"
+        for i in range(n)
+    ]
+
+
+def icu_streams(n: int, rng: np.random.Generator, rate: float = 10.0) -> dict[str, dict[str, np.ndarray]]:
+    """B and H tuples: values uniform on [0, 200], about ``rate`` tuples/s each."""
+    out = {}
+    for stream, cols in (("B", ("pressure", "temp")), ("H", ("beatrate", "vib"))):
+        ts = np.sort(rng.uniform(0, n / rate, n)).round(3)
+        data = {"ts": ts, **{c: rng.uniform(0, 200, n).round(3) for c in cols}, "alert": rng.integers(0, 2, n)}
+        out[stream] = data
+    return out
+
+
+def arrival(streams: dict[str, dict[str, np.ndarray]]) -> list[tuple[str, int]]:
+    merged = [
+        (float(data["ts"][i]), k, stream, i)
+        for k, (stream, data) in enumerate(streams.items())
+        for i in range(len(data["ts"]))
+    ]
+    merged.sort()
+    return [(stream, i) for _, _, stream, i in merged]
+
+
+def values_of(data: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    return {c: v[i].item() for c, v in data.items() if c != "ts"}
+
+
+# ---------------------------------------------------------------- benchmarks
+
+
+def bench_shared(n_queries: int, n_tuples: int, sample: int, seed: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    queries = thesis_queries(n_queries, rng)
+    streams = icu_streams(n_tuples, rng)
+    order = arrival(streams)
+    progress(f"a: shared, {n_queries} queries, {len(order)} tuples")
+    shared = mqo.Matcher(ICU_DDL)
+    shared.register_queries(queries)
+    shared.plan  # noqa: B018 - compile before timing
+    t0 = time.perf_counter()
+    shared_results: dict[str, set] = {}
+    for stream, i in order:
+        for m in shared.push(stream, float(streams[stream]["ts"][i]), values_of(streams[stream], i)):
+            shared_results.setdefault(m.query, set()).add(tuple(sorted(m.ids.items())))
+    shared_s = time.perf_counter() - t0
+    picked = sorted(rng.choice(n_queries, size=min(sample, n_queries), replace=False))
+    progress(f"a: unshared, {len(picked)} of {n_queries} queries, one matcher each")
+    unshared_s = 0.0
+    for q in picked:
+        one = mqo.Matcher(ICU_DDL)
+        one.register_query(queries[q])
+        one.plan  # noqa: B018
+        got: set = set()
+        t0 = time.perf_counter()
+        for stream, i in order:
+            for m in one.push(stream, float(streams[stream]["ts"][i]), values_of(streams[stream], i)):
+                got.add(tuple(sorted(m.ids.items())))
+        unshared_s += time.perf_counter() - t0
+        name = f"q{q}"
+        assert got == shared_results.get(name, set()), f"query {name}: shared and unshared results differ"
+    scaled = unshared_s * n_queries / len(picked)
+    results = sum(len(v) for v in shared_results.values())
+    return [
+        row(
+            "a",
+            "shared matcher, seconds",
+            shared_s,
+            note=f"{n_queries} queries, {len(order)} tuples, {results} results",
+        ),
+        row(
+            "a",
+            "unshared (one matcher per query), seconds",
+            scaled,
+            note=f"timed on {len(picked)} queries, scaled x{n_queries / len(picked):.0f}",
+        ),
+        row("a", "speed-up shared / unshared", scaled / shared_s, target=">= 30x", met=scaled / shared_s >= 30),
+    ]
+
+
+DUCKDB_SCRIPT = """
+import json, sys, time, duckdb
+b_csv, h_csv, queries_json, out = sys.argv[1:5]
+queries = json.load(open(queries_json))
+con = duckdb.connect()
+con.execute(f"CREATE TABLE B AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{b_csv}')")
+con.execute(f"CREATE TABLE H AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{h_csv}')")
+con.execute("CREATE TABLE results (query VARCHAR, ts DOUBLE, ids STRUCT(B BIGINT, H BIGINT), "
+            "\\"values\\" STRUCT(\\"B.pressure\\" DOUBLE, \\"B.temp\\" DOUBLE, \\"B.alert\\" BIGINT, "
+            "\\"H.beatrate\\" DOUBLE, \\"H.vib\\" DOUBLE, \\"H.alert\\" BIGINT))")
+for name, c1, c2, k in queries:
+    con.execute(
+        "INSERT INTO results SELECT ?, greatest(B.ts, H.ts), {'B': B.id, 'H': H.id}, "
+        "{'B.pressure': B.pressure, 'B.temp': B.temp, 'B.alert': B.alert, 'H.beatrate': H.beatrate, "
+        "'H.vib': H.vib, 'H.alert': H.alert} FROM B, H WHERE B.ts <= H.ts AND H.ts - B.ts <= 20 "
+        "AND B.pressure < ? AND H.beatrate > ? AND B.pressure <= ? * H.vib",
+        [name, c1, c2, k],
+    )
+con.execute(f"COPY results TO '{out}' (FORMAT JSON)")
+"""
+
+
+def bench_duckdb(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any]]:
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        return [row("b", "DuckDB comparison", float("nan"), note="duckdb is not installed (pip install duckdb)")]
+    rng = np.random.default_rng(seed + 1)
+    c1 = rng.uniform(0.1, 1.0, n_queries).round(3)
+    c2 = rng.uniform(199.0, 199.9, n_queries).round(3)
+    k = rng.integers(1, 5, n_queries)
+    streams = icu_streams(n_tuples, rng)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        for stream, data in streams.items():
+            cols = list(data)
+            with open(d / f"{stream}.csv", "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(cols)
+                w.writerows(zip(*[data[c].tolist() for c in cols], strict=True))
+        (d / "streams.ddl").write_text(ICU_DDL)
+        (d / "queries.mqo").write_text(
+            "\n".join(
+                f"Query ID: q{i}\nSELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 20 sec "
+                f"WHERE B.pressure < {c1[i]} AND H.beatrate > {c2[i]} AND B.pressure <= {k[i]} * H.vib;"
+                for i in range(n_queries)
+            )
+        )
+        (d / "queries.json").write_text(
+            json.dumps([[f"q{i}", float(c1[i]), float(c2[i]), int(k[i])] for i in range(n_queries)])
+        )
+        (d / "duck.py").write_text(textwrap.dedent(DUCKDB_SCRIPT))
+        progress(f"b: mqo match, {n_queries} queries, 2 x {n_tuples} tuples")
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "runtime.cli", "match", "--schema", str(d / "streams.ddl"), "--queries", str(d / "queries.mqo"),
+             "--input", f"B={d / 'B.csv'}", "--input", f"H={d / 'H.csv'}", "--output", str(d / "mqo.jsonl"), "-q"],
+            check=True, cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+        mqo_s = time.perf_counter() - t0
+        progress(f"b: DuckDB, {n_queries} queries")
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, str(d / "duck.py"), str(d / "B.csv"), str(d / "H.csv"), str(d / "queries.json"), str(d / "duck.jsonl")],
+            check=True,
+        )  # fmt: skip
+        duck_s = time.perf_counter() - t0
+        ours = [json.loads(line) for line in (d / "mqo.jsonl").read_text().splitlines()]
+        theirs = [json.loads(line) for line in (d / "duck.jsonl").read_text().splitlines()]
+        key = lambda r: (r["query"], r["ids"]["B"], r["ids"]["H"])  # noqa: E731
+        assert sorted(map(key, ours)) == sorted(map(key, theirs)), "mqo and DuckDB found different results"
+    return [
+        row(
+            "b",
+            "mqo match (whole process), seconds",
+            mqo_s,
+            note=f"{n_queries} queries, 2 x {n_tuples} tuples, {len(ours)} results",
+        ),
+        row("b", "DuckDB, one SQL query per query (whole process), seconds", duck_s, note=f"{len(theirs)} results"),
+        row("b", "speed-up mqo / DuckDB", duck_s / mqo_s, target=">= 20x", met=duck_s / mqo_s >= 20),
+    ]
+
+
+def pubsub_queries(
+    n: int, rng: np.random.Generator, attributes: int = 20, size: int = 10, width: float = 0.5
+) -> list[str]:
+    domain = 1_000_000
+    out = []
+    for q in range(n):
+        attrs = rng.choice(attributes, size, replace=False)
+        lo = rng.uniform(0, domain * (1 - width), size).round(1)
+        out.append(
+            f"Query ID: s{q}\nSELECT * FROM E WHERE "
+            + " AND ".join(f"E.a{a} >= {lo[j]} AND E.a{a} <= {lo[j] + domain * width}" for j, a in enumerate(attrs))
+        )
+    return out
+
+
+def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    targets = {20_000: 0.10, 1_000_000: 5.0}
+    for n in sizes:
+        rng = np.random.default_rng(seed + n)
+        progress(f"c: generating {n} subscriptions")
+        texts = pubsub_queries(n, rng)
+        ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
+        gc.collect()
+        before = rss_mb()
+        m = mqo.Matcher(ddl)
+        progress(f"c: registering {n} subscriptions")
+        t0 = time.perf_counter()
+        m.register_queries(texts)
+        register_s = time.perf_counter() - t0
+        del texts
+        t0 = time.perf_counter()
+        m.plan  # noqa: B018
+        compile_s = time.perf_counter() - t0
+        data = {f"a{i}": rng.uniform(0, 1_000_000, events + 1) for i in range(20)}
+        data["ts"] = np.arange(events + 1, dtype=np.float64)
+        m.push_batch("E", {c: v[:1] for c, v in data.items()})  # builds the kernel tables
+        gc.collect()
+        memory = rss_mb() - before
+        progress(f"c: matching {events} events against {n} subscriptions")
+        batch = 100
+        t0 = time.perf_counter()
+        matched = 0
+        for start in range(1, events + 1, batch):
+            matched += len(m.push_batch("E", {c: v[start : start + batch] for c, v in data.items()}))
+        match_ms = (time.perf_counter() - t0) / events * 1000
+        single = min(events, 50)
+        t0 = time.perf_counter()
+        for i in range(single):
+            m.push("E", float(events + 1 + i), {f"a{a}": float(data[f"a{a}"][i + 1]) for a in range(20)})
+        single_ms = (time.perf_counter() - t0) / single * 1000
+        target = targets.get(n)
+        rows += [
+            row("c", f"{n:,} subscriptions: registration, queries/s", n / register_s, target=">= 20,000/s", met=n / register_s >= 20000,
+                note=f"{register_s:.1f} s to register, {compile_s:.1f} s to compile the plan"),
+            row("c", f"{n:,} subscriptions: memory per subscription, bytes", memory * 2**20 / n, note=f"{memory:.0f} MiB in all (resident)"),
+            row("c", f"{n:,} subscriptions: insert, ms per subscription", (register_s + compile_s) / n * 1000),
+            row("c", f"{n:,} subscriptions: match, ms per event (batches of {batch})", match_ms,
+                target=f"<= {target} ms" if target else "", met=match_ms <= target if target else None,
+                note=f"{matched / events:.1f} matches per event"),
+            row("c", f"{n:,} subscriptions: match, ms per event (push, one at a time)", single_ms),
+        ]  # fmt: skip
+        del m
+        gc.collect()
+    return rows
+
+
+def bench_memory(n_tuples: int, batch: int, seed: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed + 7)
+    m = mqo.Matcher(ICU_DDL)
+    c1 = rng.uniform(20, 60, 100)
+    c2 = rng.uniform(150, 190, 100)
+    m.register_queries(
+        [
+            f"SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 20 sec "
+            f"WHERE B.pressure < {c1[i]:.2f} AND H.beatrate > {c2[i]:.2f} AND B.pressure <= {1 + i % 4} * H.vib"
+            for i in range(100)
+        ]
+    )
+    progress(f"d: {n_tuples:,} tuples through 100 windowed queries")
+    samples = []
+    done = 0
+    now = 0.0
+    results = 0
+    while done < n_tuples:
+        for stream, cols in (("B", ("pressure", "temp")), ("H", ("beatrate", "vib"))):
+            ts = now + np.sort(rng.uniform(0, batch / 10, batch))
+            data = {"ts": ts, **{c: rng.uniform(0, 200, batch) for c in cols}, "alert": rng.integers(0, 2, batch)}
+            results += len(m.push_batch(stream, data))
+            done += batch
+        now += batch / 10
+        samples.append((done, rss_mb(), len(m.state)))
+    warm = next(s for s in samples if s[0] >= n_tuples // 10)
+    end = samples[-1]
+    growth = (end[1] - warm[1]) / warm[1] * 100
+    return [
+        row(
+            "d",
+            "resident memory after warm-up, MiB",
+            warm[1],
+            note=f"after {warm[0]:,} tuples; {warm[2]} tuples stored",
+        ),
+        row(
+            "d",
+            "resident memory at the end, MiB",
+            end[1],
+            note=f"after {end[0]:,} tuples; {end[2]} tuples stored; {results:,} results",
+        ),
+        row("d", "growth after warm-up, %", growth, target="< 10%", met=growth < 10),
+    ]
+
+
+def bench_latency(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed + 3)
+    m = mqo.Matcher(ICU_DDL)
+    m.register_queries(thesis_queries(n_queries, rng))
+    m.plan  # noqa: B018
+    streams = icu_streams(n_tuples, rng)
+    order = arrival(streams)
+    progress(f"e: {len(order)} pushes with {n_queries} queries")
+    times = np.empty(len(order))
+    clock = time.perf_counter_ns
+    for j, (stream, i) in enumerate(order):
+        values = values_of(streams[stream], i)
+        ts = float(streams[stream]["ts"][i])
+        t0 = clock()
+        m.push(stream, ts, values)
+        times[j] = clock() - t0
+    p50, p99, worst = np.percentile(times, [50, 99, 100]) / 1e6
+    return [
+        row("e", "push latency p50, ms", p50, note=f"{n_queries} queries, {len(order)} pushes"),
+        row("e", "push latency p99, ms", p99, target="< 1 ms", met=p99 < 1.0),
+        row("e", "push latency max, ms", worst),
+    ]
+
+
+def row(
+    bench: str, metric: str, value: float, target: str = "", met: bool | None = None, note: str = ""
+) -> dict[str, Any]:
+    return {"benchmark": bench, "metric": metric, "value": value, "target": target, "met": met, "note": note}
+
+
+def write_results(rows: list[dict[str, Any]], out: Path, settings: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Run: `python -m experiments.bench {settings['argv']}` on {settings['machine']} "
+        f"({settings['date']}). Every ratio compares measurements taken in the same run.",
+        "",
+        "| | measurement | value | target | met | notes |",
+        "| --- | --- | ---: | --- | --- | --- |",
+    ]
+    for r in rows:
+        met = "" if r["met"] is None else ("yes" if r["met"] else "**no**")
+        value = r["value"]
+        shown = f"{value:,.3f}" if isinstance(value, float) and abs(value) < 100 else f"{value:,.0f}"
+        lines.append(f"| {r['benchmark']} | {r['metric']} | {shown} | {r['target']} | {met} | {r['note']} |")
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    print(f"results written to {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mqo experiment bench", description=DESCRIPTION)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
+    parser.add_argument("--only", default="a,b,c,d,e", help="which benchmarks (a,b,c,d,e)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the targets' sizes)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
+    parser.add_argument("--memory-tuples", type=int, default=10_000_000, help="tuples for (d)")
+    args = parser.parse_args(argv)
+    chosen = set(args.only.split(","))
+    q = args.quick
+    runs: dict[str, Callable[[], list[dict[str, Any]]]] = {
+        "a": lambda: bench_shared(100 if q else 1000, 2000 if q else 10_000, 10 if q else 100, args.seed),
+        "b": lambda: bench_duckdb(200 if q else 10_000, 5000 if q else 50_000, args.seed),
+        "c": lambda: bench_pubsub(
+            [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed
+        ),
+        "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),
+        "e": lambda: bench_latency(100 if q else 1000, 2000 if q else 10_000, args.seed),
+    }
+    rows: list[dict[str, Any]] = []
+    for name in "abcde":
+        if name in chosen:
+            rows += runs[name]()
+    import datetime
+    import platform
+
+    settings = {
+        "argv": " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": datetime.date.today().isoformat(),
+    }
+    write_results(rows, args.out, settings)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -40,6 +40,8 @@ So no result is produced twice, whatever the order.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from time import perf_counter_ns
 from typing import Any
 
 from indexes.stored import StoredTuple
@@ -110,6 +112,11 @@ class Engine:
         self.state = state
         self.counters = counters
         self.check_qed = check_qed
+        # attribute lists per stream in the order they are tried (the reorderer may
+        # put the most selective first)
+        self.attr_lists = [list(lists) for lists in plan.attr_lists]
+        self.list_observer: Callable[[int, float], None] | None = None
+        self.phases: list[tuple[Kind, int, int, int]] = []
         self.n_streams = len(plan.streams)
         self._on = {A: False, J: False, W: False}
         self._emitted: set[tuple[Any, ...]] = set()
@@ -123,12 +130,20 @@ class Engine:
 
     # ----------------------------------------------------------------- driver
 
-    def process(self, t: StoredTuple, order: tuple[Kind, Kind, Kind], cand: int | None = None) -> list[ResultBlock]:
+    def process(
+        self,
+        t: StoredTuple,
+        order: tuple[Kind, Kind, Kind],
+        cand: int | None = None,
+        measure: bool = False,
+        timed: bool = False,
+    ) -> list[ResultBlock]:
         """All results whose last tuple is ``t`` (``t`` is not stored yet).
 
         ``cand``, when given, is ``t``'s candidates after its attribute predicates,
         decided beforehand (by the batch kernels); the attribute phase then costs
-        nothing for ``t``."""
+        nothing for ``t``. With ``measure``, :attr:`phases` receives each phase's
+        (type, partials in, partials out, ns, or -1 unless ``timed``)."""
         plan = self.plan
         counters = self.counters
         results: list[ResultBlock] = []
@@ -148,14 +163,21 @@ class Engine:
         tuples[t.stream] = t
         ts = t.row[0]
         frontier = [Partial(tuples, 1 << t.stream, cand, 0, 0, 0, 0, ts, ts)]
+        phases = self.phases
+        if measure:
+            phases.clear()
         for kind in order:
-            counters.phase_in[kind.value] += len(frontier)
+            entered = len(frontier)
+            counters.phase_in[kind.value] += entered
             on[kind] = True
+            started = perf_counter_ns() if timed else 0
             if kind is A:
                 frontier = [p for p in frontier if self._apply_attributes(p)]
             else:
                 frontier = self._expand([p for p in frontier if self._evaluate_members(p, kind)], (kind,), None)
             counters.phase_out[kind.value] += len(frontier)
+            if measure:
+                phases.append((kind, entered, len(frontier), perf_counter_ns() - started if timed else -1))
             if not frontier:
                 break
         if frontier:
@@ -179,9 +201,11 @@ class Engine:
         s = t.stream
         if t.attr_done != plan.attr_list_mask[s]:
             row = t.row
-            for lst in plan.attr_lists[s]:
+            live = cand & ~t.attr_kill
+            observe = self.list_observer
+            for lst in self.attr_lists[s]:
                 bit = 1 << lst.index
-                if t.attr_done & bit or not lst.kill.any_user & cand:
+                if t.attr_done & bit or not lst.kill.any_user & live:
                     continue
                 sat = lst.evaluate_row(row)
                 self.comparisons += lst.covering.comparisons()
@@ -189,6 +213,13 @@ class Engine:
                 t.attr_done |= bit
                 t.attr_sat |= lst.sat_bits(sat)
                 t.attr_kill |= lst.kill.killed(*sat)
+                if observe is not None:
+                    lo, hi, negated = sat
+                    passed = (hi - lo) / lst.n
+                    observe(lst.index, 1.0 - passed if negated else passed)
+                live = cand & ~t.attr_kill
+                if not live:
+                    break  # the tuple failed every candidate: the rest can wait
         return t.attr_kill
 
     def _apply_attributes(self, p: Partial) -> bool:

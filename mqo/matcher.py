@@ -28,6 +28,7 @@ from mqo.explain import explain_text
 from mqo.plan import KIND_OF_LETTER, CompiledPlan, compile_plan
 from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, prepare_batch
 from mqo.registry import QueryRegistry
+from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
 from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width
@@ -60,13 +61,18 @@ def _plain_value(value: Any) -> Any:
     return value
 
 
-def parse_order(order: str) -> tuple[Kind, Kind, Kind]:
-    """``'AJW'`` or ``'static:AJW'`` as the three predicate types in evaluation order."""
+def parse_order(order: str) -> tuple[Kind, Kind, Kind] | None:
+    """``'AJW'`` or ``'static:AJW'`` as the three predicate types in evaluation order;
+    None for ``'adaptive'``."""
+    if order.lower() == "adaptive":
+        return None
     text = order.upper()
     if text.startswith("STATIC:"):
         text = text[len("STATIC:") :]
     if text not in ORDERS:
-        raise ValueError(f"unknown evaluation order {order!r}; use one of {', '.join(ORDERS)} (or static:XYZ)")
+        raise ValueError(
+            f"unknown evaluation order {order!r}; use adaptive or one of {', '.join(ORDERS)} (or static:XYZ)"
+        )
     return tuple(KIND_OF_LETTER[ch] for ch in text)  # type: ignore[return-value]
 
 
@@ -74,7 +80,9 @@ class Matcher:
     """Shared matching of many continuous queries over a few streams.
 
     ``schema`` is DDL text or a :class:`~predicates.Catalog` (streams can also be added
-    later with :meth:`register_streams`). ``store='candidates'`` keeps only tuples that
+    later with :meth:`register_streams`). ``order`` is ``'adaptive'`` (the default: the
+    order of the three predicate types is re-picked per stream from measured
+    selectivity and cost, see :mod:`mqo.reorder`) or a static order such as ``'AJW'``. ``store='candidates'`` keeps only tuples that
     a registered multi-stream query can still use, which is faster but means a query
     registered later does not see tuples no query wanted when they arrived (the CLI
     and the Spark stages, whose queries are fixed, use it).
@@ -85,7 +93,7 @@ class Matcher:
         schema: str | Catalog | None = None,
         *,
         allowed_lateness: float = 0.0,
-        order: str = "AJW",
+        order: str = "adaptive",
         late_sink: Callable[[LateTuple], None] | None = None,
         bucket_width: float | None = None,
         max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
@@ -102,8 +110,10 @@ class Matcher:
         if isinstance(schema, str):
             self.catalog.register_ddl(schema)
         self.allowed_lateness = float(allowed_lateness)
-        self.order = parse_order(order)
+        self.order = parse_order(order) or (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
         self.order_name = order
+        self.adaptive = parse_order(order) is None
+        self.policy: AdaptivePolicy | None = None
         self.late_sink = late_sink
         self.late_tuples: deque[LateTuple] = deque(maxlen=LATE_KEPT)
         self.counters = Counters()
@@ -235,8 +245,27 @@ class Matcher:
                 self._rows = [RowBuilder(schema) for schema in plan.streams]
             self._state.configure(plan.indexed_positions, width)
             self._engine = Engine(plan, self._state, self.counters, check_qed=self.check)
+            if self.adaptive:
+                if self.policy is None or len(self.policy.streams) != len(plan.streams):
+                    self.policy = AdaptivePolicy([s.name for s in plan.streams])
+                self.policy.list_pass.clear()  # list numbers change with the plan
+                self._engine.list_observer = self.policy.observe_list
             self._plan = plan
         return self._plan
+
+    def _process(self, t: StoredTuple, cand: int | None = None) -> list[ResultBlock]:
+        """Run the engine on one tuple in the current order (adaptive or static)."""
+        engine = self._engine
+        assert engine is not None
+        policy = self.policy
+        if policy is None:
+            return engine.process(t, self.order, cand)
+        s = t.stream
+        blocks = engine.process(t, policy.order_for(s), cand, measure=True, timed=policy.timed(s))
+        policy.observe(s, engine.phases)
+        if policy.seen[s] % 256 == 1:
+            engine.attr_lists[s] = policy.list_order(engine.attr_lists[s], engine.attr_lists[s])
+        return blocks
 
     @property
     def state(self) -> WindowState:
@@ -246,8 +275,13 @@ class Matcher:
         return self._state
 
     def explain(self) -> str:
-        """Predicate lists in covering order, who uses what, each query's bits."""
-        return explain_text(self.registry, self.plan, order=self.order_name)
+        """Predicate lists in covering order, who uses what, each query's bits, and the
+        evaluation order with the statistics behind it."""
+        plan = self.plan
+        if self.policy is None:
+            return explain_text(self.registry, plan, order=f"static {''.join(k.name[0] for k in self.order)}")
+        notes = self.policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
+        return explain_text(self.registry, plan, order="adaptive", order_note=notes)
 
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries."""
@@ -311,7 +345,7 @@ class Matcher:
         self._seq += 1
         engine = self._engine
         assert engine is not None and self._state is not None
-        blocks = engine.process(t, self.order)
+        blocks = self._process(t)
         if self.store == "all":
             self._state.insert(t)
         else:
@@ -394,8 +428,7 @@ class Matcher:
             blocks.append(block)
             self.counters.results += len(block)
         if flags & ENGINE:
-            assert self._engine is not None
-            blocks.extend(self._engine.process(t, self.order, cand=prepared.engine_cand(i)))
+            blocks.extend(self._process(t, prepared.engine_cand(i)))
         if flags & STORE:
             assert self._state is not None
             self._state.insert(t)

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from time import perf_counter_ns
 from typing import Any
 
 from indexes.stored import StoredTuple
@@ -122,10 +121,17 @@ class Engine:
         self._emitted: set[tuple[Any, ...]] = set()
         self._reset_counts()
 
+    def work(self) -> int:
+        """Work done for the current tuple so far: comparisons and tuples fetched from
+        the indexes, and partial results made and index probes, which cost about as
+        much as a few comparisons each."""
+        return self.comparisons + self.retrieved + 3 * self.intermediate + 3 * self.probes
+
     def _reset_counts(self) -> None:
         self.comparisons = 0
         self.bitset_ops = 0
         self.probes = 0
+        self.retrieved = 0
         self.intermediate = 0
 
     # ----------------------------------------------------------------- driver
@@ -136,14 +142,13 @@ class Engine:
         order: tuple[Kind, Kind, Kind],
         cand: int | None = None,
         measure: bool = False,
-        timed: bool = False,
     ) -> list[ResultBlock]:
         """All results whose last tuple is ``t`` (``t`` is not stored yet).
 
         ``cand``, when given, is ``t``'s candidates after its attribute predicates,
         decided beforehand (by the batch kernels); the attribute phase then costs
         nothing for ``t``. With ``measure``, :attr:`phases` receives each phase's
-        (type, partials in, partials out, ns, or -1 unless ``timed``)."""
+        (type, partials in, partials out, work)."""
         plan = self.plan
         counters = self.counters
         results: list[ResultBlock] = []
@@ -170,21 +175,27 @@ class Engine:
             entered = len(frontier)
             counters.phase_in[kind.value] += entered
             on[kind] = True
-            started = perf_counter_ns() if timed else 0
+            before = self.work() if measure else 0
             if kind is A:
                 frontier = [p for p in frontier if self._apply_attributes(p)]
             else:
                 frontier = self._expand([p for p in frontier if self._evaluate_members(p, kind)], (kind,), None)
             counters.phase_out[kind.value] += len(frontier)
             if measure:
-                phases.append((kind, entered, len(frontier), perf_counter_ns() - started if timed else -1))
+                phases.append((kind, entered, len(frontier), self.work() - before))
             if not frontier:
                 break
         if frontier:
+            before = self.work() if measure else 0
             self._expand(frontier, (J, W), results)
+            if measure and phases:
+                # completion work counts toward the last phase (it depends on the order)
+                kind, entered, left, work = phases[-1]
+                phases[-1] = (kind, entered, left, work + self.work() - before)
         counters.comparisons += self.comparisons
         counters.bitset_ops += self.bitset_ops
         counters.index_probes += self.probes
+        counters.retrieved += self.retrieved
         counters.intermediate += self.intermediate
         counters.results += sum(block.slots.bit_count() for block in results)
         return results
@@ -357,15 +368,21 @@ class Engine:
                                 hi = bounds[1]
                         for r in store.buckets.range(lo, hi):
                             found[r.seq] = r
+                            self.retrieved += 1
                     else:
+                        scanned = 0
                         for r in store.values[target].range(bounds[0], bounds[1]):  # type: ignore[index]
+                            scanned += 1
                             ts = r.row[0]
                             if t_lo <= ts <= t_hi:
                                 found[r.seq] = r
+                        self.comparisons += scanned  # each fetched tuple's time is checked
+                        self.retrieved += scanned
         if not kinds:
             self.probes += 1
             for r in store.buckets.range(t_lo, t_hi):
                 found[r.seq] = r
+                self.retrieved += 1
         children = []
         for r in found.values():
             child = self._join(p, y, r, cy, window)

@@ -82,8 +82,9 @@ class Matcher:
     ``schema`` is DDL text or a :class:`~predicates.Catalog` (streams can also be added
     later with :meth:`register_streams`). ``order`` is ``'adaptive'`` (the default: the
     order of the three predicate types is re-picked per stream from measured
-    selectivity and cost, see :mod:`mqo.reorder`) or a static order such as ``'AJW'``. ``store='candidates'`` keeps only tuples that
-    a registered multi-stream query can still use, which is faster but means a query
+    selectivity and cost, see :mod:`mqo.reorder`) or a static order such as ``'AJW'``.
+    ``store='candidates'`` keeps only tuples that a registered multi-stream query can
+    still use, which is faster but means a query
     registered later does not see tuples no query wanted when they arrived (the CLI
     and the Spark stages, whose queries are fixed, use it).
     """
@@ -261,7 +262,7 @@ class Matcher:
         if policy is None:
             return engine.process(t, self.order, cand)
         s = t.stream
-        blocks = engine.process(t, policy.order_for(s), cand, measure=True, timed=policy.timed(s))
+        blocks = engine.process(t, policy.order_for(s), cand, measure=True)
         policy.observe(s, engine.phases)
         if policy.seen[s] % 256 == 1:
             engine.attr_lists[s] = policy.list_order(engine.attr_lists[s], engine.attr_lists[s])

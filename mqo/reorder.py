@@ -5,19 +5,28 @@ measured selectivity. Here:
 
 * **statistics are kept per arriving stream**: a new T tuple and a new B tuple meet
   very different windows and joins, so each stream gets its own order;
-* per stream and type the engine reports, for every tuple, how many partial results
-  entered and left the type's phase, and for a sample of tuples how long the phase
-  took. Decayed averages give the type's **fan-out** ``f`` (partials out per partial
-  in: below 1 it filters, above 1 it multiplies) and **cost** ``c`` (ns per partial in);
-* an order ``X, Y, Z`` is estimated to cost ``c_X + f_X c_Y + f_X f_Y c_Z`` per tuple,
-  which weighs selectivity against cost: a join phase that creates many partials costs
-  more than an attribute test, even when it filters as well;
-* the order is re-picked when a **change detector** fires (a fast and a slow average
-  of a type's log fan-out or log cost drift apart), not on a fixed schedule, and only
-  switched when the best order is estimated cheaper by more than a **hysteresis**
-  margin, so it does not flap on noise;
-* now and then one tuple runs a different order (**exploration**), so the averages of
-  types that rarely run (behind a selective first phase) do not go stale.
+* the engine reports, for every tuple, each phase's partials in and out and the
+  **work** it did (comparisons, plus partial results made and index probes, which cost
+  more than a comparison). Work is counted, not timed, so decisions are the same on a
+  busy machine and a quiet one, and reproducible for a seed;
+* from these, decayed averages give each type's **fan-out** ``f`` (partials out per
+  partial in: below 1 it filters, above 1 it multiplies) and **cost** ``c`` (work per
+  partial in), **per position** in the order: a type run second, after another has
+  pruned candidates, behaves differently from the same type run first. An order
+  ``X, Y, Z`` is estimated to cost ``c_X + f_X c_Y + f_X f_Y c_Z`` per tuple, with each
+  type's figures at its position there, which weighs selectivity against cost;
+* the order is re-picked when the statistics change. A **change detector** watches,
+  per type and position, a fast and a slow average of the log fan-out and log cost;
+  when they drift apart, the stream's figures are made quick to re-learn (the next
+  measurements weigh 1, 1/2, 1/3, ...), so the estimates follow the new data: the
+  positions the running order uses re-learn from every tuple, the others from the
+  next exploring tuples. A few tuples later the order is re-picked. It is
+  switched only when the best order is estimated cheaper than the current by more
+  than a **hysteresis** margin, so it does not flap on noise;
+* between changes, one tuple in ``explore_every`` runs another order: mostly the
+  runner-up (the order that might take over, and cheap to try because it is close),
+  every fourth time one of the others in turn, so the figures of positions the
+  current order does not use stay fresh.
 
 Within the attribute type, lists are tried most selective first: the engine stops at
 the first list that rules out every candidate, so a tuple fails fast. The reorderer
@@ -47,54 +56,68 @@ def order_name(order: tuple[Kind, ...]) -> str:
 
 @dataclass
 class Average:
-    """An exponentially decayed average (``rate`` = weight of a new value)."""
+    """An exponentially decayed average (``rate`` = weight of a new value). After
+    :meth:`quicken`, the next values weigh 1, 1/2, 1/3, ... until that falls to ``rate``,
+    so a level can be re-learned fast without first being thrown away."""
 
     rate: float
     value: float | None = None
+    fresh: int = 0
 
     def add(self, x: float) -> None:
-        self.value = x if self.value is None else self.value + self.rate * (x - self.value)
+        if self.value is None:
+            self.value = x
+            return
+        self.fresh += 1
+        rate = max(self.rate, 1.0 / self.fresh) if self.fresh < 1 / self.rate else self.rate
+        self.value += rate * (x - self.value)
+
+    def quicken(self) -> None:
+        self.fresh = 0
 
 
 @dataclass
 class TypeStats:
-    """One predicate type's measurements for tuples of one stream."""
+    """One predicate type's measurements at one position, for tuples of one stream.
 
-    fanout: Average = field(default_factory=lambda: Average(0.05))
-    cost: Average = field(default_factory=lambda: Average(0.05))
-    fast: Average = field(default_factory=lambda: Average(0.3))
-    slow: Average = field(default_factory=lambda: Average(0.03))
-    fast_cost: Average = field(default_factory=lambda: Average(0.3))
-    slow_cost: Average = field(default_factory=lambda: Average(0.03))
+    ``fanout``/``cost`` average over about 20 tuples, their ``slow_`` twins over about
+    200: the change detector compares the two (per-tuple figures are too heavy-tailed
+    to compare directly: most tuples make no partial result, a few make dozens)."""
+
+    fanout: Average = field(default_factory=lambda: Average(0.05, fresh=10**9))
+    cost: Average = field(default_factory=lambda: Average(0.05, fresh=10**9))
+    slow_fanout: Average = field(default_factory=lambda: Average(0.005, fresh=10**9))
+    slow_cost: Average = field(default_factory=lambda: Average(0.005, fresh=10**9))
     samples: int = 0
 
-    def observe_counts(self, entered: int, left: int) -> None:
+    def observe(self, entered: int, left: int, work: int) -> None:
         if not entered:
             return
         ratio = left / entered
+        per = work / entered
         self.fanout.add(ratio)
-        log = math.log(ratio + 1e-3)
-        self.fast.add(log)
-        self.slow.add(log)
+        self.cost.add(per)
+        self.slow_fanout.add(ratio)
+        self.slow_cost.add(per)
         self.samples += 1
 
-    def observe_time(self, entered: int, ns: int) -> None:
-        if not entered:
-            return
-        per = ns / entered
-        self.cost.add(per)
-        log = math.log(per + 1.0)
-        self.fast_cost.add(log)
-        self.slow_cost.add(log)
-
     def drifted(self, threshold: float) -> bool:
-        pairs = ((self.fast, self.slow), (self.fast_cost, self.slow_cost))
-        return any(f.value is not None and s.value is not None and abs(f.value - s.value) > threshold for f, s in pairs)
+        if self.samples < 50:
+            return False
+        pairs = ((self.fanout, self.slow_fanout, 0.01), (self.cost, self.slow_cost, 1.0))
+        return any(
+            abs(math.log((fast.value or 0.0) + eps) - math.log((slow.value or 0.0) + eps)) > threshold
+            for fast, slow, eps in pairs
+        )
 
-    def settle(self) -> None:
-        """After a re-pick: the slow averages take up the current level."""
-        self.slow.value = self.fast.value
-        self.slow_cost.value = self.fast_cost.value
+    def refresh(self) -> None:
+        """After a change: the short averages re-learn fast, the long ones restart
+        from them (so the detector does not fire again on the same change)."""
+        self.fanout.quicken()
+        self.cost.quicken()
+        self.slow_fanout.value = self.fanout.value
+        self.slow_cost.value = self.cost.value
+        self.samples = 0
 
 
 @dataclass
@@ -109,60 +132,79 @@ class Switch:
 
 
 class AdaptivePolicy:
-    """Per-stream evaluation orders driven by measured selectivity and cost."""
+    """Per-stream evaluation orders driven by measured selectivity and work."""
 
     def __init__(
         self,
         stream_names: list[str],
         initial: tuple[Kind, Kind, Kind] = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW),
         *,
-        hysteresis: float = 0.15,
-        drift: float = 0.5,
-        time_every: int = 4,
-        explore_every: int = 97,
-        warmup: int = 16,
+        hysteresis: float = 0.1,
+        drift: float = 1.0,
+        explore_every: int = 20,
+        settle: int = 16,
+        warmup: int = 32,
     ) -> None:
         self.streams = list(stream_names)
         n = len(stream_names)
         self.orders: list[tuple[Kind, Kind, Kind]] = [initial] * n
-        self.stats = [{k: TypeStats() for k in TYPES} for _ in range(n)]
+        # stats[stream][(type, position)]; position None: any position
+        self.stats: list[dict[tuple[Kind, int | None], TypeStats]] = [
+            {(k, p): TypeStats() for k in TYPES for p in (0, 1, 2, None)} for _ in range(n)
+        ]
         self.list_pass: dict[int, Average] = {}
         self.hysteresis = hysteresis
         self.drift = drift
-        self.time_every = time_every
         self.explore_every = explore_every
+        self.settle = settle
         self.warmup = warmup
         self.seen = [0] * n
+        self.explored = [0] * n
+        self.reset_at = [-1] * n
+        self.running: list[tuple[Kind, Kind, Kind]] = [initial] * n
         self.total = 0
+        self.changes = 0
         self.switches: list[Switch] = []
-        self.history: list[tuple[int, str, str]] = []
 
     # ------------------------------------------------------------ the engine side
 
     def order_for(self, stream: int) -> tuple[Kind, Kind, Kind]:
-        """The order for the next tuple of ``stream`` (sometimes an exploring one)."""
-        seen = self.seen[stream]
-        if seen and seen % self.explore_every == 0:
-            current = self.orders[stream]
-            return ALL_ORDERS[(ALL_ORDERS.index(current) + 1 + seen // self.explore_every) % len(ALL_ORDERS)]
-        return self.orders[stream]
-
-    def timed(self, stream: int) -> bool:
-        """Whether to time the phases of this tuple (a sample keeps timing cheap)."""
-        return self.seen[stream] % self.time_every == 0
+        """The order for the next tuple of ``stream`` (one in ``explore_every`` explores)."""
+        order = self.orders[stream]
+        if self.seen[stream] % self.explore_every == self.explore_every - 1:
+            others = [o for o in ALL_ORDERS if o != order]
+            turn = self.explored[stream]
+            if turn % 4 == 3:
+                order = others[(turn // 4) % len(others)]
+            else:
+                order = min(others, key=lambda o: self.estimate(stream, o))
+            self.explored[stream] += 1
+        self.running[stream] = order
+        return order
 
     def observe(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
-        """One tuple's phases: (type, partials in, partials out, ns or -1 if not timed)."""
+        """One tuple's phases, in the order they ran: (type, partials in, partials
+        out, work)."""
         stats = self.stats[stream]
-        for kind, entered, left, ns in phases:
-            ts = stats[kind]
-            ts.observe_counts(entered, left)
-            if ns >= 0:
-                ts.observe_time(entered, ns)
+        for position, (kind, entered, left, work) in enumerate(phases):
+            stats[(kind, position)].observe(entered, left, work)
+            stats[(kind, None)].observe(entered, left, work)
         self.seen[stream] += 1
         self.total += 1
         seen = self.seen[stream]
-        if seen == self.warmup or (seen > self.warmup and any(s.drifted(self.drift) for s in stats.values())):
+        if seen < self.warmup:
+            return
+        if any(key[1] is not None and ts.drifted(self.drift) for key, ts in stats.items()):
+            for ts in stats.values():
+                ts.refresh()
+            self.reset_at[stream] = seen
+            self.changes += 1
+            return
+        if (
+            seen == self.warmup
+            or seen == self.reset_at[stream] + self.settle
+            or self.running[stream] != self.orders[stream]
+        ):
             self._repick(stream)
 
     def observe_list(self, index: int, passed: float) -> None:
@@ -171,22 +213,24 @@ class AdaptivePolicy:
             avg = self.list_pass[index] = Average(0.05)
         avg.add(passed)
 
-    def list_order(self, lists: list, default: list) -> list:  # noqa: ANN001
+    def list_order(self, lists: list, default: list) -> list:
         """Attribute lists, most selective (lowest pass rate) first."""
         if not self.list_pass:
             return default
-        return sorted(lists, key=lambda lst: (self.list_pass.get(lst.index, Average(0, 0.5)).value or 0.5))
+        return sorted(lists, key=lambda lst: self.list_pass.get(lst.index, Average(0, 0.5)).value or 0.5)
 
     # ---------------------------------------------------------------- the policy
 
     def estimate(self, stream: int, order: tuple[Kind, ...]) -> float:
-        """Estimated ns per tuple of ``order`` for tuples of ``stream``."""
+        """Estimated work per tuple of ``order`` for tuples of ``stream``."""
         stats = self.stats[stream]
         total = 0.0
         carried = 1.0
-        for kind in order:
-            ts = stats[kind]
-            cost = ts.cost.value if ts.cost.value is not None else 1000.0
+        for position, kind in enumerate(order):
+            ts = stats[(kind, position)]
+            if ts.samples < 3:
+                ts = stats[(kind, None)]
+            cost = ts.cost.value if ts.cost.value is not None else 10.0
             fanout = ts.fanout.value if ts.fanout.value is not None else 1.0
             total += carried * cost
             carried *= fanout
@@ -196,12 +240,11 @@ class AdaptivePolicy:
         current = self.orders[stream]
         estimates = {order_name(o): self.estimate(stream, o) for o in ALL_ORDERS}
         best = min(ALL_ORDERS, key=lambda o: estimates[order_name(o)])
-        for ts in self.stats[stream].values():
-            ts.settle()
         if best != current and estimates[order_name(best)] < estimates[order_name(current)] * (1 - self.hysteresis):
             self.orders[stream] = best
-            self.switches.append(Switch(self.total, self.streams[stream], order_name(current), order_name(best), estimates))
-            self.history.append((self.total, self.streams[stream], order_name(best)))
+            self.switches.append(
+                Switch(self.total, self.streams[stream], order_name(current), order_name(best), estimates)
+            )
 
     # ------------------------------------------------------------------ display
 
@@ -212,14 +255,18 @@ class AdaptivePolicy:
                 continue
             parts = []
             for kind in TYPES:
-                ts = self.stats[s][kind]
+                ts = self.stats[s][(kind, None)]
                 f = f"{ts.fanout.value:.3g}" if ts.fanout.value is not None else "-"
-                c = f"{ts.cost.value / 1000:.3g} us" if ts.cost.value is not None else "-"
-                parts.append(f"{LETTERS[kind]}: fan-out {f}, cost {c}/partial")
-            lines.append(f"{name} tuples ({self.seen[s]:,} seen): order {order_name(self.orders[s])}; " + "; ".join(parts))
+                c = f"{ts.cost.value:.3g}" if ts.cost.value is not None else "-"
+                parts.append(f"{LETTERS[kind]} fan-out {f}, work {c}/partial")
+            work = ", ".join(f"{order_name(o)} {self.estimate(s, o):.3g}" for o in ALL_ORDERS)
+            lines.append(f"{name} tuples ({self.seen[s]:,} seen): order {order_name(self.orders[s])}")
+            lines.append(f"  {'; '.join(parts)}")
+            lines.append(f"  estimated work per tuple: {work}")
         if self.switches:
             last = self.switches[-1]
             lines.append(
-                f"{len(self.switches)} switch(es); last at tuple {last.tuple_number:,}: {last.stream} {last.old} -> {last.new}"
+                f"{len(self.switches)} switch(es); last at tuple {last.tuple_number:,}: "
+                f"{last.stream} {last.old} -> {last.new}"
             )
         return lines

@@ -22,6 +22,7 @@ class Counters:
       ``bit_length(n)``; a window or time check counts one);
     * ``bitset_ops``: AND/OR/AND-NOT operations on candidate and predicate bitsets;
     * ``index_probes``: range lookups in the join and window exploitation structures;
+    * ``retrieved``: stored tuples those lookups fetched;
     * ``intermediate``: partial results (joined tuples) created;
     * ``phase_in`` / ``phase_out``: partial results entering and leaving each
       predicate type's phase, whose ratio is that type's observed selectivity.
@@ -33,6 +34,7 @@ class Counters:
     comparisons: int = 0
     bitset_ops: int = 0
     index_probes: int = 0
+    retrieved: int = 0
     intermediate: int = 0
     phase_in: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in PHASES})
     phase_out: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in PHASES})

@@ -147,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--engine", choices=["local", "spark"], default="local", help="where to run (default: local)")
     match.add_argument("--master", default="local[*]", help="Spark master URL with --engine spark")
     match.add_argument(
-        "--order", default="AJW", metavar="ORDER", help="predicate type order: AJW, AWJ, JAW, JWA, WAJ or WJA"
+        "--order",
+        default="adaptive",
+        metavar="ORDER",
+        help="predicate type order: adaptive (default) or a static AJW, AWJ, JAW, JWA, WAJ, WJA",
     )
     match.add_argument(
         "--allowed-lateness", type=float, default=0.0, metavar="SECONDS", help="how late a tuple may be (default 0)"

@@ -129,6 +129,7 @@ class Matcher:
         self._engine: Engine | None = None
         self._rows: list[RowBuilder] = []
         self._next_position = 1
+        self._frozen = False  # shares its queries with another matcher (restore(like=))
         self._max_ts = float("-inf")
         self._retention_horizon = float("-inf")
         self._seq = 0
@@ -216,14 +217,25 @@ class Matcher:
                 raise QueryError(f"query id {inst.name} {where}", None, None)
             seen.add(inst.name)
 
+    def _check_not_frozen(self) -> None:
+        if self._frozen:
+            raise QueryError(
+                "this matcher shares its queries with another (Matcher.restore(..., like=...)); "
+                "register or unregister queries on a matcher of its own",
+                None,
+                None,
+            )
+
     def unregister_query(self, query_id: str) -> None:
         """Remove a query; it reports nothing more."""
+        self._check_not_frozen()
         if query_id not in self.registry:
             raise KeyError(f"no query with id {query_id!r} is registered")
         self.registry.remove(query_id)
         self._plan = None
 
     def _add(self, instances: list[CompiledQuery], since_ts: float | list[float] | None = None) -> None:
+        self._check_not_frozen()
         self.registry.add(instances, self._retention_horizon if since_ts is None else since_ts)
         self._next_position += len(instances)
         self._plan = None
@@ -245,14 +257,19 @@ class Matcher:
                 self._state = WindowState(len(plan.streams), width)
                 self._rows = [RowBuilder(schema) for schema in plan.streams]
             self._state.configure(plan.indexed_positions, width)
-            self._engine = Engine(plan, self._state, self.counters, check_qed=self.check)
-            if self.adaptive:
-                if self.policy is None or len(self.policy.streams) != len(plan.streams):
-                    self.policy = AdaptivePolicy([s.name for s in plan.streams])
-                self.policy.list_pass.clear()  # list numbers change with the plan
-                self._engine.list_observer = self.policy.observe_list
+            self._attach_engine(plan)
             self._plan = plan
         return self._plan
+
+    def _attach_engine(self, plan: CompiledPlan) -> None:
+        """A fresh engine on ``plan`` and the state (and the adaptive policy's hooks)."""
+        assert self._state is not None
+        self._engine = Engine(plan, self._state, self.counters, check_qed=self.check)
+        if self.adaptive:
+            if self.policy is None or len(self.policy.streams) != len(plan.streams):
+                self.policy = AdaptivePolicy([s.name for s in plan.streams])
+            self.policy.list_pass.clear()  # list numbers change with the plan
+            self._engine.list_observer = self.policy.observe_list
 
     def _process(self, t: StoredTuple, cand: int | None = None) -> list[ResultBlock]:
         """Run the engine on one tuple in the current order (adaptive or static)."""
@@ -528,13 +545,17 @@ class Matcher:
 
     # ------------------------------------------------------------- snapshots
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, queries: bool = True) -> dict[str, Any]:
         """Everything needed to carry on elsewhere, as plain Python data: settings,
-        streams, queries (text, id, registration horizon), stored tuples and clocks."""
+        streams, queries (text, id, registration horizon), stored tuples and clocks.
+
+        With ``queries=False`` only the clocks, the stored tuples and the counters are
+        kept: restore that with ``like=`` a matcher that has the queries (a Spark
+        worker restoring window state in every micro-batch does not re-register
+        thousands of queries each time)."""
         state = self.state
-        return {
+        data: dict[str, Any] = {
             "format": SNAPSHOT_FORMAT,
-            "ddl": self.catalog.ddl(),
             "settings": {
                 "allowed_lateness": self.allowed_lateness,
                 "order": self.order_name,
@@ -542,7 +563,6 @@ class Matcher:
                 "max_disjuncts": self.max_disjuncts,
                 "store": self.store,
             },
-            "queries": [(rq.name, rq.text, rq.since_ts) for rq in self.registry],
             "next_position": self._next_position,
             "max_ts": self._max_ts,
             "horizon": self._retention_horizon,
@@ -551,20 +571,39 @@ class Matcher:
             "counters": self.counters.as_dict(),
             "state": state.snapshot(),
         }
+        if queries:
+            data["ddl"] = self.catalog.ddl()
+            data["queries"] = [(rq.name, rq.text, rq.since_ts) for rq in self.registry]
+        return data
 
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any], **overrides: Any) -> Matcher:
-        """A matcher that continues exactly where ``snapshot`` was taken."""
+    def restore(cls, snapshot: Mapping[str, Any], like: Matcher | None = None, **overrides: Any) -> Matcher:
+        """A matcher that continues exactly where ``snapshot`` was taken.
+
+        ``like``: a matcher with the same streams and queries whose compiled plan the
+        restored one shares instead of registering and compiling them again (then
+        neither may register or unregister queries afterwards; they would diverge).
+        """
         if snapshot.get("format") != SNAPSHOT_FORMAT:
             raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
         settings = {**snapshot["settings"], **overrides}
-        m = cls(snapshot["ddl"], **settings)
-        names = [name for name, _, _ in snapshot["queries"]]
-        instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
-        instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
-        m._add(instances, since_ts=[since for _, _, since in snapshot["queries"]])
+        if like is None:
+            if "queries" not in snapshot:
+                raise ValueError("this snapshot has no queries (snapshot(queries=False)); restore it with like=")
+            m = cls(snapshot["ddl"], **settings)
+            names = [name for name, _, _ in snapshot["queries"]]
+            instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
+            instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
+            m._add(instances, since_ts=[since for _, _, since in snapshot["queries"]])
+            plan = m.plan
+        else:
+            m = cls(like.catalog, **settings)
+            m.registry = like.registry
+            like._frozen = m._frozen = True
+            plan = like.plan
+            m._plan, m._plan_version = plan, like._plan_version
+            m._rows = [RowBuilder(schema) for schema in plan.streams]
         m._next_position = snapshot["next_position"]
-        plan = m.plan
         m._max_ts = snapshot["max_ts"]
         m._retention_horizon = snapshot["horizon"]
         m._seq = snapshot["seq"]
@@ -572,5 +611,5 @@ class Matcher:
             rows.restart_ids(next_id)
         m.counters.load(snapshot["counters"])
         m._state = WindowState.restore(snapshot["state"], plan.indexed_positions)
-        m._engine = Engine(plan, m._state, m.counters, check_qed=m.check)
+        m._attach_engine(plan)
         return m

@@ -53,9 +53,10 @@ class Counters:
             setattr(self, f.name, getattr(fresh, f.name))
 
     def load(self, data: dict[str, object]) -> None:
-        """Set the counts from :meth:`as_dict` output."""
+        """Set the counts from :meth:`as_dict` output (counts it lacks start at zero)."""
+        fresh = Counters()
         for f in fields(self):
-            value = data[f.name]
+            value = data.get(f.name, getattr(fresh, f.name))
             setattr(self, f.name, dict(value) if isinstance(value, dict) else value)  # type: ignore[arg-type]
 
     def as_dict(self) -> dict[str, object]:

@@ -1,0 +1,206 @@
+"""``mqo match --engine spark``: the batch stage on a Spark session, same files in and out.
+
+The inputs are read and checked exactly as the local engine reads them
+(:func:`runtime.inputs.read_stream`: bad rows named by file, line and column, or set
+aside with ``--on-bad-row skip``). The driver then walks the inputs once in the local
+engine's arrival order (smallest next ``ts`` first, ties by ``--input`` order) to decide
+what only arrival order can: which tuples are late (older than the newest ``ts`` seen
+minus ``--allowed-lateness``) and the automatic ids of inputs without an ``id``
+column. The tuples that are not late go to :func:`runtime.spark.match_batch`, whose
+timestamp-order results are exactly what the local engine gives for them (its
+lateness contract), so both engines write the same records, the same late file and
+the same summary. Results are written ordered by ``ts``, then query registration order.
+
+``--master`` picks the cluster (default ``local[*]``: a Spark inside this process,
+needing nothing but the pip-installed pyspark and Java 17). A session that is already
+running (a notebook, a test) is used as it is and left running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from mqo import Matcher
+from mqo.batch import ARROW_TYPES
+from mqo.results import LateTuple, Match
+from predicates.errors import did_you_mean
+from runtime.inputs import BadRow, InputError, InputSpec, StreamData, merge, read_stream
+from runtime.local import Summary
+from runtime.outputs import open_writer, value_types, write_jsonl
+from runtime.spark import output_names
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def run_spark_match(args: argparse.Namespace, inputs: list[InputSpec], fmt: str) -> Summary:
+    """Run ``mqo match`` on Spark; returns the same summary as the local engine."""
+    from runtime.cli import load_matcher
+    from runtime.spark import match_batch
+
+    started = time.perf_counter()
+    matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order)
+    plan = matcher.plan
+    data: list[StreamData] = []
+    for spec in inputs:
+        try:
+            schema = plan.streams[plan.stream_number(spec.stream)]
+        except KeyError:
+            raise InputError(
+                f"--input {spec.stream}={spec.path}: unknown stream {spec.stream!r}"
+                + did_you_mean(spec.stream, plan.catalog.names())
+            ) from None
+        data.append(read_stream(spec, schema, args.on_bad_row))
+    rejected: list[BadRow] = [row for d in data for row in d.rejected]
+    ids, keep, late = arrival_order(data, matcher.allowed_lateness)
+
+    summary = Summary(output=args.output)
+    tables = stream_tables(matcher, data, ids, keep)
+    found: list[Match] = []
+    if tables:
+        spark, owned = spark_session(args.master)
+        try:
+            frames = {name: spark.createDataFrame(table) for name, table in tables.items()}
+            # one partition per core: the default 200 shuffle partitions cost more in task
+            # start-up than a file's worth of matching
+            cores = max(1, spark.sparkContext.defaultParallelism)
+            result = match_batch(frames, matcher, partitions=cores).toArrow()
+        finally:
+            if owned:
+                spark.stop()
+        found = to_matches(result, matcher)
+    with open_writer(args.output, fmt, value_types(matcher)) as writer:
+        writer.write(found)
+    summary.results = len(found)
+    summary.tuples = sum(len(d) for d in data)
+    for d in data:
+        summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
+    summary.late = len(late)
+    summary.rejected = len(rejected)
+    base = "mqo" if args.output == "-" else args.output
+    if late:
+        summary.late_path = args.late or f"{base}.late.jsonl"
+        write_jsonl(summary.late_path, (t.as_dict() for t in late))
+    if rejected:
+        summary.rejects_path = args.rejects or f"{base}.rejects.jsonl"
+        write_jsonl(summary.rejects_path, (r.as_dict() for r in rejected))
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def arrival_order(
+    data: list[StreamData], allowed_lateness: float
+) -> tuple[list[list[int]], list[list[bool]], list[LateTuple]]:
+    """Per input: every row's id and whether it is matched; plus the late tuples, as
+    the local engine decides them in its arrival order."""
+    ids: list[list[int]] = [list(d.ids) if d.ids is not None else [0] * len(d) for d in data]
+    keep: list[list[bool]] = [[True] * len(d) for d in data]
+    late: list[LateTuple] = []
+    next_id: dict[str, int] = {}
+    newest = -math.inf
+    for k, i in merge(data):
+        d = data[k]
+        auto = next_id.get(d.stream, 0)
+        next_id[d.stream] = auto + 1  # an automatic id is used up by every tuple, late or not
+        if d.ids is None:
+            ids[k][i] = auto
+        ts = d.ts[i]
+        if ts < newest - allowed_lateness:
+            keep[k][i] = False
+            late.append(LateTuple(d.stream, ts, ids[k][i], d.values(i), newest, allowed_lateness))
+        elif ts > newest:
+            newest = ts
+    return ids, keep, late
+
+
+def stream_tables(
+    matcher: Matcher, data: list[StreamData], ids: list[list[int]], keep: list[list[bool]]
+) -> dict[str, pa.Table]:
+    """One Arrow table per stream (``ts``, ``id``, the declared columns) of the tuples
+    to match; streams with none are left out."""
+    rows: dict[str, list[pa.Table]] = {}
+    for d, d_ids, d_keep in zip(data, ids, keep, strict=True):
+        schema = matcher.catalog.require(d.stream)
+        picked = [i for i, k in enumerate(d_keep) if k]
+        if not picked:
+            continue
+        arrays = [pa.array([d.ts[i] for i in picked], pa.float64()), pa.array([d_ids[i] for i in picked], pa.int64())]
+        names = ["ts", "id"]
+        for col in schema.columns:
+            values = d.columns[col.name]
+            arrays.append(pa.array([values[i] for i in picked], ARROW_TYPES[col.ctype]))
+            names.append(col.name)
+        rows.setdefault(d.stream, []).append(pa.Table.from_arrays(arrays, names=names))
+    return {name: pa.concat_tables(parts) for name, parts in rows.items()}
+
+
+def to_matches(table: pa.Table, matcher: Matcher) -> list[Match]:
+    """Result rows back to matches (each with its own query's values only), ordered by
+    ts, then query registration order, then ids."""
+    outputs = {rq.name: output_names(rq) for rq in matcher.registry}
+    rank = {name: i for i, name in enumerate(outputs)}
+    found = []
+    for row in table.to_pylist():
+        ids = dict(row["ids"])
+        values = {name: row[name] for name in outputs[row["query"]]}
+        found.append(Match(row["query"], row["ts"], ids, values))
+    found.sort(key=lambda m: (m.ts, rank[m.query], sorted(m.ids.items())))
+    return found
+
+
+def spark_session(master: str, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:
+    """The running session if there is one (not ours to stop), else a new one on
+    ``master`` with quiet logs and ``conf``; returns (session, whether we own it)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        # Spark's own start-up chatter (INFO/WARN lines) would bury the summary
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (
+            f"--driver-java-options -Dlog4j2.configurationFile={_quiet_log4j()} pyspark-shell"
+        )
+    builder: Any = (
+        SparkSession.builder.master(master)
+        .appName("mqo match")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, True
+
+
+_LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 configuration that lets only errors through (written once per user)."""
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.gettempdir()) / f"mqo-log4j2-{os.getuid() if hasattr(os, 'getuid') else 0}.properties"
+    if not path.exists() or path.read_text() != _LOG4J:
+        path.write_text(_LOG4J)
+    return str(path)

@@ -210,41 +210,63 @@ class MatchBatch:
                 chosen = slots if len(codes) == 1 else slots[contexts == ctx]
                 yield tail.join([prefix[q] for q in chosen.tolist()]) + tail
 
-    def to_arrow(self, value_types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
-        """query string, ts double, ids map<string,int64>, then the SELECT values."""
-        types = dict(value_types) if value_types is not None else {}
-        names: list[str] = []
-        stamps: list[float] = []
-        keys: list[str] = []
-        items: list[int] = []
-        offsets = [0]
-        columns: dict[str, list[Any]] = {name: [] for name in types}
+    def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
+        """query string, ts double, ids map<string,int64>, then the SELECT values, one
+        row per result in the order of :meth:`matches`.
+
+        The value columns are those of ``types`` (name -> Arrow type), by default
+        every SELECT name of the plan's queries as :func:`value_types` types them.
+        Columns are built with numpy over all results at once; only the SELECT
+        functions run per assignment (once per query context it satisfies), so the
+        cost per result is a few array elements, not Python objects.
+        """
+        types = dict(types if types is not None else value_types(self.plan.records))
         plan = self.plan
-        names_of = plan.query_names
-        for slots, ts, rows in self._groups():
-            contexts = plan.slot_context[slots]
-            for ctx in np.unique(contexts).tolist():
-                code = plan.context_codes[ctx]
-                chosen = slots[contexts == ctx].tolist()
-                count = len(chosen)
-                names.extend(names_of(q) for q in chosen)
-                stamps.extend([ts] * count)
-                pairs = [(alias, rows[s][1]) for s, alias in code.aliases.items()]
-                for _ in range(count):
-                    for alias, ident in pairs:
-                        keys.append(alias)
-                        items.append(ident)
-                    offsets.append(len(keys))
-                produced = {name: fn(rows) for name, fn in code.outputs}
-                for name, column in columns.items():
-                    value = produced.get(name)
-                    if value is not None and types[name] == pa.string():
-                        value = str(value)
-                    column.extend([value] * count)
-        ids = pa.MapArray.from_arrays(
-            pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(items, pa.int64())
+        groups = list(self._groups())
+        counts = np.fromiter((len(g[0]) for g in groups), np.int64, len(groups))
+        slots = np.concatenate([g[0] for g in groups]) if groups else np.zeros(0, np.int64)
+        group_of = np.repeat(np.arange(len(groups)), counts)
+        stamps = np.repeat(np.fromiter((g[1] for g in groups), np.float64, len(groups)), counts)
+        records = plan.slot_record[slots]
+        named, which = np.unique(records, return_inverse=True)
+        names = pa.array([plan.records[r].name for r in named.tolist()], pa.string()).take(pa.array(which))
+
+        contexts = plan.slot_context[slots]
+        codes = plan.context_codes
+        width = np.array([len(code.aliases) for code in codes], np.int64)
+        offsets = np.zeros(len(slots) + 1, np.int64)
+        np.cumsum(width[contexts], out=offsets[1:])
+        n_streams = len(plan.streams)
+        members = np.array([[-1 if r is None else r[1] for r in rows] for _, _, rows in groups], np.int64).reshape(
+            len(groups), n_streams
         )
-        arrays = [pa.array(names, pa.string()), pa.array(stamps, pa.float64()), ids]
+        key_code = np.zeros(int(offsets[-1]), np.int32)
+        items = np.zeros(int(offsets[-1]), np.int64)
+        aliases: list[str] = []
+        columns = {name: np.full(len(slots), None, object) for name in types}
+        for ctx in np.unique(contexts).tolist():
+            code = codes[ctx]
+            chosen = np.flatnonzero(contexts == ctx)
+            for j, (s, alias) in enumerate(code.aliases.items()):
+                at = offsets[chosen] + j
+                key_code[at] = len(aliases)
+                aliases.append(alias)
+                items[at] = members[group_of[chosen], s]
+            wanted = [(name, fn) for name, fn in code.outputs if name in columns]
+            if not wanted:
+                continue
+            # one value per assignment, shared by every query of the context it satisfies
+            assigned, back = np.unique(group_of[chosen], return_inverse=True)
+            member_rows = [groups[g][2] for g in assigned.tolist()]
+            for name, fn in wanted:
+                values = np.empty(len(member_rows), object)
+                values[:] = [fn(rows) for rows in member_rows]
+                if types[name] == pa.string():
+                    values[:] = [None if v is None else str(v) for v in values.tolist()]
+                columns[name][chosen] = values[back]
+        keys = pa.array(aliases, pa.string()).take(pa.array(key_code))
+        ids = pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), keys, pa.array(items))
+        arrays = [names, pa.array(stamps, pa.float64()), ids]
         fields = [
             pa.field("query", pa.string(), nullable=False),
             pa.field("ts", pa.float64(), nullable=False),

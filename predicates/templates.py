@@ -280,6 +280,10 @@ class _Clauses:
 
 _NUMBER_TOKEN = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _DIGITS = frozenset("0123456789.")
+_OPERATOR_CHARS = frozenset("*/+<>=!")
+# operators written without spaces (``0.5*H.vib``, ``B.x<=3``) get spaces around them;
+# a ``+`` in an exponent (``1e+5``) is part of its number
+_RESPACE = re.compile(r"\s*(<=|>=|<>|!=|<|>|=|\*|/|(?<![\d.][eE])\+)\s*")
 _PLAIN_KEYWORDS = (" from ", " window ", " maxwindow ", " where ")
 
 
@@ -330,7 +334,11 @@ def _split_plain(body: str) -> _Clauses | None:
         clauses[word] = text
         before = len(comparisons)
         if keyword in (" where ", " window ") and not _tokenize_conjunction(text, comparisons, patterns):
-            return None
+            del comparisons[before:], patterns[before:]
+            spaced = " ".join(_RESPACE.sub(r" \1 ", text).split())
+            if spaced == text or not _tokenize_conjunction(spaced, comparisons, patterns):
+                return None
+            clauses[word] = text = spaced
         in_order.append((word, len(comparisons) - before))
     select, from_ = clauses["select"].strip(), clauses["from"].strip()
     return _Clauses(select, from_, clauses.get("maxwindow"), comparisons, patterns, in_order)
@@ -364,6 +372,8 @@ def _tokenize_conjunction(text: str, comparisons: list[str], patterns: list) -> 
             pattern.append("-#")
             numbers.append(token[1:])
         else:
+            if not _OPERATOR_CHARS.isdisjoint(token) and not _OPERATOR_CHARS.issuperset(token):
+                return False  # an operator inside a word: respaced and tried again
             pattern.append(token)
     return True
 
@@ -464,6 +474,7 @@ class FastCompiler:
         self._structure: OrderedDict[tuple, tuple[int, ...] | None] = OrderedDict()
         self._templates: OrderedDict[tuple, _Template] = OrderedDict()
         self._recipes: OrderedDict[tuple[str, ...], _Recipe] = OrderedDict()
+        self._full_contexts: OrderedDict[tuple, Context] = OrderedDict()
 
     def compile(self, text: str, position: int, source_name: str = "<query>") -> CompiledQuery:
         """One query text; ``position`` names it when it has no header."""
@@ -691,7 +702,24 @@ class FastCompiler:
         )
         if len(queries) != 1:
             raise QueryError(f"expected one query, found {len(queries)}", None, None)
-        return from_normalized(queries[0], name, text)
+        compiled = from_normalized(queries[0], name, text)
+        # queries with the same aliases and SELECT share one context, as on the fast path
+        # (results are built once per context)
+        bound = compiled.context.bound
+        source = bound.source.text
+        key = (
+            bound.aliases,
+            tuple((out.name, source[out.expr.span.start : out.expr.span.end]) for out in bound.outputs),
+            compiled.context.window_scale is not None,
+        )
+        shared = self._full_contexts.get(key)
+        if shared is None:
+            self._full_contexts[key] = compiled.context
+            if len(self._full_contexts) > _KEPT:
+                self._full_contexts.popitem(last=False)
+            return compiled
+        self._full_contexts.move_to_end(key)
+        return CompiledQuery(compiled.name, shared, compiled.maxwindow, compiled.disjuncts, compiled.source_text)
 
 
 def from_normalized(nq: NormalizedQuery, name: str | None = None, text: str | None = None) -> CompiledQuery:

@@ -454,11 +454,9 @@ def _family(dtype: DataType) -> str:
     return "other"
 
 
-def _typed(fields: Sequence[StructField], stream: str, column: str, ctype: ColumnType | str) -> Column:
-    """The DataFrame column (of ``fields``, its schema) cast to the unified type, or a
-    clear error naming it."""
-    from pyspark.sql import functions as F
-
+def _typed(fields: Sequence[StructField], stream: str, column: str, ctype: ColumnType | str) -> str:
+    """A SQL expression: the DataFrame column (of ``fields``, its schema) cast to the
+    unified type, or a clear error naming it."""
     names = {f.name.lower(): f for f in fields}
     f = names.get(column.lower())
     if f is None:
@@ -482,7 +480,16 @@ def _typed(fields: Sequence[StructField], stream: str, column: str, ctype: Colum
         raise SparkStageError(
             f"stream {stream}: column {f.name} is {declared} but the DataFrame has {f.dataType.simpleString()}"
         )
-    return F.col(f"`{f.name}`").cast(want[0])
+    return f"CAST({_quoted(f.name)} AS {want[0]})"
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _double(value: float) -> str:
+    """A SQL double literal (a plain ``80.0`` would be a DECIMAL)."""
+    return f"{float(value)!r}D"
 
 
 def unify(
@@ -490,9 +497,12 @@ def unify(
 ) -> DataFrame:
     """All streams as one DataFrame of a common layout: ``_s`` (stream number), ``ts``,
     ``id``, then every stream's columns (NULL in other streams' rows); plus ``_et``,
-    the event time as a timestamp, when ``event_time``."""
-    from pyspark.sql import functions as F
+    the event time as a timestamp, when ``event_time``.
 
+    Built from SQL expression strings, one ``selectExpr`` per stream: each Column
+    object would be a round trip to the JVM, and at a thousand of them that is a
+    noticeable part of a small job.
+    """
     if not frames:
         raise SparkStageError("no stream DataFrames given")
     known = [layout.name for layout in spec.streams]
@@ -512,17 +522,16 @@ def unify(
             df = number_rows(df)
             fields = df.schema.fields
         ts = _typed(fields, name, "ts", "ts")
-        ident = _typed(fields, name, "id", "id")
-        cols = [F.lit(layout.number).cast("int").alias("_s"), ts.alias("ts"), ident.alias("id")]
+        exprs = [f"CAST({layout.number} AS INT) AS _s", f"{ts} AS ts", f"{_typed(fields, name, 'id', 'id')} AS id"]
         for other in spec.streams:
             for column, ctype, fname in zip(other.columns, other.types, other.fields, strict=True):
                 if other.name == name:
-                    cols.append(_typed(fields, name, column, ctype).alias(fname))
+                    exprs.append(f"{_typed(fields, name, column, ctype)} AS {fname}")
                 else:
-                    cols.append(F.lit(None).cast(_SQL_TYPES[ctype]).alias(fname))
+                    exprs.append(f"CAST(NULL AS {_SQL_TYPES[ctype]}) AS {fname}")
         if event_time:
-            cols.append(F.timestamp_seconds(ts).alias("_et"))
-        parts.append(df.select(*cols))
+            exprs.append(f"timestamp_seconds({ts}) AS _et")
+        parts.append(df.selectExpr(*exprs))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
@@ -594,16 +603,12 @@ def time_buckets(unified: DataFrame, spec: StageSpec) -> DataFrame:
     one copy per tuple, two for a tuple within MAXWINDOW of its bucket's end (a result
     spans at most MAXWINDOW, lateness or not; the width's lateness margin is for the
     streaming stage, see :mod:`runtime.spark_streaming`)."""
-    from pyspark.sql import functions as F
-
-    width, window = spec.bucket_width, spec.max_window
-    home = F.floor(F.col("ts") / F.lit(width)).cast("bigint")
-    out = unified.withColumn("_home", home)
+    width, window = _double(spec.bucket_width), spec.max_window
+    out = unified.selectExpr("*", f"CAST(FLOOR(ts / {width}) AS BIGINT) AS _home")
     if window <= 0:
-        return out.withColumn("_b", F.col("_home"))
-    edge = (F.col("_home") + 1).cast("double") * F.lit(width) - F.lit(window)
-    copies = F.when(F.col("ts") >= edge, F.array(F.col("_home"), F.col("_home") + 1)).otherwise(F.array(F.col("_home")))
-    return out.withColumn("_b", F.explode(copies))
+        return out.selectExpr("*", "_home AS _b")
+    edge = f"CAST(_home + 1 AS DOUBLE) * {width} - {_double(window)}"
+    return out.selectExpr("*", f"explode(IF(ts >= {edge}, array(_home, _home + 1), array(_home))) AS _b")
 
 
 # ------------------------------------------------------------- the batch stage

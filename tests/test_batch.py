@@ -50,6 +50,30 @@ def as_batch(pushes: list[Push], columns: list[str], kind: str):
     return data
 
 
+def _same(a: object, b: object) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b))
+
+
+def assert_conversions_agree(found: MatchBatch, m: mqo.Matcher) -> None:
+    """to_arrow and json_lines say what matches() says, row for row."""
+    import json
+
+    types = m.value_types()
+    matches = found.matches()
+    rows = found.to_arrow(types).to_pylist()
+    assert len(rows) == len(matches)
+    for row, match in zip(rows, matches, strict=True):
+        assert (row["query"], row["ts"], dict(row["ids"])) == (match.query, match.ts, match.ids)
+        for name, dtype in types.items():
+            want = match.values.get(name)
+            if want is not None and dtype == pa.string():
+                want = str(want)
+            assert _same(row[name], want), (name, row[name], want)
+    lines = [json.loads(line) for line in found.json_lines()]
+    as_text = lambda d: json.dumps(d, sort_keys=True)  # noqa: E731  (NaN-safe equality)
+    assert Counter(map(as_text, lines)) == Counter(as_text(match.as_dict()) for match in matches)
+
+
 def columns_of(ddl: str, stream: str) -> list[str]:
     schema = mqo.Catalog.from_ddl(ddl).get(stream)
     assert schema is not None
@@ -85,6 +109,7 @@ def replay(workload: Workload, cuts: list[int], kinds: list[str], store: str = "
                 got_batch = many.push_batch(op.stream, batch)
                 got = Counter(canonical(m) for m in got_batch.matches())
                 assert len(got_batch) == sum(got.values())
+                assert_conversions_agree(got_batch, many)
                 assert got == want, (
                     f"batch of {len(run)} {op.stream} tuples at op {i}: {got - want} extra, {want - got} missing"
                 )

@@ -52,6 +52,9 @@ def both(text: str, catalog: Catalog, fast: FastCompiler | None = None):
         "Query ID: named\nSELECT * FROM B WHERE B.pressure lt= 4",
         "SELECT * FROM B WHERE B.pressure < 3 / 4 AND B.temp > -.5",
         "SELECT * FROM B;",
+        "SELECT * FROM B, H MAXWINDOW 20 WHERE B.pressure<=0.5*H.vib AND B.temp>-3 AND B.temp!=1e+2",
+        "SELECT * FROM B WHERE B.pressure-3 > 2 AND B.temp*2<=B.pressure/4",
+        "SELECT * FROM B WHERE B.pressure+1e+2 >= 7",
     ],
 )
 def test_fast_equals_full(text):
@@ -113,6 +116,33 @@ def test_a_family_compiles_each_pattern_once():
         text = f"SELECT * FROM B, H MAXWINDOW {i} sec WHERE B.pressure < {i}.5 AND B.pressure <= {1 + i % 3} * H.vib"
         (nq,) = compile_queries(text, catalog, first_position=i)
         assert summary(fast.compile(text, i)) == summary(from_normalized(nq))
+
+
+def test_operators_without_spaces_take_the_fast_path():
+    fast = FastCompiler(Catalog.from_ddl(DDL))
+    for i in range(50):
+        fast.compile(f"SELECT * FROM B, H MAXWINDOW 20 WHERE B.pressure<{i}.5 AND B.pressure<={i % 3}*H.vib", i)
+    assert fast.full_compiles == 0
+
+
+def test_queries_of_the_full_path_share_contexts_with_the_same_select():
+    fast = FastCompiler(Catalog.from_ddl(DDL))
+    texts = [
+        f"SELECT B.alert, H.vib * 2 AS v FROM B, H MAXWINDOW 5 WHERE B.pressure < {i} OR H.vib > {i}" for i in range(5)
+    ]
+    compiled = [fast.compile(text, i) for i, text in enumerate(texts)]
+    assert fast.full_compiles == 5
+    assert len({id(c.context) for c in compiled}) == 1
+    other = fast.compile("SELECT B.alert, H.vib * 3 AS v FROM B, H MAXWINDOW 5 WHERE B.pressure < 1 OR H.vib > 1", 9)
+    assert other.context is not compiled[0].context
+    m = mqo.Matcher(DDL)
+    m.register_queries(texts)
+    m.push("B", 0, {"pressure": 2, "temp": 0, "alert": 7})
+    found = m.push("H", 1, {"beatrate": 0, "vib": 3, "alert": 0})
+    # named by position, from 1
+    assert sorted((x.query, x.values["v"], x.values["B.alert"]) for x in found) == [
+        (str(q), 6.0, 7) for q in range(1, 6)
+    ]
 
 
 def test_registering_many_queries_keeps_all_or_nothing_and_positions():

@@ -375,28 +375,39 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         return streams[number[name.lower()]]
 
     records = list(registry)
-    n_disjuncts = np.array([len(rq.disjuncts) for rq in records], np.int64)
-    slot_base = np.zeros(len(records) + 1, np.int64)
+    n_records = len(records)
+    compiled = [rq.compiled for rq in records]
+    n_disjuncts = np.fromiter((len(c.disjuncts) for c in compiled), np.int64, n_records)
+    slot_base = np.zeros(n_records + 1, np.int64)
     np.cumsum(n_disjuncts, out=slot_base[1:])
     n_slots = int(slot_base[-1])
-    slot_record = np.repeat(np.arange(len(records), dtype=np.int32), n_disjuncts)
+    slot_record = np.repeat(np.arange(n_records, dtype=np.int32), n_disjuncts)
     slot_disjunct = (np.arange(n_slots, dtype=np.int64) - slot_base[slot_record]).astype(np.int16)
 
-    context_code: dict[int, ContextCode] = {}
+    # per distinct context first (queries share a few), then spread to records in bulk
+    number_of_context: dict[int, int] = {}
+    distinct: list[Context] = []
+    numbers: list[int] = []
+    for c in compiled:
+        k = number_of_context.get(id(c.context))
+        if k is None:
+            k = number_of_context[id(c.context)] = len(distinct)
+            distinct.append(c.context)
+        numbers.append(k)
+    record_context = np.array(numbers, np.int64)
+    context_code = {id(ctx): _context_code(ctx, stream_number, schema_of) for ctx in distinct}
+    context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
+    context_multi = np.array([ctx.multi_stream for ctx in distinct], bool)
+    record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
+    maxwindows = np.fromiter((c.maxwindow or 0.0 for c in compiled), np.float64, n_records)
+    record_window = np.where(context_multi[record_context], maxwindows, 0.0) if n_records else maxwindows
+
+    # queries with residuals or several disjuncts are the special ones
     residual_code: dict[int, TestFn] = {}
-    record_window = np.zeros(len(records), np.float64)
-    record_mask = np.zeros(len(records), np.int64)
-    record_special = np.zeros(len(records), bool)
+    record_special = np.zeros(n_records, bool)
     slot_residuals: dict[int, tuple[Residual, ...]] = {}
-    for i, rq in enumerate(records):
-        context = rq.context
-        code = context_code.get(id(context))
-        if code is None:
-            code = context_code[id(context)] = _context_code(context, stream_number, schema_of)
-        record_mask[i] = code.stream_mask
-        if context.multi_stream:
-            record_window[i] = rq.maxwindow
-        disjuncts = rq.disjuncts
+    for i in [i for i, c in enumerate(compiled) if len(c.disjuncts) != 1 or c.disjuncts[0][1]]:
+        disjuncts = compiled[i].disjuncts
         record_special[i] = len(disjuncts) > 1
         for d, (_, residuals) in enumerate(disjuncts):
             if residuals:
@@ -406,27 +417,30 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
                     if id(r) not in residual_code:
                         residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
     slot_window = record_window[slot_record] if n_slots else np.zeros(0)
-    slot_since = np.repeat(np.array([rq.since_ts for rq in records], np.float64), n_disjuncts)
+    slot_since = np.repeat(np.fromiter((rq.since_ts for rq in records), np.float64, n_records), n_disjuncts)
     slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
     rows = registry.rows()
     live = rows["live"]
     row_numbers = np.flatnonzero(live)
-    orders = np.array([rq.order for rq in records], np.int64)
+    orders = np.fromiter((rq.order for rq in records), np.int64, n_records)
     row_record = np.searchsorted(orders, rows["order"][live])
     row_slot = slot_base[row_record] + rows["disjunct"][live].astype(np.int64)
     row_key = rows["key"][live]
     row_value = rows["value"][live]
-    by_key = np.lexsort((row_value, row_key))
-    sorted_keys = row_key[by_key]
+    # rows grouped by list (a stable radix sort when list ids fit 16 bits), then each
+    # list's rows by constant: the order of a lexsort on (key, value), in less time
+    narrow = row_key.astype(np.int16) if registry.key_ids < 2**15 else row_key
+    by_key = np.argsort(narrow, kind="stable")
+    bounds = np.searchsorted(row_key[by_key], np.arange(registry.key_ids + 1, dtype=row_key.dtype))
 
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}
     for key in registry.lists():
         kid = registry.key_id(key)
-        lo, hi = np.searchsorted(sorted_keys, [kid, kid + 1])
-        chosen = by_key[lo:hi]
+        chosen = by_key[bounds[kid] : bounds[kid + 1]]
+        chosen = chosen[np.argsort(row_value[chosen], kind="stable")]
         slots = row_slot[chosen]
         if key.family == "number" and not (key.right is not None and key.factor is None):
             constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
@@ -497,7 +511,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         pair_lists=pair_lists,
         indexed_positions=indexed,
         attr_list_mask=attr_list_mask,
-        retention_window=registry.max_window(),
+        retention_window=float(record_window.max()) if n_records else 0.0,  # registry.max_window()
         _stream_number=number,
     )
 

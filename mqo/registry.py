@@ -20,13 +20,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from functools import cached_property
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
-from predicates import Catalog, Kind, ListKey, NormalizedQuery, Residual
+from predicates import Catalog, Kind, ListKey, NormalizedQuery
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
-from predicates.templates import CompiledQuery, Context, FastCompiler
+from predicates.templates import CompiledQuery, Context, Disjunct, FastCompiler
 
 _COMPACT_WHEN_DEAD = 0.5
 
@@ -72,7 +73,7 @@ class RegisteredQuery:
         return self.compiled.context.multi_stream
 
     @property
-    def disjuncts(self) -> tuple[tuple[tuple[tuple[ListKey, Any], ...], tuple[Residual, ...]], ...]:
+    def disjuncts(self) -> tuple[Disjunct, ...]:
         return self.compiled.disjuncts
 
     @property
@@ -107,6 +108,7 @@ class QueryRegistry:
         self._keys: list[ListKey | None] = []
         self._key_id: dict[ListKey, int] = {}
         self._key_uses: list[int] = []
+        self._object_keys: set[int] = set()  # lists whose constants are not numbers
         self._row_query = array("q")
         self._row_disjunct = array("h")
         self._row_key = array("i")
@@ -129,7 +131,8 @@ class QueryRegistry:
     def add(self, queries: Iterable[CompiledQuery], since_ts: float | Iterable[float]) -> None:
         """Register compiled queries (their names are already checked to be free)."""
         since = None if isinstance(since_ts, (int, float)) else iter(since_ts)
-        key_id, uses, keys = self._key_id, self._key_uses, self._keys
+        key_id, uses, object_keys = self._key_id, self._key_uses, self._object_keys
+        first_row = len(self._row_key)
         row_query, row_disjunct, row_key, row_value = (
             self._row_query,
             self._row_disjunct,
@@ -144,22 +147,45 @@ class QueryRegistry:
             self._order += 1
             self.queries[compiled.name] = RegisteredQuery(compiled, when, order, self.catalog)  # type: ignore[arg-type]
             for d, (preds, _) in enumerate(compiled.disjuncts):
-                for key, value in preds:
-                    kid = key_id.get(key)
-                    if kid is None:
-                        kid = key_id[key] = len(keys)
-                        keys.append(key)
-                        uses.append(0)
-                    uses[kid] += 1
-                    row_query.append(order)
-                    row_disjunct.append(d)
-                    row_key.append(kid)
-                    if key.family == "number" and value is not None:
-                        row_value.append(value)
-                    else:
-                        self._row_objects[len(row_value)] = value
-                        row_value.append(0.0)
+                if not preds:
+                    continue
+                try:
+                    kids = [key_id[key] for key in preds.keys]
+                except KeyError:
+                    kids = [self._key_number(key) for key in preds.keys]
+                n = len(kids)
+                values = None
+                if type(preds.values) is array and object_keys.isdisjoint(kids):
+                    values = preds.values  # the usual case, numeric constants: whole rows at once
+                if values is None:
+                    values = array("d", [0.0] * n)
+                    for k, (key, value) in enumerate(preds):
+                        if key.family == "number" and value is not None:
+                            values[k] = value
+                        else:
+                            self._row_objects[len(row_value) + k] = value
+                row_query.extend(repeat(order, n))
+                row_disjunct.extend(repeat(d, n))
+                row_key.extend(kids)
+                row_value.extend(values)
+        # list use counts, for all new rows at once
+        added = np.frombuffer(row_key, np.int32)[first_row:] if len(row_key) > first_row else ()
+        if len(added):
+            counts = np.bincount(added)
+            for kid in np.flatnonzero(counts).tolist():
+                uses[kid] += int(counts[kid])
+        del added  # a view of the array: it could not grow while one exists
         self.version += 1
+
+    def _key_number(self, key: ListKey) -> int:
+        kid = self._key_id.get(key)
+        if kid is None:
+            kid = self._key_id[key] = len(self._keys)
+            self._keys.append(key)
+            self._key_uses.append(0)
+            if key.family != "number":
+                self._object_keys.add(kid)
+        return kid
 
     def remove(self, name: str) -> RegisteredQuery:
         """Unregister a query; drops the lists nobody else uses."""
@@ -213,6 +239,11 @@ class QueryRegistry:
             "objects": self._row_objects,
             "live": live,
         }
+
+    @property
+    def key_ids(self) -> int:
+        """How many list ids were handed out (ids of dropped lists are not reused)."""
+        return len(self._keys)
 
     def key_of(self, key_id: int) -> ListKey:
         key = self._keys[key_id]

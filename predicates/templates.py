@@ -23,6 +23,12 @@ Constants are ``float(beta + sum(alpha_i * Fraction(text_i)))``, exactly what
 normalizing the query on its own gives; for one parameter times a power of two (the
 usual case) that is a float multiplication, which is what makes it fast.
 
+The clauses are found on the text's **skeleton**: the text with its numbers taken out
+by one regular-expression split, which the whole-text recipe cache needs anyway. Every
+comparison's pattern is then a run of skeleton pieces, found with string methods, so a
+query costs a few dictionary lookups per comparison. Texts with parentheses or strings
+are cut by a token scan instead.
+
 Anything else (OR, NOT, nested parentheses around conditions) goes through the full
 front end, and so does any query the fast path cannot compile, so errors are always
 reported by the full front end, with their position in the text.
@@ -31,11 +37,12 @@ reported by the full front end, with their position in the text.
 from __future__ import annotations
 
 import re
+from array import array
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
 from predicates.ast import Arith, Comparison, Expr, Negate, Number
@@ -56,15 +63,20 @@ from predicates.normalize import (
 from predicates.parser import parse_duration, parse_query
 from predicates.semantic import BoundQuery, bind
 
-_NUMBER_SPLIT = re.compile(r"(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+# a number not inside a word; the lookahead first lets the scanner skip ahead to the
+# next digit or dot instead of testing the lookbehind at every character
+_NUMBER_SPLIT = re.compile(r"(?=[0-9.])(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
 _HEADER = re.compile(r"\s*(?:--[^\n]*\n\s*)*query\s+id\s*:?\s*('(?:[^'\n]|'')*'|[A-Za-z_0-9.]+)", re.IGNORECASE)
 _SCAN = re.compile(
     r"'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max\s+window|where|and|or|not)\b",
     re.IGNORECASE,
 )
 _KEPT = 8192
+_RECIPE_TRIAL = 2048  # texts compiled before recipes must show they pay...
+_RECIPE_PAYS = 64  # ...by one hit per this many misses
 _INF = float("inf")
 _UNKNOWN = object()
+_NO_SHORTCUTS: dict[str, Any] = {}
 
 
 # ------------------------------------------------------------ symbolic constants
@@ -156,7 +168,44 @@ class Formula:
 
 # ---------------------------------------------------------------- compiled forms
 
-Disjunct = tuple[tuple[tuple[ListKey, Any], ...], tuple[Residual, ...]]
+
+class Conjunction(Sequence[tuple[ListKey, Any]]):
+    """A disjunct's indexed predicates, ``(list key, constant)`` pairs, stored as two
+    columns: the keys, and the constants as an ``array('d')`` when they are all
+    numbers. A registered query keeps these for its lifetime; as pairs they would take
+    three times the memory (a tuple and a float object per predicate)."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, keys: tuple[ListKey, ...], values: Sequence[Any]) -> None:
+        self.keys = keys
+        self.values = values
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[ListKey, Any]], numeric: bool | None = None) -> Conjunction:
+        """From pairs; ``numeric``: whether every constant is a float (checked if None)."""
+        pairs = list(pairs)
+        values = [v for _, v in pairs]
+        if numeric is None:
+            numeric = all(type(v) is float for v in values)
+        return cls(tuple([k for k, _ in pairs]), array("d", values) if numeric else tuple(values))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[tuple[ListKey, Any]]:
+        return zip(self.keys, self.values, strict=True)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+        if isinstance(i, slice):
+            return list(self)[i]
+        return (self.keys[i], self.values[i])
+
+    def __repr__(self) -> str:
+        return f"Conjunction({list(self)!r})"
+
+
+Disjunct = tuple[Conjunction, tuple[Residual, ...]]
 
 
 @dataclass(eq=False)
@@ -274,42 +323,50 @@ class _Clauses:
     from_: str
     maxwindow: str | None
     comparisons: list[str]
-    patterns: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None
-    numbers_in_order: list[tuple[str, int]] | None = None  # (clause, comparisons or numbers) in text order
 
 
-_NUMBER_TOKEN = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_DIGITS = frozenset("0123456789.")
-_OPERATOR_CHARS = frozenset("*/+<>=!")
-# operators written without spaces (``0.5*H.vib``, ``B.x<=3``) get spaces around them;
-# a ``+`` in an exponent (``1e+5``) is part of its number
-_RESPACE = re.compile(r"\s*(<=|>=|<>|!=|<|>|=|\*|/|(?<![\d.][eE])\+)\s*")
-_PLAIN_KEYWORDS = (" from ", " window ", " maxwindow ", " where ")
+@dataclass
+class _Shape:
+    """A plain query text's clauses, read off its skeleton."""
+
+    select: str
+    from_: str
+    unit: str | None  # MAXWINDOW's unit ("" for bare seconds); None without MAXWINDOW
+    window_index: int | None  # which number is MAXWINDOW's
+    # per WINDOW / WHERE clause: its first number, and its comparisons as patterns
+    # (the comparison's text with a hole for each number)
+    conditions: list[tuple[int, list[str]]]
+    select_has_numbers: bool
 
 
-def _split_clauses(body: str) -> _Clauses | None:
-    """The clauses of a query whose conditions are flat ANDs of comparisons, or None."""
-    if "(" in body or "'" in body or "--" in body or '"' in body:
-        return _split_scanned(body)
-    return _split_plain(body)
+_HOLE = "\x00"  # where a number was taken out of the skeleton
+_GLUED = re.compile(r"\x00[\w.]")
+_CLAUSE_KEYWORDS = (" from ", " window ", " maxwindow ", " where ")
 
 
-def _split_plain(body: str) -> _Clauses | None:
-    """The common case (no parentheses, strings or comments), with string methods
-    only: whitespace is normalized, so it is also part of no pattern."""
-    norm = " ".join(body.split())
+def _split_skeleton(skeleton: tuple[str, ...], numbers: Sequence[str]) -> _Shape | None:
+    """The clauses of a text whose conditions are flat ANDs of comparisons, from its
+    skeleton (pieces between numbers), or None (parentheses, strings, comments, OR,
+    NOT, or anything unusual: the caller tries a slower path). Whitespace is
+    normalized, so it is part of no pattern."""
+    flat = _HOLE.join(skeleton)
+    if "(" in flat or "'" in flat or "--" in flat or '"' in flat or _GLUED.search(flat) is not None:
+        return None  # (a number glued to a word: the lexer decides what that is)
+    norm = flat if "  " not in flat and "\n" not in flat and "\t" not in flat else " ".join(flat.split())
+    norm = norm.strip()
+    if norm.endswith(";"):
+        norm = norm[:-1].rstrip()
     lower = norm.lower()
-    if len(lower) != len(norm) or not lower.startswith("select "):
+    if len(lower) != len(norm) or not lower.startswith("select ") or ";" in norm:
         return None
-    words = set(lower.split(" "))
-    if "or" in words or "not" in words:
+    if " or " in lower or " not " in lower:
         return None
     i = lower.find(" max window ")
     if i >= 0:
         norm = norm[:i] + " MAXWINDOW " + norm[i + 12 :]
         lower = norm.lower()
     marks = []
-    for keyword in _PLAIN_KEYWORDS:
+    for keyword in _CLAUSE_KEYWORDS:
         i = lower.find(keyword)
         if i >= 0:
             if lower.find(keyword, i + 1) >= 0:
@@ -318,64 +375,39 @@ def _split_plain(body: str) -> _Clauses | None:
     marks.sort()
     if not marks or marks[0][1] != " from ":
         return None
-    if norm.endswith(";"):
-        norm = norm[:-1].rstrip()
-        lower = lower[: len(norm)]
-    if ";" in norm:
-        return None
-    clauses: dict[str, str] = {"select": norm[7 : marks[0][0]]}
-    comparisons: list[str] = []
-    patterns: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-    bounds = [*marks, (len(norm), "")]
-    in_order: list[tuple[str, int]] = [("select", 0)]
-    for (start, keyword), (stop, _) in pairwise(bounds):
-        text = norm[start + len(keyword) : stop]
-        word = keyword.strip()
-        clauses[word] = text
-        before = len(comparisons)
-        if keyword in (" where ", " window ") and not _tokenize_conjunction(text, comparisons, patterns):
-            del comparisons[before:], patterns[before:]
-            spaced = " ".join(_RESPACE.sub(r" \1 ", text).split())
-            if spaced == text or not _tokenize_conjunction(spaced, comparisons, patterns):
+    select = norm[7 : marks[0][0]]
+    select_has_numbers = _HOLE in select
+    if select_has_numbers:  # numbers in SELECT are part of the context's text
+        parts = select.split(_HOLE)
+        select = parts[0] + "".join(n + p for n, p in zip(numbers, parts[1:], strict=False))
+    from_ = ""
+    unit = None
+    window_index = None
+    conditions: list[tuple[int, list[str]]] = []
+    for (start, keyword), (stop, _) in pairwise([*marks, (len(norm), "")]):
+        begin = start + len(keyword)
+        text = norm[begin:stop]
+        first = norm.count(_HOLE, 0, begin)
+        if keyword == " from ":
+            if _HOLE in text:
                 return None
-            clauses[word] = text = spaced
-        in_order.append((word, len(comparisons) - before))
-    select, from_ = clauses["select"].strip(), clauses["from"].strip()
-    return _Clauses(select, from_, clauses.get("maxwindow"), comparisons, patterns, in_order)
-
-
-def _tokenize_conjunction(text: str, comparisons: list[str], patterns: list) -> bool:
-    """Cut ``a AND b AND c`` (single-spaced) into comparisons and their patterns."""
-    tokens: list[str] = []
-    pattern: list[str] = []
-    numbers: list[str] = []
-    for token in [*text.split(" "), "and"]:
-        if token == "and" or token == "AND" or (len(token) == 3 and token.lower() == "and"):
-            if not tokens:
-                return False
-            comparisons.append(" ".join(tokens))
-            patterns.append((tuple(pattern), tuple(numbers)))
-            tokens, pattern, numbers = [], [], []
-            continue
-        if not token:
-            continue
-        tokens.append(token)
-        first = token[0]
-        if first in _DIGITS:
-            if _NUMBER_TOKEN.fullmatch(token) is None:
-                return False
-            pattern.append("#")
-            numbers.append(token)
-        elif first == "-" and len(token) > 1 and token[1] in _DIGITS:
-            if _NUMBER_TOKEN.fullmatch(token, 1) is None:
-                return False
-            pattern.append("-#")
-            numbers.append(token[1:])
+            from_ = text
+        elif keyword == " maxwindow ":
+            if not text.startswith(_HOLE) or text.count(_HOLE) != 1:
+                return None
+            unit = text[1:].strip()
+            window_index = first
         else:
-            if not _OPERATOR_CHARS.isdisjoint(token) and not _OPERATOR_CHARS.issuperset(token):
-                return False  # an operator inside a word: respaced and tried again
-            pattern.append(token)
-    return True
+            ands = lower.count(" and ", begin, stop)
+            texts = text.split(" AND ")  # AND is usually written in one case
+            if len(texts) != ands + 1:
+                lows = lower[begin:stop].split(" and ")
+                ends = list(accumulate((len(low) + 5 for low in lows), initial=0))
+                texts = [text[a : b - 5] for a, b in pairwise(ends)]
+            if "" in texts:
+                return None
+            conditions.append((first, texts))
+    return _Shape(select.strip(), from_.strip(), unit, window_index, conditions, select_has_numbers)
 
 
 def _split_scanned(body: str) -> _Clauses | None:
@@ -450,7 +482,7 @@ class _Recipe:
 
     context: Context
     window_index: int | None
-    comparisons: tuple[tuple[tuple, int, int], ...]  # (pattern key, first number, end)
+    conditions: list[tuple[int, list[str]]]  # as in _Shape
 
 
 class FastCompiler:
@@ -473,8 +505,13 @@ class FastCompiler:
         self._contexts: OrderedDict[tuple[str, str, str | None], Context | None] = OrderedDict()
         self._structure: OrderedDict[tuple, tuple[int, ...] | None] = OrderedDict()
         self._templates: OrderedDict[tuple, _Template] = OrderedDict()
+        # per context, pattern -> (list key, which number, factor, numbers in the pattern)
+        self._shortcuts: dict[Context, dict[str, tuple[ListKey, int, float, int]]] = {}
+        self._shortcut_count = 0
         self._recipes: OrderedDict[tuple[str, ...], _Recipe] = OrderedDict()
         self._full_contexts: OrderedDict[tuple, Context] = OrderedDict()
+        self.recipe_hits = 0
+        self.recipe_misses = 0
 
     def compile(self, text: str, position: int, source_name: str = "<query>") -> CompiledQuery:
         """One query text; ``position`` names it when it has no header."""
@@ -495,49 +532,96 @@ class FastCompiler:
             compiled = self._from_recipe(recipe, name, numbers)
             if compiled is not None:
                 return compiled
-        compiled = self._fast(body, name, skeleton, numbers)
+        compiled = None
+        shape = _split_skeleton(skeleton, numbers)
+        if shape is not None:
+            compiled = self._from_shape(shape, skeleton, name, numbers)
+        elif "(" in body or "'" in body or '"' in body:
+            compiled = self._fast(body, name)
         if compiled is None:
             compiled = self._full(text, name, position, source_name)
         return compiled
 
     def _from_recipe(self, recipe: _Recipe, name: str, numbers: list[str]) -> CompiledQuery | None:
+        context = recipe.context
         maxwindow = None
         if recipe.window_index is not None:
-            maxwindow = float(numbers[recipe.window_index]) * float(recipe.context.window_scale)  # type: ignore[arg-type]
+            maxwindow = float(numbers[recipe.window_index]) * float(context.window_scale)  # type: ignore[arg-type]
             if maxwindow == _INF:
                 return None
+        disjuncts = self._conditions(context, recipe.conditions, numbers)
+        if disjuncts is None:
+            return None
+        self.recipe_hits += 1
+        return CompiledQuery(name, context, maxwindow, disjuncts)
+
+    def _conditions(
+        self, context: Context, conditions: list[tuple[int, list[str]]], numbers: list[str]
+    ) -> tuple[Disjunct, ...] | None:
+        """The one disjunct of a flat AND of comparison patterns, or None when one of
+        them is not for the fast path."""
         preds: dict[tuple[ListKey, Any], None] = {}
         residuals: dict[str, Residual] = {}
         possible = True
-        structure, templates = self._structure, self._templates
-        for key, start, end in recipe.comparisons:
-            local = numbers[start:end]
-            structural = structure.get(key)
-            if structural is None:
-                return None
-            template = templates.get((key, tuple([local[i] for i in structural]) if structural else ()))
-            if template is None:
-                return None
-            got = template.instance(local)
-            if got is True:
-                continue
-            if got is False:
-                possible = False
-            elif isinstance(got, Residual):
-                residuals.setdefault(got.text, got)
-            else:
-                if type(got[1]) is float and abs(got[1]) == _INF:
+        numeric = True
+        shortcuts = self._shortcuts.get(context, _NO_SHORTCUTS)
+        for k, patterns in conditions:
+            for pattern in patterns:
+                shortcut = shortcuts.get(pattern)
+                if shortcut is not None:
+                    key, index, alpha, count = shortcut
+                    value = float(numbers[k + index]) * alpha + 0.0
+                    if value == _INF or value == -_INF:
+                        return None  # a literal out of range: the full front end reports it
+                    preds[(key, value)] = None
+                    k += count
+                    continue
+                count = pattern.count(_HOLE)
+                got = self._comparison(context, None, (pattern, numbers[k : k + count]))
+                k += count
+                if got is _UNKNOWN:
                     return None
-                preds[got] = None
-        disjuncts = ((tuple(preds), tuple(residuals.values())),) if possible else ()
-        return CompiledQuery(name, recipe.context, maxwindow, disjuncts)
+                if got is True:
+                    continue
+                if got is False:
+                    possible = False
+                elif isinstance(got, Residual):
+                    residuals.setdefault(got.text, got)
+                else:
+                    preds[got] = None
+                    numeric = numeric and type(got[1]) is float
+        return ((Conjunction.of(preds, numeric), tuple(residuals.values())),) if possible else ()
 
     # ----------------------------------------------------------------- fast
 
-    def _fast(
-        self, body: str, name: str, skeleton: tuple[str, ...] | None = None, numbers: list[str] | None = None
+    def _from_shape(
+        self, shape: _Shape, skeleton: tuple[str, ...], name: str, numbers: list[str]
     ) -> CompiledQuery | None:
-        clauses = _split_clauses(body)
+        context = self._context(shape.select, shape.from_, shape.unit)
+        if context is None:
+            return None
+        maxwindow = None
+        if shape.window_index is not None:
+            maxwindow = float(numbers[shape.window_index]) * float(context.window_scale)  # type: ignore[arg-type]
+            if maxwindow == _INF:
+                return None
+        disjuncts = self._conditions(context, shape.conditions, numbers)
+        if disjuncts is None:
+            return None
+        self.recipe_misses += 1
+        # texts that differ only in their numbers recur in most workloads; where they do
+        # not (every query tests other columns), remembering them is wasted work
+        if not shape.select_has_numbers and (
+            self.recipe_misses < _RECIPE_TRIAL or self.recipe_hits * _RECIPE_PAYS >= self.recipe_misses
+        ):
+            self._recipes[skeleton] = _Recipe(context, shape.window_index, shape.conditions)
+            if len(self._recipes) > _KEPT:
+                self._recipes.popitem(last=False)
+        return CompiledQuery(name, context, maxwindow, disjuncts)
+
+    def _fast(self, body: str, name: str) -> CompiledQuery | None:
+        """A text with parentheses or strings whose conditions are still a flat AND."""
+        clauses = _split_scanned(body)
         if clauses is None:
             return None
         unit = None
@@ -560,9 +644,8 @@ class FastCompiler:
         preds: dict[tuple[ListKey, Any], None] = {}
         residuals: dict[str, Residual] = {}
         possible = True
-        patterns = clauses.patterns
-        for k, comparison in enumerate(clauses.comparisons):
-            got = self._comparison(context, comparison, patterns[k] if patterns is not None else None)
+        for comparison in clauses.comparisons:
+            got = self._comparison(context, comparison)
             if got is _UNKNOWN:
                 return None
             if got is True:
@@ -573,42 +656,8 @@ class FastCompiler:
                 residuals.setdefault(got.text, got)
             else:
                 preds[got] = None
-        disjuncts = ((tuple(preds), tuple(residuals.values())),) if possible else ()
-        if skeleton is not None and numbers is not None and clauses.numbers_in_order is not None:
-            self._remember_recipe(skeleton, numbers, clauses, context, window_number)
+        disjuncts = ((Conjunction.of(preds), tuple(residuals.values())),) if possible else ()
         return CompiledQuery(name, context, maxwindow, disjuncts)
-
-    def _remember_recipe(
-        self,
-        skeleton: tuple[str, ...],
-        numbers: list[str],
-        clauses: _Clauses,
-        context: Context,
-        window_number: str | None,
-    ) -> None:
-        """Keep how this text maps onto compiled parts, if its numbers (found by one
-        split of the whole text) line up exactly with what the clauses found."""
-        assert clauses.patterns is not None and clauses.numbers_in_order is not None
-        if _NUMBER_SPLIT.split(clauses.select)[1::2]:
-            return  # numbers in SELECT are part of the context; keep it simple
-        expected: list[str] = []
-        window_index = None
-        spans: list[tuple[tuple, int, int]] = []
-        k = 0
-        for clause, count in clauses.numbers_in_order:
-            if clause == "maxwindow":
-                window_index = len(expected)
-                expected.append(window_number or "")
-            for _ in range(count if clause in ("where", "window") else 0):
-                pattern, local = clauses.patterns[k]
-                spans.append(((id(context), pattern), len(expected), len(expected) + len(local)))
-                expected.extend(local)
-                k += 1
-        if expected != list(numbers) or k != len(clauses.patterns):
-            return
-        self._recipes[skeleton] = _Recipe(context, window_index, tuple(spans))
-        if len(self._recipes) > _KEPT:
-            self._recipes.popitem(last=False)
 
     def _context(self, select: str, from_: str, unit: str | None) -> Context | None:
         key = (select, from_, unit)
@@ -627,13 +676,17 @@ class FastCompiler:
             self._contexts.popitem(last=False)
         return context
 
-    def _comparison(self, context: Context, text: str, split: tuple | None = None) -> Any:
+    def _comparison(self, context: Context, text: str | None, split: tuple | None = None) -> Any:
+        """A comparison's compiled form, from its text or its (pattern, numbers)."""
         if split is None:
+            assert text is not None
             parts = _NUMBER_SPLIT.split(text)
-            pieces, numbers = tuple(parts[0::2]), tuple(parts[1::2])
+            pattern, numbers = _HOLE.join(parts[0::2]), parts[1::2]
         else:
-            pieces, numbers = split
-        struct_key = (id(context), pieces)
+            pattern, numbers = split
+        # the context object itself (not its id) is in the key: an evicted context's id
+        # could be reused by a new one
+        struct_key = (context, pattern)
         structural = self._structure.get(struct_key, _UNKNOWN)
         if structural is not _UNKNOWN and structural is not None:
             key = (struct_key, tuple([numbers[i] for i in structural])) if structural else (struct_key, ())
@@ -643,12 +696,25 @@ class FastCompiler:
                 if type(got) is tuple and type(got[1]) is float and abs(got[1]) == _INF:
                     return _UNKNOWN  # a literal out of range: the exact path reports it
                 return got
+        if text is None:
+            pieces = pattern.split(_HOLE)
+            text = pieces[0] + "".join(n + p for n, p in zip(numbers, pieces[1:], strict=True))
         template = self._build(context, text, numbers)
         if template is None:
             return _UNKNOWN
         structural_ix = tuple(i for i in range(len(numbers)) if i not in set(template.params))
         self._structure[struct_key] = structural_ix
         self._templates[(struct_key, tuple(numbers[i] for i in structural_ix))] = template
+        formula = template.formula
+        if not structural_ix and formula is not None and formula.fast and formula.terms:
+            # the usual comparison, ``column OP number``: one lookup and a multiplication
+            shortcut = (template.key, template.params[formula._index], formula._alpha, len(numbers))
+            of_context = self._shortcuts.setdefault(context, {})
+            of_context[pattern] = shortcut
+            self._shortcut_count += 1
+            if self._shortcut_count > _KEPT:  # rare: forget them all and learn again
+                self._shortcuts.clear()
+                self._shortcut_count = 0
         for cache in (self._structure, self._templates):
             if len(cache) > _KEPT:
                 cache.popitem(last=False)
@@ -728,7 +794,7 @@ def from_normalized(nq: NormalizedQuery, name: str | None = None, text: str | No
     scale = Fraction(1) if bound.maxwindow is not None else None
     context = Context("*", "", bound, scale)
     disjuncts = tuple(
-        (tuple((p.key, p.value) for p in conj.predicates), tuple(conj.residuals)) for conj in nq.disjuncts
+        (Conjunction.of((p.key, p.value) for p in conj.predicates), tuple(conj.residuals)) for conj in nq.disjuncts
     )
     maxwindow = to_float(bound.maxwindow) if bound.maxwindow is not None else None
     source = text if text is not None else bound.source.text[bound.query.span.start : bound.query.span.end]

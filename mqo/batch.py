@@ -194,8 +194,10 @@ class MatchBatch:
         return [m.as_dict() for m in self.matches()]
 
     def json_lines(self) -> Iterator[str]:
-        """One JSON object per result. The part results of one assignment share (ts,
-        ids, values) is encoded once per query context, then prefixed with each query."""
+        """One newline-terminated JSON object per result, in the order of :meth:`matches`.
+
+        The results of one assignment share (ts, ids, values): that part is encoded once
+        per query context, then prefixed with each query's id."""
         plan = self.plan
         slot_context = plan.slot_context
         codes = plan.context_codes
@@ -208,7 +210,8 @@ class MatchBatch:
                 values = {name: fn(rows) for name, fn in code.outputs}
                 tail = ',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + _dumps(values) + "}\n"
                 chosen = slots if len(codes) == 1 else slots[contexts == ctx]
-                yield tail.join([prefix[q] for q in chosen.tolist()]) + tail
+                for q in chosen.tolist():
+                    yield prefix[q] + tail
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """query string, ts double, ids map<string,int64>, then the SELECT values, one

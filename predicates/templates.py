@@ -42,11 +42,20 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import accumulate, pairwise
 from typing import Any
 
 from predicates.ast import Arith, Comparison, Expr, Negate, Number
 from predicates.catalog import Catalog
+from predicates.clauses import (
+    HEADER,
+    HOLE,
+    NUMBER_SPLIT,
+    Shape,
+    split_numbers,
+    split_query_texts,
+    split_scanned,
+    split_skeleton,
+)
 from predicates.errors import QueryError
 from predicates.frontend import column_order, compile_queries
 from predicates.lexer import T, tokenize
@@ -63,14 +72,6 @@ from predicates.normalize import (
 from predicates.parser import parse_duration, parse_query
 from predicates.semantic import BoundQuery, bind
 
-# a number not inside a word; the lookahead first lets the scanner skip ahead to the
-# next digit or dot instead of testing the lookbehind at every character
-_NUMBER_SPLIT = re.compile(r"(?=[0-9.])(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
-_HEADER = re.compile(r"\s*(?:--[^\n]*\n\s*)*query\s+id\s*:?\s*('(?:[^'\n]|'')*'|[A-Za-z_0-9.]+)", re.IGNORECASE)
-_SCAN = re.compile(
-    r"'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max\s+window|where|and|or|not)\b",
-    re.IGNORECASE,
-)
 _KEPT = 8192
 _RECIPE_TRIAL = 2048  # texts compiled before recipes must show they pay...
 _RECIPE_PAYS = 64  # ...by one hit per this many misses
@@ -251,7 +252,7 @@ class CompiledQuery:
         """A query text that compiles back to this query (with a ``Query ID:`` header)."""
         header = f"Query ID: {_quote_name(self.name)}\n"
         if self.source_text is not None:
-            body = _HEADER.sub("", self.source_text, count=1) if _HEADER.match(self.source_text) else self.source_text
+            body = HEADER.sub("", self.source_text, count=1) if HEADER.match(self.source_text) else self.source_text
             return header + body.strip()
         parts = [f"SELECT {self.context.select_text} FROM {self.context.from_text}"]
         if self.maxwindow is not None and self.context.window_scale is not None:
@@ -302,179 +303,6 @@ class _Template:
         return (self.key, self.constant)
 
 
-# ------------------------------------------------------------------- compiling
-
-
-def split_numbers(text: str) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
-    """(header name, pieces, numbers) of a query text."""
-    name = None
-    m = _HEADER.match(text)
-    if m is not None:
-        raw = m.group(1)
-        name = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
-        text = text[m.end() :]
-    parts = _NUMBER_SPLIT.split(text)
-    return name, tuple(parts[0::2]), tuple(parts[1::2])
-
-
-@dataclass
-class _Clauses:
-    select: str
-    from_: str
-    maxwindow: str | None
-    comparisons: list[str]
-
-
-@dataclass
-class _Shape:
-    """A plain query text's clauses, read off its skeleton."""
-
-    select: str
-    from_: str
-    unit: str | None  # MAXWINDOW's unit ("" for bare seconds); None without MAXWINDOW
-    window_index: int | None  # which number is MAXWINDOW's
-    # per WINDOW / WHERE clause: its first number, and its comparisons as patterns
-    # (the comparison's text with a hole for each number)
-    conditions: list[tuple[int, list[str]]]
-    select_has_numbers: bool
-
-
-_HOLE = "\x00"  # where a number was taken out of the skeleton
-_GLUED = re.compile(r"\x00[\w.]")
-_CLAUSE_KEYWORDS = (" from ", " window ", " maxwindow ", " where ")
-
-
-def _split_skeleton(skeleton: tuple[str, ...], numbers: Sequence[str]) -> _Shape | None:
-    """The clauses of a text whose conditions are flat ANDs of comparisons, from its
-    skeleton (pieces between numbers), or None (parentheses, strings, comments, OR,
-    NOT, or anything unusual: the caller tries a slower path). Whitespace is
-    normalized, so it is part of no pattern."""
-    flat = _HOLE.join(skeleton)
-    if "(" in flat or "'" in flat or "--" in flat or '"' in flat or _GLUED.search(flat) is not None:
-        return None  # (a number glued to a word: the lexer decides what that is)
-    norm = flat if "  " not in flat and "\n" not in flat and "\t" not in flat else " ".join(flat.split())
-    norm = norm.strip()
-    if norm.endswith(";"):
-        norm = norm[:-1].rstrip()
-    lower = norm.lower()
-    if len(lower) != len(norm) or not lower.startswith("select ") or ";" in norm:
-        return None
-    if " or " in lower or " not " in lower:
-        return None
-    i = lower.find(" max window ")
-    if i >= 0:
-        norm = norm[:i] + " MAXWINDOW " + norm[i + 12 :]
-        lower = norm.lower()
-    marks = []
-    for keyword in _CLAUSE_KEYWORDS:
-        i = lower.find(keyword)
-        if i >= 0:
-            if lower.find(keyword, i + 1) >= 0:
-                return None
-            marks.append((i, keyword))
-    marks.sort()
-    if not marks or marks[0][1] != " from ":
-        return None
-    select = norm[7 : marks[0][0]]
-    select_has_numbers = _HOLE in select
-    if select_has_numbers:  # numbers in SELECT are part of the context's text
-        parts = select.split(_HOLE)
-        select = parts[0] + "".join(n + p for n, p in zip(numbers, parts[1:], strict=False))
-    from_ = ""
-    unit = None
-    window_index = None
-    conditions: list[tuple[int, list[str]]] = []
-    for (start, keyword), (stop, _) in pairwise([*marks, (len(norm), "")]):
-        begin = start + len(keyword)
-        text = norm[begin:stop]
-        first = norm.count(_HOLE, 0, begin)
-        if keyword == " from ":
-            if _HOLE in text:
-                return None
-            from_ = text
-        elif keyword == " maxwindow ":
-            if not text.startswith(_HOLE) or text.count(_HOLE) != 1:
-                return None
-            unit = text[1:].strip()
-            window_index = first
-        else:
-            ands = lower.count(" and ", begin, stop)
-            texts = text.split(" AND ")  # AND is usually written in one case
-            if len(texts) != ands + 1:
-                lows = lower[begin:stop].split(" and ")
-                ends = list(accumulate((len(low) + 5 for low in lows), initial=0))
-                texts = [text[a : b - 5] for a, b in pairwise(ends)]
-            if "" in texts:
-                return None
-            conditions.append((first, texts))
-    return _Shape(select.strip(), from_.strip(), unit, window_index, conditions, select_has_numbers)
-
-
-def _split_scanned(body: str) -> _Clauses | None:
-    """Clauses found by scanning tokens (strings, parentheses and comments aware)."""
-    clauses: dict[str, str] = {}
-    cuts: list[tuple[str, int, int]] = []
-    depth = 0
-    and_cuts: list[tuple[int, int]] = []
-    for m in _SCAN.finditer(body):
-        token = m.group(0)
-        first = token[0]
-        if first == "'" or token.startswith("--"):
-            if token.startswith("--"):
-                return None  # comments: leave them to the full front end
-            continue
-        if token == "(":
-            depth += 1
-            continue
-        if token == ")":
-            depth -= 1
-            continue
-        if token == ";":
-            if body[m.end() :].strip():
-                return None
-            continue
-        word = m.group(1).lower()
-        if word[0] == "m" and len(word) > 9:
-            word = "maxwindow"
-        if depth:
-            if word in ("and", "or", "not", "select", "from", "where", "window", "maxwindow"):
-                return None
-            continue
-        if word in ("or", "not"):
-            return None
-        if word == "and":
-            and_cuts.append((m.start(), m.end()))
-            continue
-        if word in clauses or any(c[0] == word for c in cuts):
-            return None
-        cuts.append((word, m.start(), m.end()))
-    if depth or not cuts or cuts[0][0] != "select" or body[: cuts[0][1]].strip():
-        return None
-    for (word, _, end), nxt in zip(cuts, [*cuts[1:], (None, len(body), len(body))], strict=True):
-        clauses[word] = body[end : nxt[1]]
-    if "from" not in clauses or len(cuts) != len(clauses):
-        return None
-    comparisons: list[str] = []
-    for word in ("window", "where"):
-        if word not in clauses:
-            continue
-        start = next(end for w, _, end in cuts if w == word)
-        stop = start + len(clauses[word])
-        bounds = [start, *[x for a, b in and_cuts if start <= a < stop for x in (a, b)], stop]
-        for i in range(0, len(bounds), 2):
-            piece = body[bounds[i] : bounds[i + 1]].strip().rstrip(";").strip()
-            if not piece:
-                return None
-            comparisons.append(piece)
-    window_text = clauses.get("maxwindow")
-    return _Clauses(
-        clauses["select"].strip(),
-        clauses["from"].strip().rstrip(";").strip(),
-        window_text.strip().rstrip(";").strip() if window_text is not None else None,
-        comparisons,
-    )
-
-
 @dataclass(frozen=True)
 class _Recipe:
     """How a query text whose numbers are taken out maps onto compiled parts: its
@@ -519,13 +347,13 @@ class FastCompiler:
             self._reset()
         name = None
         body = text
-        m = _HEADER.match(text)
+        m = HEADER.match(text)
         if m is not None:
             raw = m.group(1)
             name = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
             body = text[m.end() :]
         name = name if name is not None else str(position)
-        parts = _NUMBER_SPLIT.split(body)
+        parts = NUMBER_SPLIT.split(body)
         skeleton, numbers = tuple(parts[0::2]), parts[1::2]
         recipe = self._recipes.get(skeleton)
         if recipe is not None:
@@ -533,7 +361,7 @@ class FastCompiler:
             if compiled is not None:
                 return compiled
         compiled = None
-        shape = _split_skeleton(skeleton, numbers)
+        shape = split_skeleton(skeleton, numbers)
         if shape is not None:
             compiled = self._from_shape(shape, skeleton, name, numbers)
         elif "(" in body or "'" in body or '"' in body:
@@ -576,7 +404,7 @@ class FastCompiler:
                     preds[(key, value)] = None
                     k += count
                     continue
-                count = pattern.count(_HOLE)
+                count = pattern.count(HOLE)
                 got = self._comparison(context, None, (pattern, numbers[k : k + count]))
                 k += count
                 if got is _UNKNOWN:
@@ -595,8 +423,9 @@ class FastCompiler:
     # ----------------------------------------------------------------- fast
 
     def _from_shape(
-        self, shape: _Shape, skeleton: tuple[str, ...], name: str, numbers: list[str]
+        self, shape: Shape, skeleton: tuple[str, ...] | None, name: str, numbers: list[str]
     ) -> CompiledQuery | None:
+        """``skeleton``: the text's, to remember it as a recipe (None: do not)."""
         context = self._context(shape.select, shape.from_, shape.unit)
         if context is None:
             return None
@@ -608,6 +437,8 @@ class FastCompiler:
         disjuncts = self._conditions(context, shape.conditions, numbers)
         if disjuncts is None:
             return None
+        if skeleton is None:
+            return CompiledQuery(name, context, maxwindow, disjuncts)
         self.recipe_misses += 1
         # texts that differ only in their numbers recur in most workloads; where they do
         # not (every query tests other columns), remembering them is wasted work
@@ -620,44 +451,28 @@ class FastCompiler:
         return CompiledQuery(name, context, maxwindow, disjuncts)
 
     def _fast(self, body: str, name: str) -> CompiledQuery | None:
-        """A text with parentheses or strings whose conditions are still a flat AND."""
-        clauses = _split_scanned(body)
+        """A text with parentheses or strings whose conditions are still a flat AND:
+        its clauses are found by a token scan, then compiled as a skeleton's are."""
+        clauses = split_scanned(body)
         if clauses is None:
             return None
-        unit = None
-        window_number = None
+        numbers: list[str] = []
+        unit = window_index = None
         if clauses.maxwindow is not None:
             _, window_pieces, window_numbers = split_numbers(clauses.maxwindow)
             if len(window_numbers) != 1 or window_pieces[0].strip():
                 return None
             unit = window_pieces[1].strip()
-            window_number = window_numbers[0]
-        context = self._context(clauses.select, clauses.from_, unit)
-        if context is None:
-            return None
-        maxwindow = None
-        if window_number is not None:
-            value = float(window_number) * float(context.window_scale)  # type: ignore[arg-type]
-            if value == _INF:
-                return None
-            maxwindow = value
-        preds: dict[tuple[ListKey, Any], None] = {}
-        residuals: dict[str, Residual] = {}
-        possible = True
+            window_index = 0
+            numbers.append(window_numbers[0])
+        first = len(numbers)
+        patterns = []
         for comparison in clauses.comparisons:
-            got = self._comparison(context, comparison)
-            if got is _UNKNOWN:
-                return None
-            if got is True:
-                continue
-            if got is False:
-                possible = False
-            elif isinstance(got, Residual):
-                residuals.setdefault(got.text, got)
-            else:
-                preds[got] = None
-        disjuncts = ((Conjunction.of(preds), tuple(residuals.values())),) if possible else ()
-        return CompiledQuery(name, context, maxwindow, disjuncts)
+            parts = NUMBER_SPLIT.split(comparison)
+            patterns.append(HOLE.join(parts[0::2]))
+            numbers += parts[1::2]
+        shape = Shape(clauses.select, clauses.from_, unit, window_index, [(first, patterns)], False)
+        return self._from_shape(shape, None, name, numbers)
 
     def _context(self, select: str, from_: str, unit: str | None) -> Context | None:
         key = (select, from_, unit)
@@ -680,8 +495,8 @@ class FastCompiler:
         """A comparison's compiled form, from its text or its (pattern, numbers)."""
         if split is None:
             assert text is not None
-            parts = _NUMBER_SPLIT.split(text)
-            pattern, numbers = _HOLE.join(parts[0::2]), parts[1::2]
+            parts = NUMBER_SPLIT.split(text)
+            pattern, numbers = HOLE.join(parts[0::2]), parts[1::2]
         else:
             pattern, numbers = split
         # the context object itself (not its id) is in the key: an evicted context's id
@@ -697,7 +512,7 @@ class FastCompiler:
                     return _UNKNOWN  # a literal out of range: the exact path reports it
                 return got
         if text is None:
-            pieces = pattern.split(_HOLE)
+            pieces = pattern.split(HOLE)
             text = pieces[0] + "".join(n + p for n, p in zip(numbers, pieces[1:], strict=True))
         template = self._build(context, text, numbers)
         if template is None:
@@ -861,45 +676,4 @@ def _expr_symbols(expr: Expr, param_of: dict[int, int]) -> Expr:
     return expr
 
 
-_BOUNDARIES = re.compile(r"'(?:[^'\n]|'')*'|--[^\n]*|;|\bquery\s+id\b|\bselect\b", re.IGNORECASE)
-_BLANK = re.compile(r"(?:\s|;|--[^\n]*)*")
-
-
-def split_query_texts(text: str) -> list[str]:
-    """A query file cut into one text per query, the way the parser cuts it (a query
-    ends at ``;``, at the next ``Query ID`` header, or at the next SELECT), without
-    parsing it. Pieces holding only blanks, comments and ``;`` are dropped."""
-    lower = text.lower()
-    if lower.count("select") == 1 and lower.count("query") <= 1 and ";" not in text.rstrip().rstrip(";"):
-        return [text] if _BLANK.fullmatch(text) is None else []
-    pieces: list[str] = []
-    start = 0
-    seen_select = False
-    seen_header = False
-    for m in _BOUNDARIES.finditer(text):
-        word = m.group(0)
-        first = word[0]
-        if first in "'-":
-            continue
-        if word == ";":
-            pieces.append(text[start : m.end()])
-            start = m.end()
-            seen_select = seen_header = False
-            continue
-        if first in "qQ":
-            if seen_select or seen_header:
-                pieces.append(text[start : m.start()])
-                start = m.start()
-                seen_select = False
-            seen_header = True
-        else:
-            if seen_select:
-                pieces.append(text[start : m.start()])
-                start = m.start()
-                seen_header = False
-            seen_select = True
-    pieces.append(text[start:])
-    return [p for p in pieces if _BLANK.fullmatch(p) is None]
-
-
-__all__ = ["CompiledQuery", "Context", "FastCompiler", "Formula", "from_normalized", "split_query_texts"]
+__all__ = ["CompiledQuery", "Conjunction", "Context", "FastCompiler", "Formula", "from_normalized", "split_query_texts"]

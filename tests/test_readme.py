@@ -35,7 +35,7 @@ def in_repo():
 
 
 def test_python_example_prints_the_documented_match():
-    block = block_with("m.push(\"T\"")
+    block = block_with('m.push("T"')
     expected = re.search(r"^# (\[Match.*\])$", block, re.M)
     assert expected is not None
     out = io.StringIO()
@@ -48,7 +48,7 @@ def test_push_batch_example_prints_the_documented_table():
     namespace: dict = {}
     out = io.StringIO()
     with in_repo(), contextlib.redirect_stdout(out):
-        exec(compile(block_with("m.push(\"T\""), "README.md", "exec"), namespace)
+        exec(compile(block_with('m.push("T"'), "README.md", "exec"), namespace)
         out.seek(0)
         out.truncate()
         exec(compile(block_with("push_batch"), "README.md", "exec"), namespace)

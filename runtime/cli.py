@@ -120,25 +120,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    workload = argparse.ArgumentParser(add_help=False)
+    workload.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
+    workload.add_argument("--queries", required=True, metavar="FILE", help="query file")
 
     explain = sub.add_parser(
         "explain",
+        parents=[workload],
         help="show the predicate lists, what each query uses, and the sharing ratio",
         description="Show the predicate lists of each type in covering order, which queries use each "
         "predicate, each query's bit positions and the sharing ratio.",
     )
-    explain.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
-    explain.add_argument("--queries", required=True, metavar="FILE", help="query file")
     explain.set_defaults(func=cmd_explain)
 
     match = sub.add_parser(
         "match",
+        parents=[workload],
         help="match stream files against the queries and write the results",
         description="Read stream files (CSV with a header, or Parquet), merge them in arrival order, "
         "match every tuple against every query and write one record per result.",
     )
-    match.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
-    match.add_argument("--queries", required=True, metavar="FILE", help="query file")
     match.add_argument(
         "--input", action="append", metavar="STREAM=FILE", help="a stream's input file (repeat for each input)"
     )
@@ -180,12 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     profile = sub.add_parser(
         "profile",
+        parents=[workload],
         help="measure each predicate's and list's selectivity on sample data",
         description="Run the queries over sample input and report each predicate's and each list's observed "
         "selectivity, the sharing ratio and the best static order, with a plot.",
     )
-    profile.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
-    profile.add_argument("--queries", required=True, metavar="FILE", help="query file")
     profile.add_argument("--input", action="append", required=True, metavar="STREAM=FILE", help="sample input")
     profile.add_argument("--out", metavar="DIR", help="folder for the CSV and plot (default: profile-<time>)")
     profile.add_argument("--allowed-lateness", type=float, default=0.0, metavar="SECONDS")

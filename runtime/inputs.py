@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from predicates import ColumnType, MqoError, StreamSchema
+from predicates import Catalog, ColumnType, MqoError, StreamSchema
 from predicates.errors import did_you_mean
 
 NULL_TEXTS = frozenset({"", "NULL", "null", "NaN", "nan"})
@@ -189,6 +189,22 @@ def _reject_duplicate_ids(data: StreamData, on_bad_row: str) -> None:
             first[ident] = i
     if repeated:
         data.drop(repeated)
+
+
+def read_inputs(specs: list[InputSpec], catalog: Catalog, on_bad_row: str = "error") -> list[StreamData]:
+    """Read every ``--input STREAM=FILE`` against its declared stream and check ids
+    across the files of one stream."""
+    data: list[StreamData] = []
+    for spec in specs:
+        schema = catalog.get(spec.stream)
+        if schema is None:
+            raise InputError(
+                f"--input {spec.stream}={spec.path}: unknown stream {spec.stream!r}"
+                + did_you_mean(spec.stream, catalog.names())
+            )
+        data.append(read_stream(spec, schema, on_bad_row))
+    check_ids_across_inputs(data)
+    return data
 
 
 def check_ids_across_inputs(inputs: list[StreamData]) -> None:

@@ -17,8 +17,7 @@ import numpy as np
 from mqo import Matcher
 from mqo.batch import MatchBatch
 from mqo.results import LateTuple
-from predicates.errors import did_you_mean
-from runtime.inputs import BadRow, InputError, InputSpec, StreamData, check_ids_across_inputs, merge, read_stream
+from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.outputs import open_writer, value_types, write_jsonl
 
 _FLUSH_EVERY = 50_000  # results held before they are written
@@ -129,17 +128,7 @@ def run_match(
 ) -> Summary:
     started = time.perf_counter()
     plan = matcher.plan
-    data: list[StreamData] = []
-    for spec in inputs:
-        try:
-            schema = plan.streams[plan.stream_number(spec.stream)]
-        except KeyError:
-            raise InputError(
-                f"--input {spec.stream}={spec.path}: unknown stream {spec.stream!r}"
-                + did_you_mean(spec.stream, plan.catalog.names())
-            ) from None
-        data.append(read_stream(spec, schema, on_bad_row))
-    check_ids_across_inputs(data)
+    data = read_inputs(inputs, plan.catalog, on_bad_row)
     rejected: list[BadRow] = [row for d in data for row in d.rejected]
     late: list[LateTuple] = []
     matcher.late_sink = late.append

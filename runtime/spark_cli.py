@@ -31,8 +31,7 @@ import pyarrow as pa
 from mqo import Matcher
 from mqo.batch import ARROW_TYPES
 from mqo.results import LateTuple, Match
-from predicates.errors import did_you_mean
-from runtime.inputs import BadRow, InputError, InputSpec, StreamData, merge, read_stream
+from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.local import Summary
 from runtime.outputs import open_writer, value_types, write_jsonl
 from runtime.spark import output_names
@@ -49,16 +48,7 @@ def run_spark_match(args: argparse.Namespace, inputs: list[InputSpec], fmt: str)
     started = time.perf_counter()
     matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order)
     plan = matcher.plan
-    data: list[StreamData] = []
-    for spec in inputs:
-        try:
-            schema = plan.streams[plan.stream_number(spec.stream)]
-        except KeyError:
-            raise InputError(
-                f"--input {spec.stream}={spec.path}: unknown stream {spec.stream!r}"
-                + did_you_mean(spec.stream, plan.catalog.names())
-            ) from None
-        data.append(read_stream(spec, schema, args.on_bad_row))
+    data = read_inputs(inputs, plan.catalog, args.on_bad_row)
     rejected: list[BadRow] = [row for d in data for row in d.rejected]
     ids, keep, late = arrival_order(data, matcher.allowed_lateness)
 

@@ -159,6 +159,27 @@ def test_two_files_of_one_stream_share_ids_in_arrival_order(
     assert got == [(0, 1.0, "first"), (1, 2.0, "second"), (2, 3.0, "first"), (3, 4.0, "second")]
 
 
+@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ("ts,id,x,tag\n2,7,2,b\n", "id 7"),
+        ("ts,x,tag\n2,2,b\n", "give ids in every file of a stream or in none"),
+    ],
+)
+def test_files_of_one_stream_must_agree_on_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, ab, engine: str, second: str, message: str
+) -> None:
+    # Checked while reading, before any Spark work, so both engines refuse alike.
+    ddl, queries = ab
+    a1 = write(tmp_path / "a1.csv", "ts,id,x,tag\n1,7,1,a\n")
+    a2 = write(tmp_path / "a2.csv", second)
+    args = match_args(f"A={a1}", f"A={a2}", schema=ddl, queries=queries, extra=("-q", "--engine", engine))
+    rc, out, err = run(capsys, *args)
+    assert rc == 2 and out == ""
+    assert message in err and a2 in err
+
+
 def test_out_of_order_tuple_is_late(capsys: pytest.CaptureFixture[str], tmp_path: Path, ab) -> None:
     ddl, queries = ab
     a = write(tmp_path / "a.csv", "ts,x,tag\n1,1,on-time\n5,2,on-time\n3,3,late\n")

@@ -162,16 +162,7 @@ class KillBitsets:
             kernels.prune(
                 cand,
                 self.base,
-                self.modes,
-                self.ns,
-                self.strides,
-                self.prefix_rows,
-                self.suffix_rows,
-                self.any_rows,
-                self.csr_base,
-                self.table,
-                self.offsets,
-                self.users,
+                *self._arrays(),
                 np.ascontiguousarray(lo, np.int64),
                 np.ascontiguousarray(hi, np.int64),
             )

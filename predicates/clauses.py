@@ -32,15 +32,19 @@ _SCAN = re.compile(
 )
 
 
+def split_header(text: str) -> tuple[str | None, str]:
+    """(the ``Query ID:`` header's name or None, the text after it)."""
+    m = HEADER.match(text)
+    if m is None:
+        return None, text
+    raw = m.group(1)
+    return (raw[1:-1].replace("''", "'") if raw.startswith("'") else raw), text[m.end() :]
+
+
 def split_numbers(text: str) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
     """(header name, pieces, numbers) of a query text."""
-    name = None
-    m = HEADER.match(text)
-    if m is not None:
-        raw = m.group(1)
-        name = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
-        text = text[m.end() :]
-    parts = NUMBER_SPLIT.split(text)
+    name, body = split_header(text)
+    parts = NUMBER_SPLIT.split(body)
     return name, tuple(parts[0::2]), tuple(parts[1::2])
 
 

@@ -47,10 +47,10 @@ from typing import Any
 from predicates.ast import Arith, Comparison, Expr, Negate, Number
 from predicates.catalog import Catalog
 from predicates.clauses import (
-    HEADER,
     HOLE,
     NUMBER_SPLIT,
     Shape,
+    split_header,
     split_numbers,
     split_query_texts,
     split_scanned,
@@ -252,8 +252,7 @@ class CompiledQuery:
         """A query text that compiles back to this query (with a ``Query ID:`` header)."""
         header = f"Query ID: {_quote_name(self.name)}\n"
         if self.source_text is not None:
-            body = HEADER.sub("", self.source_text, count=1) if HEADER.match(self.source_text) else self.source_text
-            return header + body.strip()
+            return header + split_header(self.source_text)[1].strip()
         parts = [f"SELECT {self.context.select_text} FROM {self.context.from_text}"]
         if self.maxwindow is not None and self.context.window_scale is not None:
             parts.append(f"MAXWINDOW {format_constant(Fraction(self.maxwindow))}")
@@ -310,7 +309,7 @@ class _Recipe:
 
     context: Context
     window_index: int | None
-    conditions: list[tuple[int, list[str]]]  # as in _Shape
+    conditions: list[tuple[int, list[str]]]  # as in Shape
 
 
 class FastCompiler:
@@ -345,13 +344,7 @@ class FastCompiler:
         """One query text; ``position`` names it when it has no header."""
         if len(self.catalog) != self._streams_seen:
             self._reset()
-        name = None
-        body = text
-        m = HEADER.match(text)
-        if m is not None:
-            raw = m.group(1)
-            name = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
-            body = text[m.end() :]
+        name, body = split_header(text)
         name = name if name is not None else str(position)
         parts = NUMBER_SPLIT.split(body)
         skeleton, numbers = tuple(parts[0::2]), parts[1::2]
@@ -371,16 +364,29 @@ class FastCompiler:
         return compiled
 
     def _from_recipe(self, recipe: _Recipe, name: str, numbers: list[str]) -> CompiledQuery | None:
-        context = recipe.context
+        compiled = self._with_numbers(recipe.context, name, recipe.window_index, recipe.conditions, numbers)
+        if compiled is not None:
+            self.recipe_hits += 1
+        return compiled
+
+    def _with_numbers(
+        self,
+        context: Context,
+        name: str,
+        window_index: int | None,
+        conditions: list[tuple[int, list[str]]],
+        numbers: list[str],
+    ) -> CompiledQuery | None:
+        """The query of a known context with its numbers filled in (None: the slow path
+        must decide, e.g. an infinite window or a condition the shortcuts do not know)."""
         maxwindow = None
-        if recipe.window_index is not None:
-            maxwindow = float(numbers[recipe.window_index]) * float(context.window_scale)  # type: ignore[arg-type]
+        if window_index is not None:
+            maxwindow = float(numbers[window_index]) * float(context.window_scale)  # type: ignore[arg-type]
             if maxwindow == _INF:
                 return None
-        disjuncts = self._conditions(context, recipe.conditions, numbers)
+        disjuncts = self._conditions(context, conditions, numbers)
         if disjuncts is None:
             return None
-        self.recipe_hits += 1
         return CompiledQuery(name, context, maxwindow, disjuncts)
 
     def _conditions(
@@ -429,16 +435,9 @@ class FastCompiler:
         context = self._context(shape.select, shape.from_, shape.unit)
         if context is None:
             return None
-        maxwindow = None
-        if shape.window_index is not None:
-            maxwindow = float(numbers[shape.window_index]) * float(context.window_scale)  # type: ignore[arg-type]
-            if maxwindow == _INF:
-                return None
-        disjuncts = self._conditions(context, shape.conditions, numbers)
-        if disjuncts is None:
-            return None
-        if skeleton is None:
-            return CompiledQuery(name, context, maxwindow, disjuncts)
+        compiled = self._with_numbers(context, name, shape.window_index, shape.conditions, numbers)
+        if compiled is None or skeleton is None:
+            return compiled
         self.recipe_misses += 1
         # texts that differ only in their numbers recur in most workloads; where they do
         # not (every query tests other columns), remembering them is wasted work
@@ -448,7 +447,7 @@ class FastCompiler:
             self._recipes[skeleton] = _Recipe(context, shape.window_index, shape.conditions)
             if len(self._recipes) > _KEPT:
                 self._recipes.popitem(last=False)
-        return CompiledQuery(name, context, maxwindow, disjuncts)
+        return compiled
 
     def _fast(self, body: str, name: str) -> CompiledQuery | None:
         """A text with parentheses or strings whose conditions are still a flat AND:

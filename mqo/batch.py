@@ -194,10 +194,20 @@ class MatchBatch:
         return [m.as_dict() for m in self.matches()]
 
     def json_lines(self) -> Iterator[str]:
-        """One newline-terminated JSON object per result, in the order of :meth:`matches`.
+        """One newline-terminated JSON object per result, in the order of :meth:`matches`."""
+        for chunk in self._json_chunks():
+            # JSON escapes newlines inside strings, so every "\n" ends a result
+            for line in chunk[:-1].split("\n"):
+                yield line + "\n"
 
-        The results of one assignment share (ts, ids, values): that part is encoded once
-        per query context, then prefixed with each query's id."""
+    def json_text(self) -> str:
+        """All of :meth:`json_lines` as one string (what a JSONL file gets)."""
+        return "".join(self._json_chunks())
+
+    def _json_chunks(self) -> Iterator[str]:
+        """Runs of whole JSON lines. The results of one assignment share (ts, ids,
+        values): that part is encoded once per query context, then prefixed with each
+        query's id."""
         plan = self.plan
         slot_context = plan.slot_context
         codes = plan.context_codes
@@ -210,8 +220,7 @@ class MatchBatch:
                 values = {name: fn(rows) for name, fn in code.outputs}
                 tail = ',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + _dumps(values) + "}\n"
                 chosen = slots if len(codes) == 1 else slots[contexts == ctx]
-                for q in chosen.tolist():
-                    yield prefix[q] + tail
+                yield tail.join([prefix[q] for q in chosen.tolist()]) + tail
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """query string, ts double, ids map<string,int64>, then the SELECT values, one

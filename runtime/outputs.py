@@ -79,7 +79,7 @@ class JsonlWriter(ResultWriter):
         self._f.write("".join(dumps(m.as_dict()) + "\n" for m in matches))
 
     def write_batch(self, batch: MatchBatch) -> int:
-        self._f.write("".join(batch.json_lines()))
+        self._f.write(batch.json_text())
         return len(batch)
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ itself checked against the reference evaluator in test_differential.py.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections import Counter
 
@@ -56,7 +57,6 @@ def _same(a: object, b: object) -> bool:
 
 def assert_conversions_agree(found: MatchBatch, m: mqo.Matcher) -> None:
     """to_arrow and json_lines say what matches() says, row for row."""
-    import json
 
     types = m.value_types()
     matches = found.matches()
@@ -70,6 +70,7 @@ def assert_conversions_agree(found: MatchBatch, m: mqo.Matcher) -> None:
                 want = str(want)
             assert _same(row[name], want), (name, row[name], want)
     lines = [json.loads(line) for line in found.json_lines()]
+    assert found.json_text() == "".join(found.json_lines())
     as_text = lambda d: json.dumps(d, sort_keys=True)  # noqa: E731  (NaN-safe equality)
     assert Counter(map(as_text, lines)) == Counter(as_text(match.as_dict()) for match in matches)
 
@@ -183,9 +184,8 @@ def test_batch_results_convert_to_arrow_json_and_matches(thesis_ddl, running_exa
     assert table.column("query").to_pylist() == ["hot", "hot"]
     assert table.column("twice").to_pylist() == [300.0, 300.0]
     assert table.column("ids").to_pylist() == [[("B", 0)], [("B", 4)]]
-    import json
-
     assert [json.loads(line) for line in got.json_lines()] == got.to_pylist()
+    assert got.json_text() == "".join(got.json_lines())
     assert [r["values"]["twice"] for r in got.to_pylist()] == [300.0, 300.0]
     m.push_batch(
         "H",
@@ -231,3 +231,15 @@ def test_empty_batch(thesis_ddl):
     got = m.push_batch("B", {"ts": np.zeros(0), "pressure": np.zeros(0)})
     assert isinstance(got, MatchBatch) and len(got) == 0
     assert got.to_arrow().num_rows == 0
+
+
+def test_json_lines_are_one_per_result_whatever_the_strings_hold():
+    m = mqo.Matcher("REGISTER STREAM S (tag STRING);")
+    m.register_query("Query ID: a\nSELECT S.tag FROM S")
+    m.register_query("Query ID: b\nSELECT S.tag FROM S")
+    tags = ["two\nlines", "sep\u2028arator", 'quote"d', "plain"]
+    got = m.push_batch("S", {"ts": [1.0, 2.0, 3.0, 4.0], "tag": tags})
+    lines = list(got.json_lines())
+    assert len(lines) == len(got) == 8 and all(line.endswith("}\n") for line in lines)
+    assert [json.loads(line)["values"]["S.tag"] for line in lines] == [t for t in tags for _ in "ab"]
+    assert got.json_text() == "".join(lines)

@@ -1,10 +1,9 @@
 """Predicate lists in covering order: one binary search decides a whole list.
 
-A compiled list holds the constants ``c`` of predicates ``left OP term + c`` that share
-everything but ``c`` (``term`` is ``k*y`` for two-column predicates, absent for
-``x OP c``), sorted ascending. For fixed values of ``left`` and ``term`` the predicate
-is monotone in ``c`` (floating-point addition rounds monotonically), so the satisfied
-positions are:
+A list holds the constants ``c`` of predicates ``x OP c`` (one column) or
+``x OP k*y + c`` (two columns, factor ``k``) that share everything but ``c``, in
+ascending order. For fixed values of ``x`` and ``y`` such a predicate is monotone in
+``c``, so the satisfied positions are:
 
 =============  ==============================================
 ``<`` ``<=``   a suffix ``[lo, n)``: larger constants cover more
@@ -13,24 +12,43 @@ positions are:
 ``!=``         everything but that run
 =============  ==============================================
 
-:meth:`CoveringList.satisfied` returns that range as ``(lo, hi, negated)`` in
-O(log n) comparisons. With a ``term`` the search first bisects on ``left - term`` and
-then moves the boundary by exact evaluation of ``left OP term + c``, so the answer is
-exactly what evaluating each predicate on its own would give, rounding included.
+:meth:`CoveringList.satisfied` returns that range as ``(lo, hi, negated)``.
+Answers are exact (see :mod:`indexes.exact`): a one-column list searches the cuts of
+its constants for the column's type, a two-column list searches the doubles and
+settles the boundary with :func:`~indexes.exact.linear_sign`. :meth:`satisfied_many`
+answers for a whole column of values at once with numpy, and settles exactly the
+rows whose double answer could be off (rare: values on a boundary, integers past
+2**53).
 
+Constants are floats that mean what they print as, or Fractions (see
+:func:`indexes.exact.faithful`); strings and booleans for non-numeric lists.
 A NULL (None) or NaN value satisfies nothing, ``!=`` included (SQL's unknown).
 """
 
 from __future__ import annotations
 
 import bisect
-import math
 import operator
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
+
+import numpy as np
+
+from indexes.exact import (
+    ABSOLUTE_BAND,
+    EXACT_INTEGERS,
+    RELATIVE_BAND,
+    exact,
+    float_cut,
+    integer_cut,
+    linear_sign,
+    to_float,
+)
 
 Satisfied = tuple[int, int, bool]
 NOTHING: Satisfied = (0, 0, False)
+NULL = -1  # ``lo`` of a row whose value is NULL in the arrays of satisfied_many
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt,
@@ -56,7 +74,7 @@ def compare(left: Any, op: str, right: Any) -> bool:
     return _OPS[op](left, right)
 
 
-def _first_true(lo: int, hi: int, pred: Callable[[int], bool], guess: int) -> int:
+def first_true(lo: int, hi: int, pred: Callable[[int], bool], guess: int) -> int:
     """Smallest i in [lo, hi] with pred(i) true, for pred monotone False..True over
     [lo, hi) (pred(hi) is taken as true). ``guess`` is usually exact already."""
     i = min(max(guess, lo), hi)
@@ -70,80 +88,178 @@ def _first_true(lo: int, hi: int, pred: Callable[[int], bool], guess: int) -> in
 class CoveringList:
     """The constants of one predicate list, ascending, with O(log n) evaluation.
 
-    ``constants`` must be sorted ascending and non-NULL. ``op`` is the list's operator.
-    ``equality_index`` (built for ``=``/``!=`` lists without a term) maps a value to its
-    run, so equality lists are hash lookups.
+    ``integer``: the left column holds integers (its cuts are whole numbers).
+    ``factor``: ``k`` of a two-column list ``x OP k*y + c``; None for ``x OP c``.
     """
 
-    __slots__ = ("_eq_runs", "_pred", "constants", "n", "op")
+    __slots__ = ("_arrays", "_kf", "_le", "_lt", "constants", "factor", "floats", "integer", "n", "op")
 
-    def __init__(self, op: str, constants: Sequence[Any]) -> None:
+    def __init__(
+        self, op: str, constants: Sequence[Any], *, integer: bool = False, factor: Fraction | None = None
+    ) -> None:
         if op not in _OPS:
             raise ValueError(f"unknown operator {op!r}")
         self.op = op
         self.constants = list(constants)
         self.n = len(self.constants)
-        self._pred = _OPS[op]
-        self._eq_runs: dict[Any, tuple[int, int]] | None = None
-        if op in ("=", "!="):
-            runs: dict[Any, tuple[int, int]] = {}
-            for i, c in enumerate(self.constants):
-                lo, _ = runs.get(c, (i, i))
-                runs[c] = (lo, i + 1)
-            self._eq_runs = runs
+        self.integer = integer
+        self.factor = factor
+        self._kf = to_float(factor) if factor is not None else 1.0
+        numeric = all(isinstance(c, (float, int, Fraction)) and not isinstance(c, bool) for c in self.constants)
+        self.floats = [to_float(c) for c in self.constants] if numeric else self.constants
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        if factor is None and numeric:
+            cut = integer_cut if integer else float_cut
+            cuts = [cut(c) for c in self.constants]
+            self._lt = [lt for lt, _ in cuts]
+            self._le = [le for _, le in cuts]
+        else:
+            self._lt = self._le = self.constants  # strings and booleans compare as they are
 
     def _check(self) -> None:
         cs = self.constants
         assert self.n == len(cs)
         assert all(not is_null(c) for c in cs), "NULL constant in a list"
-        assert all(cs[i] <= cs[i + 1] for i in range(len(cs) - 1)), "constants out of covering order"
+        keys = [exact(c) for c in cs] if self.floats is not cs else cs
+        assert all(keys[i] <= keys[i + 1] for i in range(len(keys) - 1)), "constants out of covering order"
+        if self.factor is None:
+            assert all(self._lt[i] <= self._lt[i + 1] for i in range(self.n - 1)), "cuts out of order"
+            assert all(self._le[i] <= self._le[i + 1] for i in range(self.n - 1)), "cuts out of order"
 
-    def satisfied(self, left: Any, term: Any = None) -> Satisfied:
-        """Positions whose predicate ``left OP term + c`` holds, as (lo, hi, negated).
+    # ------------------------------------------------------------- one value
 
-        ``term`` None means the predicates are ``left OP c``.
-        """
-        if is_null(left) or (term is not None and is_null(term)):
+    def satisfied(self, left: Any) -> Satisfied:
+        """Positions whose predicate ``left OP c`` holds, as (lo, hi, negated)."""
+        if is_null(left):
             return NOTHING
-        n = self.n
         op = self.op
-        cs = self.constants
-        if term is None:
+        if op == "<":
+            return bisect.bisect_right(self._lt, left), self.n, False
+        if op == "<=":
+            return bisect.bisect_left(self._le, left), self.n, False
+        if op == ">":
+            return 0, bisect.bisect_left(self._le, left), False
+        if op == ">=":
+            return 0, bisect.bisect_right(self._lt, left), False
+        return bisect.bisect_left(self._le, left), bisect.bisect_right(self._lt, left), op == "!="
+
+    def satisfied_pair(self, left: Any, right: Any) -> Satisfied:
+        """Positions whose predicate ``left OP k*right + c`` holds."""
+        if is_null(left) or is_null(right):
+            return NOTHING
+        below, above = self._boundaries(left, right)
+        return self._answer(below, above)
+
+    def _boundaries(self, left: Any, right: Any) -> tuple[int, int]:
+        """(first position where ``left <= k*right + c``, first where ``left <``): the
+        exact sign of ``left - (k*right + c)`` falls from + through 0 to - along the
+        list. A binary search on the doubles guesses both; exact tests settle them."""
+        k, kf, cs, floats = self.factor, self._kf, self.constants, self.floats
+        assert k is not None
+        n = self.n
+        diff = left - kf * right
+
+        def sign(i: int) -> int:
+            return linear_sign(left, k, kf, right, exact(cs[i]), floats[i])
+
+        below = first_true(0, n, lambda i: sign(i) <= 0, bisect.bisect_left(floats, diff))
+        above = first_true(below, n, lambda i: sign(i) < 0, bisect.bisect_right(floats, diff))
+        return below, above
+
+    def _answer(self, below: int, above: int) -> Satisfied:
+        op = self.op
+        if op == "<":
+            return above, self.n, False
+        if op == "<=":
+            return below, self.n, False
+        if op == ">":
+            return 0, below, False
+        if op == ">=":
+            return 0, above, False
+        return below, above, op == "!="
+
+    # ------------------------------------------------------------ many values
+
+    def _cut_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            # integer cuts past the double range round; rows that could tell are settled exactly
+            self._arrays = (
+                np.array([to_float(t) for t in self._lt], np.float64),
+                np.array([to_float(t) for t in self._le], np.float64),
+            )
+        return self._arrays
+
+    def satisfied_many(self, left: np.ndarray, right: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`satisfied` (or :meth:`satisfied_pair`) for many float64 values at
+        once (NaN is NULL), as ``(lo, hi)`` arrays in the kernels' form: a NULL row
+        has ``lo = NULL``; for ``!=`` ``[lo, hi)`` is the run that fails."""
+        left = np.asarray(left, np.float64)
+        count = len(left)
+        n, op = self.n, self.op
+        lo = np.zeros(count, np.int64)
+        hi = np.full(count, n, np.int64)
+        null = np.isnan(left)
+        if right is None:
+            lt, le = self._cut_arrays()
+            if op in ("<", ">=", "=", "!="):
+                after_lt = np.searchsorted(lt, left, "right")
+            if op in ("<=", ">", "=", "!="):
+                after_le = np.searchsorted(le, left, "left")
             if op == "<":
-                return bisect.bisect_right(cs, left), n, False
-            if op == "<=":
-                return bisect.bisect_left(cs, left), n, False
-            if op == ">":
-                return 0, bisect.bisect_left(cs, left), False
-            if op == ">=":
-                return 0, bisect.bisect_right(cs, left), False
-            lo, hi = self._eq_runs.get(left, (0, 0))  # type: ignore[union-attr]
-            return lo, hi, op == "!="
-        # left OP term + c: bisect on the approximate difference, then settle the
-        # boundary by exact evaluation (monotone in c).
-        diff = left - term
-        if math.isnan(diff):
-            # left and term are infinities of the same sign: term + c is that infinity
-            # for every (finite) constant, so the whole list decides alike.
-            if not n:
-                return NOTHING
-            holds = self._pred(left, term + cs[0])
-            if op == "!=":
-                return (0, 0, True) if holds else (0, n, True)
-            return (0, n, False) if holds else NOTHING
-        if op in ("<", "<="):
-            guess = bisect.bisect_right(cs, diff) if op == "<" else bisect.bisect_left(cs, diff)
-            pred = self._pred
-            lo = _first_true(0, n, lambda i: pred(left, term + cs[i]), guess)
-            return lo, n, False
-        if op in (">", ">="):
-            guess = bisect.bisect_left(cs, diff) if op == ">" else bisect.bisect_right(cs, diff)
-            pred = self._pred
-            hi = _first_true(0, n, lambda i: not pred(left, term + cs[i]), guess)
-            return 0, hi, False
-        lo = _first_true(0, n, lambda i: term + cs[i] >= left, bisect.bisect_left(cs, diff))
-        hi = _first_true(lo, n, lambda i: term + cs[i] > left, bisect.bisect_right(cs, diff))
-        return lo, hi, op == "!="
+                lo = after_lt
+            elif op == "<=":
+                lo = after_le
+            elif op == ">":
+                hi = after_le
+            elif op == ">=":
+                hi = after_lt
+            else:
+                lo, hi = after_le, after_lt
+            # integers past 2**53 are not all doubles: those rows are decided one by one
+            unsure = (np.abs(left) >= EXACT_INTEGERS) if self.integer else None
+        else:
+            right = np.asarray(right, np.float64)
+            null |= np.isnan(right)
+            floats = np.array(self.floats, np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                term = self._kf * right
+                diff = left - term
+                band = 4 * RELATIVE_BAND * (np.abs(left) + np.abs(term)) + ABSOLUTE_BAND
+            below = np.searchsorted(floats, diff, "left")
+            above = np.searchsorted(floats, diff, "right")
+            # a constant within the band of the difference may be on either side of it
+            near = np.zeros(count, bool)
+            for at in (below - 1, below, above - 1, above):
+                inside = (at >= 0) & (at < n)
+                c = floats[np.clip(at, 0, max(n - 1, 0))] if n else np.zeros(count)
+                with np.errstate(invalid="ignore"):
+                    near |= inside & ~(np.abs(diff - c) > band)
+            unsure = near | ~np.isfinite(diff)
+            lo, hi = self._answer_arrays(below, above)
+        lo = np.asarray(lo, np.int64).copy()
+        hi = np.asarray(hi, np.int64).copy()
+        if unsure is not None:
+            for i in np.flatnonzero(unsure & ~null).tolist():
+                x = int(left[i]) if self.integer and right is None else float(left[i])
+                sat = self.satisfied(x) if right is None else self.satisfied_pair(x, float(right[i]))
+                lo[i], hi[i] = _kernel_form(sat, op, n)
+        lo[null] = NULL
+        return lo, hi
+
+    def _answer_arrays(self, below: np.ndarray, above: np.ndarray) -> tuple[Any, Any]:
+        op, n = self.op, self.n
+        zeros, full = np.zeros_like(below), np.full_like(below, n)
+        if op == "<":
+            return above, full
+        if op == "<=":
+            return below, full
+        if op == ">":
+            return zeros, below
+        if op == ">=":
+            return zeros, above
+        return below, above
+
+    # --------------------------------------------------------------- costs
 
     def comparisons(self) -> int:
         """Comparisons one evaluation costs: a binary search over the list."""
@@ -156,84 +272,11 @@ class CoveringList:
         return self.constants[lo]
 
 
-def satisfied_mask(sat: Satisfied, n: int) -> int:
-    """The satisfied positions as a bit mask over ``n`` positions."""
-    lo, hi, negated = sat
-    run = ((1 << (hi - lo)) - 1) << lo if hi > lo else 0
-    if negated:
-        return ((1 << n) - 1) & ~run
-    return run
-
-
-def naive_satisfied(op: str, constants: Sequence[Any], left: Any, term: Any = None) -> list[bool]:
-    """Reference: evaluate every predicate of the list on its own."""
-    if term is None:
-        return [compare(left, op, c) for c in constants]
-    if is_null(term) or is_null(left):
-        return [False] * len(constants)
-    return [compare(left, op, term + c) for c in constants]
-
-
-def satisfied_many(op: str, constants: Any, left: Any, term: Any = None) -> tuple[Any, Any]:
-    """:meth:`CoveringList.satisfied` for many values at once, as ``(lo, hi)`` arrays.
-
-    Numeric lists only: ``constants`` a sorted float64 array, ``left`` (and ``term``)
-    float64 arrays with NaN for NULL. A NULL row gets ``lo = -1`` (nothing satisfied);
-    for ``!=`` ``[lo, hi)`` is the run of equal constants (the failed ones), as in the
-    single-value form. Rows where ``left`` and ``term`` are infinities of the same sign
-    are decided one by one.
-    """
-    import numpy as np
-
-    from indexes import kernels
-
-    cs = np.asarray(constants, np.float64)
-    n = len(cs)
-    left = np.asarray(left, np.float64)
-    count = len(left)
-    lo = np.zeros(count, np.int64)
-    hi = np.full(count, n, np.int64)
-    if term is None:
-        if op == "<":
-            lo = np.searchsorted(cs, left, "right").astype(np.int64)
-        elif op == "<=":
-            lo = np.searchsorted(cs, left, "left").astype(np.int64)
-        elif op == ">":
-            hi = np.searchsorted(cs, left, "left").astype(np.int64)
-        elif op == ">=":
-            hi = np.searchsorted(cs, left, "right").astype(np.int64)
-        else:
-            lo = np.searchsorted(cs, left, "left").astype(np.int64)
-            hi = np.searchsorted(cs, left, "right").astype(np.int64)
-        lo[np.isnan(left)] = kernels.NULL
-        return lo, hi
-    term = np.asarray(term, np.float64)
-    with np.errstate(invalid="ignore"):
-        diff = left - term
+def _kernel_form(sat: Satisfied, op: str, n: int) -> tuple[int, int]:
+    """A ``(lo, hi, negated)`` answer as the kernels' ``(lo, hi)``."""
+    lo, hi, _ = sat
     if op in ("<", "<="):
-        guess = np.searchsorted(cs, diff, "right" if op == "<" else "left")
-        lo = kernels.settle(cs, left, term, guess.astype(np.int64), 0 if op == "<" else 1)
-    elif op in (">", ">="):
-        guess = np.searchsorted(cs, diff, "left" if op == ">" else "right")
-        hi = kernels.settle(cs, left, term, guess.astype(np.int64), 2 if op == ">" else 3)
-    else:
-        lo = kernels.settle(cs, left, term, np.searchsorted(cs, diff, "left").astype(np.int64), 4)
-        hi = kernels.settle(cs, left, term, np.searchsorted(cs, diff, "right").astype(np.int64), 5)
-        hi = np.maximum(hi, lo)
-    null = np.isnan(left) | np.isnan(term)
-    both_infinite = np.isnan(diff) & ~null
-    lo = np.asarray(lo, np.int64).copy()
-    hi = np.asarray(hi, np.int64).copy()
-    if both_infinite.any():
-        single = CoveringList(op, cs.tolist())
-        for i in np.flatnonzero(both_infinite):
-            a, b, _ = single.satisfied(float(left[i]), float(term[i]))
-            if op == "!=":
-                # the single form gives the satisfied set as the complement of [a, b)
-                lo[i], hi[i] = a, b
-            elif (a, b) == (0, 0):
-                lo[i], hi[i] = (n, n) if op in ("<", "<=") else (0, 0)
-            else:
-                lo[i], hi[i] = a, b
-    lo[null] = kernels.NULL
+        return lo, n
+    if op in (">", ">="):
+        return 0, hi
     return lo, hi

@@ -41,8 +41,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
+from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, exact, span_sign, to_float
 from indexes.stored import StoredTuple
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.state import WindowState
@@ -342,8 +344,10 @@ class Engine:
         plan = self.plan
         store = self.state.streams[y]
         window = plan.window_of(cy)
-        t_lo = p.hi - window
-        t_hi = p.lo + window
+        # a little wider than the window: the exact test in _join decides the edge
+        slack = RELATIVE_BAND * (abs(p.hi) + abs(p.lo) + window[0]) + ABSOLUTE_BAND
+        t_lo = p.hi - window[0] - slack
+        t_hi = p.lo + window[0] + slack
         found: dict[int, StoredTuple] = {}
         for x in range(self.n_streams):
             xt = p.tuples[x]
@@ -390,14 +394,14 @@ class Engine:
                 children.append(child)
         return children
 
-    def _join(self, p: Partial, y: int, r: StoredTuple, cand: int, window: float) -> Partial | None:
+    def _join(self, p: Partial, y: int, r: StoredTuple, cand: int, window: tuple[float, Fraction]) -> Partial | None:
         """``p`` plus tuple ``r`` of stream ``y``, tested against every list of the
         types already run; None when no candidate survives."""
         ts = r.row[0]
         lo = p.lo if p.lo < ts else ts
         hi = p.hi if p.hi > ts else ts
         self.comparisons += 1
-        if hi - lo > window:
+        if span_sign(lo, hi, window[1], window[0]) > 0:
             return None
         on = self._on
         plan = self.plan
@@ -439,13 +443,12 @@ class Engine:
         for all slots at once with the plan's masks, and, for the few slots that
         need it, residual predicates and reporting once per query."""
         plan = self.plan
-        span = p.hi - p.lo
         if self.check_qed:
             self._check_qed(p, done)
         special = done & plan.special_slots
         plain = done & ~special
         if plain:
-            plain &= plan.slots_within(span) & plan.slots_since(p.lo)
+            plain &= plan.slots_within(p.lo, p.hi) & plan.slots_since(p.lo)
             self.bitset_ops += 3
             if plain:
                 results.append(ResultBlock(plain, p.tuples, p.hi))
@@ -457,7 +460,7 @@ class Engine:
             special ^= low
             slot = plan.slots[low.bit_length() - 1]
             self.comparisons += 2
-            if span > slot.window or p.lo < slot.since_ts:
+            if span_sign(p.lo, p.hi, slot.window_exact, slot.window) > 0 or not _registered_by(slot, p.lo):
                 continue
             if slot.residuals:
                 self.comparisons += len(slot.residuals)
@@ -487,6 +490,12 @@ class Engine:
             assert not qed[W] & ~p.sat_w, "a candidate failed a window predicate"
 
 
+def _registered_by(slot: Any, ts: float) -> bool:
+    """Whether ``slot``'s query was registered early enough to see a tuple at ``ts``."""
+    since = slot.since_ts
+    return since == -math.inf or at_least(ts, exact(since), to_float(since))
+
+
 def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:
     """Range of the unknown side's column that can satisfy the most covering
     predicate of ``lst`` relevant to ``cand``: ``(lo, hi)`` inclusive (None is
@@ -500,8 +509,6 @@ def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:
     value = row[lst.left_pos] if known_left else row[lst.right_pos]
     if value is None:
         return _EMPTY
-    if lst.numeric and not math.isfinite(value):
-        return _FULL  # no useful bound; every tuple in the window is tested exactly
     if not lst.numeric:
         if op == "=":
             return (value, value)
@@ -511,7 +518,7 @@ def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:
             return (value, None) if below else (None, value)
         return (None, value) if below else (value, None)
     kill = lst.kill
-    cs = lst.covering.constants
+    cs = lst.covering.floats
     if op in ("<", "<="):
         c_lo = c_hi = cs[kill.last_used(cand)]
     elif op in (">", ">="):
@@ -520,6 +527,8 @@ def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:
         c_lo, c_hi = cs[kill.first_used(cand)], cs[kill.last_used(cand)]
     k = lst.factor
     assert k is not None
+    if not (math.isfinite(c_lo) and math.isfinite(c_hi) and math.isfinite(k * value)):
+        return _FULL  # no useful bound; every tuple in the window is tested exactly
     if known_left:
         # value OP k*y + c  =>  bound on y
         b1, b2 = (value - c_lo) / k, (value - c_hi) / k

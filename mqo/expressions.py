@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from indexes.covering import compare, is_null
+from indexes.exact import decimal_of
 from predicates.ast import Arith, BoolLit, ColumnRef, Comparison, Expr, Negate, Number, StringLit
 from predicates.catalog import StreamSchema
 
@@ -92,8 +93,57 @@ def compile_value(expr: Expr, stream_number: Callable[[str], int], schema_of: Ca
 def compile_test(
     cmp: Comparison, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]
 ) -> TestFn:
-    """A closure deciding a comparison on member rows (NULL: false)."""
-    left = compile_value(cmp.left, stream_number, schema_of)
-    right = compile_value(cmp.right, stream_number, schema_of)
+    """A closure deciding a comparison on member rows (NULL: false), in exact
+    arithmetic on what the numbers mean (DESIGN.md §5): residuals are not shared and
+    run last, so exactness costs little here."""
+    left = _compile_exact(cmp.left, stream_number, schema_of)
+    right = _compile_exact(cmp.right, stream_number, schema_of)
     op = cmp.op
     return lambda rows: compare(left(rows), op, right(rows))
+
+
+def _compile_exact(
+    expr: Expr, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]
+) -> ValueFn:
+    """Like :func:`compile_value`, with numbers as exact Fractions."""
+    if isinstance(expr, Number):
+        value = expr.value
+        return lambda rows: value
+    if isinstance(expr, (StringLit, BoolLit)):
+        const = expr.value
+        return lambda rows: const
+    if isinstance(expr, ColumnRef):
+        assert expr.stream is not None
+        s = stream_number(expr.stream)
+        pos = column_position(schema_of(expr.stream), expr.name)
+        numeric = expr.ctype is None or expr.ctype.is_numeric
+
+        def column(rows: Rows) -> Any:
+            value = rows[s][pos]
+            if is_null(value):
+                return None
+            return decimal_of(value) if numeric else value
+
+        return column
+    if isinstance(expr, Negate):
+        inner = _compile_exact(expr.operand, stream_number, schema_of)
+        return lambda rows: None if (v := inner(rows)) is None else -v
+    assert isinstance(expr, Arith)
+    left = _compile_exact(expr.left, stream_number, schema_of)
+    right = _compile_exact(expr.right, stream_number, schema_of)
+    if expr.op == "/":
+
+        def divide(rows: Rows) -> Any:
+            a, b = left(rows), right(rows)
+            if a is None or b is None or b == 0:
+                return None
+            return a / b
+
+        return divide
+    fn = _ARITH[expr.op]
+
+    def arith(rows: Rows) -> Any:
+        a, b = left(rows), right(rows)
+        return None if a is None or b is None else fn(a, b)
+
+    return arith

@@ -17,6 +17,7 @@ import gc
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ import numpy as np
 from indexes import kernels
 from indexes.stored import StoredTuple
 from mqo.batch import MatchBatch, SingleResults, columns_of, value_types
+from mqo.clock import Clock
 from mqo.engine import Engine, ResultBlock
 from mqo.explain import explain_text
 from mqo.plan import KIND_OF_LETTER, CompiledPlan, compile_plan
@@ -36,12 +38,13 @@ from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters
 from predicates import DEFAULT_MAX_DISJUNCTS, Catalog, Kind, NormalizedQuery, QueryError, compile_queries
 from predicates.errors import did_you_mean
+from predicates.numbers import to_float
 from predicates.templates import CompiledQuery, split_query_texts
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
 KERNEL_PUSH_SLOTS = 4096
 STORE_MODES = ("all", "candidates")
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 LATE_KEPT = 10_000
 
 
@@ -60,6 +63,15 @@ def _plain_value(value: Any) -> Any:
     if isinstance(value, float | np.floating):
         return None if value != value else float(value)
     return value
+
+
+def _since_text(since: float | Fraction) -> float | str:
+    """A registration horizon as snapshot data (exact: a Fraction as its text)."""
+    return since if isinstance(since, float) else str(since)
+
+
+def _since_value(data: float | str) -> float | Fraction:
+    return Fraction(data) if isinstance(data, str) else float(data)
 
 
 def parse_order(order: str) -> tuple[Kind, Kind, Kind] | None:
@@ -102,8 +114,6 @@ class Matcher:
         store: str = "all",
         check: bool = False,
     ) -> None:
-        if allowed_lateness < 0:
-            raise ValueError("allowed_lateness must be >= 0")
         if bucket_width is not None and not bucket_width > 0:
             raise ValueError("bucket_width must be > 0")
         if store not in STORE_MODES:
@@ -111,7 +121,7 @@ class Matcher:
         self.catalog = schema if isinstance(schema, Catalog) else Catalog()
         if isinstance(schema, str):
             self.catalog.register_ddl(schema)
-        self.allowed_lateness = float(allowed_lateness)
+        self.clock = Clock(allowed_lateness)
         self.order = parse_order(order) or (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
         self.order_name = order
         self.adaptive = parse_order(order) is None
@@ -131,8 +141,6 @@ class Matcher:
         self._rows: list[RowBuilder] = []
         self._next_position = 1
         self._frozen = False  # shares its queries with another matcher (restore(like=))
-        self._max_ts = float("-inf")
-        self._retention_horizon = float("-inf")
         self._seq = 0
         self._warned_late = False
 
@@ -247,7 +255,7 @@ class Matcher:
 
     def _add(self, instances: list[CompiledQuery], since_ts: float | list[float] | None = None) -> None:
         self._check_not_frozen()
-        self.registry.add(instances, self._retention_horizon if since_ts is None else since_ts)
+        self.registry.add(instances, self.clock.horizon if since_ts is None else since_ts)
         self._next_position += len(instances)
         self._plan = None
 
@@ -319,14 +327,18 @@ class Matcher:
     # --------------------------------------------------------------- matching
 
     @property
+    def allowed_lateness(self) -> float:
+        return self.clock.allowed_lateness
+
+    @property
     def watermark(self) -> float:
         """The largest timestamp seen (tuples and heartbeats); -inf before any."""
-        return self._max_ts
+        return self.clock.newest
 
     @property
     def retention_horizon(self) -> float:
         """Tuples older than this may have been purged."""
-        return self._retention_horizon
+        return to_float(self.clock.horizon)
 
     @property
     def late_count(self) -> int:
@@ -367,7 +379,7 @@ class Matcher:
             )
             return self.push_prepared(prepared, 0)
         self.counters.tuples += 1
-        if row[0] < self._max_ts - self.allowed_lateness:
+        if self.clock.is_late(row[0]):
             self._late(plan, s, row)
             return []
         t = StoredTuple(s, self._seq, row)
@@ -402,7 +414,7 @@ class Matcher:
         """Match row ``i`` of a prepared batch (rows in arrival order); result blocks."""
         ts = float(prepared.ts[i])
         self.counters.tuples += 1
-        if ts < self._max_ts - self.allowed_lateness:
+        if self.clock.is_late(ts):
             self._late(self.plan, prepared.stream, prepared.row(i))
             return []
         blocks = self._matched_row(prepared, i, int(prepared.flags[i]))
@@ -425,8 +437,7 @@ class Matcher:
             chosen = which == k
             ts[chosen] = prep.ts[rows[chosen]]
             flags[chosen] = prep.flags[rows[chosen]]
-        before = np.maximum.accumulate(np.concatenate(([self._max_ts], ts)))[:-1]
-        late = ts < before - self.allowed_lateness
+        late, before = self.clock.late_mask(ts)
         self.counters.tuples += n
         plan = self.plan
         for j in np.flatnonzero(late | (flags != 0)).tolist():
@@ -491,8 +502,7 @@ class Matcher:
         n = len(prepared)
         if not n:
             return out
-        running = np.maximum.accumulate(np.concatenate(([self._max_ts], prepared.ts)))[:-1]
-        late = prepared.ts < running - self.allowed_lateness
+        late, _ = self.clock.late_mask(prepared.ts)
         flags = np.where(late, 0, prepared.flags).astype(np.int8)
         single_rows = np.flatnonzero(flags & SINGLE)
         if len(single_rows):
@@ -523,13 +533,9 @@ class Matcher:
         self._advance(float(ts))
 
     def _advance(self, ts: float) -> None:
-        if ts > self._max_ts:
-            self._max_ts = ts
-        horizon = self._max_ts - self.allowed_lateness - self.plan.retention_window
-        if horizon > self._retention_horizon:
-            self._retention_horizon = horizon
+        if self.clock.advance(ts, self.plan.retention_window_exact):
             assert self._state is not None
-            self._state.purge(horizon)
+            self._state.purge(self.clock.purge_horizon())
 
     def _late(self, plan: CompiledPlan, s: int, row: tuple[Any, ...]) -> None:
         schema = plan.streams[s]
@@ -538,7 +544,7 @@ class Matcher:
             ts=row[0],
             id=row[1],
             values={c.name: v for c, v in zip(schema.columns, row[2:], strict=True)},
-            watermark=self._max_ts,
+            watermark=self.clock.newest,
             allowed_lateness=self.allowed_lateness,
         )
         self.counters.late += 1
@@ -575,8 +581,7 @@ class Matcher:
                 "store": self.store,
             },
             "next_position": self._next_position,
-            "max_ts": self._max_ts,
-            "horizon": self._retention_horizon,
+            "clock": self.clock.snapshot(),
             "seq": self._seq,
             "next_ids": [rows.next_id for rows in self._rows],
             "counters": self.counters.as_dict(),
@@ -584,7 +589,7 @@ class Matcher:
         }
         if queries:
             data["ddl"] = self.catalog.ddl()
-            data["queries"] = [(rq.name, rq.text, rq.since_ts) for rq in self.registry]
+            data["queries"] = [(rq.name, rq.text, _since_text(rq.since_ts)) for rq in self.registry]
         return data
 
     @classmethod
@@ -605,7 +610,7 @@ class Matcher:
             names = [name for name, _, _ in snapshot["queries"]]
             instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
             instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
-            m._add(instances, since_ts=[since for _, _, since in snapshot["queries"]])
+            m._add(instances, since_ts=[_since_value(since) for _, _, since in snapshot["queries"]])
             plan = m.plan
         else:
             m = cls(like.catalog, **settings)
@@ -615,8 +620,7 @@ class Matcher:
             m._plan, m._plan_version = plan, like._plan_version
             m._rows = [RowBuilder(schema) for schema in plan.streams]
         m._next_position = snapshot["next_position"]
-        m._max_ts = snapshot["max_ts"]
-        m._retention_horizon = snapshot["horizon"]
+        m.clock.load(snapshot["clock"])
         m._seq = snapshot["seq"]
         for rows, next_id in zip(m._rows, snapshot["next_ids"], strict=True):
             rows.restart_ids(next_id)

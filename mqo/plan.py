@@ -26,20 +26,24 @@ slots using each. Compiling is O(P log P) for P predicate occurrences.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from indexes.covering import NOTHING, CoveringList, Satisfied, compare
+from indexes.covering import NOTHING, CoveringList, Satisfied, compare, first_true
+from indexes.exact import at_least, span_sign
 from indexes.kill_bitsets import DEFAULT_BUDGET_BYTES, KillBitsets, ListUsers, bitset_of, words_for
 from indexes.kill_table import KillTable, mask_of
 from mqo.expressions import TestFn, ValueFn, column_position, compile_test, compile_value
 from mqo.registry import QueryRegistry, RegisteredQuery
-from predicates import Catalog, Kind, ListKey, Residual, StreamSchema
+from predicates import Catalog, ColumnType, Kind, ListKey, Residual, StreamSchema
 from predicates.normalize import to_float
+from predicates.numbers import exact
 from predicates.templates import Context
 
 TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
@@ -48,8 +52,43 @@ KIND_OF_LETTER = {v: k for k, v in LETTER.items()}
 
 
 @dataclass(eq=False)
+class Levels:
+    """Distinct exact values (MAXWINDOWs, registration horizons) in ascending order,
+    and for each record the number of its value (``level_of``). Few distinct values
+    recur over many queries, so slot masks are kept per level."""
+
+    values: list[Any]  # floats that mean what they print as, or Fractions
+    floats: list[float]
+    level_of: np.ndarray
+
+    @classmethod
+    def of(cls, per_record: list[Any]) -> Levels:
+        distinct = sorted(set(per_record), key=_ascending)
+        number = {v: i for i, v in enumerate(distinct)}
+        level_of = np.fromiter((number[v] for v in per_record), np.int32, len(per_record))
+        return cls(distinct, [to_float(v) for v in distinct], level_of)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def exact(self, k: int) -> Fraction:
+        return exact(self.values[k])
+
+
+def _ascending(value: Any) -> tuple[int, Fraction]:
+    """Sort key of an exact value that may be -inf ("since the start")."""
+    if value == -math.inf:
+        return (0, Fraction(0))
+    return (1, exact(value))
+
+
+@dataclass(eq=False)
 class CompiledList:
-    """One predicate list, ready to evaluate: ``left OP factor*right + c``."""
+    """One predicate list, ready to evaluate: ``left OP factor*right + c``.
+
+    ``constants`` are in exact ascending order: floats that mean what they print as,
+    or Fractions (:func:`predicates.numbers.faithful`), or strings and booleans.
+    ``integer``: the left column holds integers."""
 
     kind: Kind
     index: int
@@ -65,6 +104,7 @@ class CompiledList:
     right_pos: int | None
     factor: float | None
     numeric: bool
+    integer: bool = False
 
     @property
     def n(self) -> int:
@@ -72,16 +112,15 @@ class CompiledList:
 
     @cached_property
     def covering(self) -> CoveringList:
-        values = self.constants if self.numeric or self.right_pos is None else [0]
-        return CoveringList(self.key.op, values)
+        if self.right_pos is None:
+            return CoveringList(self.key.op, self.constants, integer=self.integer)
+        if not self.numeric:
+            return CoveringList(self.key.op, [0])  # strings, booleans: compared as they are
+        return CoveringList(self.key.op, self.constants, factor=self.key.factor)
 
     @cached_property
     def kill(self) -> KillTable:
         return KillTable.from_csr(self.offsets, self.users, self.slot_bits)
-
-    @cached_property
-    def constants_array(self) -> np.ndarray:
-        return np.asarray(self.constants, np.float64)
 
     def as_users(self) -> ListUsers:
         return ListUsers(self.key.op, self.offsets, self.users)
@@ -114,9 +153,7 @@ class CompiledList:
     def _pair(self, left: Any, right: Any) -> Satisfied:
         if not self.numeric:
             return (0, 1, False) if compare(left, self.key.op, right) else NOTHING
-        if right is None or right != right:
-            return NOTHING
-        return self.covering.satisfied(left, self.factor * right)  # type: ignore[operator]
+        return self.covering.satisfied_pair(left, right)
 
 
 @dataclass(eq=False)
@@ -129,7 +166,8 @@ class Slot:
     streams: tuple[int, ...]
     stream_mask: int
     window: float
-    since_ts: float
+    window_exact: Fraction
+    since_ts: float | Fraction
     residuals: tuple[TestFn, ...]
     residual_texts: tuple[str, ...]
     aliases: dict[int, str]
@@ -183,7 +221,10 @@ class CompiledPlan:
     slot_record: np.ndarray
     slot_disjunct: np.ndarray
     slot_window: np.ndarray
-    slot_since: np.ndarray
+    slot_window_level: np.ndarray
+    windows: Levels
+    slot_since_level: np.ndarray
+    sinces: Levels
     slot_stream_mask: np.ndarray
     slot_special: np.ndarray
     lists: dict[Kind, list[CompiledList]]
@@ -193,6 +234,7 @@ class CompiledPlan:
     indexed_positions: list[set[int]]
     attr_list_mask: list[int]
     retention_window: float
+    retention_window_exact: Fraction
     _stream_number: dict[str, int] = field(repr=False)
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
@@ -229,7 +271,7 @@ class CompiledPlan:
 
     @property
     def max_window(self) -> float:
-        return float(self.slot_window.max()) if self.n_slots else 0.0
+        return self.retention_window
 
     def stream_number(self, name: str) -> int:
         return self._stream_number[name.lower()]
@@ -269,37 +311,45 @@ class CompiledPlan:
         return out
 
     @cached_property
-    def _window_levels(self) -> tuple[list[float], list[int]]:
-        """Distinct windows ascending, and for each the slots whose window is at least it."""
-        windows = sorted(set(self.slot_window.tolist()))
-        masks = [self._mask(self.slot_window >= w) for w in windows]
-        return windows, masks
+    def _window_masks(self) -> list[int]:
+        """Per window level, the slots whose MAXWINDOW is at least it."""
+        return [self._mask(self.slot_window_level >= i) for i in range(len(self.windows))]
 
-    def slots_within(self, span: float) -> int:
-        """Slots whose MAXWINDOW allows results spanning ``span`` seconds."""
-        windows, masks = self._window_levels
-        i = bisect.bisect_left(windows, span)
-        return masks[i] if i < len(masks) else 0
+    def slots_within(self, lo: float, hi: float) -> int:
+        """Slots whose MAXWINDOW allows a result with timestamps from ``lo`` to ``hi``."""
+        windows = self.windows
+        n = len(windows)
+        i = first_true(
+            0,
+            n,
+            lambda k: span_sign(lo, hi, windows.exact(k), windows.floats[k]) <= 0,
+            bisect.bisect_left(windows.floats, hi - lo),
+        )
+        return self._window_masks[i] if i < n else 0
 
-    def window_of(self, slots: int) -> float:
-        """The largest MAXWINDOW among ``slots``."""
-        windows, masks = self._window_levels
-        for w, mask in zip(reversed(windows), reversed(masks), strict=True):
-            if slots & mask:
-                return w
-        return 0.0
+    def window_of(self, slots: int) -> tuple[float, Fraction]:
+        """The largest MAXWINDOW among ``slots`` (as a double and exactly)."""
+        windows, masks = self.windows, self._window_masks
+        for k in range(len(windows) - 1, -1, -1):
+            if slots & masks[k]:  # masks shrink as windows grow: the first hit is the largest
+                return windows.floats[k], windows.exact(k)
+        return 0.0, Fraction(0)
 
     @cached_property
-    def _since_levels(self) -> tuple[list[float], list[int]]:
-        sinces = sorted(set(self.slot_since.tolist()))
-        masks = [self._mask(self.slot_since <= s) for s in sinces]
-        return sinces, masks
+    def _since_masks(self) -> list[int]:
+        """Per registration horizon, the slots registered at or before it."""
+        return [self._mask(self.slot_since_level <= i) for i in range(len(self.sinces))]
 
     def slots_since(self, oldest_ts: float) -> int:
         """Slots registered early enough to see a tuple with timestamp ``oldest_ts``."""
-        sinces, masks = self._since_levels
-        i = bisect.bisect_right(sinces, oldest_ts)
-        return masks[i - 1] if i else 0
+        sinces = self.sinces
+        count = first_true(
+            0,
+            len(sinces),
+            lambda k: sinces.floats[k] != -math.inf and not at_least(oldest_ts, sinces.exact(k), sinces.floats[k]),
+            bisect.bisect_right(sinces.floats, oldest_ts),
+        )
+        return self._since_masks[count - 1] if count else 0
 
     def covered_slots(self, stream_mask: int) -> int:
         """Slots all of whose streams are in ``stream_mask``."""
@@ -322,7 +372,8 @@ class CompiledPlan:
             streams=code.streams,
             stream_mask=code.stream_mask,
             window=float(self.slot_window[q]),
-            since_ts=float(self.slot_since[q]),
+            window_exact=exact(self.windows.values[int(self.slot_window_level[q])]),
+            since_ts=self.sinces.values[int(self.slot_since_level[q])],
             residuals=tuple(self.residual_code[id(r)] for r in residuals),
             residual_texts=tuple(r.text for r in residuals),
             aliases=code.aliases,
@@ -399,8 +450,9 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
     context_multi = np.array([ctx.multi_stream for ctx in distinct], bool)
     record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
-    maxwindows = np.fromiter((c.maxwindow or 0.0 for c in compiled), np.float64, n_records)
-    record_window = np.where(context_multi[record_context], maxwindows, 0.0) if n_records else maxwindows
+    multi = context_multi[record_context] if n_records else np.zeros(0, bool)
+    windows = Levels.of([c.maxwindow or 0.0 if m else 0.0 for c, m in zip(compiled, multi.tolist(), strict=True)])
+    record_window = np.array(windows.floats, np.float64)[windows.level_of] if n_records else np.zeros(0)
 
     # queries with residuals or several disjuncts are the special ones
     residual_code: dict[int, TestFn] = {}
@@ -417,7 +469,9 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
                     if id(r) not in residual_code:
                         residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
     slot_window = record_window[slot_record] if n_slots else np.zeros(0)
-    slot_since = np.repeat(np.fromiter((rq.since_ts for rq in records), np.float64, n_records), n_disjuncts)
+    slot_window_level = windows.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
+    sinces = Levels.of([rq.since_ts for rq in records])
+    slot_since_level = sinces.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
     slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
@@ -435,6 +489,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     by_key = np.argsort(narrow, kind="stable")
     bounds = np.searchsorted(row_key[by_key], np.arange(registry.key_ids + 1, dtype=row_key.dtype))
 
+    exact_row_numbers = np.fromiter((r for r, v in rows["objects"].items() if isinstance(v, Fraction)), np.int64)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}
     for key in registry.lists():
@@ -442,10 +497,19 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         chosen = by_key[bounds[kid] : bounds[kid + 1]]
         chosen = chosen[np.argsort(row_value[chosen], kind="stable")]
         slots = row_slot[chosen]
+        objects = rows["objects"]
         if key.family == "number" and not (key.right is not None and key.factor is None):
-            constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
+            exact_rows = np.isin(row_numbers[chosen], exact_row_numbers) if len(exact_row_numbers) else None
+            if exact_rows is None or not exact_rows.any():
+                constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
+            else:
+                # a few constants are not doubles (1/3): those lists sort exactly
+                values = [
+                    objects[int(row_numbers[c])] if is_exact else float(row_value[c])
+                    for c, is_exact in zip(chosen.tolist(), exact_rows.tolist(), strict=True)
+                ]
+                constants, offsets, users = _distinct_objects(values, slots, key=exact)
         else:
-            objects = rows["objects"]
             values = [objects[int(row_numbers[c])] for c in chosen]
             constants, offsets, users = _distinct_objects(values, slots)
         right_stream = right_pos = None
@@ -467,6 +531,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
             right_pos=right_pos,
             factor=to_float(key.factor) if key.factor is not None else None,
             numeric=key.family == "number",
+            integer=_holds_integers(schema_of(key.left.stream), key.left.column),
         )
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n
@@ -502,7 +567,10 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         slot_record=slot_record,
         slot_disjunct=slot_disjunct,
         slot_window=slot_window,
-        slot_since=slot_since,
+        slot_window_level=slot_window_level,
+        windows=windows,
+        slot_since_level=slot_since_level,
+        sinces=sinces,
         slot_stream_mask=slot_stream_mask,
         slot_special=slot_special,
         lists=lists,
@@ -511,7 +579,8 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         pair_lists=pair_lists,
         indexed_positions=indexed,
         attr_list_mask=attr_list_mask,
-        retention_window=float(record_window.max()) if n_records else 0.0,  # registry.max_window()
+        retention_window=windows.floats[-1] if n_records else 0.0,
+        retention_window_exact=windows.exact(len(windows) - 1) if n_records else Fraction(0),
         _stream_number=number,
     )
 
@@ -537,8 +606,19 @@ def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[list[Any],
     return values[starts].tolist(), offsets, slots.astype(np.int32)
 
 
-def _distinct_objects(values: list[Any], slots: np.ndarray) -> tuple[list[Any], np.ndarray, np.ndarray]:
-    distinct = sorted(set(values), key=lambda v: (v is None, v))
+def _holds_integers(schema: StreamSchema, column: str) -> bool:
+    found = schema.lookup(column)
+    return found is not None and found[1] in (ColumnType.INTEGER, ColumnType.BYTE)
+
+
+def _distinct_objects(
+    values: list[Any], slots: np.ndarray, key: Callable[[Any], Any] | None = None
+) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Distinct constants in ascending order (by ``key``), and the slots using each."""
+    if key is None:
+        distinct = sorted(set(values), key=lambda v: (v is None, v))
+    else:
+        distinct = sorted(set(values), key=key)
     where = {v: i for i, v in enumerate(distinct)}
     inverse = np.array([where[v] for v in values], np.int64)
     order = np.argsort(inverse, kind="stable")

@@ -2,7 +2,7 @@
 
 A tuple's attribute predicates depend on nothing but the tuple, so for a batch of one
 stream they are decided for all rows together: each list's satisfied range per row by
-one vectorized binary search (:func:`indexes.covering.satisfied_many`), then every
+one vectorized binary search (:meth:`indexes.covering.CoveringList.satisfied_many`), then every
 row's candidate slots by one :func:`indexes.kernels.prune` call. From its candidates
 each row is classified:
 
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from indexes import kernels
-from indexes.covering import NOTHING, satisfied_many
+from indexes.covering import NOTHING
 from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
 from mqo.plan import CompiledPlan
 from predicates import ColumnType, StreamSchema
@@ -136,8 +136,7 @@ def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, col
     left = _column(lst.left_pos, schema, ts, ids, columns)
     right = None if lst.right_pos is None else _column(lst.right_pos, schema, ts, ids, columns)
     if lst.numeric:
-        term = None if right is None else lst.factor * np.asarray(right, np.float64)
-        return satisfied_many(lst.key.op, lst.constants_array, left, term)
+        return lst.covering.satisfied_many(left, right)
     # strings and booleans: one row at a time
     n = len(ts)
     lo = np.empty(n, np.int64)

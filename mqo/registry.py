@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
+from fractions import Fraction
 from functools import cached_property
 from itertools import repeat
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 
 from predicates import Catalog, Kind, ListKey, NormalizedQuery
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
+from predicates.numbers import to_float
 from predicates.templates import CompiledQuery, Context, Disjunct, FastCompiler
 
 _COMPACT_WHEN_DEAD = 0.5
@@ -42,7 +44,7 @@ class RegisteredQuery:
 
     __slots__ = ("__dict__", "_catalog", "compiled", "order", "since_ts")
 
-    def __init__(self, compiled: CompiledQuery, since_ts: float, order: int, catalog: Catalog) -> None:
+    def __init__(self, compiled: CompiledQuery, since_ts: float | Fraction, order: int, catalog: Catalog) -> None:
         self.compiled = compiled
         self.since_ts = since_ts
         self.order = order
@@ -128,9 +130,9 @@ class QueryRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self.queries
 
-    def add(self, queries: Iterable[CompiledQuery], since_ts: float | Iterable[float]) -> None:
+    def add(self, queries: Iterable[CompiledQuery], since_ts: float | Fraction | Iterable[float | Fraction]) -> None:
         """Register compiled queries (their names are already checked to be free)."""
-        since = None if isinstance(since_ts, (int, float)) else iter(since_ts)
+        since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
         key_id, uses, object_keys = self._key_id, self._key_uses, self._object_keys
         first_row = len(self._row_key)
         row_query, row_disjunct, row_key, row_value = (
@@ -161,7 +163,9 @@ class QueryRegistry:
                     values = array("d", [0.0] * n)
                     for k, (key, value) in enumerate(preds):
                         if key.family == "number" and value is not None:
-                            values[k] = value
+                            values[k] = to_float(value)
+                            if type(value) is not float:
+                                self._row_objects[len(row_value) + k] = value  # exact: 1/3
                         else:
                             self._row_objects[len(row_value) + k] = value
                 row_query.extend(repeat(order, n))

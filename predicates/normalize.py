@@ -58,6 +58,7 @@ from predicates.ast import (
     condition_text,
 )
 from predicates.errors import QueryError
+from predicates.numbers import faithful, to_float
 from predicates.semantic import BoundQuery, OutputColumn, referenced_aliases
 
 DEFAULT_MAX_DISJUNCTS = 64
@@ -165,9 +166,11 @@ class Predicate:
         return self.key.kind
 
     @property
-    def value(self) -> float | str | bool | None:
+    def value(self) -> float | Fraction | str | bool | None:
+        """The constant as the engine keeps it: a float when the float means exactly
+        the constant, else the Fraction (:func:`predicates.numbers.faithful`)."""
         if isinstance(self.constant, Fraction):
-            return to_float(self.constant)
+            return faithful(self.constant)
         return self.constant
 
     def describe(self) -> str:
@@ -458,15 +461,6 @@ def _normalize(bound: BoundQuery, order: ColumnOrder, max_disjuncts: int) -> Nor
 # -------------------------------------------------------------- covering order
 
 
-def to_float(value: Fraction) -> float:
-    """The nearest float, or an infinity past the float range (normalization can
-    produce constants beyond it, such as ``x > 1e308 + 1e308``)."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
 def most_covering_first(op: str) -> bool:
     """True when larger constants cover more (``x < c`` holds for more x as c grows)."""
     return op in ("<", "<=")
@@ -477,9 +471,9 @@ def format_constant(value: object) -> str:
     if isinstance(value, Fraction):
         if value.denominator == 1:
             return str(value.numerator)
-        as_float = to_float(value)
-        if Fraction(as_float) == value:
-            return repr(as_float)
+        shown = faithful(value)
+        if isinstance(shown, float):
+            return repr(shown)
         return f"{value.numerator}/{value.denominator}"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"

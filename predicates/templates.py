@@ -69,6 +69,7 @@ from predicates.normalize import (
     format_constant,
     to_float,
 )
+from predicates.numbers import exact, faithful
 from predicates.parser import parse_duration, parse_query
 from predicates.semantic import BoundQuery, bind
 
@@ -151,7 +152,7 @@ class Formula:
         self.fast = fast
         self._index = terms[0][0] if terms else 0
         self._alpha = float(terms[0][1]) if terms else 0.0
-        self._constant = to_float(beta)
+        self._constant = faithful(beta)
 
     @classmethod
     def of(cls, value: object) -> Formula:
@@ -159,12 +160,25 @@ class Formula:
             return cls(value.beta, tuple(sorted(value.terms.items())))
         return cls(Fraction(value), ())  # type: ignore[arg-type]
 
-    def value(self, texts: Sequence[str]) -> float:
+    def value(self, texts: Sequence[str]) -> float | Fraction:
         if not self.terms:
             return self._constant
         if self.fast:
-            return float(texts[self._index]) * self._alpha + 0.0  # + 0.0: no negative zero
-        return to_float(self.beta + sum((a * Fraction(texts[i]) for i, a in self.terms), Fraction(0)))
+            return scaled_number(texts[self._index], self._alpha)
+        return faithful(self.beta + sum((a * Fraction(texts[i]) for i, a in self.terms), Fraction(0)))
+
+
+def scaled_number(text: str, alpha: float) -> float | Fraction:
+    """The constant ``text * alpha`` (``alpha`` a signed power of two) as the engine
+    keeps it (:func:`~predicates.numbers.faithful`). A literal of at most 15
+    characters has at most 15 digits, and every such decimal is the shortest one of
+    its double: then the double is the constant and no Fraction is needed."""
+    value = float(text) * alpha + 0.0  # + 0.0: no negative zero
+    if (alpha == 1.0 or alpha == -1.0) and len(text) <= 15:
+        return value
+    if value == _INF or value == -_INF:
+        return value  # out of range: the full front end reports it
+    return faithful(Fraction(text) * Fraction(alpha))
 
 
 # ---------------------------------------------------------------- compiled forms
@@ -255,7 +269,7 @@ class CompiledQuery:
             return header + split_header(self.source_text)[1].strip()
         parts = [f"SELECT {self.context.select_text} FROM {self.context.from_text}"]
         if self.maxwindow is not None and self.context.window_scale is not None:
-            parts.append(f"MAXWINDOW {format_constant(Fraction(self.maxwindow))}")
+            parts.append(f"MAXWINDOW {format_constant(exact(self.maxwindow))}")
         if not self.disjuncts:
             parts.append("WHERE 1 = 0")
         else:
@@ -269,8 +283,16 @@ class CompiledQuery:
 
 def _exact(value: Any, key: ListKey) -> Any:
     if key.family == "number" and value is not None:
-        return Fraction(value)
+        return exact(value)
     return value
+
+
+def _duration(text: str, scale: Fraction) -> float | Fraction:
+    """A MAXWINDOW of ``text`` units of ``scale`` seconds, as the engine keeps it."""
+    if scale == 1 and len(text) <= 15:
+        return float(text)
+    seconds = Fraction(text) * scale
+    return _INF if to_float(seconds) == _INF else faithful(seconds)
 
 
 def _quote_name(name: str) -> str:
@@ -293,7 +315,7 @@ class _Template:
         formula = self.formula
         if formula is not None:
             if formula.fast and formula.terms:
-                return (self.key, float(numbers[self.params[formula._index]]) * formula._alpha + 0.0)
+                return (self.key, scaled_number(numbers[self.params[formula._index]], formula._alpha))
             return (self.key, formula.value([numbers[i] for i in self.params]))
         if self.truth is not None:
             return self.truth
@@ -381,7 +403,7 @@ class FastCompiler:
         must decide, e.g. an infinite window or a condition the shortcuts do not know)."""
         maxwindow = None
         if window_index is not None:
-            maxwindow = float(numbers[window_index]) * float(context.window_scale)  # type: ignore[arg-type]
+            maxwindow = _duration(numbers[window_index], context.window_scale)  # type: ignore[arg-type]
             if maxwindow == _INF:
                 return None
         disjuncts = self._conditions(context, conditions, numbers)
@@ -404,9 +426,10 @@ class FastCompiler:
                 shortcut = shortcuts.get(pattern)
                 if shortcut is not None:
                     key, index, alpha, count = shortcut
-                    value = float(numbers[k + index]) * alpha + 0.0
+                    value = scaled_number(numbers[k + index], alpha)
                     if value == _INF or value == -_INF:
                         return None  # a literal out of range: the full front end reports it
+                    numeric = numeric and type(value) is float
                     preds[(key, value)] = None
                     k += count
                     continue
@@ -610,7 +633,7 @@ def from_normalized(nq: NormalizedQuery, name: str | None = None, text: str | No
     disjuncts = tuple(
         (Conjunction.of((p.key, p.value) for p in conj.predicates), tuple(conj.residuals)) for conj in nq.disjuncts
     )
-    maxwindow = to_float(bound.maxwindow) if bound.maxwindow is not None else None
+    maxwindow = faithful(bound.maxwindow) if bound.maxwindow is not None else None
     source = text if text is not None else bound.source.text[bound.query.span.start : bound.query.span.end]
     return CompiledQuery(name or nq.name, context, maxwindow, disjuncts, source)
 

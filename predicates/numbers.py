@@ -1,0 +1,53 @@
+"""What a number means (DESIGN.md §5): the exact value every comparison is held to.
+
+An INTEGER value is the integer itself; a FLOAT value (and a timestamp) is the
+shortest decimal that reads back as the same double, which is what ``repr`` prints;
+a constant of a query is exactly what was written. :mod:`indexes.exact` compares
+with these meanings at the speed of doubles.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Integral
+
+EXACT_INTEGERS = 2**53  # every integer of smaller magnitude is a double
+
+Number = int | float
+
+
+def decimal_of(value: Number) -> Fraction:
+    """The exact number a value means: an int itself, a float its shortest decimal."""
+    if isinstance(value, float):
+        return Fraction(float.__repr__(value))  # numpy's float64 repr adds its type name
+    if isinstance(value, Integral):
+        return Fraction(int(value))
+    return Fraction(float.__repr__(float(value)))
+
+
+def to_float(value: Fraction | float | int) -> float:
+    """The nearest double, or an infinity past the double range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def faithful(value: Fraction) -> float | Fraction:
+    """``value`` as a float when that float means exactly ``value`` (it prints as
+    ``value``), else ``value`` itself. Constants are kept this way: the common ones
+    (``90``, ``52.5``, ``0.1``) as plain doubles, the rest (``1/3``) exact."""
+    f = to_float(value)
+    if not math.isfinite(f):
+        return value
+    if value.denominator == 1 and -EXACT_INTEGERS < value.numerator < EXACT_INTEGERS:
+        return f
+    return f if Fraction(repr(f)) == value else value
+
+
+def exact(constant: Fraction | float | int) -> Fraction:
+    """What a stored constant (see :func:`faithful`) means."""
+    if isinstance(constant, Fraction):
+        return constant
+    return decimal_of(constant)

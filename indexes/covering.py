@@ -189,10 +189,18 @@ class CoveringList:
             )
         return self._arrays
 
-    def satisfied_many(self, left: np.ndarray, right: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def satisfied_many(
+        self,
+        left: np.ndarray,
+        right: np.ndarray | None = None,
+        exact_left: np.ndarray | None = None,
+        exact_right: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`satisfied` (or :meth:`satisfied_pair`) for many float64 values at
         once (NaN is NULL), as ``(lo, hi)`` arrays in the kernels' form: a NULL row
-        has ``lo = NULL``; for ``!=`` ``[lo, hi)`` is the run that fails."""
+        has ``lo = NULL``; for ``!=`` ``[lo, hi)`` is the run that fails.
+        ``exact_left``, ``exact_right``: the int64 values of integer columns whose
+        doubles round (past 2**53)."""
         left = np.asarray(left, np.float64)
         count = len(left)
         n, op = self.n, self.op
@@ -240,8 +248,15 @@ class CoveringList:
         hi = np.asarray(hi, np.int64).copy()
         if unsure is not None:
             for i in np.flatnonzero(unsure & ~null).tolist():
-                x = int(left[i]) if self.integer and right is None else float(left[i])
-                sat = self.satisfied(x) if right is None else self.satisfied_pair(x, float(right[i]))
+                if exact_left is not None:
+                    x: Any = int(exact_left[i])
+                else:
+                    x = int(left[i]) if self.integer and right is None else float(left[i])
+                if right is None:
+                    sat = self.satisfied(x)
+                else:
+                    y = int(exact_right[i]) if exact_right is not None else float(right[i])
+                    sat = self.satisfied_pair(x, y)
                 lo[i], hi[i] = _kernel_form(sat, op, n)
         lo[null] = NULL
         return lo, hi

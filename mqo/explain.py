@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from mqo.plan import LETTER, TYPES, CompiledList, CompiledPlan, Slot
 from mqo.registry import QueryRegistry
 from predicates import Kind, format_constant, most_covering_first
+from predicates.numbers import exact
 
 _TITLES = {
     Kind.ATTRIBUTE: "Attribute predicate lists",
@@ -40,7 +41,7 @@ def _predicate_text(lst: CompiledList, constant: object) -> str:
 def _covering_note(lst: CompiledList) -> str:
     op = lst.key.op
     if op in ("=", "!="):
-        return "equality: hash lookup" if lst.right_pos is None else "equality"
+        return "equality: one search" if lst.right_pos is None else "equality"
     return "most covering last" if most_covering_first(op) else "most covering first"
 
 
@@ -87,7 +88,11 @@ def explain_text(
     for slot in plan.slots:
         rq = slot.query
         streams = ", ".join(alias if alias == stream else f"{stream} AS {alias}" for alias, stream in rq.aliases)
-        window = f"  MAXWINDOW {format_constant(rq.maxwindow)} s" if rq.compiled.maxwindow is not None else ""
+        window = (
+            f"  MAXWINDOW {format_constant(exact(rq.compiled.maxwindow))} s"
+            if rq.compiled.maxwindow is not None
+            else ""
+        )
         out.append(f"  {slot_label(slot)}: FROM {streams}{window}")
         parts = []
         positions = plan.slot_positions(slot.index)

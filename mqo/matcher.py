@@ -24,7 +24,7 @@ import numpy as np
 
 from indexes import kernels
 from indexes.stored import StoredTuple
-from mqo.batch import MatchBatch, SingleResults, columns_of, value_types
+from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of, value_types
 from mqo.clock import Clock
 from mqo.engine import Engine, ResultBlock
 from mqo.explain import explain_text
@@ -44,19 +44,9 @@ from predicates.templates import CompiledQuery, split_query_texts
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
 KERNEL_PUSH_SLOTS = 4096
 STORE_MODES = ("all", "candidates")
+MISSING_MODES = ("error", "null")
 SNAPSHOT_FORMAT = 3
 LATE_KEPT = 10_000
-
-
-def _numeric(schema: Any, columns: dict[str, list[Any]]) -> dict[str, Any]:
-    """One row's values as the prepared path takes them (numeric columns as floats)."""
-    out: dict[str, Any] = {}
-    for col in schema.columns:
-        value = columns[col.name]
-        out[col.name] = (
-            np.array([np.nan if value[0] is None else value[0]], np.float64) if col.ctype.is_numeric else value
-        )
-    return out
 
 
 def _plain_value(value: Any) -> Any:
@@ -99,7 +89,9 @@ class Matcher:
     ``store='candidates'`` keeps only tuples that a registered multi-stream query can
     still use, which is faster but means a query
     registered later does not see tuples no query wanted when they arrived (the CLI
-    and the Spark stages, whose queries are fixed, use it).
+    and the Spark stages, whose queries are fixed, use it). ``missing='null'`` lets a
+    pushed tuple leave out columns (they are NULL); by default that is an error, since a
+    misspelled or forgotten column would otherwise silently never match.
     """
 
     def __init__(
@@ -113,11 +105,15 @@ class Matcher:
         max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
         store: str = "all",
         check: bool = False,
+        missing: str = "error",
     ) -> None:
         if bucket_width is not None and not bucket_width > 0:
             raise ValueError("bucket_width must be > 0")
         if store not in STORE_MODES:
             raise ValueError(f"store must be one of {', '.join(STORE_MODES)}, not {store!r}")
+        if missing not in MISSING_MODES:
+            raise ValueError(f"missing must be one of {', '.join(MISSING_MODES)}, not {missing!r}")
+        self.missing = missing
         self.catalog = schema if isinstance(schema, Catalog) else Catalog()
         if isinstance(schema, str):
             self.catalog.register_ddl(schema)
@@ -274,7 +270,7 @@ class Matcher:
             width = self._bucket_width or auto_bucket_width(plan.retention_window, self.allowed_lateness)
             if self._state is None:
                 self._state = WindowState(len(plan.streams), width)
-                self._rows = [RowBuilder(schema) for schema in plan.streams]
+                self._rows = [RowBuilder(schema, self.missing == "null") for schema in plan.streams]
             self._state.configure(plan.indexed_positions, width)
             self._attach_engine(plan)
             self._plan = plan
@@ -368,13 +364,13 @@ class Matcher:
             # Many queries: decide the tuple's attributes in the kernels (a batch of one)
             # rather than with the per-tuple engine's Python-int masks.
             schema = plan.streams[s]
-            columns = {c.name: [v] for c, v in zip(schema.columns, row[2:], strict=True)}
+            one = {"ts": [row[0]], **{c.name: [v] for c, v in zip(schema.columns, row[2:], strict=True)}}
             prepared = prepare_batch(
                 plan,
                 s,
                 np.array([row[0]]),
                 np.array([row[1]], np.int64),
-                _numeric(schema, columns),
+                columns_of(one, schema)[2],
                 self.store == "all",
             )
             return self.push_prepared(prepared, 0)
@@ -402,7 +398,7 @@ class Matcher:
         :meth:`push_prepared`."""
         plan = self.plan
         s = self._stream(plan, stream)
-        ts, ids, columns = columns_of(batch, plan.streams[s])
+        ts, ids, columns = columns_of(batch, plan.streams[s], self.missing == "null")
         rows = self._rows[s]
         start = rows.next_id
         rows.restart_ids(start + len(ts))
@@ -489,10 +485,12 @@ class Matcher:
             # QED checks need every tuple's attribute bits: go one by one
             s = self._stream(plan, stream)
             schema = plan.streams[s]
-            ts, ids, columns = columns_of(batch, schema)
+            ts, ids, columns = columns_of(batch, schema, self.missing == "null")
+            exact = columns.pop(EXACT, {})
             blocks: list[ResultBlock] = []
             for i in range(len(ts)):
                 values = {name: _plain_value(col[i]) for name, col in columns.items()}
+                values.update({name: column.value(i) for name, column in exact.items()})
                 blocks.extend(
                     self._push_blocks(schema.name, float(ts[i]), values, None if ids is None else int(ids[i]))
                 )
@@ -579,6 +577,7 @@ class Matcher:
                 "bucket_width": self._bucket_width,
                 "max_disjuncts": self.max_disjuncts,
                 "store": self.store,
+                "missing": self.missing,
             },
             "next_position": self._next_position,
             "clock": self.clock.snapshot(),
@@ -618,7 +617,7 @@ class Matcher:
             like._frozen = m._frozen = True
             plan = like.plan
             m._plan, m._plan_version = plan, like._plan_version
-            m._rows = [RowBuilder(schema) for schema in plan.streams]
+            m._rows = [RowBuilder(schema, m.missing == "null") for schema in plan.streams]
         m._next_position = snapshot["next_position"]
         m.clock.load(snapshot["clock"])
         m._seq = snapshot["seq"]

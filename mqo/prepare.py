@@ -29,6 +29,7 @@ import numpy as np
 from indexes import kernels
 from indexes.covering import NOTHING
 from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
+from mqo.batch import EXACT
 from mqo.plan import CompiledPlan
 from predicates import ColumnType, StreamSchema
 
@@ -60,7 +61,11 @@ class PreparedBatch:
     def row(self, i: int) -> tuple[Any, ...]:
         """The stored row ``(ts, id, *values)`` of row i (integers as ints, NaN as NULL)."""
         values: list[Any] = [float(self.ts[i]), int(self.ids[i])]
+        exact = self.columns.get(EXACT, {})
         for col in self.schema.columns:
+            if col.name in exact:
+                values.append(exact[col.name].value(i))
+                continue
             column = self.columns.get(col.name)
             v = None if column is None else column[i]
             if isinstance(v, float | np.floating):
@@ -136,7 +141,15 @@ def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, col
     left = _column(lst.left_pos, schema, ts, ids, columns)
     right = None if lst.right_pos is None else _column(lst.right_pos, schema, ts, ids, columns)
     if lst.numeric:
-        return lst.covering.satisfied_many(left, right)
+        exact = columns.get(EXACT, {})
+
+        def exact_of(position: int | None) -> np.ndarray | None:
+            if position is None or position < 2 or not exact:
+                return None
+            found = exact.get(schema.columns[position - 2].name)
+            return None if found is None else found.values
+
+        return lst.covering.satisfied_many(left, right, exact_of(lst.left_pos), exact_of(lst.right_pos))
     # strings and booleans: one row at a time
     n = len(ts)
     lo = np.empty(n, np.int64)

@@ -68,7 +68,8 @@ class RegisteredQuery:
 
     @property
     def maxwindow(self) -> float:
-        return self.compiled.maxwindow or 0.0
+        """MAXWINDOW in seconds (the nearest double; 0 without one)."""
+        return to_float(self.compiled.maxwindow or 0.0)
 
     @property
     def is_multi_stream(self) -> bool:

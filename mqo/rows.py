@@ -1,8 +1,11 @@
 """Turning user values into stored rows, with clear errors for what cannot be matched.
 
-A row is ``(ts, id, col_0, col_1, ...)``. Missing columns are NULL, NaN becomes NULL
-(SQL's unknown: it satisfies no comparison), and a value of the wrong type is an
-error naming the stream and column rather than something that silently never matches.
+A row is ``(ts, id, col_0, col_1, ...)``. Every declared column must be given (None
+or NaN for NULL, SQL's unknown: it satisfies no comparison); a missing column is an
+error unless the matcher was made with ``missing="null"``. A value that cannot mean
+what its column says is an error naming the stream and column rather than something
+that silently never matches or changes: a fraction or a number past 64 bits in an
+INTEGER column, an infinity in a FLOAT column, text in a number column.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from mqo.results import TupleError
 from predicates import ColumnType, StreamSchema
 from predicates.errors import did_you_mean
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
 
 class RowBuilder:
-    __slots__ = ("_next_id", "_positions", "_types", "_width", "schema")
+    __slots__ = ("_next_id", "_positions", "_types", "_width", "missing_null", "schema")
 
-    def __init__(self, schema: StreamSchema) -> None:
+    def __init__(self, schema: StreamSchema, missing_null: bool = False) -> None:
         self.schema = schema
+        self.missing_null = missing_null
         self._positions = {c.name: i + 2 for i, c in enumerate(schema.columns)}
         self._positions.update({c.name.lower(): i + 2 for i, c in enumerate(schema.columns)})
         self._types = [c.ctype for c in schema.columns]
@@ -44,8 +50,8 @@ class RowBuilder:
             raise TupleError(f"stream {name}: ts must be a finite number, got {ts!r}")
         if id is None:
             id = auto_id
-        elif isinstance(id, bool) or not isinstance(id, Integral):
-            raise TupleError(f"stream {name}: id must be an integer, got {id!r}")
+        elif isinstance(id, bool) or not isinstance(id, Integral) or not INT64_MIN <= id <= INT64_MAX:
+            raise TupleError(f"stream {name}: id must be a 64-bit integer, got {id!r}")
         row: list[Any] = [None] * self._width
         row[0] = float(ts)
         row[1] = int(id)
@@ -62,6 +68,14 @@ class RowBuilder:
                             f"stream {name} has no column {key!r}" + did_you_mean(str(key), self.schema.column_names)
                         )
                 row[pos] = self._coerce(value, pos)
+        if not self.missing_null and (not values or len(values) < self._width - 2):
+            given = {self._positions.get(k, self._positions.get(str(k).lower())) for k in values or ()}
+            missing = [c.name for i, c in enumerate(self.schema.columns) if i + 2 not in given]
+            if missing:
+                raise TupleError(
+                    f"stream {name}: no value for column(s) {', '.join(missing)} "
+                    "(give None for NULL, or make the Matcher with missing='null')"
+                )
         return tuple(row)
 
     def _coerce(self, value: Any, pos: int) -> Any:
@@ -73,8 +87,17 @@ class RowBuilder:
                 raise self._type_error(value, pos, "a number")
             if value != value:
                 return None
-            if ctype is ColumnType.FLOAT or not isinstance(value, Integral):
-                return float(value)
+            if ctype is ColumnType.FLOAT:
+                value = float(value)
+                if not math.isfinite(value):
+                    raise self._type_error(value, pos, "a finite number")
+                return value
+            if not isinstance(value, Integral):
+                if not float(value).is_integer():
+                    raise self._type_error(value, pos, "an integer")
+                value = int(value)
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise self._type_error(value, pos, "a 64-bit integer")
             return int(value)
         if ctype is ColumnType.STRING:
             if not isinstance(value, str):

@@ -608,7 +608,10 @@ def time_buckets(unified: DataFrame, spec: StageSpec) -> DataFrame:
     if window <= 0:
         return out.selectExpr("*", "_home AS _b")
     edge = f"CAST(_home + 1 AS DOUBLE) * {width} - {_double(window)}"
-    return out.selectExpr("*", f"explode(IF(ts >= {edge}, array(_home, _home + 1), array(_home))) AS _b")
+    # a little early: results are decided exactly on what timestamps mean, and a pair
+    # exactly MAXWINDOW apart must meet in one partition whatever the doubles round to
+    early = f"{edge} - (ABS({edge}) + {_double(window)}) * 1e-12"
+    return out.selectExpr("*", f"explode(IF(ts >= {early}, array(_home, _home + 1), array(_home))) AS _b")
 
 
 # ------------------------------------------------------------- the batch stage

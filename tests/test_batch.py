@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import Counter
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,9 @@ import mqo
 from mqo.batch import MatchBatch
 from mqo.results import TupleError
 from tests.strategies import Heartbeat, Push, Register, Unregister, Workload, workloads
+
+# these tests push sparse tuples: a column left out is NULL
+sparse_matcher = partial(mqo.Matcher, missing="null")
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
@@ -84,8 +88,8 @@ def columns_of(ddl: str, stream: str) -> list[str]:
 def replay(workload: Workload, cuts: list[int], kinds: list[str], store: str = "all") -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        one = mqo.Matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
-        many = mqo.Matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
+        one = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
+        many = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
         ops = workload.ops
         i = 0
         cut = 0
@@ -155,8 +159,8 @@ def test_storing_only_candidates_changes_no_result_when_queries_are_fixed(worklo
     replay(fixed, cuts, ["dict"], store="candidates")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = mqo.Matcher(fixed.ddl, allowed_lateness=fixed.lateness)
-        b = mqo.Matcher(fixed.ddl, allowed_lateness=fixed.lateness, store="candidates")
+        a = sparse_matcher(fixed.ddl, allowed_lateness=fixed.lateness)
+        b = sparse_matcher(fixed.ddl, allowed_lateness=fixed.lateness, store="candidates")
         for op in fixed.ops:
             for m in (a, b):
                 if isinstance(op, Register):
@@ -172,7 +176,7 @@ def test_storing_only_candidates_changes_no_result_when_queries_are_fixed(worklo
 
 
 def test_batch_results_convert_to_arrow_json_and_matches(thesis_ddl, running_example):
-    m = mqo.Matcher(thesis_ddl, allowed_lateness=8)
+    m = sparse_matcher(thesis_ddl, allowed_lateness=8)
     m.register_queries(running_example)
     m.register_query("Query ID: hot\nSELECT B.pressure * 2 AS twice, B.alert FROM B WHERE B.pressure > 100")
     got = m.push_batch(
@@ -208,7 +212,7 @@ def test_batch_results_convert_to_arrow_json_and_matches(thesis_ddl, running_exa
     ],
 )
 def test_bad_batches_are_clear_errors(batch, fragment, thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")
     with pytest.raises(TupleError) as err:
         m.push_batch("B", batch)
@@ -217,7 +221,7 @@ def test_bad_batches_are_clear_errors(batch, fragment, thesis_ddl):
 
 def test_late_rows_inside_a_batch_are_reported(thesis_ddl):
     seen = []
-    m = mqo.Matcher(thesis_ddl, late_sink=seen.append)
+    m = sparse_matcher(thesis_ddl, late_sink=seen.append)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")
     got = m.push_batch("B", {"ts": [5.0, 3.0, 6.0, 1.0], "pressure": [1.0, 1.0, 1.0, 1.0]})
     assert sorted(r.ids["B"] for r in got) == [0, 2]
@@ -226,7 +230,7 @@ def test_late_rows_inside_a_batch_are_reported(thesis_ddl):
 
 
 def test_empty_batch(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")
     got = m.push_batch("B", {"ts": np.zeros(0), "pressure": np.zeros(0)})
     assert isinstance(got, MatchBatch) and len(got) == 0
@@ -234,7 +238,7 @@ def test_empty_batch(thesis_ddl):
 
 
 def test_json_lines_are_one_per_result_whatever_the_strings_hold():
-    m = mqo.Matcher("REGISTER STREAM S (tag STRING);")
+    m = sparse_matcher("REGISTER STREAM S (tag STRING);")
     m.register_query("Query ID: a\nSELECT S.tag FROM S")
     m.register_query("Query ID: b\nSELECT S.tag FROM S")
     tags = ["two\nlines", "sep\u2028arator", 'quote"d', "plain"]

@@ -4,12 +4,16 @@ heartbeats, registration changes while tuples flow, and clear errors."""
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import pytest
 
 import mqo
 from mqo.matcher import ORDERS
 from mqo.results import TupleError
+
+# these tests push sparse tuples: a column left out is NULL
+sparse_matcher = partial(mqo.Matcher, missing="null")
 
 H_TUPLES = [(0, 6, 98), (1, 1, 90), (2, 7, 98), (3, 2, 98), (4, 8, 89)]
 K_TUPLES = [(1, 150), (2, 100), (3, 150), (5, 150), (6, 75)]
@@ -29,7 +33,7 @@ def feed_figure_3_16(m: mqo.Matcher) -> list:
 
 @pytest.mark.parametrize("order", ORDERS)
 def test_running_example_gives_query_3_with_h_at_ts_0(order, thesis_ddl, running_example):
-    m = mqo.Matcher(thesis_ddl, allowed_lateness=8, order=order)
+    m = sparse_matcher(thesis_ddl, allowed_lateness=8, order=order)
     m.register_queries(running_example)
     assert feed_figure_3_16(m) == []
     matches = m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98})
@@ -46,7 +50,7 @@ def mqo_dict(match):
 
 def test_late_tuple_is_reported_not_matched(thesis_ddl, running_example):
     seen = []
-    m = mqo.Matcher(thesis_ddl, late_sink=seen.append)
+    m = sparse_matcher(thesis_ddl, late_sink=seen.append)
     m.register_queries(running_example)
     feed_figure_3_16(m)
     assert m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98}) == []
@@ -61,7 +65,7 @@ def test_late_tuple_is_reported_not_matched(thesis_ddl, running_example):
 
 
 def test_late_tuple_without_a_sink_warns_once(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")
     m.push("B", 10, {"pressure": 1})
     with warnings.catch_warnings(record=True) as caught:
@@ -78,7 +82,7 @@ def test_within_lateness_results_equal_timestamp_order(thesis_ddl):
     shuffled = [in_order[i] for i in (1, 0, 3, 2, 5, 4)]
 
     def run(tuples, lateness):
-        m = mqo.Matcher(thesis_ddl, allowed_lateness=lateness)
+        m = sparse_matcher(thesis_ddl, allowed_lateness=lateness)
         m.register_query(query)
         out = []
         for stream, ts, v in tuples:
@@ -93,7 +97,7 @@ def test_within_lateness_results_equal_timestamp_order(thesis_ddl):
 
 
 def test_heartbeat_purges_quiet_streams(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 2 WHERE B.pressure < H.vib")
     for ts in range(10):
         m.push("B", ts, {"pressure": 1.0})
@@ -106,7 +110,7 @@ def test_heartbeat_purges_quiet_streams(thesis_ddl):
 
 
 def test_state_stays_bounded_by_the_largest_window(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl, bucket_width=1)
+    m = sparse_matcher(thesis_ddl, bucket_width=1)
     m.register_query("SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure = H.vib")
     for ts in range(1000):
         m.push("B", ts, {"pressure": ts % 7})
@@ -116,7 +120,7 @@ def test_state_stays_bounded_by_the_largest_window(thesis_ddl):
 
 
 def test_registration_mid_stream_sees_earlier_tuples_in_the_window(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("Query ID: small\nSELECT * FROM B, H MAXWINDOW 10 WHERE B.pressure = H.vib")
     m.push("B", 1, {"pressure": 7})
     m.push("H", 2, {"vib": 8})
@@ -134,7 +138,7 @@ def test_registration_mid_stream_sees_earlier_tuples_in_the_window(thesis_ddl):
 
 
 def test_query_with_a_larger_window_registered_late_never_uses_purged_tuples(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl, bucket_width=1)
+    m = sparse_matcher(thesis_ddl, bucket_width=1)
     m.register_query("SELECT * FROM B, H MAXWINDOW 2 WHERE B.pressure = H.vib")
     for ts in range(20):
         m.push("B", ts, {"pressure": 1.0})
@@ -147,7 +151,7 @@ def test_query_with_a_larger_window_registered_late_never_uses_purged_tuples(the
 
 
 def test_unregistered_query_reports_nothing_more(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     qid = m.register_query("SELECT * FROM B WHERE B.pressure > 1")
     assert len(m.push("B", 1, {"pressure": 2})) == 1
     m.unregister_query(qid)
@@ -159,7 +163,7 @@ def test_unregistered_query_reports_nothing_more(thesis_ddl):
 
 
 def test_unregistering_frees_unshared_predicates_and_lists(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     a = m.register_query("SELECT * FROM B WHERE B.pressure < 5 AND B.temp > 1")
     m.register_query("SELECT * FROM B WHERE B.pressure < 5")
     assert m.registry.distinct_predicates() == 2
@@ -170,7 +174,7 @@ def test_unregistering_frees_unshared_predicates_and_lists(thesis_ddl):
 
 
 def test_or_query_reports_each_result_once(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure < 3 OR H.vib > 1 OR B.pressure < H.vib")
     m.push("B", 1, {"pressure": 1})
     got = m.push("H", 2, {"vib": 2})
@@ -178,7 +182,7 @@ def test_or_query_reports_each_result_once(thesis_ddl):
 
 
 def test_queries_without_connecting_predicates_use_the_window(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B, K MAXWINDOW 2 WHERE B.pressure > 1 AND K.fluid < 5")
     m.push("K", 0, {"fluid": 1})
     m.push("K", 1, {"fluid": 9})
@@ -188,7 +192,7 @@ def test_queries_without_connecting_predicates_use_the_window(thesis_ddl):
 
 
 def test_select_expressions_and_nulls(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT B.pressure * 2 AS doubled, B.temp / B.alert AS ratio, B.temp FROM B WHERE B.pressure > 0")
     (r,) = m.push("B", 1, {"pressure": 2.5, "temp": 3.0, "alert": 0})
     assert r.values == {"doubled": 5.0, "ratio": None, "B.temp": 3.0}
@@ -197,7 +201,7 @@ def test_select_expressions_and_nulls(thesis_ddl):
 
 
 def test_nulls_and_nan_match_nothing(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure != 3")
     m.register_query("SELECT * FROM B WHERE NOT (B.pressure > 3)")
     assert m.push("B", 1, {"pressure": None}) == []
@@ -207,7 +211,7 @@ def test_nulls_and_nan_match_nothing(thesis_ddl):
 
 
 def test_ids_are_given_or_counted_per_stream(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")
     assert m.push("B", 1, {"pressure": 1})[0].ids == {"B": 0}
     assert m.push("B", 2, {"pressure": 1}, id=42)[0].ids == {"B": 42}
@@ -223,19 +227,43 @@ def test_ids_are_given_or_counted_per_stream(thesis_ddl):
         (lambda m: m.push("B", float("nan"), {}), "ts must be a finite number"),
         (lambda m: m.push("B", "3", {}), "ts must be a finite number"),
         (lambda m: m.push("B", 1, {"ts": 3}), "pass ts as its own argument"),
-        (lambda m: m.push("B", 1, {}, id=1.5), "id must be an integer"),
+        (lambda m: m.push("B", 1, {}, id=1.5), "id must be a 64-bit integer"),
+        (lambda m: m.push("B", 1, {}, id=2**63), "id must be a 64-bit integer"),
+        (lambda m: m.push("B", 1, {"alert": 0.5}), "column alert (INTEGER): expected an integer, got 0.5"),
+        (lambda m: m.push("B", 1, {"alert": 2**63}), "column alert (INTEGER): expected a 64-bit integer"),
+        (lambda m: m.push("B", 1, {"pressure": float("inf")}), "column pressure (FLOAT): expected a finite number"),
     ],
 )
 def test_bad_tuples_are_clear_errors(call, fragment, thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")
     with pytest.raises(TupleError) as err:
         call(m)
     assert fragment in str(err.value)
 
 
-def test_register_queries_is_all_or_nothing(thesis_ddl, running_example):
+def test_a_missing_column_is_an_error_unless_asked_for(thesis_ddl):
+    strict = mqo.Matcher(thesis_ddl)
+    strict.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    with pytest.raises(TupleError, match=r"stream B: no value for column\(s\) temp, alert"):
+        strict.push("B", 1, {"pressure": 1.0})
+    assert strict.push("B", 1, {"pressure": 1.0, "temp": None, "alert": 3})[0].values["B.temp"] is None
+    sparse = sparse_matcher(thesis_ddl)
+    sparse.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    assert sparse.push("B", 1, {"pressure": 1.0})[0].values["B.alert"] is None
+
+
+def test_integers_stay_exact_in_64_bits(thesis_ddl):
     m = mqo.Matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.alert > 9007199254740992")
+    big = 9007199254740993  # 2**53 + 1: not a double
+    (match,) = m.push("B", 1, {"pressure": 1.0, "temp": 1.0, "alert": big}, id=2**63 - 1)
+    assert match.values["B.alert"] == big and match.ids == {"B": 2**63 - 1}
+    assert m.push("B", 2, {"pressure": 1.0, "temp": 1.0, "alert": 2**53}) == []
+
+
+def test_register_queries_is_all_or_nothing(thesis_ddl, running_example):
+    m = sparse_matcher(thesis_ddl)
     with pytest.raises(mqo.QueryError) as err:
         m.register_queries([running_example, "SELECT * FROM B WHERE B.nope < 1"])
     assert "unknown column 'nope'" in str(err.value)
@@ -244,7 +272,7 @@ def test_register_queries_is_all_or_nothing(thesis_ddl, running_example):
 
 
 def test_query_ids_given_and_taken(thesis_ddl):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     assert m.register_query("SELECT * FROM B", query_id="alerts") == "alerts"
     with pytest.raises(mqo.QueryError, match="already registered"):
         m.register_query("SELECT * FROM H", query_id="alerts")
@@ -253,7 +281,7 @@ def test_query_ids_given_and_taken(thesis_ddl):
 
 
 def test_counters_count_the_work(thesis_ddl, running_example):
-    m = mqo.Matcher(thesis_ddl, allowed_lateness=8, order="WAJ")
+    m = sparse_matcher(thesis_ddl, allowed_lateness=8, order="WAJ")
     m.register_queries(running_example)
     feed_figure_3_16(m)
     m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98})
@@ -269,12 +297,12 @@ def test_counters_count_the_work(thesis_ddl, running_example):
 
 def test_unknown_order_is_rejected(thesis_ddl):
     with pytest.raises(ValueError, match="unknown evaluation order 'ABC'"):
-        mqo.Matcher(thesis_ddl, order="ABC")
-    assert mqo.Matcher(thesis_ddl, order="static:wja").order[0].value == "window"
+        sparse_matcher(thesis_ddl, order="ABC")
+    assert sparse_matcher(thesis_ddl, order="static:wja").order[0].value == "window"
 
 
 def test_explain_from_python(thesis_ddl, running_example):
-    m = mqo.Matcher(thesis_ddl)
+    m = sparse_matcher(thesis_ddl)
     m.register_queries(running_example)
     text = m.explain()
     assert "T.fluct = 51.5" in text and "sharing ratio" in text

@@ -6,8 +6,20 @@
 '1'
 """
 
-from mqo.matcher import Matcher
+from mqo.batch import MatchBatch
+from mqo.matcher import Matcher, NeverMatchesWarning
+from mqo.results import LateTuple, Match, TupleError
 from predicates import Catalog, MqoError, QueryError
 
-__all__ = ["Catalog", "Matcher", "MqoError", "QueryError"]
+__all__ = [
+    "Catalog",
+    "LateTuple",
+    "Match",
+    "MatchBatch",
+    "Matcher",
+    "MqoError",
+    "NeverMatchesWarning",
+    "QueryError",
+    "TupleError",
+]
 __version__ = "0.1.0"

@@ -55,6 +55,10 @@ def _plain_value(value: Any) -> Any:
     return value
 
 
+class NeverMatchesWarning(UserWarning):
+    """A registered query whose condition can never hold."""
+
+
 def _since_text(since: float | Fraction) -> float | str:
     """A registration horizon as snapshot data (exact: a Fraction as its text)."""
     return since if isinstance(since, float) else str(since)
@@ -251,6 +255,15 @@ class Matcher:
 
     def _add(self, instances: list[CompiledQuery], since_ts: float | list[float] | None = None) -> None:
         self._check_not_frozen()
+        never = [q.name for q in instances if not q.disjuncts]
+        if never:
+            shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
+            warnings.warn(
+                f"query {shown} can never match: its condition is always false "
+                "(a contradiction, or a division by zero, whose value is NULL)",
+                NeverMatchesWarning,
+                stacklevel=3,
+            )
         self.registry.add(instances, self.clock.horizon if since_ts is None else since_ts)
         self._next_position += len(instances)
         self._plan = None

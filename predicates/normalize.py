@@ -370,6 +370,8 @@ def canonicalize(cmp: Comparison, order: ColumnOrder) -> Predicate | Residual | 
     left, right = cmp.left, cmp.right
     if isinstance(left, (StringLit, BoolLit)) or isinstance(right, (StringLit, BoolLit)) or _non_numeric(left):
         return _canonicalize_plain(cmp, order)
+    if _divides_by_zero(left) or _divides_by_zero(right):
+        return False  # x / 0 is NULL, and a comparison with NULL never holds
     lin = linearize(Arith("-", left, right, cmp.span))
     if lin is None:
         return Residual(cmp, frozenset(referenced_aliases(cmp)))  # type: ignore[arg-type]
@@ -388,6 +390,19 @@ def canonicalize(cmp: Comparison, order: ColumnOrder) -> Predicate | Residual | 
     y = cols[1]
     k = -coeffs[y] / a
     return Predicate(ListKey(_kind_of_pair(x, y), x, op, y, k), c)
+
+
+def _divides_by_zero(expr: Expr) -> bool:
+    """Whether ``expr`` divides by a constant zero somewhere (its value is always NULL)."""
+    if isinstance(expr, Negate):
+        return _divides_by_zero(expr.operand)
+    if not isinstance(expr, Arith):
+        return False
+    if expr.op == "/":
+        divisor = linearize(expr.right)
+        if divisor is not None and not divisor[0] and divisor[1] == 0:
+            return True
+    return _divides_by_zero(expr.left) or _divides_by_zero(expr.right)
 
 
 def _non_numeric(expr: Expr) -> bool:

@@ -151,7 +151,7 @@ class Formula:
             fast = alpha.numerator & (alpha.numerator - 1) == 0 and alpha.denominator & (alpha.denominator - 1) == 0
         self.fast = fast
         self._index = terms[0][0] if terms else 0
-        self._alpha = float(terms[0][1]) if terms else 0.0
+        self._alpha = to_float(terms[0][1]) if terms else 0.0
         self._constant = faithful(beta)
 
     @classmethod
@@ -176,8 +176,8 @@ def scaled_number(text: str, alpha: float) -> float | Fraction:
     value = float(text) * alpha + 0.0  # + 0.0: no negative zero
     if (alpha == 1.0 or alpha == -1.0) and len(text) <= 15:
         return value
-    if value == _INF or value == -_INF:
-        return value  # out of range: the full front end reports it
+    if (value == _INF or value == -_INF) and float(text) in (_INF, -_INF):
+        return value  # a literal out of range: the full front end reports it
     return faithful(Fraction(text) * Fraction(alpha))
 
 
@@ -295,6 +295,10 @@ def _duration(text: str, scale: Fraction) -> float | Fraction:
     return _INF if to_float(seconds) == _INF else faithful(seconds)
 
 
+def _has_fraction(compiled: CompiledQuery) -> bool:
+    return any(isinstance(v, Fraction) for preds, _ in compiled.disjuncts for v in preds.values)
+
+
 def _quote_name(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_0-9.]+", name) else "'" + name.replace("'", "''") + "'"
 
@@ -371,18 +375,21 @@ class FastCompiler:
         parts = NUMBER_SPLIT.split(body)
         skeleton, numbers = tuple(parts[0::2]), parts[1::2]
         recipe = self._recipes.get(skeleton)
+        compiled = None
         if recipe is not None:
             compiled = self._from_recipe(recipe, name, numbers)
-            if compiled is not None:
-                return compiled
-        compiled = None
-        shape = split_skeleton(skeleton, numbers)
-        if shape is not None:
-            compiled = self._from_shape(shape, skeleton, name, numbers)
-        elif "(" in body or "'" in body or '"' in body:
-            compiled = self._fast(body, name)
         if compiled is None:
-            compiled = self._full(text, name, position, source_name)
+            shape = split_skeleton(skeleton, numbers)
+            if shape is not None:
+                compiled = self._from_shape(shape, skeleton, name, numbers)
+            elif "(" in body or "'" in body or '"' in body:
+                compiled = self._fast(body, name)
+        if compiled is None:
+            return self._full(text, name, position, source_name)
+        if not all(type(preds.values) is array for preds, _ in compiled.disjuncts) and _has_fraction(compiled):
+            # a constant past the doubles (2e308, 1/3): written back, it could read
+            # differently; keep the text as given
+            compiled.source_text = text
         return compiled
 
     def _from_recipe(self, recipe: _Recipe, name: str, numbers: list[str]) -> CompiledQuery | None:

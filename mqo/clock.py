@@ -1,6 +1,6 @@
 """Event time of a matcher: what is late, and how far back tuples are kept.
 
-One object owns the rules (DESIGN.md §3 and §5), so every way in (``push``,
+One object owns the rules (docs/ARCHITECTURE.md, Time), so every way in (``push``,
 ``push_batch``, a prepared replay, the Spark stages) decides them alike:
 
 * ``newest`` is the largest timestamp accepted so far (tuples and heartbeats);
@@ -58,7 +58,7 @@ class Clock:
     def late_mask(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For tuples arriving in the order of ``ts`` (none of them held back):
         whether each is late, and the newest timestamp each one meets. Nothing
-        changes; :meth:`advance` moves the clock."""
+        changes;:meth:`advance` moves the clock."""
         ts = np.asarray(ts, np.float64)
         before = np.maximum.accumulate(np.concatenate(([self.newest], ts)))[:-1]
         late = np.zeros(len(ts), bool)

@@ -94,7 +94,7 @@ def compile_test(
     cmp: Comparison, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]
 ) -> TestFn:
     """A closure deciding a comparison on member rows (NULL: false), in exact
-    arithmetic on what the numbers mean (DESIGN.md §5): residuals are not shared and
+    arithmetic on what the numbers mean (docs/ARCHITECTURE.md, Exact numbers): residuals are not shared and
     run last, so exactness costs little here."""
     left = _compile_exact(cmp.left, stream_number, schema_of)
     right = _compile_exact(cmp.right, stream_number, schema_of)
@@ -105,7 +105,7 @@ def compile_test(
 def _compile_exact(
     expr: Expr, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]
 ) -> ValueFn:
-    """Like :func:`compile_value`, with numbers as exact Fractions."""
+    """Like:func:`compile_value`, with numbers as exact Fractions."""
     if isinstance(expr, Number):
         value = expr.value
         return lambda rows: value
@@ -127,7 +127,7 @@ def _compile_exact(
         return column
     if isinstance(expr, Negate):
         inner = _compile_exact(expr.operand, stream_number, schema_of)
-        return lambda rows: None if (v := inner(rows)) is None else -v
+        return lambda rows: None if (v:= inner(rows)) is None else -v
     assert isinstance(expr, Arith)
     left = _compile_exact(expr.left, stream_number, schema_of)
     right = _compile_exact(expr.right, stream_number, schema_of)

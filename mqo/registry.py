@@ -1,6 +1,6 @@
 """The query registry: which queries are registered and which predicates they use.
 
-Each registered query is a :class:`~predicates.templates.CompiledQuery` (its name, its
+Each registered query is a:class:`~predicates.templates.CompiledQuery` (its name, its
 context, its disjuncts as list keys and constants) plus when it was registered. Its
 predicates are also appended to flat, typed columns (query, disjunct, list, constant),
 so a million queries cost a few hundred bytes each and the plan compiler groups all
@@ -39,7 +39,7 @@ class RegisteredQuery:
 
     ``since_ts`` is the matcher's retention horizon at registration: tuples older than
     it may already have been purged, so results of this query never include them
-    (DESIGN.md §5).
+    (docs/ARCHITECTURE.md, Semantics).
     """
 
     __slots__ = ("__dict__", "_catalog", "compiled", "order", "since_ts")

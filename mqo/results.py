@@ -11,7 +11,7 @@ from predicates import MqoError
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """One result of one query (DESIGN.md §5).
+    """One result of one query (docs/ARCHITECTURE.md, Semantics).
 
     ``ts`` is the largest timestamp among the result's tuples, ``ids`` maps each alias
     of the query's FROM clause to the id of its tuple, ``values`` holds the SELECT

@@ -1,4 +1,4 @@
-"""Normalization of bound queries into canonical, shareable predicates (DESIGN.md §4).
+"""Normalization of bound queries into canonical, shareable predicates.
 
 1. NOT is pushed down to the comparisons (``NOT x < 5`` becomes ``x >= 5``). With SQL's
    three-valued logic this is exact: a comparison with NULL is unknown either way.

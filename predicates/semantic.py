@@ -1,4 +1,4 @@
-"""Semantic checks: bind a parsed query to the catalog (DESIGN.md §4).
+"""Semantic checks: bind a parsed query to the catalog.
 
 The binder resolves every column reference to an alias of the FROM clause and checks:
 unknown stream or column (with the closest name suggested), an ambiguous bare column,

@@ -4,13 +4,13 @@ It shares nothing with the engine (``mqo/``, ``indexes/``, ``predicates.normaliz
 parses and binds each query with the language layer and then evaluates the *original*
 condition tree of the query, under SQL three-valued logic, on every combination of
 stored tuples. It keeps every accepted tuple forever and decides by the rules below what
-each combination may see. The rules (DESIGN.md §3 and §5, made precise):
+each combination may see. The rules (docs/ARCHITECTURE.md, Semantics and Time, made precise):
 
 1. Tuples are pushed one at a time. Missing columns are NULL; a float NaN is NULL.
 2. ``id`` is the given one, else the number of tuples pushed before on that stream
    (late ones included).
 3. ``M`` is the largest ts of accepted tuples and heartbeats. A tuple is late iff
-   ``ts < M - L``; a late tuple is recorded in :attr:`ReferenceMatcher.late` and nothing
+   ``ts < M - L``; a late tuple is recorded in:attr:`ReferenceMatcher.late` and nothing
    else.
 4. After each accepted tuple (after matching it) and each heartbeat, the retention
    horizon becomes ``H = max(H, M - L - Wmax)``, ``Wmax`` being the largest MAXWINDOW of

@@ -1,7 +1,7 @@
 """Covering-order lists (``indexes/covering.py``) against a plain exact model.
 
 The model evaluates every predicate of a list on its own, in Fraction arithmetic on
-what the numbers mean (DESIGN.md §5: a float is its shortest decimal, an int itself,
+what the numbers mean (docs/ARCHITECTURE.md, Exact numbers: a float is its shortest decimal, an int itself,
 a constant exactly what it is). The list must give the same answer with one search,
 per value (:meth:`CoveringList.satisfied`, ``satisfied_pair``) and for a whole column
 at once (:meth:`CoveringList.satisfied_many`), whatever the rounding of doubles.

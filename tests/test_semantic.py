@@ -1,4 +1,4 @@
-"""Semantic checks against the catalog (DESIGN.md §4)."""
+"""Semantic checks against the catalog."""
 
 from __future__ import annotations
 

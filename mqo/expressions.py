@@ -127,7 +127,7 @@ def _compile_exact(
         return column
     if isinstance(expr, Negate):
         inner = _compile_exact(expr.operand, stream_number, schema_of)
-        return lambda rows: None if (v:= inner(rows)) is None else -v
+        return lambda rows: None if (v := inner(rows)) is None else -v
     assert isinstance(expr, Arith)
     left = _compile_exact(expr.left, stream_number, schema_of)
     right = _compile_exact(expr.right, stream_number, schema_of)

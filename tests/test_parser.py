@@ -149,9 +149,9 @@ def test_positions_point_into_the_source():
     q = parse_query(text, "q.mqo")
     ref = q.where.left
     assert isinstance(ref, ColumnRef)
-    assert text[ref.span.start: ref.span.end] == "B.pressure"
+    assert text[ref.span.start : ref.span.end] == "B.pressure"
     assert q.source.line_col(ref.span.start) == (3, 7)
-    assert text[q.where.op_span.start: q.where.op_span.end] == "<"
+    assert text[q.where.op_span.start : q.where.op_span.end] == "<"
 
 
 def test_exact_number_literals():

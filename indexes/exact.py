@@ -15,7 +15,7 @@ they were spelled, normalized or ordered.
 
 Two tools keep that exact without giving up doubles on the hot paths:
 
-**Cuts.** For a constant ``c`` and a column type,:func:`float_cut` and
+**Cuts.** For a constant ``c`` and a column type, :func:`float_cut` and
 :func:`integer_cut` give two thresholds ``(lt, le)`` such that for every value ``x``
 of that type, ``x < c`` iff ``x < lt`` and ``x <= c`` iff ``x <= le``, compared as
 plain doubles (or ints). The shortest decimal of a double grows with the double, so
@@ -24,10 +24,10 @@ single-column predicate (``x OP c``, in any list, per tuple or in a kernel) is t
 binary search over thresholds: no rounding can put a value on the wrong side.
 
 **A filter with an exact fallback.** For ``x OP k*y + c`` (joins, windows, two columns
-of one tuple, MAXWINDOW, lateness):func:`linear_sign` computes ``x - (k*y + c)`` in
+of one tuple, MAXWINDOW, lateness) :func:`linear_sign` computes ``x - (k*y + c)`` in
 doubles; when the result is farther from zero than the rounding error could be
 (:data:`RELATIVE_BAND` of the magnitudes involved), its sign is the exact sign.
-Otherwise, rarely, it is decided with:class:`~fractions.Fraction` arithmetic on the
+Otherwise, rarely, it is decided with :class:`~fractions.Fraction` arithmetic on the
 decimal values. The band is a proven bound: each of the at most six roundings (the
 decimal of ``x`` and of ``y`` against their doubles, ``k`` and ``c`` against their
 nearest doubles, the product, the two sums) is within 2**-53 of its operands'

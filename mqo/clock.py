@@ -58,7 +58,7 @@ class Clock:
     def late_mask(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For tuples arriving in the order of ``ts`` (none of them held back):
         whether each is late, and the newest timestamp each one meets. Nothing
-        changes;:meth:`advance` moves the clock."""
+        changes; :meth:`advance` moves the clock."""
         ts = np.asarray(ts, np.float64)
         before = np.maximum.accumulate(np.concatenate(([self.newest], ts)))[:-1]
         late = np.zeros(len(ts), bool)

@@ -105,7 +105,7 @@ def compile_test(
 def _compile_exact(
     expr: Expr, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]
 ) -> ValueFn:
-    """Like:func:`compile_value`, with numbers as exact Fractions."""
+    """Like :func:`compile_value`, with numbers as exact Fractions."""
     if isinstance(expr, Number):
         value = expr.value
         return lambda rows: value

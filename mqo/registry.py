@@ -1,6 +1,6 @@
 """The query registry: which queries are registered and which predicates they use.
 
-Each registered query is a:class:`~predicates.templates.CompiledQuery` (its name, its
+Each registered query is a :class:`~predicates.templates.CompiledQuery` (its name, its
 context, its disjuncts as list keys and constants) plus when it was registered. Its
 predicates are also appended to flat, typed columns (query, disjunct, list, constant),
 so a million queries cost a few hundred bytes each and the plan compiler groups all

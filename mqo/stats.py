@@ -16,7 +16,7 @@ PHASES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 
 @dataclass
 class Counters:
-    """Cumulative counts since the matcher was made (or:meth:`reset`).
+    """Cumulative counts since the matcher was made (or :meth:`reset`).
 
     * ``comparisons``: predicate evaluations (a binary search over a list of n counts
       ``bit_length(n)``; a window or time check counts one);
@@ -53,7 +53,7 @@ class Counters:
             setattr(self, f.name, getattr(fresh, f.name))
 
     def load(self, data: dict[str, object]) -> None:
-        """Set the counts from:meth:`as_dict` output (counts it lacks start at zero)."""
+        """Set the counts from :meth:`as_dict` output (counts it lacks start at zero)."""
         fresh = Counters()
         for f in fields(self):
             value = data.get(f.name, getattr(fresh, f.name))

@@ -2,7 +2,7 @@
 
 An INTEGER value is the integer itself; a FLOAT value (and a timestamp) is the
 shortest decimal that reads back as the same double, which is what ``repr`` prints;
-a constant of a query is exactly what was written.:mod:`indexes.exact` compares
+a constant of a query is exactly what was written. :mod:`indexes.exact` compares
 with these meanings at the speed of doubles.
 """
 
@@ -47,7 +47,7 @@ def faithful(value: Fraction) -> float | Fraction:
 
 
 def exact(constant: Fraction | float | int) -> Fraction:
-    """What a stored constant (see:func:`faithful`) means."""
+    """What a stored constant (see :func:`faithful`) means."""
     if isinstance(constant, Fraction):
         return constant
     return decimal_of(constant)

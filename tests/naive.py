@@ -10,7 +10,7 @@ each combination may see. The rules (docs/ARCHITECTURE.md, Semantics and Time, m
 2. ``id`` is the given one, else the number of tuples pushed before on that stream
    (late ones included).
 3. ``M`` is the largest ts of accepted tuples and heartbeats. A tuple is late iff
-   ``ts < M - L``; a late tuple is recorded in:attr:`ReferenceMatcher.late` and nothing
+   ``ts < M - L``; a late tuple is recorded in :attr:`ReferenceMatcher.late` and nothing
    else.
 4. After each accepted tuple (after matching it) and each heartbeat, the retention
    horizon becomes ``H = max(H, M - L - Wmax)``, ``Wmax`` being the largest MAXWINDOW of

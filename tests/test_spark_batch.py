@@ -1,7 +1,7 @@
 """The Spark batch stage against the local engine (results equal the local
 engine's exactly, whatever the partitioning), and ``mqo match --engine spark``.
 
-The reference is an ordinary:class:`mqo.Matcher` fed every tuple in (ts, stream, id)
+The reference is an ordinary :class:`mqo.Matcher` fed every tuple in (ts, stream, id)
 order, the batch stage's documented semantics. Workloads are seeded random: a few
 streams, single-, two- and three-stream queries with attribute, join and window
 predicates (some with OR), windows up to 8 s over 60 s of data, and bucket widths

@@ -386,7 +386,7 @@ def freeze(matcher: Matcher) -> dict[str, Any]:
     """The part of a snapshot that changes as tuples flow (clocks, ids, stored tuples);
     the queries are in the spec, so they are not stored per group."""
     snap = matcher.snapshot(queries=False)
-    return {k: snap[k] for k in ("format", "settings", "max_ts", "horizon", "seq", "next_ids", "state")}
+    return {k: snap[k] for k in ("format", "settings", "clock", "seq", "next_ids", "state")}
 
 
 # ------------------------------------------------------------ Spark plumbing

@@ -14,6 +14,7 @@ makes registering a million queries a matter of seconds.
 from __future__ import annotations
 
 import gc
+import pickle
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -53,6 +54,17 @@ def _plain_value(value: Any) -> Any:
     if isinstance(value, float | np.floating):
         return None if value != value else float(value)
     return value
+
+
+def _late_data(late: LateTuple) -> dict[str, Any]:
+    return {
+        "stream": late.stream,
+        "ts": late.ts,
+        "id": late.id,
+        "values": dict(late.values),
+        "watermark": late.watermark,
+        "allowed_lateness": late.allowed_lateness,
+    }
 
 
 class NeverMatchesWarning(UserWarning):
@@ -575,7 +587,9 @@ class Matcher:
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:
         """Everything needed to carry on elsewhere, as plain Python data: settings,
-        streams, queries (text, id, registration horizon), stored tuples and clocks.
+        streams, queries (text, id, registration horizon), stored tuples, clocks, the
+        late tuples kept, and the adaptive order's statistics (so a restored matcher
+        evaluates, and orders the results of a push, exactly as this one would).
 
         With ``queries=False`` only the clocks, the stored tuples and the counters are
         kept: restore that with ``like=`` a matcher that has the queries (a Spark
@@ -598,6 +612,8 @@ class Matcher:
             "next_ids": [rows.next_id for rows in self._rows],
             "counters": self.counters.as_dict(),
             "state": state.snapshot(),
+            "late": [_late_data(late) for late in self.late_tuples],
+            "order": self._order_snapshot(),
         }
         if queries:
             data["ddl"] = self.catalog.ddl()
@@ -639,4 +655,24 @@ class Matcher:
         m.counters.load(snapshot["counters"])
         m._state = WindowState.restore(snapshot["state"], plan.indexed_positions)
         m._attach_engine(plan)
+        m.late_tuples.extend(LateTuple(**late) for late in snapshot.get("late", ()))
+        m._restore_order(snapshot.get("order"))
         return m
+
+    def _order_snapshot(self) -> dict[str, Any] | None:
+        """The adaptive order's statistics and the engine's order of attribute lists:
+        with them a restored matcher evaluates, and so reports, in the same order."""
+        if self.policy is None or self._engine is None:
+            return None
+        lists = [[lst.index for lst in per_stream] for per_stream in self._engine.attr_lists]
+        return {"policy": pickle.dumps(self.policy), "attribute_lists": lists}
+
+    def _restore_order(self, data: dict[str, Any] | None) -> None:
+        if data is None or not self.adaptive or self._engine is None:
+            return
+        self.policy = pickle.loads(data["policy"])
+        self._engine.list_observer = self.policy.observe_list
+        plan = self.plan
+        self._engine.attr_lists = [
+            [plan.lists[Kind.ATTRIBUTE][i] for i in per_stream] for per_stream in data["attribute_lists"]
+        ]

@@ -3,6 +3,7 @@ heartbeats, registration changes while tuples flow, and clear errors."""
 
 from __future__ import annotations
 
+import random
 import warnings
 from functools import partial
 
@@ -11,6 +12,7 @@ import pytest
 import mqo
 from mqo.matcher import ORDERS
 from mqo.results import TupleError
+from tests.conftest import WORKLOADS
 
 # these tests push sparse tuples: a column left out is NULL
 sparse_matcher = partial(mqo.Matcher, missing="null")
@@ -313,3 +315,28 @@ def test_public_api_is_explicit():
     assert set(mqo.__all__) >= {"Matcher", "QueryError", "MqoError"}
     for name in mqo.__all__:
         assert hasattr(mqo, name)
+
+
+def test_restore_carries_on_exactly_under_the_adaptive_order(thesis_ddl):
+    """Same results in the same order within every push, late tuples kept, after a
+    snapshot and restore mid-stream (the adaptive order's statistics travel along)."""
+    queries = (WORKLOADS / "fig5_13_overlap25.mqo").read_text()
+    rnd = random.Random(3)
+    pushes = []
+    for i in range(1500):
+        stream = rnd.choice("BHTK")
+        values = {
+            "B": {"pressure": rnd.randint(0, 200), "temp": rnd.randint(0, 200), "alert": rnd.randint(0, 1)},
+            "H": {"beatrate": rnd.randint(0, 200), "vib": rnd.randint(0, 200), "alert": rnd.randint(0, 1)},
+            "T": {"fluct": rnd.randint(0, 200), "degree": rnd.randint(0, 200), "incr": rnd.randint(0, 200)},
+            "K": {"fluid": rnd.randint(0, 200)},
+        }[stream]
+        pushes.append((stream, i * 0.25 - rnd.choice([0, 0, 0, 3]), values))
+    first = mqo.Matcher(thesis_ddl, allowed_lateness=2, late_sink=lambda late: None)
+    first.register_queries(queries)
+    for stream, ts, values in pushes[:900]:
+        first.push(stream, ts, values)
+    second = mqo.Matcher.restore(first.snapshot(), late_sink=lambda late: None)
+    assert list(second.late_tuples) == list(first.late_tuples) and first.late_count
+    for stream, ts, values in pushes[900:]:
+        assert first.push(stream, ts, values) == second.push(stream, ts, values)

@@ -31,11 +31,6 @@ ONE = np.uint64(1)
 
 
 @njit(**JIT_OPTIONS)
-def set_bit(row: np.ndarray, bit: int) -> None:
-    row[bit >> 6] |= ONE << np.uint64(bit & 63)
-
-
-@njit(**JIT_OPTIONS)
 def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: int, lo: int, hi: int) -> None:
     """Clear the bits of the users of positions [lo, hi) of one list (CSR at ``base``)."""
     for p in range(lo, hi):
@@ -187,19 +182,6 @@ def count_bits(cand: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 @njit(**JIT_OPTIONS)
-def any_bits(cand: np.ndarray, masks: np.ndarray) -> np.ndarray:
-    """``out[i, m]``: whether ``cand[i] & masks[m]`` has any bit set (stops at the first)."""
-    out = np.zeros((cand.shape[0], masks.shape[0]), np.bool_)
-    for i in range(cand.shape[0]):
-        for m in range(masks.shape[0]):
-            for w in range(cand.shape[1]):
-                if cand[i, w] & masks[m, w]:
-                    out[i, m] = True
-                    break
-    return out
-
-
-@njit(**JIT_OPTIONS)
 def select_bits(cand: np.ndarray, mask: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row, bit) of every set bit of ``cand[i] & mask``, row-major; ``counts`` from
     :func:`count_bits`."""
@@ -224,72 +206,3 @@ def select_bits(cand: np.ndarray, mask: np.ndarray, counts: np.ndarray) -> tuple
                 k += 1
                 x ^= low
     return rows, bits
-
-
-@njit(**JIT_OPTIONS)
-def fill_range(row: np.ndarray, start: int, stop: int) -> None:
-    """Set bits [start, stop): a covering range of positions to its bit range."""
-    for bit in range(start, stop):
-        row[bit >> 6] |= ONE << np.uint64(bit & 63)
-
-
-@njit(**JIT_OPTIONS)
-def qed_subset(qed: np.ndarray, sat: np.ndarray, rel: np.ndarray, cand: np.ndarray) -> None:
-    """The thesis' test, slot by slot: clear candidate s unless ``qed[s] & rel`` is a
-    subset of ``sat`` (every predicate of s that was tested held)."""
-    for s in range(qed.shape[0]):
-        if not (cand[s >> 6] >> np.uint64(s & 63)) & ONE:
-            continue
-        for w in range(qed.shape[1]):
-            if qed[s, w] & rel[w] & ~sat[w]:
-                cand[s >> 6] &= ~(ONE << np.uint64(s & 63))
-                break
-
-
-@njit(**JIT_OPTIONS)
-def and_not(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a & ~b
-
-
-@njit(**JIT_OPTIONS)
-def or_rows(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """OR of the given rows of a table."""
-    out = np.zeros(table.shape[1], np.uint64)
-    for r in rows:
-        out |= table[r]
-    return out
-
-
-@njit(**JIT_OPTIONS)
-def settle(constants: np.ndarray, left: np.ndarray, term: np.ndarray, guess: np.ndarray, code: int) -> np.ndarray:
-    """Exact boundaries for ``left OP term + c`` over sorted constants, from a guess
-    (a binary search on ``left - term``). ``code`` picks the monotone test whose first
-    true position is wanted: 0 ``left < t+c``, 1 ``left <= t+c``, 2 ``not left > t+c``,
-    3 ``not left >= t+c``, 4 ``t+c >= left``, 5 ``t+c > left``."""
-    n = constants.shape[0]
-    out = np.empty(guess.shape[0], np.int64)
-    for i in range(guess.shape[0]):
-        x = left[i]
-        t = term[i]
-        pos = min(max(guess[i], 0), n)
-        while pos > 0 and _test(x, t + constants[pos - 1], code):
-            pos -= 1
-        while pos < n and not _test(x, t + constants[pos], code):
-            pos += 1
-        out[i] = pos
-    return out
-
-
-@njit(**JIT_OPTIONS)
-def _test(x: float, rhs: float, code: int) -> bool:
-    if code == 0:
-        return x < rhs
-    if code == 1:
-        return x <= rhs
-    if code == 2:
-        return not x > rhs
-    if code == 3:
-        return not x >= rhs
-    if code == 4:
-        return rhs >= x
-    return rhs > x

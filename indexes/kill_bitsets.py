@@ -46,10 +46,6 @@ def bitset_to_int(row: np.ndarray) -> int:
     return int.from_bytes(row.astype("<u8", copy=False).tobytes(), "little")
 
 
-def int_to_bitset(mask: int, words: int) -> np.ndarray:
-    return np.frombuffer(mask.to_bytes(words * 8, "little"), dtype="<u8").astype(np.uint64)
-
-
 @dataclass
 class ListUsers:
     """One list, as the kernels see it: its mode, size and users in covering order."""

@@ -138,12 +138,6 @@ class KillTable:
             return self.range(lo, hi)
         return self.prefix(lo) | self.suffix(hi)
 
-    def passed(self, lo: int, hi: int, negated: bool) -> int:
-        """Users of the predicates that held."""
-        if negated:
-            return self.prefix(lo) | self.suffix(hi)
-        return self.range(lo, hi)
-
     def last_used(self, candidates: int) -> int:
         """Largest position used by a query in ``candidates``, or -1."""
         if not self.any_user & candidates:

@@ -250,21 +250,12 @@ class QueryRegistry:
         """How many list ids were handed out (ids of dropped lists are not reused)."""
         return len(self._keys)
 
-    def key_of(self, key_id: int) -> ListKey:
-        key = self._keys[key_id]
-        assert key is not None
-        return key
-
     def key_id(self, key: ListKey) -> int:
         return self._key_id[key]
 
     def lists(self, kind: Kind | None = None) -> list[ListKey]:
         """Live list keys in the order they were first needed."""
         return [k for k in self._keys if k is not None and (kind is None or k.kind is kind)]
-
-    def constants(self, key: ListKey) -> list[Any]:
-        """The distinct constants of a list, in covering (ascending) order. O(predicates)."""
-        return sorted({value for rq in self for _, k, value in rq.predicates() if k == key})
 
     def max_window(self) -> float:
         """The largest MAXWINDOW of the registered multi-stream queries (0 if none)."""

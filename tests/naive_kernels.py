@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def users_mask(offsets: Sequence[int], users: Sequence[int], lo: int, hi: int) -> int:
     mask = 0
@@ -56,30 +58,6 @@ def select_bits(rows: Sequence[int], mask: int) -> list[tuple[int, int]]:
     return [(i, b) for i, row in enumerate(rows) for b in range((row & mask).bit_length()) if (row & mask) >> b & 1]
 
 
-def fill_range(row: int, start: int, stop: int) -> int:
-    for b in range(start, stop):
-        row |= 1 << b
-    return row
-
-
-def qed_subset(qeds: Sequence[int], sat: int, rel: int, cand: int) -> int:
-    for s, qed in enumerate(qeds):
-        if cand >> s & 1 and qed & rel & ~sat:
-            cand &= ~(1 << s)
-    return cand
-
-
-def settle(constants: Sequence[float], left: float, term: float, code: int) -> int:
-    tests = {
-        0: lambda r: left < r,
-        1: lambda r: left <= r,
-        2: lambda r: not left > r,
-        3: lambda r: not left >= r,
-        4: lambda r: r >= left,
-        5: lambda r: r > left,
-    }
-    test = tests[code]
-    for i, c in enumerate(constants):
-        if test(term + c):
-            return i
-    return len(constants)
+def int_to_bitset(mask: int, words: int) -> np.ndarray:
+    """A Python-int slot mask as a bitset row (the kernels' layout)."""
+    return np.frombuffer(mask.to_bytes(words * 8, "little"), dtype="<u8").astype(np.uint64)

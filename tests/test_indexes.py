@@ -57,9 +57,7 @@ def check_kill_table(users: list[int], slots: int, budget_bits: int, rnd: random
         outside = naive_or(users, [*range(lo), *range(hi, n)])
         assert kt.range(lo, hi) == inside
         assert kt.killed(lo, hi, False) == outside
-        assert kt.passed(lo, hi, False) == inside
         assert kt.killed(lo, hi, True) == inside
-        assert kt.passed(lo, hi, True) == outside
     all_slots = (1 << slots) - 1
     for cand in [0, all_slots, *(rnd.getrandbits(slots) for _ in range(20)), *(1 << q for q in range(slots))]:
         used = [i for i, u in enumerate(users) if u & cand]
@@ -113,7 +111,6 @@ def test_kill_table_with_covering_list_is_the_qed_test() -> None:
         held = [left is not None and left == left and _OPS[op](left, c) for c in constants]
         sat = cl.satisfied(left)
         assert kt.killed(*sat) == naive_or(users, [i for i, ok in enumerate(held) if not ok])
-        assert kt.passed(*sat) == naive_or(users, [i for i, ok in enumerate(held) if ok])
 
 
 # ============================================================ value indexes

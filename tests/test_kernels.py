@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexes import kernels
-from indexes.kill_bitsets import KillBitsets, ListUsers, bitset_of, bitset_to_int, int_to_bitset, words_for
+from indexes.kill_bitsets import KillBitsets, ListUsers, bitset_of, bitset_to_int, words_for
 from tests import naive_kernels as naive
+from tests.naive_kernels import int_to_bitset
 
 OPS = ["<", "<=", ">", ">=", "=", "!="]
 
@@ -88,60 +89,6 @@ def test_count_and_select_bits(rows, mask):
     assert counts.tolist() == [(r & mask).bit_count() for r in rows]
     row_of, bits = kernels.select_bits(cand, m, counts)
     assert list(zip(row_of.tolist(), bits.tolist(), strict=True)) == naive.select_bits(rows, mask)
-
-
-@given(
-    st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=5),
-    st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=3),
-)
-@settings(max_examples=100, deadline=None)
-def test_any_bits(rows, masks):
-    words = words_for(130)
-    cand = np.stack([int_to_bitset(r, words) for r in rows])
-    ms = np.stack([int_to_bitset(m, words) for m in masks])
-    assert kernels.any_bits(cand, ms).tolist() == [[bool(r & m) for m in masks] for r in rows]
-
-
-@given(st.integers(0, (1 << 100) - 1), st.integers(0, 100), st.integers(0, 100))
-@settings(max_examples=100, deadline=None)
-def test_fill_range(row, start, stop):
-    arr = int_to_bitset(row, 2)
-    kernels.fill_range(arr, start, stop)
-    assert bitset_to_int(arr) == naive.fill_range(row, start, stop)
-
-
-@given(
-    st.lists(st.integers(0, (1 << 70) - 1), min_size=1, max_size=8),
-    st.integers(0, (1 << 70) - 1),
-    st.integers(0, (1 << 70) - 1),
-    st.integers(0, 255),
-)
-@settings(max_examples=150, deadline=None)
-def test_qed_subset(qeds, sat, rel, cand):
-    words = words_for(70)
-    qed = np.stack([int_to_bitset(q, words) for q in qeds])
-    cand_row = int_to_bitset(cand, words_for(len(qeds) + 64))
-    kernels.qed_subset(qed, int_to_bitset(sat, words), int_to_bitset(rel, words), cand_row)
-    assert bitset_to_int(cand_row) == naive.qed_subset(qeds, sat, rel, cand)
-
-
-def test_and_not_and_or_rows():
-    a = int_to_bitset(0b1111_0000, 1)
-    b = int_to_bitset(0b1010_1010, 1)
-    assert bitset_to_int(kernels.and_not(a, b)) == 0b0101_0000
-    table = np.stack([int_to_bitset(v, 1) for v in (1, 2, 4, 8)])
-    assert bitset_to_int(kernels.or_rows(table, np.array([0, 2, 3]))) == 13
-
-
-VALUES = st.sampled_from([-2.0, -1.5, -0.5, 0.0, 0.1, 0.2, 0.30000000000000004, 0.3, 1.0, 2.5, 3.0, 1e300, -1e300])
-
-
-@given(st.lists(VALUES, min_size=1, max_size=8), VALUES, VALUES, st.integers(0, 5), st.integers(-2, 10))
-@settings(max_examples=300, deadline=None)
-def test_settle(constants, left, term, code, guess):
-    cs = np.array(sorted(constants))
-    got = kernels.settle(cs, np.array([left]), np.array([term]), np.array([guess], np.int64), code)
-    assert got[0] == naive.settle(cs.tolist(), left, term, code)
 
 
 @pytest.mark.slow

@@ -299,7 +299,19 @@ class Matcher:
             self._state.configure(plan.indexed_positions, width)
             self._attach_engine(plan)
             self._plan = plan
+            if self.check:
+                self._check_plan(plan)
         return self._plan
+
+    def _check_plan(self, plan: CompiledPlan) -> None:
+        """``check=True``: every structure's invariants, after a (re)compile."""
+        self.registry._check()
+        for kind in plan.lists:
+            for lst in plan.lists[kind]:
+                lst.covering._check()
+                lst.kill._check()
+        assert self._state is not None
+        self._state._check()
 
     def _attach_engine(self, plan: CompiledPlan) -> None:
         """A fresh engine on ``plan`` and the state (and the adaptive policy's hooks)."""
@@ -409,11 +421,11 @@ class Matcher:
         assert engine is not None and self._state is not None
         blocks = self._process(t)
         if self.store == "all":
-            self._state.insert(t)
+            self._store(t)
         else:
             wanted = plan.multi_stream_slots & plan.stream_slots[s]
             if wanted & ~engine.attribute_kill(t, wanted):
-                self._state.insert(t)
+                self._store(t)
         self._advance(row[0])
         return blocks
 
@@ -492,7 +504,7 @@ class Matcher:
             blocks.extend(self._process(t, prepared.engine_cand(i)))
         if flags & STORE:
             assert self._state is not None
-            self._state.insert(t)
+            self._store(t)
         return blocks
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
@@ -555,10 +567,17 @@ class Matcher:
         self.plan  # noqa: B018 - make sure the state exists
         self._advance(float(ts))
 
+    def _store(self, t: StoredTuple) -> None:
+        assert self._state is not None
+        self._state.insert(t)
+        if self.check:
+            self._state._check()
+
     def _advance(self, ts: float) -> None:
         if self.clock.advance(ts, self.plan.retention_window_exact):
             assert self._state is not None
-            self._state.purge(self.clock.purge_horizon())
+            if self._state.purge(self.clock.purge_horizon()) and self.check:
+                self._state._check()
 
     def _late(self, plan: CompiledPlan, s: int, row: tuple[Any, ...]) -> None:
         schema = plan.streams[s]

@@ -79,7 +79,8 @@ def replay(workload: Workload, order: str) -> None:
     """Run ``workload`` on the engine and the reference and fail at the first difference."""
     note(f"replay script:\n{workload.script(order)}")
     ref = ReferenceMatcher(workload.ddl, allowed_lateness=workload.lateness)
-    eng = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, order=order)
+    # check=True: every index structure checks its invariants after every change
+    eng = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, order=order, check=True)
     for step, op in enumerate(workload.ops):
         where = f"step {step} ({op!r}), order {order}"
         if isinstance(op, Register):

@@ -7,6 +7,7 @@
 """
 
 from mqo.batch import MatchBatch
+from mqo.config import MatcherConfig
 from mqo.matcher import Matcher, NeverMatchesWarning
 from mqo.results import LateTuple, Match, TupleError
 from predicates import Catalog, MqoError, QueryError
@@ -17,6 +18,7 @@ __all__ = [
     "Match",
     "MatchBatch",
     "Matcher",
+    "MatcherConfig",
     "MqoError",
     "NeverMatchesWarning",
     "QueryError",

@@ -1,20 +1,17 @@
 """The public matcher: register streams and queries, push tuples, get matches.
 
-A :class:`Matcher` owns a catalog, a :class:`~mqo.registry.QueryRegistry`, the
-compiled plan (rebuilt lazily after registration changes, so bulk registration
-compiles once) and the window state. Registration is all or nothing: a text with one
-bad query registers none of them and raises :class:`~predicates.QueryError` naming
-that query and where it is.
-
-Queries are compiled through their shapes (:mod:`predicates.templates`): the first
-query of a shape runs the whole front end, the rest are instantiated, which is what
-makes registering a million queries a matter of seconds.
+A :class:`Matcher` is a facade over three parts: the
+:class:`~mqo.registry.QueryRegistry` (which queries, compiled into a plan lazily after
+registration changes, so bulk registration compiles once), the
+:class:`~mqo.pipeline.Pipeline` (the one way every tuple is matched: rows, lateness,
+attributes, joins and windows, store and purge) and its :class:`~mqo.clock.Clock`.
+Registration is all or nothing: a text with one bad query registers none of them and
+raises :class:`~predicates.QueryError` naming that query and where it is.
 """
 
 from __future__ import annotations
 
 import gc
-import pickle
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -23,138 +20,103 @@ from typing import Any
 
 import numpy as np
 
-from indexes import kernels
-from indexes.stored import StoredTuple
-from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of, value_types
+from mqo.batch import MatchBatch, value_types
 from mqo.clock import Clock
-from mqo.engine import Engine, ResultBlock
+from mqo.config import ORDERS, MatcherConfig, parse_order
+from mqo.engine import ResultBlock
 from mqo.explain import explain_text
-from mqo.plan import KIND_OF_LETTER, CompiledPlan, compile_plan
-from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, prepare_batch
+from mqo.pipeline import Pipeline
+from mqo.plan import CompiledPlan, compile_plan
+from mqo.prepare import PreparedBatch
 from mqo.registry import QueryRegistry
 from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
-from mqo.rows import RowBuilder
-from mqo.state import WindowState, auto_bucket_width
+from mqo.state import WindowState
 from mqo.stats import Counters
-from predicates import DEFAULT_MAX_DISJUNCTS, Catalog, Kind, NormalizedQuery, QueryError, compile_queries
+from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
 from predicates.errors import did_you_mean
 from predicates.numbers import to_float
 from predicates.templates import CompiledQuery, split_query_texts
 
-ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
-KERNEL_PUSH_SLOTS = 4096
-STORE_MODES = ("all", "candidates")
-MISSING_MODES = ("error", "null")
-SNAPSHOT_FORMAT = 3
-LATE_KEPT = 10_000
+__all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
-
-def _plain_value(value: Any) -> Any:
-    if isinstance(value, float | np.floating):
-        return None if value != value else float(value)
-    return value
-
-
-def _late_data(late: LateTuple) -> dict[str, Any]:
-    return {
-        "stream": late.stream,
-        "ts": late.ts,
-        "id": late.id,
-        "values": dict(late.values),
-        "watermark": late.watermark,
-        "allowed_lateness": late.allowed_lateness,
-    }
+SNAPSHOT_FORMAT = 4
 
 
 class NeverMatchesWarning(UserWarning):
     """A registered query whose condition can never hold."""
 
 
-def _since_text(since: float | Fraction) -> float | str:
-    """A registration horizon as snapshot data (exact: a Fraction as its text)."""
-    return since if isinstance(since, float) else str(since)
-
-
-def _since_value(data: float | str) -> float | Fraction:
-    return Fraction(data) if isinstance(data, str) else float(data)
-
-
-def parse_order(order: str) -> tuple[Kind, Kind, Kind] | None:
-    """``'AJW'`` or ``'static:AJW'`` as the three predicate types in evaluation order;
-    None for ``'adaptive'``."""
-    if order.lower() == "adaptive":
-        return None
-    text = order.upper()
-    if text.startswith("STATIC:"):
-        text = text[len("STATIC:") :]
-    if text not in ORDERS:
-        raise ValueError(
-            f"unknown evaluation order {order!r}; use adaptive or one of {', '.join(ORDERS)} (or static:XYZ)"
-        )
-    return tuple(KIND_OF_LETTER[ch] for ch in text)  # type: ignore[return-value]
-
-
 class Matcher:
     """Shared matching of many continuous queries over a few streams.
 
     ``schema`` is DDL text or a :class:`~predicates.Catalog` (streams can also be added
-    later with :meth:`register_streams`). ``order`` is ``'adaptive'`` (the default: the
-    order of the three predicate types is re-picked per stream from measured
-    selectivity and cost, see :mod:`mqo.reorder`) or a static order such as ``'AJW'``.
-    ``store='candidates'`` keeps only tuples that a registered multi-stream query can
-    still use, which is faster but means a query
-    registered later does not see tuples no query wanted when they arrived (the CLI
-    and the Spark stages, whose queries are fixed, use it). ``missing='null'`` lets a
-    pushed tuple leave out columns (they are NULL); by default that is an error, since a
-    misspelled or forgotten column would otherwise silently never match.
+    later with :meth:`register_streams`). The settings are those of
+    :class:`~mqo.config.MatcherConfig`, given as keywords or as ``config``;
+    ``late_sink`` receives every late tuple.
     """
 
     def __init__(
         self,
         schema: str | Catalog | None = None,
         *,
-        allowed_lateness: float = 0.0,
-        order: str = "adaptive",
+        config: MatcherConfig | None = None,
         late_sink: Callable[[LateTuple], None] | None = None,
-        bucket_width: float | None = None,
-        max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
-        store: str = "all",
-        check: bool = False,
-        missing: str = "error",
+        **settings: Any,
     ) -> None:
-        if bucket_width is not None and not bucket_width > 0:
-            raise ValueError("bucket_width must be > 0")
-        if store not in STORE_MODES:
-            raise ValueError(f"store must be one of {', '.join(STORE_MODES)}, not {store!r}")
-        if missing not in MISSING_MODES:
-            raise ValueError(f"missing must be one of {', '.join(MISSING_MODES)}, not {missing!r}")
-        self.missing = missing
+        self.config = config.with_changes(**settings) if config is not None else MatcherConfig(**settings)
         self.catalog = schema if isinstance(schema, Catalog) else Catalog()
         if isinstance(schema, str):
             self.catalog.register_ddl(schema)
-        self.clock = Clock(allowed_lateness)
-        self.order = parse_order(order) or (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
-        self.order_name = order
-        self.adaptive = parse_order(order) is None
-        self.policy: AdaptivePolicy | None = None
-        self.late_sink = late_sink
-        self.late_tuples: deque[LateTuple] = deque(maxlen=LATE_KEPT)
-        self.counters = Counters()
-        self.max_disjuncts = max_disjuncts
-        self.store = store
-        self.check = check
-        self.registry = QueryRegistry(self.catalog, max_disjuncts)
-        self._bucket_width = bucket_width
+        self.registry = QueryRegistry(self.catalog, self.config.max_disjuncts)
+        self.pipeline = Pipeline(self.config, late_sink)
         self._plan: CompiledPlan | None = None
         self._plan_version = 0
-        self._state: WindowState | None = None
-        self._engine: Engine | None = None
-        self._rows: list[RowBuilder] = []
         self._next_position = 1
         self._frozen = False  # shares its queries with another matcher (restore(like=))
-        self._seq = 0
-        self._warned_late = False
+
+    # ------------------------------------------------------------- settings
+
+    @property
+    def clock(self) -> Clock:
+        return self.pipeline.clock
+
+    @property
+    def counters(self) -> Counters:
+        return self.pipeline.counters
+
+    @property
+    def late_tuples(self) -> deque[LateTuple]:
+        return self.pipeline.late_tuples
+
+    @property
+    def late_sink(self) -> Callable[[LateTuple], None] | None:
+        return self.pipeline.late_sink
+
+    @late_sink.setter
+    def late_sink(self, sink: Callable[[LateTuple], None] | None) -> None:
+        self.pipeline.late_sink = sink
+
+    @property
+    def policy(self) -> AdaptivePolicy | None:
+        """The adaptive order's statistics (None under a static order)."""
+        return self.pipeline.policy
+
+    @property
+    def order_name(self) -> str:
+        return self.config.order
+
+    @property
+    def allowed_lateness(self) -> float:
+        return self.config.allowed_lateness
+
+    @property
+    def max_disjuncts(self) -> int:
+        return self.config.max_disjuncts
+
+    @property
+    def store(self) -> str:
+        return self.config.store
 
     # ------------------------------------------------------------ registration
 
@@ -162,22 +124,22 @@ class Matcher:
         """Declare streams from DDL; returns their names."""
         if len(self.registry):
             raise QueryError("streams must be declared before queries are registered", None, None)
-        if self._seq:
+        if self.pipeline.seq:
             raise QueryError("streams must be declared before tuples are pushed", None, None)
         schemas = self.catalog.register_ddl(ddl, source_name)
         self._plan = None
-        self._state = None
+        self.pipeline.state = None  # made anew, with the new streams, on the next compile
+        self.pipeline.rows = []
         return [s.name for s in schemas]
 
     def compile(self, text: str, source_name: str = "<query>") -> list[NormalizedQuery]:
         """Parse, check and normalize query text without registering it."""
+        return self._front_end(text, source_name, taken=self.registry.queries.keys())
+
+    def _front_end(self, text: str, source_name: str, **options: Any) -> list[NormalizedQuery]:
+        options.setdefault("first_position", self._next_position)
         return compile_queries(
-            text,
-            self.catalog,
-            source_name=source_name,
-            first_position=self._next_position,
-            taken=self.registry.queries.keys(),
-            max_disjuncts=self.max_disjuncts,
+            text, self.catalog, source_name=source_name, max_disjuncts=self.config.max_disjuncts, **options
         )
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
@@ -220,13 +182,7 @@ class Matcher:
                     instances.append(compile_one(piece, self._next_position + len(instances), name))
             except QueryError as err:
                 # Report the error where it is in the whole text, not in the piece.
-                compile_queries(
-                    text,
-                    self.catalog,
-                    source_name=name,
-                    first_position=self._next_position + len(instances),
-                    max_disjuncts=self.max_disjuncts,
-                )
+                self._front_end(text, name, first_position=self._next_position + len(instances))
                 raise err from None
         return instances
 
@@ -237,14 +193,9 @@ class Matcher:
             if inst.name in registered or inst.name in seen:
                 # the front end names the duplicate with its position
                 for k, text in enumerate(sources):
-                    compile_queries(
-                        text,
-                        self.catalog,
-                        source_name=source_name if len(sources) == 1 else f"{source_name}[{k}]",
-                        taken=self.registry.queries.keys(),
-                        max_disjuncts=self.max_disjuncts,
-                    )
-                where = "is already registered" if inst.name in self.registry else "is given twice"
+                    name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
+                    self._front_end(text, name, first_position=1, taken=registered.keys())
+                where = "is already registered" if inst.name in registered else "is given twice"
                 raise QueryError(f"query id {inst.name} {where}", None, None)
             seen.add(inst.name)
 
@@ -265,7 +216,7 @@ class Matcher:
         self.registry.remove(query_id)
         self._plan = None
 
-    def _add(self, instances: list[CompiledQuery], since_ts: float | list[float] | None = None) -> None:
+    def _add(self, instances: list[CompiledQuery], since_ts: Any = None) -> None:
         self._check_not_frozen()
         never = [q.name for q in instances if not q.disjuncts]
         if never:
@@ -292,65 +243,27 @@ class Matcher:
         if self._plan is None:
             self._plan_version += 1
             plan = compile_plan(self.registry, self._plan_version)
-            width = self._bucket_width or auto_bucket_width(plan.retention_window, self.allowed_lateness)
-            if self._state is None:
-                self._state = WindowState(len(plan.streams), width)
-                self._rows = [RowBuilder(schema, self.missing == "null") for schema in plan.streams]
-            self._state.configure(plan.indexed_positions, width)
-            self._attach_engine(plan)
+            if self.config.check:
+                self.registry._check()
+            self.pipeline.attach(plan)
             self._plan = plan
-            if self.check:
-                self._check_plan(plan)
         return self._plan
-
-    def _check_plan(self, plan: CompiledPlan) -> None:
-        """``check=True``: every structure's invariants, after a (re)compile."""
-        self.registry._check()
-        for kind in plan.lists:
-            for lst in plan.lists[kind]:
-                lst.covering._check()
-                lst.kill._check()
-        assert self._state is not None
-        self._state._check()
-
-    def _attach_engine(self, plan: CompiledPlan) -> None:
-        """A fresh engine on ``plan`` and the state (and the adaptive policy's hooks)."""
-        assert self._state is not None
-        self._engine = Engine(plan, self._state, self.counters, check_qed=self.check)
-        if self.adaptive:
-            if self.policy is None or len(self.policy.streams) != len(plan.streams):
-                self.policy = AdaptivePolicy([s.name for s in plan.streams])
-            self.policy.list_pass.clear()  # list numbers change with the plan
-            self._engine.list_observer = self.policy.observe_list
-
-    def _process(self, t: StoredTuple, cand: int | None = None) -> list[ResultBlock]:
-        """Run the engine on one tuple in the current order (adaptive or static)."""
-        engine = self._engine
-        assert engine is not None
-        policy = self.policy
-        if policy is None:
-            return engine.process(t, self.order, cand)
-        s = t.stream
-        blocks = engine.process(t, policy.order_for(s), cand, measure=True)
-        policy.observe(s, engine.phases)
-        if policy.seen[s] % 256 == 1:
-            engine.attr_lists[s] = policy.list_order(engine.attr_lists[s], engine.attr_lists[s])
-        return blocks
 
     @property
     def state(self) -> WindowState:
         """The stored tuples (after the plan is compiled)."""
         self.plan  # noqa: B018 - compiles the plan and creates the state
-        assert self._state is not None
-        return self._state
+        assert self.pipeline.state is not None
+        return self.pipeline.state
 
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits, and the
         evaluation order with the statistics behind it."""
         plan = self.plan
-        if self.policy is None:
-            return explain_text(self.registry, plan, order=f"static {''.join(k.name[0] for k in self.order)}")
-        notes = self.policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
+        policy = self.pipeline.policy
+        if policy is None:
+            return explain_text(self.registry, plan, order=f"static {''.join(k.name[0] for k in self.pipeline.order)}")
+        notes = policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
         return explain_text(self.registry, plan, order="adaptive", order_note=notes)
 
     def value_types(self) -> dict[str, Any]:
@@ -358,10 +271,6 @@ class Matcher:
         return value_types(self.registry)
 
     # --------------------------------------------------------------- matching
-
-    @property
-    def allowed_lateness(self) -> float:
-        return self.clock.allowed_lateness
 
     @property
     def watermark(self) -> float:
@@ -377,7 +286,8 @@ class Matcher:
     def late_count(self) -> int:
         return self.counters.late
 
-    def _stream(self, plan: CompiledPlan, stream: str) -> int:
+    def _stream(self, stream: str) -> int:
+        plan = self.plan
         try:
             return plan.stream_number(stream)
         except KeyError:
@@ -388,124 +298,8 @@ class Matcher:
     ) -> list[Match]:
         """Match one tuple against every registered query; returns the results whose
         last tuple it is. A late tuple returns no results and goes to the late sink."""
-        blocks = self._push_blocks(stream, ts, values, id)
+        blocks = self.pipeline.push(self._stream(stream), ts, values, id)
         return MatchBatch(self.plan, blocks).matches() if blocks else []
-
-    def _push_blocks(
-        self, stream: str, ts: float, values: Mapping[str, Any] | None, id: int | None
-    ) -> list[ResultBlock]:
-        plan = self.plan
-        s = self._stream(plan, stream)
-        row = self._rows[s].build(ts, values, id)
-        if plan.n_slots >= KERNEL_PUSH_SLOTS and plan.attr_lists[s] and not self.check:
-            # Many queries: decide the tuple's attributes in the kernels (a batch of one)
-            # rather than with the per-tuple engine's Python-int masks.
-            schema = plan.streams[s]
-            one = {"ts": [row[0]], **{c.name: [v] for c, v in zip(schema.columns, row[2:], strict=True)}}
-            prepared = prepare_batch(
-                plan,
-                s,
-                np.array([row[0]]),
-                np.array([row[1]], np.int64),
-                columns_of(one, schema)[2],
-                self.store == "all",
-            )
-            return self.push_prepared(prepared, 0)
-        self.counters.tuples += 1
-        if self.clock.is_late(row[0]):
-            self._late(plan, s, row)
-            return []
-        t = StoredTuple(s, self._seq, row)
-        self._seq += 1
-        engine = self._engine
-        assert engine is not None and self._state is not None
-        blocks = self._process(t)
-        if self.store == "all":
-            self._store(t)
-        else:
-            wanted = plan.multi_stream_slots & plan.stream_slots[s]
-            if wanted & ~engine.attribute_kill(t, wanted):
-                self._store(t)
-        self._advance(row[0])
-        return blocks
-
-    def prepare(self, stream: str, batch: Any) -> PreparedBatch:
-        """Decide the attribute predicates of a batch of one stream's tuples (no state
-        changes besides consuming automatic ids). Feed its rows, in arrival order, to
-        :meth:`push_prepared`."""
-        plan = self.plan
-        s = self._stream(plan, stream)
-        ts, ids, columns = columns_of(batch, plan.streams[s], self.missing == "null")
-        rows = self._rows[s]
-        start = rows.next_id
-        rows.restart_ids(start + len(ts))
-        if ids is None:
-            ids = np.arange(start, start + len(ts), dtype=np.int64)
-        return prepare_batch(plan, s, ts, ids, columns, self.store == "all")
-
-    def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
-        """Match row ``i`` of a prepared batch (rows in arrival order); result blocks."""
-        ts = float(prepared.ts[i])
-        self.counters.tuples += 1
-        if self.clock.is_late(ts):
-            self._late(self.plan, prepared.stream, prepared.row(i))
-            return []
-        blocks = self._matched_row(prepared, i, int(prepared.flags[i]))
-        self._advance(ts)
-        return blocks
-
-    def replay(
-        self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
-    ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """Match prepared rows in a given arrival order: row ``rows[j]`` of batch
-        ``prepared[which[j]]`` arrives j-th. Exactly like :meth:`push_prepared` on each
-        row in turn, but only rows that are late or that some query wants are visited
-        one by one; yields (j, result blocks) for each visited row."""
-        n = len(rows)
-        if not n:
-            return
-        ts = np.empty(n, np.float64)
-        flags = np.empty(n, np.int8)
-        for k, prep in enumerate(prepared):
-            chosen = which == k
-            ts[chosen] = prep.ts[rows[chosen]]
-            flags[chosen] = prep.flags[rows[chosen]]
-        late, before = self.clock.late_mask(ts)
-        self.counters.tuples += n
-        plan = self.plan
-        for j in np.flatnonzero(late | (flags != 0)).tolist():
-            prep, i = prepared[int(which[j])], int(rows[j])
-            if late[j]:
-                self._late(plan, prep.stream, prep.row(i))
-                continue
-            self._advance(float(before[j]))
-            blocks = self._matched_row(prep, i, int(flags[j]))
-            self._advance(float(ts[j]))
-            yield j, blocks
-        accepted = ts[~late]
-        if len(accepted):
-            self._advance(float(accepted.max()))
-
-    def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
-        """Row i of a prepared batch, known not to be late."""
-        blocks: list[ResultBlock] = []
-        if not flags:
-            return blocks
-        plan = self.plan
-        t = StoredTuple(prepared.stream, self._seq, prepared.row(i))
-        self._seq += 1
-        if flags & SINGLE:
-            members: list[StoredTuple | None] = [None] * len(plan.streams)
-            members[prepared.stream] = t
-            block = ResultBlock(prepared.single_slots(i), members, t.row[0])
-            blocks.append(block)
-            self.counters.results += len(block)
-        if flags & ENGINE:
-            blocks.extend(self._process(t, prepared.engine_cand(i)))
-        if flags & STORE:
-            assert self._state is not None
-            self._store(t)
-        return blocks
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
         """Match a batch of one stream's tuples, in row order, as if pushed one by one.
@@ -517,90 +311,35 @@ class Matcher:
         need go through the join engine. Results come back as a
         :class:`~mqo.batch.MatchBatch` (``len``, ``.to_arrow()``, ``.matches()``).
         """
-        plan = self.plan
-        if self.check:
-            # QED checks need every tuple's attribute bits: go one by one
-            s = self._stream(plan, stream)
-            schema = plan.streams[s]
-            ts, ids, columns = columns_of(batch, schema, self.missing == "null")
-            exact = columns.pop(EXACT, {})
-            blocks: list[ResultBlock] = []
-            for i in range(len(ts)):
-                values = {name: _plain_value(col[i]) for name, col in columns.items()}
-                values.update({name: column.value(i) for name, column in exact.items()})
-                blocks.extend(
-                    self._push_blocks(schema.name, float(ts[i]), values, None if ids is None else int(ids[i]))
-                )
-            return MatchBatch(plan, blocks)
-        prepared = self.prepare(stream, batch)
-        out = MatchBatch(plan)
-        n = len(prepared)
-        if not n:
-            return out
-        late, _ = self.clock.late_mask(prepared.ts)
-        flags = np.where(late, 0, prepared.flags).astype(np.int8)
-        single_rows = np.flatnonzero(flags & SINGLE)
-        if len(single_rows):
-            sub = prepared.candidates(single_rows)
-            counts = kernels.count_bits(sub, prepared.single_mask)
-            row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
-            rows = [prepared.row(int(i)) for i in single_rows]
-            out.singles.append(SingleResults(prepared.stream, rows, row_of, slots))
-            self.counters.results += len(slots)
-        rest = flags & ~SINGLE
-        self.counters.tuples += n
-        for i in np.flatnonzero(late | (rest != 0)).tolist():
-            if late[i]:
-                self._late(plan, prepared.stream, prepared.row(i))
-                continue
-            ts = float(prepared.ts[i])
-            out.blocks.extend(self._matched_row(prepared, i, int(rest[i])))
-            self._advance(ts)
-        if (~late).any():
-            self._advance(float(prepared.ts[~late].max()))
-        return out
+        return self.pipeline.push_batch(self._stream(stream), batch)
+
+    def prepare(self, stream: str, batch: Any) -> PreparedBatch:
+        """Decide the attribute predicates of a batch of one stream's tuples (no state
+        changes besides consuming automatic ids). Feed its rows, in arrival order, to
+        :meth:`push_prepared` or :meth:`replay`."""
+        return self.pipeline.prepare(self._stream(stream), batch)
+
+    def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
+        """Match row ``i`` of a prepared batch (rows in arrival order); result blocks."""
+        self.plan  # noqa: B018 - the pipeline runs on the current plan
+        return self.pipeline.push_prepared(prepared, i)
+
+    def replay(
+        self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
+    ) -> Iterator[tuple[int, list[ResultBlock]]]:
+        """Match prepared rows in a given arrival order: row ``rows[j]`` of batch
+        ``prepared[which[j]]`` arrives j-th. Exactly like :meth:`push_prepared` on each
+        row in turn, but only rows that are late or that some query wants are visited
+        one by one; yields (j, result blocks) for each visited row."""
+        self.plan  # noqa: B018 - the pipeline runs on the current plan
+        return self.pipeline.replay(prepared, which, rows)
 
     def heartbeat(self, ts: float) -> None:
         """Advance time without a tuple, so quiet streams still purge their state."""
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts:
             raise TupleError(f"heartbeat ts must be a number, got {ts!r}")
         self.plan  # noqa: B018 - make sure the state exists
-        self._advance(float(ts))
-
-    def _store(self, t: StoredTuple) -> None:
-        assert self._state is not None
-        self._state.insert(t)
-        if self.check:
-            self._state._check()
-
-    def _advance(self, ts: float) -> None:
-        if self.clock.advance(ts, self.plan.retention_window_exact):
-            assert self._state is not None
-            if self._state.purge(self.clock.purge_horizon()) and self.check:
-                self._state._check()
-
-    def _late(self, plan: CompiledPlan, s: int, row: tuple[Any, ...]) -> None:
-        schema = plan.streams[s]
-        late = LateTuple(
-            stream=schema.name,
-            ts=row[0],
-            id=row[1],
-            values={c.name: v for c, v in zip(schema.columns, row[2:], strict=True)},
-            watermark=self.clock.newest,
-            allowed_lateness=self.allowed_lateness,
-        )
-        self.counters.late += 1
-        self.late_tuples.append(late)
-        if self.late_sink is not None:
-            self.late_sink(late)
-        elif not self._warned_late:
-            self._warned_late = True
-            warnings.warn(
-                f"late tuple on stream {late.stream}: {late.reason}; it is not matched. "
-                "Late tuples are counted in Matcher.late_count and kept in Matcher.late_tuples; "
-                "pass late_sink= to handle them, or raise allowed_lateness.",
-                stacklevel=3,
-            )
+        self.pipeline.advance(float(ts))
 
     # ------------------------------------------------------------- snapshots
 
@@ -610,29 +349,15 @@ class Matcher:
         late tuples kept, and the adaptive order's statistics (so a restored matcher
         evaluates, and orders the results of a push, exactly as this one would).
 
-        With ``queries=False`` only the clocks, the stored tuples and the counters are
-        kept: restore that with ``like=`` a matcher that has the queries (a Spark
-        worker restoring window state in every micro-batch does not re-register
-        thousands of queries each time)."""
-        state = self.state
+        With ``queries=False`` the queries are left out: restore that with ``like=`` a
+        matcher that has them (a Spark worker restoring window state in every
+        micro-batch does not re-register thousands of queries each time)."""
+        self.plan  # noqa: B018 - the state exists once the plan does
         data: dict[str, Any] = {
             "format": SNAPSHOT_FORMAT,
-            "settings": {
-                "allowed_lateness": self.allowed_lateness,
-                "order": self.order_name,
-                "bucket_width": self._bucket_width,
-                "max_disjuncts": self.max_disjuncts,
-                "store": self.store,
-                "missing": self.missing,
-            },
+            "settings": self.config.as_dict(),
             "next_position": self._next_position,
-            "clock": self.clock.snapshot(),
-            "seq": self._seq,
-            "next_ids": [rows.next_id for rows in self._rows],
-            "counters": self.counters.as_dict(),
-            "state": state.snapshot(),
-            "late": [_late_data(late) for late in self.late_tuples],
-            "order": self._order_snapshot(),
+            **self.pipeline.snapshot(),
         }
         if queries:
             data["ddl"] = self.catalog.ddl()
@@ -640,7 +365,13 @@ class Matcher:
         return data
 
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any], like: Matcher | None = None, **overrides: Any) -> Matcher:
+    def restore(
+        cls,
+        snapshot: Mapping[str, Any],
+        like: Matcher | None = None,
+        late_sink: Callable[[LateTuple], None] | None = None,
+        **overrides: Any,
+    ) -> Matcher:
         """A matcher that continues exactly where ``snapshot`` was taken.
 
         ``like``: a matcher with the same streams and queries whose compiled plan the
@@ -649,49 +380,32 @@ class Matcher:
         """
         if snapshot.get("format") != SNAPSHOT_FORMAT:
             raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
-        settings = {**snapshot["settings"], **overrides}
+        config = MatcherConfig(**{**snapshot["settings"], **overrides})
         if like is None:
             if "queries" not in snapshot:
                 raise ValueError("this snapshot has no queries (snapshot(queries=False)); restore it with like=")
-            m = cls(snapshot["ddl"], **settings)
+            m = cls(snapshot["ddl"], config=config, late_sink=late_sink)
             names = [name for name, _, _ in snapshot["queries"]]
             instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
             instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
             m._add(instances, since_ts=[_since_value(since) for _, _, since in snapshot["queries"]])
-            plan = m.plan
+            m._plan_version += 1
+            plan = m._plan = compile_plan(m.registry, m._plan_version)
         else:
-            m = cls(like.catalog, **settings)
+            m = cls(like.catalog, config=config, late_sink=late_sink)
             m.registry = like.registry
             like._frozen = m._frozen = True
             plan = like.plan
             m._plan, m._plan_version = plan, like._plan_version
-            m._rows = [RowBuilder(schema, m.missing == "null") for schema in plan.streams]
         m._next_position = snapshot["next_position"]
-        m.clock.load(snapshot["clock"])
-        m._seq = snapshot["seq"]
-        for rows, next_id in zip(m._rows, snapshot["next_ids"], strict=True):
-            rows.restart_ids(next_id)
-        m.counters.load(snapshot["counters"])
-        m._state = WindowState.restore(snapshot["state"], plan.indexed_positions)
-        m._attach_engine(plan)
-        m.late_tuples.extend(LateTuple(**late) for late in snapshot.get("late", ()))
-        m._restore_order(snapshot.get("order"))
+        m.pipeline.load(snapshot, plan)
         return m
 
-    def _order_snapshot(self) -> dict[str, Any] | None:
-        """The adaptive order's statistics and the engine's order of attribute lists:
-        with them a restored matcher evaluates, and so reports, in the same order."""
-        if self.policy is None or self._engine is None:
-            return None
-        lists = [[lst.index for lst in per_stream] for per_stream in self._engine.attr_lists]
-        return {"policy": pickle.dumps(self.policy), "attribute_lists": lists}
 
-    def _restore_order(self, data: dict[str, Any] | None) -> None:
-        if data is None or not self.adaptive or self._engine is None:
-            return
-        self.policy = pickle.loads(data["policy"])
-        self._engine.list_observer = self.policy.observe_list
-        plan = self.plan
-        self._engine.attr_lists = [
-            [plan.lists[Kind.ATTRIBUTE][i] for i in per_stream] for per_stream in data["attribute_lists"]
-        ]
+def _since_text(since: float | Fraction) -> float | str:
+    """A registration horizon as snapshot data (exact: a Fraction as its text)."""
+    return since if isinstance(since, float) else str(since)
+
+
+def _since_value(data: float | str) -> float | Fraction:
+    return Fraction(data) if isinstance(data, str) else float(data)

@@ -12,6 +12,7 @@ import pytest
 import mqo
 from mqo.matcher import ORDERS
 from mqo.results import TupleError
+from predicates import Kind
 from tests.conftest import WORKLOADS
 
 # these tests push sparse tuples: a column left out is NULL
@@ -290,7 +291,7 @@ def test_counters_count_the_work(thesis_ddl, running_example):
     c = m.counters
     assert c.tuples == 16 and c.results == 1 and c.late == 0
     assert c.comparisons > 0 and c.index_probes > 0 and c.intermediate > 0 and c.bitset_ops > 0
-    assert c.selectivity(mqo.matcher.Kind.WINDOW) is not None
+    assert c.selectivity(Kind.WINDOW) is not None
     snapshot = c.as_dict()
     assert set(snapshot["selectivity"]) == {"attribute", "join", "window"}
     c.reset()
@@ -300,7 +301,7 @@ def test_counters_count_the_work(thesis_ddl, running_example):
 def test_unknown_order_is_rejected(thesis_ddl):
     with pytest.raises(ValueError, match="unknown evaluation order 'ABC'"):
         sparse_matcher(thesis_ddl, order="ABC")
-    assert sparse_matcher(thesis_ddl, order="static:wja").order[0].value == "window"
+    assert sparse_matcher(thesis_ddl, order="static:wja").config.static_order[0].value == "window"
 
 
 def test_explain_from_python(thesis_ddl, running_example):

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
-from predicates import Catalog, QueryError, compile_queries
+from predicates import Catalog, Kind, QueryError, compile_queries
 from predicates.templates import FastCompiler, from_normalized, split_query_texts
 from tests.conftest import WORKLOADS
 from tests.strategies import Register, workloads
@@ -193,5 +193,5 @@ def test_unregistering_compacts_rows_and_keeps_the_plan_right():
         m.registry._check()
     got = sorted(r.query for r in m.push("B", 1, {"pressure": 35.5, "temp": 100}))
     assert got == sorted(str(i + 1) for i in range(36, 40))  # query i + 1 is pressure < i
-    lst = m.plan.lists[mqo.matcher.Kind.ATTRIBUTE][0]
+    lst = m.plan.lists[Kind.ATTRIBUTE][0]
     assert lst.constants == [float(i) for i in range(30, 40)]

@@ -1,0 +1,370 @@
+"""The way every tuple goes through a matcher, whichever door it came in by.
+
+``push`` (one tuple), ``push_batch`` (a batch of one stream), and ``prepare`` +
+``replay`` (batches of several streams in a given arrival order, the CLI's and the
+Spark stages' way) all take the same steps:
+
+1. **rows**: values are validated and become stored rows (:mod:`mqo.rows`,
+   :func:`mqo.batch.columns_of`);
+2. **lateness**: the clock decides which tuples are late (:mod:`mqo.clock`); a late
+   tuple is reported (counted, kept, handed to the late sink), never matched;
+3. **attributes**: one tuple's attribute lists are decided by the engine as it goes,
+   a batch's by :func:`mqo.prepare.prepare_batch` in numba kernels, up front;
+4. **joins and windows**: the engine grows partial results through the window
+   state (:mod:`mqo.engine`), in the order the reorderer picks;
+5. **store and purge**: the tuple is kept for later ones, and old buckets go as the
+   clock's horizon moves.
+
+A :class:`Pipeline` holds what these steps share: the compiled plan (attached anew
+when registrations change), the window state, the engine, the adaptive policy, the
+row builders and the clock.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from indexes import kernels
+from indexes.stored import StoredTuple
+from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of
+from mqo.clock import Clock
+from mqo.config import MatcherConfig
+from mqo.engine import Engine, ResultBlock
+from mqo.plan import CompiledPlan
+from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, prepare_batch
+from mqo.reorder import AdaptivePolicy
+from mqo.results import LateTuple
+from mqo.rows import RowBuilder
+from mqo.state import WindowState, auto_bucket_width
+from mqo.stats import Counters
+from predicates import Kind
+
+KERNEL_PUSH_SLOTS = 4096  # from this many query slots, one pushed tuple's attributes go through the kernels
+LATE_KEPT = 10_000
+DEFAULT_ORDER = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
+
+
+class Pipeline:
+    def __init__(self, config: MatcherConfig, late_sink: Callable[[LateTuple], None] | None = None) -> None:
+        self.config = config
+        self.clock = Clock(config.allowed_lateness)
+        self.counters = Counters()
+        self.late_sink = late_sink
+        self.late_tuples: deque[LateTuple] = deque(maxlen=LATE_KEPT)
+        self.order = config.static_order or DEFAULT_ORDER
+        self.policy: AdaptivePolicy | None = None
+        self.plan: CompiledPlan | None = None
+        self.state: WindowState | None = None
+        self.engine: Engine | None = None
+        self.rows: list[RowBuilder] = []
+        self.seq = 0
+        self._warned_late = False
+
+    # ------------------------------------------------------------------ plan
+
+    def attach(self, plan: CompiledPlan) -> None:
+        """Run on ``plan`` from now on (the stored tuples stay)."""
+        config = self.config
+        width = config.bucket_width or auto_bucket_width(plan.retention_window, config.allowed_lateness)
+        if self.state is None:
+            self.state = WindowState(len(plan.streams), width)
+        if len(self.rows) != len(plan.streams):
+            self.rows = [RowBuilder(schema, config.missing == "null") for schema in plan.streams]
+        self.state.configure(plan.indexed_positions, width)
+        self.plan = plan
+        self.engine = Engine(plan, self.state, self.counters, check_qed=config.check)
+        if config.static_order is None:
+            if self.policy is None or len(self.policy.streams) != len(plan.streams):
+                self.policy = AdaptivePolicy([s.name for s in plan.streams])
+            self.policy.list_pass.clear()  # list numbers change with the plan
+            self.engine.list_observer = self.policy.observe_list
+        if config.check:
+            self._check_plan(plan)
+
+    def _check_plan(self, plan: CompiledPlan) -> None:
+        for kind in plan.lists:
+            for lst in plan.lists[kind]:
+                lst.covering._check()
+                lst.kill._check()
+        assert self.state is not None
+        self.state._check()
+
+    def _process(self, t: StoredTuple, cand: int | None = None) -> list[ResultBlock]:
+        """Run the engine on one tuple in the current order (adaptive or static)."""
+        engine = self.engine
+        assert engine is not None
+        policy = self.policy
+        if policy is None:
+            return engine.process(t, self.order, cand)
+        s = t.stream
+        blocks = engine.process(t, policy.order_for(s), cand, measure=True)
+        policy.observe(s, engine.phases)
+        if policy.seen[s] % 256 == 1:
+            engine.attr_lists[s] = policy.list_order(engine.attr_lists[s], engine.attr_lists[s])
+        return blocks
+
+    # ------------------------------------------------------------- one tuple
+
+    def push(self, s: int, ts: Any, values: Mapping[str, Any] | None, id: int | None) -> list[ResultBlock]:
+        """One tuple of stream number ``s``; the result blocks whose last tuple it is."""
+        plan = self.plan
+        assert plan is not None and self.engine is not None
+        row = self.rows[s].build(ts, values, id)
+        if plan.n_slots >= KERNEL_PUSH_SLOTS and plan.attr_lists[s] and not self.config.check:
+            # Many queries: decide the tuple's attributes in the kernels (a batch of one)
+            # rather than with the per-tuple engine's Python-int masks.
+            schema = plan.streams[s]
+            one = {"ts": [row[0]], **{c.name: [v] for c, v in zip(schema.columns, row[2:], strict=True)}}
+            prepared = prepare_batch(
+                plan,
+                s,
+                np.array([row[0]]),
+                np.array([row[1]], np.int64),
+                columns_of(one, schema)[2],
+                self.config.store == "all",
+            )
+            return self.push_prepared(prepared, 0)
+        self.counters.tuples += 1
+        if self.clock.is_late(row[0]):
+            self._late(s, row)
+            return []
+        t = StoredTuple(s, self.seq, row)
+        self.seq += 1
+        blocks = self._process(t)
+        if self.config.store == "all":
+            self._store(t)
+        else:
+            wanted = plan.multi_stream_slots & plan.stream_slots[s]
+            if wanted & ~self.engine.attribute_kill(t, wanted):
+                self._store(t)
+        self._advance(row[0])
+        return blocks
+
+    # --------------------------------------------------------------- batches
+
+    def prepare(self, s: int, batch: Any) -> PreparedBatch:
+        """Decide the attribute predicates of a batch of stream ``s`` (no state changes
+        besides consuming automatic ids)."""
+        plan = self.plan
+        assert plan is not None
+        ts, ids, columns = columns_of(batch, plan.streams[s], self.config.missing == "null")
+        rows = self.rows[s]
+        start = rows.next_id
+        rows.restart_ids(start + len(ts))
+        if ids is None:
+            ids = np.arange(start, start + len(ts), dtype=np.int64)
+        return prepare_batch(plan, s, ts, ids, columns, self.config.store == "all")
+
+    def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
+        """Row ``i`` of a prepared batch (rows in arrival order)."""
+        ts = float(prepared.ts[i])
+        self.counters.tuples += 1
+        if self.clock.is_late(ts):
+            self._late(prepared.stream, prepared.row(i))
+            return []
+        blocks = self._matched_row(prepared, i, int(prepared.flags[i]))
+        self._advance(ts)
+        return blocks
+
+    def replay(
+        self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
+    ) -> Iterator[tuple[int, list[ResultBlock]]]:
+        """Prepared rows in a given arrival order: row ``rows[j]`` of
+        ``prepared[which[j]]`` arrives j-th. Only rows that are late or that some query
+        wants are visited one by one; yields (j, result blocks) for each visited row."""
+        n = len(rows)
+        if not n:
+            return
+        ts = np.empty(n, np.float64)
+        flags = np.empty(n, np.int8)
+        for k, prep in enumerate(prepared):
+            chosen = which == k
+            ts[chosen] = prep.ts[rows[chosen]]
+            flags[chosen] = prep.flags[rows[chosen]]
+        late, before = self.clock.late_mask(ts)
+        self.counters.tuples += n
+        for j in np.flatnonzero(late | (flags != 0)).tolist():
+            prep, i = prepared[int(which[j])], int(rows[j])
+            if late[j]:
+                self._late(prep.stream, prep.row(i))
+                continue
+            self._advance(float(before[j]))
+            blocks = self._matched_row(prep, i, int(flags[j]))
+            self._advance(float(ts[j]))
+            yield j, blocks
+        accepted = ts[~late]
+        if len(accepted):
+            self._advance(float(accepted.max()))
+
+    def push_batch(self, s: int, batch: Any) -> MatchBatch:
+        """A batch of stream ``s``, in row order, as if pushed one by one."""
+        plan = self.plan
+        assert plan is not None
+        if self.config.check:
+            return MatchBatch(plan, self._one_by_one(s, batch))
+        prepared = self.prepare(s, batch)
+        out = MatchBatch(plan)
+        n = len(prepared)
+        if not n:
+            return out
+        late, _ = self.clock.late_mask(prepared.ts)
+        flags = np.where(late, 0, prepared.flags).astype(np.int8)
+        single_rows = np.flatnonzero(flags & SINGLE)
+        if len(single_rows):
+            # single-stream results of all rows at once, read off the candidate bits
+            sub = prepared.candidates(single_rows)
+            counts = kernels.count_bits(sub, prepared.single_mask)
+            row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
+            rows = [prepared.row(int(i)) for i in single_rows]
+            out.singles.append(SingleResults(prepared.stream, rows, row_of, slots))
+            self.counters.results += len(slots)
+        rest = flags & ~SINGLE
+        self.counters.tuples += n
+        for i in np.flatnonzero(late | (rest != 0)).tolist():
+            if late[i]:
+                self._late(prepared.stream, prepared.row(i))
+                continue
+            out.blocks.extend(self._matched_row(prepared, i, int(rest[i])))
+            self._advance(float(prepared.ts[i]))
+        if (~late).any():
+            self._advance(float(prepared.ts[~late].max()))
+        return out
+
+    def _one_by_one(self, s: int, batch: Any) -> list[ResultBlock]:
+        """``check=True``: QED checks need every tuple's attribute bits, so a batch goes
+        through the per-tuple engine."""
+        assert self.plan is not None
+        ts, ids, columns = columns_of(batch, self.plan.streams[s], self.config.missing == "null")
+        exact = columns.pop(EXACT, {})
+        blocks: list[ResultBlock] = []
+        for i in range(len(ts)):
+            values = {name: _plain_value(col[i]) for name, col in columns.items()}
+            values.update({name: column.value(i) for name, column in exact.items()})
+            blocks.extend(self.push(s, float(ts[i]), values, None if ids is None else int(ids[i])))
+        return blocks
+
+    def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
+        """Row i of a prepared batch, known not to be late."""
+        blocks: list[ResultBlock] = []
+        if not flags:
+            return blocks
+        assert self.plan is not None
+        t = StoredTuple(prepared.stream, self.seq, prepared.row(i))
+        self.seq += 1
+        if flags & SINGLE:
+            members: list[StoredTuple | None] = [None] * len(self.plan.streams)
+            members[prepared.stream] = t
+            block = ResultBlock(prepared.single_slots(i), members, t.row[0])
+            blocks.append(block)
+            self.counters.results += len(block)
+        if flags & ENGINE:
+            blocks.extend(self._process(t, prepared.engine_cand(i)))
+        if flags & STORE:
+            self._store(t)
+        return blocks
+
+    # ------------------------------------------------------------ time, state
+
+    def advance(self, ts: float) -> None:
+        """Time reached ``ts`` (a tuple or a heartbeat)."""
+        self._advance(ts)
+
+    def _store(self, t: StoredTuple) -> None:
+        assert self.state is not None
+        self.state.insert(t)
+        if self.config.check:
+            self.state._check()
+
+    def _advance(self, ts: float) -> None:
+        assert self.plan is not None and self.state is not None
+        moved = self.clock.advance(ts, self.plan.retention_window_exact)
+        if moved and self.state.purge(self.clock.purge_horizon()) and self.config.check:
+            self.state._check()
+
+    def _late(self, s: int, row: tuple[Any, ...]) -> None:
+        assert self.plan is not None
+        schema = self.plan.streams[s]
+        late = LateTuple(
+            stream=schema.name,
+            ts=row[0],
+            id=row[1],
+            values={c.name: v for c, v in zip(schema.columns, row[2:], strict=True)},
+            watermark=self.clock.newest,
+            allowed_lateness=self.clock.allowed_lateness,
+        )
+        self.counters.late += 1
+        self.late_tuples.append(late)
+        if self.late_sink is not None:
+            self.late_sink(late)
+        elif not self._warned_late:
+            self._warned_late = True
+            warnings.warn(
+                f"late tuple on stream {late.stream}: {late.reason}; it is not matched. "
+                "Late tuples are counted in Matcher.late_count and kept in Matcher.late_tuples; "
+                "pass late_sink= to handle them, or raise allowed_lateness.",
+                stacklevel=4,
+            )
+
+    # ------------------------------------------------------------- snapshots
+
+    def snapshot(self) -> dict[str, Any]:
+        """The matching state as plain data (see :meth:`mqo.Matcher.snapshot`)."""
+        assert self.state is not None
+        return {
+            "clock": self.clock.snapshot(),
+            "seq": self.seq,
+            "next_ids": [rows.next_id for rows in self.rows],
+            "counters": self.counters.as_dict(),
+            "state": self.state.snapshot(),
+            "late": [_late_data(late) for late in self.late_tuples],
+            "order": self._order_snapshot(),
+        }
+
+    def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
+        """Continue from :meth:`snapshot` data, on ``plan`` (the same queries)."""
+        self.state = WindowState.restore(data["state"], plan.indexed_positions)
+        self.rows = []
+        self.attach(plan)
+        self.clock.load(data["clock"])
+        self.seq = data["seq"]
+        for rows, next_id in zip(self.rows, data["next_ids"], strict=True):
+            rows.restart_ids(next_id)
+        self.counters.load(data["counters"])
+        self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
+        order = data.get("order")
+        if order is not None and self.policy is not None and self.engine is not None:
+            # the adaptive order's statistics and the engine's list order: with them
+            # the restored matcher evaluates, and orders results, as this one would
+            self.policy = pickle.loads(order["policy"])
+            self.engine.list_observer = self.policy.observe_list
+            by_index = plan.lists[Kind.ATTRIBUTE]
+            self.engine.attr_lists = [[by_index[i] for i in per_stream] for per_stream in order["attribute_lists"]]
+
+    def _order_snapshot(self) -> dict[str, Any] | None:
+        if self.policy is None or self.engine is None:
+            return None
+        lists = [[lst.index for lst in per_stream] for per_stream in self.engine.attr_lists]
+        return {"policy": pickle.dumps(self.policy), "attribute_lists": lists}
+
+
+def _late_data(late: LateTuple) -> dict[str, Any]:
+    return {
+        "stream": late.stream,
+        "ts": late.ts,
+        "id": late.id,
+        "values": dict(late.values),
+        "watermark": late.watermark,
+        "allowed_lateness": late.allowed_lateness,
+    }
+
+
+def _plain_value(value: Any) -> Any:
+    if isinstance(value, float | np.floating):
+        return None if value != value else float(value)
+    return value

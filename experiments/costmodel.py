@@ -50,7 +50,7 @@ from runtime.profile import query_predicates, stored_constant
 DESCRIPTION = "thesis §5.1: intermediate tuples and output measured against equations 5.7, 5.9-5.11, 5.13, 5.14"
 
 A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
-LETTER = {A: "A", J: "J", W: "W"}
+LETTER = {kind: kind.letter for kind in (A, J, W)}
 KIND = {"A": A, "J": J, "W": W}
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq, "!=": operator.ne}
 

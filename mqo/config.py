@@ -6,12 +6,16 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from predicates import DEFAULT_MAX_DISJUNCTS, Kind
+from predicates import DEFAULT_MAX_DISJUNCTS, INDEXED_KINDS, Kind
 
-ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
-KIND_OF_LETTER = {"A": Kind.ATTRIBUTE, "J": Kind.JOIN, "W": Kind.WINDOW}
+ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")  # the six evaluation orders of the three types
+KIND_OF_LETTER = {kind.letter: kind for kind in INDEXED_KINDS}
 STORE_MODES = ("all", "candidates")
 MISSING_MODES = ("error", "null")
+
+
+def order_name(order: tuple[Kind, ...]) -> str:
+    return "".join(kind.letter for kind in order)
 
 
 def parse_order(order: str) -> tuple[Kind, Kind, Kind] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mqo.plan import LETTER, TYPES, CompiledList, CompiledPlan, Slot
+from mqo.plan import TYPES, CompiledList, CompiledPlan, Slot
 from mqo.registry import QueryRegistry
 from predicates import Kind, format_constant, most_covering_first
 from predicates.numbers import exact
@@ -101,7 +101,7 @@ def explain_text(
             if mine:
                 base = {lst.index: lst.base for lst in plan.lists[kind]}
                 bits = ", ".join(f"{li}:{pi} (bit {base[li] + pi})" for li, pi in mine)
-                parts.append(f"{LETTER[kind]} {bits}")
+                parts.append(f"{kind.letter} {bits}")
         out.append("    " + ("; ".join(parts) if parts else "no indexed predicates"))
     never = [rq.name for rq in registry if not rq.disjuncts]
     if never:

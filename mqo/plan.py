@@ -41,14 +41,12 @@ from indexes.kill_bitsets import DEFAULT_BUDGET_BYTES, KillBitsets, ListUsers, b
 from indexes.kill_table import KillTable, mask_of
 from mqo.expressions import TestFn, ValueFn, column_position, compile_test, compile_value
 from mqo.registry import QueryRegistry, RegisteredQuery
-from predicates import Catalog, ColumnType, Kind, ListKey, Residual, StreamSchema
+from predicates import INDEXED_KINDS, Catalog, ColumnType, Kind, ListKey, Residual, StreamSchema
 from predicates.normalize import to_float
 from predicates.numbers import exact
 from predicates.templates import Context
 
-TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
-LETTER = {Kind.ATTRIBUTE: "A", Kind.JOIN: "J", Kind.WINDOW: "W"}
-KIND_OF_LETTER = {v: k for k, v in LETTER.items()}
+TYPES = INDEXED_KINDS
 
 
 @dataclass(eq=False)

@@ -43,15 +43,11 @@ import math
 from dataclasses import dataclass, field
 from itertools import permutations
 
-from predicates import Kind
+from mqo.config import order_name
+from predicates import INDEXED_KINDS, Kind
 
-TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
+TYPES = INDEXED_KINDS
 ALL_ORDERS: tuple[tuple[Kind, Kind, Kind], ...] = tuple(permutations(TYPES))  # type: ignore[assignment]
-LETTERS = {Kind.ATTRIBUTE: "A", Kind.JOIN: "J", Kind.WINDOW: "W"}
-
-
-def order_name(order: tuple[Kind, ...]) -> str:
-    return "".join(LETTERS[k] for k in order)
 
 
 @dataclass
@@ -258,7 +254,7 @@ class AdaptivePolicy:
                 ts = self.stats[s][(kind, None)]
                 f = f"{ts.fanout.value:.3g}" if ts.fanout.value is not None else "-"
                 c = f"{ts.cost.value:.3g}" if ts.cost.value is not None else "-"
-                parts.append(f"{LETTERS[kind]} fan-out {f}, work {c}/partial")
+                parts.append(f"{kind.letter} fan-out {f}, work {c}/partial")
             work = ", ".join(f"{order_name(o)} {self.estimate(s, o):.3g}" for o in ALL_ORDERS)
             lines.append(f"{name} tuples ({self.seen[s]:,} seen): order {order_name(self.orders[s])}")
             lines.append(f"  {'; '.join(parts)}")

@@ -11,6 +11,7 @@ from predicates.errors import MqoError, QueryError, Source, Span
 from predicates.frontend import column_order, compile_parsed, compile_queries, name_queries
 from predicates.normalize import (
     DEFAULT_MAX_DISJUNCTS,
+    INDEXED_KINDS,
     ColumnKey,
     Conjunct,
     Kind,
@@ -26,6 +27,7 @@ from predicates.semantic import BoundQuery, OutputColumn, bind
 
 __all__ = [
     "DEFAULT_MAX_DISJUNCTS",
+    "INDEXED_KINDS",
     "BoundQuery",
     "Catalog",
     "Column",

@@ -76,6 +76,14 @@ class Kind(Enum):
     WINDOW = "window"
     RESIDUAL = "residual"
 
+    @property
+    def letter(self) -> str:
+        """A, J, W (R): how evaluation orders such as ``AJW`` name the types."""
+        return self.value[0].upper()
+
+
+INDEXED_KINDS = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)  # the types kept in predicate lists
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class ColumnKey:

@@ -160,7 +160,7 @@ class CoveringList:
         diff = left - kf * right
 
         def sign(i: int) -> int:
-            return linear_sign(left, k, kf, right, exact(cs[i]), floats[i])
+            return linear_sign(left, k, kf, right, cs[i], floats[i])
 
         below = first_true(0, n, lambda i: sign(i) <= 0, bisect.bisect_left(floats, diff))
         above = first_true(below, n, lambda i: sign(i) < 0, bisect.bisect_right(floats, diff))

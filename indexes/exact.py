@@ -93,16 +93,18 @@ def integer_cut(constant: Fraction | float) -> tuple[int | float, int | float]:
     return math.ceil(c), math.floor(c)
 
 
-def linear_sign(x: Number, k: Fraction, kf: float, y: Number, c: Fraction, cf: float) -> int:
+def linear_sign(x: Number, k: Fraction, kf: float, y: Number, c: Fraction | float, cf: float) -> int:
     """The sign of ``x - (k*y + c)`` in exact arithmetic on what the numbers mean.
 
-    ``kf`` and ``cf`` are the nearest doubles of ``k`` and ``c``. With ``k = 0`` this
-    compares ``x`` with ``c``; with ``k = 1`` and ``y`` a timestamp it is a time
-    difference against a duration."""
+    ``kf`` and ``cf`` are the nearest doubles of ``k`` and ``c``; ``c`` is a constant
+    as lists keep it (a float that means what it prints as, or a Fraction), made exact
+    only when the doubles cannot decide. With ``k = 0`` this compares ``x`` with ``c``;
+    with ``k = 1`` and ``y`` a timestamp it is a time difference against a duration."""
     ky = kf * y
     d = x - ky - cf
     if abs(d) > RELATIVE_BAND * (abs(x) + abs(ky) + abs(cf)) + ABSOLUTE_BAND:
         return 1 if d > 0 else -1
+    c = exact(c)
     e = decimal_of(x) - k * decimal_of(y) - c if k else decimal_of(x) - c
     return (e > 0) - (e < 0)
 
@@ -111,12 +113,12 @@ ONE = Fraction(1)
 ZERO = Fraction(0)
 
 
-def span_sign(lo: Number, hi: Number, window: Fraction, window_f: float) -> int:
+def span_sign(lo: Number, hi: Number, window: Fraction | float, window_f: float) -> int:
     """The sign of ``(hi - lo) - window``: positive when two timestamps are farther
     apart than a MAXWINDOW allows."""
     return linear_sign(hi, ONE, 1.0, lo, window, window_f)
 
 
-def at_least(x: Number, bound: Fraction, bound_f: float) -> bool:
+def at_least(x: Number, bound: Fraction | float, bound_f: float) -> bool:
     """``x >= bound`` exactly."""
     return linear_sign(x, ZERO, 0.0, 0, bound, bound_f) >= 0

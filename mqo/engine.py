@@ -44,7 +44,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, exact, span_sign, to_float
+from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_float
 from indexes.stored import StoredTuple
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.state import WindowState
@@ -394,7 +394,9 @@ class Engine:
                 children.append(child)
         return children
 
-    def _join(self, p: Partial, y: int, r: StoredTuple, cand: int, window: tuple[float, Fraction]) -> Partial | None:
+    def _join(
+        self, p: Partial, y: int, r: StoredTuple, cand: int, window: tuple[float, float | Fraction]
+    ) -> Partial | None:
         """``p`` plus tuple ``r`` of stream ``y``, tested against every list of the
         types already run; None when no candidate survives."""
         ts = r.row[0]
@@ -460,7 +462,7 @@ class Engine:
             special ^= low
             slot = plan.slots[low.bit_length() - 1]
             self.comparisons += 2
-            if span_sign(p.lo, p.hi, slot.window_exact, slot.window) > 0 or not _registered_by(slot, p.lo):
+            if span_sign(p.lo, p.hi, slot.window_value, slot.window) > 0 or not _registered_by(slot, p.lo):
                 continue
             if slot.residuals:
                 self.comparisons += len(slot.residuals)
@@ -493,7 +495,7 @@ class Engine:
 def _registered_by(slot: Any, ts: float) -> bool:
     """Whether ``slot``'s query was registered early enough to see a tuple at ``ts``."""
     since = slot.since_ts
-    return since == -math.inf or at_least(ts, exact(since), to_float(since))
+    return since == -math.inf or at_least(ts, since, to_float(since))
 
 
 def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:

@@ -164,7 +164,7 @@ class Slot:
     streams: tuple[int, ...]
     stream_mask: int
     window: float
-    window_exact: Fraction
+    window_value: float | Fraction  # MAXWINDOW as kept: a float that prints as it, or a Fraction
     since_ts: float | Fraction
     residuals: tuple[TestFn, ...]
     residual_texts: tuple[str, ...]
@@ -320,17 +320,18 @@ class CompiledPlan:
         i = first_true(
             0,
             n,
-            lambda k: span_sign(lo, hi, windows.exact(k), windows.floats[k]) <= 0,
+            lambda k: span_sign(lo, hi, windows.values[k], windows.floats[k]) <= 0,
             bisect.bisect_left(windows.floats, hi - lo),
         )
         return self._window_masks[i] if i < n else 0
 
-    def window_of(self, slots: int) -> tuple[float, Fraction]:
-        """The largest MAXWINDOW among ``slots`` (as a double and exactly)."""
+    def window_of(self, slots: int) -> tuple[float, float | Fraction]:
+        """The largest MAXWINDOW among ``slots`` (as a double, and as kept: a float
+        that means what it prints as, or a Fraction)."""
         windows, masks = self.windows, self._window_masks
         for k in range(len(windows) - 1, -1, -1):
             if slots & masks[k]:  # masks shrink as windows grow: the first hit is the largest
-                return windows.floats[k], windows.exact(k)
+                return windows.floats[k], windows.values[k]
         return 0.0, Fraction(0)
 
     @cached_property
@@ -344,7 +345,7 @@ class CompiledPlan:
         count = first_true(
             0,
             len(sinces),
-            lambda k: sinces.floats[k] != -math.inf and not at_least(oldest_ts, sinces.exact(k), sinces.floats[k]),
+            lambda k: sinces.floats[k] != -math.inf and not at_least(oldest_ts, sinces.values[k], sinces.floats[k]),
             bisect.bisect_right(sinces.floats, oldest_ts),
         )
         return self._since_masks[count - 1] if count else 0
@@ -370,7 +371,7 @@ class CompiledPlan:
             streams=code.streams,
             stream_mask=code.stream_mask,
             window=float(self.slot_window[q]),
-            window_exact=exact(self.windows.values[int(self.slot_window_level[q])]),
+            window_value=self.windows.values[int(self.slot_window_level[q])],
             since_ts=self.sinces.values[int(self.slot_since_level[q])],
             residuals=tuple(self.residual_code[id(r)] for r in residuals),
             residual_texts=tuple(r.text for r in residuals),

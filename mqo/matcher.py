@@ -397,7 +397,7 @@ class Matcher:
             like._frozen = m._frozen = True
             plan = like.plan
             m._plan, m._plan_version = plan, like._plan_version
-        m._next_position = snapshot["next_position"]
+        m._next_position = snapshot.get("next_position", like._next_position if like is not None else 1)
         m.pipeline.load(snapshot, plan)
         return m
 

@@ -378,7 +378,6 @@ def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None, allowed_laten
     base = template(spec)
     snapshot = base.snapshot(queries=False) if state is None else dict(state)
     snapshot.setdefault("counters", base.counters.__class__().as_dict())
-    snapshot.setdefault("next_position", base._next_position)
     return Matcher.restore(snapshot, like=base, allowed_lateness=float(allowed_lateness))
 
 

@@ -151,7 +151,7 @@ def run_match(
                     waiting = 0
                     summary.results += writer.write_batch(pending)
                     pending = MatchBatch(plan)
-            bar.update(position + 1, summary.results + len(pending))
+            bar.update(position + 1, summary.results + waiting)
         summary.results += writer.write_batch(pending)
     bar.update(total, summary.results)
     bar.finish()

@@ -525,7 +525,10 @@ def test_parquet_nan_and_null_are_null(capsys: pytest.CaptureFixture[str], tmp_p
 @pytest.mark.parametrize(
     ("table", "expected"),
     [
-        ({"ts": [1.0], "fluct": ["abc"], "degree": [101.0], "incr": [98.0]}, ["column 'fluct'", "string", "FLOAT", "floating-point"]),
+        (
+            {"ts": [1.0], "fluct": ["abc"], "degree": [101.0], "incr": [98.0]},
+            ["column 'fluct'", "string", "FLOAT", "floating-point"],
+        ),
         ({"ts": [1.0], "fluct": [[1.0]], "degree": [101.0], "incr": [98.0]}, ["column 'fluct'"]),
         ({"ts": ["soon"], "fluct": [1.0], "degree": [101.0], "incr": [98.0]}, ["column 'ts'"]),
         ({"ts": [1.0], "fluct": [1.0], "degree": [101.0]}, ["lacks", "incr"]),

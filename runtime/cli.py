@@ -284,14 +284,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _import_libraries() -> None:
+    """What every command needs: the matcher (numba, numpy) and the runtime's readers
+    and writers (Arrow)."""
+    import mqo  # noqa: F401
+    import runtime.local  # noqa: F401
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from runtime.stopping import Terminated, exit_status, raise_on_sigterm
+    from runtime.stopping import Terminated, deferred_stop, exit_status, raise_on_sigterm
 
     raise_on_sigterm()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         func: Callable[[argparse.Namespace], int] = args.func
+        # A signal in the middle of an extension module's import can surface as some
+        # other error (Python wraps it, numba's classes half made) or leave the
+        # interpreter to end itself; so the imports finish first, then the signal counts.
+        with deferred_stop() as stop:
+            _import_libraries()
+        if stop.signum is not None:
+            print(f"mqo: interrupted ({signal.Signals(stop.signum).name}) while starting", file=sys.stderr)
+            return exit_status(stop.signum)
         from predicates import MqoError
 
         try:

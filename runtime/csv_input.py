@@ -21,7 +21,6 @@ import csv
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -40,15 +39,19 @@ from runtime.input_rows import (
     kind_of,
 )
 
+# Integers are read as text and checked here: Arrow's own integer parser also takes
+# hexadecimal ("0x10"), which the rules do not.
 ARROW_TYPES = {
-    ColumnType.INTEGER: pa.int64(),
-    ColumnType.BYTE: pa.int64(),
+    ColumnType.INTEGER: pa.string(),
+    ColumnType.BYTE: pa.string(),
     ColumnType.FLOAT: pa.float64(),
     ColumnType.STRING: pa.string(),
     ColumnType.BOOLEAN: pa.bool_(),
     "ts": pa.float64(),
-    "id": pa.int64(),
+    "id": pa.string(),
 }
+_INTEGER_KINDS = ("id", ColumnType.INTEGER, ColumnType.BYTE)
+_NULL_PATTERN = "^(" + "|".join(sorted(NULL_TEXTS)) + ")$"
 
 
 def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> StreamData:
@@ -79,33 +82,53 @@ def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> S
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+    for k, kind in enumerate(kinds):
+        if kind in _INTEGER_KINDS:
+            integers = _integers(table.column(k))
+            if integers is None:
+                return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+            table = table.set_column(k, table.field(k).with_type(pa.int64()), integers)
     if not _within_rules(table, kinds):
         return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
     return _from_table(stream, path, table, canonical)
 
 
+def _integers(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """An integer column's text as exact int64 values, or None if some value breaks
+    the rules (decimal digits only, within 64 bits; the exact path names it)."""
+    import pyarrow.compute as pc
+
+    text = pc.utf8_trim(column, characters=" \t")
+    # a quoted NULL spelling is text to Arrow; in a number column it is NULL all the same
+    # (Arrow values are made from Arrow arrays here: making one from a Python list or
+    # None imports pandas, half a second of start-up)
+    text = pc.if_else(pc.match_substring_regex(text, _NULL_PATTERN), pa.nulls(1, pa.string())[0], text)
+    if pc.all(pc.match_substring_regex(text, r"^[+-]?[0-9]+$")).as_py() is False:
+        return None
+    try:
+        return text.cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
 def _within_rules(table: pa.Table, kinds: list[ColumnType | str]) -> bool:
     """Whether Arrow's conversion obeys the rules Arrow does not know: ``ts`` and
     ``id`` are never NULL, ``ts`` and FLOAT values are finite."""
+    import pyarrow.compute as pc
+
     for column, kind in zip(table.columns, kinds, strict=True):
         if kind in ("ts", "id") and column.null_count:
             return False
-        if kind == "ts" and not np.isfinite(_numbers(column)).all():
+        if kind == "ts" and pc.all(pc.is_finite(column)).as_py() is False:
             return False
-        if kind is ColumnType.FLOAT and np.isinf(_numbers(column)).any():  # NULL reads as NaN here
+        if kind is ColumnType.FLOAT and pc.any(pc.is_inf(column)).as_py():
             return False
     return True
 
 
-def _numbers(column: pa.ChunkedArray) -> np.ndarray:
-    """A float column as numpy, NULL as NaN (chunk by chunk: ``ChunkedArray.to_numpy``
-    would import pandas, half a second of start-up)."""
-    if not column.num_chunks:
-        return np.zeros(0)
-    return np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in column.chunks])
-
-
 def _from_table(stream: str, path: str, table: pa.Table, canonical: dict[str, str]) -> StreamData:
+    import pyarrow.compute as pc
+
     columns: dict[str, list[Any]] = {}
     ts: list[float] = []
     ids: list[int] | None = None
@@ -116,10 +139,9 @@ def _from_table(stream: str, path: str, table: pa.Table, canonical: dict[str, st
             ts = column.to_pylist()
         elif target == "id":
             ids = column.to_pylist()
-        elif pa.types.is_floating(column.type):
-            # NULL reads as NaN here, and NaN is NULL
-            columns[target] = [None if v != v else v for v in _numbers(column).tolist()]
         else:
+            if pa.types.is_floating(column.type):
+                column = pc.if_else(pc.is_nan(column), pa.nulls(1, column.type)[0], column)  # NaN is NULL
             columns[target] = column.to_pylist()
     return StreamData(stream, path, ts, ids, columns)
 

@@ -123,7 +123,7 @@ def _finite_columns(table: pa.Table) -> tuple[pa.Table, int]:
             bad = column.length() - column.null_count - (pc.sum(finite).as_py() or 0)
             if bad:
                 count += bad
-                table = table.set_column(k, table.field(k), pc.if_else(finite, column, None))
+                table = table.set_column(k, table.field(k), pc.if_else(finite, column, pa.nulls(1, column.type)[0]))
     return table, count
 
 

@@ -126,7 +126,7 @@ def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: di
     if kind in ("id", ColumnType.INTEGER, ColumnType.BYTE) and pa.types.is_uint64(dtype):
         too_big = pc.greater(column, pa.scalar(INT64_MAX, pa.uint64()))
         note(too_big, "{value} is out of range for a 64-bit integer (above 9223372036854775807)")
-        column = pc.if_else(too_big, None, column).cast(pa.int64())
+        column = pc.if_else(too_big, pa.nulls(1, column.type)[0], column).cast(pa.int64())
     if kind in ("ts", ColumnType.FLOAT):
         if not pa.types.is_null(dtype):
             # a double holds every integer up to 2^53 exactly; larger ones round, as a
@@ -135,7 +135,7 @@ def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: di
             note(pc.is_inf(column), "{value} is not a finite number (a FLOAT lies within about ±1.8e308)")
             if kind == "ts":
                 note(pc.is_nan(column), "the event time must be a number, not NaN")
-            column = pc.if_else(pc.is_nan(column), None, column)  # NaN is NULL
+            column = pc.if_else(pc.is_nan(column), pa.nulls(1, pa.float64())[0], column)  # NaN is NULL
     elif kind in ("id", ColumnType.INTEGER, ColumnType.BYTE) and not pa.types.is_null(dtype):
         column = column.cast(pa.int64())
     return column.to_pylist()

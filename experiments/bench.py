@@ -1,6 +1,6 @@
 """Performance benchmarks of the matcher, each against the target it is held to.
 
-    python -m experiments.bench [--only a,b,c,d,e] [--quick] [--out DIR]
+    python -m experiments.bench [--only a,b,c,d,e,f] [--quick] [--out DIR]
 
 a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matcher,
    against the same engine with one query per matcher, over 2 x 10,000 tuples. The
@@ -15,9 +15,17 @@ c. publish/subscribe intervals (the Rein/TAMA workload): 20 attributes, subscrip
 d. bounded memory: many tuples through 100 windowed queries; resident memory after
    warm-up must grow by less than 10%.
 e. latency of ``push`` with 1,000 registered queries: p50 and p99.
+f. linear growth of ``mqo match``: the command (``runtime.cli.main``, in this process
+   after a warm-up, so that start-up is not counted) over 10,000, 100,000 and 1,000,000
+   tuples per stream with filter, join and mixed queries; the time per tuple must stay
+   flat (largest over smallest within 1.5x). The time is the process's CPU time (the
+   wall time is in the notes): on a machine shared with other work, wall time also
+   counts whatever else ran, more of it the longer a run takes. Its table goes to
+   ``linear.md`` and ``linear.csv``, so it runs on its own (``--only f``) without
+   touching the others.
 
-Each measurement is taken in the same run as what it is compared with. Results go to
-``results.md`` and ``results.csv`` in the output folder.
+Each measurement is taken in the same run as what it is compared with. Results of
+(a) to (e) go to ``results.md`` and ``results.csv`` in the output folder.
 """
 
 from __future__ import annotations
@@ -401,20 +409,94 @@ def bench_latency(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, An
     return rows
 
 
+LINEAR_SIZES = (10_000, 100_000, 1_000_000)
+LINEAR_QUERIES = {
+    # the two filters of the issue that found the CLI quadratic
+    "filter": "Query ID: all_b\nSELECT * FROM B;\nQuery ID: hot_h\nSELECT * FROM H WHERE H.vib > 90;\n",
+    # a windowed theta join: its window holds a constant number of tuples at a constant rate
+    "join": "Query ID: join\nSELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 2 sec\n"
+    "WHERE B.pressure < 40 AND H.beatrate > 160 AND B.temp <= H.vib;\n",
+}
+
+
+def mixed_queries(rng: np.random.Generator) -> str:
+    """The filter and join queries plus 40 filters and 40 thesis-shaped joins."""
+    filters = [
+        f"Query ID: f{i}\nSELECT * FROM {s} WHERE {s}.{c} < {rng.uniform(0, 10):.2f};"
+        for i, (s, c) in enumerate([("B", "pressure"), ("B", "temp"), ("H", "beatrate"), ("H", "vib")] * 10)
+    ]
+    joins = [q + ";" for q in thesis_queries(40, rng)]
+    return "\n".join([LINEAR_QUERIES["filter"], LINEAR_QUERIES["join"], *filters, *joins]) + "\n"
+
+
+def bench_linear(sizes: list[int], seed: int) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from runtime.cli import main as mqo_main
+
+    rng = np.random.default_rng(seed + 11)
+    workloads = {**LINEAR_QUERIES, "mixed": mixed_queries(rng)}
+    per_tuple: dict[str, list[float]] = {name: [] for name in workloads}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "streams.ddl").write_text(ICU_DDL)
+        for name, text in workloads.items():
+            (d / f"{name}.mqo").write_text(text)
+
+        def run(name: str, n: int) -> tuple[float, float, int]:
+            out = d / "out.jsonl"
+            args = ["match", "--schema", str(d / "streams.ddl"), "--queries", str(d / f"{name}.mqo"),
+                    "--input", f"B={d / 'B.csv'}", "--input", f"H={d / 'H.csv'}", "--output", str(out),
+                    "-q", "--no-progress"]  # fmt: skip
+            gc.collect()
+            t0, c0 = time.perf_counter(), time.process_time()
+            assert mqo_main(args) == 0, f"mqo match failed on {name}, {n} tuples per stream"
+            cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+            with open(out, "rb") as f:
+                results = sum(1 for _ in f)
+            out.unlink()
+            return cpu, wall, results
+
+        for k, n in enumerate([min(sizes) // 10, *sizes]):
+            for stream, data in icu_streams(n, rng).items():
+                table = pa.table({c: pa.array(v) for c, v in data.items()})
+                pacsv.write_csv(table, d / f"{stream}.csv")
+            for name in workloads:
+                progress(f"f: {name}, {n:,} tuples per stream")
+                cpu, wall, results = run(name, n)
+                if k == 0:
+                    continue  # the warm-up: kernels loaded, caches filled
+                us = cpu / (2 * n) * 1e6
+                per_tuple[name].append(us)
+                note = f"{cpu:.2f} s CPU ({wall:.2f} s wall) for {2 * n:,} tuples, {results:,} results"
+                rows.append(row("f", f"{name}, {n:,} tuples per stream: CPU µs per tuple", us, note=note))
+    for name, times in per_tuple.items():
+        growth = max(times) / min(times)
+        rows.append(
+            row("f", f"{name}: CPU time per tuple, largest / smallest", growth, target="<= 1.5x", met=growth <= 1.5,
+                note=" / ".join(f"{t:.1f}" for t in times) + " µs")
+        )  # fmt: skip
+    return rows
+
+
 def row(
     bench: str, metric: str, value: float, target: str = "", met: bool | None = None, note: str = ""
 ) -> dict[str, Any]:
     return {"benchmark": bench, "metric": metric, "value": value, "target": target, "met": met, "note": note}
 
 
-def write_results(rows: list[dict[str, Any]], out: Path, settings: dict[str, Any]) -> None:
+def write_results(
+    rows: list[dict[str, Any]], out: Path, settings: dict[str, Any], stem: str = "results", title: str = "Benchmarks"
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "results.csv", "w", newline="") as f:
+    with open(out / f"{stem}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     lines = [
-        "# Benchmarks",
+        f"# {title}",
         "",
         f"Run: `python -m experiments.bench {settings['argv']}` on {settings['machine']} "
         f"({settings['date']}). Every ratio compares measurements taken in the same run.",
@@ -427,18 +509,19 @@ def write_results(rows: list[dict[str, Any]], out: Path, settings: dict[str, Any
         value = r["value"]
         shown = f"{value:,.3f}" if isinstance(value, float) and abs(value) < 100 else f"{value:,.0f}"
         lines.append(f"| {r['benchmark']} | {r['metric']} | {shown} | {r['target']} | {met} | {r['note']} |")
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print(f"results written to {out}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mqo experiment bench", description=DESCRIPTION)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    parser.add_argument("--only", default="a,b,c,d,e", help="which benchmarks (a,b,c,d,e)")
+    parser.add_argument("--only", default="a,b,c,d,e,f", help="which benchmarks (a,b,c,d,e,f)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the targets' sizes)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
     parser.add_argument("--memory-tuples", type=int, default=10_000_000, help="tuples for (d)")
+    parser.add_argument("--linear-sizes", default=",".join(map(str, LINEAR_SIZES)), help="tuples per stream for (f)")
     args = parser.parse_args(argv)
     chosen = set(args.only.split(","))
     q = args.quick
@@ -450,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),
         "e": lambda: bench_latency(100 if q else 1000, 2000 if q else 10_000, args.seed),
+        "f": lambda: bench_linear(
+            [1000, 4000, 16_000] if q else [int(x) for x in args.linear_sizes.split(",")], args.seed
+        ),
     }
     import datetime
     import platform
@@ -459,12 +545,18 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "date": datetime.date.today().isoformat(),
     }
+    unknown = chosen - set(runs)
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; choose from {', '.join(runs)}")
     rows: list[dict[str, Any]] = []
     for name in "abcde":
         if name in chosen:
             rows += runs[name]()
             # written after every benchmark, so a long run that stops keeps what it measured
             write_results(rows, args.out, settings)
+    if "f" in chosen:
+        # a table of its own: running (f) alone leaves the results of (a) to (e) as they are
+        write_results(runs["f"](), args.out, settings, stem="linear", title="Linear growth of mqo match")
     return 0
 
 

@@ -5,11 +5,78 @@ runs load them instead of compiling again (that is also why kernels live in an
 importable module and take every array as an argument). ``fastmath`` stays off:
 kernels compare with NaN and must get IEEE answers. Setting ``NUMBA_DISABLE_JIT=1``
 runs every kernel as plain Python, which is how the tests measure kernel coverage.
+
+numba looks for a writable cache directory (``NUMBA_CACHE_DIR``, ``__pycache__``
+beside the kernels, the user's cache directory) when a cached kernel is *defined*, and
+raises if it finds none, which would make ``import mqo`` fail on a read-only install
+with an unwritable home. So the search is made here first: if it fails, the kernels
+are cached in a per-user directory under the system's temporary directory, and if
+that cannot be written either, they are compiled without a cache (slower start-up,
+same answers); either way with a one-line warning on stderr.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 
-JIT_OPTIONS: dict[str, bool] = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") == "1"
+
+
+def _probe() -> None:
+    """Stands for a kernel: it lives in the kernels' directory, so numba looks for
+    the same cache directories for it."""
+
+
+def _cache_found() -> bool:
+    """Whether numba finds a writable cache directory for the kernels: the cache numba
+    would make for a kernel, made for ``_probe`` (if numba's internals are not as
+    expected, the choice is left to numba, as before)."""
+    try:
+        from numba.core.caching import FunctionCache
+    except ImportError:
+        return True
+    try:
+        FunctionCache(_probe)
+    except RuntimeError:
+        return False
+    return True
+
+
+def fallback_cache_dir() -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"mqo-numba-cache-{uid}")
+
+
+def _writable_dir(path: str) -> bool:
+    try:
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def _choose_cache() -> bool:
+    """Whether kernels are cached; points numba at a fallback directory if needed."""
+    if JIT_DISABLED or _cache_found():
+        return True
+    from numba.core import config
+
+    fallback = fallback_cache_dir()
+    places = [config.CACHE_DIR] if config.CACHE_DIR else []
+    tried = ", ".join([*places, os.path.join(os.path.dirname(__file__), "__pycache__"), "the user cache"])
+    if _writable_dir(fallback):
+        config.CACHE_DIR = fallback
+        if _cache_found():
+            sys.stderr.write(f"mqo: warning: numba cannot cache in {tried}; kernels are cached in {fallback}\n")
+            return True
+    sys.stderr.write(
+        f"mqo: warning: numba cannot cache in {tried} or {fallback}; kernels are compiled without a cache"
+        " at every start\n"
+    )
+    return False
+
+
+JIT_OPTIONS: dict[str, bool] = {"cache": _choose_cache(), "nogil": True, "fastmath": False, "error_model": "numpy"}

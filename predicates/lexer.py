@@ -110,6 +110,33 @@ def tokenize(source: Source) -> list[Token]:
     return tokens
 
 
+MAX_DIGITS = 1000  # significant digits of a literal
+MIN_ORDER = -1000  # the smallest nonzero literal is about 1e-1000
+
+
+def literal_problem(text: str) -> str | None:
+    """Why a number literal's text cannot be a value (None if it can). Checked on the
+    text before any conversion: ``Fraction('1e99999999')`` would compute a
+    hundred-million-digit power, and ints over 4,300 digits are refused by Python."""
+    mantissa, _, exp = text.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    if len(exp.lstrip("+-").lstrip("0")) > 5:
+        return "has an exponent out of range"
+    if not digits:
+        return None  # zero
+    if len(digits) > MAX_DIGITS:
+        return f"has more than {MAX_DIGITS} significant digits"
+    stripped = whole.lstrip("0")
+    # the position of the first significant digit, as a power of ten
+    order = (len(stripped) if stripped else -(len(fraction) - len(fraction.lstrip("0")))) + (int(exp) if exp else 0)
+    if order > 309:
+        return "is too large (the largest is about 1.8e308)"
+    if order < MIN_ORDER:
+        return "is too close to zero (the smallest is about 1e-1000)"
+    return None
+
+
 def string_value(token: Token) -> str:
     """The value of a STRING token ('it''s' -> it's)."""
     return token.text[1:-1].replace("''", "'")

@@ -54,7 +54,7 @@ from predicates.ast import (
     StringLit,
 )
 from predicates.errors import QueryError, Source, Span, did_you_mean
-from predicates.lexer import T, Token, string_value, tokenize
+from predicates.lexer import T, Token, literal_problem, string_value, tokenize
 
 COMPARISON_OPERATORS: dict[str, str] = {
     "<": "<",
@@ -92,6 +92,12 @@ MAX_LITERAL = Fraction(1.7976931348623157e308)
 
 RESERVED = frozenset({"SELECT", "FROM", "WHERE", "WINDOW", "MAXWINDOW", "AND", "OR", "NOT", "AS"})
 
+# How deeply expressions may nest (levels of operators, parentheses, NOT). Every later
+# step (binding, normalization, evaluation) walks the tree recursively; this bound
+# keeps them all far inside Python's recursion limit, so a 2,000-term sum or 1,000
+# nested parentheses get a positioned error instead of a RecursionError.
+MAX_DEPTH = 200
+
 DURATION_UNITS: dict[str, Fraction] = {
     **dict.fromkeys(("MS", "MSEC", "MSECS", "MILLISECOND", "MILLISECONDS"), Fraction(1, 1000)),
     **dict.fromkeys(("S", "SEC", "SECS", "SECOND", "SECONDS"), Fraction(1)),
@@ -127,6 +133,7 @@ class _Parser:
         self.tokens = tokenize(source)
         self.pos = 0
         self.pending_name: str | None = None
+        self.nesting = 0  # open _pratt calls (parentheses, NOT, unary minus)
 
     # ------------------------------------------------------------ token helpers
 
@@ -171,6 +178,14 @@ class _Parser:
             return self.advance()
         found = f"keyword {tok.upper}" if tok.kind is T.IDENT else tok.describe()
         raise self.error(f"expected {what}, found {found}", tok.span)
+
+    def number(self, tok: Token) -> Fraction:
+        """The exact value of a NUMBER token."""
+        problem = literal_problem(tok.text)
+        if problem is not None:
+            shown = tok.text if len(tok.text) <= 30 else tok.text[:20] + f"... ({len(tok.text):,} characters)"
+            raise self.error(f"number {shown} {problem}", tok.span)
+        return Fraction(tok.text)
 
     def at_header(self) -> bool:
         return self.at_word("QUERY") and self.at_word("ID", 1)
@@ -333,8 +348,8 @@ class _Parser:
         tok = self.peek()
         if tok.kind is not T.NUMBER:
             raise self.error(f"expected a duration such as '20 sec', found {tok.describe()}", tok.span)
+        value = self.number(tok)
         self.advance()
-        value = Fraction(tok.text)
         if value > MAX_LITERAL:
             raise self.error(f"duration {tok.text} is too large", tok.span)
         end = tok.end
@@ -379,7 +394,11 @@ class _Parser:
         return None
 
     def pratt(self, min_bp: int) -> Expr | Condition:
-        left = self.prefix()
+        return self._pratt(min_bp)[0]
+
+    def _pratt(self, min_bp: int) -> tuple[Expr | Condition, int]:
+        """The expression and its depth (the longest chain of operators in it)."""
+        left, depth = self.prefix()
         while True:
             tok = self.peek()
             op = self.infix_operator(tok)
@@ -389,43 +408,80 @@ class _Parser:
             if lbp < min_bp:
                 break
             self.advance()
-            right = self.pratt(rbp)
-            left = self.combine(op, tok, left, right)
-        return left
+            right, right_depth = self._pratt(rbp)
+            combined = self.combine(op, tok, left, right)
+            # AND and OR lists are flat: a side that was merged into the new list adds no level
+            depth = max(
+                d if isinstance(combined, (And, Or)) and isinstance(side, type(combined)) else d + 1
+                for side, d in ((left, depth), (right, right_depth))
+            )
+            if depth > MAX_DEPTH:
+                raise self._too_deep(tok.span)
+            left = combined
+        return left, depth
 
-    def prefix(self) -> Expr | Condition:
+    def _too_deep(self, span: Span) -> QueryError:
+        return self.error(
+            f"the expression is nested too deeply (more than {MAX_DEPTH} levels of operators or parentheses)",
+            span,
+            hint="each operator of a chain such as a + b + c counts one level; split the condition or simplify it",
+        )
+
+    def prefix(self) -> tuple[Expr | Condition, int]:
         tok = self.peek()
+        if (
+            (tok.kind is T.IDENT and tok.upper == "NOT")
+            or (tok.kind is T.OP and tok.text in ("-", "+"))
+            or (tok.kind is T.PUNCT and tok.text == "(")
+        ):
+            # these recurse in the parser itself, whatever depth the tree gets
+            self.nesting += 1
+            try:
+                if self.nesting > MAX_DEPTH:
+                    raise self._too_deep(tok.span)
+                node, depth = self.nested(tok)
+                if depth > MAX_DEPTH:
+                    raise self._too_deep(tok.span)
+                return node, depth
+            finally:
+                self.nesting -= 1
+        return self.leaf(tok), 1
+
+    def nested(self, tok: Token) -> tuple[Expr | Condition, int]:
+        """NOT, unary minus or plus, or parentheses, and what they apply to."""
         if tok.kind is T.IDENT and tok.upper == "NOT":
             self.advance()
-            operand = self.pratt(_NOT)
+            operand, depth = self._pratt(_NOT)
             if not _is_condition(operand):
                 raise self.error("NOT applies to a condition, not to a value", operand.span)
-            return Not(operand, Span(tok.start, operand.span.end))  # type: ignore[arg-type]
+            return Not(operand, Span(tok.start, operand.span.end)), depth + 1  # type: ignore[arg-type]
         if tok.kind is T.OP and tok.text in ("-", "+"):
             self.advance()
-            operand = self.pratt(_UNARY)
+            operand, depth = self._pratt(_UNARY)
             if _is_condition(operand):
                 raise self.error(f"unary '{tok.text}' applies to a value, not to a condition", operand.span)
             if tok.text == "+":
-                return operand
+                return operand, depth
             if isinstance(operand, Number):
-                return Number(-operand.value, "-" + operand.text, Span(tok.start, operand.span.end))
-            return Negate(operand, Span(tok.start, operand.span.end))  # type: ignore[arg-type]
-        if tok.kind is T.PUNCT and tok.text == "(":
-            self.advance()
-            inner = self.pratt(0)
-            close = self.peek()
-            if not (close.kind is T.PUNCT and close.text == ")"):
-                raise self.error(
-                    f"expected ')' to close the '(' at column {self.source.line_col(tok.start)[1]},"
-                    f" found {close.describe()}",
-                    close.span,
-                )
-            self.advance()
-            return inner
+                return Number(-operand.value, "-" + operand.text, Span(tok.start, operand.span.end)), depth
+            return Negate(operand, Span(tok.start, operand.span.end)), depth + 1  # type: ignore[arg-type]
+        self.advance()  # the '('
+        inner, depth = self._pratt(0)
+        close = self.peek()
+        if not (close.kind is T.PUNCT and close.text == ")"):
+            raise self.error(
+                f"expected ')' to close the '(' at column {self.source.line_col(tok.start)[1]},"
+                f" found {close.describe()}",
+                close.span,
+            )
+        self.advance()
+        return inner, depth
+
+    def leaf(self, tok: Token) -> Expr | Condition:
+        """A number, string, boolean or column reference."""
         if tok.kind is T.NUMBER:
+            value = self.number(tok)
             self.advance()
-            value = Fraction(tok.text)
             if abs(value) > MAX_LITERAL:
                 raise self.error(f"number {tok.text} is too large (the largest is about 1.8e308)", tok.span)
             return Number(value, tok.text, tok.span)
@@ -519,6 +575,12 @@ class _Parser:
         name = self.peek()
         if name.kind is not T.IDENT:
             raise self.error(f"expected a column name, found {name.describe()}", name.span)
+        if name.upper in RESERVED:
+            raise self.error(
+                f"'{name.text}' is a reserved word of the query language and cannot name a column",
+                name.span,
+                hint=f"rename the column (quoting does not help); reserved: {', '.join(sorted(RESERVED))}",
+            )
         self.advance()
         type_tok = self.peek()
         if type_tok.kind is not T.IDENT:
@@ -541,6 +603,8 @@ class _Parser:
             num = self.peek()
             if num.kind is not T.NUMBER or not num.text.isdigit():
                 raise self.error(f"expected a whole-number length, found {num.describe()}", num.span)
+            if len(num.text) > 9:
+                raise self.error(f"length {num.text[:20]}... is too large", num.span)
             self.advance()
             length = int(num.text)
             end = self.expect_punct(")", "after the length").end

@@ -1,25 +1,38 @@
 """The ``mqo`` command line.
 
-Every expected failure (a malformed query, a bad input row, a missing file) prints a
-message that says where it is and exits with status 2, without a traceback. Status 1
-is left for genuine crashes, which do print one.
+Every expected failure (a malformed query, a bad input row, a missing file, an option
+out of range) prints a message that says where it is and exits with status 2, without
+a traceback. Status 1 is left for genuine crashes, which do print one. A run stopped by
+SIGINT or SIGTERM says so and exits with 128 + the signal's number (130, 143).
+
+Only the standard library is imported before :func:`main` starts: the matcher's
+imports (numba, Arrow) take a moment, and a Ctrl-C during them must end in the same
+one-line message as one at any other time, not in a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from itertools import permutations
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mqo import Matcher, MqoError
-from predicates.errors import did_you_mean
+if TYPE_CHECKING:
+    from mqo import Matcher
 
 EXIT_USAGE = 2
+ORDER_CHOICES = ("adaptive", *("".join(p) for p in permutations("AJW")))
 
 
-class CliError(MqoError):
-    """A failure the user can fix; printed without a traceback."""
+class CliError(Exception):
+    """A failure the user can fix; printed without a traceback. (Not an MqoError only
+    because that class sits behind the heavy imports; :func:`main` treats both alike.)"""
 
 
 def read_text(path: str, what: str) -> str:
@@ -37,14 +50,44 @@ def read_text(path: str, what: str) -> str:
 
 def load_matcher(schema_path: str, queries_path: str, **options: object) -> Matcher:
     """A matcher with the streams and queries of two files."""
+    from mqo import Matcher
+
     matcher = Matcher(**options)  # type: ignore[arg-type]
     matcher.register_streams(read_text(schema_path, "schema"), schema_path)
     matcher.register_queries(read_text(queries_path, "query"), queries_path)
     return matcher
 
 
+def warn(command: str, message: str) -> None:
+    print(f"mqo {command}: warning: {message}", file=sys.stderr)
+
+
+def workload_warnings(matcher: Matcher, queries_path: str, input_streams: Sequence[str] | None) -> list[str]:
+    """What would make a run silently produce nothing: no queries at all, or queries
+    reading a stream that gets no input (``input_streams`` None: not checked)."""
+    queries = list(matcher.registry)
+    if not queries:
+        return [f"{queries_path} holds no queries; nothing can match"]
+    if input_streams is None:
+        return []
+    given = {s.lower() for s in input_streams}
+    starved: dict[str, list[str]] = {}
+    for rq in queries:
+        for stream in dict.fromkeys(rq.streams):
+            if stream.lower() not in given:
+                starved.setdefault(stream, []).append(rq.name)
+    out = []
+    for stream, names in starved.items():
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+        which = f"query {shown} reads" if len(names) == 1 else f"queries {shown} read"
+        out.append(f"{which} stream {stream}, which has no --input; {'it' if len(names) == 1 else 'they'} cannot match")
+    return out
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     matcher = load_matcher(args.schema, args.queries)
+    for message in workload_warnings(matcher, args.queries, None):
+        warn("explain", message)
     print(matcher.explain())
     return 0
 
@@ -58,15 +101,19 @@ def cmd_match(args: argparse.Namespace) -> int:
         raise CliError("give at least one --input STREAM=FILE")
     inputs = [InputSpec.parse(text) for text in args.input]
     fmt = guess_format(args.output, args.format)
+    # For the local engine the queries are fixed for the run, so tuples no query can
+    # use need not be stored.
+    store = "all" if args.engine == "spark" else "candidates"
+    matcher = load_matcher(
+        args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order, store=store
+    )
+    for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
+        warn("match", message)
     if args.engine == "spark":
         from runtime.spark_cli import run_spark_match
 
-        summary = run_spark_match(args, inputs, fmt)
+        summary = run_spark_match(args, inputs, fmt, matcher)
     else:
-        # The queries are fixed for the run, so tuples no query can use need not be stored.
-        matcher = load_matcher(
-            args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order, store="candidates"
-        )
         summary = run_match(
             matcher,
             inputs,
@@ -80,6 +127,12 @@ def cmd_match(args: argparse.Namespace) -> int:
     if not args.quiet:
         for line in summary.lines():
             print(line, file=sys.stderr)
+    stopped = summary.interruption()
+    if stopped is not None:
+        from runtime.stopping import exit_status
+
+        print(f"mqo match: {stopped}", file=sys.stderr)
+        return exit_status(summary.interrupted)  # type: ignore[arg-type]
     return 0
 
 
@@ -99,6 +152,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             print(f"{name:<14} {module.DESCRIPTION}")
         return 0
     if args.name not in names:
+        from predicates.errors import did_you_mean
+
         raise CliError(f"unknown experiment {args.name!r}" + did_you_mean(args.name, names) + "; see --list")
     module = importlib.import_module(f"experiments.{args.name}")
     rest = list(args.rest)
@@ -111,6 +166,37 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from runtime.profile import run_profile
 
     return run_profile(args)
+
+
+def order_option(text: str) -> str:
+    """``--order``: adaptive or one of the six static orders (any case, ``static:`` allowed)."""
+    bare = text.strip()
+    if bare.lower().startswith("static:"):
+        bare = bare[len("static:") :]
+    for choice in ORDER_CHOICES:
+        if bare.lower() == choice.lower():
+            return choice
+    raise argparse.ArgumentTypeError(f"{text!r} is not an order; use {', '.join(ORDER_CHOICES)}")
+
+
+def lateness_option(text: str) -> float:
+    """``--allowed-lateness``: a finite number of seconds >= 0, or a duration with a
+    unit as the query language writes it (``500 ms``, ``2 min``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        from predicates import MqoError
+        from predicates.parser import parse_duration
+
+        try:
+            value = float(parse_duration(text))
+        except MqoError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a duration; give seconds (such as 5 or 0.5) or a number with a unit (500 ms, 2 min)"
+            ) from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,12 +235,17 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--master", default="local[*]", help="Spark master URL with --engine spark")
     match.add_argument(
         "--order",
+        type=order_option,
         default="adaptive",
         metavar="ORDER",
         help="predicate type order: adaptive (default) or a static AJW, AWJ, JAW, JWA, WAJ, WJA",
     )
     match.add_argument(
-        "--allowed-lateness", type=float, default=0.0, metavar="SECONDS", help="how late a tuple may be (default 0)"
+        "--allowed-lateness",
+        type=lateness_option,
+        default=0.0,
+        metavar="SECONDS",
+        help="how late a tuple may be: seconds, or a duration such as '500 ms' (default 0)",
     )
     match.add_argument(
         "--on-bad-row",
@@ -188,23 +279,57 @@ def build_parser() -> argparse.ArgumentParser:
     )
     profile.add_argument("--input", action="append", required=True, metavar="STREAM=FILE", help="sample input")
     profile.add_argument("--out", metavar="DIR", help="folder for the CSV and plot (default: profile-<time>)")
-    profile.add_argument("--allowed-lateness", type=float, default=0.0, metavar="SECONDS")
+    profile.add_argument("--allowed-lateness", type=lateness_option, default=0.0, metavar="SECONDS")
     profile.set_defaults(func=cmd_profile)
     return parser
 
 
+def _import_libraries() -> None:
+    """What every command needs: the matcher (numba, numpy) and the runtime's readers
+    and writers (Arrow)."""
+    import mqo  # noqa: F401
+    import runtime.local  # noqa: F401
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
+    from runtime.stopping import Terminated, deferred_stop, exit_status, raise_on_sigterm
+
+    raise_on_sigterm()
     try:
-        return func(args)
-    except MqoError as err:
-        print(f"mqo {args.command}: error: {err}" if isinstance(err, CliError) else str(err), file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("mqo: interrupted", file=sys.stderr)
-        return 130
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        func: Callable[[argparse.Namespace], int] = args.func
+        # A signal in the middle of an extension module's import can surface as some
+        # other error (Python wraps it, numba's classes half made) or leave the
+        # interpreter to end itself; so the imports finish first, then the signal counts.
+        with deferred_stop() as stop:
+            _import_libraries()
+        if stop.signum is not None:
+            print(f"mqo: interrupted ({signal.Signals(stop.signum).name}) while starting", file=sys.stderr)
+            return exit_status(stop.signum)
+        from predicates import MqoError
+
+        try:
+            return func(args)
+        except CliError as err:
+            print(f"mqo {args.command}: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        except MqoError as err:
+            print(str(err), file=sys.stderr)
+            if isinstance(err.__context__, BrokenPipeError):
+                _quiet_stdout()
+            return EXIT_USAGE
+    except KeyboardInterrupt as err:
+        signum = signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT
+        print(f"mqo: interrupted ({signum.name})", file=sys.stderr)
+        return exit_status(signum)
+
+
+def _quiet_stdout() -> None:
+    """Standard output was closed by its reader (``mqo match | head``): point it at
+    /dev/null so that Python's last flush at exit does not complain again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -3,10 +3,19 @@
 Reads every input, merges them in arrival order, pushes each tuple, writes the matches
 as they come, sets bad rows and late tuples aside in files of their own (nothing is
 dropped silently), shows progress on stderr for long inputs, and returns a summary.
+
+Nothing is lost on the way out. Every output path is checked before any input is read
+(and late or reject files of an earlier run are removed). Results are written steadily:
+whenever ``_FLUSH_BLOCKS`` result assignments are waiting, and at least every
+``_FLUSH_SECONDS``; the reject file is written as soon as the inputs are read, late
+tuples with the results. A SIGINT or SIGTERM while matching stops the run after the
+tuple it is on (:mod:`runtime.stopping`), with every result so far written whole; the
+summary says how far it got.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,10 +26,20 @@ import numpy as np
 from mqo import Matcher
 from mqo.batch import MatchBatch
 from mqo.results import LateTuple
-from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
-from runtime.outputs import open_writer, value_types, write_jsonl
+from runtime.inputs import InputSpec, StreamData, merge, read_inputs
+from runtime.outputs import (
+    LinesFile,
+    ResultWriter,
+    check_output_paths,
+    open_writer,
+    shown_path,
+    side_paths,
+    value_types,
+)
+from runtime.stopping import StopFlag, Terminated, deferred_stop, signal_name
 
-_FLUSH_EVERY = 50_000  # results held before they are written
+_FLUSH_BLOCKS = 20_000  # result assignments (each one or more results) held before a write
+_FLUSH_SECONDS = 1.0  # and never held longer than this
 
 
 @dataclass
@@ -34,17 +53,40 @@ class Summary:
     output: str = ""
     late_path: str | None = None
     rejects_path: str | None = None
+    nonfinite: int = 0  # computed values written as NULL (not finite numbers)
+    total: int = 0  # tuples in the input (``tuples`` is how many were matched)
+    interrupted: int | None = None  # the signal that stopped the run early
+    last_ts: float | None = None  # the newest ts matched when it stopped
 
     def lines(self) -> list[str]:
         streams = ", ".join(f"{name}: {n:,}" for name, n in self.per_stream.items())
         out = [
             f"tuples:   {self.tuples:,} ({streams})",
-            f"results:  {self.results:,} -> {self.output}",
+            f"results:  {self.results:,} -> {shown_path(self.output)}",
             f"late:     {self.late:,}" + (f" -> {self.late_path}" if self.late_path else ""),
             f"rejected: {self.rejected:,}" + (f" -> {self.rejects_path}" if self.rejects_path else ""),
             f"time:     {self.seconds:.2f} s",
         ]
+        if self.nonfinite:
+            out.append(
+                f"warning: {self.nonfinite:,} computed value(s) were not finite numbers (overflow) and are written"
+                " as NULL"
+            )
         return out
+
+    def interruption(self) -> str | None:
+        """What an interrupted run wrote, or None if it ran to the end."""
+        if self.interrupted is None:
+            return None
+        name = signal_name(self.interrupted)
+        if not self.per_stream:
+            return f"interrupted ({name}) while reading the input; nothing was matched"
+        if self.last_ts is None:
+            return f"interrupted ({name}) after 0 of {self.total:,} tuples; nothing was matched"
+        return (
+            f"interrupted ({name}) after {self.tuples:,} of {self.total:,} tuples; {shown_path(self.output)} holds"
+            f" every result of those tuples, up to ts {self.last_ts!r}"
+        )
 
 
 class Progress:
@@ -127,45 +169,98 @@ def run_match(
     progress: bool | None = None,
 ) -> Summary:
     started = time.perf_counter()
+    late_path, rejects_path = side_paths(output, late_path, rejects_path)
+    named = [("the output", output, False), ("the late-tuple file", late_path, True)]
+    check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
+    summary = Summary(output=output)
+    with (
+        open_writer(output, fmt, value_types(matcher)) as writer,
+        LinesFile(late_path, "the late-tuple file") as late_file,
+        LinesFile(rejects_path, "the reject file") as rejects_file,
+    ):
+        try:
+            data = read_inputs(inputs, matcher.plan.catalog, on_bad_row)
+        except KeyboardInterrupt as err:  # nothing matched yet: the outputs close empty
+            summary.interrupted = signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT
+            summary.seconds = time.perf_counter() - started
+            return summary
+        summary.total = sum(len(d) for d in data)
+        with deferred_stop() as stop:
+            with stop.writing():
+                rejects_file.write(row.as_dict() for d in data for row in d.rejected)
+            bar = Progress(
+                summary.total, progress if progress is not None else (sys.stderr.isatty() and summary.total >= 50_000)
+            )
+            which, rows = arrival_order(data)
+            _number_in_arrival_order(data, which, rows)
+            done = _match_all(matcher, data, which, rows, writer, late_file, stop, bar, summary)
+            bar.finish()
+    summary.tuples = done
+    # per stream, the tuples matched (all of them unless the run was stopped)
+    counts = np.bincount(which[:done], minlength=len(data))
+    for d, n in zip(data, counts.tolist(), strict=True):
+        summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + n
+    if summary.interrupted is not None and done:
+        summary.last_ts = float(data[int(which[done - 1])].ts[int(rows[done - 1])])
+    summary.late = late_file.count
+    summary.rejected = rejects_file.count
+    summary.late_path = late_path if late_file.count else None
+    summary.rejects_path = rejects_path if rejects_file.count else None
+    summary.nonfinite = writer.nonfinite
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _match_all(
+    matcher: Matcher,
+    data: list[StreamData],
+    which: np.ndarray,
+    rows: np.ndarray,
+    writer: ResultWriter,
+    late_file: LinesFile,
+    stop: StopFlag,
+    bar: Progress,
+    summary: Summary,
+) -> int:
+    """Match every tuple in arrival order, writing results and late tuples as they
+    come; returns how many tuples were matched (all, unless a signal stopped it)."""
     plan = matcher.plan
-    data = read_inputs(inputs, plan.catalog, on_bad_row)
-    rejected: list[BadRow] = [row for d in data for row in d.rejected]
     late: list[LateTuple] = []
     matcher.late_sink = late.append
-    summary = Summary(output=output)
-    total = sum(len(d) for d in data)
-    bar = Progress(total, progress if progress is not None else (sys.stderr.isatty() and total >= 50_000))
     # The attribute phase of every file runs in the batch kernels first; the rows are
     # then replayed in merged arrival order (only rows some query wants cost more).
-    which, rows = arrival_order(data)
-    _number_in_arrival_order(data, which, rows)
     prepared = [matcher.prepare(d.stream, d.as_batch()) for d in data]
     pending = MatchBatch(plan)
-    waiting = 0
-    with open_writer(output, fmt, value_types(matcher)) as writer:
+    waiting = 0  # result assignments in ``pending``
+
+    def flush() -> None:
+        nonlocal pending, waiting
+        with stop.writing():
+            summary.results += writer.write_batch(pending)
+            late_file.write(t.as_dict() for t in late)
+        late.clear()
+        pending, waiting = MatchBatch(plan), 0
+
+    done = 0
+    stopped = stop.requested
+    due = time.monotonic() + _FLUSH_SECONDS
+    if not stopped:
         for position, blocks in matcher.replay(prepared, which, rows):
             if blocks:
                 pending.blocks.extend(blocks)
-                waiting += sum(len(b) for b in blocks)
-                if waiting >= _FLUSH_EVERY:
-                    waiting = 0
-                    summary.results += writer.write_batch(pending)
-                    pending = MatchBatch(plan)
-            bar.update(position + 1, summary.results + len(pending))
-        summary.results += writer.write_batch(pending)
-    bar.update(total, summary.results)
-    bar.finish()
-    summary.tuples = total
-    for d in data:
-        summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
-    summary.late = len(late)
-    summary.rejected = len(rejected)
-    base = "mqo" if output == "-" else output
-    if late:
-        summary.late_path = late_path or f"{base}.late.jsonl"
-        write_jsonl(summary.late_path, (t.as_dict() for t in late))
-    if rejected:
-        summary.rejects_path = rejects_path or f"{base}.rejects.jsonl"
-        write_jsonl(summary.rejects_path, (r.as_dict() for r in rejected))
-    summary.seconds = time.perf_counter() - started
-    return summary
+                waiting += len(blocks)
+            done = position + 1
+            if waiting >= _FLUSH_BLOCKS or time.monotonic() >= due:
+                flush()
+                due = time.monotonic() + _FLUSH_SECONDS
+            if stop.requested:
+                stopped = True
+                break
+            bar.update(done, summary.results + waiting)
+    if stopped:
+        summary.interrupted = stop.signum
+    else:
+        done = len(which)
+    flush()
+    bar.update(done, summary.results)
+    return done

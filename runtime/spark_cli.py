@@ -33,23 +33,32 @@ from mqo.batch import ARROW_TYPES
 from mqo.results import LateTuple, Match
 from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.local import Summary
-from runtime.outputs import open_writer, value_types, write_jsonl
+from runtime.outputs import check_output_paths, open_writer, side_paths, value_types, write_jsonl
 from runtime.spark import output_names
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def run_spark_match(args: argparse.Namespace, inputs: list[InputSpec], fmt: str) -> Summary:
-    """Run ``mqo match`` on Spark; returns the same summary as the local engine."""
+def run_spark_match(
+    args: argparse.Namespace, inputs: list[InputSpec], fmt: str, matcher: Matcher | None = None
+) -> Summary:
+    """Run ``mqo match`` on Spark; returns the same summary as the local engine. The
+    output paths are checked (and side files of an earlier run removed) before any
+    input is read, as the local engine does."""
     from runtime.cli import load_matcher
     from runtime.spark import match_batch
 
     started = time.perf_counter()
-    matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order)
+    if matcher is None:
+        matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order)
+    late_path, rejects_path = side_paths(args.output, args.late, args.rejects)
+    named = [("the output", args.output, False), ("the late-tuple file", late_path, True)]
+    check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     plan = matcher.plan
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)
     rejected: list[BadRow] = [row for d in data for row in d.rejected]
+    write_jsonl(rejects_path, (r.as_dict() for r in rejected), "the reject file")
     ids, keep, late = arrival_order(data, matcher.allowed_lateness)
 
     summary = Summary(output=args.output)
@@ -70,18 +79,15 @@ def run_spark_match(args: argparse.Namespace, inputs: list[InputSpec], fmt: str)
     with open_writer(args.output, fmt, value_types(matcher)) as writer:
         writer.write(found)
     summary.results = len(found)
-    summary.tuples = sum(len(d) for d in data)
+    summary.nonfinite = writer.nonfinite
+    summary.tuples = summary.total = sum(len(d) for d in data)
     for d in data:
         summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
     summary.late = len(late)
     summary.rejected = len(rejected)
-    base = "mqo" if args.output == "-" else args.output
-    if late:
-        summary.late_path = args.late or f"{base}.late.jsonl"
-        write_jsonl(summary.late_path, (t.as_dict() for t in late))
-    if rejected:
-        summary.rejects_path = args.rejects or f"{base}.rejects.jsonl"
-        write_jsonl(summary.rejects_path, (r.as_dict() for r in rejected))
+    write_jsonl(late_path, (t.as_dict() for t in late), "the late-tuple file")
+    summary.late_path = late_path if late else None
+    summary.rejects_path = rejects_path if rejected else None
     summary.seconds = time.perf_counter() - started
     return summary
 

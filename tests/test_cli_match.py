@@ -328,7 +328,8 @@ def test_bad_row_message_format(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     path = write(tmp_path / "b.csv", B_HEADER + "1,150,101,0\n2,97,hot,0\n")
     rc, _, err = run(capsys, *match_args(f"B={path}", extra=("-q",)))
     assert rc == 2
-    assert err.strip() == f"{path}:3: column 'temp': 'hot' is not a number"
+    # (the lines before it warn that queries read streams without input)
+    assert err.strip().splitlines()[-1] == f"{path}:3: column 'temp': 'hot' is not a number"
 
 
 @pytest.mark.parametrize(
@@ -524,7 +525,10 @@ def test_parquet_nan_and_null_are_null(capsys: pytest.CaptureFixture[str], tmp_p
 @pytest.mark.parametrize(
     ("table", "expected"),
     [
-        ({"ts": [1.0], "fluct": ["abc"], "degree": [101.0], "incr": [98.0]}, ["column 'fluct'", "double"]),
+        (
+            {"ts": [1.0], "fluct": ["abc"], "degree": [101.0], "incr": [98.0]},
+            ["column 'fluct'", "string", "FLOAT", "floating-point"],
+        ),
         ({"ts": [1.0], "fluct": [[1.0]], "degree": [101.0], "incr": [98.0]}, ["column 'fluct'"]),
         ({"ts": ["soon"], "fluct": [1.0], "degree": [101.0], "incr": [98.0]}, ["column 'ts'"]),
         ({"ts": [1.0], "fluct": [1.0], "degree": [101.0]}, ["lacks", "incr"]),

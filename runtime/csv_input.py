@@ -1,0 +1,268 @@
+"""Reading a CSV stream file.
+
+Two paths, one set of rules (:mod:`runtime.input_rows`):
+
+* the fast path: Arrow's CSV reader converts whole columns at once;
+* the exact path, taken when Arrow refuses the file or lets a value through that the
+  rules refuse (a NULL ``ts``, an infinite FLOAT): the file is read again record by
+  record, and every bad row is named by line and column (or, with
+  ``on_bad_row='skip'``, set aside with its reason while the good rows are kept).
+
+The exact path splits records itself instead of using Python's :mod:`csv` module,
+for two reasons: it must know whether a field was quoted (``"nan"`` in a STRING column
+is text, an unquoted ``nan`` is NULL, as on the fast path), and :mod:`csv` refuses a
+field over 131,072 bytes as a malformed file, which would make one long field fatal
+even with ``skip``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from predicates import ColumnType, StreamSchema
+from runtime.input_rows import (
+    FALSE_TEXTS,
+    NULL_TEXTS,
+    TRUE_TEXTS,
+    BadRow,
+    FieldError,
+    InputError,
+    StreamData,
+    canonical_name,
+    check_header,
+    convert_field,
+    kind_of,
+)
+
+# Integers are read as text and checked here: Arrow's own integer parser also takes
+# hexadecimal ("0x10"), which the rules do not.
+ARROW_TYPES = {
+    ColumnType.INTEGER: pa.string(),
+    ColumnType.BYTE: pa.string(),
+    ColumnType.FLOAT: pa.float64(),
+    ColumnType.STRING: pa.string(),
+    ColumnType.BOOLEAN: pa.bool_(),
+    "ts": pa.float64(),
+    "id": pa.string(),
+}
+_INTEGER_KINDS = ("id", ColumnType.INTEGER, ColumnType.BYTE)
+_NULL_PATTERN = "^(" + "|".join(sorted(NULL_TEXTS)) + ")$"
+
+
+def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> StreamData:
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            header_line = f.readline()
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}:1: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if not header_line.strip():
+        raise InputError(f"{path}:1: the file is empty; a header with a 'ts' column is needed")
+    header = [h.strip() for h in next(csv.reader([header_line]))]
+    check_header(path, header, schema)
+    canonical = {h: canonical_name(h, schema) for h in header}
+    kinds = [kind_of(canonical[h], schema) for h in header]
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
+            parse_options=pacsv.ParseOptions(newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={h: ARROW_TYPES[k] for h, k in zip(header, kinds, strict=True)},
+                null_values=sorted(NULL_TEXTS),
+                strings_can_be_null=True,
+                true_values=sorted(TRUE_TEXTS),
+                false_values=sorted(FALSE_TEXTS),
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+    for k, kind in enumerate(kinds):
+        if kind in _INTEGER_KINDS:
+            integers = _integers(table.column(k))
+            if integers is None:
+                return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+            table = table.set_column(k, table.field(k).with_type(pa.int64()), integers)
+    if not _within_rules(table, kinds):
+        return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+    return _from_table(stream, path, table, canonical)
+
+
+def _integers(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """An integer column's text as exact int64 values, or None if some value breaks
+    the rules (decimal digits only, within 64 bits; the exact path names it)."""
+    import pyarrow.compute as pc
+
+    text = pc.utf8_trim(column, characters=" \t")
+    # a quoted NULL spelling is text to Arrow; in a number column it is NULL all the same
+    # (Arrow values are made from Arrow arrays here: making one from a Python list or
+    # None imports pandas, half a second of start-up)
+    text = pc.if_else(pc.match_substring_regex(text, _NULL_PATTERN), pa.nulls(1, pa.string())[0], text)
+    if pc.all(pc.match_substring_regex(text, r"^[+-]?[0-9]+$")).as_py() is False:
+        return None
+    try:
+        return text.cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _within_rules(table: pa.Table, kinds: list[ColumnType | str]) -> bool:
+    """Whether Arrow's conversion obeys the rules Arrow does not know: ``ts`` and
+    ``id`` are never NULL, ``ts`` and FLOAT values are finite."""
+    import pyarrow.compute as pc
+
+    for column, kind in zip(table.columns, kinds, strict=True):
+        if kind in ("ts", "id") and column.null_count:
+            return False
+        if kind == "ts" and pc.all(pc.is_finite(column)).as_py() is False:
+            return False
+        if kind is ColumnType.FLOAT and pc.any(pc.is_inf(column)).as_py():
+            return False
+    return True
+
+
+def _from_table(stream: str, path: str, table: pa.Table, canonical: dict[str, str]) -> StreamData:
+    import pyarrow.compute as pc
+
+    columns: dict[str, list[Any]] = {}
+    ts: list[float] = []
+    ids: list[int] | None = None
+    for name in table.column_names:
+        column = table.column(name)
+        target = canonical[name]
+        if target == "ts":
+            ts = column.to_pylist()
+        elif target == "id":
+            ids = column.to_pylist()
+        else:
+            if pa.types.is_floating(column.type):
+                column = pc.if_else(pc.is_nan(column), pa.nulls(1, column.type)[0], column)  # NaN is NULL
+            columns[target] = column.to_pylist()
+    return StreamData(stream, path, ts, ids, columns)
+
+
+def split_records(lines: Iterable[str], path: str) -> Iterator[tuple[int, list[str], list[bool], str]]:
+    """(first line number, fields, whether each field was quoted, raw text) of every
+    record after the header, as RFC 4180 reads them: a field that starts with ``"``
+    is quoted, ``""`` inside it is one ``"``, and it may hold commas and line breaks.
+    A quote elsewhere is an ordinary character (as Python's :mod:`csv` reads it)."""
+    it = iter(lines)
+    number = 1  # the header
+    for line in it:
+        number += 1
+        first = number
+        if '"' not in line:
+            body = line.rstrip("\r\n")
+            fields = body.split(",")
+            yield first, fields, [False] * len(fields), body
+            continue
+        fields = []
+        quoted: list[bool] = []
+        raw = [line]
+        buf: list[str] = []
+        was_quoted = False
+        at_start = True
+        in_quotes = False
+        text, i = line, 0
+        while True:
+            n = len(text)
+            while i < n:
+                if in_quotes:
+                    j = text.find('"', i)
+                    if j < 0:
+                        buf.append(text[i:])
+                        i = n
+                        break
+                    buf.append(text[i:j])
+                    if j + 1 < n and text[j + 1] == '"':
+                        buf.append('"')
+                        i = j + 2
+                    else:
+                        in_quotes = False
+                        i = j + 1
+                    continue
+                c = text[i]
+                if c == ",":
+                    fields.append("".join(buf))
+                    quoted.append(was_quoted)
+                    buf, was_quoted, at_start = [], False, True
+                elif c in "\r\n":
+                    i = n  # the end of the record
+                    break
+                elif c == '"' and at_start:
+                    in_quotes = was_quoted = True
+                    at_start = False
+                else:
+                    buf.append(c)
+                    at_start = False
+                i += 1
+            if not in_quotes:
+                break
+            nxt = next(it, None)
+            if nxt is None:
+                raise InputError(f"{path}:{first}: a quoted field that starts on this line is never closed")
+            number += 1
+            raw.append(nxt)
+            text, i = nxt, 0
+        fields.append("".join(buf))
+        quoted.append(was_quoted)
+        yield first, fields, quoted, "".join(raw).rstrip("\r\n")
+
+
+def read_csv_exact(
+    stream: str,
+    path: str,
+    header: list[str],
+    canonical: dict[str, str],
+    kinds: list[ColumnType | str],
+    on_bad_row: str,
+) -> StreamData:
+    """The exact path: record by record, naming the line and column of every bad row."""
+    targets = [canonical[h] for h in header]
+    has_id = "id" in targets
+    columns: dict[str, list[Any]] = {t: [] for t in targets if t not in ("ts", "id")}
+    data = StreamData(stream, path, [], [] if has_id else None, columns, lines=[])
+    width = len(header)
+    try:
+        with open(path, encoding="utf-8-sig", errors="strict", newline="") as f:
+            f.readline()
+            for line, fields, quoted, raw in split_records(f, path):
+                if len(fields) == 1 and not fields[0].strip() and not quoted[0]:
+                    continue  # a blank line
+                if len(fields) != width:
+                    reason = f"expected {width} fields (as in the header), found {len(fields)}"
+                    _bad(data, on_bad_row, line, None, None, reason, raw)
+                    continue
+                values: list[Any] = []
+                for h, kind, text, q in zip(header, kinds, fields, quoted, strict=True):
+                    try:
+                        values.append(convert_field(text, q, kind))
+                    except FieldError as err:
+                        _bad(data, on_bad_row, line, h, text, err.reason, raw)
+                        break
+                else:
+                    for target, value in zip(targets, values, strict=True):
+                        if target == "ts":
+                            data.ts.append(value)
+                        elif target == "id":
+                            data.ids.append(value)  # type: ignore[union-attr]
+                        else:
+                            data.columns[target].append(value)
+                    data.lines.append(line)  # type: ignore[union-attr]
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    return data
+
+
+def _bad(
+    data: StreamData, on_bad_row: str, line: int, column: str | None, value: str | None, reason: str, raw: str
+) -> None:
+    row = BadRow(data.path, line, column, value, reason, raw)
+    if on_bad_row != "skip":
+        raise InputError(row.message())
+    data.rejected.append(row)

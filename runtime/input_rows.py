@@ -1,0 +1,247 @@
+"""What a stream file becomes, and the rules for one value: shared by the CSV and
+Parquet readers (:mod:`runtime.csv_input`, :mod:`runtime.parquet_input`).
+
+The rules, the same for both readers and for both CSV paths (Arrow's fast reader and
+the exact row-by-row reader), so an answer never depends on which reader ran:
+
+* ``ts`` is a finite number, never NULL; ``id`` is a 64-bit integer, never NULL.
+* INTEGER (and BYTE) is a 64-bit integer, kept exactly; a value outside
+  [-2^63, 2^63 - 1] is a bad row, never rounded.
+* FLOAT is a double; a value that is not finite (``inf``, ``1e400``, 300,000 digits)
+  is a bad row (the query language has no such number either). NaN is NULL.
+* NULL: an unquoted empty field, ``NULL``, ``null``, ``NaN`` or ``nan``. In a STRING
+  column quoted text is text: ``"nan"`` and ``""`` are strings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from predicates import ColumnType, MqoError, StreamSchema
+from predicates.errors import did_you_mean
+
+NULL_TEXTS = frozenset({"", "NULL", "null", "NaN", "nan"})
+TRUE_TEXTS = frozenset({"true", "TRUE", "True", "1", "t", "T"})
+FALSE_TEXTS = frozenset({"false", "FALSE", "False", "0", "f", "F"})
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+# ASCII only: Python's int() and float() also take "1_000" and other scripts' digits,
+# which Arrow's reader refuses; both paths must accept the same texts.
+_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_NAN = re.compile(r"[+-]?nan", re.IGNORECASE)
+_INFINITE = re.compile(r"[+-]?inf(?:inity)?", re.IGNORECASE)
+
+EXPECTED: dict[ColumnType | str, str] = {
+    "ts": "a number (the event time)",
+    "id": "an integer id",
+    ColumnType.INTEGER: "an integer",
+    ColumnType.BYTE: "an integer",
+    ColumnType.FLOAT: "a number",
+    ColumnType.BOOLEAN: "a boolean (true/false/1/0)",
+}
+
+
+class InputError(MqoError):
+    """A stream file that cannot be read as given; names the file and, for a bad row,
+    the line (CSV) or row (Parquet) and the column."""
+
+
+class FieldError(ValueError):
+    """One field that breaks the rules; ``reason`` says how."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def shown(text: str) -> str:
+    """A field's text for a message: quoted, and cut short when long."""
+    if not text:
+        return "'(empty)'"
+    if len(text) > 60:
+        return repr(text[:40]) + f"... ({len(text):,} characters)"
+    return repr(text)
+
+
+def int64_of(text: str, what: str = "INTEGER") -> int:
+    """An integer's text as an exact 64-bit int; FieldError otherwise."""
+    if not _INT.fullmatch(text):
+        raise FieldError(f"{shown(text)} is not an integer")
+    digits = text.lstrip("+-").lstrip("0")
+    # checked before int(): Python refuses to convert more than 4,300 digits
+    value = int(text) if len(digits) <= 19 else None
+    if value is None or not INT64_MIN <= value <= INT64_MAX:
+        raise FieldError(f"{shown(text)} is out of range for {what} (a 64-bit integer: {INT64_MIN} to {INT64_MAX})")
+    return value
+
+
+def float_of(text: str) -> float | None:
+    """A number's text as a finite double, None for NaN; FieldError otherwise."""
+    if _NAN.fullmatch(text):
+        return None
+    if _FLOAT.fullmatch(text):
+        value = float(text)
+        if value - value == 0.0:  # finite
+            return value
+    elif not _INFINITE.fullmatch(text):
+        raise FieldError(f"{shown(text)} is not a number")
+    raise FieldError(f"{shown(text)} is not a finite number (a FLOAT lies within about ±1.8e308)")
+
+
+def convert_field(text: str, quoted: bool, kind: ColumnType | str) -> Any:
+    """One CSV field as a value of its column (``kind``: a column type, or ``'ts'``
+    / ``'id'``); raises FieldError with the reason."""
+    if kind is ColumnType.STRING:
+        return text if quoted or text not in NULL_TEXTS else None
+    # numbers and booleans: surrounding blanks do not count (Arrow's reader skips them)
+    text = text.strip()
+    if kind == "ts":
+        if text in NULL_TEXTS:
+            raise FieldError(f"{shown(text)} is not {EXPECTED['ts']}")
+        try:
+            value = float_of(text)
+        except FieldError as err:
+            raise FieldError(f"{err.reason} (the event time)") from None
+        if value is None:
+            raise FieldError(f"{shown(text)} is not {EXPECTED['ts']}")
+        return value
+    if kind == "id":
+        if text in NULL_TEXTS:
+            raise FieldError(f"{shown(text)} is not {EXPECTED['id']}")
+        return int64_of(text, "an id")
+    if text in NULL_TEXTS:
+        return None
+    if kind is ColumnType.INTEGER or kind is ColumnType.BYTE:
+        return int64_of(text)
+    if kind is ColumnType.FLOAT:
+        return float_of(text)
+    if kind is ColumnType.BOOLEAN:
+        if text in TRUE_TEXTS:
+            return True
+        if text in FALSE_TEXTS:
+            return False
+        raise FieldError(f"{shown(text)} is not {EXPECTED[ColumnType.BOOLEAN]}")
+    return text
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A row set aside: where it is (``line`` of a CSV file, or ``row`` of a Parquet
+    file, as ``unit`` says), which column, the value and why."""
+
+    path: str
+    line: int
+    column: str | None
+    value: str | None
+    reason: str
+    raw: str
+    unit: str = "line"
+
+    def message(self) -> str:
+        where = f"{self.path}:{self.line}" if self.unit == "line" else f"{self.path}: row {self.line}"
+        if self.column is None:
+            return f"{where}: {self.reason}"
+        return f"{where}: column '{self.column}': {self.reason}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.path,
+            self.unit: self.line,
+            "column": self.column,
+            "value": self.value,
+            "reason": self.reason,
+            "raw": self.raw,
+        }
+
+
+@dataclass
+class StreamData:
+    """One input file as columns: timestamps, ids (None: automatic) and values.
+
+    ``lines`` holds each row's source line (CSV) or row number (Parquet, 1-based) when
+    it is not the default (``row + 2`` for CSV: a header, then one line per row;
+    ``row + 1`` for Parquet); ``unit`` says which of the two it is.
+    """
+
+    stream: str
+    path: str
+    ts: list[float]
+    ids: list[int] | None
+    columns: dict[str, list[Any]]
+    rejected: list[BadRow] = field(default_factory=list)
+    lines: list[int] | None = None
+    unit: str = "line"
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def as_batch(self) -> dict[str, Any]:
+        """The rows as columns, as :meth:`mqo.Matcher.prepare` takes them."""
+        batch: dict[str, Any] = {"ts": self.ts}
+        if self.ids is not None:
+            batch["id"] = self.ids
+        batch.update(self.columns)
+        return batch
+
+    def line_of(self, i: int) -> int:
+        if self.lines is not None:
+            return self.lines[i]
+        return i + 2 if self.unit == "line" else i + 1
+
+    def bad_row(self, i: int, column: str | None, value: str | None, reason: str, raw: str = "") -> BadRow:
+        return BadRow(self.path, self.line_of(i), column, value, reason, raw, self.unit)
+
+    def drop(self, rows: set[int]) -> None:
+        # the source positions of the rows that stay must survive the drop
+        lines = [self.line_of(i) for i in range(len(self.ts))]
+        keep = [i for i in range(len(self.ts)) if i not in rows]
+        self.ts = [self.ts[i] for i in keep]
+        if self.ids is not None:
+            self.ids = [self.ids[i] for i in keep]
+        for name, col in self.columns.items():
+            self.columns[name] = [col[i] for i in keep]
+        self.lines = [lines[i] for i in keep]
+
+    def values(self, i: int) -> dict[str, Any]:
+        return {name: col[i] for name, col in self.columns.items()}
+
+
+def check_header(path: str, header: list[str], schema: StreamSchema) -> None:
+    """The column names of a file against its stream: ``ts``, optional ``id``, every
+    declared column, nothing else, nothing twice."""
+    lowered = {h.lower(): h for h in header}
+    if "ts" not in lowered:
+        raise InputError(f"{path}:1: the header has no 'ts' column (found: {', '.join(header)})")
+    declared = {c.name.lower() for c in schema.columns}
+    for h in header:
+        if h.lower() not in declared and h.lower() not in ("ts", "id"):
+            raise InputError(
+                f"{path}:1: column '{h}' is not a column of stream {schema.name}"
+                + did_you_mean(h, schema.column_names)
+                + f" (columns: {', '.join(schema.column_names)})"
+            )
+    missing = [c.name for c in schema.columns if c.name.lower() not in lowered]
+    if missing:
+        raise InputError(f"{path}:1: the header lacks column(s) {', '.join(missing)} of stream {schema.name}")
+    if len(lowered) != len(header):
+        dup = next(h for h in header if sum(1 for o in header if o.lower() == h.lower()) > 1)
+        raise InputError(f"{path}:1: column '{dup}' appears twice in the header")
+
+
+def canonical_name(header: str, schema: StreamSchema) -> str:
+    """A header's column as declared (``ts`` and ``id`` in lower case)."""
+    lowered = header.lower()
+    if lowered in ("ts", "id"):
+        return lowered
+    return schema.columns[schema.index_of(header)].name  # type: ignore[index]
+
+
+def kind_of(name: str, schema: StreamSchema) -> ColumnType | str:
+    """``'ts'``, ``'id'`` or the declared type of a (canonical) column name."""
+    if name in ("ts", "id"):
+        return name
+    return schema.columns[schema.index_of(name)].ctype  # type: ignore[index]

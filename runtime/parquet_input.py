@@ -1,0 +1,141 @@
+"""Reading a Parquet stream file.
+
+A Parquet column has a type of its own, so what it may hold is decided by type, never
+by value (a string column of digits is not a number column, and a boolean column is
+not an integer one):
+
+=============== ==========================================================
+declared type    Parquet column types accepted
+=============== ==========================================================
+INTEGER, BYTE    any integer type (an unsigned value above 2^63 - 1 is a bad row)
+FLOAT            any integer or floating-point type (integers become doubles)
+STRING           string, large string
+BOOLEAN          boolean
+``ts``           any integer or floating-point type
+``id``           any integer type
+=============== ==========================================================
+
+Dictionary-encoded columns count as their value type, and a column of only NULLs
+fits any declared type. Any other column type is an error naming the column, its type
+and what the declared type takes; like a bad CSV header, it is not excused by
+``--on-bad-row skip`` (every row would be bad). Values are checked by the same rules
+as CSV fields (:mod:`runtime.input_rows`): a NULL or non-finite ``ts``, a NULL ``id``,
+an infinite FLOAT are bad rows, named by row number (1-based) and column, and set
+aside with ``skip``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from predicates import ColumnType, StreamSchema
+from runtime.input_rows import (
+    INT64_MAX,
+    InputError,
+    StreamData,
+    canonical_name,
+    check_header,
+    kind_of,
+)
+
+_ACCEPTS: dict[ColumnType | str, str] = {
+    ColumnType.INTEGER: "an integer column",
+    ColumnType.BYTE: "an integer column",
+    ColumnType.FLOAT: "an integer or floating-point column",
+    ColumnType.STRING: "a string column",
+    ColumnType.BOOLEAN: "a boolean column",
+    "ts": "an integer or floating-point column (seconds)",
+    "id": "an integer column",
+}
+
+
+def _fits(kind: ColumnType | str, dtype: pa.DataType) -> bool:
+    if pa.types.is_null(dtype):
+        return True
+    if kind in ("id", ColumnType.INTEGER, ColumnType.BYTE):
+        return pa.types.is_integer(dtype)
+    if kind in ("ts", ColumnType.FLOAT):
+        return pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+    if kind is ColumnType.STRING:
+        return pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+    if kind is ColumnType.BOOLEAN:
+        return pa.types.is_boolean(dtype)
+    return False
+
+
+def read_parquet(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> StreamData:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
+        raise InputError(f"{path}: not a readable Parquet file ({err})") from None
+    header = list(table.column_names)
+    check_header(path, header, schema)
+    bad: dict[int, tuple[str, str | None, str]] = {}  # row -> (column, value, reason); the first problem wins
+    ts: list[float] = []
+    ids: list[int] | None = None
+    columns: dict[str, list[Any]] = {}
+    for h in header:
+        target = canonical_name(h, schema)
+        kind = kind_of(target, schema)
+        column = table.column(h)
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
+        if not _fits(kind, column.type):
+            if kind in ("ts", "id"):
+                wanted = f"the {'event time' if kind == 'ts' else 'tuple id'} takes {_ACCEPTS[kind]}"
+            else:
+                wanted = f"stream {schema.name} declares it {kind.value}, which takes {_ACCEPTS[kind]}"  # type: ignore[union-attr]
+            raise InputError(f"{path}: column '{h}' is a Parquet {column.type} column, but {wanted}")
+        values = _convert(column, kind, h, bad)
+        if target == "ts":
+            ts = values
+        elif target == "id":
+            ids = values
+        else:
+            columns[target] = values
+    data = StreamData(stream, path, ts, ids, columns, unit="row")
+    if bad:
+        for i in sorted(bad):
+            column, value, reason = bad[i]
+            row = data.bad_row(i, column, value, reason)
+            if on_bad_row != "skip":
+                raise InputError(row.message())
+            data.rejected.append(row)
+        data.drop(set(bad))
+    return data
+
+
+def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: dict[int, Any]) -> list[Any]:
+    """The column as Python values of its declared type; rows that break the rules
+    are noted in ``bad``."""
+
+    def note(mask: Any, reason: str) -> None:
+        """Rows where ``mask`` holds are bad; ``{value}`` in the reason is their value."""
+        for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+            if i not in bad:
+                value = column[i].as_py()
+                bad[i] = (name, None if value is None else str(value), reason.format(value=value))
+
+    dtype = column.type
+    if kind in ("ts", "id"):
+        note(pc.is_null(column), f"the {'event time' if kind == 'ts' else 'id'} must not be NULL")
+    if kind in ("id", ColumnType.INTEGER, ColumnType.BYTE) and pa.types.is_uint64(dtype):
+        too_big = pc.greater(column, pa.scalar(INT64_MAX, pa.uint64()))
+        note(too_big, "{value} is out of range for a 64-bit integer (above 9223372036854775807)")
+        column = pc.if_else(too_big, pa.nulls(1, column.type)[0], column).cast(pa.int64())
+    if kind in ("ts", ColumnType.FLOAT):
+        if not pa.types.is_null(dtype):
+            # a double holds every integer up to 2^53 exactly; larger ones round, as a
+            # CSV integer in a FLOAT column does
+            column = column.cast(pa.float64(), safe=False)
+            note(pc.is_inf(column), "{value} is not a finite number (a FLOAT lies within about ±1.8e308)")
+            if kind == "ts":
+                note(pc.is_nan(column), "the event time must be a number, not NaN")
+            column = pc.if_else(pc.is_nan(column), pa.nulls(1, pa.float64())[0], column)  # NaN is NULL
+    elif kind in ("id", ColumnType.INTEGER, ColumnType.BYTE) and not pa.types.is_null(dtype):
+        column = column.cast(pa.int64())
+    return column.to_pylist()

@@ -173,10 +173,6 @@ def test_cli_out_of_range_integer_names_file_line_and_column(tmp_path: Path) -> 
     assert f"{data}:2: column 'n': '99999999999999999999' is out of range for INTEGER" in proc.stderr
 
 
-@pytest.mark.xfail(
-    reason="engine side: mqo.batch.columns_of turns INTEGER columns into float64; the input side keeps them exact",
-    strict=False,
-)
 def test_cli_integer_beyond_2_53_reaches_the_output_exactly(tmp_path: Path) -> None:
     ddl = write(tmp_path / "s.ddl", DDL)
     queries = write(tmp_path / "q.mqo", "SELECT S.n FROM S WHERE S.n > 9007199254740992;\n")

@@ -14,74 +14,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import math
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from itertools import permutations
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runtime.workload import CliError, load_matcher, warn, workload_warnings
+
 if TYPE_CHECKING:
-    from mqo import Matcher
+    pass
 
 EXIT_USAGE = 2
 ORDER_CHOICES = ("adaptive", *("".join(p) for p in permutations("AJW")))
-
-
-class CliError(Exception):
-    """A failure the user can fix; printed without a traceback. (Not an MqoError only
-    because that class sits behind the heavy imports; :func:`main` treats both alike.)"""
-
-
-def read_text(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CliError(f"{what} file not found: {path}") from None
-    except IsADirectoryError:
-        raise CliError(f"{what} path is a directory, not a file: {path}") from None
-    except UnicodeDecodeError as err:
-        raise CliError(f"{what} file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise CliError(f"cannot read {what} file {path}: {err.strerror}") from None
-
-
-def load_matcher(schema_path: str, queries_path: str, **options: object) -> Matcher:
-    """A matcher with the streams and queries of two files."""
-    from mqo import Matcher
-
-    matcher = Matcher(**options)  # type: ignore[arg-type]
-    matcher.register_streams(read_text(schema_path, "schema"), schema_path)
-    matcher.register_queries(read_text(queries_path, "query"), queries_path)
-    return matcher
-
-
-def warn(command: str, message: str) -> None:
-    print(f"mqo {command}: warning: {message}", file=sys.stderr)
-
-
-def workload_warnings(matcher: Matcher, queries_path: str, input_streams: Sequence[str] | None) -> list[str]:
-    """What would make a run silently produce nothing: no queries at all, or queries
-    reading a stream that gets no input (``input_streams`` None: not checked)."""
-    queries = list(matcher.registry)
-    if not queries:
-        return [f"{queries_path} holds no queries; nothing can match"]
-    if input_streams is None:
-        return []
-    given = {s.lower() for s in input_streams}
-    starved: dict[str, list[str]] = {}
-    for rq in queries:
-        for stream in dict.fromkeys(rq.streams):
-            if stream.lower() not in given:
-                starved.setdefault(stream, []).append(rq.name)
-    out = []
-    for stream, names in starved.items():
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
-        which = f"query {shown} reads" if len(names) == 1 else f"queries {shown} read"
-        out.append(f"{which} stream {stream}, which has no --input; {'it' if len(names) == 1 else 'they'} cannot match")
-    return out
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -137,29 +85,31 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    # runtime may not import experiments (they sit above it); the experiment is found
-    # by name at run time instead.
-    import importlib
-
-    try:
-        catalog = importlib.import_module("experiments")
-    except ImportError as err:
-        raise CliError(f"the experiments package is not installed ({err})") from None
-    names: tuple[str, ...] = catalog.EXPERIMENTS
+    experiments = installed_experiments()
     if args.list or args.name is None:
-        for name in names:
-            module = importlib.import_module(f"experiments.{name}")
-            print(f"{name:<14} {module.DESCRIPTION}")
+        for name, entry in experiments.items():
+            print(f"{name:<14} {entry.load().DESCRIPTION}")
         return 0
-    if args.name not in names:
+    if args.name not in experiments:
         from predicates.errors import did_you_mean
 
-        raise CliError(f"unknown experiment {args.name!r}" + did_you_mean(args.name, names) + "; see --list")
-    module = importlib.import_module(f"experiments.{args.name}")
+        raise CliError(
+            f"unknown experiment {args.name!r}" + did_you_mean(args.name, list(experiments)) + "; see --list"
+        )
+    module = experiments[args.name].load()
     rest = list(args.rest)
     if args.out is not None:
         rest = ["--out", args.out, *rest]
     return int(module.main(rest) or 0)
+
+
+def installed_experiments() -> dict[str, importlib.metadata.EntryPoint]:
+    """The experiments by name. They sit above runtime, so runtime does not import
+    them: the package declares each one as an ``mqo.experiments`` entry point."""
+    found = importlib.metadata.entry_points(group="mqo.experiments")
+    if not found:
+        raise CliError("no experiments are installed (pip install the mqo package with its experiments)")
+    return {entry.name: entry for entry in sorted(found, key=lambda e: e.name)}
 
 
 def cmd_profile(args: argparse.Namespace) -> int:

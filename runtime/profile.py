@@ -41,8 +41,8 @@ from mqo.plan import CompiledList, CompiledPlan
 from mqo.rows import RowBuilder
 from predicates import Kind, ListKey
 from predicates.errors import did_you_mean
-from runtime.cli import CliError, load_matcher
 from runtime.inputs import InputSpec, StreamData, merge, read_stream
+from runtime.workload import CliError, load_matcher
 
 MAX_PAIRS = 200_000
 KINDS = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)

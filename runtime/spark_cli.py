@@ -19,17 +19,18 @@ running (a notebook, a test) is used as it is and left running.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from mqo import Matcher
 from mqo.batch import ARROW_TYPES
+from mqo.clock import Clock
 from mqo.results import LateTuple, Match
 from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.local import Summary
@@ -46,8 +47,8 @@ def run_spark_match(
     """Run ``mqo match`` on Spark; returns the same summary as the local engine. The
     output paths are checked (and side files of an earlier run removed) before any
     input is read, as the local engine does."""
-    from runtime.cli import load_matcher
     from runtime.spark import match_batch
+    from runtime.workload import load_matcher
 
     started = time.perf_counter()
     if matcher is None:
@@ -92,6 +93,9 @@ def run_spark_match(
     return summary
 
 
+NO_WINDOW = Fraction(0)  # only lateness is decided here, not what is kept
+
+
 def arrival_order(
     data: list[StreamData], allowed_lateness: float
 ) -> tuple[list[list[int]], list[list[bool]], list[LateTuple]]:
@@ -101,7 +105,7 @@ def arrival_order(
     keep: list[list[bool]] = [[True] * len(d) for d in data]
     late: list[LateTuple] = []
     next_id: dict[str, int] = {}
-    newest = -math.inf
+    clock = Clock(allowed_lateness)  # the matcher's own rule, so both engines call the same tuples late
     for k, i in merge(data):
         d = data[k]
         auto = next_id.get(d.stream, 0)
@@ -109,11 +113,11 @@ def arrival_order(
         if d.ids is None:
             ids[k][i] = auto
         ts = d.ts[i]
-        if ts < newest - allowed_lateness:
+        if clock.is_late(ts):
             keep[k][i] = False
-            late.append(LateTuple(d.stream, ts, ids[k][i], d.values(i), newest, allowed_lateness))
-        elif ts > newest:
-            newest = ts
+            late.append(LateTuple(d.stream, ts, ids[k][i], d.values(i), clock.newest, allowed_lateness))
+        else:
+            clock.advance(ts, NO_WINDOW)
     return ids, keep, late
 
 

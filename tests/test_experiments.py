@@ -273,3 +273,14 @@ def test_experiment_via_the_cli_and_as_a_module(tmp_path: Path, capsys: pytest.C
 def test_unknown_experiment_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["experiment", "multjoin"]) == 2
     assert "did you mean 'multijoin'" in capsys.readouterr().err
+
+
+def test_every_experiment_is_an_installed_entry_point() -> None:
+    """``mqo experiment`` finds experiments by their entry points (runtime does not
+    import experiments): every experiment module must be declared in pyproject.toml."""
+    import importlib.metadata
+
+    import experiments
+
+    declared = {e.name: e.value for e in importlib.metadata.entry_points(group="mqo.experiments")}
+    assert declared == {name: f"experiments.{name}" for name in experiments.EXPERIMENTS}

@@ -1,0 +1,70 @@
+"""What every command starts from: the streams and queries of two files, and the
+warnings that a run would otherwise answer with silence.
+
+Only the standard library is imported here (see :mod:`runtime.cli`); the matcher is
+imported when a workload is loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mqo import Matcher
+
+
+class CliError(Exception):
+    """A failure the user can fix; printed without a traceback. (Not an MqoError only
+    because that class sits behind the heavy imports; :func:`main` treats both alike.)"""
+
+
+def read_text(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"{what} file not found: {path}") from None
+    except IsADirectoryError:
+        raise CliError(f"{what} path is a directory, not a file: {path}") from None
+    except UnicodeDecodeError as err:
+        raise CliError(f"{what} file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise CliError(f"cannot read {what} file {path}: {err.strerror}") from None
+
+
+def load_matcher(schema_path: str, queries_path: str, **options: object) -> Matcher:
+    """A matcher with the streams and queries of two files."""
+    from mqo import Matcher
+
+    matcher = Matcher(**options)  # type: ignore[arg-type]
+    matcher.register_streams(read_text(schema_path, "schema"), schema_path)
+    matcher.register_queries(read_text(queries_path, "query"), queries_path)
+    return matcher
+
+
+def warn(command: str, message: str) -> None:
+    print(f"mqo {command}: warning: {message}", file=sys.stderr)
+
+
+def workload_warnings(matcher: Matcher, queries_path: str, input_streams: Sequence[str] | None) -> list[str]:
+    """What would make a run silently produce nothing: no queries at all, or queries
+    reading a stream that gets no input (``input_streams`` None: not checked)."""
+    queries = list(matcher.registry)
+    if not queries:
+        return [f"{queries_path} holds no queries; nothing can match"]
+    if input_streams is None:
+        return []
+    given = {s.lower() for s in input_streams}
+    starved: dict[str, list[str]] = {}
+    for rq in queries:
+        for stream in dict.fromkeys(rq.streams):
+            if stream.lower() not in given:
+                starved.setdefault(stream, []).append(rq.name)
+    out = []
+    for stream, names in starved.items():
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+        which = f"query {shown} reads" if len(names) == 1 else f"queries {shown} read"
+        out.append(f"{which} stream {stream}, which has no --input; {'it' if len(names) == 1 else 'they'} cannot match")
+    return out

@@ -102,7 +102,9 @@ class Workload:
             out.append(apply_reference(ref, op))
         return out
 
-    def script(self, engine_call: str = "mqo.Matcher(DDL, allowed_lateness=LATENESS, order=ORDER)") -> str:
+    def script(
+        self, engine_call: str = "mqo.Matcher(DDL, allowed_lateness=LATENESS, order=ORDER, missing='null')"
+    ) -> str:
         """Python that replays the workload on the engine and the reference and prints
         every difference (run it from the repository root; set ORDER to the order a
         failure names)."""

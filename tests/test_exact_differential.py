@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 import mqo
-import mqo.matcher
+import mqo.pipeline
 from mqo.batch import MatchBatch
 from tests.exact_workloads import (
     Heartbeat,
@@ -210,7 +210,7 @@ def run_replay(workload: Workload, make: Callable[[Workload], Any]) -> None:
 
 
 def matcher(**options: Any) -> Callable[[Workload], Any]:
-    return lambda w: mqo.Matcher(w.schema.ddl(), allowed_lateness=w.lateness, **options)
+    return lambda w: mqo.Matcher(w.schema.ddl(), allowed_lateness=w.lateness, missing="null", **options)
 
 
 # ----------------------------------------------------------- the reference
@@ -287,7 +287,7 @@ def test_push_many_query_branch(workload: Workload, order: str) -> None:
     """The branch of ``push`` for many queries (attributes decided in the kernels)."""
     record(workload)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(mqo.matcher, "KERNEL_PUSH_SLOTS", 1)
+        patch.setattr(mqo.pipeline, "KERNEL_PUSH_SLOTS", 1)
         run_push(workload, matcher(order=order))
 
 
@@ -347,7 +347,8 @@ def cli_inputs(workload: Workload, folder: Path) -> tuple[list[str], list[tuple[
         pushes = [op for op in workload.ops if isinstance(op, Push) and op.stream == stream.name]
         with_ids = any(p.id is not None for p in pushes)
         # a file gives ids for all its rows or for none; fill the others uniquely
-        ids = [p.id if p.id is not None else 10**6 + n for n, p in enumerate(pushes)] if with_ids else None
+        free = max((p.id for p in pushes if p.id is not None), default=0) + 1  # above every given id
+        ids = [p.id if p.id is not None else free + n for n, p in enumerate(pushes)] if with_ids else None
         path = folder / f"{stream.name}.csv"
         with path.open("w", newline="") as f:
             out = csv.writer(f)

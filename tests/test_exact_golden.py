@@ -197,7 +197,9 @@ def case(request: pytest.FixtureRequest) -> Case:
 
 
 def fresh(case: Case) -> mqo.Matcher:
-    m = mqo.Matcher(case.schema.ddl(), allowed_lateness=case.lateness, order="AJW", late_sink=lambda t: None)
+    m = mqo.Matcher(
+        case.schema.ddl(), allowed_lateness=case.lateness, missing="null", order="AJW", late_sink=lambda t: None
+    )
     for q in case.queries:
         m.register_query(q.to_text())
     return m
@@ -220,7 +222,9 @@ def test_reference(case: Case) -> None:
 
 @pytest.mark.parametrize("order", ["AJW", "WJA", "adaptive"])
 def test_push(case: Case, order: str) -> None:
-    m = mqo.Matcher(case.schema.ddl(), allowed_lateness=case.lateness, order=order, late_sink=lambda t: None)
+    m = mqo.Matcher(
+        case.schema.ddl(), allowed_lateness=case.lateness, missing="null", order=order, late_sink=lambda t: None
+    )
     for q in case.queries:
         m.register_query(q.to_text())
     results = [r for stream, ts, values in case.tuples for r in m.push(stream, ts, values)]

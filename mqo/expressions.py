@@ -40,10 +40,13 @@ def column_position(schema: StreamSchema, column: str) -> int:
     return index + 2
 
 
-def compile_value(expr: Expr, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]) -> ValueFn:
-    """A closure computing ``expr`` from member rows."""
+def compile_value(
+    expr: Expr, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema], exact: bool = False
+) -> ValueFn:
+    """A closure computing ``expr`` from member rows: in doubles (SELECT values), or
+    with ``exact`` in Fractions of what the numbers mean (residual predicates)."""
     if isinstance(expr, Number):
-        value = float(expr.value)
+        value = expr.value if exact else float(expr.value)
         return lambda rows: value
     if isinstance(expr, (StringLit, BoolLit)):
         const = expr.value
@@ -52,14 +55,17 @@ def compile_value(expr: Expr, stream_number: Callable[[str], int], schema_of: Ca
         assert expr.stream is not None
         s = stream_number(expr.stream)
         pos = column_position(schema_of(expr.stream), expr.name)
+        to_exact = exact and (expr.ctype is None or expr.ctype.is_numeric)
 
         def column(rows: Rows) -> Any:
             value = rows[s][pos]
-            return None if is_null(value) else value
+            if is_null(value):
+                return None
+            return decimal_of(value) if to_exact else value
 
         return column
     if isinstance(expr, Negate):
-        inner = compile_value(expr.operand, stream_number, schema_of)
+        inner = compile_value(expr.operand, stream_number, schema_of, exact)
 
         def negate(rows: Rows) -> Any:
             value = inner(rows)
@@ -67,8 +73,8 @@ def compile_value(expr: Expr, stream_number: Callable[[str], int], schema_of: Ca
 
         return negate
     assert isinstance(expr, Arith)
-    left = compile_value(expr.left, stream_number, schema_of)
-    right = compile_value(expr.right, stream_number, schema_of)
+    left = compile_value(expr.left, stream_number, schema_of, exact)
+    right = compile_value(expr.right, stream_number, schema_of, exact)
     if expr.op == "/":
 
         def divide(rows: Rows) -> Any:
@@ -94,56 +100,9 @@ def compile_test(
     cmp: Comparison, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]
 ) -> TestFn:
     """A closure deciding a comparison on member rows (NULL: false), in exact
-    arithmetic on what the numbers mean (docs/ARCHITECTURE.md, Exact numbers): residuals are not shared and
-    run last, so exactness costs little here."""
-    left = _compile_exact(cmp.left, stream_number, schema_of)
-    right = _compile_exact(cmp.right, stream_number, schema_of)
+    arithmetic on what the numbers mean (docs/ARCHITECTURE.md, Exact numbers):
+    residuals are not shared and run last, so exactness costs little here."""
+    left = compile_value(cmp.left, stream_number, schema_of, exact=True)
+    right = compile_value(cmp.right, stream_number, schema_of, exact=True)
     op = cmp.op
     return lambda rows: compare(left(rows), op, right(rows))
-
-
-def _compile_exact(
-    expr: Expr, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]
-) -> ValueFn:
-    """Like :func:`compile_value`, with numbers as exact Fractions."""
-    if isinstance(expr, Number):
-        value = expr.value
-        return lambda rows: value
-    if isinstance(expr, (StringLit, BoolLit)):
-        const = expr.value
-        return lambda rows: const
-    if isinstance(expr, ColumnRef):
-        assert expr.stream is not None
-        s = stream_number(expr.stream)
-        pos = column_position(schema_of(expr.stream), expr.name)
-        numeric = expr.ctype is None or expr.ctype.is_numeric
-
-        def column(rows: Rows) -> Any:
-            value = rows[s][pos]
-            if is_null(value):
-                return None
-            return decimal_of(value) if numeric else value
-
-        return column
-    if isinstance(expr, Negate):
-        inner = _compile_exact(expr.operand, stream_number, schema_of)
-        return lambda rows: None if (v := inner(rows)) is None else -v
-    assert isinstance(expr, Arith)
-    left = _compile_exact(expr.left, stream_number, schema_of)
-    right = _compile_exact(expr.right, stream_number, schema_of)
-    if expr.op == "/":
-
-        def divide(rows: Rows) -> Any:
-            a, b = left(rows), right(rows)
-            if a is None or b is None or b == 0:
-                return None
-            return a / b
-
-        return divide
-    fn = _ARITH[expr.op]
-
-    def arith(rows: Rows) -> Any:
-        a, b = left(rows), right(rows)
-        return None if a is None or b is None else fn(a, b)
-
-    return arith

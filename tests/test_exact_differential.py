@@ -332,6 +332,7 @@ def test_push_batch_many_queries() -> None:
     run_batches(many_queries(1), matcher(order="AJW"))
 
 
+@pytest.mark.slow
 def test_replay_many_queries() -> None:
     run_replay(many_queries(2), matcher(order="adaptive", store="candidates"))
 
@@ -346,8 +347,8 @@ def cli_inputs(workload: Workload, folder: Path) -> tuple[list[str], list[tuple[
     for k, stream in enumerate(workload.schema.streams):
         pushes = [op for op in workload.ops if isinstance(op, Push) and op.stream == stream.name]
         with_ids = any(p.id is not None for p in pushes)
-        # a file gives ids for all its rows or for none; fill the others uniquely
-        ids = [p.id if p.id is not None else 10**6 + n for n, p in enumerate(pushes)] if with_ids else None
+        # a file gives ids for all its rows or for none; fill the others past any given one
+        ids = [p.id if p.id is not None else 2 * 10**6 + n for n, p in enumerate(pushes)] if with_ids else None
         path = folder / f"{stream.name}.csv"
         with path.open("w", newline="") as f:
             out = csv.writer(f)

@@ -109,8 +109,9 @@ class Workload:
         every difference (run it from the repository root; set ORDER to the order a
         failure names)."""
         lines = [
-            "import warnings",
+            "import os, sys, warnings",
             "from fractions import Fraction",
+            "sys.path.insert(0, os.getcwd())  # the repository root, for tests.reference",
             "import mqo",
             "from tests.reference import *",
             "warnings.simplefilter('ignore')",

@@ -213,9 +213,11 @@ def make_query(
     """A query around a witness drawn from the pushes ``candidates`` (indexes into ops).
     ``designated``: AND of predicates all TRUE on the witness, MAXWINDOW covering it.
     ``narrow``: at most two aliases and tight windows (see :func:`window_duration`)."""
-    k = c.integer(1, min(len(schema.streams), 2 if narrow else 3))
-    streams = list(schema.streams)
-    chosen = [streams.pop(c.integer(0, len(streams) - 1)).name for _ in range(k)]
+    streams = [s.name for s in schema.streams]
+    if designated:  # only streams with a tuple to be the witness
+        streams = [s for s in streams if any(ops[i].stream == s for i in candidates)] or streams  # type: ignore[union-attr]
+    k = c.integer(1, min(len(streams), 2 if narrow else 3))
+    chosen = [streams.pop(c.integer(0, len(streams) - 1)) for _ in range(k)]
     aliases = [s if not c.chance(20) else f"{s.lower()}{i}" for i, s in enumerate(chosen)]
     sources = tuple(zip(aliases, chosen, strict=True))
     env = witness(c, schema, sources, ops, candidates)

@@ -51,7 +51,15 @@ STREAMS = ("A", "B", "C")
 TYPE_SPELLINGS = {INTEGER: ("INTEGER", "INT", "BIGINT"), FLOAT: ("FLOAT", "DOUBLE", "REAL"), STRING: ("STRING",)}
 # Magnitudes: 10**e for the pool's numbers; 53 means integers just past 2**53.
 SCALES = (0, -1, 1, 2, -3, 3, -6, 6, 9, 12, 15, 53)
-CLASSIC = tuple(Fraction(t) for t in ("3", "10", "9", "0.3", "2.3", "0.1", "0.2", "0.7", "0.8", "1.1", "2.2", "3.3"))
+# The issue's values, and doubles' own decimals (the repr of 1/3, of 0.1 + 0.2, ...):
+# 3 * 0.3333333333333333 is not 1, though the double nearest 1/3 is that double.
+CLASSIC = tuple(
+    Fraction(t)
+    for t in (
+        *("3", "10", "9", "0.3", "2.3", "0.1", "0.2", "0.7", "0.8", "1.1", "2.2", "3.3"),
+        *("0.3333333333333333", "0.30000000000000004", "2.9999999999999996", "0.7999999999999999"),
+    )
+)
 TS_BASES = tuple(Fraction(t) for t in ("0", "0.1", "7.3", "1000.01", "86400.5", "1700000000.123"))
 TS_STEPS = tuple(Fraction(t) for t in ("0.1", "0", "0.2", "0.3", "0.1", "0.05", "0.001", "0.7", "1", "1.5"))
 LATENESS = ("0", "0", "0.1", "0.3", "0.05", "0.2", "1.5")
@@ -144,33 +152,22 @@ def next_ts(c: Chooser, now: Fraction, top: Fraction | None, lateness: Fraction)
 
 
 def make_timeline(
-    c: Chooser, schema: Schema, n: int, lateness: Fraction, pool: Any, run: tuple[str, int] | None = None
+    c: Chooser, schema: Schema, most: int, lateness: Fraction, pool: Any, run: tuple[str, int] | None = None
 ) -> list[Op]:
-    """Pushes and heartbeats (see :func:`next_ts`). ``run``: (stream, k) appends k tuples
-    of one stream (a large batch) that revisit the times of the others, in ts order, so
-    they meet them in joins and tie with them; the caller raises the lateness to match."""
+    """Pushes (3 to ``most``) and heartbeats (see :func:`next_ts`). ``run``: (stream, k)
+    appends k tuples of one stream (a large batch) that revisit the times of the others,
+    in ts order, so they meet them in joins and tie with them; the caller raises the
+    lateness to match. Each tuple but the first three is preceded by a "one more?" choice
+    rather than a count drawn up front, so hypothesis shrinks a failing workload by
+    cutting its tail or dropping a tuple, without upsetting the choices after it."""
     ops: list[Op] = []
     now = c.pick(TS_BASES)
     top: Fraction | None = None  # M, as the generator sees it
     explicit_ids = c.pick(("auto", "auto", "explicit", "mixed"))
     pushed = {s.name: 0 for s in schema.streams}
-    run_ts: list[Fraction] = []
-    prefix: list[Fraction] = []
-    for i in range(n + (run[1] if run else 0)):
-        if run is not None and i >= n:
-            stream = schema.stream(run[0])
-            if not run_ts:
-                prefix = sorted(Fraction(repr(op.ts)) for op in ops if isinstance(op, Push))
-            ts = prefix[(i - n) * len(prefix) // run[1]] + c.pick((Fraction(0), Fraction(1, 10), Fraction(1, 1000)))
-            ts = max(ts, run_ts[-1]) if run_ts else ts
-            run_ts.append(ts)
-        else:
-            stream = c.pick(schema.streams)
-            if top is not None and c.chance(6):
-                beat = top + c.pick(TS_STEPS)
-                ops.append(Heartbeat(float(beat)))
-                top, now = max(top, beat), max(now, beat)
-            ts = max(next_ts(c, now, top, lateness), Fraction(0))
+
+    def push(stream: Stream, ts: Fraction) -> None:
+        nonlocal top, now
         top = ts if top is None else max(top, ts)
         now = max(now, ts)
         values = {}
@@ -183,6 +180,23 @@ def make_timeline(
             ident = 10**6 + 7 * pushed[stream.name]  # unique per stream, never an automatic id
         pushed[stream.name] += 1
         ops.append(Push(stream.name, float(ts), values, ident))
+
+    n = 0
+    while n < most and (n < 3 or not c.chance(8)):
+        n += 1
+        stream = c.pick(schema.streams)
+        if top is not None and c.chance(6):
+            beat = top + c.pick(TS_STEPS)
+            ops.append(Heartbeat(float(beat)))
+            top, now = max(top, beat), max(now, beat)
+        push(stream, max(next_ts(c, now, top, lateness), Fraction(0)))
+    if run is not None:
+        prefix = sorted(Fraction(repr(op.ts)) for op in ops if isinstance(op, Push))
+        last = prefix[0]
+        for k in range(run[1]):
+            ts = prefix[k * len(prefix) // run[1]] + c.pick((Fraction(0), Fraction(1, 10), Fraction(1, 1000)))
+            last = max(ts, last)
+            push(schema.stream(run[0]), last)
     return ops
 
 
@@ -218,15 +232,17 @@ def build_workload(
     schema = make_schema(c, c.integer(2, 3))
     late = Fraction(lateness if lateness is not None else c.pick(LATENESS))
     pool = make_pool(c)
-    timeline = make_timeline(c, schema, c.integer(3, max_tuples), late, pool, ("A", run) if run else None)
+    timeline = make_timeline(c, schema, max_tuples, late, pool, ("A", run) if run else None)
     if run:
         stamps = [Fraction(repr(op.ts)) for op in timeline if isinstance(op, Push | Heartbeat)]
         late = max(late, max(stamps) - min(stamps))  # the run is not late
     ok = accepted(timeline, late)
-    n_queries = c.integer(1, max_queries)
-    # (position in the timeline to register before, query); the first at the start
+    # (position in the timeline to register before, query); the first at the start,
+    # the others each after a "one more?" choice (see make_timeline)
     placed: list[tuple[int, Query]] = []
-    for q in range(n_queries):
+    for q in range(max_queries):
+        if q and not c.chance(60):
+            break
         at = 0 if q == 0 or not churn or not c.chance(30) else c.integer(0, len(timeline) - 1)
         later = [i for i in ok if i >= at] or ok
         placed.append((at, make_query(c, schema, f"q{q + 1}", timeline, later, designated=q == 0)))

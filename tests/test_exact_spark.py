@@ -15,6 +15,7 @@ tests/test_exact_differential.py); the failing workload is printed.
 from __future__ import annotations
 
 import csv
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,12 @@ def widest(workload: Workload) -> float:
     return float(max(windows, default=1))
 
 
-@settings(max_examples=5, **EXPENSIVE)
-@given(workload=workloads(churn=False, max_tuples=30), how=st.sampled_from(("auto", "time", "edge")))
+@settings(max_examples=6, **EXPENSIVE)
+@given(workload=workloads(churn=False, max_tuples=30), how=st.sampled_from(("auto", "time", "narrow", "width=W")))
 def test_spark_batch(spark_session: Any, workload: Workload, how: str) -> None:
+    """``narrow``: buckets just wider than the largest MAXWINDOW W, so many results
+    straddle a bucket's edge; ``width=W``: exactly W, which the contract allows (B >= W)
+    and the decimal W as a double means (FLOAT values mean their shortest decimal)."""
     from runtime.spark import match_batch
 
     record(workload)
@@ -95,8 +99,10 @@ def test_spark_batch(spark_session: Any, workload: Workload, how: str) -> None:
         for s in workload.schema.streams
     }
     options: dict[str, Any] = {"partition_by": "auto" if how == "auto" else "time"}
-    if how == "edge":
-        options["bucket_width"] = widest(workload)  # the narrowest buckets: many results straddle an edge
+    if how == "narrow":
+        options["bucket_width"] = math.nextafter(widest(workload), math.inf)
+    elif how == "width=W":
+        options["bucket_width"] = widest(workload)
     texts = [q.to_text() for q in workload.queries]
     result = match_batch(frames, texts, schema=workload.schema.ddl(), partitions=3, **options)
     compare(f"match_batch {options}", results_of(workload, result.collect()), expected(workload))

@@ -380,7 +380,7 @@ class MatchBatch:
                 values = np.empty(len(member_rows), object)
                 values[:] = [fn(rows) for rows in member_rows]
                 if types[name] == pa.string():
-                    values[:] = [None if v is None else str(v) for v in values.tolist()]
+                    values[:] = [text_of(v) for v in values.tolist()]
                 columns[name][chosen] = values[back]
         keys = pa.array(aliases, pa.string()).take(pa.array(key_code))
         ids = pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), keys, pa.array(items))
@@ -394,3 +394,9 @@ class MatchBatch:
             arrays.append(pa.array(columns[name], dtype))
             fields.append(pa.field(name, dtype))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def text_of(value: Any) -> str | None:
+    """A value in a string column that queries give different types to: what the
+    value prints as (``repr`` of a float is its shortest decimal, so nothing rounds)."""
+    return None if value is None else str(value)

@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 
 from mqo import Matcher
+from mqo.batch import text_of
 from mqo.results import LateTuple, Match
 from predicates import ColumnType
 from runtime.spark import (
@@ -139,11 +140,27 @@ def match_stream(
     else:
         grouped = time_buckets(watermarked, spec)
     grouped = grouped.withColumn("_slot", F.pmod(F.col("_b"), F.lit(ring)))
+    grouped = _exact_integers(grouped, spec)
     # no timeout: with an event-time timeout Spark drops late input rows before the
     # function sees them, and late tuples must be reported, not lost
     return grouped.groupBy("_slot").applyInPandasWithState(
         partial(match_group, spec), result_schema(spec), STATE_SCHEMA, "append", "NoTimeout"
     )
+
+
+def _exact_integers(frame: DataFrame, spec: StageSpec) -> DataFrame:
+    """Integer columns handed to pandas as decimal strings. Every stream's columns are
+    NULL in the other streams' rows, and pandas holds a NULL integer as a NaN double,
+    which would round integers past 2**53 (:func:`_values` reads them back)."""
+    integers = {
+        fname
+        for layout in spec.streams
+        for ctype, fname in zip(layout.types, layout.fields, strict=True)
+        if ctype in (ColumnType.INTEGER, ColumnType.BYTE)
+    }
+    if not integers:
+        return frame
+    return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in integers else c for c in frame.columns))
 
 
 def write_files(
@@ -211,7 +228,7 @@ def match_group(
     )
     state.update((blob,))
     if out:
-        yield _frame(out, names)
+        yield _frame(out, spec.value_types)
 
 
 def _owns(spec: StageSpec, slot: int, ts: float) -> bool:
@@ -224,15 +241,16 @@ def _late_row(stream: str, ts: float, ident: int, n_values: int) -> tuple[Any, .
     return (None, ts, {stream: ident}, *([None] * n_values))
 
 
-def _frame(rows: list[tuple[Any, ...]], names: list[str]) -> pd.DataFrame:
+def _frame(rows: list[tuple[Any, ...]], value_types: Sequence[tuple[str, str]]) -> pd.DataFrame:
     columns = list(zip(*rows, strict=True))
     data: dict[str, Any] = {
         "query": pd.Series(columns[0], dtype=object),
         "ts": pd.Series(columns[1], dtype="float64"),
         "ids": pd.Series(columns[2], dtype=object),
     }
-    for i, name in enumerate(names):
-        data[name] = pd.Series(columns[3 + i], dtype=object)
+    for i, (name, kind) in enumerate(value_types):
+        values = columns[3 + i]
+        data[name] = pd.Series([text_of(v) for v in values] if kind == "string" else values, dtype=object)
     return pd.DataFrame(data)
 
 
@@ -259,7 +277,8 @@ def _push_runs(matcher: Matcher, spec: StageSpec, rows: pd.DataFrame) -> list[Ma
 
 
 def _values(series: pd.Series, ctype: ColumnType) -> list[Any]:
-    """Python values with NULL as None (pandas turns NULL integers into NaN floats)."""
+    """Python values with NULL as None (integers arrive as decimal strings, see
+    :func:`_exact_integers`)."""
     if ctype is ColumnType.FLOAT:
         return series.to_numpy(dtype=np.float64).tolist()
     values = series.tolist()

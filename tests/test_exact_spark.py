@@ -31,6 +31,7 @@ from tests.test_exact_differential import EXPENSIVE, compare, record
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:late tuple:UserWarning")]
 
 SPARK_TYPES = {INTEGER: "bigint", FLOAT: "double"}
+IMPLICIT = {"ts": FLOAT, "id": INTEGER}
 
 
 def in_timestamp_order(workload: Workload) -> list[tuple[Push, int]]:
@@ -68,16 +69,29 @@ def rows_of(workload: Workload, stream: str) -> list[tuple[Any, ...]]:
 
 def results_of(workload: Workload, rows: list[Any]) -> list[Result]:
     """Result rows (query, ts, ids, one column per value name of any query) as results;
-    each query keeps its own value names."""
-    names = {q.name: [n for n, _ in outputs(workload.schema, q)] for q in workload.queries}
+    each query keeps its own value names. A value name that queries give different
+    types to is a string column (docs/spark.md); it is read back by the query's own
+    column type, so a number must print exactly as what it means."""
+    types = {}
+    for q in workload.queries:
+        aliases = dict(q.sources)
+        types[q.name] = {
+            n: IMPLICIT.get(c.name) or workload.schema.stream(aliases[c.alias]).column(c.name).type
+            for n, c in outputs(workload.schema, q)
+        }
     got = []
     for row in rows:
         data = row.asDict()
         assert data["query"] is not None, f"a tuple was reported late: {data}"
-        got.append(
-            exact_result(data["query"], data["ts"], dict(data["ids"]), {n: data[n] for n in names[data["query"]]})
-        )
+        values = {n: read_back(data[n], t) for n, t in types[data["query"]].items()}
+        got.append(exact_result(data["query"], data["ts"], dict(data["ids"]), values))
     return got
+
+
+def read_back(value: Any, column_type: str | None) -> Any:
+    if not isinstance(value, str) or column_type not in (INTEGER, FLOAT):
+        return value
+    return int(value) if column_type == INTEGER else float(value)
 
 
 def widest(workload: Workload) -> float:
@@ -85,11 +99,6 @@ def widest(workload: Workload) -> float:
     return float(max(windows, default=1))
 
 
-@pytest.mark.xfail(
-    reason="open: the Spark stages lose results on some boundary workloads (found at bucket width = MAXWINDOW "
-    "and in streaming); see the issue's note",
-    strict=False,
-)
 @settings(max_examples=6, **EXPENSIVE)
 @given(workload=workloads(churn=False, max_tuples=30), how=st.sampled_from(("auto", "time", "narrow", "width=W")))
 def test_spark_batch(spark_session: Any, workload: Workload, how: str) -> None:
@@ -113,11 +122,6 @@ def test_spark_batch(spark_session: Any, workload: Workload, how: str) -> None:
     compare(f"match_batch {options}", results_of(workload, result.collect()), expected(workload))
 
 
-@pytest.mark.xfail(
-    reason="open: the Spark stages lose results on some boundary workloads (found at bucket width = MAXWINDOW "
-    "and in streaming); see the issue's note",
-    strict=False,
-)
 @settings(max_examples=4, **EXPENSIVE)
 @given(workload=workloads(churn=False, max_tuples=30), how=st.sampled_from(("auto", "time")))
 def test_spark_streaming(spark_session: Any, workload: Workload, how: str) -> None:

@@ -84,6 +84,46 @@ def cmd_match(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from runtime.workload import read_text
+
+    if not args.input:
+        raise CliError("give at least one --input STREAM=DIR")
+    inputs: dict[str, str] = {}
+    for text in args.input:
+        stream, sep, folder = text.partition("=")
+        if not sep or not stream.strip() or not folder.strip():
+            raise CliError(f"--input takes STREAM=DIR (for example B=incoming/B), got {text!r}")
+        if stream.strip() in inputs:
+            raise CliError(f"--input {stream.strip()} is given twice (one directory per stream)")
+        inputs[stream.strip()] = folder.strip()
+    schema = read_text(args.schema, "the schema")
+    if args.engine == "spark":
+        from runtime.serve_spark import SparkService as Service
+    else:
+        from runtime.serve import LocalService as Service
+    service = Service(
+        schema,
+        inputs,
+        args.queries,
+        args.output,
+        args.checkpoint,
+        fmt=args.format,
+        allowed_lateness=args.allowed_lateness,
+        order=args.order,
+        on_bad_row=args.on_bad_row,
+    )
+    print(
+        f"mqo serve: watching {args.queries} and {len(inputs)} input folder(s); results in {args.output}"
+        + ("" if args.once else " (Ctrl-C stops)"),
+        file=sys.stderr,
+    )
+    reports = service.run(once=args.once, poll=args.poll)
+    if reports and reports[-1].interrupted:
+        print("mqo serve: stopped; the last step was not committed and runs again on restart", file=sys.stderr)
+    return 0
+
+
 def cmd_experiment(args: argparse.Namespace) -> int:
     experiments = installed_experiments()
     if args.list or args.name is None:
@@ -208,6 +248,34 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     match.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     match.set_defaults(func=cmd_match)
+
+    serve = sub.add_parser(
+        "serve",
+        help="a long-running matcher over directories: query files and data files come and go",
+        description="Watch a directory of query files (new files register, deleted or UNREGISTER files remove) "
+        "and a directory per stream of data files (CSV or Parquet, each read once); write each step's results "
+        "to the output directory and keep a checkpoint, so a restart carries on exactly once.",
+    )
+    serve.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
+    serve.add_argument("--queries", required=True, metavar="DIR", help="directory of .mqo query files")
+    serve.add_argument(
+        "--input", action="append", metavar="STREAM=DIR", help="a stream's directory of data files (repeat)"
+    )
+    serve.add_argument("--output", required=True, metavar="DIR", help="directory for results and reports")
+    serve.add_argument("--checkpoint", required=True, metavar="DIR", help="directory for the checkpoint")
+    serve.add_argument("--engine", choices=["local", "spark"], default="local", help="where to run (default: local)")
+    serve.add_argument("--once", action="store_true", help="process what is there, then stop")
+    serve.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look (default 1)")
+    serve.add_argument("--format", choices=["jsonl", "csv", "parquet"], default="jsonl", help="result file format")
+    serve.add_argument("--order", type=order_option, default="adaptive", metavar="ORDER", help="as for match")
+    serve.add_argument("--allowed-lateness", type=lateness_option, default=0.0, metavar="SECONDS")
+    serve.add_argument(
+        "--on-bad-row",
+        choices=["error", "skip"],
+        default="skip",
+        help="write bad rows and unreadable files to the output's reports and go on (default), or stop",
+    )
+    serve.set_defaults(func=cmd_serve)
 
     experiment = sub.add_parser(
         "experiment",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -137,9 +138,12 @@ def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([k for k, _ in pairs], np.int64), np.array([i for _, i in pairs], np.int64)
 
 
-def _number_in_arrival_order(data: list[StreamData], which: np.ndarray, rows: np.ndarray) -> None:
+def number_in_arrival_order(
+    data: list[StreamData], which: np.ndarray, rows: np.ndarray, first: Mapping[str, int] | None = None
+) -> None:
     """Give rows without an id column the automatic ids (0, 1, 2, ... per stream in
-    arrival order, across all files of the stream)."""
+    arrival order, across all files of the stream; from ``first[stream]`` on when
+    given)."""
     if all(d.ids is not None for d in data):
         return
     streams = sorted({d.stream for d in data})
@@ -153,7 +157,7 @@ def _number_in_arrival_order(data: list[StreamData], which: np.ndarray, rows: np
         if d.ids is None:
             ids = np.empty(len(d), np.int64)
             chosen = which == k
-            ids[rows[chosen]] = rank[chosen]
+            ids[rows[chosen]] = rank[chosen] + (first or {}).get(d.stream, 0)
             d.ids = ids.tolist()
 
 
@@ -192,8 +196,8 @@ def run_match(
                 summary.total, progress if progress is not None else (sys.stderr.isatty() and summary.total >= 50_000)
             )
             which, rows = arrival_order(data)
-            _number_in_arrival_order(data, which, rows)
-            done = _match_all(matcher, data, which, rows, writer, late_file, stop, bar, summary)
+            number_in_arrival_order(data, which, rows)
+            done = match_all(matcher, data, which, rows, writer, late_file, stop, bar, summary)
             bar.finish()
     summary.tuples = done
     # per stream, the tuples matched (all of them unless the run was stopped)
@@ -211,7 +215,7 @@ def run_match(
     return summary
 
 
-def _match_all(
+def match_all(
     matcher: Matcher,
     data: list[StreamData],
     which: np.ndarray,

@@ -1,6 +1,6 @@
 """``mqo serve --engine local``: a long-running matcher over directories.
 
-The directory contract (the same for ``--engine spark``, see :mod:`runtime.serve_spark`):
+The directory contract:
 
 * ``--queries DIR``: every ``*.mqo`` file there is a set of standing queries. A new file
   registers its queries, a changed file replaces them, a deleted file removes them, and

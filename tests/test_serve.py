@@ -36,6 +36,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:late tuple:UserWarning", "ignore
 def steps_of(workload: Workload, cuts: list[bool]) -> list[list[Any]]:
     """The operations in steps: a registration or removal after a tuple starts a new
     step (the service takes a step's queries before its data), and so does a cut."""
+    # (an empty step, queries only, is a step too)
     steps: list[list[Any]] = [[]]
     pushed = False
     ids = workload.effective_ids()
@@ -43,7 +44,12 @@ def steps_of(workload: Workload, cuts: list[bool]) -> list[list[Any]]:
         if isinstance(op, Heartbeat):
             continue
         command = isinstance(op, Register | Unregister)
-        if (command and pushed) or (isinstance(op, Push) and cuts[i % len(cuts)] and pushed):
+        # a removal of a query registered in this step waits for the next (query
+        # files of one step are taken in name order, not in the order written)
+        undo = isinstance(op, Unregister) and any(
+            isinstance(o, Register) and o.query.name == op.name for o, _ in steps[-1]
+        )
+        if (command and pushed) or undo or (isinstance(op, Push) and cuts[i % len(cuts)] and pushed):
             steps.append([])
             pushed = False
         steps[-1].append((op, ids[i]))

@@ -33,6 +33,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from predicates.ast import (
+    Aggregate,
     And,
     Arith,
     BoolLit,
@@ -52,6 +53,7 @@ from predicates.ast import (
     SelectItem,
     StreamDecl,
     StringLit,
+    WindowSpec,
 )
 from predicates.errors import QueryError, Source, Span, did_you_mean
 from predicates.lexer import T, Token, literal_problem, string_value, tokenize
@@ -86,7 +88,10 @@ INFIX: dict[str, tuple[int, int]] = {
     "/": (_MUL, _MUL + 1),
 }
 
-CLAUSES = ("WINDOW", "MAXWINDOW", "WHERE")
+CLAUSES = ("WINDOW", "MAXWINDOW", "WHERE", "GROUP", "HAVING")
+
+# aggregate functions of aggregate queries (the aggregation issue)
+AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE"})
 
 MAX_LITERAL = Fraction(1.7976931348623157e308)
 
@@ -196,7 +201,16 @@ class _Parser:
     def at_name_not_clause(self) -> bool:
         """An identifier that can be an alias (not a keyword, not MAX WINDOW / QUERY ID)."""
         tok = self.peek()
-        return tok.kind is T.IDENT and tok.upper not in RESERVED and not self.at_maxwindow() and not self.at_header()
+        return (
+            tok.kind is T.IDENT
+            and tok.upper not in RESERVED
+            and not self.at_maxwindow()
+            and not self.at_header()
+            and not self.at_group_or_having()
+        )
+
+    def at_group_or_having(self) -> bool:
+        return self.at_word("HAVING") or (self.at_word("GROUP") and self.at_word("BY", 1))
 
     # ------------------------------------------------------------------ queries
 
@@ -250,9 +264,11 @@ class _Parser:
                 self.advance()
                 if tok.upper == "MAX":
                     self.advance()
-            elif tok.kind is T.IDENT and tok.upper in CLAUSES:
+            elif self.at_group_or_having() or (tok.kind is T.IDENT and tok.upper in ("WINDOW", "WHERE")):
                 clause = tok.upper
                 self.advance()
+                if clause == "GROUP":
+                    self.advance()
             else:
                 break
             if clause in clauses:
@@ -262,7 +278,12 @@ class _Parser:
                     hint=f"the first {clause} is at line {self.source.line_col(clause_spans[clause].start)[0]}",
                 )
             clause_spans[clause] = tok.span
-            clauses[clause] = self.parse_duration() if clause == "MAXWINDOW" else self.parse_condition()
+            if clause == "MAXWINDOW":
+                clauses[clause] = self.parse_duration()
+            elif clause == "GROUP":
+                clauses[clause] = self.parse_group_by()
+            else:
+                clauses[clause] = self.parse_condition()
         end_tok = self.tokens[self.pos - 1]
         tok = self.peek()
         if tok.kind is T.PUNCT and tok.text == ";":
@@ -279,7 +300,16 @@ class _Parser:
             where=clauses.get("WHERE"),  # type: ignore[arg-type]
             span=Span(start, end_tok.end),
             source=self.source,
+            group_by=clauses.get("GROUP", ()),  # type: ignore[arg-type]
+            having=clauses.get("HAVING"),  # type: ignore[arg-type]
         )
+
+    def parse_group_by(self) -> tuple[Expr, ...]:
+        items = [self.parse_expr()]
+        while self.at_punct(","):
+            self.advance()
+            items.append(self.parse_expr())
+        return tuple(items)
 
     def _end_of_query_error(self, tok: Token) -> QueryError:
         prev = self.tokens[self.pos - 1]
@@ -333,6 +363,9 @@ class _Parser:
         tok = self.expect_name("a stream name")
         alias: str | None = None
         end = tok.end
+        window = self.parse_window() if self.at_punct("[") else None
+        if window is not None:
+            end = window.span.end
         if self.at_word("AS"):
             self.advance()
             alias_tok = self.expect_name("an alias after AS")
@@ -340,7 +373,69 @@ class _Parser:
         elif self.at_name_not_clause():
             alias_tok = self.advance()
             alias, end = alias_tok.text, alias_tok.end
-        return FromItem(tok.text, alias, Span(tok.start, end))
+        if window is None and self.at_punct("["):
+            window = self.parse_window()
+        return FromItem(tok.text, alias, Span(tok.start, end), window)
+
+    def parse_window(self) -> WindowSpec:
+        """``[RANGE d [SLIDE s | , FREQUENCY s]]``, ``[RANGE UNBOUNDED SLIDE s]``,
+        ``[ROWS n [SLIDE m]]``."""
+        open_tok = self.advance()
+        kind_tok = self.peek()
+        if self.at_word("ROWS"):
+            self.advance()
+            size = self._row_count("ROWS")
+            slide = size
+            if self._at_slide():
+                slide = self._row_count("SLIDE")
+            close = self.expect_punct("]", "to end the window")
+            return WindowSpec("rows", size, slide, Span(open_tok.start, close.end))
+        if not self.at_word("RANGE"):
+            raise self.error(
+                f"expected RANGE or ROWS in a window, found {kind_tok.describe()}",
+                kind_tok.span,
+                hint="windows are [RANGE 10 min SLIDE 1 min], [RANGE 1 h], [ROWS 50] or [RANGE UNBOUNDED SLIDE 1 min]",
+            )
+        self.advance()
+        if self.at_word("UNBOUNDED"):
+            unbounded = self.advance()
+            if not self._at_slide():
+                raise self.error(
+                    "a landmark window [RANGE UNBOUNDED] needs SLIDE (how often it reports)", unbounded.span
+                )
+            slide = self._positive_duration("SLIDE")
+            close = self.expect_punct("]", "to end the window")
+            return WindowSpec("unbounded", None, slide, Span(open_tok.start, close.end))
+        size = self._positive_duration("RANGE")
+        slide = self._positive_duration("SLIDE") if self._at_slide() else size
+        close = self.expect_punct("]", "to end the window")
+        return WindowSpec("range", size, slide, Span(open_tok.start, close.end))
+
+    def _at_slide(self) -> bool:
+        """SLIDE, or CSQL's ', FREQUENCY' (a synonym)."""
+        if self.at_word("SLIDE"):
+            self.advance()
+            return True
+        if self.at_punct(",") and self.at_word("FREQUENCY", 1):
+            self.advance()
+            self.advance()
+            return True
+        return False
+
+    def _positive_duration(self, what: str) -> Fraction:
+        duration = self.parse_duration()
+        if duration.seconds <= 0:
+            raise self.error(f"{what} must be longer than zero", duration.span)
+        return duration.seconds
+
+    def _row_count(self, what: str) -> Fraction:
+        tok = self.peek()
+        if tok.kind is not T.NUMBER or not tok.text.isdigit() or int(tok.text) <= 0 or len(tok.text) > 12:
+            raise self.error(
+                f"{what} of a ROWS window takes a whole number of rows above zero, found {tok.describe()}", tok.span
+            )
+        self.advance()
+        return Fraction(int(tok.text))
 
     # --------------------------------------------------------------- durations
 
@@ -495,6 +590,8 @@ class _Parser:
                 return BoolLit(word == "TRUE", tok.span)
             if word in RESERVED:
                 raise self.error(f"expected a value, found keyword {word}", tok.span)
+            if word in AGGREGATES and self.peek(1).kind is T.PUNCT and self.peek(1).text == "(":
+                return self.aggregate(tok)
             self.advance()
             if self.at_punct("."):
                 self.advance()
@@ -507,6 +604,20 @@ class _Parser:
         if tok.kind is T.EOF:
             raise self.error("the query ends where a value was expected", tok.span)
         raise self.error(f"expected a value, found {tok.describe()}", tok.span)
+
+    def aggregate(self, tok: Token) -> Aggregate:
+        self.advance()
+        self.advance()  # the '('
+        arg: Expr | None = None
+        inner = self.peek()
+        if inner.kind is T.OP and inner.text == "*":
+            if tok.upper != "COUNT":
+                raise self.error(f"only COUNT takes '*'; {tok.upper} takes a column", inner.span)
+            self.advance()
+        else:
+            arg = self.parse_expr()
+        close = self.expect_punct(")", f"to close {tok.upper}(")
+        return Aggregate(tok.upper, arg, Span(tok.start, close.end))
 
     def combine(self, op: str, tok: Token, left: Expr | Condition, right: Expr | Condition) -> Expr | Condition:
         span = left.span.cover(right.span)

@@ -187,10 +187,15 @@ class Matcher:
             try:
                 for piece in split_query_texts(text):
                     position = self._next_position + len(instances)
-                    aggregate = aggregate_piece(
-                        piece, self.catalog, position, name, column_order(self.catalog), self.config.max_disjuncts
-                    )
+                    try:
+                        aggregate = aggregate_piece(
+                            piece, self.catalog, position, name, column_order(self.catalog), self.config.max_disjuncts
+                        )
+                    except QueryError as err:
+                        raise _AggregateError(err) from None
                     instances.append(aggregate if aggregate is not None else compile_one(piece, position, name))
+            except _AggregateError as wrapped:
+                raise wrapped.error from None
             except QueryError as err:
                 # Report the error where it is in the whole text, not in the piece.
                 self._front_end(text, name, first_position=self._next_position + len(instances))
@@ -486,6 +491,13 @@ class Matcher:
         m._next_position = snapshot.get("next_position", like._next_position if like is not None else 1)
         m.pipeline.load(snapshot, plan)
         return m
+
+
+class _AggregateError(Exception):
+    """An aggregate query's error, already reported in full (not a match query's)."""
+
+    def __init__(self, error: QueryError) -> None:
+        self.error = error
 
 
 def _renamed(query: CompiledQuery | AggregateQuery, name: str) -> CompiledQuery | AggregateQuery:

@@ -262,13 +262,16 @@ class Aggregator:
             if store.empty:
                 continue
             s, d, g = reg.slide, reg.size, store.grid
-            if reg.next_k is None:
-                reg.next_k = math.ceil(store.base * g / s)
             if threshold is None:
                 span = d if d is not None else Fraction(0)
                 k_max = math.ceil((store.top * g + span) / s) - 1 if d is not None else math.ceil(store.top * g / s)
             else:
                 k_max = math.ceil(threshold / s) - 1
+            if reg.next_k is None:
+                # the first window with data; none ending at or after the threshold is
+                # closed yet (a tuple within the lateness may still come before the first)
+                first = math.ceil(store.base * g / s)
+                reg.next_k = first if threshold is None else min(first, k_max + 1)
             k = reg.next_k
             while k <= k_max:
                 end = k * s
@@ -276,10 +279,10 @@ class Aggregator:
                 hi = int(end / g)
                 j = store.next_data(lo)
                 if j is None:
-                    k = k_max + 1 if threshold is None else max(k, k_max + 1)
+                    k = k_max + 1
                     break
-                if j > hi:
-                    k = max(k + 1, math.ceil(j * g / s))
+                if j > hi:  # empty: on to the first window holding slice j, not past the closed ones
+                    k = min(max(k + 1, math.ceil(j * g / s)), k_max + 1)
                     continue
                 rows, fpart, ipart = store.window(lo, hi)
                 for grp in np.flatnonzero(rows).tolist():

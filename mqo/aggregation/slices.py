@@ -99,7 +99,7 @@ class SliceStore:
         self, slices: np.ndarray, keys: list[tuple[Any, ...]], fvals: np.ndarray, ivals: np.ndarray, first: int
     ) -> None:
         """Tuples into their slices; slices before ``first`` are needed by no window."""
-        keep = slices >= max(first, self.base if not self.empty else first)
+        keep = slices >= first
         if not keep.any():
             return
         slices, fvals, ivals = slices[keep], fvals[keep], ivals[keep]
@@ -111,13 +111,23 @@ class SliceStore:
             self.rows[:] = 0
             self.fpart[:] = 0
             self.ipart[:] = 0
-        elif lo < self.base:  # only when an earlier drop left room: slices start later
-            lo = self.base
+        elif lo < self.base:  # a tuple within the lateness, before every kept slice
+            self._grow_front(self.base - lo)
         self.top = max(self.top, hi)
         need = self.top - self.base + 1
         if need > self.rows.shape[0]:
             self._resize(max(need, 2 * self.rows.shape[0]), self.rows.shape[1], 0)
         K.update(slices - self.base, groups, fvals, ivals, self.rows, self.fpart, self.ipart)
+
+    def _grow_front(self, extra: int) -> None:
+        """Room for ``extra`` slices before ``base``."""
+        old = (self.rows, self.fpart, self.ipart)
+        S, G = old[0].shape
+        self._alloc(max(S + extra, 2 * S), G)
+        self.rows[extra : extra + S] = old[0]
+        self.fpart[extra : extra + S] = old[1]
+        self.ipart[extra : extra + S] = old[2]
+        self.base -= extra
 
     def drop_before(self, first: int) -> None:
         """Forget slices before ``first`` (no window needs them any more)."""
@@ -128,8 +138,11 @@ class SliceStore:
             self.base = first
             return
         shift = first - self.base
-        if shift * 2 >= self.rows.shape[0] or shift > 4096:
-            self._resize(self.rows.shape[0], self.rows.shape[1], shift)
+        S = self.rows.shape[0]
+        if shift * 2 >= S or shift > 4096:
+            # move, and give back room a large batch once needed
+            kept = self.top - first + 1
+            self._resize(S if 4 * kept > S else max(16, 2 * kept), self.rows.shape[1], shift)
         else:
             # clear and keep positions: cheaper than moving for small drops
             self.rows = np.roll(self.rows, -shift, axis=0)

@@ -335,3 +335,48 @@ def test_aggregator_drops_stores_no_query_reads() -> None:
     m.unregister_query("a")
     m.unregister_query("b")
     assert not agg.stores and not agg.filters and m.query_ids == []
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def test_cli_runs_aggregate_and_match_queries_from_one_file(tmp_path: Any) -> None:
+    import json
+
+    from runtime.cli import main
+
+    (tmp_path / "s.ddl").write_text(DDL)
+    (tmp_path / "q.mqo").write_text(
+        "Query ID: per_min SELECT COUNT(*), MAX(H.vib) FROM H [RANGE 1 min] WHERE H.alert = 1;\n"
+        "Query ID: hot SELECT * FROM H WHERE H.vib > 8;\n"
+    )
+    lines = ["ts,patient,beatrate,vib,alert"] + [f"{i * 10},1,90.0,{i % 10},{i % 2}" for i in range(20)]
+    (tmp_path / "h.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["match", "--schema", str(tmp_path / "s.ddl"), "--queries", str(tmp_path / "q.mqo")]
+    assert main([*args, "--input", f"H={tmp_path / 'h.csv'}", "--output", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    windows = [r for r in records if r["query"] == "per_min"]
+    assert [r["window_end"] for r in windows] == [60.0, 120.0, 180.0, 240.0]
+    assert [r["values"]["COUNT(*)"] for r in windows] == [3, 3, 3, 1]
+    assert windows[0] == {
+        "query": "per_min",
+        "window_start": 0.0,
+        "window_end": 60.0,
+        "group": {},
+        "values": {"COUNT(*)": 3, "MAX(H.vib)": 5.0},
+    }
+    assert [r["ts"] for r in records if r["query"] == "hot"] == [90.0, 190.0]
+    assert "slice edges every 60 s" in _explain(tmp_path)
+
+
+def _explain(tmp_path: Any) -> str:
+    import contextlib
+    import io
+
+    from runtime.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        main(["explain", "--schema", str(tmp_path / "s.ddl"), "--queries", str(tmp_path / "q.mqo")])
+    return buf.getvalue()

@@ -75,6 +75,7 @@ class Aggregator:
         self.stores: dict[tuple, SliceStore] = {}
         self.filters: dict[tuple, str] = {}  # filter key -> filter query id
         self.filter_users: dict[str, set[str]] = {}
+        self.filter_texts: dict[str, str] = {}
         self._config = config.with_changes(order="AJW", store="candidates", allowed_lateness=0.0)
         self._registry = QueryRegistry(catalog, config.max_disjuncts)
         self._pipeline = Pipeline(self._config)
@@ -109,6 +110,7 @@ class Aggregator:
             compiled = self._registry.compiler.compile(filter_text(aq), 1).renamed(fid)
             self._registry.add([compiled], -math.inf)
             self.filters[key] = fid
+            self.filter_texts[fid] = filter_text(aq)
         self.filter_users.setdefault(fid, set()).add(aq.name)
         window = aq.window
         grid = window.slide if window.size is None else _gcd(window.size, window.slide)
@@ -138,7 +140,7 @@ class Aggregator:
         users = self.filter_users[fid]
         users.discard(name)
         if not users:
-            del self.filters[key], self.filter_users[fid]
+            del self.filters[key], self.filter_users[fid], self.filter_texts[fid]
             self._registry.remove(fid)
         if not any(r.store_key == reg.store_key for r in self.queries.values()):
             del self.stores[reg.store_key]
@@ -155,7 +157,7 @@ class Aggregator:
     def streams(self) -> set[str]:
         return {r.query.stream.lower() for r in self.queries.values()}
 
-    def ingest(self, stream: str, batch: Any, clock: Clock | None = None) -> None:
+    def ingest(self, stream: str, batch: Any, clock: Clock | None = None, late: np.ndarray | None = None) -> None:
         """A batch of ``stream``'s tuples into the slices; with ``clock`` (as it is
         before the batch) its late rows are left out, as the pipeline leaves them out."""
         if stream.lower() not in self.streams():
@@ -169,6 +171,8 @@ class Aggregator:
         if not n:
             return
         keep = np.ones(n, bool) if clock is None else ~clock.late_mask(prepared.ts)[0]
+        if late is not None:  # decided by the caller over a merged arrival order
+            keep &= ~late
         rows_of, fids = self._filtered(prepared, keep)
         slot_names = [slot.name for slot in plan.slots]
         fid_of = np.array([slot_names[q] for q in fids.tolist()], object) if len(fids) else np.zeros(0, object)
@@ -334,8 +338,7 @@ class Aggregator:
     def explain(self) -> list[str]:
         lines = [f"aggregate queries: {len(self.queries)}, slice stores: {len(self.stores)}"]
         for fid, users in self.filter_users.items():
-            text = self._registry.queries[fid].text if fid in self._registry.queries else ""
-            lines.append(f"  filter {fid}: {text}  <- {', '.join(sorted(users))}")
+            lines.append(f"  filter {fid}: {self.filter_texts[fid]}  <- read by {', '.join(sorted(users))}")
         for key, store in self.stores.items():
             stream, fid, group, grid = key[:4]
             readers = [r.query for r in self.queries.values() if r.store_key == key]

@@ -39,7 +39,7 @@ from predicates.ast import (
 )
 from predicates.catalog import Catalog
 from predicates.errors import QueryError
-from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnOrder, NormalizedQuery, normalize
+from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnOrder, NormalizedQuery, normalize, push_not
 from predicates.semantic import _Binder, _Scope, bind
 
 FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE")
@@ -154,7 +154,8 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
         outputs.append((out_name, bound))
     having = None
     if query.having is not None:
-        having = _check_condition(binder.condition(query.having), group, calls, source)
+        # NOT folded into the comparisons: a comparison with NULL is false, and so is its negation
+        having = push_not(_check_condition(binder.condition(query.having), group, calls, source))
     return AggregateQuery(
         name=name,
         stream=schema.name,

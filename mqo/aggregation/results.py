@@ -22,6 +22,7 @@ from predicates.ast import (
     Number,
     StringLit,
 )
+from predicates.normalize import _truth as truth
 from predicates.numbers import decimal_of
 
 
@@ -133,16 +134,8 @@ def holds(cond: Condition, aggregates: dict, group: dict[str, Any]) -> bool:
         right = exact_value(evaluate(cond.right, aggregates, group))
         if left is None or right is None:
             return False
-        op = cond.op
-        return {
-            "<": left < right,
-            "<=": left <= right,
-            ">": left > right,
-            ">=": left >= right,
-            "=": left == right,
-            "!=": left != right,
-        }[op]
-    if isinstance(cond, Not):
+        return truth(left, cond.op, right)
+    if isinstance(cond, Not):  # not reached: HAVING is in negation normal form (push_not)
         return not holds(cond.operand, aggregates, group)
     results = (holds(c, aggregates, group) for c in cond.items)
     return all(results) if type(cond).__name__ == "And" else any(results)

@@ -289,10 +289,12 @@ class Aggregator:
                     k = min(max(k + 1, math.ceil(j * g / s)), k_max + 1)
                     continue
                 rows, fpart, ipart = store.window(lo, hi)
+                bounds = (-math.inf if d is None else float(end - d), float(end))
+                columns = [None if c.column is None else store.columns.index(c.column) for c in reg.query.calls]
                 for grp in np.flatnonzero(rows).tolist():
-                    row = self._row(reg, store, end, grp, rows, fpart, ipart)
+                    row = self._row(reg, store, bounds, columns, grp, rows, fpart, ipart)
                     if row is not None:
-                        out.append((end, position, row))
+                        out.append((bounds[1], position, row))
                 k += 1
             reg.next_k = max(reg.next_k, k)
         for key, store in self.stores.items():
@@ -305,7 +307,8 @@ class Aggregator:
         self,
         reg: _Registered,
         store: SliceStore,
-        end: Fraction,
+        bounds: tuple[float, float],
+        columns: list[int | None],
         grp: int,
         rows: np.ndarray,
         fpart: np.ndarray,
@@ -313,22 +316,19 @@ class Aggregator:
     ) -> AggregateRow | None:
         aq = reg.query
         values: dict[tuple[str, str | None], Any] = {}
-        for call in aq.calls:
-            if call.column is None:
+        for call, c in zip(aq.calls, columns, strict=True):
+            if c is None:
                 values[(call.func, None)] = int(rows[grp])
                 continue
-            c = store.columns.index(call.column)
             values[(call.func, call.column)] = _final(
                 call.func, store.integer[c], fpart[grp, c], ipart[grp, c], aq.name
             )
         group = dict(zip(aq.group_by, store.group_keys[grp], strict=True))
         if aq.having is not None and not holds(aq.having, values, group):
             return None
-        start = -math.inf if reg.size is None else float(end - reg.size)
         return AggregateRow(
             aq.name,
-            start,
-            float(end),
+            *bounds,
             group,
             {name: output_value(expr, values, group) for name, expr in aq.outputs},
         )

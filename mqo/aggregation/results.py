@@ -122,6 +122,8 @@ def evaluate(expr: Expr, aggregates: dict[tuple[str, str | None], Any], group: d
 
 
 def output_value(expr: Expr, aggregates: dict, group: dict[str, Any]) -> Any:
+    if isinstance(expr, Aggregate):  # the usual output: the aggregate as computed
+        return aggregates[(expr.func, None if expr.arg is None else expr.arg.name)]  # type: ignore[union-attr]
     value = evaluate(expr, aggregates, group)
     if isinstance(value, Fraction):
         return int(value) if value.denominator == 1 and isinstance(expr, Arith) is False else float(value)

@@ -380,3 +380,11 @@ def _explain(tmp_path: Any) -> str:
     with contextlib.redirect_stdout(buf):
         main(["explain", "--schema", str(tmp_path / "s.ddl"), "--queries", str(tmp_path / "q.mqo")])
     return buf.getvalue()
+
+
+def test_spark_stage_refuses_aggregate_queries_clearly() -> None:
+    pytest.importorskip("pyspark")
+    from runtime.spark import SparkStageError, _source
+
+    with pytest.raises(SparkStageError, match=r"aggregate queries \(1\) do not run in the Spark stages yet"):
+        _source(["SELECT COUNT(*) FROM H [RANGE 1 min]"], DDL, {}, None)

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from predicates.aggregate_grammar import AggregateGrammar
 from predicates.ast import (
-    Aggregate,
     And,
     Arith,
     BoolLit,
@@ -53,7 +53,6 @@ from predicates.ast import (
     SelectItem,
     StreamDecl,
     StringLit,
-    WindowSpec,
 )
 from predicates.errors import QueryError, Source, Span, did_you_mean
 from predicates.lexer import T, Token, literal_problem, string_value, tokenize
@@ -132,7 +131,7 @@ def _is_condition(node: Expr | Condition) -> bool:
     return isinstance(node, (Comparison, And, Or, Not))
 
 
-class _Parser:
+class _Parser(AggregateGrammar):
     def __init__(self, source: Source) -> None:
         self.source = source
         self.tokens = tokenize(source)
@@ -377,66 +376,6 @@ class _Parser:
             window = self.parse_window()
         return FromItem(tok.text, alias, Span(tok.start, end), window)
 
-    def parse_window(self) -> WindowSpec:
-        """``[RANGE d [SLIDE s | , FREQUENCY s]]``, ``[RANGE UNBOUNDED SLIDE s]``,
-        ``[ROWS n [SLIDE m]]``."""
-        open_tok = self.advance()
-        kind_tok = self.peek()
-        if self.at_word("ROWS"):
-            self.advance()
-            size = self._row_count("ROWS")
-            slide = size
-            if self._at_slide():
-                slide = self._row_count("SLIDE")
-            close = self.expect_punct("]", "to end the window")
-            return WindowSpec("rows", size, slide, Span(open_tok.start, close.end))
-        if not self.at_word("RANGE"):
-            raise self.error(
-                f"expected RANGE or ROWS in a window, found {kind_tok.describe()}",
-                kind_tok.span,
-                hint="windows are [RANGE 10 min SLIDE 1 min], [RANGE 1 h], [ROWS 50] or [RANGE UNBOUNDED SLIDE 1 min]",
-            )
-        self.advance()
-        if self.at_word("UNBOUNDED"):
-            unbounded = self.advance()
-            if not self._at_slide():
-                raise self.error(
-                    "a landmark window [RANGE UNBOUNDED] needs SLIDE (how often it reports)", unbounded.span
-                )
-            slide = self._positive_duration("SLIDE")
-            close = self.expect_punct("]", "to end the window")
-            return WindowSpec("unbounded", None, slide, Span(open_tok.start, close.end))
-        size = self._positive_duration("RANGE")
-        slide = self._positive_duration("SLIDE") if self._at_slide() else size
-        close = self.expect_punct("]", "to end the window")
-        return WindowSpec("range", size, slide, Span(open_tok.start, close.end))
-
-    def _at_slide(self) -> bool:
-        """SLIDE, or CSQL's ', FREQUENCY' (a synonym)."""
-        if self.at_word("SLIDE"):
-            self.advance()
-            return True
-        if self.at_punct(",") and self.at_word("FREQUENCY", 1):
-            self.advance()
-            self.advance()
-            return True
-        return False
-
-    def _positive_duration(self, what: str) -> Fraction:
-        duration = self.parse_duration()
-        if duration.seconds <= 0:
-            raise self.error(f"{what} must be longer than zero", duration.span)
-        return duration.seconds
-
-    def _row_count(self, what: str) -> Fraction:
-        tok = self.peek()
-        if tok.kind is not T.NUMBER or not tok.text.isdigit() or int(tok.text) <= 0 or len(tok.text) > 12:
-            raise self.error(
-                f"{what} of a ROWS window takes a whole number of rows above zero, found {tok.describe()}", tok.span
-            )
-        self.advance()
-        return Fraction(int(tok.text))
-
     # --------------------------------------------------------------- durations
 
     def parse_duration(self) -> Duration:
@@ -604,20 +543,6 @@ class _Parser:
         if tok.kind is T.EOF:
             raise self.error("the query ends where a value was expected", tok.span)
         raise self.error(f"expected a value, found {tok.describe()}", tok.span)
-
-    def aggregate(self, tok: Token) -> Aggregate:
-        self.advance()
-        self.advance()  # the '('
-        arg: Expr | None = None
-        inner = self.peek()
-        if inner.kind is T.OP and inner.text == "*":
-            if tok.upper != "COUNT":
-                raise self.error(f"only COUNT takes '*'; {tok.upper} takes a column", inner.span)
-            self.advance()
-        else:
-            arg = self.parse_expr()
-        close = self.expect_punct(")", f"to close {tok.upper}(")
-        return Aggregate(tok.upper, arg, Span(tok.start, close.end))
 
     def combine(self, op: str, tok: Token, left: Expr | Condition, right: Expr | Condition) -> Expr | Condition:
         span = left.span.cover(right.span)

@@ -11,6 +11,7 @@ raises :class:`~predicates.QueryError` naming that query and where it is.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import warnings
 from collections import deque
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece
 from mqo.batch import MatchBatch, value_types
 from mqo.clock import Clock
 from mqo.config import ORDERS, MatcherConfig, parse_order
@@ -34,7 +36,9 @@ from mqo.results import LateTuple, Match, TupleError
 from mqo.state import WindowState
 from mqo.stats import Counters
 from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
+from predicates.aggregate import AggregateQuery
 from predicates.errors import did_you_mean
+from predicates.frontend import column_order
 from predicates.numbers import to_float
 from predicates.templates import CompiledQuery, split_query_texts
 
@@ -74,6 +78,9 @@ class Matcher:
         self._plan_version = 0
         self._next_position = 1
         self._frozen = False  # shares its queries with another matcher (restore(like=))
+        # windowed aggregate queries (mqo/aggregation): made on the first one
+        self.aggregator: Aggregator | None = None
+        self._aggregates = AggregateBatch()  # emitted, not yet taken (poll_aggregates)
 
     # ------------------------------------------------------------- settings
 
@@ -147,7 +154,7 @@ class Matcher:
         compiled = self._compile_texts([text], source_name)
         if len(compiled) != 1:
             raise QueryError(f"expected one query, found {len(compiled)}; use register_queries", None, None)
-        query = compiled[0] if query_id is None else compiled[0].renamed(str(query_id))
+        query = compiled[0] if query_id is None else _renamed(compiled[0], str(query_id))
         self._check_names([query], [text], source_name)
         self._add([query])
         return query.name
@@ -172,24 +179,38 @@ class Matcher:
                 gc.enable()
         return [inst.name for inst in instances]
 
-    def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery]:
-        instances: list[CompiledQuery] = []
+    def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery | AggregateQuery]:
+        instances: list[CompiledQuery | AggregateQuery] = []
         compile_one = self.registry.compiler.compile
         for k, text in enumerate(sources):
             name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
             try:
                 for piece in split_query_texts(text):
-                    instances.append(compile_one(piece, self._next_position + len(instances), name))
+                    position = self._next_position + len(instances)
+                    try:
+                        aggregate = aggregate_piece(
+                            piece, self.catalog, position, name, column_order(self.catalog), self.config.max_disjuncts
+                        )
+                    except QueryError as err:
+                        raise _AggregateError(err) from None
+                    instances.append(aggregate if aggregate is not None else compile_one(piece, position, name))
+            except _AggregateError as wrapped:
+                raise wrapped.error from None
             except QueryError as err:
                 # Report the error where it is in the whole text, not in the piece.
                 self._front_end(text, name, first_position=self._next_position + len(instances))
                 raise err from None
         return instances
 
-    def _check_names(self, instances: list[CompiledQuery], sources: list[str], source_name: str) -> None:
+    def _check_names(
+        self, instances: list[CompiledQuery | AggregateQuery], sources: list[str], source_name: str
+    ) -> None:
         seen: set[str] = set()
         registered = self.registry.queries
+        aggregates = self.aggregator.queries if self.aggregator is not None else {}
         for inst in instances:
+            if inst.name in aggregates:
+                raise QueryError(f"query id {inst.name} is already registered", None, None)
             if inst.name in registered or inst.name in seen:
                 # the front end names the duplicate with its position
                 for k, text in enumerate(sources):
@@ -211,13 +232,25 @@ class Matcher:
     def unregister_query(self, query_id: str) -> None:
         """Remove a query; it reports nothing more."""
         self._check_not_frozen()
+        if self.aggregator is not None and query_id in self.aggregator.queries:
+            self.aggregator.unregister(query_id)
+            return
         if query_id not in self.registry:
             raise KeyError(f"no query with id {query_id!r} is registered")
         self.registry.remove(query_id)
         self._plan = None
 
-    def _add(self, instances: list[CompiledQuery], since_ts: Any = None) -> None:
+    def _add(self, instances: list[CompiledQuery | AggregateQuery], since_ts: Any = None) -> None:
         self._check_not_frozen()
+        aggregates = [q for q in instances if isinstance(q, AggregateQuery)]
+        if aggregates:
+            if self.aggregator is None:
+                self.aggregator = Aggregator(self.catalog, self.config)
+            self.aggregator.register(aggregates, self.clock.newest)
+            self._next_position += len(aggregates)
+            instances = [q for q in instances if not isinstance(q, AggregateQuery)]
+            if not instances:
+                return
         never = [q.name for q in instances if not q.disjuncts]
         if never:
             shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
@@ -233,7 +266,8 @@ class Matcher:
 
     @property
     def query_ids(self) -> list[str]:
-        return list(self.registry.queries)
+        aggregates = list(self.aggregator.queries) if self.aggregator is not None else []
+        return list(self.registry.queries) + aggregates
 
     # ------------------------------------------------------------------- plan
 
@@ -262,9 +296,15 @@ class Matcher:
         plan = self.plan
         policy = self.pipeline.policy
         if policy is None:
-            return explain_text(self.registry, plan, order=f"static {''.join(k.name[0] for k in self.pipeline.order)}")
+            order = f"static {''.join(k.name[0] for k in self.pipeline.order)}"
+            return explain_text(self.registry, plan, order=order) + self._explain_aggregates()
         notes = policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
-        return explain_text(self.registry, plan, order="adaptive", order_note=notes)
+        return explain_text(self.registry, plan, order="adaptive", order_note=notes) + self._explain_aggregates()
+
+    def _explain_aggregates(self) -> str:
+        if self.aggregator is None or not len(self.aggregator):
+            return ""
+        return "\n\n" + "\n".join(self.aggregator.explain()) + "\n"
 
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries."""
@@ -298,8 +338,48 @@ class Matcher:
     ) -> list[Match]:
         """Match one tuple against every registered query; returns the results whose
         last tuple it is. A late tuple returns no results and goes to the late sink."""
-        blocks = self.pipeline.push(self._stream(stream), ts, values, id)
+        number = self._stream(stream)
+        aggregating = self._aggregating(stream)
+        late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(float(ts))
+        blocks = self.pipeline.push(number, ts, values, id)
+        if aggregating and not late:
+            one = {"ts": [ts], **{name: [v] for name, v in (values or {}).items()}}
+            if id is not None:
+                one["id"] = [id]
+            assert self.aggregator is not None
+            self.aggregator.ingest(stream, one)
+            self._emit_aggregates()
         return MatchBatch(self.plan, blocks).matches() if blocks else []
+
+    # ------------------------------------------------------------ aggregates
+
+    def _aggregating(self, stream: str) -> bool:
+        return self.aggregator is not None and stream.lower() in self.aggregator.streams()
+
+    def aggregate_watermark(self) -> float:
+        """The event time windows are closed by (one method, so the clock's rules stay
+        in one place): a window ending before ``watermark - allowed_lateness`` can get
+        no more tuples that are not late."""
+        return self.clock.newest
+
+    def _emit_aggregates(self) -> None:
+        if self.aggregator is not None:
+            lateness = self.clock._late_exact  # the allowed lateness as the exact number it means
+            self._aggregates.extend(self.aggregator.emit(self.aggregate_watermark(), lateness))
+
+    def poll_aggregates(self) -> AggregateBatch:
+        """The aggregate rows emitted so far and not yet taken: one per (query, window,
+        group), emitted by ``push``/``push_batch``/``heartbeat`` once the watermark
+        passes the window's end."""
+        out, self._aggregates = self._aggregates, AggregateBatch()
+        return out
+
+    def flush(self) -> AggregateBatch:
+        """End of input: emit every window that holds data; returns every aggregate row
+        not yet taken (as :meth:`poll_aggregates`)."""
+        if self.aggregator is not None:
+            self._aggregates.extend(self.aggregator.flush())
+        return self.poll_aggregates()
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
         """Match a batch of one stream's tuples, in row order, as if pushed one by one.
@@ -311,7 +391,15 @@ class Matcher:
         need go through the join engine. Results come back as a
         :class:`~mqo.batch.MatchBatch` (``len``, ``.to_arrow()``, ``.matches()``).
         """
-        return self.pipeline.push_batch(self._stream(stream), batch)
+        number = self._stream(stream)
+        if not self._aggregating(stream):
+            return self.pipeline.push_batch(number, batch)
+        assert self.aggregator is not None
+        # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
+        self.aggregator.ingest(stream, batch, clock=self.clock)
+        out = self.pipeline.push_batch(number, batch)
+        self._emit_aggregates()
+        return out
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
         """Decide the attribute predicates of a batch of one stream's tuples (no state
@@ -340,6 +428,7 @@ class Matcher:
             raise TupleError(f"heartbeat ts must be a number, got {ts!r}")
         self.plan  # noqa: B018 - make sure the state exists
         self.pipeline.advance(float(ts))
+        self._emit_aggregates()
 
     # ------------------------------------------------------------- snapshots
 
@@ -352,6 +441,8 @@ class Matcher:
         With ``queries=False`` the queries are left out: restore that with ``like=`` a
         matcher that has them (a Spark worker restoring window state in every
         micro-batch does not re-register thousands of queries each time)."""
+        if self.aggregator is not None and len(self.aggregator):
+            raise QueryError("snapshots of aggregate queries are not supported yet", None, None)
         self.plan  # noqa: B018 - the state exists once the plan does
         data: dict[str, Any] = {
             "format": SNAPSHOT_FORMAT,
@@ -400,6 +491,19 @@ class Matcher:
         m._next_position = snapshot.get("next_position", like._next_position if like is not None else 1)
         m.pipeline.load(snapshot, plan)
         return m
+
+
+class _AggregateError(Exception):
+    """An aggregate query's error, already reported in full (not a match query's)."""
+
+    def __init__(self, error: QueryError) -> None:
+        self.error = error
+
+
+def _renamed(query: CompiledQuery | AggregateQuery, name: str) -> CompiledQuery | AggregateQuery:
+    if isinstance(query, AggregateQuery):
+        return dataclasses.replace(query, name=name)
+    return query.renamed(name)
 
 
 def _since_text(since: float | Fraction) -> float | str:

@@ -99,7 +99,16 @@ class Negate:
     span: Span
 
 
-Expr = Number | StringLit | BoolLit | ColumnRef | Arith | Negate
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """``func(arg)`` of an aggregate query; ``arg`` is None for ``COUNT(*)``."""
+
+    func: str  # COUNT SUM AVG MIN MAX STDDEV VARIANCE
+    arg: Expr | None
+    span: Span
+
+
+Expr = Number | StringLit | BoolLit | ColumnRef | Arith | Negate | Aggregate
 
 
 # ----------------------------------------------------------------- conditions
@@ -151,10 +160,24 @@ class SelectItem:
 
 
 @dataclass(frozen=True, slots=True)
+class WindowSpec:
+    """A window on a stream in FROM (the aggregation issue): ``kind`` is 'range'
+    (``[RANGE d SLIDE s]``, ``[RANGE d]``: slide = range), 'unbounded'
+    (``[RANGE UNBOUNDED SLIDE s]``) or 'rows' (``[ROWS n SLIDE m]``). ``size`` and
+    ``slide`` are seconds for time windows and row counts for 'rows'."""
+
+    kind: str
+    size: Fraction | None
+    slide: Fraction
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class FromItem:
     stream: str
     alias: str | None
     span: Span
+    window: WindowSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +200,18 @@ class Query:
     where: Condition | None
     span: Span
     source: Source = field(compare=False, repr=False)
+    group_by: tuple[Expr, ...] = ()
+    having: Condition | None = None
+
+    @property
+    def is_aggregate(self) -> bool:
+        """A windowed aggregate query (a window in FROM, GROUP BY, HAVING or an aggregate)."""
+        return (
+            any(item.window is not None for item in self.from_)
+            or bool(self.group_by)
+            or self.having is not None
+            or any(item.expr is not None and has_aggregate(item.expr) for item in self.select or ())
+        )
 
     def condition(self) -> Condition | None:
         """WINDOW and WHERE together (they mean the same: both must hold)."""
@@ -213,8 +248,20 @@ class StreamDecl:
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
 
 
+def has_aggregate(expr: Expr) -> bool:
+    if isinstance(expr, Aggregate):
+        return True
+    if isinstance(expr, Arith):
+        return has_aggregate(expr.left) or has_aggregate(expr.right)
+    if isinstance(expr, Negate):
+        return has_aggregate(expr.operand)
+    return False
+
+
 def expr_text(expr: Expr) -> str:
     """Canonical text of an expression (used for default SELECT names and explain)."""
+    if isinstance(expr, Aggregate):
+        return f"{expr.func}({'*' if expr.arg is None else expr_text(expr.arg)})"
     if isinstance(expr, Number):
         return expr.text
     if isinstance(expr, StringLit):
@@ -225,7 +272,7 @@ def expr_text(expr: Expr) -> str:
         return expr.display()
     if isinstance(expr, Negate):
         inner = expr_text(expr.operand)
-        return f"-{inner}" if isinstance(expr.operand, (Number, ColumnRef)) else f"-({inner})"
+        return f"-{inner}" if isinstance(expr.operand, (Number, ColumnRef, Aggregate)) else f"-({inner})"
     prec = _PRECEDENCE[expr.op]
     left = expr_text(expr.left)
     right = expr_text(expr.right)

@@ -61,7 +61,7 @@ _TOKEN_RE = re.compile(
   | (?P<quoted_ident>"(?:[^"\n]|"")*")
   | (?P<string>'(?:[^'\n]|'')*')
   | (?P<op><=|>=|<>|!=|==|<|>|=|\+|-|\*|/)
-  | (?P<punct>[(),.;:])
+  | (?P<punct>[(),.;:\[\]])
     """,
     re.VERBOSE,
 )

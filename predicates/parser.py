@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from predicates.aggregate_grammar import AggregateGrammar
 from predicates.ast import (
     And,
     Arith,
@@ -86,7 +87,10 @@ INFIX: dict[str, tuple[int, int]] = {
     "/": (_MUL, _MUL + 1),
 }
 
-CLAUSES = ("WINDOW", "MAXWINDOW", "WHERE")
+CLAUSES = ("WINDOW", "MAXWINDOW", "WHERE", "GROUP", "HAVING")
+
+# aggregate functions of aggregate queries (the aggregation issue)
+AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE"})
 
 MAX_LITERAL = Fraction(1.7976931348623157e308)
 
@@ -127,7 +131,7 @@ def _is_condition(node: Expr | Condition) -> bool:
     return isinstance(node, (Comparison, And, Or, Not))
 
 
-class _Parser:
+class _Parser(AggregateGrammar):
     def __init__(self, source: Source) -> None:
         self.source = source
         self.tokens = tokenize(source)
@@ -196,7 +200,16 @@ class _Parser:
     def at_name_not_clause(self) -> bool:
         """An identifier that can be an alias (not a keyword, not MAX WINDOW / QUERY ID)."""
         tok = self.peek()
-        return tok.kind is T.IDENT and tok.upper not in RESERVED and not self.at_maxwindow() and not self.at_header()
+        return (
+            tok.kind is T.IDENT
+            and tok.upper not in RESERVED
+            and not self.at_maxwindow()
+            and not self.at_header()
+            and not self.at_group_or_having()
+        )
+
+    def at_group_or_having(self) -> bool:
+        return self.at_word("HAVING") or (self.at_word("GROUP") and self.at_word("BY", 1))
 
     # ------------------------------------------------------------------ queries
 
@@ -250,9 +263,11 @@ class _Parser:
                 self.advance()
                 if tok.upper == "MAX":
                     self.advance()
-            elif tok.kind is T.IDENT and tok.upper in CLAUSES:
+            elif self.at_group_or_having() or (tok.kind is T.IDENT and tok.upper in ("WINDOW", "WHERE")):
                 clause = tok.upper
                 self.advance()
+                if clause == "GROUP":
+                    self.advance()
             else:
                 break
             if clause in clauses:
@@ -262,7 +277,12 @@ class _Parser:
                     hint=f"the first {clause} is at line {self.source.line_col(clause_spans[clause].start)[0]}",
                 )
             clause_spans[clause] = tok.span
-            clauses[clause] = self.parse_duration() if clause == "MAXWINDOW" else self.parse_condition()
+            if clause == "MAXWINDOW":
+                clauses[clause] = self.parse_duration()
+            elif clause == "GROUP":
+                clauses[clause] = self.parse_group_by()
+            else:
+                clauses[clause] = self.parse_condition()
         end_tok = self.tokens[self.pos - 1]
         tok = self.peek()
         if tok.kind is T.PUNCT and tok.text == ";":
@@ -279,7 +299,16 @@ class _Parser:
             where=clauses.get("WHERE"),  # type: ignore[arg-type]
             span=Span(start, end_tok.end),
             source=self.source,
+            group_by=clauses.get("GROUP", ()),  # type: ignore[arg-type]
+            having=clauses.get("HAVING"),  # type: ignore[arg-type]
         )
+
+    def parse_group_by(self) -> tuple[Expr, ...]:
+        items = [self.parse_expr()]
+        while self.at_punct(","):
+            self.advance()
+            items.append(self.parse_expr())
+        return tuple(items)
 
     def _end_of_query_error(self, tok: Token) -> QueryError:
         prev = self.tokens[self.pos - 1]
@@ -333,6 +362,9 @@ class _Parser:
         tok = self.expect_name("a stream name")
         alias: str | None = None
         end = tok.end
+        window = self.parse_window() if self.at_punct("[") else None
+        if window is not None:
+            end = window.span.end
         if self.at_word("AS"):
             self.advance()
             alias_tok = self.expect_name("an alias after AS")
@@ -340,7 +372,9 @@ class _Parser:
         elif self.at_name_not_clause():
             alias_tok = self.advance()
             alias, end = alias_tok.text, alias_tok.end
-        return FromItem(tok.text, alias, Span(tok.start, end))
+        if window is None and self.at_punct("["):
+            window = self.parse_window()
+        return FromItem(tok.text, alias, Span(tok.start, end), window)
 
     # --------------------------------------------------------------- durations
 
@@ -495,6 +529,8 @@ class _Parser:
                 return BoolLit(word == "TRUE", tok.span)
             if word in RESERVED:
                 raise self.error(f"expected a value, found keyword {word}", tok.span)
+            if word in AGGREGATES and self.peek(1).kind is T.PUNCT and self.peek(1).text == "(":
+                return self.aggregate(tok)
             self.advance()
             if self.at_punct("."):
                 self.advance()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from predicates.ast import (
+    Aggregate,
     And,
     Arith,
     BoolLit,
@@ -174,6 +175,8 @@ class _Binder:
     def expr(self, node: Expr) -> Expr:
         if isinstance(node, ColumnRef):
             return self.scope.resolve(node)
+        if isinstance(node, Aggregate):
+            return Aggregate(node.func, None if node.arg is None else self.expr(node.arg), node.span)
         if isinstance(node, Arith):
             left, right = self.expr(node.left), self.expr(node.right)
             for side in (left, right):
@@ -219,6 +222,14 @@ def bind(query: Query, catalog: Catalog, name: str) -> BoundQuery:
 
 
 def _bind(query: Query, catalog: Catalog, name: str) -> BoundQuery:
+    if query.is_aggregate:
+        raise QueryError(
+            "this is an aggregate query (a window in FROM, an aggregate, GROUP BY or HAVING); it is not a match query",
+            query.source,
+            query.span,
+            hint="register aggregate queries with Matcher.register_query or mqo match; "
+            "the Spark stages do not run them yet",
+        )
     scope = _Scope(query, catalog)
     binder = _Binder(scope)
     outputs: list[OutputColumn] = []

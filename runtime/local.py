@@ -30,6 +30,7 @@ from mqo.results import LateTuple
 from runtime.inputs import InputSpec, StreamData, merge, read_inputs
 from runtime.outputs import (
     LinesFile,
+    OutputError,
     ResultWriter,
     check_output_paths,
     open_writer,
@@ -177,6 +178,8 @@ def run_match(
     named = [("the output", output, False), ("the late-tuple file", late_path, True)]
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     summary = Summary(output=output)
+    if matcher.aggregator is not None and len(matcher.aggregator) and fmt != "jsonl":
+        raise OutputError("aggregate results are written as JSON lines for now; use --format jsonl")
     with (
         open_writer(output, fmt, value_types(matcher)) as writer,
         LinesFile(late_path, "the late-tuple file") as late_file,
@@ -234,6 +237,9 @@ def match_all(
     # The attribute phase of every file runs in the batch kernels first; the rows are
     # then replayed in merged arrival order (only rows some query wants cost more).
     prepared = [matcher.prepare(d.stream, d.as_batch()) for d in data]
+    aggregating = matcher.aggregator is not None and len(matcher.aggregator) > 0
+    if aggregating:
+        _aggregate_inputs(matcher, data, which, rows)
     pending = MatchBatch(plan)
     waiting = 0  # result assignments in ``pending``
 
@@ -266,5 +272,26 @@ def match_all(
     else:
         done = len(which)
     flush()
+    if aggregating and not stopped:
+        # end of input: every window holding data (the watermark goes to infinity)
+        with stop.writing():
+            summary.results += writer.write_aggregates(matcher.flush())
     bar.update(done, summary.results)
     return done
+
+
+def _aggregate_inputs(matcher: Matcher, data: list[StreamData], which: np.ndarray, rows: np.ndarray) -> None:
+    """Every input's tuples into the aggregate queries' slices, leaving out the ones
+    the replay will find late (the same clock rule, decided over the same arrival
+    order before the replay moves the clock)."""
+    assert matcher.aggregator is not None
+    ts = np.empty(len(which), np.float64)
+    for k, d in enumerate(data):
+        chosen = which == k
+        ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
+    late, _ = matcher.clock.late_mask(ts)
+    for k, d in enumerate(data):
+        late_rows = np.zeros(len(d), bool)
+        chosen = which == k
+        late_rows[rows[chosen]] = late[chosen]
+        matcher.aggregator.ingest(d.stream, d.as_batch(), late=late_rows)

@@ -151,6 +151,10 @@ class ResultWriter:
     def close(self) -> None:
         raise NotImplementedError
 
+    def write_aggregates(self, rows: Iterable[Any]) -> int:
+        """Aggregate rows (``mqo.aggregation.AggregateRow``); returns how many."""
+        raise OutputError("aggregate results are written as JSON lines for now; use --format jsonl")
+
     def abandon(self) -> None:
         """Close after a failure: keep what was written whole, raise nothing more."""
         with suppress(OSError, MqoError):
@@ -196,6 +200,18 @@ class JsonlWriter(ResultWriter):
         self.nonfinite += n
         self._put(text)
         return text.count("\n")
+
+    def write_aggregates(self, rows: Iterable[Any]) -> int:
+        parts = []
+        for row in rows:
+            record = row.as_dict()
+            if record["window_start"] == -math.inf:  # a landmark window: from the start
+                record["window_start"] = None
+            line, n = strict_json(record)
+            self.nonfinite += n
+            parts.append(line + "\n")
+        self._put("".join(parts))
+        return len(parts)
 
     def close(self) -> None:
         with _writing(self.what, self.path):

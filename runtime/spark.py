@@ -134,6 +134,15 @@ def _fingerprint(ddl: str, queries: Sequence[tuple[str, str]], settings: Sequenc
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def _no_aggregates(matcher: Matcher) -> None:
+    if matcher.aggregator is not None and len(matcher.aggregator):
+        names = ", ".join(list(matcher.aggregator.queries)[:5])
+        raise SparkStageError(
+            f"aggregate queries ({names}) do not run in the Spark stages yet; run them with mqo match --engine local"
+            " or Matcher.push_batch"
+        )
+
+
 def _source(
     queries: str | Sequence[str] | Matcher, schema: str | None, frames: Mapping[str, DataFrame], order: str | None
 ) -> Matcher:
@@ -142,12 +151,14 @@ def _source(
     if isinstance(queries, Matcher):
         if schema is not None:
             raise SparkStageError("give schema= only with query texts; a Matcher brings its own streams")
+        _no_aggregates(queries)
         if not len(queries.registry):
             raise SparkStageError("the matcher has no registered queries")
         return queries
     ddl = schema if schema is not None else ddl_from_frames(frames)
     matcher = Matcher(ddl) if order is None else Matcher(ddl, order=order)
     matcher.register_queries(queries)
+    _no_aggregates(matcher)
     if not len(matcher.registry):
         raise SparkStageError("no queries given")
     return matcher

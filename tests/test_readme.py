@@ -65,3 +65,12 @@ def test_spark_embedding_example_gives_the_running_example_result(spark_session)
         exec(compile(block, "README.md", "exec"), namespace)
     rows = namespace["results"].collect()
     assert [(r["query"], r["ts"], dict(r["ids"]), r["H.alert"]) for r in rows] == [("3", 1.0, {"T": 0, "H": 0}, 1)]
+
+
+def test_aggregation_example_prints_the_documented_rows():
+    block = block_with("poll_aggregates")
+    expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
+    out = io.StringIO()
+    with in_repo(), contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    assert out.getvalue().strip() == expected.strip()

@@ -1,0 +1,396 @@
+"""The shared slicing aggregator: many windowed aggregate queries over one set of slices.
+
+Sharing, from the outside in:
+
+* **filters**: every distinct WHERE (as normalized) is one single-stream match query
+  of a private :class:`~mqo.pipeline.Pipeline`; its attribute predicates live in the
+  shared covering lists and one pass of the batch kernels decides, per tuple, every
+  filter it satisfies (residuals and OR through the engine, as for matches). Queries
+  with the same WHERE share the filter.
+* **slice stores**: per (stream, filter, GROUP BY columns) one
+  :class:`~mqo.aggregation.slices.SliceStore` holds per slice and group one partial per
+  value column (count, compensated sum, min, max, Welford mean/M2, exact int sums):
+  every query over that filter and grouping, whatever its RANGE, SLIDE and
+  aggregates, reads them.
+* **windows** are folds of their slices (:func:`indexes.slice_kernels.combine`), emitted
+  once the watermark has passed their end: no tuple that could still be accepted (not
+  late) can fall in them. ``flush`` emits every window holding data (end of input).
+
+Registration while running: a query registered when the newest timestamp is ``R``
+reports the windows that start at or after ``R`` (they hold only tuples that arrive
+after it); one registered before any tuple reports every window. Removal: nothing
+more is reported; stores no query reads are dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from indexes import kernels
+from indexes import slice_kernels as K
+from indexes.stored import StoredTuple
+from mqo.aggregation.results import AggregateBatch, AggregateRow, holds, output_value
+from mqo.aggregation.slices import SliceStore, slice_of
+from mqo.batch import EXACT, slots_of
+from mqo.clock import Clock
+from mqo.config import MatcherConfig
+from mqo.pipeline import Pipeline
+from mqo.plan import compile_plan
+from mqo.prepare import ENGINE, SINGLE, PreparedBatch
+from mqo.registry import QueryRegistry
+from predicates import Catalog, ColumnType, QueryError
+from predicates.aggregate import AggregateQuery, filter_text
+from predicates.numbers import decimal_of
+
+
+def _gcd(a: Fraction, b: Fraction) -> Fraction:
+    return Fraction(math.gcd(a.numerator * b.denominator, b.numerator * a.denominator), a.denominator * b.denominator)
+
+
+@dataclass
+class _Registered:
+    query: AggregateQuery
+    store_key: tuple
+    since: Fraction | None  # the newest timestamp at registration (None: before any)
+    next_k: int | None = None  # the next window to emit ends at next_k * slide
+
+    @property
+    def slide(self) -> Fraction:
+        return self.query.window.slide
+
+    @property
+    def size(self) -> Fraction | None:
+        return self.query.window.size
+
+
+class Aggregator:
+    def __init__(self, catalog: Catalog, config: MatcherConfig) -> None:
+        self.catalog = catalog
+        self.queries: dict[str, _Registered] = {}
+        self.stores: dict[tuple, SliceStore] = {}
+        self.filters: dict[tuple, str] = {}  # filter key -> filter query id
+        self.filter_users: dict[str, set[str]] = {}
+        self.filter_texts: dict[str, str] = {}
+        self._config = config.with_changes(order="AJW", store="candidates", allowed_lateness=0.0)
+        self._registry = QueryRegistry(catalog, config.max_disjuncts)
+        self._pipeline = Pipeline(self._config)
+        self._version = 0
+        self._stale = True
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    # ------------------------------------------------------------ registration
+
+    def register(self, queries: list[AggregateQuery], newest: float) -> None:
+        since = None if newest == -math.inf else decimal_of(newest)
+        for aq in queries:
+            if aq.window.kind == "rows":
+                raise QueryError(f"query {aq.name}: ROWS windows are not supported yet; use a RANGE window", None, None)
+            if aq.window.kind == "unbounded" and since is not None:
+                raise QueryError(
+                    f"query {aq.name}: a landmark window [RANGE UNBOUNDED] must be registered before the first tuple",
+                    None,
+                    None,
+                )
+        for aq in queries:
+            self._add(aq, since)
+        self._stale = True
+
+    def _add(self, aq: AggregateQuery, since: Fraction | None) -> None:
+        key = aq.filter_key
+        fid = self.filters.get(key)
+        if fid is None:
+            fid = f"f{len(self.filters)}_{aq.name}"
+            compiled = self._registry.compiler.compile(filter_text(aq), 1).renamed(fid)
+            self._registry.add([compiled], -math.inf)
+            self.filters[key] = fid
+            self.filter_texts[fid] = filter_text(aq)
+        self.filter_users.setdefault(fid, set()).add(aq.name)
+        window = aq.window
+        grid = window.slide if window.size is None else _gcd(window.size, window.slide)
+        columns = list(dict.fromkeys(c.column for c in aq.calls if c.column is not None))
+        integer = [self.catalog.get(aq.stream).lookup(c)[1] is ColumnType.INTEGER for c in columns]  # type: ignore[union-attr,index]
+        base = (aq.stream.lower(), fid, aq.group_by)
+        store_key = None
+        if window.kind != "unbounded":
+            for k, store in self.stores.items():
+                if k[:3] == base and not store.landmark and (grid / store.grid).denominator == 1:
+                    store_key = k
+                    break
+        if store_key is None:
+            store_key = (*base, grid, aq.name if window.kind == "unbounded" else "")
+            self.stores[store_key] = SliceStore([], [], grid)
+            self.stores[store_key].landmark = window.kind == "unbounded"
+        self.stores[store_key].add_columns(columns, integer)
+        reg = _Registered(aq, store_key, since)
+        if since is not None and window.size is not None:
+            reg.next_k = math.ceil((since + window.size) / window.slide)
+        self.queries[aq.name] = reg
+
+    def unregister(self, name: str) -> None:
+        reg = self.queries.pop(name)
+        key = reg.query.filter_key
+        fid = self.filters[key]
+        users = self.filter_users[fid]
+        users.discard(name)
+        if not users:
+            del self.filters[key], self.filter_users[fid], self.filter_texts[fid]
+            self._registry.remove(fid)
+        if not any(r.store_key == reg.store_key for r in self.queries.values()):
+            del self.stores[reg.store_key]
+        self._stale = True
+
+    def _plan(self) -> None:
+        if self._stale:
+            self._version += 1
+            self._pipeline.attach(compile_plan(self._registry, self._version))
+            self._stale = False
+
+    # ----------------------------------------------------------------- input
+
+    def streams(self) -> set[str]:
+        return {r.query.stream.lower() for r in self.queries.values()}
+
+    def ingest(self, stream: str, batch: Any, clock: Clock | None = None, late: np.ndarray | None = None) -> None:
+        """A batch of ``stream``'s tuples into the slices; with ``clock`` (as it is
+        before the batch) its late rows are left out, as the pipeline leaves them out."""
+        if stream.lower() not in self.streams():
+            return
+        self._plan()
+        plan = self._pipeline.plan
+        assert plan is not None
+        s = plan.stream_number(stream)
+        prepared = self._pipeline.prepare(s, batch)
+        n = len(prepared)
+        if not n:
+            return
+        keep = np.ones(n, bool) if clock is None else ~clock.late_mask(prepared.ts)[0]
+        if late is not None:  # decided by the caller over a merged arrival order
+            keep &= ~late
+        rows_of, fids = self._filtered(prepared, keep)
+        slot_names = [slot.name for slot in plan.slots]
+        fid_of = np.array([slot_names[q] for q in fids.tolist()], object) if len(fids) else np.zeros(0, object)
+        for store_key, store in self.stores.items():
+            if store_key[0] != stream.lower():
+                continue
+            chosen = rows_of[fid_of == store_key[1]] if len(fids) else rows_of[:0]
+            if not len(chosen):
+                continue
+            self._into(store, store_key, prepared, chosen)
+
+    def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, filter slot) of every filter each kept row satisfies."""
+        flags = np.where(keep, prepared.flags, 0)
+        rows_out: list[np.ndarray] = []
+        slots_out: list[np.ndarray] = []
+        single = np.flatnonzero(flags & SINGLE)
+        if len(single):
+            sub = prepared.candidates(single)
+            counts = kernels.count_bits(sub, prepared.single_mask)
+            row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
+            rows_out.append(single[row_of])
+            slots_out.append(np.asarray(slots, np.int64))
+        engine = self._pipeline.engine
+        assert engine is not None
+        for i in np.flatnonzero(flags & ENGINE).tolist():
+            t = StoredTuple(prepared.stream, 0, prepared.row(i))
+            for block in engine.process(t, self._pipeline.order, prepared.engine_cand(i)):
+                hit = slots_of(block.slots)
+                rows_out.append(np.full(len(hit), i, np.int64))
+                slots_out.append(hit)
+        if not rows_out:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(rows_out), np.concatenate(slots_out)
+
+    def _into(self, store: SliceStore, store_key: tuple, prepared: PreparedBatch, rows: np.ndarray) -> None:
+        rows = np.sort(rows)
+        ts = prepared.ts[rows]
+        slices = slice_of(ts, store.grid)
+        C = len(store.columns)
+        fvals = np.full((len(rows), C), np.nan)
+        ivals = np.zeros((len(rows), C), np.int64)
+        exact = prepared.columns.get(EXACT, {})
+        for c, (name, integer) in enumerate(zip(store.columns, store.integer, strict=True)):
+            col = prepared.columns.get(name)
+            if col is not None:
+                fvals[:, c] = np.asarray(col, np.float64)[rows]
+            if integer:
+                if name in exact:
+                    ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
+                else:
+                    ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
+        group_cols = store_key[2]
+        if group_cols:
+            cols = [prepared.columns.get(g) for g in group_cols]
+            keys = [tuple(_key(col, int(i)) for col in cols) for i in rows.tolist()]
+        else:
+            keys = [()] * len(rows)
+        store.add(slices, keys, fvals, ivals, self._first_needed(store_key))
+
+    def _first_needed(self, store_key: tuple) -> int:
+        """The first slice a pending window of the store's queries can need."""
+        store = self.stores[store_key]
+        first: int | None = None
+        for reg in self.queries.values():
+            if reg.store_key != store_key:
+                continue
+            if reg.next_k is None or reg.size is None:
+                return -(2**62)
+            lo = int((reg.next_k * reg.slide - reg.size) / store.grid) + 1
+            first = lo if first is None else min(first, lo)
+        return -(2**62) if first is None else first
+
+    # -------------------------------------------------------------- emission
+
+    def emit(self, newest: float, lateness: Fraction) -> AggregateBatch:
+        """Every window that ends before ``newest - lateness`` (no tuple that is still
+        accepted can fall in it)."""
+        if newest == -math.inf:
+            return AggregateBatch()
+        return self._emit(decimal_of(newest) - lateness)
+
+    def flush(self) -> AggregateBatch:
+        """End of input: every window holding data."""
+        return self._emit(None)
+
+    def _emit(self, threshold: Fraction | None) -> AggregateBatch:
+        out: list[tuple[Fraction, int, AggregateRow]] = []
+        for position, reg in enumerate(self.queries.values()):
+            store = self.stores[reg.store_key]
+            if store.empty:
+                continue
+            s, d, g = reg.slide, reg.size, store.grid
+            if threshold is None:
+                span = d if d is not None else Fraction(0)
+                k_max = math.ceil((store.top * g + span) / s) - 1 if d is not None else math.ceil(store.top * g / s)
+            else:
+                k_max = math.ceil(threshold / s) - 1
+            if reg.next_k is None:
+                # the first window with data; none ending at or after the threshold is
+                # closed yet (a tuple within the lateness may still come before the first)
+                first = math.ceil(store.base * g / s)
+                reg.next_k = first if threshold is None else min(first, k_max + 1)
+            k = reg.next_k
+            while k <= k_max:
+                end = k * s
+                lo = -(2**62) if d is None else int((end - d) / g) + 1
+                hi = int(end / g)
+                j = store.next_data(lo)
+                if j is None:
+                    k = k_max + 1
+                    break
+                if j > hi:  # empty: on to the first window holding slice j, not past the closed ones
+                    k = min(max(k + 1, math.ceil(j * g / s)), k_max + 1)
+                    continue
+                rows, fpart, ipart = store.window(lo, hi)
+                bounds = (-math.inf if d is None else float(end - d), float(end))
+                columns = [None if c.column is None else store.columns.index(c.column) for c in reg.query.calls]
+                for grp in np.flatnonzero(rows).tolist():
+                    row = self._row(reg, store, bounds, columns, grp, rows, fpart, ipart)
+                    if row is not None:
+                        out.append((bounds[1], position, row))
+                k += 1
+            reg.next_k = max(reg.next_k, k)
+        for key, store in self.stores.items():
+            if not store.landmark:
+                store.drop_before(self._first_needed(key))
+        out.sort(key=lambda item: (item[0], item[1]))
+        return AggregateBatch([row for _, _, row in out])
+
+    def _row(
+        self,
+        reg: _Registered,
+        store: SliceStore,
+        bounds: tuple[float, float],
+        columns: list[int | None],
+        grp: int,
+        rows: np.ndarray,
+        fpart: np.ndarray,
+        ipart: np.ndarray,
+    ) -> AggregateRow | None:
+        aq = reg.query
+        values: dict[tuple[str, str | None], Any] = {}
+        for call, c in zip(aq.calls, columns, strict=True):
+            if c is None:
+                values[(call.func, None)] = int(rows[grp])
+                continue
+            values[(call.func, call.column)] = _final(
+                call.func, store.integer[c], fpart[grp, c], ipart[grp, c], aq.name
+            )
+        group = dict(zip(aq.group_by, store.group_keys[grp], strict=True))
+        if aq.having is not None and not holds(aq.having, values, group):
+            return None
+        return AggregateRow(
+            aq.name,
+            *bounds,
+            group,
+            {name: output_value(expr, values, group) for name, expr in aq.outputs},
+        )
+
+    # --------------------------------------------------------------- explain
+
+    def explain(self) -> list[str]:
+        lines = [f"aggregate queries: {len(self.queries)}, slice stores: {len(self.stores)}"]
+        for fid, users in self.filter_users.items():
+            lines.append(f"  filter {fid}: {self.filter_texts[fid]}  <- read by {', '.join(sorted(users))}")
+        for key, store in self.stores.items():
+            stream, fid, group, grid = key[:4]
+            readers = [r.query for r in self.queries.values() if r.store_key == key]
+            partials = ", ".join(
+                f"{c} ({'INTEGER' if i else 'FLOAT'})" for c, i in zip(store.columns, store.integer, strict=True)
+            )
+            lines.append(
+                f"  store {stream} / filter {fid} / group by ({', '.join(group) or '-'}): slice edges every"
+                f" {float(grid):g} s from ts 0{' (landmark)' if store.landmark else ''};"
+                f" {store.slices_kept} slices x {len(store.group_keys)} groups kept"
+            )
+            lines.append(f"    shared partials: COUNT(*); per column count, sum, min, max, mean/M2: {partials or '-'}")
+            for aq in readers:
+                w = aq.window
+                size = "UNBOUNDED" if w.size is None else f"{float(w.size):g} s"
+                calls = ", ".join(c.text() for c in aq.calls)
+                lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}")
+        return lines
+
+
+def _key(col: Any, i: int) -> Any:
+    if col is None:
+        return None
+    v = col[i]
+    if isinstance(v, float | np.floating):
+        if v != v:
+            return None
+        return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)
+    return v
+
+
+def _final(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -> Any:
+    n = int(p[K.N])
+    if func == "COUNT":
+        return n
+    if n == 0:
+        return None
+    if func == "SUM":
+        if integer:
+            if abs(f[K.SUM_HI]) > 2.0**62:
+                raise OverflowError(f"query {name}: an INTEGER sum passes 64 bits")
+            return int(p[K.ISUM])
+        return float(f[K.SUM_HI] + f[K.SUM_LO])
+    if func == "AVG":
+        if integer:
+            return float(Fraction(int(p[K.ISUM]), n))
+        return float(f[K.SUM_HI] + f[K.SUM_LO]) / n
+    if func == "MIN":
+        return int(p[K.IMIN]) if integer else float(f[K.MIN])
+    if func == "MAX":
+        return int(p[K.IMAX]) if integer else float(f[K.MAX])
+    if n < 2:
+        return None
+    variance = max(float(f[K.M2]), 0.0) / (n - 1)
+    return variance if func == "VARIANCE" else math.sqrt(variance)

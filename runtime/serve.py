@@ -227,6 +227,14 @@ class LocalService:
                     known[name] = QueryFile(digest, [])
                 report.unregistered += dropped
                 continue
+            aggregator = self.matcher.aggregator
+            windowed = [q for q in ids if aggregator is not None and q in aggregator.queries]
+            if windowed:
+                # their windows close on a watermark the service does not keep across steps yet
+                self._drop(ids)
+                message = f"{path}: query {windowed[0]} is a windowed aggregate query; mqo serve does not run those yet"
+                errors.append({"file": str(path), "error": message})
+                ids = []
             report.unregistered += dropped
             report.registered += len(ids)
             known[name] = QueryFile(digest, ids, text)

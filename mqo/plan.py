@@ -234,6 +234,12 @@ class CompiledPlan:
     retention_window: float
     retention_window_exact: Fraction
     _stream_number: dict[str, int] = field(repr=False)
+    record_orders: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    removal_mark: int = 0  # the registry's removal log read up to here (mqo.plan_update)
+    # a plan updated in place of a recompile (mqo.plan_update): the fully compiled plan
+    # whose lists and kernel tables it shares, and that plan's records removed since
+    base_plan: CompiledPlan | None = field(default=None, repr=False)
+    dead_records: frozenset[int] = frozenset()
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
 
@@ -354,7 +360,8 @@ class CompiledPlan:
         """Slots all of whose streams are in ``stream_mask``."""
         mask = self._covered.get(stream_mask)
         if mask is None:
-            mask = self._mask((self.slot_stream_mask & ~np.int64(stream_mask)) == 0)
+            masks = self.slot_stream_mask
+            mask = self._mask(((masks & ~np.int64(stream_mask)) == 0) & (masks != 0))  # 0: a removed query
             self._covered[stream_mask] = mask
         return mask
 
@@ -402,13 +409,20 @@ class CompiledPlan:
         return qed
 
     def kill_bitsets(self, stream: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> KillBitsets:
-        """The batch kernels' tables for one stream's attribute lists."""
+        """The batch kernels' tables for one stream's attribute lists (an updated plan
+        extends its base plan's tables with its own lists')."""
         tables = self._kill_bitsets.get(stream)
         if tables is None:
             words = words_for(self.n_slots)
             base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
             lists = [lst.as_users() for lst in self.attr_lists[stream]]
-            tables = self._kill_bitsets[stream] = KillBitsets(lists, self.n_slots, base, budget_bytes)
+            if self.base_plan is None:
+                tables = KillBitsets(lists, self.n_slots, base, budget_bytes)
+            else:
+                shared = self.base_plan.kill_bitsets(stream, budget_bytes)
+                added = lists[len(self.base_plan.attr_lists[stream]) :]
+                tables = shared.extended(added, self.n_slots, base, budget_bytes)
+            self._kill_bitsets[stream] = tables
         return tables
 
 
@@ -535,25 +549,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n
 
-    attr_lists: list[list[CompiledList]] = [[] for _ in range(n_streams)]
-    attr_list_mask = [0] * n_streams
-    pair_lists: dict[Kind, list[list[list[CompiledList]]]] = {
-        k: [[[] for _ in range(n_streams)] for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
-    }
-    indexed: list[set[int]] = [set() for _ in range(n_streams)]
-    for lst in lists[Kind.ATTRIBUTE]:
-        attr_lists[lst.left_stream].append(lst)
-        attr_list_mask[lst.left_stream] |= 1 << lst.index
-    for kind in (Kind.JOIN, Kind.WINDOW):
-        for lst in lists[kind]:
-            a, b = lst.left_stream, lst.right_stream
-            assert b is not None and lst.right_pos is not None
-            pair_lists[kind][a][b].append(lst)
-            pair_lists[kind][b][a].append(lst)
-            if lst.left_pos != 0:
-                indexed[a].add(lst.left_pos)
-            if lst.right_pos != 0:
-                indexed[b].add(lst.right_pos)
+    attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
 
     return CompiledPlan(
         version=version,
@@ -581,7 +577,34 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         retention_window=windows.floats[-1] if n_records else 0.0,
         retention_window_exact=windows.exact(len(windows) - 1) if n_records else Fraction(0),
         _stream_number=number,
+        record_orders=orders,
+        removal_mark=registry.removal_mark,
     )
+
+
+def arrange_lists(lists: dict[Kind, list[CompiledList]], n_streams: int) -> tuple[Any, Any, Any, Any]:
+    """Attribute lists per stream, join and window lists per pair of streams, the
+    indexed columns per stream and each stream's attribute lists as a mask."""
+    attr_lists: list[list[CompiledList]] = [[] for _ in range(n_streams)]
+    attr_list_mask = [0] * n_streams
+    pair_lists: dict[Kind, list[list[list[CompiledList]]]] = {
+        k: [[[] for _ in range(n_streams)] for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
+    }
+    indexed: list[set[int]] = [set() for _ in range(n_streams)]
+    for lst in lists[Kind.ATTRIBUTE]:
+        attr_lists[lst.left_stream].append(lst)
+        attr_list_mask[lst.left_stream] |= 1 << lst.index
+    for kind in (Kind.JOIN, Kind.WINDOW):
+        for lst in lists[kind]:
+            a, b = lst.left_stream, lst.right_stream
+            assert b is not None and lst.right_pos is not None
+            pair_lists[kind][a][b].append(lst)
+            pair_lists[kind][b][a].append(lst)
+            if lst.left_pos != 0:
+                indexed[a].add(lst.left_pos)
+            if lst.right_pos != 0:
+                indexed[b].add(lst.right_pos)
+    return attr_lists, pair_lists, indexed, attr_list_mask
 
 
 def _context_code(context: Context, stream_number: Any, schema_of: Any) -> ContextCode:

@@ -12,6 +12,9 @@ b. against DuckDB: the ``mqo match`` command, as a whole process (start-up, read
 c. publish/subscribe intervals (the Rein/TAMA workload): 20 attributes, subscriptions
    of 10 interval predicates; registration rate, memory per subscription, matching
    time per event at 20,000 and 1,000,000 subscriptions.
+c'. live registration: 20,000 subscriptions, batches of 100 events with one
+   subscription registered and one removed before each, against the same batches
+   without changes (two matchers, batches timed alternately).
 d. bounded memory: many tuples through 100 windowed queries; resident memory after
    warm-up must grow by less than 10%.
 e. latency of ``push`` with 1,000 registered queries: p50 and p99.
@@ -322,6 +325,52 @@ def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any
     return rows
 
 
+def bench_churn(n: int, batches: int, seed: int) -> list[dict[str, Any]]:
+    """(c') live registration: ``n`` subscriptions, batches of 100 events; between
+    batches one subscription is registered and one removed. ms per batch against the
+    same batches without changes, measured alternately in one run."""
+    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
+    rng = np.random.default_rng(seed + 5)
+    texts = pubsub_queries(n + batches, rng)
+    spare = texts[n:]
+    batch = 100
+    data = {f"a{i}": rng.uniform(0, 1_000_000, batch * batches) for i in range(20)}
+    data["ts"] = np.arange(batch * batches, dtype=np.float64)
+    cut = [{c: v[k * batch : (k + 1) * batch] for c, v in data.items()} for k in range(batches)]
+    times: dict[str, list[float]] = {"still": [], "churn": []}
+    register_ms: list[float] = []
+    matched = {"still": 0, "churn": 0}
+    progress(f"c': {n} subscriptions, {batches} batches of {batch} events, with and without churn")
+    matchers = {}
+    for name in times:
+        m = mqo.Matcher(ddl)
+        m.register_queries(texts[:n])
+        m.push_batch("E", {c: v[:1] for c, v in data.items()})  # plan and kernel tables built
+        matchers[name] = m
+    for k in range(1, batches):
+        for name, m in matchers.items():
+            t0 = time.perf_counter()
+            if name == "churn":
+                m.register_query(spare[k])
+                m.unregister_query(f"s{k}")
+                register_ms.append((time.perf_counter() - t0) * 1000)
+            matched[name] += len(m.push_batch("E", cut[k]))
+            times[name].append((time.perf_counter() - t0) * 1000)
+    still, churn = float(np.median(times["still"])), float(np.median(times["churn"]))
+    worst = float(np.max(times["churn"]))
+    ratio = churn / still
+    return [
+        row("c'", f"{n:,} subscriptions: ms per batch of {batch} events, no changes (median)", still,
+            note=f"{batches - 1} batches, {matched['still'] / (batches - 1) / batch:.1f} matches per event"),
+        row("c'", f"{n:,} subscriptions: ms per batch of {batch}, 1 registered + 1 removed before each (median)", churn,
+            note=f"mean {float(np.mean(times['churn'])):.1f} ms (no changes: {float(np.mean(times['still'])):.1f} ms); "
+                 f"worst batch {worst:.1f} ms (a whole recompile every ~2*sqrt(subscriptions) changes)"),
+        row("c'", "churn / no churn, ms per batch", ratio, target="<= 2x", met=ratio <= 2),
+        row("c'", "register + unregister call, ms (median)", float(np.median(register_ms)), target="<= 1 ms",
+            met=float(np.median(register_ms)) <= 1, note="the plan is updated lazily, in the next batch's time"),
+    ]  # fmt: skip
+
+
 def bench_memory(n_tuples: int, batch: int, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed + 7)
     # each round pushes a batch of B, then a batch of H over the same time span, so H's
@@ -516,7 +565,7 @@ def write_results(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mqo experiment bench", description=DESCRIPTION)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    parser.add_argument("--only", default="a,b,c,d,e,f", help="which benchmarks (a,b,c,d,e,f)")
+    parser.add_argument("--only", default="a,b,c,c',d,e,f", help="which benchmarks (a,b,c,c',d,e,f)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the targets' sizes)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
@@ -531,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         "c": lambda: bench_pubsub(
             [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed
         ),
+        "c'": lambda: bench_churn(2000 if q else 20_000, 30 if q else 200, args.seed),
         "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),
         "e": lambda: bench_latency(100 if q else 1000, 2000 if q else 10_000, args.seed),
         "f": lambda: bench_linear(
@@ -549,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; choose from {', '.join(runs)}")
     rows: list[dict[str, Any]] = []
-    for name in "abcde":
+    for name in ("a", "b", "c", "c'", "d", "e"):
         if name in chosen:
             rows += runs[name]()
             # written after every benchmark, so a long run that stops keeps what it measured

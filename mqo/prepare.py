@@ -101,12 +101,8 @@ def prepare_batch(
     n = len(ts)
     words = words_for(plan.n_slots)
     lists = plan.attr_lists[stream]
-    of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
-    single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
-    single_mask = bitset_of(np.flatnonzero(single), words)
-    engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
-    multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
-    masks = np.stack([single_mask, engine_mask, multi_mask])
+    masks = plan.batch_masks(stream, _batch_masks)
+    single_mask, engine_mask = masks[0], masks[1]
     lo = np.empty((len(lists), n), np.int64)
     hi = np.empty((len(lists), n), np.int64)
     for l, lst in enumerate(lists):
@@ -122,6 +118,18 @@ def prepare_batch(
     kept[wanted] = np.arange(len(wanted))
     cand = tables.prune(lo[:, wanted], hi[:, wanted]) if len(wanted) else np.zeros((0, words), np.uint64)
     return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
+
+
+def _batch_masks(plan: CompiledPlan, stream: int) -> np.ndarray:
+    """A stream's slots as bitsets: [single-stream plain ones, those the engine
+    decides, multi-stream ones]. The same for every batch of a plan."""
+    words = words_for(plan.n_slots)
+    of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
+    single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
+    single_mask = bitset_of(np.flatnonzero(single), words)
+    engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
+    multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
+    return np.stack([single_mask, engine_mask, multi_mask])
 
 
 def _column(position: int, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> Any:

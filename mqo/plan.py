@@ -103,6 +103,7 @@ class CompiledList:
     factor: float | None
     numeric: bool
     integer: bool = False
+    doubles: bool = False  # every constant a float that means what it prints as
 
     @property
     def n(self) -> int:
@@ -111,10 +112,10 @@ class CompiledList:
     @cached_property
     def covering(self) -> CoveringList:
         if self.right_pos is None:
-            return CoveringList(self.key.op, self.constants, integer=self.integer)
+            return CoveringList(self.key.op, self.constants, integer=self.integer, doubles=self.doubles)
         if not self.numeric:
             return CoveringList(self.key.op, [0])  # strings, booleans: compared as they are
-        return CoveringList(self.key.op, self.constants, factor=self.key.factor)
+        return CoveringList(self.key.op, self.constants, factor=self.key.factor, doubles=self.doubles)
 
     @cached_property
     def kill(self) -> KillTable:
@@ -520,9 +521,11 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         chosen = chosen[np.argsort(row_value[chosen], kind="stable")]
         slots = row_slot[chosen]
         objects = rows["objects"]
+        doubles = False
         if key.family == "number" and not (key.right is not None and key.factor is None):
             exact_rows = np.isin(row_numbers[chosen], exact_row_numbers) if len(exact_row_numbers) else None
-            if exact_rows is None or not exact_rows.any():
+            doubles = exact_rows is None or not exact_rows.any()
+            if doubles:
                 constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
             else:
                 # a few constants are not doubles (1/3): those lists sort exactly
@@ -554,6 +557,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
             factor=to_float(key.factor) if key.factor is not None else None,
             numeric=key.family == "number",
             integer=_holds_integers(schema_of(key.left.stream), key.left.column),
+            doubles=doubles,
         )
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n

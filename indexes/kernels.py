@@ -18,14 +18,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from indexes.kernel_modes import MODE_EQUAL, MODE_GREATER, MODE_LESS, MODE_NOT_EQUAL, NULL
 from indexes.numba_config import JIT_OPTIONS
 
-# list modes: which positions a tuple fails
-MODE_LESS = 0  # < <= : satisfied [lo, n), fails the prefix [0, lo)
-MODE_GREATER = 1  # > >= : satisfied [0, hi), fails the suffix [hi, n)
-MODE_EQUAL = 2  # =    : satisfied [lo, hi), fails both sides
-MODE_NOT_EQUAL = 3  # != : fails the run [lo, hi)
-NULL = -1  # lo of a tuple whose value is NULL: it fails every predicate of the list
+__all__ = ["MODE_EQUAL", "MODE_GREATER", "MODE_LESS", "MODE_NOT_EQUAL", "NULL"]
+
 
 ONE = np.uint64(1)
 

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from indexes import kernels
+from indexes import kernel_modes as modes
 
 DEFAULT_BUDGET_BYTES = 256 << 20
 
 MODE_OF_OP = {
-    "<": kernels.MODE_LESS,
-    "<=": kernels.MODE_LESS,
-    ">": kernels.MODE_GREATER,
-    ">=": kernels.MODE_GREATER,
-    "=": kernels.MODE_EQUAL,
-    "!=": kernels.MODE_NOT_EQUAL,
+    "<": modes.MODE_LESS,
+    "<=": modes.MODE_LESS,
+    ">": modes.MODE_GREATER,
+    ">=": modes.MODE_GREATER,
+    "=": modes.MODE_EQUAL,
+    "!=": modes.MODE_NOT_EQUAL,
 }
 
 
@@ -152,6 +152,8 @@ class KillBitsets:
         n = lo.shape[1] if lo.ndim == 2 else 0
         if not n:
             return np.zeros((0, len(masks)), bool)
+        from indexes import kernels  # numba, on first use
+
         return kernels.prune_flags(
             masks,
             self.base,
@@ -166,6 +168,8 @@ class KillBitsets:
         n = lo.shape[1] if lo.ndim == 2 else 0
         cand = np.empty((n, self.words), np.uint64)
         if n:
+            from indexes import kernels  # numba, on first use
+
             kernels.prune(
                 cand,
                 self.base,
@@ -182,6 +186,8 @@ def _build(
     """Per-list arrays, checkpoint table (rows over words ``[first_word, words)``) and
     CSR arrays of ``lists``; CSR offsets start at ``users_before``, ``csr_base`` at 0
     (the caller adds the positions before)."""
+    from indexes import kernels  # numba, on first use
+
     count = len(lists)
     width = words - first_word
     shift = first_word * 64
@@ -206,7 +212,7 @@ def _build(
     for l, lst in enumerate(lists):
         mode = per_list["modes"][l]
         n = lst.n
-        sides = 2 if mode == kernels.MODE_EQUAL else 1
+        sides = 2 if mode == modes.MODE_EQUAL else 1
         stride = 1
         while (n // stride + 2) * sides * width * 8 > per_budget and stride < max(n, 1):
             stride *= 2
@@ -218,19 +224,19 @@ def _build(
         users_so_far += len(lst.users)
         # the table's rows cover words [first_word, words): slot numbers shift with them
         shifted = lst.users.astype(np.int32) - shift if shift else lst.users
-        if mode in (kernels.MODE_LESS, kernels.MODE_EQUAL):
+        if mode in (modes.MODE_LESS, modes.MODE_EQUAL):
             table = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, False)
             per_list["prefix_rows"][l] = rows
             per_list["any_rows"][l] = rows + table.shape[0] - 1
             tables.append(table)
             rows += table.shape[0]
-        if mode in (kernels.MODE_GREATER, kernels.MODE_EQUAL):
+        if mode in (modes.MODE_GREATER, modes.MODE_EQUAL):
             table = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, True)
             per_list["suffix_rows"][l] = rows
             per_list["any_rows"][l] = rows
             tables.append(table)
             rows += table.shape[0]
-        if mode == kernels.MODE_NOT_EQUAL:
+        if mode == modes.MODE_NOT_EQUAL:
             per_list["any_rows"][l] = rows
             tables.append(bitset_of(shifted, width)[None, :])
             rows += 1

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from indexes import kernels
 from indexes.stored import StoredTuple
 from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of, row_columns
 from mqo.clock import Clock
@@ -216,6 +215,8 @@ class Pipeline:
         single_rows = np.flatnonzero(flags & SINGLE)
         if len(single_rows):
             # single-stream results of all rows at once, read off the candidate bits
+            from indexes import kernels  # numba, on first use (importing mqo stays light)
+
             sub = prepared.candidates(single_rows)
             counts = kernels.count_bits(sub, prepared.single_mask)
             row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from indexes import kernels
 from indexes.covering import NOTHING
+from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
 from mqo.batch import EXACT
 from mqo.plan import CompiledPlan
@@ -166,7 +166,7 @@ def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, col
     for i in range(n):
         a, b, negated = lst.covering.satisfied(left[i]) if right is None else lst._pair(left[i], right[i])
         if (a, b, negated) == NOTHING and op != "=":
-            lo[i], hi[i] = kernels.NULL, 0
+            lo[i], hi[i] = NULL, 0
         elif op in ("<", "<="):
             lo[i], hi[i] = a, lst.n
         elif op in (">", ">="):

@@ -1,6 +1,6 @@
 """Performance benchmarks of the matcher, each against the target it is held to.
 
-    python -m experiments.bench [--only a,b,c,d,e,f] [--quick] [--out DIR]
+    python -m experiments.bench [--only a,b,c,c',d,e,f] [--quick] [--out DIR]
 
 a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matcher,
    against the same engine with one query per matcher, over 2 x 10,000 tuples. The
@@ -8,10 +8,17 @@ a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matc
    is independent, so its total is the sum); the sample's results are checked equal.
 b. against DuckDB: the ``mqo match`` command, as a whole process (start-up, reading
    the CSV files, writing JSON lines), against DuckDB running each query as SQL over
-   the same files, also a whole process; result counts asserted equal.
+   the same files, and against the one set-based statement a DuckDB expert writes
+   (the queries' constants in a table, the streams pre-cut by the loosest constants,
+   ``COPY ... TO (FORMAT JSON)``), each a whole process; results asserted equal (ids
+   with the per-query SQL; query, ts, ids and values as multisets with the set-based).
 c. publish/subscribe intervals (the Rein/TAMA workload): 20 attributes, subscriptions
    of 10 interval predicates; registration rate, memory per subscription, matching
    time per event at 20,000 and 1,000,000 subscriptions.
+c'. live registration: 20,000 subscriptions, batches of 100 events with one
+   subscription registered and one removed before each, against the same batches
+   without changes (two matchers, batches timed alternately). Its table goes to
+   ``churn.md`` and ``churn.csv`` (``--only "c'"`` runs it alone).
 d. bounded memory: many tuples through 100 windowed queries; resident memory after
    warm-up must grow by less than 10%.
 e. latency of ``push`` with 1,000 registered queries: p50 and p99.
@@ -177,6 +184,33 @@ con.execute(f"COPY results TO '{out}' (FORMAT JSON)")
 """
 
 
+DUCKDB_SET_SCRIPT = """
+import sys, duckdb
+b_csv, h_csv, queries_csv, out = sys.argv[1:5]
+con = duckdb.connect()
+con.execute(f"CREATE TABLE b AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{b_csv}')")
+con.execute(f"CREATE TABLE h AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{h_csv}')")
+con.execute(f"CREATE TABLE q AS SELECT * FROM read_csv_auto('{queries_csv}')")
+con.execute(
+    "COPY (SELECT q.qid AS query, greatest(b.ts, h.ts) AS ts, {'B': b.id, 'H': h.id} AS ids, "
+    "{'B.pressure': b.pressure, 'B.temp': b.temp, 'B.alert': b.alert, 'H.beatrate': h.beatrate, "
+    "'H.vib': h.vib, 'H.alert': h.alert} AS \\"values\\" "
+    "FROM (SELECT * FROM b WHERE pressure < (SELECT max(c1) FROM q)) b "
+    "JOIN (SELECT * FROM h WHERE beatrate > (SELECT min(c2) FROM q)) h "
+    "ON b.ts <= h.ts AND h.ts - b.ts <= 20 "
+    "JOIN q ON b.pressure < q.c1 AND h.beatrate > q.c2 AND b.pressure <= q.k * h.vib) "
+    f"TO '{out}' (FORMAT JSON)"
+)
+"""
+
+
+def timed_process(args: list[str], folder: Path) -> float:
+    """Seconds a DuckDB script takes as a process (its arguments: the B and H files first)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, args[0], str(folder / "B.csv"), str(folder / "H.csv"), *args[1:]], check=True)
+    return time.perf_counter() - t0
+
+
 def bench_duckdb(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any]]:
     try:
         import duckdb  # noqa: F401
@@ -207,6 +241,11 @@ def bench_duckdb(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any
             json.dumps([[f"q{i}", float(c1[i]), float(c2[i]), int(k[i])] for i in range(n_queries)])
         )
         (d / "duck.py").write_text(textwrap.dedent(DUCKDB_SCRIPT))
+        (d / "duck_set.py").write_text(textwrap.dedent(DUCKDB_SET_SCRIPT))
+        with open(d / "q.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["qid", "c1", "c2", "k"])
+            w.writerows([f"q{i}", repr(float(c1[i])), repr(float(c2[i])), int(k[i])] for i in range(n_queries))
         progress(f"b: mqo match, {n_queries} queries, 2 x {n_tuples} tuples")
         t0 = time.perf_counter()
         subprocess.run(
@@ -216,16 +255,17 @@ def bench_duckdb(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any
         )  # fmt: skip
         mqo_s = time.perf_counter() - t0
         progress(f"b: DuckDB, {n_queries} queries")
-        t0 = time.perf_counter()
-        subprocess.run(
-            [sys.executable, str(d / "duck.py"), str(d / "B.csv"), str(d / "H.csv"), str(d / "queries.json"), str(d / "duck.jsonl")],
-            check=True,
-        )  # fmt: skip
-        duck_s = time.perf_counter() - t0
+        duck_s = timed_process([str(d / "duck.py"), str(d / "queries.json"), str(d / "duck.jsonl")], d)
+        progress(f"b: DuckDB, one set-based statement for {n_queries} queries")
+        set_s = timed_process([str(d / "duck_set.py"), str(d / "q.csv"), str(d / "set.jsonl")], d)
         ours = [json.loads(line) for line in (d / "mqo.jsonl").read_text().splitlines()]
         theirs = [json.loads(line) for line in (d / "duck.jsonl").read_text().splitlines()]
         key = lambda r: (r["query"], r["ids"]["B"], r["ids"]["H"])  # noqa: E731
         assert sorted(map(key, ours)) == sorted(map(key, theirs)), "mqo and DuckDB found different results"
+        as_set = [json.loads(line) for line in (d / "set.jsonl").read_text().splitlines()]
+        # a multiset of (query, ts, ids, values): the same results, written alike
+        full = lambda r: (r["query"], r["ts"], r["ids"]["B"], r["ids"]["H"], *sorted(r["values"].items()))  # noqa: E731
+        assert sorted(map(full, ours)) == sorted(map(full, as_set)), "mqo and the set-based DuckDB statement differ"
     return [
         row(
             "b",
@@ -235,6 +275,13 @@ def bench_duckdb(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any
         ),
         row("b", "DuckDB, one SQL query per query (whole process), seconds", duck_s, note=f"{len(theirs)} results"),
         row("b", "speed-up mqo / DuckDB", duck_s / mqo_s, target=">= 20x", met=duck_s / mqo_s >= 20),
+        row(
+            "b",
+            "DuckDB, one set-based statement for all queries (whole process), seconds",
+            set_s,
+            note=f"{len(as_set)} results; query constants in a table, streams pre-cut by the loosest constants",
+        ),
+        row("b", "speed-up mqo / set-based DuckDB", set_s / mqo_s, target=">= 1.5x", met=set_s / mqo_s >= 1.5),
     ]
 
 
@@ -320,6 +367,52 @@ def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any
         del m
         gc.collect()
     return rows
+
+
+def bench_churn(n: int, batches: int, seed: int) -> list[dict[str, Any]]:
+    """(c') live registration: ``n`` subscriptions, batches of 100 events; between
+    batches one subscription is registered and one removed. ms per batch against the
+    same batches without changes, measured alternately in one run."""
+    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
+    rng = np.random.default_rng(seed + 5)
+    texts = pubsub_queries(n + batches, rng)
+    spare = texts[n:]
+    batch = 100
+    data = {f"a{i}": rng.uniform(0, 1_000_000, batch * batches) for i in range(20)}
+    data["ts"] = np.arange(batch * batches, dtype=np.float64)
+    cut = [{c: v[k * batch : (k + 1) * batch] for c, v in data.items()} for k in range(batches)]
+    times: dict[str, list[float]] = {"still": [], "churn": []}
+    register_ms: list[float] = []
+    matched = {"still": 0, "churn": 0}
+    progress(f"c': {n} subscriptions, {batches} batches of {batch} events, with and without churn")
+    matchers = {}
+    for name in times:
+        m = mqo.Matcher(ddl)
+        m.register_queries(texts[:n])
+        m.push_batch("E", {c: v[:1] for c, v in data.items()})  # plan and kernel tables built
+        matchers[name] = m
+    for k in range(1, batches):
+        for name, m in matchers.items():
+            t0 = time.perf_counter()
+            if name == "churn":
+                m.register_query(spare[k])
+                m.unregister_query(f"s{k}")
+                register_ms.append((time.perf_counter() - t0) * 1000)
+            matched[name] += len(m.push_batch("E", cut[k]))
+            times[name].append((time.perf_counter() - t0) * 1000)
+    still, churn = float(np.median(times["still"])), float(np.median(times["churn"]))
+    worst = float(np.max(times["churn"]))
+    ratio = churn / still
+    return [
+        row("c'", f"{n:,} subscriptions: ms per batch of {batch} events, no changes (median)", still,
+            note=f"{batches - 1} batches, {matched['still'] / (batches - 1) / batch:.1f} matches per event"),
+        row("c'", f"{n:,} subscriptions: ms per batch of {batch}, 1 registered + 1 removed before each (median)", churn,
+            note=f"mean {float(np.mean(times['churn'])):.1f} ms (no changes: {float(np.mean(times['still'])):.1f} ms); "
+                 f"worst batch {worst:.1f} ms (a whole recompile every ~2*sqrt(subscriptions) changes)"),
+        row("c'", "churn / no churn, ms per batch", ratio, target="<= 2x", met=ratio <= 2),
+        row("c'", "register + unregister call, ms (median)", float(np.median(register_ms)), target="<= 1 ms",
+            met=float(np.median(register_ms)) <= 1, note="the plan is updated lazily, in the next batch's time"),
+    ]  # fmt: skip
 
 
 def bench_memory(n_tuples: int, batch: int, seed: int) -> list[dict[str, Any]]:
@@ -487,8 +580,26 @@ def row(
     return {"benchmark": bench, "metric": metric, "value": value, "target": target, "met": met, "note": note}
 
 
+def earlier_rows(path: Path, chosen: set[str]) -> list[dict[str, Any]]:
+    """The rows of ``path`` (an earlier run's results.csv) of benchmarks not chosen now:
+    running some of (a) to (e) leaves the others' figures in the table."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        found = [r for r in csv.DictReader(f) if r["benchmark"] in "abcde" and r["benchmark"] not in chosen]
+    for r in found:
+        r["value"] = float(r["value"])
+        r["met"] = None if r["met"] == "" else r["met"] == "True"
+    return found
+
+
 def write_results(
-    rows: list[dict[str, Any]], out: Path, settings: dict[str, Any], stem: str = "results", title: str = "Benchmarks"
+    rows: list[dict[str, Any]],
+    out: Path,
+    settings: dict[str, Any],
+    stem: str = "results",
+    title: str = "Benchmarks",
+    kept: list[str] | None = None,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / f"{stem}.csv", "w", newline="") as f:
@@ -499,7 +610,8 @@ def write_results(
         f"# {title}",
         "",
         f"Run: `python -m experiments.bench {settings['argv']}` on {settings['machine']} "
-        f"({settings['date']}). Every ratio compares measurements taken in the same run.",
+        f"({settings['date']}). Every ratio compares measurements taken in the same run."
+        + (f" The rows of {', '.join(kept)} are kept from an earlier run." if kept else ""),
         "",
         "| | measurement | value | target | met | notes |",
         "| --- | --- | ---: | --- | --- | --- |",
@@ -516,7 +628,7 @@ def write_results(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mqo experiment bench", description=DESCRIPTION)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    parser.add_argument("--only", default="a,b,c,d,e,f", help="which benchmarks (a,b,c,d,e,f)")
+    parser.add_argument("--only", default="a,b,c,c',d,e,f", help="which benchmarks (a,b,c,c',d,e,f)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the targets' sizes)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
@@ -531,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
         "c": lambda: bench_pubsub(
             [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed
         ),
+        "c'": lambda: bench_churn(2000 if q else 20_000, 30 if q else 200, args.seed),
         "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),
         "e": lambda: bench_latency(100 if q else 1000, 2000 if q else 10_000, args.seed),
         "f": lambda: bench_linear(
@@ -549,11 +662,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; choose from {', '.join(runs)}")
     rows: list[dict[str, Any]] = []
+    kept = earlier_rows(args.out / "results.csv", chosen)
     for name in "abcde":
         if name in chosen:
             rows += runs[name]()
             # written after every benchmark, so a long run that stops keeps what it measured
-            write_results(rows, args.out, settings)
+            merged = sorted(rows + kept, key=lambda r: "abcde".index(r["benchmark"]))  # stable: rows keep their order
+            write_results(merged, args.out, settings, kept=sorted({r["benchmark"] for r in kept}))
+    if "c'" in chosen:
+        # its own table too: it runs on its own without touching the others'
+        write_results(runs["c'"](), args.out, settings, stem="churn", title="Live registration (c')")
     if "f" in chosen:
         # a table of its own: running (f) alone leaves the results of (a) to (e) as they are
         write_results(runs["f"](), args.out, settings, stem="linear", title="Linear growth of mqo match")

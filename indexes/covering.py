@@ -95,8 +95,16 @@ class CoveringList:
     __slots__ = ("_arrays", "_kf", "_le", "_lt", "constants", "factor", "floats", "integer", "n", "op")
 
     def __init__(
-        self, op: str, constants: Sequence[Any], *, integer: bool = False, factor: Fraction | None = None
+        self,
+        op: str,
+        constants: Sequence[Any],
+        *,
+        integer: bool = False,
+        factor: Fraction | None = None,
+        doubles: bool = False,
     ) -> None:
+        """``doubles``: every constant is a float that means what it prints as (the
+        usual case): each is its own cut, and nothing needs converting."""
         if op not in _OPS:
             raise ValueError(f"unknown operator {op!r}")
         self.op = op
@@ -105,9 +113,16 @@ class CoveringList:
         self.integer = integer
         self.factor = factor
         self._kf = to_float(factor) if factor is not None else 1.0
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        if doubles and not integer:
+            self.floats = self.constants
+            self._lt = self._le = self.constants  # a faithful float is its own cut (float_cut)
+            if factor is None:
+                cuts = np.array(self.constants, np.float64)
+                self._arrays = (cuts, cuts)
+            return
         numeric = all(isinstance(c, (float, int, Fraction)) and not isinstance(c, bool) for c in self.constants)
         self.floats = [to_float(c) for c in self.constants] if numeric else self.constants
-        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         if factor is None and numeric:
             cut = integer_cut if integer else float_cut
             cuts = [cut(c) for c in self.constants]

@@ -18,14 +18,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from indexes.kernel_modes import MODE_EQUAL, MODE_GREATER, MODE_LESS, MODE_NOT_EQUAL, NULL
 from indexes.numba_config import JIT_OPTIONS
 
-# list modes: which positions a tuple fails
-MODE_LESS = 0  # < <= : satisfied [lo, n), fails the prefix [0, lo)
-MODE_GREATER = 1  # > >= : satisfied [0, hi), fails the suffix [hi, n)
-MODE_EQUAL = 2  # =    : satisfied [lo, hi), fails both sides
-MODE_NOT_EQUAL = 3  # != : fails the run [lo, hi)
-NULL = -1  # lo of a tuple whose value is NULL: it fails every predicate of the list
+__all__ = ["MODE_EQUAL", "MODE_GREATER", "MODE_LESS", "MODE_NOT_EQUAL", "NULL"]
+
 
 ONE = np.uint64(1)
 
@@ -37,6 +34,13 @@ def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: i
         for k in range(offsets[base + p], offsets[base + p + 1]):
             u = users[k]
             row[u >> 6] &= ~(ONE << np.uint64(u & 63))
+
+
+@njit(**JIT_OPTIONS)
+def and_not(row: np.ndarray, start: int, bits: np.ndarray) -> None:
+    """``row[start:start + len(bits)] &= ~bits``."""
+    for w in range(bits.shape[0]):
+        row[start + w] &= ~bits[w]
 
 
 @njit(**JIT_OPTIONS)
@@ -76,28 +80,36 @@ def _prune_row(
     suffix_rows: np.ndarray,
     any_rows: np.ndarray,
     csr_base: np.ndarray,
+    part: np.ndarray,
+    word_lo: np.ndarray,
     table: np.ndarray,
+    table2: np.ndarray,
     offsets: np.ndarray,
     users: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:
-    """Remove from ``row`` the users of the predicates tuple i failed, list by list."""
+    """Remove from ``row`` the users of the predicates tuple i failed, list by list.
+    A list's checkpoint rows are in ``table`` (``part`` 0) or ``table2`` (``part`` 1)
+    and cover the words from ``word_lo`` on: lists added to a matcher after its tables
+    were built live in a second, narrow table over the new slots' words."""
     for l in range(modes.shape[0]):
+        tab = table if part[l] == 0 else table2
+        w0 = word_lo[l]
         a = lo[l, i]
         if a == NULL:
-            row &= ~table[any_rows[l]]
+            and_not(row, w0, tab[any_rows[l]])
             continue
         b = hi[l, i]
         mode = modes[l]
         s = strides[l]
         if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
             j = a // s
-            row &= ~table[prefix_rows[l] + j]
+            and_not(row, w0, tab[prefix_rows[l] + j])
             clear_users(row, offsets, users, csr_base[l], j * s, a)
         if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
             j = (b + s - 1) // s
-            row &= ~table[suffix_rows[l] + j]
+            and_not(row, w0, tab[suffix_rows[l] + j])
             clear_users(row, offsets, users, csr_base[l], b, min(ns[l], j * s))
         if mode == MODE_NOT_EQUAL:
             clear_users(row, offsets, users, csr_base[l], a, b)
@@ -114,7 +126,10 @@ def prune(
     suffix_rows: np.ndarray,
     any_rows: np.ndarray,
     csr_base: np.ndarray,
+    part: np.ndarray,
+    word_lo: np.ndarray,
     table: np.ndarray,
+    table2: np.ndarray,
     offsets: np.ndarray,
     users: np.ndarray,
     lo: np.ndarray,
@@ -127,7 +142,23 @@ def prune(
         row = cand[i]
         row[:] = base
         _prune_row(
-            row, i, modes, ns, strides, prefix_rows, suffix_rows, any_rows, csr_base, table, offsets, users, lo, hi
+            row,
+            i,
+            modes,
+            ns,
+            strides,
+            prefix_rows,
+            suffix_rows,
+            any_rows,
+            csr_base,
+            part,
+            word_lo,
+            table,
+            table2,
+            offsets,
+            users,
+            lo,
+            hi,
         )
 
 
@@ -142,7 +173,10 @@ def prune_flags(
     suffix_rows: np.ndarray,
     any_rows: np.ndarray,
     csr_base: np.ndarray,
+    part: np.ndarray,
+    word_lo: np.ndarray,
     table: np.ndarray,
+    table2: np.ndarray,
     offsets: np.ndarray,
     users: np.ndarray,
     lo: np.ndarray,
@@ -156,7 +190,23 @@ def prune_flags(
     for i in range(n):
         row[:] = base
         _prune_row(
-            row, i, modes, ns, strides, prefix_rows, suffix_rows, any_rows, csr_base, table, offsets, users, lo, hi
+            row,
+            i,
+            modes,
+            ns,
+            strides,
+            prefix_rows,
+            suffix_rows,
+            any_rows,
+            csr_base,
+            part,
+            word_lo,
+            table,
+            table2,
+            offsets,
+            users,
+            lo,
+            hi,
         )
         for m in range(masks.shape[0]):
             for w in range(row.shape[0]):

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from indexes import kernels
+from indexes import kernel_modes as modes
 
 DEFAULT_BUDGET_BYTES = 256 << 20
 
 MODE_OF_OP = {
-    "<": kernels.MODE_LESS,
-    "<=": kernels.MODE_LESS,
-    ">": kernels.MODE_GREATER,
-    ">=": kernels.MODE_GREATER,
-    "=": kernels.MODE_EQUAL,
-    "!=": kernels.MODE_NOT_EQUAL,
+    "<": modes.MODE_LESS,
+    "<=": modes.MODE_LESS,
+    ">": modes.MODE_GREATER,
+    ">=": modes.MODE_GREATER,
+    "=": modes.MODE_EQUAL,
+    "!=": modes.MODE_NOT_EQUAL,
 }
 
 
@@ -60,66 +60,74 @@ class ListUsers:
 
 
 class KillBitsets:
+    """One stream's attribute lists as checkpoint tables for the kernels.
+
+    :meth:`extended` adds lists (those of queries registered since) without touching
+    the tables already built: the new lists' tables cover only the words of the new
+    slots and go to a second table, so a registration costs the size of what it adds,
+    not a rebuild of every list."""
+
     def __init__(
         self, lists: list[ListUsers], n_slots: int, base: np.ndarray, budget_bytes: int = DEFAULT_BUDGET_BYTES
     ) -> None:
-        self.words = words = words_for(n_slots)
+        self.n_slots = n_slots
+        self.words = words_for(n_slots)
         self.base = base
-        count = len(lists)
-        self.modes = np.array([MODE_OF_OP[lst.op] for lst in lists], np.int8)
-        self.ns = np.array([lst.n for lst in lists], np.int64)
-        self.strides = np.ones(count, np.int64)
-        self.prefix_rows = np.zeros(count, np.int64)
-        self.suffix_rows = np.zeros(count, np.int64)
-        self.any_rows = np.zeros(count, np.int64)
-        self.csr_base = np.zeros(count, np.int64)
-        per_list = max(budget_bytes // max(count, 1), 4 * words * 8)
-        tables: list[np.ndarray] = []
-        offsets: list[np.ndarray] = []
-        users: list[np.ndarray] = []
-        rows = 0
-        users_so_far = 0
-        positions_so_far = 0
-        for l, lst in enumerate(lists):
-            mode = self.modes[l]
-            n = lst.n
-            sides = 2 if mode == kernels.MODE_EQUAL else 1
-            stride = 1
-            while (n // stride + 2) * sides * words * 8 > per_list and stride < max(n, 1):
-                stride *= 2
-            self.strides[l] = stride
-            self.csr_base[l] = positions_so_far
-            offsets.append(lst.offsets[:-1] + users_so_far if l < count - 1 else lst.offsets + users_so_far)
-            users.append(lst.users.astype(np.int32, copy=False))
-            positions_so_far += n
-            users_so_far += len(lst.users)
-            if mode in (kernels.MODE_LESS, kernels.MODE_EQUAL):
-                table = kernels.build_checkpoints(lst.offsets, lst.users, n, stride, words, False)
-                self.prefix_rows[l] = rows
-                self.any_rows[l] = rows + table.shape[0] - 1
-                tables.append(table)
-                rows += table.shape[0]
-            if mode in (kernels.MODE_GREATER, kernels.MODE_EQUAL):
-                table = kernels.build_checkpoints(lst.offsets, lst.users, n, stride, words, True)
-                self.suffix_rows[l] = rows
-                self.any_rows[l] = rows
-                tables.append(table)
-                rows += table.shape[0]
-            if mode == kernels.MODE_NOT_EQUAL:
-                self.any_rows[l] = rows
-                tables.append(bitset_of(lst.users, words)[None, :])
-                rows += 1
-        self.table = np.concatenate(tables) if tables else np.zeros((1, words), np.uint64)
-        if offsets:
-            self.offsets = np.concatenate(offsets).astype(np.int64)
-            self.users = np.concatenate(users).astype(np.int32)
-        else:
-            self.offsets = np.zeros(1, np.int64)
-            self.users = np.zeros(0, np.int32)
+        self.parts = 1
+        self._set_lists(*_build(lists, 0, self.words, budget_bytes, 0, 0))
+        self.table2 = np.zeros((1, 1), np.uint64)
+
+    def extended(
+        self, lists: list[ListUsers], n_slots: int, base: np.ndarray, budget_bytes: int = DEFAULT_BUDGET_BYTES
+    ) -> KillBitsets:
+        """These tables plus ``lists``, whose users are all slots past this table's
+        (``>= self.n_slots``), for ``n_slots`` slots in all; ``base``: the candidates a
+        tuple starts from (slots removed since are left out of it). Shares this
+        table; only the new lists' (narrow) table is built."""
+        if self.parts != 1:
+            raise ValueError("only tables built whole can be extended")
+        out = KillBitsets.__new__(KillBitsets)
+        out.n_slots = n_slots
+        out.words = words_for(n_slots)
+        out.base = base
+        out.parts = 2
+        first_word = self.n_slots >> 6
+        count = len(self.modes)
+        positions = int(self.ns.sum())
+        per_list, table2, offsets, users = _build(
+            lists, first_word, out.words, budget_bytes, len(self.users), positions
+        )
+        per_list["csr_base"] += positions
+        merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in per_list}
+        merged["part"][count:] = 1
+        out._set_lists(
+            merged,
+            self.table,
+            np.concatenate([self.offsets[:-1], offsets]) if len(lists) else self.offsets,
+            np.concatenate([self.users, users]),
+        )
+        out.table2 = table2
+        return out
+
+    def _set_lists(
+        self, per_list: dict[str, np.ndarray], table: np.ndarray, offsets: np.ndarray, users: np.ndarray
+    ) -> None:
+        self.modes = per_list["modes"]
+        self.ns = per_list["ns"]
+        self.strides = per_list["strides"]
+        self.prefix_rows = per_list["prefix_rows"]
+        self.suffix_rows = per_list["suffix_rows"]
+        self.any_rows = per_list["any_rows"]
+        self.csr_base = per_list["csr_base"]
+        self.part = per_list["part"]
+        self.word_lo = per_list["word_lo"]
+        self.table = table
+        self.offsets = offsets
+        self.users = users
 
     @property
     def nbytes(self) -> int:
-        return int(self.table.nbytes + self.offsets.nbytes + self.users.nbytes)
+        return int(self.table.nbytes + self.table2.nbytes + self.offsets.nbytes + self.users.nbytes)
 
     def _arrays(self) -> tuple:
         return (
@@ -130,7 +138,10 @@ class KillBitsets:
             self.suffix_rows,
             self.any_rows,
             self.csr_base,
+            self.part,
+            self.word_lo,
             self.table,
+            self.table2,
             self.offsets,
             self.users,
         )
@@ -141,6 +152,8 @@ class KillBitsets:
         n = lo.shape[1] if lo.ndim == 2 else 0
         if not n:
             return np.zeros((0, len(masks)), bool)
+        from indexes import kernels  # numba, on first use
+
         return kernels.prune_flags(
             masks,
             self.base,
@@ -155,6 +168,8 @@ class KillBitsets:
         n = lo.shape[1] if lo.ndim == 2 else 0
         cand = np.empty((n, self.words), np.uint64)
         if n:
+            from indexes import kernels  # numba, on first use
+
             kernels.prune(
                 cand,
                 self.base,
@@ -163,3 +178,73 @@ class KillBitsets:
                 np.ascontiguousarray(hi, np.int64),
             )
         return cand
+
+
+def _build(
+    lists: list[ListUsers], first_word: int, words: int, budget_bytes: int, users_before: int, positions_before: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """Per-list arrays, checkpoint table (rows over words ``[first_word, words)``) and
+    CSR arrays of ``lists``; CSR offsets start at ``users_before``, ``csr_base`` at 0
+    (the caller adds the positions before)."""
+    from indexes import kernels  # numba, on first use
+
+    count = len(lists)
+    width = words - first_word
+    shift = first_word * 64
+    per_list = {
+        "modes": np.array([MODE_OF_OP[lst.op] for lst in lists], np.int8),
+        "ns": np.array([lst.n for lst in lists], np.int64),
+        "strides": np.ones(count, np.int64),
+        "prefix_rows": np.zeros(count, np.int64),
+        "suffix_rows": np.zeros(count, np.int64),
+        "any_rows": np.zeros(count, np.int64),
+        "csr_base": np.zeros(count, np.int64),
+        "part": np.zeros(count, np.int8),
+        "word_lo": np.full(count, first_word, np.int64),
+    }
+    per_budget = max(budget_bytes // max(count, 1), 4 * width * 8)
+    tables: list[np.ndarray] = []
+    offsets: list[np.ndarray] = []
+    users: list[np.ndarray] = []
+    rows = 0
+    users_so_far = users_before
+    positions_so_far = 0
+    for l, lst in enumerate(lists):
+        mode = per_list["modes"][l]
+        n = lst.n
+        sides = 2 if mode == modes.MODE_EQUAL else 1
+        stride = 1
+        while (n // stride + 2) * sides * width * 8 > per_budget and stride < max(n, 1):
+            stride *= 2
+        per_list["strides"][l] = stride
+        per_list["csr_base"][l] = positions_so_far
+        offsets.append(lst.offsets[:-1] + users_so_far if l < count - 1 else lst.offsets + users_so_far)
+        users.append(lst.users.astype(np.int32, copy=False))
+        positions_so_far += n
+        users_so_far += len(lst.users)
+        # the table's rows cover words [first_word, words): slot numbers shift with them
+        shifted = lst.users.astype(np.int32) - shift if shift else lst.users
+        if mode in (modes.MODE_LESS, modes.MODE_EQUAL):
+            table = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, False)
+            per_list["prefix_rows"][l] = rows
+            per_list["any_rows"][l] = rows + table.shape[0] - 1
+            tables.append(table)
+            rows += table.shape[0]
+        if mode in (modes.MODE_GREATER, modes.MODE_EQUAL):
+            table = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, True)
+            per_list["suffix_rows"][l] = rows
+            per_list["any_rows"][l] = rows
+            tables.append(table)
+            rows += table.shape[0]
+        if mode == modes.MODE_NOT_EQUAL:
+            per_list["any_rows"][l] = rows
+            tables.append(bitset_of(shifted, width)[None, :])
+            rows += 1
+    table = np.concatenate(tables) if tables else np.zeros((1, max(width, 1)), np.uint64)
+    if offsets:
+        flat_offsets = np.concatenate(offsets).astype(np.int64)
+        flat_users = np.concatenate(users).astype(np.int32)
+    else:
+        flat_offsets = np.full(1, users_before, np.int64)
+        flat_users = np.zeros(0, np.int32)
+    return per_list, table, flat_offsets, flat_users

@@ -144,6 +144,25 @@ def columns_of(
     return ts, ids, columns
 
 
+def row_columns(row: tuple[Any, ...], schema: StreamSchema) -> dict[str, Any]:
+    """:func:`columns_of`'s columns for one stored row (``(ts, id, *values)``, values
+    already checked by :mod:`mqo.rows`), without converting them again: what one pushed
+    tuple takes to the kernels."""
+    columns: dict[str, Any] = {}
+    for col, v in zip(schema.columns, row[2:], strict=True):
+        if not col.ctype.is_numeric:
+            columns[col.name] = [v]
+        elif v is None:
+            columns[col.name] = np.full(1, np.nan)
+        elif type(v) is int and abs(v) >= EXACT_INTEGERS:
+            # an integer doubles round: the batch form keeps it exact
+            one = {"ts": [row[0]], **{c.name: [x] for c, x in zip(schema.columns, row[2:], strict=True)}}
+            return columns_of(one, schema)[2]
+        else:
+            columns[col.name] = np.full(1, float(v))
+    return columns
+
+
 EXACT = "\x00exact"  # key of the exact INTEGER columns in a columns dict (no column has this name)
 
 

@@ -29,6 +29,7 @@ from mqo.engine import ResultBlock
 from mqo.explain import explain_text
 from mqo.pipeline import Pipeline
 from mqo.plan import CompiledPlan, compile_plan
+from mqo.plan_update import check_plan, update_plan
 from mqo.prepare import PreparedBatch
 from mqo.registry import QueryRegistry
 from mqo.reorder import AdaptivePolicy
@@ -75,6 +76,7 @@ class Matcher:
         self.registry = QueryRegistry(self.catalog, self.config.max_disjuncts)
         self.pipeline = Pipeline(self.config, late_sink)
         self._plan: CompiledPlan | None = None
+        self._previous_plan: CompiledPlan | None = None  # kept while registrations change
         self._plan_version = 0
         self._next_position = 1
         self._frozen = False  # shares its queries with another matcher (restore(like=))
@@ -134,7 +136,7 @@ class Matcher:
         if self.pipeline.seq:
             raise QueryError("streams must be declared before tuples are pushed", None, None)
         schemas = self.catalog.register_ddl(ddl, source_name)
-        self._plan = None
+        self._plan = self._previous_plan = None
         self.pipeline.state = None  # made anew, with the new streams, on the next compile
         self.pipeline.rows = []
         return [s.name for s in schemas]
@@ -276,12 +278,26 @@ class Matcher:
         """The compiled plan for the current registrations (compiled on demand)."""
         if self._plan is None:
             self._plan_version += 1
-            plan = compile_plan(self.registry, self._plan_version)
+            previous, registry = self._previous_plan, self.registry
+            # registration changes update the previous plan (mqo.plan_update) rather
+            # than recompile every list; past a limit of changes, compile it whole
+            plan = update_plan(previous, registry, self._plan_version) if previous is not None else None
+            if plan is None:
+                plan = compile_plan(registry, self._plan_version)
+                registry.forget_removals(plan.removal_mark)
             if self.config.check:
-                self.registry._check()
+                registry._check()
+                check_plan(plan, registry)
             self.pipeline.attach(plan)
-            self._plan = plan
+            self._plan = self._previous_plan = plan
         return self._plan
+
+    def _compiled_whole(self) -> CompiledPlan:
+        """The plan, compiled whole if it is an updated one (list numbers are then
+        those of a fresh compile: what ``explain`` shows and snapshots record)."""
+        if self._plan is not None and self._plan.base_plan is not None and not self._frozen:
+            self._plan = self._previous_plan = None
+        return self.plan
 
     @property
     def state(self) -> WindowState:
@@ -293,7 +309,7 @@ class Matcher:
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits, and the
         evaluation order with the statistics behind it."""
-        plan = self.plan
+        plan = self._compiled_whole()
         policy = self.pipeline.policy
         if policy is None:
             order = f"static {''.join(k.name[0] for k in self.pipeline.order)}"
@@ -443,7 +459,7 @@ class Matcher:
         micro-batch does not re-register thousands of queries each time)."""
         if self.aggregator is not None and len(self.aggregator):
             raise QueryError("snapshots of aggregate queries are not supported yet", None, None)
-        self.plan  # noqa: B018 - the state exists once the plan does
+        self._compiled_whole()  # the state exists once the plan does; list numbers as restored
         data: dict[str, Any] = {
             "format": SNAPSHOT_FORMAT,
             "settings": self.config.as_dict(),
@@ -481,12 +497,12 @@ class Matcher:
             instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
             m._add(instances, since_ts=[_since_value(since) for _, _, since in snapshot["queries"]])
             m._plan_version += 1
-            plan = m._plan = compile_plan(m.registry, m._plan_version)
+            plan = m._plan = m._previous_plan = compile_plan(m.registry, m._plan_version)
         else:
             m = cls(like.catalog, config=config, late_sink=late_sink)
             m.registry = like.registry
+            plan = like._compiled_whole()  # list numbers as a fresh compile's, as snapshots record
             like._frozen = m._frozen = True
-            plan = like.plan
             m._plan, m._plan_version = plan, like._plan_version
         m._next_position = snapshot.get("next_position", like._next_position if like is not None else 1)
         m.pipeline.load(snapshot, plan)

@@ -30,9 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from indexes import kernels
 from indexes.stored import StoredTuple
-from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of
+from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of, row_columns
 from mqo.clock import Clock
 from mqo.config import MatcherConfig
 from mqo.engine import Engine, ResultBlock
@@ -119,14 +118,12 @@ class Pipeline:
         if plan.n_slots >= KERNEL_PUSH_SLOTS and plan.attr_lists[s] and not self.config.check:
             # Many queries: decide the tuple's attributes in the kernels (a batch of one)
             # rather than with the per-tuple engine's Python-int masks.
-            schema = plan.streams[s]
-            one = {"ts": [row[0]], **{c.name: [v] for c, v in zip(schema.columns, row[2:], strict=True)}}
             prepared = prepare_batch(
                 plan,
                 s,
                 np.array([row[0]]),
                 np.array([row[1]], np.int64),
-                columns_of(one, schema)[2],
+                row_columns(row, plan.streams[s]),
                 self.config.store == "all",
             )
             return self.push_prepared(prepared, 0)
@@ -218,6 +215,8 @@ class Pipeline:
         single_rows = np.flatnonzero(flags & SINGLE)
         if len(single_rows):
             # single-stream results of all rows at once, read off the candidate bits
+            from indexes import kernels  # numba, on first use (importing mqo stays light)
+
             sub = prepared.candidates(single_rows)
             counts = kernels.count_bits(sub, prepared.single_mask)
             row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)

@@ -103,6 +103,7 @@ class CompiledList:
     factor: float | None
     numeric: bool
     integer: bool = False
+    doubles: bool = False  # every constant a float that means what it prints as
 
     @property
     def n(self) -> int:
@@ -111,10 +112,10 @@ class CompiledList:
     @cached_property
     def covering(self) -> CoveringList:
         if self.right_pos is None:
-            return CoveringList(self.key.op, self.constants, integer=self.integer)
+            return CoveringList(self.key.op, self.constants, integer=self.integer, doubles=self.doubles)
         if not self.numeric:
             return CoveringList(self.key.op, [0])  # strings, booleans: compared as they are
-        return CoveringList(self.key.op, self.constants, factor=self.key.factor)
+        return CoveringList(self.key.op, self.constants, factor=self.key.factor, doubles=self.doubles)
 
     @cached_property
     def kill(self) -> KillTable:
@@ -234,8 +235,15 @@ class CompiledPlan:
     retention_window: float
     retention_window_exact: Fraction
     _stream_number: dict[str, int] = field(repr=False)
+    record_orders: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    removal_mark: int = 0  # the registry's removal log read up to here (mqo.plan_update)
+    # a plan updated in place of a recompile (mqo.plan_update): the fully compiled plan
+    # whose lists and kernel tables it shares, and that plan's records removed since
+    base_plan: CompiledPlan | None = field(default=None, repr=False)
+    dead_records: frozenset[int] = frozenset()
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
+    _batch_masks: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.slots = _Slots(self)
@@ -354,7 +362,8 @@ class CompiledPlan:
         """Slots all of whose streams are in ``stream_mask``."""
         mask = self._covered.get(stream_mask)
         if mask is None:
-            mask = self._mask((self.slot_stream_mask & ~np.int64(stream_mask)) == 0)
+            masks = self.slot_stream_mask
+            mask = self._mask(((masks & ~np.int64(stream_mask)) == 0) & (masks != 0))  # 0: a removed query
             self._covered[stream_mask] = mask
         return mask
 
@@ -401,14 +410,29 @@ class CompiledPlan:
             qed[kind] |= 1 << (self.lists[kind][li].base + p)
         return qed
 
+    def batch_masks(self, stream: int, make: Callable[[CompiledPlan, int], np.ndarray]) -> np.ndarray:
+        """``make(self, stream)``, made once per plan and stream (the batch path's slot
+        masks, :func:`mqo.prepare.prepare_batch`: one pushed tuple is a batch too)."""
+        masks = self._batch_masks.get(stream)
+        if masks is None:
+            masks = self._batch_masks[stream] = make(self, stream)
+        return masks
+
     def kill_bitsets(self, stream: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> KillBitsets:
-        """The batch kernels' tables for one stream's attribute lists."""
+        """The batch kernels' tables for one stream's attribute lists (an updated plan
+        extends its base plan's tables with its own lists')."""
         tables = self._kill_bitsets.get(stream)
         if tables is None:
             words = words_for(self.n_slots)
             base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
             lists = [lst.as_users() for lst in self.attr_lists[stream]]
-            tables = self._kill_bitsets[stream] = KillBitsets(lists, self.n_slots, base, budget_bytes)
+            if self.base_plan is None:
+                tables = KillBitsets(lists, self.n_slots, base, budget_bytes)
+            else:
+                shared = self.base_plan.kill_bitsets(stream, budget_bytes)
+                added = lists[len(self.base_plan.attr_lists[stream]) :]
+                tables = shared.extended(added, self.n_slots, base, budget_bytes)
+            self._kill_bitsets[stream] = tables
         return tables
 
 
@@ -497,9 +521,11 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         chosen = chosen[np.argsort(row_value[chosen], kind="stable")]
         slots = row_slot[chosen]
         objects = rows["objects"]
+        doubles = False
         if key.family == "number" and not (key.right is not None and key.factor is None):
             exact_rows = np.isin(row_numbers[chosen], exact_row_numbers) if len(exact_row_numbers) else None
-            if exact_rows is None or not exact_rows.any():
+            doubles = exact_rows is None or not exact_rows.any()
+            if doubles:
                 constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
             else:
                 # a few constants are not doubles (1/3): those lists sort exactly
@@ -531,29 +557,12 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
             factor=to_float(key.factor) if key.factor is not None else None,
             numeric=key.family == "number",
             integer=_holds_integers(schema_of(key.left.stream), key.left.column),
+            doubles=doubles,
         )
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n
 
-    attr_lists: list[list[CompiledList]] = [[] for _ in range(n_streams)]
-    attr_list_mask = [0] * n_streams
-    pair_lists: dict[Kind, list[list[list[CompiledList]]]] = {
-        k: [[[] for _ in range(n_streams)] for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
-    }
-    indexed: list[set[int]] = [set() for _ in range(n_streams)]
-    for lst in lists[Kind.ATTRIBUTE]:
-        attr_lists[lst.left_stream].append(lst)
-        attr_list_mask[lst.left_stream] |= 1 << lst.index
-    for kind in (Kind.JOIN, Kind.WINDOW):
-        for lst in lists[kind]:
-            a, b = lst.left_stream, lst.right_stream
-            assert b is not None and lst.right_pos is not None
-            pair_lists[kind][a][b].append(lst)
-            pair_lists[kind][b][a].append(lst)
-            if lst.left_pos != 0:
-                indexed[a].add(lst.left_pos)
-            if lst.right_pos != 0:
-                indexed[b].add(lst.right_pos)
+    attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
 
     return CompiledPlan(
         version=version,
@@ -581,7 +590,34 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         retention_window=windows.floats[-1] if n_records else 0.0,
         retention_window_exact=windows.exact(len(windows) - 1) if n_records else Fraction(0),
         _stream_number=number,
+        record_orders=orders,
+        removal_mark=registry.removal_mark,
     )
+
+
+def arrange_lists(lists: dict[Kind, list[CompiledList]], n_streams: int) -> tuple[Any, Any, Any, Any]:
+    """Attribute lists per stream, join and window lists per pair of streams, the
+    indexed columns per stream and each stream's attribute lists as a mask."""
+    attr_lists: list[list[CompiledList]] = [[] for _ in range(n_streams)]
+    attr_list_mask = [0] * n_streams
+    pair_lists: dict[Kind, list[list[list[CompiledList]]]] = {
+        k: [[[] for _ in range(n_streams)] for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
+    }
+    indexed: list[set[int]] = [set() for _ in range(n_streams)]
+    for lst in lists[Kind.ATTRIBUTE]:
+        attr_lists[lst.left_stream].append(lst)
+        attr_list_mask[lst.left_stream] |= 1 << lst.index
+    for kind in (Kind.JOIN, Kind.WINDOW):
+        for lst in lists[kind]:
+            a, b = lst.left_stream, lst.right_stream
+            assert b is not None and lst.right_pos is not None
+            pair_lists[kind][a][b].append(lst)
+            pair_lists[kind][b][a].append(lst)
+            if lst.left_pos != 0:
+                indexed[a].add(lst.left_pos)
+            if lst.right_pos != 0:
+                indexed[b].add(lst.right_pos)
+    return attr_lists, pair_lists, indexed, attr_list_mask
 
 
 def _context_code(context: Context, stream_number: Any, schema_of: Any) -> ContextCode:

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from indexes import kernels
 from indexes.covering import NOTHING
+from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
 from mqo.batch import EXACT
 from mqo.plan import CompiledPlan
@@ -101,12 +101,8 @@ def prepare_batch(
     n = len(ts)
     words = words_for(plan.n_slots)
     lists = plan.attr_lists[stream]
-    of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
-    single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
-    single_mask = bitset_of(np.flatnonzero(single), words)
-    engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
-    multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
-    masks = np.stack([single_mask, engine_mask, multi_mask])
+    masks = plan.batch_masks(stream, _batch_masks)
+    single_mask, engine_mask = masks[0], masks[1]
     lo = np.empty((len(lists), n), np.int64)
     hi = np.empty((len(lists), n), np.int64)
     for l, lst in enumerate(lists):
@@ -122,6 +118,18 @@ def prepare_batch(
     kept[wanted] = np.arange(len(wanted))
     cand = tables.prune(lo[:, wanted], hi[:, wanted]) if len(wanted) else np.zeros((0, words), np.uint64)
     return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
+
+
+def _batch_masks(plan: CompiledPlan, stream: int) -> np.ndarray:
+    """A stream's slots as bitsets: [single-stream plain ones, those the engine
+    decides, multi-stream ones]. The same for every batch of a plan."""
+    words = words_for(plan.n_slots)
+    of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
+    single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
+    single_mask = bitset_of(np.flatnonzero(single), words)
+    engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
+    multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
+    return np.stack([single_mask, engine_mask, multi_mask])
 
 
 def _column(position: int, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> Any:
@@ -158,7 +166,7 @@ def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, col
     for i in range(n):
         a, b, negated = lst.covering.satisfied(left[i]) if right is None else lst._pair(left[i], right[i])
         if (a, b, negated) == NOTHING and op != "=":
-            lo[i], hi[i] = kernels.NULL, 0
+            lo[i], hi[i] = NULL, 0
         elif op in ("<", "<="):
             lo[i], hi[i] = a, lst.n
         elif op in (">", ">="):

@@ -121,6 +121,10 @@ class QueryRegistry:
         self._dead_rows = 0
         self._order = 0
         self.version = 0
+        # orders of removed queries, for plans updated in place (mqo.plan_update);
+        # entry k of the log is removal number ``_removals_before + k``
+        self._removals: list[int] = []
+        self._removals_before = 0
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -196,6 +200,7 @@ class QueryRegistry:
         """Unregister a query; drops the lists nobody else uses."""
         rq = self.queries.pop(name)
         self._dead.add(rq.order)
+        self._removals.append(rq.order)
         for preds, _ in rq.compiled.disjuncts:
             for key, _ in preds:
                 kid = self._key_id[key]
@@ -208,6 +213,34 @@ class QueryRegistry:
             self._compact()
         self.version += 1
         return rq
+
+    @property
+    def removal_mark(self) -> int:
+        """How many queries were removed so far."""
+        return self._removals_before + len(self._removals)
+
+    def removed_since(self, mark: int) -> list[int]:
+        """Orders of the queries removed after ``mark`` (a :attr:`removal_mark`)."""
+        if mark < self._removals_before:
+            raise ValueError("the removals before this mark are forgotten")
+        return self._removals[mark - self._removals_before :]
+
+    def forget_removals(self, mark: int) -> None:
+        """No plan reads the removals before ``mark`` any more."""
+        drop = mark - self._removals_before
+        if drop > 0:
+            del self._removals[:drop]
+            self._removals_before = mark
+
+    def newest(self, after_order: int) -> list[RegisteredQuery]:
+        """The queries registered after the one numbered ``after_order``, in order."""
+        found = []
+        for rq in reversed(self.queries.values()):
+            if rq.order <= after_order:
+                break
+            found.append(rq)
+        found.reverse()
+        return found
 
     def _compact(self) -> None:
         """Drop the rows of unregistered queries (amortized O(1) per removal)."""

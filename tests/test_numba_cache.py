@@ -71,3 +71,23 @@ def test_kernels_compile_without_a_cache_when_nothing_is_writable(tmp_path: Path
     assert "Traceback" not in proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "compiled without a cache" in warnings[0]
+
+
+LAZY = """
+import sys
+import numpy as np
+import mqo
+assert "numba" not in sys.modules, "import mqo imported numba"
+m = mqo.Matcher("REGISTER STREAM E (a FLOAT);")
+m.register_query("SELECT * FROM E WHERE E.a > 1")
+print(len(m.push("E", 0.0, {"a": 2.0})), "numba" in sys.modules)
+print(len(m.push_batch("E", {"ts": np.array([1.0, 2.0]), "a": np.array([0.0, 5.0])})), "numba" in sys.modules)
+"""
+
+
+def test_import_leaves_numba_for_first_use() -> None:
+    """``import mqo`` (and a matcher pushing one tuple at a time at few queries) does
+    not import numba: a start-up cost only batches pay, when they first need a kernel."""
+    done = subprocess.run([sys.executable, "-c", LAZY], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "False", "1", "True"]

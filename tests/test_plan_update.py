@@ -1,0 +1,112 @@
+"""Registration changes between batches: plans updated from the previous plan
+(mqo/plan_update.py) instead of compiled whole.
+
+The updated plan shares the whole-compiled plan's lists and kernel tables, appends the
+new queries' own, and takes removed queries' streams away. These tests run hundreds of
+queries with queries removed and registered again between batches against the exact
+reference (tests/reference.py), with the whole-compile limit at its default and forced
+low (so both updates and whole compiles happen mid-stream), and check the updated
+plans and tables against plans and tables built whole (``check=True`` runs
+``mqo.plan_update.check_plan`` on every plan).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import mqo
+import mqo.plan_update
+from tests.exact_workloads import Push, Register, Unregister, Workload, many_queries
+from tests.test_exact_differential import matcher, run_batches, run_push, run_replay
+
+pytestmark = pytest.mark.filterwarnings("ignore:late tuple:UserWarning")
+
+
+def churned(workload: Workload, seed: int, every: int = 40) -> Workload:
+    """``workload`` with, every ``every`` pushes, one query removed and (mostly) one
+    removed earlier registered again: the long run of one stream becomes batches with
+    registration changes between them."""
+    rnd = random.Random(seed)
+    live = {op.query.name: op.query for op in workload.ops if isinstance(op, Register)}
+    gone: dict = {}
+    ops = []
+    pushes = 0
+    for op in workload.ops:
+        if isinstance(op, Push):
+            pushes += 1
+            if pushes % every == 0 and live:
+                name = rnd.choice(sorted(live))
+                gone[name] = live.pop(name)
+                ops.append(Unregister(name))
+                if rnd.random() < 0.7:
+                    back = rnd.choice(sorted(gone))
+                    live[back] = gone.pop(back)
+                    ops.append(Register(live[back]))
+        ops.append(op)
+    return Workload(workload.schema, workload.lateness, ops)
+
+
+@pytest.mark.parametrize("min_delta", [mqo.plan_update.MIN_DELTA, 4])
+def test_churn_between_batches(min_delta: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mqo.plan_update, "MIN_DELTA", min_delta)
+    run_batches(churned(many_queries(1, n_queries=100, run=300), 1, every=20), matcher(order="AJW"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("min_delta", [mqo.plan_update.MIN_DELTA, 4])
+def test_churn_between_batches_large(min_delta: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mqo.plan_update, "MIN_DELTA", min_delta)
+    run_batches(churned(many_queries(2, n_queries=150, run=600), 2), matcher(order="adaptive"))
+
+
+@pytest.mark.slow
+def test_churn_replay() -> None:
+    run_replay(churned(many_queries(3, n_queries=150, run=600), 3, every=25), matcher(order="JWA"))
+
+
+def test_churn_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every plan (updated or whole) checked against one compiled whole, kernel tables
+    included, while the results are checked against the reference."""
+    monkeypatch.setattr(mqo.plan_update, "MIN_DELTA", 6)
+    run_push(churned(many_queries(4, n_queries=60, run=150), 4, every=15), matcher(check=True))
+
+
+DDL = "REGISTER STREAM E (a FLOAT, b FLOAT);"
+
+
+def subscriptions(names: range) -> list[str]:
+    return [f"Query ID: s{i}\nSELECT * FROM E WHERE E.a >= {i} AND E.b <= {1000 - i}" for i in names]
+
+
+def expected(live: list[int], batch: dict) -> list[tuple[str, float]]:
+    return sorted(
+        (f"s{i}", float(ts))
+        for ts, a, b in zip(batch["ts"], batch["a"], batch["b"], strict=True)
+        for i in live
+        if a >= i and b <= 1000 - i
+    )
+
+
+def test_registration_keeps_the_tables_built() -> None:
+    """A registration or removal after the kernel tables are built reuses them: the
+    next plan shares the whole-compiled plan's table, and only the new query's lists
+    are built (in a second table)."""
+    m = mqo.Matcher(DDL)
+    m.register_queries(subscriptions(range(300)))
+    batch = {"ts": np.arange(5.0), "a": np.array([0.0, 100, 200, 299, 400]), "b": np.array([650.0, 0, 700, 650, 1])}
+    found = m.push_batch("E", batch).matches()
+    assert sorted((r.query, r.ts) for r in found) == expected(list(range(300)), batch)
+    whole = m.plan
+    table = whole.kill_bitsets(0).table
+    m.register_query(subscriptions(range(300, 301))[0])
+    m.unregister_query("s0")
+    batch["ts"] = batch["ts"] + 10
+    found = m.push_batch("E", batch).matches()
+    assert m.plan.base_plan is whole and m.plan.kill_bitsets(0).table is table
+    assert sorted((r.query, r.ts) for r in found) == expected(list(range(1, 301)), batch)
+    # explain (and snapshots) see a plan compiled whole
+    m.explain()
+    assert m.plan.base_plan is None

@@ -12,6 +12,7 @@ raises :class:`~predicates.QueryError` naming that query and where it is.
 from __future__ import annotations
 
 import gc
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -53,7 +54,8 @@ class Matcher:
     ``schema`` is DDL text or a :class:`~predicates.Catalog` (streams can also be added
     later with :meth:`register_streams`). The settings are those of
     :class:`~mqo.config.MatcherConfig`, given as keywords or as ``config``;
-    ``late_sink`` receives every late tuple.
+    ``late_sink`` receives every late tuple; ``now`` is the processing-time source the
+    ``idle_timeout`` is measured with (seconds, monotonic; injectable for tests).
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class Matcher:
         *,
         config: MatcherConfig | None = None,
         late_sink: Callable[[LateTuple], None] | None = None,
+        now: Callable[[], float] = time.monotonic,
         **settings: Any,
     ) -> None:
         self.config = config.with_changes(**settings) if config is not None else MatcherConfig(**settings)
@@ -69,7 +72,7 @@ class Matcher:
         if isinstance(schema, str):
             self.catalog.register_ddl(schema)
         self.registry = QueryRegistry(self.catalog, self.config.max_disjuncts)
-        self.pipeline = Pipeline(self.config, late_sink)
+        self.pipeline = Pipeline(self.config, late_sink, now)
         self._plan: CompiledPlan | None = None
         self._plan_version = 0
         self._next_position = 1
@@ -274,8 +277,19 @@ class Matcher:
 
     @property
     def watermark(self) -> float:
-        """The largest timestamp seen (tuples and heartbeats); -inf before any."""
-        return self.clock.newest
+        """The matcher's watermark: the smallest over the active streams of their
+        newest ts minus their allowed lateness (under ``time='global'``: the newest ts
+        of any stream minus the lateness); a tuple older than it is late. -inf until
+        every active stream has spoken."""
+        self.plan  # noqa: B018 - the clock knows the streams once the plan exists
+        self.clock._recompute()
+        return self.clock.watermark
+
+    def stream_watermarks(self) -> dict[str, float]:
+        """Each stream's newest ts (tuples and heartbeats; -inf before any), by name."""
+        self.plan  # noqa: B018
+        clock = self.clock
+        return dict(zip(clock.names, clock.newest, strict=True))
 
     @property
     def retention_horizon(self) -> float:
@@ -334,12 +348,27 @@ class Matcher:
         self.plan  # noqa: B018 - the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
-    def heartbeat(self, ts: float) -> None:
-        """Advance time without a tuple, so quiet streams still purge their state."""
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts:
-            raise TupleError(f"heartbeat ts must be a number, got {ts!r}")
+    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> None:
+        """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B
+        has nothing more before 100 (it holds the watermark back no further);
+        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state."""
+        stream: str | None = None
+        if isinstance(stream_or_ts, str):
+            stream = stream_or_ts
+        elif ts is None:
+            ts = stream_or_ts
+        else:
+            raise TupleError(f"heartbeat takes (ts) or (stream, ts), got ({stream_or_ts!r}, {ts!r})")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or abs(ts) == float("inf"):
+            raise TupleError(f"heartbeat ts must be a finite number, got {ts!r}")
+        s = None if stream is None else self._stream(stream)
         self.plan  # noqa: B018 - make sure the state exists
-        self.pipeline.advance(float(ts))
+        self.pipeline.heartbeat(s, float(ts))
+
+    def set_idle(self, stream: str) -> None:
+        """Declare ``stream`` idle: it stops holding the watermark back until it
+        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence)."""
+        self.pipeline.set_idle(self._stream(stream))
 
     # ------------------------------------------------------------- snapshots
 

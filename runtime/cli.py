@@ -53,7 +53,12 @@ def cmd_match(args: argparse.Namespace) -> int:
     # use need not be stored.
     store = "all" if args.engine == "spark" else "candidates"
     matcher = load_matcher(
-        args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order, store=store
+        args.schema,
+        args.queries,
+        allowed_lateness=args.allowed_lateness,
+        order=args.order,
+        store=store,
+        time=args.time,
     )
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
@@ -196,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         metavar="SECONDS",
         help="how late a tuple may be: seconds, or a duration such as '500 ms' (default 0)",
+    )
+    match.add_argument(
+        "--time",
+        choices=["per-stream", "global"],
+        default="per-stream",
+        help="event time: a watermark per stream, the matcher's the slowest (default), or one global clock",
     )
     match.add_argument(
         "--on-bad-row",

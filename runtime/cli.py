@@ -241,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--input", action="append", required=True, metavar="STREAM=FILE", help="sample input")
     profile.add_argument("--out", metavar="DIR", help="folder for the CSV and plot (default: profile-<time>)")
     profile.add_argument("--allowed-lateness", type=lateness_option, default=0.0, metavar="SECONDS")
+    profile.add_argument("--time", choices=["per-stream", "global"], default="per-stream", help="event time rule")
     profile.set_defaults(func=cmd_profile)
     return parser
 

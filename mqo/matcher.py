@@ -41,7 +41,7 @@ from predicates.templates import CompiledQuery, split_query_texts
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
-SNAPSHOT_FORMAT = 4
+SNAPSHOT_FORMAT = 5  # 5: per-stream clocks
 
 
 class NeverMatchesWarning(UserWarning):

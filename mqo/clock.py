@@ -1,100 +1,272 @@
 """Event time of a matcher: what is late, and how far back tuples are kept.
 
 One object owns the rules (docs/ARCHITECTURE.md, Time), so every way in (``push``,
-``push_batch``, a prepared replay, the Spark stages) decides them alike:
+``push_batch``, a prepared replay, the Spark stages) decides them alike.
 
-* ``newest`` is the largest timestamp accepted so far (tuples and heartbeats);
-* a tuple is **late** when ``ts < newest - allowed_lateness``, decided exactly on
-  what the numbers mean (:mod:`indexes.exact`);
-* the **retention horizon** is the largest ``newest - allowed_lateness - W`` so far,
-  ``W`` being the largest MAXWINDOW of the registered multi-stream queries when it
-  was reached. A tuple older than it cannot be in a result of a registered query
-  (any result with it spans more than ``W``), so stored tuples before it are purged,
-  and a query registered later sees only tuples from it on (its ``since``).
+**Per-stream time** (the default, ``time='per-stream'``), as Flink, Spark and Beam
+keep it: each declared stream has its own watermark, its newest ``ts`` (tuples and
+heartbeats) minus its allowed lateness (the global one, or its own from
+``stream_lateness``). The **matcher's watermark** is the minimum over the *active*
+streams, and it never goes back. Every declared stream is active, also one that has
+sent nothing yet (it holds the watermark at -inf), until it is idle: silent for
+``idle_timeout`` seconds of processing time (``now``, injectable for tests), or
+declared idle (:meth:`Clock.set_idle`). An idle stream stops holding the others back
+and is active again as soon as it speaks (a tuple or a heartbeat). With no stream
+active the watermark stays where it is. **Global time** (``time='global'``, the first
+version's rule) is the same with one stream that every tuple belongs to.
 
-The horizon is kept exactly, as the pair (``newest``, ``W``) it was reached with;
-the purge uses a double a little below it, which only ever keeps a tuple longer.
+* a tuple is **late** when ``ts`` is older than the matcher's watermark, decided
+  exactly on what the numbers mean (:mod:`indexes.exact`);
+* the **retention horizon** is the largest ``watermark - W`` so far, ``W`` being the
+  largest MAXWINDOW of the registered multi-stream queries when it was reached. Every
+  tuple still to be matched is at or after the watermark, so a stored tuple older than
+  the horizon cannot be in a new result: it is purged, and a query registered later
+  sees only tuples from the horizon on (its ``since``). An idle stream does not hold
+  the horizon back, so memory stays bounded.
+
+A watermark is kept exactly as a *mark*: the pair (``base``, lateness number) meaning
+``base - lateness[number]``; the horizon as a mark and the window it was reached with.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, decimal_of, faithful, linear_sign, to_float
+from mqo.config import TIME_MODES, MatcherConfig, check_seconds
 
 ONE = Fraction(1)
 NEVER = -math.inf
+Mark = tuple[float, int]  # (base, lateness number): the watermark base - lateness
 
 
 class Clock:
-    __slots__ = ("_horizon", "_late_exact", "_late_float", "allowed_lateness", "newest")
+    """Event time of one matcher (see the module docstring)."""
 
-    def __init__(self, allowed_lateness: float = 0.0) -> None:
-        if isinstance(allowed_lateness, bool) or not isinstance(allowed_lateness, (int, float)):
-            raise ValueError(f"allowed_lateness must be a number of seconds, not {allowed_lateness!r}")
-        if not (allowed_lateness >= 0 and math.isfinite(allowed_lateness)):
-            raise ValueError(f"allowed_lateness must be a finite number >= 0, not {allowed_lateness!r}")
-        self.allowed_lateness = float(allowed_lateness)
-        self._late_exact = decimal_of(allowed_lateness)
-        self._late_float = self.allowed_lateness
-        self.newest = NEVER
-        # (newest, window) that gave the horizon, or None before the first tuple
-        self._horizon: tuple[float, Fraction] | None = None
+    def __init__(
+        self,
+        allowed_lateness: float = 0.0,
+        streams: Sequence[str] = (),
+        *,
+        stream_lateness: Mapping[str, float] | None = None,
+        idle_timeout: float | None = None,
+        mode: str = "per-stream",
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if mode not in TIME_MODES:
+            raise ValueError(f"time must be one of {', '.join(TIME_MODES)}, not {mode!r}")
+        self.allowed_lateness = check_seconds("allowed_lateness", allowed_lateness)
+        self.mode = mode
+        self.idle_timeout = None if idle_timeout is None else check_seconds("idle_timeout", idle_timeout)
+        self.now = now
+        own = dict(stream_lateness or {})
+        if own and mode == "global":
+            raise ValueError("stream_lateness needs time='per-stream' (one global clock has one lateness)")
+        self.names = list(streams) if mode == "per-stream" else ["*"]
+        unknown = sorted(set(own) - set(self.names))
+        if unknown and streams:
+            raise ValueError(f"stream_lateness names undeclared stream(s) {', '.join(unknown)}")
+        # the distinct lateness values, exact and as doubles; each stream's number in them
+        self.lateness: list[float] = [self.allowed_lateness]
+        self._late_exact: list[Fraction] = [decimal_of(self.allowed_lateness)]
+        self.lateness_of: list[int] = []
+        for name in self.names:
+            value = check_seconds(f"stream_lateness[{name!r}]", own.get(name, self.allowed_lateness))
+            if value not in self.lateness:
+                self.lateness.append(value)
+                self._late_exact.append(decimal_of(value))
+            self.lateness_of.append(self.lateness.index(value))
+        n = len(self.names)
+        self.newest = [NEVER] * n  # per stream: its newest ts (tuples and heartbeats)
+        started = now()
+        self.heard = [started] * n  # per stream: processing time it last spoke (or the start)
+        self.idle = [False] * n  # declared idle, until it speaks
+        self.mark: Mark | None = None  # the matcher's watermark; None is -inf
+        self._horizon: tuple[Mark, Fraction] | None = None
 
-    # ------------------------------------------------------------- lateness
+    def slot(self, s: int) -> int:
+        """The clock's number for stream ``s`` (every stream is one under global time)."""
+        return s if self.mode == "per-stream" else 0
 
-    def is_late(self, ts: float) -> bool:
-        """Whether a tuple at ``ts`` is late now."""
-        newest = self.newest
-        if ts >= newest or newest == NEVER:
+    # ------------------------------------------------------------ watermarks
+
+    def value(self, mark: Mark | None) -> float | Fraction:
+        """A mark's watermark exactly (a float that means it, or a Fraction)."""
+        if mark is None:
+            return NEVER
+        base, k = mark
+        return faithful(decimal_of(base) - self._late_exact[k])
+
+    @property
+    def watermark(self) -> float:
+        """The matcher's watermark as a double (-inf before every active stream spoke)."""
+        return NEVER if self.mark is None else to_float(self.value(self.mark))
+
+    def _below(self, a: Mark, b: Mark) -> bool:
+        """Whether watermark ``a`` is below ``b``, exactly."""
+        if a[1] == b[1]:
+            return a[0] < b[0]
+        la, lb = self._late_exact[a[1]], self._late_exact[b[1]]
+        # a.base - la - (b.base - lb) < 0
+        c = la - lb
+        return linear_sign(a[0], ONE, 1.0, b[0], c, float(c)) < 0
+
+    def active(self) -> list[int]:
+        """The streams that hold the watermark back now."""
+        timeout, now = self.idle_timeout, None
+        out = []
+        for s in range(len(self.names)):
+            if self.idle[s]:
+                continue
+            if timeout is not None and self.mode == "per-stream":
+                now = self.now() if now is None else now
+                if now - self.heard[s] >= timeout:
+                    continue
+            out.append(s)
+        return out
+
+    def _lowest(self, streams: list[int]) -> Mark | None:
+        """The smallest watermark of ``streams``; None when one of them is at -inf or
+        there are none (the watermark does not move then)."""
+        low: Mark | None = None
+        for s in streams:
+            if self.newest[s] == NEVER:
+                return None
+            mark = (self.newest[s], self.lateness_of[s])
+            if low is None or self._below(mark, low):
+                low = mark
+        return low
+
+    def _recompute(self) -> None:
+        low = self._lowest(self.active())
+        if low is not None and (self.mark is None or self._below(self.mark, low)):
+            self.mark = low
+
+    def is_late(self, s: int, ts: float) -> bool:
+        """Whether a tuple of stream ``s`` at ``ts`` is late now."""
+        self._recompute()  # a stream may have gone idle since the last tuple
+        return self._late_against(ts, self.mark)
+
+    def _late_against(self, ts: float, mark: Mark | None) -> bool:
+        if mark is None or ts >= mark[0]:
             return False
-        # ts - (newest - L) < 0
-        return linear_sign(ts, ONE, 1.0, newest, -self._late_exact, -self._late_float) < 0
+        k = mark[1]
+        # ts - (base - L) < 0
+        return linear_sign(ts, ONE, 1.0, mark[0], -self._late_exact[k], -self.lateness[k]) < 0
 
-    def late_mask(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For tuples arriving in the order of ``ts`` (none of them held back):
-        whether each is late, and the newest timestamp each one meets. Nothing
-        changes; :meth:`advance` moves the clock."""
+    def observe(self, s: int, ts: float) -> None:
+        """Stream ``s`` spoke at ``ts`` (a tuple, late or not, or a heartbeat)."""
+        c = self.slot(s)
+        if ts > self.newest[c]:
+            self.newest[c] = ts
+        self.heard[c] = self.now()
+        self.idle[c] = False
+        self._recompute()
+
+    def heartbeat(self, s: int | None, ts: float) -> None:
+        """Stream ``s`` (every stream when None) has nothing before ``ts``."""
+        for c in range(len(self.names)) if s is None else [self.slot(s)]:
+            self.newest[c] = max(self.newest[c], ts)
+            self.heard[c] = self.now()
+            self.idle[c] = False
+        self._recompute()
+
+    def set_idle(self, s: int) -> None:
+        """Stream ``s`` stops holding the watermark back until it speaks again."""
+        self.idle[self.slot(s)] = True
+        self._recompute()
+
+    def late_mask(self, streams: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, list[Mark | None]]:
+        """For tuples arriving in this order (stream numbers and ts): whether each is
+        late, and the watermark each one meets. Leaves the clock as after the last one.
+
+        The streams idle at the start stay idle until they speak in the batch (one
+        reading of processing time per batch). When the streams involved share one
+        lateness (the usual case) the watermarks are worked out over whole columns;
+        otherwise tuple by tuple."""
         ts = np.asarray(ts, np.float64)
-        before = np.maximum.accumulate(np.concatenate(([self.newest], ts)))[:-1]
-        late = np.zeros(len(ts), bool)
-        behind = (ts < before) & (before != NEVER)
+        n = len(ts)
+        streams = np.zeros(n, np.int64) if self.mode == "global" else np.asarray(streams, np.int64)
+        self._recompute()
+        active = set(self.active())
+        present = set(np.unique(streams).tolist())
+        involved = sorted(active | present)
+        kinds = {self.lateness_of[c] for c in involved}
+        if n == 0:
+            return np.zeros(0, bool), []
+        if len(kinds) > 1 or (self.mark is not None and self.mark[1] not in kinds):
+            return self._late_one_by_one(streams, ts)
+        (k,) = kinds
+        low = np.full(n, np.inf)
+        for c in involved:
+            mine = streams == c
+            col = np.where(mine, ts, NEVER)
+            col[0] = max(col[0], self.newest[c])
+            col = np.maximum.accumulate(col)
+            if c not in active:  # idle until it speaks
+                first = int(np.argmax(mine))
+                col[:first] = np.inf
+            self.newest[c] = float(col[-1])
+            low = np.minimum(low, col)
+        low[np.isinf(low) & (low > 0)] = NEVER  # no stream active: the watermark stays
+        start = NEVER if self.mark is None else self.mark[0]
+        before = np.maximum.accumulate(np.concatenate(([start], low)))
+        lf, lx = self.lateness[k], self._late_exact[k]
+        late = np.zeros(n, bool)
+        at = before[:-1]
+        behind = (ts < at) & (at != NEVER)
         if behind.any():
             with np.errstate(invalid="ignore"):
-                d = ts - before + self._late_float
-                band = RELATIVE_BAND * (np.abs(ts) + np.abs(before) + self._late_float) + ABSOLUTE_BAND
+                d = ts - at + lf
+                band = RELATIVE_BAND * (np.abs(ts) + np.abs(at) + lf) + ABSOLUTE_BAND
             late = behind & (d < -band)
             for i in np.flatnonzero(behind & ~(np.abs(d) > band)).tolist():
-                late[i] = (
-                    linear_sign(float(ts[i]), ONE, 1.0, float(before[i]), -self._late_exact, -self._late_float) < 0
-                )
-        return late, before
+                late[i] = linear_sign(float(ts[i]), ONE, 1.0, float(at[i]), -lx, -lf) < 0
+        stamp = self.now()
+        for c in present:
+            self.heard[c] = stamp
+            self.idle[c] = False
+        if before[-1] != NEVER:
+            self.mark = (float(before[-1]), k)
+        marks: list[Mark | None] = [None if b == NEVER else (float(b), k) for b in at.tolist()]
+        return late, marks
+
+    def _late_one_by_one(self, streams: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, list[Mark | None]]:
+        late = np.zeros(len(ts), bool)
+        marks: list[Mark | None] = []
+        for i, (s, t) in enumerate(zip(streams.tolist(), ts.tolist(), strict=True)):
+            marks.append(self.mark)
+            late[i] = self._late_against(t, self.mark)
+            self.observe(s, t)
+        return late, marks
 
     # -------------------------------------------------------------- horizon
 
-    def advance(self, ts: float, window: Fraction) -> bool:
-        """Time reached ``ts`` while the largest MAXWINDOW is ``window``. True when the
-        horizon moved (so stored tuples may be purged)."""
-        if ts > self.newest:
-            self.newest = ts
-        if self.newest == NEVER:
+    def advance(self, window: Fraction, mark: Mark | None) -> bool:
+        """The watermark reached ``mark`` while the largest MAXWINDOW is ``window``.
+        True when the horizon moved (stored tuples may be purged)."""
+        if mark is None:
             return False
         current = self._horizon
-        candidate = (self.newest, window)
+        candidate = (mark, window)
         if current is None:
             self._horizon = candidate
             return True
         if current == candidate:
             return False
-        newest, w = current
-        if w == window:
-            moved = self.newest > newest
-        else:  # the window changed since: compare newest - W exactly (rare)
-            moved = decimal_of(self.newest) - window > decimal_of(newest) - w
+        (base, k), w = current
+        if w == window and k == mark[1]:
+            moved = mark[0] > base
+        else:  # the window or the lateness changed: compare watermark - W exactly (rare)
+            moved = decimal_of(mark[0]) - self._late_exact[mark[1]] - window > (
+                decimal_of(base) - self._late_exact[k] - w
+            )
         if moved:
             self._horizon = candidate
         return moved
@@ -102,29 +274,52 @@ class Clock:
     @property
     def horizon(self) -> float | Fraction:
         """The retention horizon, exactly (a float that means it, or a Fraction);
-        -inf before any tuple."""
+        -inf before the watermark is."""
         if self._horizon is None:
             return NEVER
-        newest, window = self._horizon
-        return faithful(decimal_of(newest) - self._late_exact - window)
+        (base, k), window = self._horizon
+        return faithful(decimal_of(base) - self._late_exact[k] - window)
 
     def purge_horizon(self) -> float:
         """A double at or below the horizon: stored tuples before it can go."""
         if self._horizon is None:
             return NEVER
-        newest, window = self._horizon
-        h = newest - self._late_float - to_float(window)
-        return h - (RELATIVE_BAND * (abs(newest) + self._late_float + to_float(window)) + ABSOLUTE_BAND)
+        (base, k), window = self._horizon
+        lf, wf = self.lateness[k], to_float(window)
+        return base - lf - wf - (RELATIVE_BAND * (abs(base) + lf + wf) + ABSOLUTE_BAND)
 
     # ------------------------------------------------------------ snapshots
 
     def snapshot(self) -> dict[str, Any]:
+        # processing times do not travel: a restored clock counts idleness from its start
         horizon = None
         if self._horizon is not None:
-            horizon = [self._horizon[0], str(self._horizon[1])]
-        return {"newest": self.newest, "horizon": horizon}
+            (base, k), window = self._horizon
+            horizon = [base, k, str(window)]
+        return {
+            "newest": list(self.newest),
+            "idle": list(self.idle),
+            "mark": None if self.mark is None else list(self.mark),
+            "horizon": horizon,
+        }
 
     def load(self, data: dict[str, Any]) -> None:
-        self.newest = data["newest"]
+        if len(data["newest"]) != len(self.newest):
+            raise ValueError("the snapshot's clock has other streams than this matcher")
+        self.newest = [float(x) for x in data["newest"]]
+        self.idle = list(data["idle"])
+        self.mark = None if data["mark"] is None else (float(data["mark"][0]), int(data["mark"][1]))
         horizon = data["horizon"]
-        self._horizon = None if horizon is None else (horizon[0], Fraction(horizon[1]))
+        self._horizon = None if horizon is None else ((float(horizon[0]), int(horizon[1])), Fraction(horizon[2]))
+
+
+def clock_for(config: MatcherConfig, streams: Sequence[str], now: Callable[[], float] = time.monotonic) -> Clock:
+    """The clock a matcher with ``config`` keeps over ``streams`` (declared names)."""
+    return Clock(
+        config.allowed_lateness,
+        streams,
+        stream_lateness=config.stream_lateness,
+        idle_timeout=config.idle_timeout,
+        mode=config.time,
+        now=now,
+    )

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from predicates import DEFAULT_MAX_DISJUNCTS, INDEXED_KINDS, Kind
+
+TIME_MODES = ("per-stream", "global")
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")  # the six evaluation orders of the three types
 KIND_OF_LETTER = {kind.letter: kind for kind in INDEXED_KINDS}
 STORE_MODES = ("all", "candidates")
 MISSING_MODES = ("error", "null")
+
+
+def check_seconds(name: str, value: Any) -> float:
+    """A finite number of seconds >= 0, or a clear error naming the setting."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number of seconds, not {value!r}")
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
+    return float(value)
 
 
 def order_name(order: tuple[Kind, ...]) -> str:
@@ -37,8 +49,12 @@ def parse_order(order: str) -> tuple[Kind, Kind, Kind] | None:
 class MatcherConfig:
     """How a :class:`~mqo.Matcher` runs.
 
-    ``allowed_lateness``: seconds a tuple may arrive behind the newest (see
-    :mod:`mqo.clock`). ``order``: ``'adaptive'`` (re-picked per stream from measured
+    ``allowed_lateness``: seconds a tuple may arrive behind its stream's newest
+    (``stream_lateness``: per stream, by name). ``time``: ``'per-stream'`` (each
+    stream keeps its own watermark, the matcher's is the minimum over active streams)
+    or ``'global'`` (one clock: the newest ts of any stream). ``idle_timeout``: seconds
+    of processing time after which a silent stream stops holding the others back
+    (None: only when declared idle). See :mod:`mqo.clock`. ``order``: ``'adaptive'`` (re-picked per stream from measured
     selectivity and cost, :mod:`mqo.reorder`) or a static order such as ``'AJW'``.
     ``bucket_width``: seconds per time bucket (default: a quarter of the retention).
     ``max_disjuncts``: the bound on a query's OR expansion. ``store='candidates'``
@@ -50,6 +66,9 @@ class MatcherConfig:
     """
 
     allowed_lateness: float = 0.0
+    time: str = "per-stream"
+    stream_lateness: Mapping[str, float] = field(default_factory=dict)
+    idle_timeout: float | None = 60.0
     order: str = "adaptive"
     bucket_width: float | None = None
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS
@@ -58,11 +77,15 @@ class MatcherConfig:
     missing: str = "error"
 
     def __post_init__(self) -> None:
-        lateness = self.allowed_lateness
-        if isinstance(lateness, bool) or not isinstance(lateness, (int, float)):
-            raise ValueError(f"allowed_lateness must be a number of seconds, not {lateness!r}")
-        if not (lateness >= 0 and math.isfinite(lateness)):
-            raise ValueError(f"allowed_lateness must be a finite number >= 0, not {lateness!r}")
+        check_seconds("allowed_lateness", self.allowed_lateness)
+        if self.time not in TIME_MODES:
+            raise ValueError(f"time must be one of {', '.join(TIME_MODES)}, not {self.time!r}")
+        if self.stream_lateness and self.time == "global":
+            raise ValueError("stream_lateness needs time='per-stream' (one global clock has one lateness)")
+        for name, value in dict(self.stream_lateness).items():
+            check_seconds(f"stream_lateness[{name!r}]", value)
+        if self.idle_timeout is not None:
+            check_seconds("idle_timeout", self.idle_timeout)
         parse_order(self.order)
         width = self.bucket_width
         if width is not None and not (width > 0 and math.isfinite(width)):

@@ -11,8 +11,10 @@ raises :class:`~predicates.QueryError` naming that query and where it is.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -45,7 +47,7 @@ from predicates.templates import CompiledQuery, split_query_texts
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
-SNAPSHOT_FORMAT = 4
+SNAPSHOT_FORMAT = 5  # 5: per-stream clocks
 
 
 class NeverMatchesWarning(UserWarning):
@@ -58,7 +60,8 @@ class Matcher:
     ``schema`` is DDL text or a :class:`~predicates.Catalog` (streams can also be added
     later with :meth:`register_streams`). The settings are those of
     :class:`~mqo.config.MatcherConfig`, given as keywords or as ``config``;
-    ``late_sink`` receives every late tuple.
+    ``late_sink`` receives every late tuple; ``now`` is the processing-time source the
+    ``idle_timeout`` is measured with (seconds, monotonic; injectable for tests).
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class Matcher:
         *,
         config: MatcherConfig | None = None,
         late_sink: Callable[[LateTuple], None] | None = None,
+        now: Callable[[], float] = time.monotonic,
         **settings: Any,
     ) -> None:
         self.config = config.with_changes(**settings) if config is not None else MatcherConfig(**settings)
@@ -74,7 +78,7 @@ class Matcher:
         if isinstance(schema, str):
             self.catalog.register_ddl(schema)
         self.registry = QueryRegistry(self.catalog, self.config.max_disjuncts)
-        self.pipeline = Pipeline(self.config, late_sink)
+        self.pipeline = Pipeline(self.config, late_sink, now)
         self._plan: CompiledPlan | None = None
         self._previous_plan: CompiledPlan | None = None  # kept while registrations change
         self._plan_version = 0
@@ -330,8 +334,19 @@ class Matcher:
 
     @property
     def watermark(self) -> float:
-        """The largest timestamp seen (tuples and heartbeats); -inf before any."""
-        return self.clock.newest
+        """The matcher's watermark: the smallest over the active streams of their
+        newest ts minus their allowed lateness (under ``time='global'``: the newest ts
+        of any stream minus the lateness); a tuple older than it is late. -inf until
+        every active stream has spoken."""
+        self.plan  # noqa: B018 - the clock knows the streams once the plan exists
+        self.clock._recompute()
+        return self.clock.watermark
+
+    def stream_watermarks(self) -> dict[str, float]:
+        """Each stream's newest ts (tuples and heartbeats; -inf before any), by name."""
+        self.plan  # noqa: B018
+        clock = self.clock
+        return dict(zip(clock.names, clock.newest, strict=True))
 
     @property
     def retention_horizon(self) -> float:
@@ -356,7 +371,7 @@ class Matcher:
         last tuple it is. A late tuple returns no results and goes to the late sink."""
         number = self._stream(stream)
         aggregating = self._aggregating(stream)
-        late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(float(ts))
+        late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
         blocks = self.pipeline.push(number, ts, values, id)
         if aggregating and not late:
             one = {"ts": [ts], **{name: [v] for name, v in (values or {}).items()}}
@@ -372,16 +387,20 @@ class Matcher:
     def _aggregating(self, stream: str) -> bool:
         return self.aggregator is not None and stream.lower() in self.aggregator.streams()
 
-    def aggregate_watermark(self) -> float:
-        """The event time windows are closed by (one method, so the clock's rules stay
-        in one place): a window ending before ``watermark - allowed_lateness`` can get
-        no more tuples that are not late."""
-        return self.clock.newest
+    def late_probe(self, streams: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Which of these tuples (stream numbers and ts, in arrival order) would be
+        late from here, without moving the clock."""
+        return copy.deepcopy(self.clock).late_mask(streams, ts)[0]
 
     def _emit_aggregates(self) -> None:
+        """Windows ending before the matcher's watermark can get no more tuples that
+        are not late: emit them (the watermark exactly, as the clock keeps it)."""
         if self.aggregator is not None:
-            lateness = self.clock._late_exact  # the allowed lateness as the exact number it means
-            self._aggregates.extend(self.aggregator.emit(self.aggregate_watermark(), lateness))
+            clock = self.clock
+            clock._recompute()
+            if clock.mark is not None:
+                base, k = clock.mark
+                self._aggregates.extend(self.aggregator.emit(base, clock._late_exact[k]))
 
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows emitted so far and not yet taken: one per (query, window,
@@ -411,8 +430,9 @@ class Matcher:
         if not self._aggregating(stream):
             return self.pipeline.push_batch(number, batch)
         assert self.aggregator is not None
-        # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
-        self.aggregator.ingest(stream, batch, clock=self.clock)
+        # the aggregator decides lateness on the clock as it is before this batch, as the
+        # pipeline does (on a copy: deciding a batch's lateness moves a clock)
+        self.aggregator.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
         out = self.pipeline.push_batch(number, batch)
         self._emit_aggregates()
         return out
@@ -438,12 +458,28 @@ class Matcher:
         self.plan  # noqa: B018 - the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
-    def heartbeat(self, ts: float) -> None:
-        """Advance time without a tuple, so quiet streams still purge their state."""
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts:
-            raise TupleError(f"heartbeat ts must be a number, got {ts!r}")
+    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> None:
+        """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B
+        has nothing more before 100 (it holds the watermark back no further);
+        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state."""
+        stream: str | None = None
+        if isinstance(stream_or_ts, str):
+            stream = stream_or_ts
+        elif ts is None:
+            ts = stream_or_ts
+        else:
+            raise TupleError(f"heartbeat takes (ts) or (stream, ts), got ({stream_or_ts!r}, {ts!r})")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or abs(ts) == float("inf"):
+            raise TupleError(f"heartbeat ts must be a finite number, got {ts!r}")
+        s = None if stream is None else self._stream(stream)
         self.plan  # noqa: B018 - make sure the state exists
-        self.pipeline.advance(float(ts))
+        self.pipeline.heartbeat(s, float(ts))
+        self._emit_aggregates()
+
+    def set_idle(self, stream: str) -> None:
+        """Declare ``stream`` idle: it stops holding the watermark back until it
+        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence)."""
+        self.pipeline.set_idle(self._stream(stream))
         self._emit_aggregates()
 
     # ------------------------------------------------------------- snapshots

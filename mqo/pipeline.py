@@ -23,6 +23,7 @@ row builders and the clock.
 from __future__ import annotations
 
 import pickle
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -32,7 +33,7 @@ import numpy as np
 
 from indexes.stored import StoredTuple
 from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of, row_columns
-from mqo.clock import Clock
+from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.engine import Engine, ResultBlock
 from mqo.plan import CompiledPlan
@@ -50,9 +51,15 @@ DEFAULT_ORDER = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 
 
 class Pipeline:
-    def __init__(self, config: MatcherConfig, late_sink: Callable[[LateTuple], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: MatcherConfig,
+        late_sink: Callable[[LateTuple], None] | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
-        self.clock = Clock(config.allowed_lateness)
+        self.now = now
+        self.clock: Clock = clock_for(config, (), now)
         self.counters = Counters()
         self.late_sink = late_sink
         self.late_tuples: deque[LateTuple] = deque(maxlen=LATE_KEPT)
@@ -75,6 +82,10 @@ class Pipeline:
             self.state = WindowState(len(plan.streams), width)
         if len(self.rows) != len(plan.streams):
             self.rows = [RowBuilder(schema, config.missing == "null") for schema in plan.streams]
+        names = [schema.name for schema in plan.streams]
+        if config.time == "per-stream" and self.clock.names != names:
+            # streams are all declared before the first tuple, so the clock has no time yet
+            self.clock = clock_for(config, names, self.now)
         self.state.configure(plan.indexed_positions, width)
         self.plan = plan
         self.engine = Engine(plan, self.state, self.counters, check_qed=config.check)
@@ -128,8 +139,9 @@ class Pipeline:
             )
             return self.push_prepared(prepared, 0)
         self.counters.tuples += 1
-        if self.clock.is_late(row[0]):
-            self._late(s, row)
+        if self.clock.is_late(s, row[0]):
+            self._late(s, row, self.clock.mark)
+            self.clock.observe(s, row[0])
             return []
         t = StoredTuple(s, self.seq, row)
         self.seq += 1
@@ -140,7 +152,8 @@ class Pipeline:
             wanted = plan.multi_stream_slots & plan.stream_slots[s]
             if wanted & ~self.engine.attribute_kill(t, wanted):
                 self._store(t)
-        self._advance(row[0])
+        self.clock.observe(s, row[0])
+        self._advance(self.clock.mark)
         return blocks
 
     # --------------------------------------------------------------- batches
@@ -162,11 +175,14 @@ class Pipeline:
         """Row ``i`` of a prepared batch (rows in arrival order)."""
         ts = float(prepared.ts[i])
         self.counters.tuples += 1
-        if self.clock.is_late(ts):
-            self._late(prepared.stream, prepared.row(i))
+        s = prepared.stream
+        if self.clock.is_late(s, ts):
+            self._late(s, prepared.row(i), self.clock.mark)
+            self.clock.observe(s, ts)
             return []
         blocks = self._matched_row(prepared, i, int(prepared.flags[i]))
-        self._advance(ts)
+        self.clock.observe(s, ts)
+        self._advance(self.clock.mark)
         return blocks
 
     def replay(
@@ -180,24 +196,25 @@ class Pipeline:
             return
         ts = np.empty(n, np.float64)
         flags = np.empty(n, np.int8)
+        streams = np.empty(n, np.int64)
         for k, prep in enumerate(prepared):
             chosen = which == k
             ts[chosen] = prep.ts[rows[chosen]]
             flags[chosen] = prep.flags[rows[chosen]]
-        late, before = self.clock.late_mask(ts)
+            streams[chosen] = prep.stream
+        late, marks = self.clock.late_mask(streams, ts)
+        marks.append(self.clock.mark)
         self.counters.tuples += n
         for j in np.flatnonzero(late | (flags != 0)).tolist():
             prep, i = prepared[int(which[j])], int(rows[j])
             if late[j]:
-                self._late(prep.stream, prep.row(i))
+                self._late(prep.stream, prep.row(i), marks[j])
                 continue
-            self._advance(float(before[j]))
+            self._advance(marks[j])
             blocks = self._matched_row(prep, i, int(flags[j]))
-            self._advance(float(ts[j]))
+            self._advance(marks[j + 1])
             yield j, blocks
-        accepted = ts[~late]
-        if len(accepted):
-            self._advance(float(accepted.max()))
+        self._advance(self.clock.mark)
 
     def push_batch(self, s: int, batch: Any) -> MatchBatch:
         """A batch of stream ``s``, in row order, as if pushed one by one."""
@@ -210,7 +227,8 @@ class Pipeline:
         n = len(prepared)
         if not n:
             return out
-        late, _ = self.clock.late_mask(prepared.ts)
+        late, marks = self.clock.late_mask(np.full(n, s, np.int64), prepared.ts)
+        marks.append(self.clock.mark)
         flags = np.where(late, 0, prepared.flags).astype(np.int8)
         single_rows = np.flatnonzero(flags & SINGLE)
         if len(single_rows):
@@ -227,12 +245,12 @@ class Pipeline:
         self.counters.tuples += n
         for i in np.flatnonzero(late | (rest != 0)).tolist():
             if late[i]:
-                self._late(prepared.stream, prepared.row(i))
+                self._late(s, prepared.row(i), marks[i])
                 continue
+            self._advance(marks[i])
             out.blocks.extend(self._matched_row(prepared, i, int(rest[i])))
-            self._advance(float(prepared.ts[i]))
-        if (~late).any():
-            self._advance(float(prepared.ts[~late].max()))
+            self._advance(marks[i + 1])
+        self._advance(self.clock.mark)
         return out
 
     def _one_by_one(self, s: int, batch: Any) -> list[ResultBlock]:
@@ -270,9 +288,15 @@ class Pipeline:
 
     # ------------------------------------------------------------ time, state
 
-    def advance(self, ts: float) -> None:
-        """Time reached ``ts`` (a tuple or a heartbeat)."""
-        self._advance(ts)
+    def heartbeat(self, s: int | None, ts: float) -> None:
+        """Stream ``s`` (every stream when None) has nothing more before ``ts``."""
+        self.clock.heartbeat(s, ts)
+        self._advance(self.clock.mark)
+
+    def set_idle(self, s: int) -> None:
+        """Stream ``s`` stops holding time back until it speaks again."""
+        self.clock.set_idle(s)
+        self._advance(self.clock.mark)
 
     def _store(self, t: StoredTuple) -> None:
         assert self.state is not None
@@ -280,13 +304,15 @@ class Pipeline:
         if self.config.check:
             self.state._check()
 
-    def _advance(self, ts: float) -> None:
+    def _advance(self, mark: Mark | None) -> None:
+        """Move the retention horizon to the watermark ``mark`` and purge what falls
+        behind it."""
         assert self.plan is not None and self.state is not None
-        moved = self.clock.advance(ts, self.plan.retention_window_exact)
+        moved = self.clock.advance(self.plan.retention_window_exact, mark)
         if moved and self.state.purge(self.clock.purge_horizon()) and self.config.check:
             self.state._check()
 
-    def _late(self, s: int, row: tuple[Any, ...]) -> None:
+    def _late(self, s: int, row: tuple[Any, ...], mark: Mark | None) -> None:
         assert self.plan is not None
         schema = self.plan.streams[s]
         late = LateTuple(
@@ -294,8 +320,8 @@ class Pipeline:
             ts=row[0],
             id=row[1],
             values={c.name: v for c, v in zip(schema.columns, row[2:], strict=True)},
-            watermark=self.clock.newest,
-            allowed_lateness=self.clock.allowed_lateness,
+            watermark=-np.inf if mark is None else mark[0],
+            allowed_lateness=self.clock.allowed_lateness if mark is None else self.clock.lateness[mark[1]],
         )
         self.counters.late += 1
         self.late_tuples.append(late)

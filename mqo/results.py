@@ -41,8 +41,8 @@ class LateTuple:
     @property
     def reason(self) -> str:
         return (
-            f"ts {self.ts:g} is older than the newest ts seen ({self.watermark:g}) "
-            f"minus the allowed lateness ({self.allowed_lateness:g})"
+            f"ts {self.ts:g} is older than the watermark: the newest ts ({self.watermark:g}) of the "
+            f"stream furthest behind, minus its allowed lateness ({self.allowed_lateness:g})"
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -53,7 +53,12 @@ def cmd_match(args: argparse.Namespace) -> int:
     # use need not be stored.
     store = "all" if args.engine == "spark" else "candidates"
     matcher = load_matcher(
-        args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order, store=store
+        args.schema,
+        args.queries,
+        allowed_lateness=args.allowed_lateness,
+        order=args.order,
+        store=store,
+        time=args.time,
     )
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
@@ -243,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="how late a tuple may be: seconds, or a duration such as '500 ms' (default 0)",
     )
     match.add_argument(
+        "--time",
+        choices=["per-stream", "global"],
+        default="per-stream",
+        help="event time: a watermark per stream, the matcher's the slowest (default), or one global clock",
+    )
+    match.add_argument(
         "--on-bad-row",
         choices=["error", "skip"],
         default="error",
@@ -303,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--input", action="append", required=True, metavar="STREAM=FILE", help="sample input")
     profile.add_argument("--out", metavar="DIR", help="folder for the CSV and plot (default: profile-<time>)")
     profile.add_argument("--allowed-lateness", type=lateness_option, default=0.0, metavar="SECONDS")
+    profile.add_argument("--time", choices=["per-stream", "global"], default="per-stream", help="event time rule")
     profile.set_defaults(func=cmd_profile)
     return parser
 

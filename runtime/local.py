@@ -289,7 +289,8 @@ def _aggregate_inputs(matcher: Matcher, data: list[StreamData], which: np.ndarra
     for k, d in enumerate(data):
         chosen = which == k
         ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
-    late, _ = matcher.clock.late_mask(ts)
+    numbers = np.array([matcher.plan.stream_number(d.stream) for d in data], np.int64)
+    late = matcher.late_probe(numbers[which], ts)
     for k, d in enumerate(data):
         late_rows = np.zeros(len(d), bool)
         chosen = which == k

@@ -297,7 +297,12 @@ def compare_orders(args: argparse.Namespace, events: Sequence[Event]) -> list[Or
     reference: set[tuple[str, tuple[tuple[str, int], ...]]] | None = None
     for order in ORDERS:
         m = load_matcher(
-            args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=order, late_sink=lambda late: None
+            args.schema,
+            args.queries,
+            allowed_lateness=args.allowed_lateness,
+            order=order,
+            late_sink=lambda late: None,
+            time=args.time,
         )
         found: list[tuple[str, tuple[tuple[str, int], ...]]] = []
         push = m.push
@@ -450,7 +455,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if not args.input:
         raise CliError("give at least one --input STREAM=FILE")
     specs = [InputSpec.parse(text) for text in args.input]
-    matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness)
+    matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, time=args.time)
     if not len(matcher.registry):
         raise CliError(f"{args.queries} holds no query to profile")
     out = Path(args.out) if args.out else Path(f"profile-{time.strftime('%Y%m%d-%H%M%S')}")

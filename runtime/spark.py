@@ -362,6 +362,10 @@ def template(spec: StageSpec) -> Matcher:
             "order": settings["order"],
             "max_disjuncts": settings["max_disjuncts"],
             "store": "candidates",
+            # a task gets its rows in ts order, late tuples already decided (by the
+            # driver or Spark's watermark): one clock purges by the newest ts, where a
+            # stream absent from a partition would hold per-stream time back
+            "time": "global",
         }
         m = Matcher(spec.ddl, **options)
         names = [name for name, _ in spec.queries]

@@ -23,14 +23,13 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from mqo import Matcher
 from mqo.batch import ARROW_TYPES
-from mqo.clock import Clock
+from mqo.clock import clock_for
 from mqo.results import LateTuple, Match
 from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.local import Summary
@@ -52,7 +51,9 @@ def run_spark_match(
 
     started = time.perf_counter()
     if matcher is None:
-        matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order)
+        matcher = load_matcher(
+            args.schema, args.queries, allowed_lateness=args.allowed_lateness, order=args.order, time=args.time
+        )
     late_path, rejects_path = side_paths(args.output, args.late, args.rejects)
     named = [("the output", args.output, False), ("the late-tuple file", late_path, True)]
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
@@ -60,7 +61,7 @@ def run_spark_match(
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)
     rejected: list[BadRow] = [row for d in data for row in d.rejected]
     write_jsonl(rejects_path, (r.as_dict() for r in rejected), "the reject file")
-    ids, keep, late = arrival_order(data, matcher.allowed_lateness)
+    ids, keep, late = arrival_order(data, matcher)
 
     summary = Summary(output=args.output)
     tables = stream_tables(matcher, data, ids, keep)
@@ -93,11 +94,8 @@ def run_spark_match(
     return summary
 
 
-NO_WINDOW = Fraction(0)  # only lateness is decided here, not what is kept
-
-
 def arrival_order(
-    data: list[StreamData], allowed_lateness: float
+    data: list[StreamData], matcher: Matcher
 ) -> tuple[list[list[int]], list[list[bool]], list[LateTuple]]:
     """Per input: every row's id and whether it is matched; plus the late tuples, as
     the local engine decides them in its arrival order."""
@@ -105,7 +103,9 @@ def arrival_order(
     keep: list[list[bool]] = [[True] * len(d) for d in data]
     late: list[LateTuple] = []
     next_id: dict[str, int] = {}
-    clock = Clock(allowed_lateness)  # the matcher's own rule, so both engines call the same tuples late
+    # the matcher's own clock, so both engines call the same tuples late
+    names = [schema.name for schema in matcher.plan.streams]
+    clock = clock_for(matcher.config, names)
     for k, i in merge(data):
         d = data[k]
         auto = next_id.get(d.stream, 0)
@@ -113,11 +113,12 @@ def arrival_order(
         if d.ids is None:
             ids[k][i] = auto
         ts = d.ts[i]
-        if clock.is_late(ts):
+        s = names.index(d.stream)
+        if clock.is_late(s, ts):
             keep[k][i] = False
-            late.append(LateTuple(d.stream, ts, ids[k][i], d.values(i), clock.newest, allowed_lateness))
-        else:
-            clock.advance(ts, NO_WINDOW)
+            base, number = clock.mark  # type: ignore[misc]  # a late tuple has a watermark
+            late.append(LateTuple(d.stream, ts, ids[k][i], d.values(i), base, clock.lateness[number]))
+        clock.observe(s, ts)
     return ids, keep, late
 
 

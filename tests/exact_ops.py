@@ -57,6 +57,14 @@ class Push:
 @dataclass(frozen=True)
 class Heartbeat:
     ts: float
+    stream: str | None = None  # None: every stream
+
+
+@dataclass(frozen=True)
+class Idle:
+    """A stream stops holding time back (declared idle, or silent past the timeout)."""
+
+    stream: str
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ class Unregister:
     name: str
 
 
-Op = Push | Heartbeat | Register | Unregister
+Op = Push | Heartbeat | Idle | Register | Unregister
 
 
 @dataclass
@@ -77,6 +85,11 @@ class Workload:
     schema: Schema
     lateness: float
     ops: list[Op] = field(default_factory=list)
+    time: str = "global"  # the clock rule (tests/reference.py, rule 4)
+    stream_lateness: dict[str, float] = field(default_factory=dict)
+
+    def reference(self, **options: Any) -> Reference:
+        return Reference(self.schema, self.lateness, time=self.time, stream_lateness=self.stream_lateness, **options)
 
     @property
     def queries(self) -> list[Query]:
@@ -96,14 +109,18 @@ class Workload:
 
     def reference_runs(self) -> list[list[Any]]:
         """The reference's results of every op (empty for ops other than pushes)."""
-        ref = Reference(self.schema, self.lateness)
+        ref = self.reference()
         out: list[list[Any]] = []
         for op in self.ops:
             out.append(apply_reference(ref, op))
         return out
 
     def script(
-        self, engine_call: str = "mqo.Matcher(DDL, allowed_lateness=LATENESS, order=ORDER, missing='null')"
+        self,
+        engine_call: str = (
+            "mqo.Matcher(DDL, allowed_lateness=LATENESS, order=ORDER, missing='null', time=TIME,"
+            " stream_lateness=OWN, idle_timeout=None)"
+        ),
     ) -> str:
         """Python that replays the workload on the engine and the reference and prints
         every difference (run it from the repository root; set ORDER to the order a
@@ -119,8 +136,9 @@ class Workload:
             "DDL = SCHEMA.ddl()",
             f"LATENESS = {self.lateness!r}",
             "ORDER = 'AJW'",
+            f"TIME, OWN = {self.time!r}, {self.stream_lateness!r}",
             f"eng = {engine_call}",
-            "ref = Reference(SCHEMA, LATENESS)",
+            "ref = Reference(SCHEMA, LATENESS, time=TIME, stream_lateness=OWN)",
             "def show(what, got, want):",
             "    got, want = sorted(map(str, engine_results(got))), sorted(map(str, want))",
             "    print(what, 'OK' if got == want else f'DIFFERS\\n  engine:    {got}\\n  reference: {want}')",
@@ -132,7 +150,10 @@ class Workload:
             elif isinstance(op, Unregister):
                 lines.append(f"eng.unregister_query({op.name!r}); ref.unregister({op.name!r})")
             elif isinstance(op, Heartbeat):
-                lines.append(f"eng.heartbeat({op.ts!r}); ref.heartbeat({op.ts!r})")
+                beat = f"{op.ts!r}" if op.stream is None else f"{op.stream!r}, {op.ts!r}"
+                lines.append(f"eng.heartbeat({beat}); ref.heartbeat({op.ts!r}, {op.stream!r})")
+            elif isinstance(op, Idle):
+                lines.append(f"eng.set_idle({op.stream!r}); ref.set_idle({op.stream!r})")
             else:
                 args = f"{op.stream!r}, {op.ts!r}, {op.values!r}, id={op.id!r}"
                 lines.append(f"show('push {op.stream}@{op.ts!r}', eng.push({args}), ref.push({args}))")
@@ -156,7 +177,9 @@ def apply_reference(ref: Reference, op: Op) -> list[Any]:
     elif isinstance(op, Unregister):
         ref.unregister(op.name)
     elif isinstance(op, Heartbeat):
-        ref.heartbeat(op.ts)
+        ref.heartbeat(op.ts, op.stream)
+    elif isinstance(op, Idle):
+        ref.set_idle(op.stream)
     else:
         return ref.push(op.stream, op.ts, dict(op.values), id=op.id)
     return []

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from tests.exact_ops import (
     Chooser,
     Heartbeat,
+    Idle,
     Op,
     Push,
     Register,
@@ -66,6 +67,7 @@ LATENESS = ("0", "0", "0.1", "0.3", "0.05", "0.2", "1.5")
 
 __all__ = [
     "Heartbeat",
+    "Idle",
     "Push",
     "Register",
     "Unregister",

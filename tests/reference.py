@@ -20,11 +20,18 @@ The rules (DESIGN.md §3 and §5 "Numbers (revised)", made precise; the same rul
    AND, OR are Kleene's. A query reports an assignment only if its condition is TRUE.
 3. ``id`` is the given one, else the number of tuples pushed before on that stream (late
    ones included).
-4. ``M`` is the largest ts of accepted tuples and heartbeats. A tuple is late iff
-   ``ts < M - L`` (L the allowed lateness); a late tuple is counted and nothing else.
-5. After each accepted tuple (after matching it) and each heartbeat the retention
-   horizon becomes ``H = max(H, M - L - Wmax)``, ``Wmax`` the largest MAXWINDOW of the
-   registered queries over 2+ aliases (0 if none).
+4. Time (``time='per-stream'``, the default): each stream has ``M_s``, the largest ts of
+   its tuples (late ones included) and heartbeats, and a lateness ``L_s`` (its own, else
+   the allowed lateness L). A stream is *active* unless declared idle (it is active again
+   once it sends a tuple or a heartbeat). The watermark ``W`` starts at -inf; after each
+   tuple, heartbeat and idle declaration it becomes ``max(W, min over active s of
+   M_s - L_s)`` when there is an active stream and every active stream has an ``M_s``
+   (else it stays). A tuple is late iff ``ts < W`` (W before it arrives); a late tuple is
+   counted and nothing else. ``time='global'``: one ``M`` over all streams, ``W = M - L``.
+   A heartbeat without a stream is a heartbeat of every stream.
+5. After each accepted tuple (after matching it) and each heartbeat or idle declaration
+   the retention horizon becomes ``H = max(H, W - Wmax)``, ``Wmax`` the largest MAXWINDOW
+   of the registered queries over 2+ aliases (0 if none).
 6. A query registered when the horizon is ``H`` sees only tuples with ``ts >= H``
    (``since``); a query registered before any horizon sees everything.
 7. When a tuple is accepted, each registered query reading its stream reports every
@@ -36,6 +43,8 @@ The rules (DESIGN.md §3 and §5 "Numbers (revised)", made precise; the same rul
    ``alias.col``; ``alias.*`` likewise for one alias).
 
 Self-joins (one stream under two aliases) are not modelled: the engine rejects them.
+Idleness after a processing-time timeout is modelled as a declaration (``set_idle``) at
+the point the timeout passes.
 """
 
 from __future__ import annotations
@@ -444,17 +453,32 @@ class Registered:
 class Reference:
     """The contract computed the slow, exact way (see the module docstring)."""
 
-    def __init__(self, schema: Schema, allowed_lateness: Any = 0, *, prune: bool = True) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        allowed_lateness: Any = 0,
+        *,
+        prune: bool = True,
+        time: str = "per-stream",
+        stream_lateness: Mapping[str, Any] | None = None,
+    ) -> None:
         self.schema = schema
         self.lateness = exact(allowed_lateness)
         assert isinstance(self.lateness, Fraction) and self.lateness >= 0
+        assert time in ("per-stream", "global")
+        # global time is per-stream time with one clock every tuple belongs to
+        self.clocks = [s.name for s in schema.streams] if time == "per-stream" else ["*"]
+        own = {name: exact(v) for name, v in (stream_lateness or {}).items()}
+        self.stream_late: dict[str, Fraction] = {c: own.get(c, self.lateness) for c in self.clocks}  # type: ignore[misc]
+        self.newest: dict[str, Fraction | None] = dict.fromkeys(self.clocks)
+        self.idle: set[str] = set()
+        self.watermark: Fraction | None = None  # W; None is -inf
         self.queries: dict[str, Registered] = {}
         # accepted tuples per stream, sorted by ts, and their ts (for bisect)
         self.stored: dict[str, list[Row]] = {s.name: [] for s in schema.streams}
         self.stamps: dict[str, list[Fraction]] = {s.name: [] for s in schema.streams}
         self.pushed: dict[str, int] = dict.fromkeys(self.stored, 0)
         self.late: list[tuple[str, Fraction, int]] = []
-        self.max_ts: Fraction | None = None  # M; None is -inf
         self.horizon: Fraction | None = None  # H; None is -inf
         # Pruning drops stored tuples older than H. It only saves time: such a tuple is
         # in no result (a query registered before H was reached has MAXWINDOW <= Wmax,
@@ -493,10 +517,11 @@ class Reference:
         if id is None:
             id = self.pushed[stream]
         self.pushed[stream] += 1
-        if self.max_ts is not None and exact_ts < self.max_ts - self.lateness:
+        late = self.watermark is not None and exact_ts < self.watermark
+        self._speak(stream, exact_ts)
+        if late:
             self.late.append((stream, exact_ts, id))
             return []
-        self.max_ts = exact_ts if self.max_ts is None else max(self.max_ts, exact_ts)
         given = dict(values or {})
         row: Row = {}
         for col in spec.columns:
@@ -515,11 +540,41 @@ class Reference:
         self._advance()
         return results
 
-    def heartbeat(self, ts: float) -> None:
+    def heartbeat(self, ts: float, stream: str | None = None) -> None:
         exact_ts = exact(ts)
         assert isinstance(exact_ts, Fraction)
-        self.max_ts = exact_ts if self.max_ts is None else max(self.max_ts, exact_ts)
+        for name in [stream] if stream is not None else [s.name for s in self.schema.streams]:
+            self._speak(name, exact_ts)
         self._advance()
+
+    def set_idle(self, stream: str) -> None:
+        self.idle.add(self._clock(stream))
+        self._settle()
+        self._advance()
+
+    def _clock(self, stream: str) -> str:
+        return stream if self.clocks != ["*"] else "*"
+
+    def _speak(self, stream: str, ts: Fraction) -> None:
+        c = self._clock(stream)
+        old = self.newest[c]
+        self.newest[c] = ts if old is None else max(old, ts)
+        self.idle.discard(c)
+        self._settle()
+
+    def _settle(self) -> None:
+        active = [c for c in self.clocks if c not in self.idle]
+        if not active:
+            return
+        marks = []
+        for c in active:
+            newest = self.newest[c]
+            if newest is None:
+                return
+            marks.append(newest - self.stream_late[c])
+        low = min(marks)
+        if self.watermark is None or low > self.watermark:
+            self.watermark = low
 
     @property
     def late_count(self) -> int:
@@ -528,10 +583,11 @@ class Reference:
     # ------------------------------------------------------------- internals
 
     def _advance(self) -> None:
-        assert self.max_ts is not None
+        if self.watermark is None:
+            return
         windows = [r.query.maxwindow.seconds for r in self.queries.values() if len(r.query.sources) > 1]
         wmax = max(windows, default=Fraction(0))  # type: ignore[arg-type]
-        candidate = self.max_ts - self.lateness - wmax
+        candidate = self.watermark - wmax
         if self.horizon is None or candidate > self.horizon:
             self.horizon = candidate
             if self.prune:

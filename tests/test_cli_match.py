@@ -184,7 +184,8 @@ def test_out_of_order_tuple_is_late(capsys: pytest.CaptureFixture[str], tmp_path
     ddl, queries = ab
     a = write(tmp_path / "a.csv", "ts,x,tag\n1,1,on-time\n5,2,on-time\n3,3,late\n")
     out_path = tmp_path / "out.jsonl"
-    extra = ("--output", str(out_path), "--allowed-lateness", "0")
+    # one clock: B, declared but silent, does not hold time back
+    extra = ("--output", str(out_path), "--allowed-lateness", "0", "--time", "global")
     rc, _, err = run(capsys, *match_args(f"A={a}", schema=ddl, queries=queries, extra=extra))
     assert rc == 0, err
     assert [r["values"]["A.x"] for r in jsonl(out_path.read_text())] == [1.0, 2.0]
@@ -203,12 +204,13 @@ def test_late_file_option_and_default_name_on_stdout(
     ddl, queries = ab
     a = write(tmp_path / "a.csv", "ts,x,tag\n5,2,x\n3,3,x\n")
     late_path = tmp_path / "elsewhere.jsonl"
-    rc, _, err = run(capsys, *match_args(f"A={a}", schema=ddl, queries=queries, extra=("--late", str(late_path))))
+    extra = ("--late", str(late_path), "--time", "global")
+    rc, _, err = run(capsys, *match_args(f"A={a}", schema=ddl, queries=queries, extra=extra))
     assert rc == 0, err
     assert [r["ts"] for r in jsonl(late_path.read_text())] == [3.0]
     assert str(late_path) in err
     monkeypatch.chdir(tmp_path)  # results on stdout: the late file is mqo.late.jsonl here
-    rc, _, err = run(capsys, *match_args(f"A={a}", schema=ddl, queries=queries))
+    rc, _, err = run(capsys, *match_args(f"A={a}", schema=ddl, queries=queries, extra=("--time", "global")))
     assert rc == 0, err
     assert [r["ts"] for r in jsonl((tmp_path / "mqo.late.jsonl").read_text())] == [3.0]
 

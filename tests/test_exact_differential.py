@@ -43,6 +43,7 @@ import mqo.pipeline
 from mqo.batch import MatchBatch
 from tests.exact_workloads import (
     Heartbeat,
+    Idle,
     Push,
     Register,
     Unregister,
@@ -111,9 +112,12 @@ def engine_op(eng: Any, ref: Reference, op: Any, where: str) -> None:
         assert eng.register_query(op.query.to_text()) == op.query.name, where
     elif isinstance(op, Unregister):
         eng.unregister_query(op.name)
+    elif isinstance(op, Idle):
+        eng.set_idle(op.stream)
     else:
         assert isinstance(op, Heartbeat)
-        assert not eng.heartbeat(op.ts), f"{where}: a heartbeat reported results"
+        beat = (op.ts,) if op.stream is None else (op.stream, op.ts)
+        assert not eng.heartbeat(*beat), f"{where}: a heartbeat reported results"
     apply_reference(ref, op)
 
 
@@ -123,7 +127,7 @@ def engine_op(eng: Any, ref: Reference, op: Any, where: str) -> None:
 def run_push(workload: Workload, make: Callable[[Workload], Any], restore_at: frozenset[int] = frozenset()) -> None:
     """Every op through ``Matcher.push`` (and register/unregister/heartbeat); before the
     ops in ``restore_at`` the matcher is replaced by ``restore(snapshot())``."""
-    ref = Reference(workload.schema, workload.lateness)
+    ref = workload.reference()
     eng = make(workload)
     for step, op in enumerate(workload.ops):
         where = f"step {step} ({op!r})"
@@ -162,7 +166,7 @@ def batch_ids(workload: Workload, indexes: list[int], ids: list[int | None]) -> 
 
 def run_batches(workload: Workload, make: Callable[[Workload], Any]) -> None:
     """Each run of one stream's consecutive pushes through one ``push_batch``."""
-    ref = Reference(workload.schema, workload.lateness)
+    ref = workload.reference()
     eng = make(workload)
     ids = workload.effective_ids()
     for step, indexes in runs(workload, same_stream=True):
@@ -183,7 +187,7 @@ def run_batches(workload: Workload, make: Callable[[Workload], Any]) -> None:
 def run_replay(workload: Workload, make: Callable[[Workload], Any]) -> None:
     """Each run of consecutive pushes (any streams) prepared per stream with
     ``Matcher.prepare`` and matched with ``Matcher.replay`` in arrival order."""
-    ref = Reference(workload.schema, workload.lateness)
+    ref = workload.reference()
     eng = make(workload)
     ids = workload.effective_ids()
     for step, indexes in runs(workload, same_stream=False):
@@ -210,7 +214,15 @@ def run_replay(workload: Workload, make: Callable[[Workload], Any]) -> None:
 
 
 def matcher(**options: Any) -> Callable[[Workload], Any]:
-    return lambda w: mqo.Matcher(w.schema.ddl(), allowed_lateness=w.lateness, missing="null", **options)
+    return lambda w: mqo.Matcher(
+        w.schema.ddl(),
+        allowed_lateness=w.lateness,
+        missing="null",
+        time=w.time,
+        stream_lateness=w.stream_lateness,
+        idle_timeout=None,
+        **options,
+    )
 
 
 # ----------------------------------------------------------- the reference
@@ -235,8 +247,8 @@ def test_reference_imports_nothing_of_the_engine() -> None:
 def test_reference_pruning_changes_nothing(workload: Workload) -> None:
     """Dropping tuples older than the horizon is only a speed-up of the reference."""
     pruned, kept = (
-        Reference(workload.schema, workload.lateness),
-        Reference(workload.schema, workload.lateness, prune=False),
+        workload.reference(),
+        workload.reference(prune=False),
     )
     for op in workload.ops:
         assert Counter(apply_reference(pruned, op)) == Counter(apply_reference(kept, op))
@@ -382,12 +394,12 @@ def run_cli(workload: Workload, order: str) -> None:
         command = [sys.executable, "-m", "runtime.cli", "match", "--schema", str(folder / "streams.ddl")]
         command += ["--queries", str(folder / "queries.mqo"), *inputs, "--output", str(folder / "out.jsonl")]
         command += ["--late", str(folder / "late.jsonl"), "--allowed-lateness", repr(workload.lateness)]
-        command += ["--order", order, "--quiet"]
+        command += ["--order", order, "--time", workload.time, "--quiet"]
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         got = [exact_result(r["query"], r["ts"], r["ids"], r["values"]) for r in read_jsonl(folder / "out.jsonl")]
         late = read_jsonl(folder / "late.jsonl") if (folder / "late.jsonl").exists() else []
-    ref = Reference(workload.schema, workload.lateness)
+    ref = workload.reference()
     for q in workload.queries:
         ref.register(q)
     want = [r for stream, ts, values, ident in merged for r in ref.push(stream, ts, dict(values), id=ident)]

@@ -198,7 +198,12 @@ def case(request: pytest.FixtureRequest) -> Case:
 
 def fresh(case: Case) -> mqo.Matcher:
     m = mqo.Matcher(
-        case.schema.ddl(), allowed_lateness=case.lateness, missing="null", order="AJW", late_sink=lambda t: None
+        case.schema.ddl(),
+        allowed_lateness=case.lateness,
+        missing="null",
+        order="AJW",
+        late_sink=lambda t: None,
+        time="global",
     )
     for q in case.queries:
         m.register_query(q.to_text())
@@ -211,7 +216,7 @@ def test_queries_print_as_the_issue_writes_them(case: Case) -> None:
 
 
 def test_reference(case: Case) -> None:
-    ref = Reference(case.schema, case.lateness)
+    ref = Reference(case.schema, case.lateness, time="global")  # the cases' lateness is one clock's
     for q in case.queries:
         ref.register(q)
     results = [r for stream, ts, values in case.tuples for r in ref.push(stream, ts, values)]
@@ -223,7 +228,12 @@ def test_reference(case: Case) -> None:
 @pytest.mark.parametrize("order", ["AJW", "WJA", "adaptive"])
 def test_push(case: Case, order: str) -> None:
     m = mqo.Matcher(
-        case.schema.ddl(), allowed_lateness=case.lateness, missing="null", order=order, late_sink=lambda t: None
+        case.schema.ddl(),
+        allowed_lateness=case.lateness,
+        missing="null",
+        order=order,
+        late_sink=lambda t: None,
+        time="global",
     )
     for q in case.queries:
         m.register_query(q.to_text())
@@ -255,7 +265,7 @@ def test_cli(case: Case, tmp_path: Path) -> None:
     (tmp_path / "q.mqo").write_text("\n".join(q.to_text() for q in case.queries))
     command = [sys.executable, "-m", "runtime.cli", "match", "--schema", str(tmp_path / "s.ddl")]
     command += ["--queries", str(tmp_path / "q.mqo"), "--output", str(tmp_path / "out.jsonl"), "--quiet"]
-    command += ["--late", str(tmp_path / "late.jsonl"), "--allowed-lateness", repr(case.lateness)]
+    command += ["--late", str(tmp_path / "late.jsonl"), "--allowed-lateness", repr(case.lateness), "--time", "global"]
     for stream in case.schema.streams:
         path = tmp_path / f"{stream.name}.csv"
         with path.open("w", newline="") as f:

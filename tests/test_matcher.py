@@ -16,7 +16,7 @@ from predicates import Kind
 from tests.conftest import WORKLOADS
 
 # these tests push sparse tuples: a column left out is NULL
-sparse_matcher = partial(mqo.Matcher, missing="null")
+sparse_matcher = partial(mqo.Matcher, missing="null", time="global")  # one clock; per-stream time: test_time.py
 
 H_TUPLES = [(0, 6, 98), (1, 1, 90), (2, 7, 98), (3, 2, 98), (4, 8, 89)]
 K_TUPLES = [(1, 150), (2, 100), (3, 150), (5, 150), (6, 75)]
@@ -63,7 +63,7 @@ def test_late_tuple_is_reported_not_matched(thesis_ddl, running_example):
     late = seen[-1]
     assert (late.stream, late.ts, late.id) == ("T", 1.0, 0)
     assert late.values == {"fluct": 103.0, "degree": 101.0, "incr": 98.0}
-    assert "older than the newest ts seen (8)" in late.reason
+    assert "the newest ts (8) of the stream furthest behind" in late.reason
     assert list(m.late_tuples) == seen
 
 
@@ -333,7 +333,7 @@ def test_restore_carries_on_exactly_under_the_adaptive_order(thesis_ddl):
             "K": {"fluid": rnd.randint(0, 200)},
         }[stream]
         pushes.append((stream, i * 0.25 - rnd.choice([0, 0, 0, 3]), values))
-    first = mqo.Matcher(thesis_ddl, allowed_lateness=2, late_sink=lambda late: None)
+    first = mqo.Matcher(thesis_ddl, allowed_lateness=2, late_sink=lambda late: None, time="global")
     first.register_queries(queries)
     for stream, ts, values in pushes[:900]:
         first.push(stream, ts, values)

@@ -15,7 +15,7 @@ from tests.naive import ReferenceMatcher
 from tests.strategies import Heartbeat, Push, Register, Unregister, Workload, workloads
 
 # these tests push sparse tuples: a column left out is NULL
-sparse_matcher = partial(mqo.Matcher, missing="null")
+sparse_matcher = partial(mqo.Matcher, missing="null", time="global")  # tests/naive.py keeps one clock
 
 A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
 

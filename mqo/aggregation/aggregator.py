@@ -25,6 +25,7 @@ more is reported; stores no query reads are dropped.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -37,7 +38,6 @@ from indexes.stored import StoredTuple
 from mqo.aggregation.results import AggregateBatch, AggregateRow, holds, output_value
 from mqo.aggregation.slices import SliceStore, slice_of
 from mqo.batch import EXACT, slots_of
-from mqo.clock import Clock
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
 from mqo.plan import compile_plan
@@ -157,9 +157,16 @@ class Aggregator:
     def streams(self) -> set[str]:
         return {r.query.stream.lower() for r in self.queries.values()}
 
-    def ingest(self, stream: str, batch: Any, clock: Clock | None = None, late: np.ndarray | None = None) -> None:
-        """A batch of ``stream``'s tuples into the slices; with ``clock`` (as it is
-        before the batch) its late rows are left out, as the pipeline leaves them out."""
+    def ingest(
+        self,
+        stream: str,
+        batch: Any,
+        late_of: Callable[[np.ndarray], np.ndarray] | None = None,
+        late: np.ndarray | None = None,
+    ) -> None:
+        """A batch of ``stream``'s tuples into the slices, leaving out the late rows:
+        ``late_of(ts)`` decides them on the matcher's clock as it is before the batch
+        (as the pipeline does), or ``late`` gives them."""
         if stream.lower() not in self.streams():
             return
         self._plan()
@@ -170,7 +177,7 @@ class Aggregator:
         n = len(prepared)
         if not n:
             return
-        keep = np.ones(n, bool) if clock is None else ~clock.late_mask(prepared.ts)[0]
+        keep = np.ones(n, bool) if late_of is None else ~late_of(prepared.ts)
         if late is not None:  # decided by the caller over a merged arrival order
             keep &= ~late
         rows_of, fids = self._filtered(prepared, keep)

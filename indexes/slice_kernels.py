@@ -22,10 +22,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-SUM_HI, SUM_LO, MIN, MAX, MEAN, M2 = range(6)
-N, ISUM, IMIN, IMAX = range(4)
-INT_MAX = np.iinfo(np.int64).max
-INT_MIN = np.iinfo(np.int64).min
+from indexes.slice_fields import IMAX, IMIN, INT_MAX, INT_MIN, ISUM, M2, MAX, MEAN, MIN, SUM_HI, SUM_LO, N
+
+__all__ = ["IMAX", "IMIN", "INT_MAX", "INT_MIN", "ISUM", "M2", "MAX", "MEAN", "MIN", "SUM_HI", "SUM_LO", "N"]
 
 
 @njit(cache=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import math
 import time
 import warnings
 from collections import deque
@@ -252,7 +253,7 @@ class Matcher:
         if aggregates:
             if self.aggregator is None:
                 self.aggregator = Aggregator(self.catalog, self.config)
-            self.aggregator.register(aggregates, self.clock.newest)
+            self.aggregator.register(aggregates, max(self.clock.newest, default=-math.inf))
             self._next_position += len(aggregates)
             instances = [q for q in instances if not isinstance(q, AggregateQuery)]
             if not instances:

@@ -118,6 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         args.checkpoint,
         fmt=args.format,
         allowed_lateness=args.allowed_lateness,
+        time=args.time,
         order=args.order,
         on_bad_row=args.on_bad_row,
     )
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--format", choices=["jsonl", "csv", "parquet"], default="jsonl", help="result file format")
     serve.add_argument("--order", type=order_option, default="adaptive", metavar="ORDER", help="as for match")
     serve.add_argument("--allowed-lateness", type=lateness_option, default=0.0, metavar="SECONDS")
+    serve.add_argument("--time", choices=["per-stream", "global"], default="per-stream", help="event time rule")
     serve.add_argument(
         "--on-bad-row",
         choices=["error", "skip"],

@@ -117,6 +117,7 @@ class LocalService:
         *,
         fmt: str = "jsonl",
         allowed_lateness: float = 0.0,
+        time: str = "per-stream",
         order: str | None = None,
         on_bad_row: str = "skip",
         log: IO[str] | None = None,
@@ -138,7 +139,7 @@ class LocalService:
         if self.checkpoint.exists():
             self.matcher, self.state = self._load(schema_text)
         else:
-            self.matcher = Matcher(schema_text, allowed_lateness=allowed_lateness, order=order or "adaptive")
+            self.matcher = Matcher(schema_text, allowed_lateness=allowed_lateness, order=order or "adaptive", time=time)
             self.state = ServeState()
         unknown = [s for s in self.inputs if self.matcher.catalog.get(s) is None]
         if unknown:

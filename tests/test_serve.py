@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from runtime.serve import LocalService
 from runtime.stopping import StopFlag
 from tests.exact_workloads import Heartbeat, Push, Register, Unregister, Workload, csv_cell, workloads
-from tests.reference import Reference, Result, exact_result
+from tests.reference import Result, exact_result
 from tests.test_exact_differential import EXPENSIVE, REPO, compare, read_jsonl, record
 
 pytestmark = pytest.mark.filterwarnings("ignore:late tuple:UserWarning", "ignore::mqo.NeverMatchesWarning")
@@ -96,6 +96,7 @@ def make_service(workload: Workload, root: Path) -> LocalService:
         str(root / "out"),
         str(root / "ck"),
         allowed_lateness=workload.lateness,
+        time=workload.time,
         log=io.StringIO(),
     )
 
@@ -125,7 +126,7 @@ def test_serve_steps_match_the_reference(
     tuples of all steps are the reference's."""
     record(workload)
     root = tmp_path_factory.mktemp("serve")
-    ref = Reference(workload.schema, workload.lateness)
+    ref = workload.reference()
     want: list[Result] = []
     service = make_service(workload, root)
     for number, step in enumerate(steps_of(workload, cuts), start=1):

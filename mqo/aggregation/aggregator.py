@@ -32,8 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from indexes import kernels
-from indexes import slice_kernels as K
+from indexes import slice_fields as K
 from indexes.stored import StoredTuple
 from mqo.aggregation.results import AggregateBatch, AggregateRow, holds, output_value
 from mqo.aggregation.slices import SliceStore, slice_of
@@ -199,6 +198,8 @@ class Aggregator:
         single = np.flatnonzero(flags & SINGLE)
         if len(single):
             sub = prepared.candidates(single)
+            from indexes import kernels  # numba on first use
+
             counts = kernels.count_bits(sub, prepared.single_mask)
             row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
             rows_out.append(single[row_of])

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from indexes import slice_kernels as K
 from predicates.numbers import decimal_of
 
 
@@ -117,6 +116,8 @@ class SliceStore:
         need = self.top - self.base + 1
         if need > self.rows.shape[0]:
             self._resize(max(need, 2 * self.rows.shape[0]), self.rows.shape[1], 0)
+        from indexes import slice_kernels as K  # numba on first use
+
         K.update(slices - self.base, groups, fvals, ivals, self.rows, self.fpart, self.ipart)
 
     def _grow_front(self, extra: int) -> None:
@@ -165,4 +166,6 @@ class SliceStore:
         """Slices ``lo..hi`` (inclusive, slice numbers) folded per group."""
         a = max(lo, self.base) - self.base
         b = min(hi, self.top) - self.base + 1
+        from indexes import slice_kernels as K
+
         return K.combine(self.rows, self.fpart, self.ipart, a, max(a, b))

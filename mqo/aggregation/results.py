@@ -78,20 +78,37 @@ class AggregateChunk:
     def json_lines(self) -> list[str]:
         """One JSON line per row, built column by column (a landmark window's start is
         null; other non-finite numbers are written as json writes them, Infinity/NaN)."""
-        head = '{"query":' + _text(self.query) + ',"window_start":'
+
+        # one %-template per chunk: a row is then one C-level format of its cells
+        def part(text: str) -> str:
+            return text.replace("%", "%%")
+
+        values = "".join(part(("," if k else "") + _text(name) + ":") + "%s" for k, name in enumerate(self.names))
+        template = (
+            part('{"query":' + _text(self.query))
+            + ',"window_start":%s,"window_end":%s,"group":%s,"values":{'
+            + values
+            + "}}\n"
+        )
         starts = ["null" if v == -math.inf else _text(v) for v in self.starts.tolist()]
-        ends = [',"window_end":' + _text(v) + ',"group":' for v in self.ends.tolist()]
         groups = [
-            "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + '},"values":{'
+            "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + "}"
             for key in self.keys
         ]
-        group_of = [groups[c] for c in self.codes.tolist()]
-        cells = [
-            [_text(name) + ":" + t for t in map(_text, column)]
-            for name, column in zip(self.names, self.values, strict=True)
-        ]
-        values = [",".join(row) for row in zip(*cells, strict=True)] if cells else [""] * len(self)
-        return [head + a + b + g + v + "}}\n" for a, b, g, v in zip(starts, ends, group_of, values, strict=True)]
+        cells = [_texts(column) for column in self.values]
+        rows = zip(starts, _texts(self.ends.tolist()), [groups[c] for c in self.codes.tolist()], *cells, strict=True)
+        return [template % row for row in rows]
+
+
+def _texts(column: list[Any]) -> list[str]:
+    """Every value of a column as json.dumps writes it; whole columns of finite floats
+    or of ints at once."""
+    kinds = set(map(type, column))
+    if kinds == {float} and np.isfinite(np.asarray(column, np.float64)).all():
+        return list(map(float.__repr__, column))
+    if kinds == {int}:
+        return list(map(int.__repr__, column))
+    return list(map(_text, column))
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode

@@ -106,6 +106,13 @@ def prepare_batch(
     single_mask = bitset_of(np.flatnonzero(single), words)
     engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
     multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
+    if not of_stream.any():
+        # no match query reads the stream (an aggregate-only stream): no kernel work,
+        # and no row is wanted, so a replay visits only the late ones
+        flags = np.full(n, STORE if store_all else 0, np.int8)
+        cand = np.zeros((0, words), np.uint64)
+        kept = np.full(n, -1, np.int64)
+        return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
     masks = np.stack([single_mask, engine_mask, multi_mask])
     lo = np.empty((len(lists), n), np.int64)
     hi = np.empty((len(lists), n), np.int64)

@@ -175,12 +175,13 @@ class Aggregator:
         if late is not None:  # decided by the caller over a merged arrival order
             keep &= ~late
         rows_of, fids = self._filtered(prepared, keep)
-        slot_names = [slot.name for slot in plan.slots]
-        fid_of = np.array([slot_names[q] for q in fids.tolist()], object) if len(fids) else np.zeros(0, object)
+        slots_of: dict[str, list[int]] = {}  # a filter may take more than one slot
+        for q, slot in enumerate(plan.slots):
+            slots_of.setdefault(slot.name, []).append(q)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = rows_of[fid_of == store_key[1]] if len(fids) else rows_of[:0]
+            chosen = rows_of[np.isin(fids, slots_of.get(store_key[1], []))]
             if not len(chosen):
                 continue
             self._into(store, store_key, prepared, chosen)

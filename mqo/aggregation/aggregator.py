@@ -258,6 +258,7 @@ class Aggregator:
 
     def _emit(self, threshold: Fraction | None) -> AggregateBatch:
         out: list[AggregateChunk] = []
+        filled: dict[tuple, np.ndarray] = {}  # per store, the slices holding data
         for position, reg in enumerate(self.queries.values()):
             store = self.stores[reg.store_key]
             if store.empty:
@@ -275,19 +276,27 @@ class Aggregator:
                 reg.next_k = first if threshold is None else min(first, k_max + 1)
             k = reg.next_k
             windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]] = []
+            # in slice units (the grid divides RANGE and SLIDE): window k is slices
+            # k*S - D + 1 .. k*S; its bounds as floats by correctly rounded int division
+            S = int(s / g)
+            D = None if d is None else int(d / g)
+            sn, sd = s.numerator, s.denominator
+            data = filled.get(reg.store_key)
+            if data is None:
+                data = filled[reg.store_key] = store.data_slices()
             while k <= k_max:
-                end = k * s
-                lo = -(2**62) if d is None else int((end - d) / g) + 1
-                hi = int(end / g)
-                j = store.next_data(lo)
-                if j is None:
+                hi = k * S
+                lo = -(2**62) if D is None else hi - D + 1
+                at = int(np.searchsorted(data, lo))
+                if at == len(data):
                     k = k_max + 1
                     break
+                j = int(data[at])
                 if j > hi:  # empty: on to the first window holding slice j, not past the closed ones
-                    k = min(max(k + 1, math.ceil(j * g / s)), k_max + 1)
+                    k = min(max(k + 1, -(-j // S)), k_max + 1)
                     continue
-                bounds = (-math.inf if d is None else float(end - d), float(end))
-                windows.append((bounds, *store.window(lo, hi)))
+                start = -math.inf if d is None else (k * sn * d.denominator - d.numerator * sd) / (sd * d.denominator)
+                windows.append(((start, k * sn / sd), *store.window(lo, hi)))
                 k += 1
             reg.next_k = max(reg.next_k, k)
             if windows:

@@ -163,13 +163,11 @@ class SliceStore:
             self.ipart[-shift:] = 0
         self.base = first
 
-    def next_data(self, j: int) -> int | None:
-        """The first slice number >= j holding a tuple, or None."""
-        if self.empty or j > self.top:
-            return None
-        start = max(j, self.base) - self.base
-        hits = np.flatnonzero(self.rows[start : self.top - self.base + 1].any(axis=1))
-        return None if not len(hits) else self.base + start + int(hits[0])
+    def data_slices(self) -> np.ndarray:
+        """The slice numbers holding a tuple, ascending."""
+        if self.empty:
+            return np.zeros(0, np.int64)
+        return self.base + np.flatnonzero(self.rows[: self.top - self.base + 1].any(axis=1))
 
     def window(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Slices ``lo..hi`` (inclusive, slice numbers) folded per group."""

@@ -103,6 +103,13 @@ def prepare_batch(
     lists = plan.attr_lists[stream]
     masks = plan.batch_masks(stream, _batch_masks)
     single_mask, engine_mask = masks[0], masks[1]
+    if not (single_mask.any() or engine_mask.any()):
+        # no match query reads the stream (an aggregate-only stream): no kernel work,
+        # and no row is wanted, so a replay visits only the late ones
+        flags = np.full(n, STORE if store_all else 0, np.int8)
+        cand = np.zeros((0, words), np.uint64)
+        kept = np.full(n, -1, np.int64)
+        return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
     lo = np.empty((len(lists), n), np.int64)
     hi = np.empty((len(lists), n), np.int64)
     for l, lst in enumerate(lists):

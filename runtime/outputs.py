@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mqo.aggregation import AggregateBatch
 from mqo.batch import MatchBatch
 from mqo.batch import value_types as batch_value_types
 from mqo.results import Match
@@ -151,8 +152,8 @@ class ResultWriter:
     def close(self) -> None:
         raise NotImplementedError
 
-    def write_aggregates(self, rows: Iterable[Any]) -> int:
-        """Aggregate rows (``mqo.aggregation.AggregateRow``); returns how many."""
+    def write_aggregates(self, batch: AggregateBatch) -> int:
+        """Aggregate rows; returns how many."""
         raise OutputError("aggregate results are written as JSON lines for now; use --format jsonl")
 
     def abandon(self) -> None:
@@ -201,17 +202,12 @@ class JsonlWriter(ResultWriter):
         self._put(text)
         return text.count("\n")
 
-    def write_aggregates(self, rows: Iterable[Any]) -> int:
-        parts = []
-        for row in rows:
-            record = row.as_dict()
-            if record["window_start"] == -math.inf:  # a landmark window: from the start
-                record["window_start"] = None
-            line, n = strict_json(record)
-            self.nonfinite += n
-            parts.append(line + "\n")
-        self._put("".join(parts))
-        return len(parts)
+    def write_aggregates(self, batch: AggregateBatch) -> int:
+        # built from the batch's columns; a landmark window's start is written as null
+        text, n = strict_json_lines(batch.json_text())
+        self.nonfinite += n
+        self._put(text)
+        return text.count("\n")
 
     def close(self) -> None:
         with _writing(self.what, self.path):

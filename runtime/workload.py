@@ -52,7 +52,7 @@ def workload_warnings(matcher: Matcher, queries_path: str, input_streams: Sequen
     """What would make a run silently produce nothing: no queries at all, or queries
     reading a stream that gets no input (``input_streams`` None: not checked)."""
     queries = list(matcher.registry)
-    if not queries:
+    if not matcher.query_ids:  # match and aggregate queries
         return [f"{queries_path} holds no queries; nothing can match"]
     if input_streams is None:
         return []

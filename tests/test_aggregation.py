@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from fractions import Fraction
@@ -388,3 +389,31 @@ def test_spark_stage_refuses_aggregate_queries_clearly() -> None:
 
     with pytest.raises(SparkStageError, match=r"aggregate queries \(1\) do not run in the Spark stages yet"):
         _source(["SELECT COUNT(*) FROM H [RANGE 1 min]"], DDL, {}, None)
+
+
+def test_json_lines_are_the_rows() -> None:
+    """The JSONL the CLI writes (built from columns) says what the Python rows say:
+    string group keys that need escaping, NULL keys and values, landmark windows,
+    HAVING and output expressions, rows of many queries in emission order."""
+    m = mqo.Matcher("REGISTER STREAM S (who STRING, x FLOAT, n INTEGER);")
+    m.register_queries(
+        "Query ID: per_who SELECT S.who, COUNT(*), SUM(S.x), STDDEV(S.x), MAX(S.n)"
+        " FROM S [RANGE 2 sec SLIDE 1 sec] GROUP BY S.who;\n"
+        "Query ID: since SELECT COUNT(S.x) AS c, AVG(S.n) * 2 AS twice FROM S [RANGE UNBOUNDED SLIDE 2 sec];\n"
+        "Query ID: busy SELECT S.who, MIN(S.x) FROM S [RANGE 1 sec] GROUP BY S.who HAVING MIN(S.x) > 1;\n"
+    )
+    whos = ['a "quoted" %s', "b\nline", None, "ü"]
+    batch = {
+        "ts": [0.5 * i for i in range(12)],
+        "who": [whos[i % 4] for i in range(12)],
+        "x": [None if i % 5 == 0 else i / 3 for i in range(12)],
+        "n": [i * 7 for i in range(12)],
+    }
+    m.push_batch("S", batch)
+    got = m.poll_aggregates()
+    got.extend(m.flush())
+    rows = [
+        {**r, "window_start": None if r["window_start"] == -math.inf else r["window_start"]} for r in got.to_pylist()
+    ]
+    assert rows and {r["query"] for r in rows} == {"per_who", "since", "busy"}
+    assert [json.loads(line) for line in got.json_text().splitlines()] == rows

@@ -34,7 +34,7 @@ import numpy as np
 
 from indexes import slice_fields as K
 from indexes.stored import StoredTuple
-from mqo.aggregation.results import AggregateBatch, AggregateRow, holds, output_value
+from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
 from mqo.aggregation.slices import SliceStore, slice_of
 from mqo.batch import EXACT, slots_of
 from mqo.config import MatcherConfig
@@ -44,6 +44,7 @@ from mqo.prepare import ENGINE, SINGLE, PreparedBatch
 from mqo.registry import QueryRegistry
 from predicates import Catalog, ColumnType, QueryError
 from predicates.aggregate import AggregateQuery, filter_text
+from predicates.ast import Aggregate, ColumnRef
 from predicates.numbers import decimal_of
 
 
@@ -180,12 +181,13 @@ class Aggregator:
         if late is not None:  # decided by the caller over a merged arrival order
             keep &= ~late
         rows_of, fids = self._filtered(prepared, keep)
-        slot_names = [slot.name for slot in plan.slots]
-        fid_of = np.array([slot_names[q] for q in fids.tolist()], object) if len(fids) else np.zeros(0, object)
+        slots_of: dict[str, list[int]] = {}  # a filter may take more than one slot
+        for q, slot in enumerate(plan.slots):
+            slots_of.setdefault(slot.name, []).append(q)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = rows_of[fid_of == store_key[1]] if len(fids) else rows_of[:0]
+            chosen = rows_of[np.isin(fids, slots_of.get(store_key[1], []))]
             if not len(chosen):
                 continue
             self._into(store, store_key, prepared, chosen)
@@ -233,13 +235,8 @@ class Aggregator:
                     ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
                 else:
                     ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
-        group_cols = store_key[2]
-        if group_cols:
-            cols = [prepared.columns.get(g) for g in group_cols]
-            keys = [tuple(_key(col, int(i)) for col in cols) for i in rows.tolist()]
-        else:
-            keys = [()] * len(rows)
-        store.add(slices, keys, fvals, ivals, self._first_needed(store_key))
+        codes, keys = _group_codes([prepared.columns.get(g) for g in store_key[2]], rows)
+        store.add(slices, codes, keys, fvals, ivals, self._first_needed(store_key))
 
     def _first_needed(self, store_key: tuple) -> int:
         """The first slice a pending window of the store's queries can need."""
@@ -268,7 +265,8 @@ class Aggregator:
         return self._emit(None)
 
     def _emit(self, threshold: Fraction | None) -> AggregateBatch:
-        out: list[tuple[Fraction, int, AggregateRow]] = []
+        out: list[AggregateChunk] = []
+        filled: dict[tuple, np.ndarray] = {}  # per store, the slices holding data
         for position, reg in enumerate(self.queries.values()):
             store = self.stores[reg.store_key]
             if store.empty:
@@ -285,61 +283,97 @@ class Aggregator:
                 first = math.ceil(store.base * g / s)
                 reg.next_k = first if threshold is None else min(first, k_max + 1)
             k = reg.next_k
+            windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]] = []
+            # in slice units (the grid divides RANGE and SLIDE): window k is slices
+            # k*S - D + 1 .. k*S; its bounds as floats by correctly rounded int division
+            S = int(s / g)
+            D = None if d is None else int(d / g)
+            sn, sd = s.numerator, s.denominator
+            data = filled.get(reg.store_key)
+            if data is None:
+                data = filled[reg.store_key] = store.data_slices()
             while k <= k_max:
-                end = k * s
-                lo = -(2**62) if d is None else int((end - d) / g) + 1
-                hi = int(end / g)
-                j = store.next_data(lo)
-                if j is None:
+                hi = k * S
+                lo = -(2**62) if D is None else hi - D + 1
+                at = int(np.searchsorted(data, lo))
+                if at == len(data):
                     k = k_max + 1
                     break
+                j = int(data[at])
                 if j > hi:  # empty: on to the first window holding slice j, not past the closed ones
-                    k = min(max(k + 1, math.ceil(j * g / s)), k_max + 1)
+                    k = min(max(k + 1, -(-j // S)), k_max + 1)
                     continue
-                rows, fpart, ipart = store.window(lo, hi)
-                bounds = (-math.inf if d is None else float(end - d), float(end))
-                columns = [None if c.column is None else store.columns.index(c.column) for c in reg.query.calls]
-                for grp in np.flatnonzero(rows).tolist():
-                    row = self._row(reg, store, bounds, columns, grp, rows, fpart, ipart)
-                    if row is not None:
-                        out.append((bounds[1], position, row))
+                start = -math.inf if d is None else (k * sn * d.denominator - d.numerator * sd) / (sd * d.denominator)
+                windows.append(((start, k * sn / sd), *store.window(lo, hi)))
                 k += 1
             reg.next_k = max(reg.next_k, k)
+            if windows:
+                out.append(self._chunk(reg, position, store, windows))
         for key, store in self.stores.items():
             if not store.landmark:
                 store.drop_before(self._first_needed(key))
-        out.sort(key=lambda item: (item[0], item[1]))
-        return AggregateBatch([row for _, _, row in out])
+        return AggregateBatch([out])
 
-    def _row(
+    def _chunk(
         self,
         reg: _Registered,
+        position: int,
         store: SliceStore,
-        bounds: tuple[float, float],
-        columns: list[int | None],
-        grp: int,
-        rows: np.ndarray,
-        fpart: np.ndarray,
-        ipart: np.ndarray,
-    ) -> AggregateRow | None:
+        windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]],
+    ) -> AggregateChunk:
+        """The rows of a query's closed windows (``bounds`` and per group the folded
+        partials of each): every aggregate finished over all (window, group) pairs
+        at once, on arrays; one row per group holding data that passes HAVING."""
         aq = reg.query
-        values: dict[tuple[str, str | None], Any] = {}
-        for call, c in zip(aq.calls, columns, strict=True):
-            if c is None:
-                values[(call.func, None)] = int(rows[grp])
+        held = [np.flatnonzero(rows) for _, rows, _, _ in windows]
+        grps = np.concatenate(held)
+        n = np.concatenate([w[1][h] for w, h in zip(windows, held, strict=True)])
+        fpart = np.concatenate([w[2][h] for w, h in zip(windows, held, strict=True)])
+        ipart = np.concatenate([w[3][h] for w, h in zip(windows, held, strict=True)])
+        sizes = [len(h) for h in held]
+        starts = np.repeat([w[0][0] for w in windows], sizes)
+        ends = np.repeat([w[0][1] for w in windows], sizes)
+        columns: dict[tuple[str, str | None], list[Any]] = {}
+        for call in aq.calls:
+            if call.column is None:
+                columns[(call.func, None)] = n.tolist()
                 continue
-            values[(call.func, call.column)] = _final(
-                call.func, store.integer[c], fpart[grp, c], ipart[grp, c], aq.name
-            )
-        group = dict(zip(aq.group_by, store.group_keys[grp], strict=True))
-        if aq.having is not None and not holds(aq.having, values, group):
-            return None
-        return AggregateRow(
-            aq.name,
-            *bounds,
-            group,
-            {name: output_value(expr, values, group) for name, expr in aq.outputs},
-        )
+            c = store.columns.index(call.column)
+            columns[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], aq.name)
+        keys = store.group_keys
+        codes = grps.tolist()
+        names = [name for name, _ in aq.outputs]
+        if aq.having is not None or not all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
+            # row by row: HAVING and output expressions on exact numbers
+            kept: list[int] = []
+            shown: list[list[Any]] = [[] for _ in names]
+            for r, grp in enumerate(codes):
+                values = {key: column[r] for key, column in columns.items()}
+                group = dict(zip(aq.group_by, keys[grp], strict=True))
+                if aq.having is not None and not holds(aq.having, values, group):
+                    continue
+                kept.append(r)
+                for k, (_, expr) in enumerate(aq.outputs):
+                    shown[k].append(output_value(expr, values, group))
+            pick = np.array(kept, np.int64)
+            starts, ends, grps, value_columns = starts[pick], ends[pick], grps[pick], shown
+        else:
+            value_columns = self._plain_outputs(aq, columns, keys, codes)
+        return AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, value_columns)
+
+    @staticmethod
+    def _plain_outputs(
+        aq: AggregateQuery, columns: dict[tuple[str, str | None], list[Any]], keys: list[tuple], codes: list[int]
+    ) -> list[list[Any]]:
+        """Every output an aggregate as computed or a group column: read off the columns."""
+        out: list[list[Any]] = []
+        for _, expr in aq.outputs:
+            if isinstance(expr, Aggregate):
+                out.append(columns[_aggregate_key(expr)])
+            else:
+                at = aq.group_by.index(expr.name)  # type: ignore[union-attr]
+                out.append([keys[grp][at] for grp in codes])
+        return out
 
     # --------------------------------------------------------------- explain
 
@@ -367,6 +401,38 @@ class Aggregator:
         return lines
 
 
+def _group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """Per row a code of its group key and the key of each code (codes numbered by
+    first occurrence): the distinct keys are found on arrays, and only one Python
+    tuple is built per distinct key, not per row."""
+    n = len(rows)
+    if not cols:
+        return np.zeros(n, np.int64), [()]
+    per_col: list[np.ndarray] = []
+    for col in cols:
+        if col is None:
+            per_col.append(np.zeros(n, np.int64))
+            continue
+        vals = np.asarray(col)[rows]
+        if vals.dtype.kind in "fiub":  # NaN (NULL) is one value: np.unique folds NaNs together
+            per_col.append(np.unique(vals, return_inverse=True)[1].reshape(-1))
+        else:  # strings, None: by dictionary
+            seen: dict[Any, int] = {}
+            per_col.append(np.fromiter((seen.setdefault(_key(vals, i), len(seen)) for i in range(n)), np.int64, n))
+    if len(per_col) == 1:
+        inverse = per_col[0]
+        _, first = np.unique(inverse, return_index=True)
+    else:
+        stacked = np.stack(per_col, axis=1)
+        _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")  # codes by first occurrence
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    keys = [tuple(_key(col, int(rows[first[u]])) for col in cols) for u in order.tolist()]
+    return rank[inverse], keys
+
+
 def _key(col: Any, i: int) -> Any:
     if col is None:
         return None
@@ -376,6 +442,46 @@ def _key(col: Any, i: int) -> Any:
             return None
         return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)
     return v
+
+
+def _plain(expr: Any, group_by: tuple[str, ...]) -> bool:
+    """An output read off as computed: an aggregate, or a GROUP BY column."""
+    return isinstance(expr, Aggregate) or (isinstance(expr, ColumnRef) and expr.name in group_by)
+
+
+def _aggregate_key(expr: Any) -> tuple[str, str | None]:
+    return (expr.func, None if expr.arg is None else expr.arg.name)
+
+
+def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -> list[Any]:
+    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 4])
+    as Python values, NULL (None) where the group has too few values."""
+    n = p[:, K.N]
+    if func == "COUNT":
+        return n.tolist()
+    if func == "SUM" and integer and len(f) and np.abs(f[:, K.SUM_HI]).max() > 2.0**62:
+        raise OverflowError(f"query {name}: an INTEGER sum passes 64 bits")
+    if func == "AVG" and integer and len(p) and np.abs(p[:, K.ISUM]).max() >= 2**53:
+        # int64 / int64 in doubles is not the correctly rounded quotient here
+        return [_final(func, integer, f[g], p[g], name) for g in range(len(p))]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if func == "SUM":
+            values = p[:, K.ISUM] if integer else f[:, K.SUM_HI] + f[:, K.SUM_LO]
+        elif func == "AVG":
+            # both exact doubles (|ISUM| < 2**53), so one division rounds correctly
+            values = p[:, K.ISUM] / n if integer else (f[:, K.SUM_HI] + f[:, K.SUM_LO]) / n
+        elif func == "MIN":
+            values = p[:, K.IMIN] if integer else f[:, K.MIN]
+        elif func == "MAX":
+            values = p[:, K.IMAX] if integer else f[:, K.MAX]
+        else:
+            variance = np.maximum(f[:, K.M2], 0.0) / (n - 1)
+            values = variance if func == "VARIANCE" else np.sqrt(variance)
+    out = values.tolist()
+    null = np.flatnonzero(n < (2 if func in ("STDDEV", "VARIANCE") else 1)).tolist()
+    for g in null:
+        out[g] = None
+    return out
 
 
 def _final(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -> Any:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from predicates.ast import (
     Aggregate,
     Arith,
@@ -47,22 +49,130 @@ class AggregateRow:
 
 
 @dataclass
-class AggregateBatch:
-    """Aggregate rows in emission order (window end, then registration order)."""
+class AggregateChunk:
+    """Rows of one query, as columns: row ``r`` is the window ``(starts[r], ends[r]]``,
+    the group ``keys[codes[r]]`` and the values ``values[k][r]`` of the outputs ``names``."""
 
-    rows: list[AggregateRow] = field(default_factory=list)
+    query: str
+    position: int  # registration order, which orders rows of the same window end
+    starts: np.ndarray
+    ends: np.ndarray
+    group_by: tuple[str, ...]
+    keys: list[tuple[Any, ...]]
+    codes: np.ndarray
+    names: list[str]
+    values: list[list[Any]]
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.ends)
+
+    def row(self, r: int) -> AggregateRow:
+        return AggregateRow(
+            self.query,
+            float(self.starts[r]),
+            float(self.ends[r]),
+            dict(zip(self.group_by, self.keys[int(self.codes[r])], strict=True)),
+            {name: column[r] for name, column in zip(self.names, self.values, strict=True)},
+        )
+
+    def json_lines(self) -> list[str]:
+        """One JSON line per row, built column by column (a landmark window's start is
+        null; other non-finite numbers are written as json writes them, Infinity/NaN)."""
+
+        # one %-template per chunk: a row is then one C-level format of its cells
+        def part(text: str) -> str:
+            return text.replace("%", "%%")
+
+        values = "".join(part(("," if k else "") + _text(name) + ":") + "%s" for k, name in enumerate(self.names))
+        template = (
+            part('{"query":' + _text(self.query))
+            + ',"window_start":%s,"window_end":%s,"group":%s,"values":{'
+            + values
+            + "}}\n"
+        )
+        starts = ["null" if v == -math.inf else _text(v) for v in self.starts.tolist()]
+        groups = [
+            "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + "}"
+            for key in self.keys
+        ]
+        cells = [_texts(column) for column in self.values]
+        rows = zip(starts, _texts(self.ends.tolist()), [groups[c] for c in self.codes.tolist()], *cells, strict=True)
+        return [template % row for row in rows]
+
+
+def _texts(column: list[Any]) -> list[str]:
+    """Every value of a column as json.dumps writes it; whole columns of finite floats
+    or of ints at once."""
+    kinds = set(map(type, column))
+    if kinds == {float} and np.isfinite(np.asarray(column, np.float64)).all():
+        return list(map(float.__repr__, column))
+    if kinds == {int}:
+        return list(map(int.__repr__, column))
+    return list(map(_text, column))
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
+def _text(value: Any) -> str:
+    """``value`` as json.dumps writes it (the common types without the encoder's call)."""
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if value is None:
+        return "null"
+    return _encode(value)
+
+
+@dataclass
+class AggregateBatch:
+    """Aggregate rows in emission order, held as columns per query
+    (:class:`AggregateChunk`); rows are made only when asked for. ``parts``: what one
+    emission gave, ordered by window end, then registration order; parts in the order
+    they were emitted."""
+
+    parts: list[list[AggregateChunk]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return sum(len(c) for part in self.parts for c in part)
+
+    def _ordered(self) -> Iterator[tuple[list[AggregateChunk], list[tuple[int, int]]]]:
+        """Per part its chunks and the (chunk, row) of its rows in emission order."""
+        for part in self.parts:
+            if not part:
+                continue
+            ends = np.concatenate([c.ends for c in part])
+            positions = np.concatenate([np.full(len(c), c.position) for c in part])
+            chunk = np.concatenate([np.full(len(c), k) for k, c in enumerate(part)])
+            row = np.concatenate([np.arange(len(c)) for c in part])
+            order = np.lexsort((positions, ends))  # stable: a query's rows keep their order
+            yield part, list(zip(chunk[order].tolist(), row[order].tolist(), strict=True))
+
+    @property
+    def rows(self) -> list[AggregateRow]:
+        return [part[k].row(r) for part, order in self._ordered() for k, r in order]
 
     def __iter__(self) -> Iterator[AggregateRow]:
         return iter(self.rows)
 
     def extend(self, other: AggregateBatch) -> None:
-        self.rows.extend(other.rows)
+        """``other``'s rows after these (they were emitted later)."""
+        self.parts.extend(part for part in other.parts if part)
 
     def to_pylist(self) -> list[dict[str, Any]]:
         return [r.as_dict() for r in self.rows]
+
+    def json_text(self) -> str:
+        """Every row as a JSON line, in emission order, built from the columns
+        (non-finite values as Infinity/NaN, as :meth:`mqo.batch.MatchBatch.json_text`
+        writes them; a landmark window's start is null)."""
+        out: list[str] = []
+        for part, order in self._ordered():
+            lines = [c.json_lines() for c in part]
+            out.extend(lines[k][r] for k, r in order)
+        return "".join(out)
 
     def json_lines(self) -> Iterator[str]:
         for r in self.rows:
@@ -73,13 +183,14 @@ class AggregateBatch:
         ``values`` as JSON text (queries differ in their groups and values)."""
         import pyarrow as pa
 
+        rows = self.rows
         return pa.table(
             {
-                "query": pa.array([r.query for r in self.rows], pa.string()),
-                "window_start": pa.array([r.window_start for r in self.rows], pa.float64()),
-                "window_end": pa.array([r.window_end for r in self.rows], pa.float64()),
-                "group": pa.array([json.dumps(r.group, default=str) for r in self.rows], pa.string()),
-                "values": pa.array([json.dumps(r.values, default=str) for r in self.rows], pa.string()),
+                "query": pa.array([r.query for r in rows], pa.string()),
+                "window_start": pa.array([r.window_start for r in rows], pa.float64()),
+                "window_end": pa.array([r.window_end for r in rows], pa.float64()),
+                "group": pa.array([json.dumps(r.group, default=str) for r in rows], pa.string()),
+                "values": pa.array([json.dumps(r.values, default=str) for r in rows], pa.string()),
             }
         )
 

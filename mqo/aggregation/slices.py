@@ -95,15 +95,25 @@ class SliceStore:
             self.ipart[:keep, :g] = old[2][shift : shift + keep]
 
     def add(
-        self, slices: np.ndarray, keys: list[tuple[Any, ...]], fvals: np.ndarray, ivals: np.ndarray, first: int
+        self,
+        slices: np.ndarray,
+        codes: np.ndarray,
+        keys: list[tuple[Any, ...]],
+        fvals: np.ndarray,
+        ivals: np.ndarray,
+        first: int,
     ) -> None:
-        """Tuples into their slices; slices before ``first`` are needed by no window."""
+        """Tuples into their slices; row i's group key is ``keys[codes[i]]``; slices
+        before ``first`` are needed by no window."""
         keep = slices >= first
         if not keep.any():
             return
-        slices, fvals, ivals = slices[keep], fvals[keep], ivals[keep]
-        keys = [k for k, kept in zip(keys, keep.tolist(), strict=True) if kept]
-        groups = self.group_index(keys)
+        slices, codes, fvals, ivals = slices[keep], codes[keep], fvals[keep], ivals[keep]
+        used, at = np.unique(codes, return_index=True)
+        used = used[np.argsort(at, kind="stable")]  # new groups numbered in arrival order
+        index = np.zeros(len(keys), np.int64)
+        index[used] = self.group_index([keys[c] for c in used.tolist()])
+        groups = index[codes]
         lo, hi = int(slices.min()), int(slices.max())
         if self.empty:
             self.base, self.top, self.empty = lo, hi, False
@@ -154,13 +164,11 @@ class SliceStore:
             self.ipart[-shift:] = 0
         self.base = first
 
-    def next_data(self, j: int) -> int | None:
-        """The first slice number >= j holding a tuple, or None."""
-        if self.empty or j > self.top:
-            return None
-        start = max(j, self.base) - self.base
-        hits = np.flatnonzero(self.rows[start : self.top - self.base + 1].any(axis=1))
-        return None if not len(hits) else self.base + start + int(hits[0])
+    def data_slices(self) -> np.ndarray:
+        """The slice numbers holding a tuple, ascending."""
+        if self.empty:
+            return np.zeros(0, np.int64)
+        return self.base + np.flatnonzero(self.rows[: self.top - self.base + 1].any(axis=1))
 
     def window(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Slices ``lo..hi`` (inclusive, slice numbers) folded per group."""

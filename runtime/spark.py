@@ -614,18 +614,21 @@ def _key_family(spec: StageSpec, stream: str, column: str) -> str:
 
 def time_buckets(unified: DataFrame, spec: StageSpec) -> DataFrame:
     """Adds ``_home`` (the tuple's bucket) and ``_b`` (the bucket this copy goes to):
-    one copy per tuple, two for a tuple within MAXWINDOW of its bucket's end (a result
+    one copy per tuple, more for a tuple within MAXWINDOW of its bucket's end (a result
     spans at most MAXWINDOW, lateness or not; the width's lateness margin is for the
     streaming stage, see :mod:`runtime.spark_streaming`)."""
     width, window = _double(spec.bucket_width), spec.max_window
     out = unified.selectExpr("*", f"CAST(FLOOR(ts / {width}) AS BIGINT) AS _home")
     if window <= 0:
         return out.selectExpr("*", "_home AS _b")
-    edge = f"CAST(_home + 1 AS DOUBLE) * {width} - {_double(window)}"
-    # a little early: results are decided exactly on what timestamps mean, and a pair
-    # exactly MAXWINDOW apart must meet in one partition whatever the doubles round to
-    early = f"{edge} - (ABS({edge}) + {_double(window)}) * 1e-12"
-    return out.selectExpr("*", f"explode(IF(ts >= {early}, array(_home, _home + 1), array(_home))) AS _b")
+    w = _double(window)
+    # Every bucket that may hold the last tuple of a result with this one: up to the
+    # bucket of ts + MAXWINDOW, a little more (results are decided exactly on what
+    # timestamps mean, and FLOOR(ts / width) in doubles can put a tuple one bucket
+    # early, so a pair exactly MAXWINDOW apart can be three computed buckets wide).
+    # The computed bucket is monotone in ts, so the last tuple's bucket is in range.
+    reach = f"CAST(FLOOR((ts + {w} + (ABS(ts) + {w}) * 1e-12) / {width}) AS BIGINT)"
+    return out.selectExpr("*", f"explode(sequence(_home, GREATEST(_home, {reach}))) AS _b")
 
 
 # ------------------------------------------------------------- the batch stage

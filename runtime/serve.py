@@ -173,18 +173,21 @@ class LocalService:
             raise RuntimeError("this service stopped in the middle of a step; start a new one from the checkpoint")
         flag = stop if stop is not None else StopFlag()
         report = StepReport(step=self.state.step + 1)
+        self._stopped = True  # until the step is committed (or found idle): memory may be ahead of the checkpoint
         errors = self._take_queries(report)
         data, bad_files = self._take_data(report)
         report.query_errors, report.bad_files = len(errors), len(bad_files)
         if report.idle:
+            self._stopped = False
             return report
-        self._stopped = True  # until the step is committed: memory is ahead of the checkpoint
         self._match(data, report, flag)
         if report.interrupted:
             return report
         for kind, records in (("query-errors", errors), ("input-errors", bad_files)):
             if records:
                 self._publish(self._path(kind, "jsonl", report.step), lambda p, r=records: write_jsonl(str(p), r))
+        # the step's files reach the disk before the checkpoint that says they exist
+        _sync([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
         self.state.step = report.step
         _write_atomically(self.checkpoint, pickle.dumps(self._checkpoint_data(), protocol=pickle.HIGHEST_PROTOCOL))
         self._stopped = False
@@ -361,6 +364,15 @@ def _digest(text: str) -> str:
 
 def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
+
+
+def _sync(paths: Sequence[Path]) -> None:
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _write_atomically(path: Path, blob: bytes) -> None:

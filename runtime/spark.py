@@ -683,10 +683,11 @@ def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Itera
     """One task: match the partition's rows, in the order given, with one matcher.
 
     Rows come sorted by (bucket, ts, stream, id) in time mode, by (ts, stream, id) in
-    key mode. In time mode a row whose bucket is not its home bucket is a copy from
-    the previous bucket: matched only for the context it gives (its results belong to
-    the previous bucket), and skipped when this task has just matched that previous
-    bucket itself, since the matcher then holds the original already.
+    key mode. In time mode a row whose bucket is not its home bucket is a copy from an
+    earlier bucket: matched only for the context it gives (its results belong to its
+    home bucket), and skipped when this task has just matched the previous bucket
+    itself, since the matcher then holds the tuple already (the original, or the copy
+    that went there).
 
     The attribute predicates of all rows are decided per stream in the batch kernels
     first (:meth:`Matcher.prepare`); the rows are then replayed in order, and only the

@@ -144,22 +144,28 @@ def _no_aggregates(matcher: Matcher) -> None:
 
 
 def _source(
-    queries: str | Sequence[str] | Matcher, schema: str | None, frames: Mapping[str, DataFrame], order: str | None
+    queries: str | Sequence[str] | Matcher,
+    schema: str | None,
+    frames: Mapping[str, DataFrame],
+    order: str | None,
+    *,
+    may_be_empty: bool = False,
 ) -> Matcher:
     """A driver-side matcher holding the streams and queries (validates them here,
-    with the usual located errors, before any Spark job runs)."""
+    with the usual located errors, before any Spark job runs). ``may_be_empty``: no
+    queries is fine (they come later, through a control stream)."""
     if isinstance(queries, Matcher):
         if schema is not None:
             raise SparkStageError("give schema= only with query texts; a Matcher brings its own streams")
         _no_aggregates(queries)
-        if not len(queries.registry):
+        if not len(queries.registry) and not may_be_empty:
             raise SparkStageError("the matcher has no registered queries")
         return queries
     ddl = schema if schema is not None else ddl_from_frames(frames)
     matcher = Matcher(ddl) if order is None else Matcher(ddl, order=order)
     matcher.register_queries(queries)
     _no_aggregates(matcher)
-    if not len(matcher.registry):
+    if not len(matcher.registry) and not may_be_empty:
         raise SparkStageError("no queries given")
     return matcher
 
@@ -171,9 +177,14 @@ def build_spec(
     bucket_width: float | None = None,
     allowed_lateness: float | None = None,
     slots: int | None = None,
+    max_window: float | None = None,
 ) -> StageSpec:
     """The stage spec for a matcher's streams and queries (``slots``: the streaming
-    stage's number of state groups, part of what a checkpoint must agree with)."""
+    stage's number of state groups, part of what a checkpoint must agree with).
+
+    ``max_window``: the largest MAXWINDOW any query may have, for a stage whose
+    queries come and go (:mod:`runtime.spark_control`): buckets are cut for it, every
+    group keeps that much window, and tuples no query wants yet are kept too."""
     if partition_by not in PARTITION_MODES:
         raise SparkStageError(f"partition_by must be one of {', '.join(PARTITION_MODES)}, got {partition_by!r}")
     registry = matcher.registry
@@ -197,6 +208,14 @@ def build_spec(
     queries = tuple((rq.name, rq.text) for rq in registry)
     ddl = matcher.catalog.ddl()
     window = registry.max_window()
+    if max_window is not None:
+        if window > max_window:
+            raise SparkStageError(f"a query's MAXWINDOW ({window:g} s) is larger than max_window ({max_window:g} s)")
+        window = float(max_window)
+        settings += (("store", "all"), ("keep_window", window))
+        if partition_by == "key":
+            raise SparkStageError("queries that come and go need partition_by='time' (or 'auto')")
+        partition_by = "time"
     key = shared_equality_key(matcher)
     if partition_by == "key" and key is None:
         raise SparkStageError(
@@ -357,11 +376,12 @@ def template(spec: StageSpec) -> Matcher:
     m = _TEMPLATES.get(spec.fingerprint)
     if m is None:
         settings = dict(spec.settings)
-        # the stage's queries never change, so tuples no query can use need not be kept
+        # when the stage's queries never change, tuples no query can use need not be kept
         options: dict[str, Any] = {
             "order": settings["order"],
             "max_disjuncts": settings["max_disjuncts"],
-            "store": "candidates",
+            "store": settings.get("store", "candidates"),
+            "keep_window": settings.get("keep_window", 0.0),
             # a task gets its rows in ts order, late tuples already decided (by the
             # driver or Spark's watermark): one clock purges by the newest ts, where a
             # stream absent from a partition would hold per-stream time back

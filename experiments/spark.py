@@ -201,7 +201,8 @@ def run_sql(
 def replication(frames: dict[str, Any], ddl: str, texts: list[str]) -> float:
     """Rows the time-bucket partitioning ships per input tuple (measured)."""
     import mqo
-    from runtime.spark import build_spec, time_buckets, unify
+    from runtime.spark import time_buckets, unify
+    from runtime.spark_spec import build_spec
 
     m = mqo.Matcher(ddl)
     m.register_queries(texts)

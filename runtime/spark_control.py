@@ -51,7 +51,8 @@ import pandas as pd
 
 from mqo import Matcher, MqoError
 from mqo.batch import text_of
-from runtime.spark import StageSpec, spawn
+from runtime.spark_spec import SparkStageError, StageSpec
+from runtime.spark_worker import spawn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -79,8 +80,6 @@ def control_schema() -> StructType:
 def command_rows(control: DataFrame, slots: int) -> DataFrame:
     """The commands in the stage's row layout (``_cmd``, ``_text``, ``ts``), one copy
     per state group (``_slot``), so that every group applies every command."""
-    from runtime.spark import SparkStageError
-
     if not control.isStreaming:
         raise SparkStageError("control: not a streaming DataFrame (Spark cannot union it with the streams)")
     names = {f.name.lower(): f.name for f in control.schema.fields}

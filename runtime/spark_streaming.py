@@ -74,19 +74,7 @@ from mqo import Matcher
 from mqo.batch import text_of
 from mqo.results import LateTuple, Match
 from predicates import ColumnType
-from runtime.spark import (
-    Rows,
-    SparkStageError,
-    StageSpec,
-    _source,
-    build_spec,
-    freeze,
-    key_column,
-    result_schema,
-    spawn,
-    time_buckets,
-    unify,
-)
+from runtime.spark import key_column, result_schema, time_buckets, unify
 from runtime.spark_control import (
     active_queries,
     apply_commands,
@@ -99,6 +87,8 @@ from runtime.spark_control import (
     with_queries,
 )
 from runtime.spark_control import frame as control_frame
+from runtime.spark_spec import SparkStageError, StageSpec, _source, build_spec
+from runtime.spark_worker import Rows, freeze, spawn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

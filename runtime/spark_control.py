@@ -170,7 +170,8 @@ def _apply(matcher: Matcher, spec: StageSpec, ts: float, command: Any, text: Any
         return None
     # all or nothing, as register_queries itself
     message = (
-        f"query {aggregates[0]}: aggregate queries do not run in the Spark stages yet"
+        f"query {aggregates[0]}: aggregate queries do not run in the streaming stage yet "
+        "(batch: runtime.spark_aggregate)"
         if aggregates
         else f"query {too_wide[0]}: MAXWINDOW {registry[too_wide[0]].maxwindow:g} s is larger than the stage's "
         f"max_window {spec.max_window:g} s; restart the stage with a larger max_window to run it"

@@ -88,8 +88,8 @@ def _no_aggregates(matcher: Matcher) -> None:
     if matcher.aggregator is not None and len(matcher.aggregator):
         names = ", ".join(list(matcher.aggregator.queries)[:5])
         raise SparkStageError(
-            f"aggregate queries ({names}) do not run in the Spark stages yet; run them with mqo match --engine local"
-            " or Matcher.push_batch"
+            f"aggregate queries ({names}) do not run in the match stages; run them with "
+            "runtime.spark_aggregate.aggregate_batch (batch), mqo match --engine local or Matcher.push_batch"
         )
 
 

@@ -168,6 +168,13 @@ def run_stage(frames: dict[str, Any], ddl: str, texts: list[str], partitions: in
     return time.perf_counter() - started, Counter({r["query"]: r["count"] for r in rows})
 
 
+def exact_at_most(x: Any, k: Any, y: Any) -> Any:
+    """``x <= k * y`` in DECIMAL arithmetic, as the queries mean it (the values have one
+    decimal, ``k`` one as well): in doubles, ``1.5 * y`` can round either way and a
+    pair exactly on the boundary would be decided by rounding (mqo decides exactly)."""
+    return x.cast("decimal(12,1)") <= k.cast("decimal(4,1)") * y.cast("decimal(12,1)")
+
+
 def sql_count(frames: dict[str, Any], c1: float, c2: float, k: float, bucketed: bool) -> int:
     """One query as its own Spark SQL join, counted."""
     from pyspark.sql import functions as F
@@ -179,7 +186,7 @@ def sql_count(frames: dict[str, Any], c1: float, c2: float, k: float, bucketed: 
             & (F.col("h.ts") - F.col("b.ts") <= WINDOW)
             & (F.col("b.pressure") < c1)
             & (F.col("h.beatrate") > c2)
-            & (F.col("b.pressure") <= k * F.col("h.vib"))
+            & exact_at_most(F.col("b.pressure"), F.lit(k), F.col("h.vib"))
         )
         return b.alias("b").join(h.alias("h"), cond).count()
     bucket = F.floor(F.col("ts") / WINDOW)
@@ -189,7 +196,7 @@ def sql_count(frames: dict[str, Any], c1: float, c2: float, k: float, bucketed: 
         (F.col("b.bk") == F.col("h.bk"))
         & (F.col("b.ts") <= F.col("h.ts"))
         & (F.col("h.ts") - F.col("b.ts") <= WINDOW)
-        & (F.col("b.pressure") <= k * F.col("h.vib"))
+        & exact_at_most(F.col("b.pressure"), F.lit(k), F.col("h.vib"))
     )
     return bb.alias("b").join(hh.alias("h"), cond).count()
 
@@ -232,7 +239,7 @@ def run_set_based(
         F.broadcast(table.alias("q")),
         (F.col("b.pressure") < F.col("q.c1"))
         & (F.col("h.beatrate") > F.col("q.c2"))
-        & (F.col("b.pressure") <= F.col("q.k") * F.col("h.vib")),
+        & exact_at_most(F.col("b.pressure"), F.col("q.k"), F.col("h.vib")),
     )
     rows = matched.groupBy("qid").count().collect()
     return time.perf_counter() - started, Counter({int(r["qid"]): int(r["count"]) for r in rows})

@@ -34,6 +34,7 @@ import numpy as np
 
 from indexes import slice_fields as K
 from indexes.stored import StoredTuple
+from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
 from mqo.aggregation.slices import SliceStore, slice_of
 from mqo.batch import EXACT, slots_of
@@ -73,6 +74,7 @@ class Aggregator:
         self.catalog = catalog
         self.queries: dict[str, _Registered] = {}
         self.stores: dict[tuple, SliceStore] = {}
+        self.count_stores: dict[tuple, CountStore] = {}  # [ROWS n SLIDE m] (mqo.aggregation.counts)
         self.filters: dict[tuple, str] = {}  # filter key -> filter query id
         self.filter_users: dict[str, set[str]] = {}
         self.filter_texts: dict[str, str] = {}
@@ -90,8 +92,6 @@ class Aggregator:
     def register(self, queries: list[AggregateQuery], newest: float) -> None:
         since = None if newest == -math.inf else decimal_of(newest)
         for aq in queries:
-            if aq.window.kind == "rows":
-                raise QueryError(f"query {aq.name}: ROWS windows are not supported yet; use a RANGE window", None, None)
             if aq.window.kind == "unbounded" and since is not None:
                 raise QueryError(
                     f"query {aq.name}: a landmark window [RANGE UNBOUNDED] must be registered before the first tuple",
@@ -113,6 +113,9 @@ class Aggregator:
             self.filter_texts[fid] = filter_text(aq)
         self.filter_users.setdefault(fid, set()).add(aq.name)
         window = aq.window
+        if window.kind == "rows":
+            self.queries[aq.name] = _Registered(aq, add_count_query(self.count_stores, self.catalog, aq, fid), since)
+            return
         grid = window.slide if window.size is None else _gcd(window.size, window.slide)
         columns = list(dict.fromkeys(c.column for c in aq.calls if c.column is not None))
         integer = [self.catalog.get(aq.stream).lookup(c)[1] is ColumnType.INTEGER for c in columns]  # type: ignore[union-attr,index]
@@ -143,7 +146,10 @@ class Aggregator:
             del self.filters[key], self.filter_users[fid], self.filter_texts[fid]
             self._registry.remove(fid)
         if not any(r.store_key == reg.store_key for r in self.queries.values()):
-            del self.stores[reg.store_key]
+            self.stores.pop(reg.store_key, None)
+            self.count_stores.pop(reg.store_key, None)
+        elif reg.store_key in self.count_stores:
+            del self.count_stores[reg.store_key].readers[name]
         self._stale = True
 
     def _plan(self) -> None:
@@ -191,6 +197,13 @@ class Aggregator:
             if not len(chosen):
                 continue
             self._into(store, store_key, prepared, chosen)
+        for store_key, count_store in self.count_stores.items():
+            if store_key[0] == stream.lower():
+                chosen = np.sort(rows_of[np.isin(fids, slots_of.get(store_key[1], []))])
+                if len(chosen):
+                    fvals, ivals = _values(count_store.columns, count_store.integer, prepared, chosen)
+                    codes, keys = _group_codes([prepared.columns.get(g) for g in store_key[2]], chosen)
+                    count_store.take(prepared.ts[chosen], keys, codes, fvals, ivals)
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, filter slot) of every filter each kept row satisfies."""
@@ -222,19 +235,7 @@ class Aggregator:
         rows = np.sort(rows)
         ts = prepared.ts[rows]
         slices = slice_of(ts, store.grid)
-        C = len(store.columns)
-        fvals = np.full((len(rows), C), np.nan)
-        ivals = np.zeros((len(rows), C), np.int64)
-        exact = prepared.columns.get(EXACT, {})
-        for c, (name, integer) in enumerate(zip(store.columns, store.integer, strict=True)):
-            col = prepared.columns.get(name)
-            if col is not None:
-                fvals[:, c] = np.asarray(col, np.float64)[rows]
-            if integer:
-                if name in exact:
-                    ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
-                else:
-                    ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
+        fvals, ivals = _values(store.columns, store.integer, prepared, rows)
         codes, keys = _group_codes([prepared.columns.get(g) for g in store_key[2]], rows)
         store.add(slices, codes, keys, fvals, ivals, self._first_needed(store_key))
 
@@ -245,7 +246,7 @@ class Aggregator:
         for reg in self.queries.values():
             if reg.store_key != store_key:
                 continue
-            if reg.next_k is None or reg.size is None:
+            if reg.next_k is None or reg.size is None:  # (not a count query: its key is another store's)
                 return -(2**62)
             lo = int((reg.next_k * reg.slide - reg.size) / store.grid) + 1
             first = lo if first is None else min(first, lo)
@@ -267,9 +268,11 @@ class Aggregator:
     def _emit(self, threshold: Fraction | None) -> AggregateBatch:
         out: list[AggregateChunk] = []
         filled: dict[tuple, np.ndarray] = {}  # per store, the slices holding data
+        positions: dict[str, int] = {}
         for position, reg in enumerate(self.queries.values()):
-            store = self.stores[reg.store_key]
-            if store.empty:
+            positions[reg.query.name] = position
+            store = self.stores.get(reg.store_key)  # None: a count query's
+            if store is None or store.empty:
                 continue
             s, d, g = reg.slide, reg.size, store.grid
             if threshold is None:
@@ -312,6 +315,8 @@ class Aggregator:
         for key, store in self.stores.items():
             if not store.landmark:
                 store.drop_before(self._first_needed(key))
+        finish = lambda name, cs, ws: self._count_chunk(self.queries[name], positions[name], cs, ws)  # noqa: E731
+        out += count_windows(self.count_stores, threshold, finish)
         return AggregateBatch([out])
 
     def _chunk(
@@ -324,7 +329,6 @@ class Aggregator:
         """The rows of a query's closed windows (``bounds`` and per group the folded
         partials of each): every aggregate finished over all (window, group) pairs
         at once, on arrays; one row per group holding data that passes HAVING."""
-        aq = reg.query
         held = [np.flatnonzero(rows) for _, rows, _, _ in windows]
         grps = np.concatenate(held)
         n = np.concatenate([w[1][h] for w, h in zip(windows, held, strict=True)])
@@ -333,6 +337,32 @@ class Aggregator:
         sizes = [len(h) for h in held]
         starts = np.repeat([w[0][0] for w in windows], sizes)
         ends = np.repeat([w[0][1] for w in windows], sizes)
+        return self._finish(reg, position, store, starts, ends, grps, n, fpart, ipart)
+
+    def _count_chunk(self, reg: _Registered, position: int, store: CountStore, windows: list[Window]) -> AggregateChunk:
+        """The rows of a query's complete count windows (one group each), by window end."""
+        starts = np.array([w[0] for w in windows])
+        ends = np.array([w[1] for w in windows])
+        grps = np.array([w[2] for w in windows], np.int64)
+        order = np.lexsort((grps, ends))  # stable: a group's windows keep their order
+        n, fpart, ipart = (np.concatenate([w[k] for w in windows])[order] for k in (3, 4, 5))
+        return self._finish(reg, position, store, starts[order], ends[order], grps[order], n, fpart, ipart)
+
+    def _finish(
+        self,
+        reg: _Registered,
+        position: int,
+        store: SliceStore | CountStore,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        grps: np.ndarray,
+        n: np.ndarray,
+        fpart: np.ndarray,
+        ipart: np.ndarray,
+    ) -> AggregateChunk:
+        """Rows (window bounds, group code, folded partials) finished: aggregates,
+        HAVING, outputs."""
+        aq = reg.query
         columns: dict[tuple[str, str | None], list[Any]] = {}
         for call in aq.calls:
             if call.column is None:
@@ -378,7 +408,10 @@ class Aggregator:
     # --------------------------------------------------------------- explain
 
     def explain(self) -> list[str]:
-        lines = [f"aggregate queries: {len(self.queries)}, slice stores: {len(self.stores)}"]
+        lines = [
+            f"aggregate queries: {len(self.queries)}, slice stores: {len(self.stores)}"
+            + (f", count stores: {len(self.count_stores)}" if self.count_stores else "")
+        ]
         for fid, users in self.filter_users.items():
             lines.append(f"  filter {fid}: {self.filter_texts[fid]}  <- read by {', '.join(sorted(users))}")
         for key, store in self.stores.items():
@@ -398,7 +431,35 @@ class Aggregator:
                 size = "UNBOUNDED" if w.size is None else f"{float(w.size):g} s"
                 calls = ", ".join(c.text() for c in aq.calls)
                 lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}")
+        for key, cs in self.count_stores.items():
+            stream, fid, group = key[:3]
+            lines.append(
+                f"  count store {stream} / filter {fid} / group by ({', '.join(group) or '-'}): {cs.explain()}"
+            )
+            for name, (n, m) in cs.readers.items():
+                calls = ", ".join(c.text() for c in self.queries[name].query.calls)
+                lines.append(f"    {name}: ROWS {n} SLIDE {m} reads {calls}")
         return lines
+
+
+def _values(
+    columns: list[str], integer: list[bool], prepared: PreparedBatch, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The value columns of ``rows``: as doubles (NaN: NULL) and INTEGER ones exactly."""
+    C = len(columns)
+    fvals = np.full((len(rows), C), np.nan)
+    ivals = np.zeros((len(rows), C), np.int64)
+    exact = prepared.columns.get(EXACT, {})
+    for c, (name, is_int) in enumerate(zip(columns, integer, strict=True)):
+        col = prepared.columns.get(name)
+        if col is not None:
+            fvals[:, c] = np.asarray(col, np.float64)[rows]
+        if is_int:
+            if name in exact:
+                ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
+            else:
+                ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
+    return fvals, ivals
 
 
 def _group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:

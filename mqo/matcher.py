@@ -407,7 +407,9 @@ class Matcher:
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows emitted so far and not yet taken: one per (query, window,
         group), emitted by ``push``/``push_batch``/``heartbeat`` once the watermark
-        passes the window's end."""
+        passes the window's end (also those the watermark passed since, as in a run
+        through :meth:`replay`, which emits nothing itself)."""
+        self._emit_aggregates()
         out, self._aggregates = self._aggregates, AggregateBatch()
         return out
 

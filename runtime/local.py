@@ -245,10 +245,13 @@ def match_all(
     bar: Progress,
     summary: Summary,
     aggregate_writer: ResultWriter | None = None,
+    end_of_input: bool = True,
 ) -> int:
     """Match every tuple in arrival order, writing results and late tuples as they
     come (aggregate rows with ``aggregate_writer``, else ``writer``: then they count
-    as results); returns how many tuples were matched (all, unless a signal stopped it)."""
+    as results); returns how many tuples were matched (all, unless a signal stopped it).
+    At the ``end_of_input`` every window holding data is emitted (the watermark goes
+    to infinity); otherwise (a step of ``mqo serve``) the windows the watermark passed."""
     plan = matcher.plan
     late: list[LateTuple] = []
     matcher.late_sink = late.append
@@ -291,12 +294,12 @@ def match_all(
         done = len(which)
     flush()
     if aggregating and not stopped:
-        # end of input: every window holding data (the watermark goes to infinity)
+        emitted = matcher.flush() if end_of_input else matcher.poll_aggregates()
         with stop.writing():
             if aggregate_writer is None or aggregate_writer is writer:
-                summary.results += writer.write_aggregates(matcher.flush())
+                summary.results += writer.write_aggregates(emitted)
             else:
-                summary.aggregates += aggregate_writer.write_aggregates(matcher.flush())
+                summary.aggregates += aggregate_writer.write_aggregates(emitted)
     bar.update(done, summary.results)
     return done
 

@@ -242,3 +242,32 @@ def test_count_windows_against_duckdb() -> None:
             assert a[:4] == tuple(b[:4])
             assert math.isclose(a[4], b[4], rel_tol=1e-12) and a[5:7] == tuple(b[5:7])
             assert math.isclose(a[7], b[7], rel_tol=1e-12)
+
+
+def test_integer_group_keys_past_doubles_stay_apart() -> None:
+    """2**53 and 2**53 + 1 are one double but two groups, in time and count windows."""
+    m = mqo.Matcher("REGISTER STREAM S (k INTEGER, x INTEGER);")
+    m.register_query("Query ID: a SELECT S.k, COUNT(*) FROM S [RANGE 10 sec] GROUP BY S.k")
+    m.register_query("Query ID: b SELECT S.k, COUNT(*) FROM S [ROWS 2] GROUP BY S.k")
+    m.push_batch("S", {"ts": [1.0, 2.0, 3.0, 4.0], "k": [2**53, 2**53 + 1, 2**53 + 1, None], "x": [1, 2, 3, 4]})
+    rows = sorted((r.query, r.group["k"] or 0, r.values["COUNT(*)"]) for r in m.flush())
+    assert rows == [
+        ("a", 0, 1),
+        ("a", 2**53, 1),
+        ("a", 2**53 + 1, 2),
+        ("b", 0, 1),
+        ("b", 2**53, 1),
+        ("b", 2**53 + 1, 2),
+    ]
+    assert all(type(r[1]) is int for r in rows)
+
+
+def test_explain_shows_count_stores() -> None:
+    m = mqo.Matcher(DDL)
+    m.register_queries(
+        "Query ID: a SELECT COUNT(*) FROM H [ROWS 6 SLIDE 4] GROUP BY H.patient;"
+        "Query ID: b SELECT MAX(H.vib) FROM H [ROWS 10] GROUP BY H.patient;"
+    )
+    text = m.explain()
+    assert "count slices of 2 rows per group" in text
+    assert "a: ROWS 6 SLIDE 4 reads COUNT(*)" in text and "b: ROWS 10 SLIDE 10 reads MAX(vib)" in text

@@ -202,7 +202,7 @@ class Aggregator:
                 chosen = np.sort(rows_of[np.isin(fids, slots_of.get(store_key[1], []))])
                 if len(chosen):
                     fvals, ivals = _values(count_store.columns, count_store.integer, prepared, chosen)
-                    codes, keys = _group_codes([prepared.columns.get(g) for g in store_key[2]], chosen)
+                    codes, keys = _group_codes(_group_columns(prepared, store_key[2]), chosen)
                     count_store.take(prepared.ts[chosen], keys, codes, fvals, ivals)
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +236,7 @@ class Aggregator:
         ts = prepared.ts[rows]
         slices = slice_of(ts, store.grid)
         fvals, ivals = _values(store.columns, store.integer, prepared, rows)
-        codes, keys = _group_codes([prepared.columns.get(g) for g in store_key[2]], rows)
+        codes, keys = _group_codes(_group_columns(prepared, store_key[2]), rows)
         store.add(slices, codes, keys, fvals, ivals, self._first_needed(store_key))
 
     def _first_needed(self, store_key: tuple) -> int:
@@ -460,6 +460,21 @@ def _values(
             else:
                 ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
     return fvals, ivals
+
+
+def _group_columns(prepared: PreparedBatch, names: tuple[str, ...]) -> list[Any]:
+    """The GROUP BY columns of a batch; an INTEGER one holding values past 2**53 as
+    exact Python ints (None: NULL), since its doubles would merge groups."""
+    exact = prepared.columns.get(EXACT, {})
+    out: list[Any] = []
+    for name in names:
+        if name in exact:
+            col = exact[name]
+            values = [None if null else v for v, null in zip(col.values.tolist(), col.null.tolist(), strict=True)]
+            out.append(np.array(values, object))
+        else:
+            out.append(prepared.columns.get(name))
+    return out
 
 
 def _group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:

@@ -340,13 +340,13 @@ class Aggregator:
         return self._finish(reg, position, store, starts, ends, grps, n, fpart, ipart)
 
     def _count_chunk(self, reg: _Registered, position: int, store: CountStore, windows: list[Window]) -> AggregateChunk:
-        """The rows of a query's complete count windows (one group each), by window end."""
-        starts = np.array([w[0] for w in windows])
-        ends = np.array([w[1] for w in windows])
-        grps = np.array([w[2] for w in windows], np.int64)
+        """The rows of a query's complete count windows (batches of one group each), by window end."""
+        starts, ends, n, fpart, ipart = (np.concatenate([w[k] for w in windows]) for k in (0, 1, 3, 4, 5))
+        grps = np.concatenate([np.full(len(w[0]), w[2], np.int64) for w in windows])
         order = np.lexsort((grps, ends))  # stable: a group's windows keep their order
-        n, fpart, ipart = (np.concatenate([w[k] for w in windows])[order] for k in (3, 4, 5))
-        return self._finish(reg, position, store, starts[order], ends[order], grps[order], n, fpart, ipart)
+        return self._finish(
+            reg, position, store, starts[order], ends[order], grps[order], *(a[order] for a in (n, fpart, ipart))
+        )
 
     def _finish(
         self,

@@ -47,8 +47,9 @@ from predicates import Catalog, ColumnType
 from predicates.aggregate import AggregateQuery
 from predicates.numbers import decimal_of
 
-# (start ts, end ts), rows per group, float partials, int partials of one window
-Window = tuple[float, float, int, np.ndarray, np.ndarray, np.ndarray]
+# windows of one group: start ts[W], end ts[W], the group, rows[W], float partials
+# [W, C, 6], int partials [W, C, 4]
+Window = tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]
 
 
 def at_or_before(ts: np.ndarray, mark: Fraction) -> np.ndarray:
@@ -163,12 +164,11 @@ class CountStore:
         first = self._first_needed(d0)
         state.store.add(slices, np.zeros(len(ts), np.int64), [()], fv, iv, first)
         for name, (n, m) in self.readers.items():
-            for k in range(d0 // m + 1, d1 // m + 1):
-                end = k * m
-                begin = max(1, end - n + 1)
-                lo, hi = (begin - 1) // grain + 1, end // grain
-                rows, fpart, ipart = state.store.window(lo, hi)
-                out[name].append((state.first_ts[lo], float(ts[end - d0 - 1]), g, rows[:1], fpart[:1], ipart[:1]))
+            ends = np.arange(d0 // m + 1, d1 // m + 1, dtype=np.int64) * m
+            if len(ends):
+                lo = (np.maximum(1, ends - n + 1) - 1) // grain + 1
+                starts = np.array([state.first_ts[j] for j in lo.tolist()])
+                out[name].append((starts, ts[ends - d0 - 1], g, *self._fold(state.store, lo, ends // grain)))
         state.done = d1
         state.last_ts = float(ts[-1])
         first = self._first_needed(d1)
@@ -194,8 +194,17 @@ class CountStore:
         if begin > done:
             return  # it starts after the last row (m > n): it holds none
         lo, hi = (begin - 1) // self.grain + 1, (done - 1) // self.grain + 1
-        rows, fpart, ipart = state.store.window(lo, hi)
-        out.append((state.first_ts[lo], state.last_ts, g, rows[:1], fpart[:1], ipart[:1]))
+        folded = self._fold(state.store, np.array([lo]), np.array([hi]))
+        out.append((np.array([state.first_ts[lo]]), np.array([state.last_ts]), g, *folded))
+
+    @staticmethod
+    def _fold(store: SliceStore, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Slices ``lo[w]..hi[w]`` (slice numbers, inclusive) of a group's store folded."""
+        from indexes.count_kernels import combine_many  # numba on first use
+
+        a = np.maximum(lo, store.base) - store.base
+        b = np.minimum(hi, store.top) - store.base + 1
+        return combine_many(store.rows, store.fpart, store.ipart, a, np.maximum(a, b))
 
     def explain(self) -> str:
         return (

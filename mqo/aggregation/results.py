@@ -30,7 +30,9 @@ from predicates.numbers import decimal_of
 
 @dataclass(frozen=True)
 class AggregateRow:
-    """``window_start``/``window_end``: the window ``(start, end]`` in seconds."""
+    """``window_start``/``window_end``: a time window ``(start, end]`` in seconds (a
+    landmark window's start is minus infinity); a count window's first and last row's
+    ts (both in it)."""
 
     query: str
     window_start: float

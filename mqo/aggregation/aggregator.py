@@ -12,7 +12,8 @@ Sharing, from the outside in:
   value column (count, compensated sum, min, max, Welford mean/M2, exact int sums):
   every query over that filter and grouping, whatever its RANGE, SLIDE and
   aggregates, reads them.
-* **windows** are folds of their slices (:func:`indexes.slice_kernels.combine`), emitted
+* **windows** are folds of their slices (:func:`indexes.slice_kernels.fold_windows`: all of a
+  query's closed windows in one call, prefix/suffix folds per block of slices), emitted
   once the watermark has passed their end: no tuple that could still be accepted (not
   late) can fall in them. ``flush`` emits every window holding data (end of input).
 
@@ -282,33 +283,20 @@ class Aggregator:
                 # closed yet (a tuple within the lateness may still come before the first)
                 first = math.ceil(store.base * g / s)
                 reg.next_k = first if threshold is None else min(first, k_max + 1)
-            k = reg.next_k
-            windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]] = []
             # in slice units (the grid divides RANGE and SLIDE): window k is slices
-            # k*S - D + 1 .. k*S; its bounds as floats by correctly rounded int division
+            # k*S - D + 1 .. k*S; the windows holding data found on arrays, and all of
+            # them folded in one kernel call
             S = int(s / g)
-            D = None if d is None else int(d / g)
-            sn, sd = s.numerator, s.denominator
+            D = 0 if d is None else int(d / g)
             data = filled.get(reg.store_key)
             if data is None:
                 data = filled[reg.store_key] = store.data_slices()
-            while k <= k_max:
-                hi = k * S
-                lo = -(2**62) if D is None else hi - D + 1
-                at = int(np.searchsorted(data, lo))
-                if at == len(data):
-                    k = k_max + 1
-                    break
-                j = int(data[at])
-                if j > hi:  # empty: on to the first window holding slice j, not past the closed ones
-                    k = min(max(k + 1, -(-j // S)), k_max + 1)
-                    continue
-                start = -math.inf if d is None else (k * sn * d.denominator - d.numerator * sd) / (sd * d.denominator)
-                windows.append(((start, k * sn / sd), *store.window(lo, hi)))
-                k += 1
-            reg.next_k = max(reg.next_k, k)
-            if windows:
-                out.append(self._chunk(reg, position, store, windows))
+            from indexes import slice_kernels as SK  # numba on first use
+
+            ks = SK.windows_with_data(data, S, D, reg.next_k, k_max)
+            reg.next_k = max(reg.next_k, k_max + 1)
+            if len(ks):
+                out.append(self._chunk(reg, position, store, ks, *store.fold(ks * S, D)))
         for key, store in self.stores.items():
             if not store.landmark:
                 store.drop_before(self._first_needed(key))
@@ -319,20 +307,22 @@ class Aggregator:
         reg: _Registered,
         position: int,
         store: SliceStore,
-        windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]],
+        ks: np.ndarray,
+        rows: np.ndarray,
+        fparts: np.ndarray,
+        iparts: np.ndarray,
     ) -> AggregateChunk:
-        """The rows of a query's closed windows (``bounds`` and per group the folded
-        partials of each): every aggregate finished over all (window, group) pairs
-        at once, on arrays; one row per group holding data that passes HAVING."""
+        """The rows of a query's closed windows ``ks`` (``rows``, ``fparts``, ``iparts``:
+        per window and group the folded partials): every aggregate finished over all
+        (window, group) pairs at once, on arrays; one row per group holding data that
+        passes HAVING."""
         aq = reg.query
-        held = [np.flatnonzero(rows) for _, rows, _, _ in windows]
-        grps = np.concatenate(held)
-        n = np.concatenate([w[1][h] for w, h in zip(windows, held, strict=True)])
-        fpart = np.concatenate([w[2][h] for w, h in zip(windows, held, strict=True)])
-        ipart = np.concatenate([w[3][h] for w, h in zip(windows, held, strict=True)])
-        sizes = [len(h) for h in held]
-        starts = np.repeat([w[0][0] for w in windows], sizes)
-        ends = np.repeat([w[0][1] for w in windows], sizes)
+        w, grps = np.nonzero(rows)  # by window, then group
+        n = rows[w, grps]
+        fpart = fparts[w, grps]
+        ipart = iparts[w, grps]
+        starts, ends = _bounds(ks, reg.slide, reg.size)
+        starts, ends = starts[w], ends[w]
         columns: dict[tuple[str, str | None], list[Any]] = {}
         for call in aq.calls:
             if call.column is None:
@@ -399,6 +389,25 @@ class Aggregator:
                 calls = ", ".join(c.text() for c in aq.calls)
                 lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}")
         return lines
+
+
+def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:
+    """Window ``k``'s ``(k*slide - size, k*slide]`` as correctly rounded doubles, for all
+    ``ks`` (landmark: start -inf): on int64 arrays when the numbers are whole and small
+    enough to be exact doubles, else by Python's correctly rounded int division."""
+    sn, sd = slide.numerator, slide.denominator
+    dn, dd = (0, 1) if size is None else (size.numerator, size.denominator)
+    top = int(np.abs(ks).max()) * sn * dd + abs(dn) * sd if len(ks) else 0
+    if sd == 1 and dd == 1 and top < 2**53:
+        end = ks * sn
+        ends = end.astype(np.float64)
+        starts = np.full(len(ks), -math.inf) if size is None else (end - dn).astype(np.float64)
+        return starts, ends
+    ends = np.array([k * sn / sd for k in ks.tolist()], np.float64)
+    if size is None:
+        return np.full(len(ks), -math.inf), ends
+    starts = np.array([(k * sn * dd - dn * sd) / (sd * dd) for k in ks.tolist()], np.float64)
+    return starts, ends
 
 
 def _group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:

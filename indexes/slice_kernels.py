@@ -27,7 +27,7 @@ from indexes.slice_fields import IMAX, IMIN, INT_MAX, INT_MIN, ISUM, M2, MAX, ME
 __all__ = ["IMAX", "IMIN", "INT_MAX", "INT_MIN", "ISUM", "M2", "MAX", "MEAN", "MIN", "SUM_HI", "SUM_LO", "N"]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _neumaier(hi: float, lo: float, x: float) -> tuple[float, float]:
     t = hi + x
     if abs(hi) >= abs(x):
@@ -78,62 +78,63 @@ def update(
                 p[IMAX] = v
 
 
-@njit(cache=True)
-def _merge(rows_d, f_d, i_d, rows_s, f_s, i_s) -> None:
-    """Partial ``(rows_s, f_s, i_s)`` of one group folded into ``(rows_d, f_d, i_d)``
-    (``rows_*``: 0-d views are not cheap in numba, so rows are passed as length-1 arrays)."""
-    r = rows_s[0]
-    if r == 0:
-        return
-    rows_d[0] += r
-    C = f_s.shape[0]
-    for c in range(C):
-        p = i_s[c]
-        nb = p[N]
-        if nb == 0:
-            continue
-        f = f_s[c]
-        of = f_d[c]
-        oi = i_d[c]
-        na = oi[N]
-        hi_, lo_ = _neumaier(of[SUM_HI], of[SUM_LO], f[SUM_HI])
-        of[SUM_HI], of[SUM_LO] = hi_, lo_ + f[SUM_LO]
-        if na == 0 or f[MIN] < of[MIN]:
-            of[MIN] = f[MIN]
-        if na == 0 or f[MAX] > of[MAX]:
-            of[MAX] = f[MAX]
-        if na == 0 or p[IMIN] < oi[IMIN]:
-            oi[IMIN] = p[IMIN]
-        if na == 0 or p[IMAX] > oi[IMAX]:
-            oi[IMAX] = p[IMAX]
-        total = na + nb
-        delta = f[MEAN] - of[MEAN]
-        of[M2] += f[M2] + delta * delta * na * nb / total
-        of[MEAN] += delta * nb / total
-        oi[ISUM] += p[ISUM]
-        oi[N] = total
+@njit(cache=True, inline="always")
+def _merge(dr, df, di, a, ga, sr, sf, si, b, gb) -> None:
+    """The partial of group ``gb`` at ``b`` of ``(sr, sf, si)`` folded into that of
+    group ``ga`` at ``a`` of ``(dr, df, di)`` (arrays shaped as a slice store's).
+    Scalar indexing and no early ``return``/``continue``: numba compiles an inlined
+    early exit into a loop many times slower."""
+    r = sr[b, gb]
+    if r != 0:
+        dr[a, ga] += r
+        for c in range(sf.shape[2]):
+            nb = si[b, gb, c, N]
+            na = di[a, ga, c, N]
+            if nb != 0 and na == 0:
+                for k in range(6):
+                    df[a, ga, c, k] = sf[b, gb, c, k]
+                for k in range(4):
+                    di[a, ga, c, k] = si[b, gb, c, k]
+            elif nb != 0:
+                hi_, lo_ = _neumaier(df[a, ga, c, SUM_HI], df[a, ga, c, SUM_LO], sf[b, gb, c, SUM_HI])
+                df[a, ga, c, SUM_HI] = hi_
+                df[a, ga, c, SUM_LO] = lo_ + sf[b, gb, c, SUM_LO]
+                if sf[b, gb, c, MIN] < df[a, ga, c, MIN]:
+                    df[a, ga, c, MIN] = sf[b, gb, c, MIN]
+                if sf[b, gb, c, MAX] > df[a, ga, c, MAX]:
+                    df[a, ga, c, MAX] = sf[b, gb, c, MAX]
+                if si[b, gb, c, IMIN] < di[a, ga, c, IMIN]:
+                    di[a, ga, c, IMIN] = si[b, gb, c, IMIN]
+                if si[b, gb, c, IMAX] > di[a, ga, c, IMAX]:
+                    di[a, ga, c, IMAX] = si[b, gb, c, IMAX]
+                total = na + nb
+                delta = sf[b, gb, c, MEAN] - df[a, ga, c, MEAN]
+                df[a, ga, c, M2] += sf[b, gb, c, M2] + delta * delta * na * nb / total
+                df[a, ga, c, MEAN] += delta * nb / total
+                di[a, ga, c, ISUM] += si[b, gb, c, ISUM]
+                di[a, ga, c, N] = total
 
 
-@njit(cache=True)
-def _scan(rows, fpart, ipart, npos, start, width, acc_r, acc_f, acc_i, backwards) -> None:
-    """Running folds over the block of positions ``start .. start+width-1``: entry ``i``
-    of ``acc_*`` is the fold of positions ``start .. start+i`` (a prefix) or, with
-    ``backwards``, of ``start+i .. start+width-1`` (a suffix). Positions outside
-    ``0 .. npos-1`` hold nothing."""
-    acc_r[:width] = 0
-    acc_f[:width] = 0.0
-    acc_i[:width] = 0
-    for step in range(width):
-        i = width - 1 - step if backwards else step
-        j = i + 1 if backwards else i - 1
-        if step > 0:
-            acc_r[i] = acc_r[j]
-            acc_f[i] = acc_f[j]
-            acc_i[i] = acc_i[j]
-        p = start + i
-        if 0 <= p < npos:
-            for g in range(rows.shape[1]):
-                _merge(acc_r[i, g : g + 1], acc_f[i, g], acc_i[i, g], rows[p, g : g + 1], fpart[p, g], ipart[p, g])
+@njit(cache=True, inline="always")
+def _copy(dr, df, di, a, sr, sf, si, b) -> None:
+    """Every group's partial at ``b`` of ``(sr, sf, si)`` over that at ``a`` of ``(dr, df, di)``."""
+    for g in range(sr.shape[1]):
+        dr[a, g] = sr[b, g]
+        for c in range(sf.shape[2]):
+            for k in range(6):
+                df[a, g, c, k] = sf[b, g, c, k]
+            for k in range(4):
+                di[a, g, c, k] = si[b, g, c, k]
+
+
+@njit(cache=True, inline="always")
+def _block(origin: int, width: int, length: int, p: int) -> tuple[int, int]:
+    """The block of position ``p`` (numbered on slice numbers, ``origin`` being the
+    slice number of position 0) and the position it starts at."""
+    if length == 0:
+        return 0, 0
+    b = (origin + p) // width
+    return b, b * width - origin
 
 
 @njit(cache=True)
@@ -152,12 +153,15 @@ def fold_windows(
 
     MIN and MAX cannot be subtracted, so windows are not running sums: positions are
     cut into blocks of ``length`` (aligned on slice numbers, ``origin`` being the slice
-    number of position 0, so a window's fold does not depend on when it is emitted);
-    a window starting inside block ``b`` ends inside block ``b + 1`` and is the suffix
-    fold of ``b`` at its start merged with the prefix fold of ``b + 1`` at its end
-    (the prefix/suffix method). Each block's prefix and suffix are computed once,
-    when a window first needs them: O((blocks touched x length + windows) x groups x
-    columns), against O(windows x length x ...) for folding every window's slices.
+    number of position 0, so a window's fold does not depend on when it is emitted).
+    A window starting inside block ``b`` ends inside ``b + 1`` and is the suffix fold
+    of ``b`` from its start merged with the prefix fold of ``b + 1`` up to its end (the
+    prefix/suffix method); a window within one block from the start of its data is
+    that block's prefix.
+    One backward running fold per block gives every suffix, one forward fold every
+    prefix, each read off where a window needs it: every position is folded at most
+    twice, O((positions + windows) x groups x columns) for all the windows, against
+    O(windows x length x groups x columns) for folding each window's slices.
     Returns per window and group ``rows[W, G]``, ``fpart[W, G, C, 6]``, ``ipart[W, G, C, 4]``."""
     W = len(his)
     G = rows.shape[1]
@@ -165,50 +169,58 @@ def fold_windows(
     out_r = np.zeros((W, G), np.int64)
     out_f = np.zeros((W, G, C, 6))
     out_i = np.zeros((W, G, C, 4), np.int64)
+    acc_r = np.zeros((1, G), np.int64)
+    acc_f = np.zeros((1, G, C, 6))
+    acc_i = np.zeros((1, G, C, 4), np.int64)
     width = length if length > 0 else max(npos, 1)
-    pre_r = np.zeros((width, G), np.int64)
-    pre_f = np.zeros((width, G, C, 6))
-    pre_i = np.zeros((width, G, C, 4), np.int64)
-    suf_r = np.zeros((width, G), np.int64)
-    suf_f = np.zeros((width, G, C, 6))
-    suf_i = np.zeros((width, G, C, 4), np.int64)
-    pre_block = np.iinfo(np.int64).min
-    suf_block = np.iinfo(np.int64).min
+    NONE = np.iinfo(np.int64).min
+    # suffixes: windows from the last, each block folded backwards from its end
+    block, at = NONE, 0
+    for w in range(W - 1, -1, -1):
+        hi = min(his[w], npos - 1)
+        lo = max(his[w] - length + 1, 0) if length > 0 else 0
+        if hi < lo:
+            continue
+        bl, start = _block(origin, width, length, lo)
+        if _block(origin, width, length, hi)[0] == bl and (lo <= start or lo == 0):
+            continue  # within one block, from the start of its data: a prefix alone
+        if bl != block:
+            block, at = bl, start + width - 1
+            acc_r[:] = 0
+            acc_f[:] = 0.0
+            acc_i[:] = 0
+        while at >= lo:
+            if at < npos:
+                for g in range(G):
+                    _merge(acc_r, acc_f, acc_i, 0, g, rows, fpart, ipart, at, g)
+            at -= 1
+        _copy(out_r, out_f, out_i, w, acc_r, acc_f, acc_i, 0)
+    # prefixes: windows from the first, each block folded forwards from its start
+    block, at = NONE, 0
     for w in range(W):
         hi = min(his[w], npos - 1)
         lo = max(his[w] - length + 1, 0) if length > 0 else 0
         if hi < lo:
             continue
-        bl = (origin + lo) // width - origin // width if length > 0 else 0
-        bh = (origin + hi) // width - origin // width if length > 0 else 0
-        # block b covers positions start(b) .. start(b) + width - 1
-        start_h = bh * width - origin % width if length > 0 else 0
-        if pre_block != bh:
-            _scan(rows, fpart, ipart, npos, start_h, width, pre_r, pre_f, pre_i, False)
-            pre_block = bh
-        if bl == bh and (lo <= start_h or lo == 0):
-            # the window is the block's head (the rest of the block before it is empty)
-            out_r[w] = pre_r[hi - start_h]
-            out_f[w] = pre_f[hi - start_h]
-            out_i[w] = pre_i[hi - start_h]
-            continue
-        start_l = bl * width - origin % width
-        if suf_block != bl:
-            _scan(rows, fpart, ipart, npos, start_l, width, suf_r, suf_f, suf_i, True)
-            suf_block = bl
-        out_r[w] = suf_r[lo - start_l]
-        out_f[w] = suf_f[lo - start_l]
-        out_i[w] = suf_i[lo - start_l]
-        if bh != bl:
+        bl, start_l = _block(origin, width, length, lo)
+        bh, start = _block(origin, width, length, hi)
+        head = bh == bl and (lo <= start_l or lo == 0)
+        if bh == bl and not head:
+            continue  # ends before its block's end only for want of data: the suffix is all
+        if bh != block:
+            block, at = bh, max(start, 0)
+            acc_r[:] = 0
+            acc_f[:] = 0.0
+            acc_i[:] = 0
+        while at <= hi:
             for g in range(G):
-                _merge(
-                    out_r[w, g : g + 1],
-                    out_f[w, g],
-                    out_i[w, g],
-                    pre_r[hi - start_h, g : g + 1],
-                    pre_f[hi - start_h, g],
-                    pre_i[hi - start_h, g],
-                )
+                _merge(acc_r, acc_f, acc_i, 0, g, rows, fpart, ipart, at, g)
+            at += 1
+        if head:
+            _copy(out_r, out_f, out_i, w, acc_r, acc_f, acc_i, 0)
+        else:
+            for g in range(G):
+                _merge(out_r, out_f, out_i, w, g, acc_r, acc_f, acc_i, 0, g)
     return out_r, out_f, out_i
 
 

@@ -185,13 +185,21 @@ class Aggregator:
         slots_of: dict[str, list[int]] = {}  # a filter may take more than one slot
         for q, slot in enumerate(plan.slots):
             slots_of.setdefault(slot.name, []).append(q)
+        # the (row, slot) pairs sorted by slot once: each filter's rows are then slices
+        by_slot = np.argsort(fids, kind="stable")
+        fids, rows_of = fids[by_slot], rows_of[by_slot]
+        shared = _BatchColumns(prepared)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = rows_of[np.isin(fids, slots_of.get(store_key[1], []))]
+            slots = slots_of.get(store_key[1], [])
+            parts = [rows_of[np.searchsorted(fids, q) : np.searchsorted(fids, q, "right")] for q in slots]
+            chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
             if not len(chosen):
                 continue
-            self._into(store, store_key, prepared, chosen)
+            # ascending rows; a row in more than one slot of the filter counts once
+            chosen = np.unique(chosen) if len(parts) > 1 else np.sort(chosen)
+            self._into(store, store_key, shared, chosen)
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, filter slot) of every filter each kept row satisfies."""
@@ -219,10 +227,10 @@ class Aggregator:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(rows_out), np.concatenate(slots_out)
 
-    def _into(self, store: SliceStore, store_key: tuple, prepared: PreparedBatch, rows: np.ndarray) -> None:
-        rows = np.sort(rows)
-        ts = prepared.ts[rows]
-        slices = slice_of(ts, store.grid)
+    def _into(self, store: SliceStore, store_key: tuple, shared: _BatchColumns, rows: np.ndarray) -> None:
+        """The batch's ``rows`` (ascending) into ``store``: one kernel call."""
+        prepared = shared.prepared
+        slices = shared.slices(store.grid)[rows]
         C = len(store.columns)
         fvals = np.full((len(rows), C), np.nan)
         ivals = np.zeros((len(rows), C), np.int64)
@@ -236,8 +244,8 @@ class Aggregator:
                     ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
                 else:
                     ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
-        codes, keys = _group_codes([prepared.columns.get(g) for g in store_key[2]], rows)
-        store.add(slices, codes, keys, fvals, ivals, self._first_needed(store_key))
+        codes, keys = shared.groups(store_key[2])
+        store.add(slices, codes[rows], keys, fvals, ivals, self._first_needed(store_key))
 
     def _first_needed(self, store_key: tuple) -> int:
         """The first slice a pending window of the store's queries can need."""
@@ -389,6 +397,27 @@ class Aggregator:
                 calls = ", ".join(c.text() for c in aq.calls)
                 lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}")
         return lines
+
+
+class _BatchColumns:
+    """What every store reads of one batch, worked out once for the whole batch: the
+    slice of each row at a grid, the group code of each row for a GROUP BY."""
+
+    def __init__(self, prepared: PreparedBatch) -> None:
+        self.prepared = prepared
+        self._slices: dict[Fraction, np.ndarray] = {}
+        self._groups: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[Any, ...]]]] = {}
+
+    def slices(self, grid: Fraction) -> np.ndarray:
+        if grid not in self._slices:
+            self._slices[grid] = slice_of(self.prepared.ts, grid)
+        return self._slices[grid]
+
+    def groups(self, group_by: tuple[str, ...]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+        if group_by not in self._groups:
+            rows = np.arange(len(self.prepared), dtype=np.int64)
+            self._groups[group_by] = _group_codes([self.prepared.columns.get(g) for g in group_by], rows)
+        return self._groups[group_by]
 
 
 def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:

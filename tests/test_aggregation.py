@@ -434,7 +434,8 @@ def test_json_lines_are_the_rows() -> None:
     st.booleans(),
 )
 def test_column_texts_are_what_json_writes(column, floats_only) -> None:
-    """Whole-column formatting (the fast paths for all-float and all-int columns, and
+    """Whole-column formatting (the fast paths for all-float and all-int columns, as
+    texts or as template cells, and
     their fallbacks for NULLs, non-finite floats, bools, big ints, strings) against
     json.dumps (UTF-8 text, as the encoder writes);
     repeated values formatted once give the same texts."""
@@ -442,7 +443,10 @@ def test_column_texts_are_what_json_writes(column, floats_only) -> None:
 
     if floats_only:
         column = [float(v) for v in column if isinstance(v, float)] * 2
-    assert results._texts(column) == [json.dumps(v, ensure_ascii=False) for v in column]
+    expected = [json.dumps(v, ensure_ascii=False) for v in column]
+    assert results._texts(column) == expected
+    spec, cells = results._cells(column)
+    assert [spec % (cell,) for cell in cells] == expected
     if floats_only:
         values = np.array(column, np.float64)
         expected = ["null" if v == -math.inf else json.dumps(v) for v in column]

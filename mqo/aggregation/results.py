@@ -84,7 +84,13 @@ class AggregateChunk:
         def part(text: str) -> str:
             return text.replace("%", "%%")
 
-        values = "".join(part(("," if k else "") + _text(name) + ":") + "%s" for k, name in enumerate(self.names))
+        # whole columns of finite floats or of ints go into the template as they are
+        # (%r and %d write what json writes): no list of texts is made for them
+        specs, cells = zip(*map(_cells, self.values), strict=True) if self.values else ((), ())
+        values = "".join(
+            part(("," if k else "") + _text(name) + ":") + spec
+            for k, (name, spec) in enumerate(zip(self.names, specs, strict=True))
+        )
         template = (
             part('{"query":' + _text(self.query))
             + ',"window_start":%s,"window_end":%s,"group":%s,"values":{'
@@ -95,7 +101,6 @@ class AggregateChunk:
             "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + "}"
             for key in self.keys
         ]
-        cells = [_texts(column) for column in self.values]
         rows = zip(
             _repeated(self.starts, null_at=-math.inf),
             _repeated(self.ends),
@@ -104,6 +109,18 @@ class AggregateChunk:
             strict=True,
         )
         return [template % row for row in rows]
+
+
+def _cells(column: list[Any]) -> tuple[str, list[Any]]:
+    """A column's template spec and cells: ``%r`` and the floats themselves when all
+    are finite floats (float repr is what json writes), ``%d`` and the ints when all are
+    ints (not bools), else ``%s`` and the texts."""
+    kinds = set(map(type, column))
+    if kinds == {float} and math.isfinite(sum(column)):  # the sum is finite iff every value is
+        return "%r", column
+    if kinds == {int}:
+        return "%d", column
+    return "%s", _texts(column)
 
 
 def _pick(texts: list[str], index: np.ndarray) -> list[str] | tuple[str, ...]:

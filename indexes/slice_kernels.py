@@ -82,37 +82,37 @@ def update(
 def _merge(dr, df, di, a, ga, sr, sf, si, b, gb) -> None:
     """The partial of group ``gb`` at ``b`` of ``(sr, sf, si)`` folded into that of
     group ``ga`` at ``a`` of ``(dr, df, di)`` (arrays shaped as a slice store's).
-    Scalar indexing and no early ``return``/``continue``: numba compiles an inlined
-    early exit into a loop many times slower."""
-    r = sr[b, gb]
-    if r != 0:
-        dr[a, ga] += r
-        for c in range(sf.shape[2]):
-            nb = si[b, gb, c, N]
-            na = di[a, ga, c, N]
-            if nb != 0 and na == 0:
-                for k in range(6):
-                    df[a, ga, c, k] = sf[b, gb, c, k]
-                for k in range(4):
-                    di[a, ga, c, k] = si[b, gb, c, k]
-            elif nb != 0:
-                hi_, lo_ = _neumaier(df[a, ga, c, SUM_HI], df[a, ga, c, SUM_LO], sf[b, gb, c, SUM_HI])
-                df[a, ga, c, SUM_HI] = hi_
-                df[a, ga, c, SUM_LO] = lo_ + sf[b, gb, c, SUM_LO]
-                if sf[b, gb, c, MIN] < df[a, ga, c, MIN]:
-                    df[a, ga, c, MIN] = sf[b, gb, c, MIN]
-                if sf[b, gb, c, MAX] > df[a, ga, c, MAX]:
-                    df[a, ga, c, MAX] = sf[b, gb, c, MAX]
-                if si[b, gb, c, IMIN] < di[a, ga, c, IMIN]:
-                    di[a, ga, c, IMIN] = si[b, gb, c, IMIN]
-                if si[b, gb, c, IMAX] > di[a, ga, c, IMAX]:
-                    di[a, ga, c, IMAX] = si[b, gb, c, IMAX]
-                total = na + nb
-                delta = sf[b, gb, c, MEAN] - df[a, ga, c, MEAN]
-                df[a, ga, c, M2] += sf[b, gb, c, M2] + delta * delta * na * nb / total
-                df[a, ga, c, MEAN] += delta * nb / total
-                di[a, ga, c, ISUM] += si[b, gb, c, ISUM]
-                di[a, ga, c, N] = total
+
+    Without branches: every field is computed and then chosen (``x if nb else old``),
+    which numba compiles to selects; with ``if`` blocks around the fields the loop runs
+    about ten times slower. An empty side (count 0) leaves every field as it was; the
+    minimum and maximum of an empty side are not read."""
+    dr[a, ga] += sr[b, gb]
+    for c in range(sf.shape[2]):
+        nb = si[b, gb, c, N]
+        na = di[a, ga, c, N]
+        some = nb > 0
+        first = na == 0
+        hi_, lo_ = _neumaier(df[a, ga, c, SUM_HI], df[a, ga, c, SUM_LO], sf[b, gb, c, SUM_HI])
+        df[a, ga, c, SUM_HI] = hi_ if some else df[a, ga, c, SUM_HI]
+        df[a, ga, c, SUM_LO] = lo_ + sf[b, gb, c, SUM_LO] if some else df[a, ga, c, SUM_LO]
+        x = sf[b, gb, c, MIN]
+        df[a, ga, c, MIN] = x if some and (first or x < df[a, ga, c, MIN]) else df[a, ga, c, MIN]
+        x = sf[b, gb, c, MAX]
+        df[a, ga, c, MAX] = x if some and (first or x > df[a, ga, c, MAX]) else df[a, ga, c, MAX]
+        v = si[b, gb, c, IMIN]
+        di[a, ga, c, IMIN] = v if some and (first or v < di[a, ga, c, IMIN]) else di[a, ga, c, IMIN]
+        v = si[b, gb, c, IMAX]
+        di[a, ga, c, IMAX] = v if some and (first or v > di[a, ga, c, IMAX]) else di[a, ga, c, IMAX]
+        total = na + nb
+        t = max(total, 1)  # both empty: nothing is chosen, but no 0/0 either
+        delta = sf[b, gb, c, MEAN] - df[a, ga, c, MEAN]
+        m2 = df[a, ga, c, M2] + sf[b, gb, c, M2] + delta * delta * na * nb / t
+        mean = df[a, ga, c, MEAN] + delta * nb / t
+        df[a, ga, c, M2] = m2 if some else df[a, ga, c, M2]
+        df[a, ga, c, MEAN] = mean if some else df[a, ga, c, MEAN]
+        di[a, ga, c, ISUM] += si[b, gb, c, ISUM]
+        di[a, ga, c, N] = total
 
 
 @njit(cache=True, inline="always")

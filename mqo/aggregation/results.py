@@ -136,16 +136,9 @@ class AggregateBatch:
         """Every row as a JSON line, in emission order, built from the columns
         (non-finite values as Infinity/NaN, as :meth:`mqo.batch.MatchBatch.json_text`
         writes them; a landmark window's start is null)."""
-        import pyarrow as pa
+        from mqo.aggregation.json_text import ordered_text  # pyarrow on first use
 
-        from mqo.aggregation.json_text import joined
-
-        out: list[str] = []
-        for part in self.parts:
-            if not part:
-                continue
-            lines = pa.chunked_array([c.json_array() for c in part], pa.large_string()).combine_chunks()
-            out.append(joined(lines.take(pa.array(self._order(part)))))
+        out = [ordered_text([c.json_array() for c in part], self._order(part)) for part in self.parts if part]
         return "".join(out)
 
     def json_lines(self) -> Iterator[str]:

@@ -12,7 +12,8 @@ Sharing, from the outside in:
   value column (count, compensated sum, min, max, Welford mean/M2, exact int sums):
   every query over that filter and grouping, whatever its RANGE, SLIDE and
   aggregates, reads them.
-* **windows** are folds of their slices (:func:`indexes.slice_kernels.combine`), emitted
+* **windows** are folds of their slices (:func:`indexes.slice_kernels.fold_windows`: all of a
+  query's closed windows in one call, prefix/suffix folds per block of slices), emitted
   once the watermark has passed their end: no tuple that could still be accepted (not
   late) can fall in them. ``flush`` emits every window holding data (end of input).
 
@@ -190,20 +191,23 @@ class Aggregator:
         slots_of: dict[str, list[int]] = {}  # a filter may take more than one slot
         for q, slot in enumerate(plan.slots):
             slots_of.setdefault(slot.name, []).append(q)
+        # the (row, slot) pairs sorted by slot once: each filter's rows are then slices
+        by_slot = np.argsort(fids, kind="stable")
+        fids, rows_of = fids[by_slot], rows_of[by_slot]
+        shared = _BatchColumns(prepared)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = rows_of[np.isin(fids, slots_of.get(store_key[1], []))]
-            if not len(chosen):
-                continue
-            self._into(store, store_key, prepared, chosen)
+            chosen = _filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+            if len(chosen):
+                self._into(store, store_key, shared, chosen)
         for store_key, count_store in self.count_stores.items():
             if store_key[0] == stream.lower():
-                chosen = np.sort(rows_of[np.isin(fids, slots_of.get(store_key[1], []))])
+                chosen = _filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
                 if len(chosen):
                     fvals, ivals = _values(count_store.columns, count_store.integer, prepared, chosen)
-                    codes, keys = _group_codes(_group_columns(prepared, store_key[2]), chosen)
-                    count_store.take(prepared.ts[chosen], keys, codes, fvals, ivals)
+                    codes, keys = shared.groups(store_key[2])
+                    count_store.take(prepared.ts[chosen], keys, codes[chosen], fvals, ivals)
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, filter slot) of every filter each kept row satisfies."""
@@ -231,13 +235,13 @@ class Aggregator:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(rows_out), np.concatenate(slots_out)
 
-    def _into(self, store: SliceStore, store_key: tuple, prepared: PreparedBatch, rows: np.ndarray) -> None:
-        rows = np.sort(rows)
-        ts = prepared.ts[rows]
-        slices = slice_of(ts, store.grid)
+    def _into(self, store: SliceStore, store_key: tuple, shared: _BatchColumns, rows: np.ndarray) -> None:
+        """The batch's ``rows`` (ascending) into ``store``: one kernel call."""
+        prepared = shared.prepared
+        slices = shared.slices(store.grid)[rows]
         fvals, ivals = _values(store.columns, store.integer, prepared, rows)
-        codes, keys = _group_codes(_group_columns(prepared, store_key[2]), rows)
-        store.add(slices, codes, keys, fvals, ivals, self._first_needed(store_key))
+        codes, keys = shared.groups(store_key[2])
+        store.add(slices, codes[rows], keys, fvals, ivals, self._first_needed(store_key))
 
     def _first_needed(self, store_key: tuple) -> int:
         """The first slice a pending window of the store's queries can need."""
@@ -246,7 +250,7 @@ class Aggregator:
         for reg in self.queries.values():
             if reg.store_key != store_key:
                 continue
-            if reg.next_k is None or reg.size is None:  # (not a count query: its key is another store's)
+            if reg.next_k is None or reg.size is None:
                 return -(2**62)
             lo = int((reg.next_k * reg.slide - reg.size) / store.grid) + 1
             first = lo if first is None else min(first, lo)
@@ -285,33 +289,20 @@ class Aggregator:
                 # closed yet (a tuple within the lateness may still come before the first)
                 first = math.ceil(store.base * g / s)
                 reg.next_k = first if threshold is None else min(first, k_max + 1)
-            k = reg.next_k
-            windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]] = []
             # in slice units (the grid divides RANGE and SLIDE): window k is slices
-            # k*S - D + 1 .. k*S; its bounds as floats by correctly rounded int division
+            # k*S - D + 1 .. k*S; the windows holding data found on arrays, and all of
+            # them folded in one kernel call
             S = int(s / g)
-            D = None if d is None else int(d / g)
-            sn, sd = s.numerator, s.denominator
+            D = 0 if d is None else int(d / g)
             data = filled.get(reg.store_key)
             if data is None:
                 data = filled[reg.store_key] = store.data_slices()
-            while k <= k_max:
-                hi = k * S
-                lo = -(2**62) if D is None else hi - D + 1
-                at = int(np.searchsorted(data, lo))
-                if at == len(data):
-                    k = k_max + 1
-                    break
-                j = int(data[at])
-                if j > hi:  # empty: on to the first window holding slice j, not past the closed ones
-                    k = min(max(k + 1, -(-j // S)), k_max + 1)
-                    continue
-                start = -math.inf if d is None else (k * sn * d.denominator - d.numerator * sd) / (sd * d.denominator)
-                windows.append(((start, k * sn / sd), *store.window(lo, hi)))
-                k += 1
-            reg.next_k = max(reg.next_k, k)
-            if windows:
-                out.append(self._chunk(reg, position, store, windows))
+            from indexes import slice_kernels as SK  # numba on first use
+
+            ks = SK.windows_with_data(data, S, D, reg.next_k, k_max)
+            reg.next_k = max(reg.next_k, k_max + 1)
+            if len(ks):
+                out.append(self._chunk(reg, position, store, ks, *store.fold(ks * S, D)))
         for key, store in self.stores.items():
             if not store.landmark:
                 store.drop_before(self._first_needed(key))
@@ -324,20 +315,21 @@ class Aggregator:
         reg: _Registered,
         position: int,
         store: SliceStore,
-        windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]],
+        ks: np.ndarray,
+        rows: np.ndarray,
+        fparts: np.ndarray,
+        iparts: np.ndarray,
     ) -> AggregateChunk:
-        """The rows of a query's closed windows (``bounds`` and per group the folded
-        partials of each): every aggregate finished over all (window, group) pairs
-        at once, on arrays; one row per group holding data that passes HAVING."""
-        held = [np.flatnonzero(rows) for _, rows, _, _ in windows]
-        grps = np.concatenate(held)
-        n = np.concatenate([w[1][h] for w, h in zip(windows, held, strict=True)])
-        fpart = np.concatenate([w[2][h] for w, h in zip(windows, held, strict=True)])
-        ipart = np.concatenate([w[3][h] for w, h in zip(windows, held, strict=True)])
-        sizes = [len(h) for h in held]
-        starts = np.repeat([w[0][0] for w in windows], sizes)
-        ends = np.repeat([w[0][1] for w in windows], sizes)
-        return self._finish(reg, position, store, starts, ends, grps, n, fpart, ipart)
+        """The rows of a query's closed windows ``ks`` (``rows``, ``fparts``, ``iparts``:
+        per window and group the folded partials): every aggregate finished over all
+        (window, group) pairs at once, on arrays; one row per group holding data that
+        passes HAVING."""
+        w, grps = np.nonzero(rows)  # by window, then group
+        n = rows[w, grps]
+        fpart = fparts[w, grps]
+        ipart = iparts[w, grps]
+        starts, ends = _bounds(ks, reg.slide, reg.size)
+        return self._finish(reg, position, store, starts[w], ends[w], grps, n, fpart, ipart)
 
     def _count_chunk(self, reg: _Registered, position: int, store: CountStore, windows: list[Window]) -> AggregateChunk:
         """The rows of a query's complete count windows (batches of one group each), by window end."""
@@ -442,6 +434,35 @@ class Aggregator:
         return lines
 
 
+class _BatchColumns:
+    """What every store reads of one batch, worked out once for the whole batch: the
+    slice of each row at a grid, the group code of each row for a GROUP BY."""
+
+    def __init__(self, prepared: PreparedBatch) -> None:
+        self.prepared = prepared
+        self._slices: dict[Fraction, np.ndarray] = {}
+        self._groups: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[Any, ...]]]] = {}
+
+    def slices(self, grid: Fraction) -> np.ndarray:
+        if grid not in self._slices:
+            self._slices[grid] = slice_of(self.prepared.ts, grid)
+        return self._slices[grid]
+
+    def groups(self, group_by: tuple[str, ...]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+        if group_by not in self._groups:
+            rows = np.arange(len(self.prepared), dtype=np.int64)
+            self._groups[group_by] = _group_codes(_group_columns(self.prepared, group_by), rows)
+        return self._groups[group_by]
+
+
+def _filter_rows(rows_of: np.ndarray, fids: np.ndarray, slots: list[int]) -> np.ndarray:
+    """The rows (ascending) satisfying a filter of ``slots``; ``fids`` sorted."""
+    parts = [rows_of[np.searchsorted(fids, q) : np.searchsorted(fids, q, "right")] for q in slots]
+    chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    # a row in more than one slot of the filter counts once
+    return np.unique(chosen) if len(parts) > 1 else np.sort(chosen)
+
+
 def _values(
     columns: list[str], integer: list[bool], prepared: PreparedBatch, rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -475,6 +496,25 @@ def _group_columns(prepared: PreparedBatch, names: tuple[str, ...]) -> list[Any]
         else:
             out.append(prepared.columns.get(name))
     return out
+
+
+def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:
+    """Window ``k``'s ``(k*slide - size, k*slide]`` as correctly rounded doubles, for all
+    ``ks`` (landmark: start -inf): on int64 arrays when the numbers are whole and small
+    enough to be exact doubles, else by Python's correctly rounded int division."""
+    sn, sd = slide.numerator, slide.denominator
+    dn, dd = (0, 1) if size is None else (size.numerator, size.denominator)
+    top = int(np.abs(ks).max()) * sn * dd + abs(dn) * sd if len(ks) else 0
+    if sd == 1 and dd == 1 and top < 2**53:
+        end = ks * sn
+        ends = end.astype(np.float64)
+        starts = np.full(len(ks), -math.inf) if size is None else (end - dn).astype(np.float64)
+        return starts, ends
+    ends = np.array([k * sn / sd for k in ks.tolist()], np.float64)
+    if size is None:
+        return np.full(len(ks), -math.inf), ends
+    starts = np.array([(k * sn * dd - dn * sd) / (sd * dd) for k in ks.tolist()], np.float64)
+    return starts, ends
 
 
 def _group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:

@@ -114,8 +114,9 @@ class CountStore:
         self, ts: np.ndarray, keys: list[tuple[Any, ...]], codes: np.ndarray, fv: np.ndarray, iv: np.ndarray
     ) -> None:
         """Rows in arrival order (``keys[codes[i]]`` the group key of row i)."""
-        index = np.empty(len(keys), np.int64)
-        for c, key in enumerate(keys):
+        index = np.zeros(len(keys), np.int64)
+        for c in np.unique(codes).tolist():  # groups holding rows only
+            key = keys[c]
             g = self.groups.get(key)
             if g is None:
                 g = self.groups[key] = len(self.group_keys)
@@ -168,7 +169,8 @@ class CountStore:
             if len(ends):
                 lo = (np.maximum(1, ends - n + 1) - 1) // grain + 1
                 starts = np.array([state.first_ts[j] for j in lo.tolist()])
-                out[name].append((starts, ts[ends - d0 - 1], g, *self._fold(state.store, lo, ends // grain)))
+                # n/g slices ending at each window's last; those before slice 1 hold nothing
+                out[name].append((starts, ts[ends - d0 - 1], g, *_group0(state.store.fold(ends // grain, n // grain))))
         state.done = d1
         state.last_ts = float(ts[-1])
         first = self._first_needed(d1)
@@ -194,23 +196,21 @@ class CountStore:
         if begin > done:
             return  # it starts after the last row (m > n): it holds none
         lo, hi = (begin - 1) // self.grain + 1, (done - 1) // self.grain + 1
-        folded = self._fold(state.store, np.array([lo]), np.array([hi]))
+        folded = _group0(state.store.fold(np.array([hi], np.int64), hi - lo + 1))
         out.append((np.array([state.first_ts[lo]]), np.array([state.last_ts]), g, *folded))
-
-    @staticmethod
-    def _fold(store: SliceStore, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Slices ``lo[w]..hi[w]`` (slice numbers, inclusive) of a group's store folded."""
-        from indexes.count_kernels import combine_many  # numba on first use
-
-        a = np.maximum(lo, store.base) - store.base
-        b = np.minimum(hi, store.top) - store.base + 1
-        return combine_many(store.rows, store.fpart, store.ipart, a, np.maximum(a, b))
 
     def explain(self) -> str:
         return (
             f"count slices of {self.grain} rows per group; {len(self.group_keys)} groups,"
             f" {self.slices_kept} slices and {self.rows_held} rows not final yet kept"
         )
+
+
+def _group0(folded: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per window the partials of the store's one group (a count store's group has a
+    :class:`SliceStore` of its own)."""
+    rows, fpart, ipart = folded
+    return rows[:, 0], fpart[:, 0], ipart[:, 0]
 
 
 def count_windows(

@@ -77,55 +77,18 @@ class AggregateChunk:
             {name: column[r] for name, column in zip(self.names, self.values, strict=True)},
         )
 
-    def json_lines(self) -> list[str]:
-        """One JSON line per row, built column by column (a landmark window's start is
-        null; other non-finite numbers are written as json writes them, Infinity/NaN)."""
+    def json_array(self) -> Any:
+        """One JSON line per row as an Arrow string array, built column by column (a
+        landmark window's start is null; other non-finite numbers as json writes
+        them, Infinity/NaN): see :mod:`mqo.aggregation.json_text`."""
+        from mqo.aggregation.json_text import chunk_lines  # pyarrow on first use
 
-        # one %-template per chunk: a row is then one C-level format of its cells
-        def part(text: str) -> str:
-            return text.replace("%", "%%")
-
-        values = "".join(part(("," if k else "") + _text(name) + ":") + "%s" for k, name in enumerate(self.names))
-        template = (
-            part('{"query":' + _text(self.query))
-            + ',"window_start":%s,"window_end":%s,"group":%s,"values":{'
-            + values
-            + "}}\n"
+        return chunk_lines(
+            self.query, self.starts, self.ends, self.group_by, self.keys, self.codes, self.names, self.values
         )
-        starts = ["null" if v == -math.inf else _text(v) for v in self.starts.tolist()]
-        groups = [
-            "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + "}"
-            for key in self.keys
-        ]
-        cells = [_texts(column) for column in self.values]
-        rows = zip(starts, _texts(self.ends.tolist()), [groups[c] for c in self.codes.tolist()], *cells, strict=True)
-        return [template % row for row in rows]
 
-
-def _texts(column: list[Any]) -> list[str]:
-    """Every value of a column as json.dumps writes it; whole columns of finite floats
-    or of ints at once."""
-    kinds = set(map(type, column))
-    if kinds == {float} and np.isfinite(np.asarray(column, np.float64)).all():
-        return list(map(float.__repr__, column))
-    if kinds == {int}:
-        return list(map(int.__repr__, column))
-    return list(map(_text, column))
-
-
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
-
-
-def _text(value: Any) -> str:
-    """``value`` as json.dumps writes it (the common types without the encoder's call)."""
-    kind = type(value)
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float and math.isfinite(value):
-        return float.__repr__(value)
-    if value is None:
-        return "null"
-    return _encode(value)
+    def json_lines(self) -> list[str]:
+        return self.json_array().to_pylist()
 
 
 @dataclass
@@ -140,16 +103,21 @@ class AggregateBatch:
     def __len__(self) -> int:
         return sum(len(c) for part in self.parts for c in part)
 
+    @staticmethod
+    def _order(part: list[AggregateChunk]) -> np.ndarray:
+        """The rows of a part, numbered chunk after chunk, in emission order."""
+        ends = np.concatenate([c.ends for c in part])
+        positions = np.concatenate([np.full(len(c), c.position) for c in part])
+        return np.lexsort((positions, ends))  # stable: a query's rows keep their order
+
     def _ordered(self) -> Iterator[tuple[list[AggregateChunk], list[tuple[int, int]]]]:
         """Per part its chunks and the (chunk, row) of its rows in emission order."""
         for part in self.parts:
             if not part:
                 continue
-            ends = np.concatenate([c.ends for c in part])
-            positions = np.concatenate([np.full(len(c), c.position) for c in part])
             chunk = np.concatenate([np.full(len(c), k) for k, c in enumerate(part)])
             row = np.concatenate([np.arange(len(c)) for c in part])
-            order = np.lexsort((positions, ends))  # stable: a query's rows keep their order
+            order = self._order(part)
             yield part, list(zip(chunk[order].tolist(), row[order].tolist(), strict=True))
 
     @property
@@ -170,10 +138,9 @@ class AggregateBatch:
         """Every row as a JSON line, in emission order, built from the columns
         (non-finite values as Infinity/NaN, as :meth:`mqo.batch.MatchBatch.json_text`
         writes them; a landmark window's start is null)."""
-        out: list[str] = []
-        for part, order in self._ordered():
-            lines = [c.json_lines() for c in part]
-            out.extend(lines[k][r] for k, r in order)
+        from mqo.aggregation.json_text import ordered_text  # pyarrow on first use
+
+        out = [ordered_text([c.json_array() for c in part], self._order(part)) for part in self.parts if part]
         return "".join(out)
 
     def json_lines(self) -> Iterator[str]:

@@ -44,6 +44,14 @@ def and_not(row: np.ndarray, start: int, bits: np.ndarray) -> None:
 
 
 @njit(**JIT_OPTIONS)
+def copy_row(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[:] = src`` as a loop: numba's slice assignment compiles a shape-mismatch
+    error path whose typing costs seconds on a cold cache."""
+    for w in range(src.shape[0]):
+        dst[w] = src[w]
+
+
+@njit(**JIT_OPTIONS)
 def build_checkpoints(
     offsets: np.ndarray, users: np.ndarray, n: int, stride: int, words: int, suffix: bool
 ) -> np.ndarray:
@@ -58,14 +66,14 @@ def build_checkpoints(
                 for k in range(offsets[p], offsets[p + 1]):
                     u = users[k]
                     acc[u >> 6] |= ONE << np.uint64(u & 63)
-            table[j, :] = acc
+            copy_row(table[j], acc)
     else:
         for j in range(rows - 1, -1, -1):
             for p in range(j * stride, min(n, (j + 1) * stride)):
                 for k in range(offsets[p], offsets[p + 1]):
                     u = users[k]
                     acc[u >> 6] |= ONE << np.uint64(u & 63)
-            table[j, :] = acc
+            copy_row(table[j], acc)
     return table
 
 
@@ -140,7 +148,7 @@ def prune(
     ``hi[l, i]`` in covering order). The QED subset test over all slots at once."""
     for i in range(cand.shape[0]):
         row = cand[i]
-        row[:] = base
+        copy_row(row, base)
         _prune_row(
             row,
             i,
@@ -188,7 +196,7 @@ def prune_flags(
     out = np.zeros((n, masks.shape[0]), np.bool_)
     row = np.empty(base.shape[0], np.uint64)
     for i in range(n):
-        row[:] = base
+        copy_row(row, base)
         _prune_row(
             row,
             i,

@@ -44,6 +44,7 @@ from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters
 from predicates import Kind
+from predicates.numbers import decimal_of
 
 KERNEL_PUSH_SLOTS = 4096  # from this many query slots, one pushed tuple's attributes go through the kernels
 LATE_KEPT = 10_000
@@ -71,6 +72,7 @@ class Pipeline:
         self.rows: list[RowBuilder] = []
         self.seq = 0
         self._warned_late = False
+        self._keep_window = decimal_of(config.keep_window)
 
     # ------------------------------------------------------------------ plan
 
@@ -308,7 +310,7 @@ class Pipeline:
         """Move the retention horizon to the watermark ``mark`` and purge what falls
         behind it."""
         assert self.plan is not None and self.state is not None
-        moved = self.clock.advance(self.plan.retention_window_exact, mark)
+        moved = self.clock.advance(max(self.plan.retention_window_exact, self._keep_window), mark)
         if moved and self.state.purge(self.clock.purge_horizon()) and self.config.check:
             self.state._check()
 

@@ -197,10 +197,10 @@ class JsonlWriter(ResultWriter):
         self._put("".join(parts))
 
     def write_batch(self, batch: MatchBatch) -> int:
-        text, n = strict_json_lines(batch.json_text())
+        text, n = batch.strict_json_text()
         self.nonfinite += n
         self._put(text)
-        return text.count("\n")
+        return len(batch)
 
     def write_aggregates(self, batch: AggregateBatch) -> int:
         # built from the batch's columns; a landmark window's start is written as null

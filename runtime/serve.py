@@ -1,4 +1,5 @@
-"""``mqo serve --engine local``: a long-running matcher over directories.
+"""``mqo serve --engine local``: a long-running matcher over directories
+(:mod:`runtime.serve_spark` runs the same contract on Spark).
 
 The directory contract:
 

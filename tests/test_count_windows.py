@@ -271,3 +271,17 @@ def test_explain_shows_count_stores() -> None:
     text = m.explain()
     assert "count slices of 2 rows per group" in text
     assert "a: ROWS 6 SLIDE 4 reads COUNT(*)" in text and "b: ROWS 10 SLIDE 10 reads MAX(vib)" in text
+
+
+def test_heartbeat_makes_rows_final() -> None:
+    m = mqo.Matcher(DDL, allowed_lateness=5.0, missing="null")
+    m.register_query("Query ID: a SELECT COUNT(*), SUM(H.alert) FROM H [ROWS 2]")
+    for ts in (1.0, 2.0, 3.0, 4.0):
+        m.push("H", ts=ts, values={"alert": int(ts)})
+    assert len(m.poll_aggregates()) == 0  # the watermark is -1: a tuple at 0.5 may still come
+    m.heartbeat(7.0)  # watermark 2: rows at 1 and 2 are final
+    assert [(r.window_start, r.window_end, r.values["SUM(H.alert)"]) for r in m.poll_aggregates()] == [(1.0, 2.0, 3)]
+    m.push("H", ts=2.5, values={"alert": 10})  # within the lateness: before the row at 3
+    m.heartbeat(100.0)
+    rows = [(r.window_start, r.window_end, r.values["SUM(H.alert)"]) for r in m.poll_aggregates()]
+    assert rows == [(2.5, 3.0, 13)] and [r.values["COUNT(*)"] for r in m.flush()] == [1]

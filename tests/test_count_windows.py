@@ -285,3 +285,19 @@ def test_heartbeat_makes_rows_final() -> None:
     m.heartbeat(100.0)
     rows = [(r.window_start, r.window_end, r.values["SUM(H.alert)"]) for r in m.poll_aggregates()]
     assert rows == [(2.5, 3.0, 13)] and [r.values["COUNT(*)"] for r in m.flush()] == [1]
+
+
+def test_a_removed_filters_name_is_not_reused() -> None:
+    """Filters are numbered for good: after removals a new filter never takes the
+    name of one still in use (it did: 'f1_b' twice)."""
+    m = mqo.Matcher("REGISTER STREAM H (x FLOAT);")
+    m.register_query("Query ID: a SELECT COUNT(*) FROM H [RANGE 1 sec] WHERE H.x > 1")
+    m.register_query("Query ID: b SELECT COUNT(*) FROM H [ROWS 2] WHERE H.x > 2")
+    m.register_query("Query ID: c SELECT SUM(H.x) FROM H [RANGE 1 sec] WHERE H.x > 2")
+    m.unregister_query("a")
+    m.unregister_query("b")
+    m.register_query("Query ID: b SELECT COUNT(*) FROM H [ROWS 1] WHERE H.x > 3")
+    for t in (0.5, 2.5, 3.5, 5.0):
+        m.push("H", ts=t, values={"x": t})
+    rows = sorted((r.query, r.window_end, *r.values.values()) for r in m.flush())
+    assert rows == [("b", 3.5, 1), ("b", 5.0, 1), ("c", 3.0, 2.5), ("c", 4.0, 3.5), ("c", 5.0, 5.0)]

@@ -79,6 +79,7 @@ class Aggregator:
         self.filters: dict[tuple, str] = {}  # filter key -> filter query id
         self.filter_users: dict[str, set[str]] = {}
         self.filter_texts: dict[str, str] = {}
+        self.filters_made = 0
         self._config = config.with_changes(order="AJW", store="candidates", allowed_lateness=0.0)
         self._registry = QueryRegistry(catalog, config.max_disjuncts)
         self._pipeline = Pipeline(self._config)
@@ -107,7 +108,8 @@ class Aggregator:
         key = aq.filter_key
         fid = self.filters.get(key)
         if fid is None:
-            fid = f"f{len(self.filters)}_{aq.name}"
+            fid = f"f{self.filters_made}_{aq.name}"  # numbered for good: a removed one's number is not reused
+            self.filters_made += 1
             compiled = self._registry.compiler.compile(filter_text(aq), 1).renamed(fid)
             self._registry.add([compiled], -math.inf)
             self.filters[key] = fid

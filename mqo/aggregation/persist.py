@@ -35,6 +35,7 @@ def aggregate_snapshot(aggregator: Aggregator, pending: AggregateBatch) -> dict[
             (name, reg.query.text, reg.store_key, None if reg.since is None else str(reg.since), reg.next_k)
             for name, reg in aggregator.queries.items()
         ],
+        "filters_made": aggregator.filters_made,
         "state": pickle.dumps(
             {"stores": aggregator.stores, "count_stores": aggregator.count_stores, "pending": pending},
             protocol=pickle.HIGHEST_PROTOCOL,
@@ -64,6 +65,7 @@ def restore_aggregator(
             raise ValueError(f"snapshot query {name} is not an aggregate query")
         aq = dataclasses.replace(aq, name=name)
         aggregator.queries[name] = _Registered(aq, store_key, None if since is None else Fraction(since), next_k)
+    aggregator.filters_made = data["filters_made"]
     state = pickle.loads(data["state"])
     aggregator.stores = state["stores"]
     aggregator.count_stores = state["count_stores"]

@@ -315,8 +315,11 @@ def _aggregate_inputs(matcher: Matcher, data: list[StreamData], which: np.ndarra
         ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
     numbers = np.array([matcher.plan.stream_number(d.stream) for d in data], np.int64)
     late = matcher.late_probe(numbers[which], ts)
+    first = matcher.aggregator.arrived  # rows arrive in the merged order (count windows order ties so)
     for k, d in enumerate(data):
         late_rows = np.zeros(len(d), bool)
+        arrival = np.zeros(len(d), np.int64)
         chosen = which == k
         late_rows[rows[chosen]] = late[chosen]
-        matcher.aggregator.ingest(d.stream, d.as_batch(), late=late_rows)
+        arrival[rows[chosen]] = first + np.flatnonzero(chosen)
+        matcher.aggregator.ingest(d.stream, d.as_batch(), late=late_rows, arrival=arrival)

@@ -80,6 +80,7 @@ class Aggregator:
         self.filter_users: dict[str, set[str]] = {}
         self.filter_texts: dict[str, str] = {}
         self.filters_made = 0
+        self.arrived = 0  # arrival numbers given so far (count windows order ties by them)
         self._config = config.with_changes(order="AJW", store="candidates", allowed_lateness=0.0)
         self._registry = QueryRegistry(catalog, config.max_disjuncts)
         self._pipeline = Pipeline(self._config)
@@ -172,10 +173,13 @@ class Aggregator:
         batch: Any,
         late_of: Callable[[np.ndarray], np.ndarray] | None = None,
         late: np.ndarray | None = None,
+        arrival: np.ndarray | None = None,
     ) -> None:
         """A batch of ``stream``'s tuples into the slices, leaving out the late rows:
         ``late_of(ts)`` decides them on the matcher's clock as it is before the batch
-        (as the pipeline does), or ``late`` gives them."""
+        (as the pipeline does), or ``late`` gives them. ``arrival``: the rows' arrival
+        numbers when batches arrive interleaved (from :attr:`arrived` on); else they
+        arrive after every row so far, in row order."""
         if stream.lower() not in self.streams():
             return
         self._plan()
@@ -186,6 +190,8 @@ class Aggregator:
         n = len(prepared)
         if not n:
             return
+        arrival = self.arrived + np.arange(n, dtype=np.int64) if arrival is None else np.asarray(arrival, np.int64)
+        self.arrived = max(self.arrived, int(arrival.max()) + 1)
         keep = np.ones(n, bool) if late_of is None else ~late_of(prepared.ts)
         if late is not None:  # decided by the caller over a merged arrival order
             keep &= ~late
@@ -209,7 +215,7 @@ class Aggregator:
                 if len(chosen):
                     fvals, ivals = _values(count_store.columns, count_store.integer, prepared, chosen)
                     codes, keys = shared.groups(store_key[2])
-                    count_store.take(prepared.ts[chosen], keys, codes[chosen], fvals, ivals)
+                    count_store.take(prepared.ts[chosen], arrival[chosen], keys, codes[chosen], fvals, ivals)
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, filter slot) of every filter each kept row satisfies."""

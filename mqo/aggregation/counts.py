@@ -88,7 +88,7 @@ class CountStore:
         self.groups: dict[tuple[Any, ...], int] = {}
         self.group_keys: list[tuple[Any, ...]] = []
         self.state: list[_Group] = []
-        self.taken = 0  # rows taken so far (their arrival numbers)
+        self.taken = 0  # rows taken so far
         # rows not final yet: ts, arrival number, group, values (chunks, joined on use)
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -111,9 +111,15 @@ class CountStore:
         return sum(s.store.slices_kept for s in self.state)
 
     def take(
-        self, ts: np.ndarray, keys: list[tuple[Any, ...]], codes: np.ndarray, fv: np.ndarray, iv: np.ndarray
+        self,
+        ts: np.ndarray,
+        arrival: np.ndarray,
+        keys: list[tuple[Any, ...]],
+        codes: np.ndarray,
+        fv: np.ndarray,
+        iv: np.ndarray,
     ) -> None:
-        """Rows in arrival order (``keys[codes[i]]`` the group key of row i)."""
+        """Rows with their arrival numbers (``keys[codes[i]]`` the group key of row i)."""
         index = np.zeros(len(keys), np.int64)
         for c in np.unique(codes).tolist():  # groups holding rows only
             key = keys[c]
@@ -123,9 +129,8 @@ class CountStore:
                 self.group_keys.append(key)
                 self.state.append(_Group(SliceStore(list(self.columns), list(self.integer), Fraction(self.grain))))
             index[c] = g
-        seq = np.arange(self.taken, self.taken + len(ts), dtype=np.int64)
         self.taken += len(ts)
-        self.pending.append((np.asarray(ts, np.float64), seq, index[codes], fv, iv))
+        self.pending.append((np.asarray(ts, np.float64), np.asarray(arrival, np.int64), index[codes], fv, iv))
 
     def emit(self, mark: Fraction | None) -> dict[str, list[Window]]:
         """Number the rows at or before ``mark`` (None: all, the end of input) and

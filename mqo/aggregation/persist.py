@@ -36,6 +36,7 @@ def aggregate_snapshot(aggregator: Aggregator, pending: AggregateBatch) -> dict[
             for name, reg in aggregator.queries.items()
         ],
         "filters_made": aggregator.filters_made,
+        "arrived": aggregator.arrived,
         "state": pickle.dumps(
             {"stores": aggregator.stores, "count_stores": aggregator.count_stores, "pending": pending},
             protocol=pickle.HIGHEST_PROTOCOL,
@@ -66,6 +67,7 @@ def restore_aggregator(
         aq = dataclasses.replace(aq, name=name)
         aggregator.queries[name] = _Registered(aq, store_key, None if since is None else Fraction(since), next_k)
     aggregator.filters_made = data["filters_made"]
+    aggregator.arrived = data["arrived"]
     state = pickle.loads(data["state"])
     aggregator.stores = state["stores"]
     aggregator.count_stores = state["count_stores"]

@@ -451,3 +451,31 @@ def test_column_texts_are_what_json_writes(column, floats_only) -> None:
         values = np.array(column, np.float64)
         expected = ["null" if v == -math.inf else json.dumps(v) for v in column]
         assert list(results._repeated(values, null_at=-math.inf)) == expected
+
+
+def test_a_filter_of_many_slots_counts_a_tuple_once() -> None:
+    """An OR takes one slot per disjunct; a tuple satisfying several is in the
+    filter's rows once (the expected counts worked out here, from the tuples)."""
+    m = mqo.Matcher(DDL)
+    m.register_queries(
+        "Query ID: q SELECT COUNT(*), SUM(H.vib) FROM H [RANGE 10 sec]"
+        " WHERE H.vib > 10 OR H.alert = 1 OR H.patient = 2;"
+    )
+    rows = [(1.0 + 1.5 * i, i % 3, 5.0 + 3 * i, i % 2) for i in range(20)]  # ts, patient, vib, alert
+    m.push_batch(
+        "H",
+        {
+            "ts": [r[0] for r in rows],
+            "patient": [r[1] for r in rows],
+            "beatrate": [1.0] * len(rows),
+            "vib": [r[2] for r in rows],
+            "alert": [r[3] for r in rows],
+        },
+    )
+    assert [s.name for s in m.aggregator._pipeline.plan.slots].count("f0_q") == 3  # type: ignore[union-attr]
+    got = {(r.window_end, r.values["COUNT(*)"], r.values["SUM(H.vib)"]) for r in m.flush()}
+    expected: dict[float, list[float]] = {}
+    for ts, patient, vib, alert in rows:
+        if vib > 10 or alert == 1 or patient == 2:
+            expected.setdefault(math.ceil(ts / 10) * 10.0, []).append(vib)
+    assert got == {(end, len(v), math.fsum(v)) for end, v in expected.items()}

@@ -10,9 +10,10 @@ Partials of one slice store are arrays indexed ``[slice, group, column, field]``
 * ``ipart[S, G, C, 4]``: ``N`` the non-NULL count, and for INTEGER columns the exact
   int64 ``ISUM``, ``IMIN``, ``IMAX``.
 
-:func:`update` adds tuples to their slices; :func:`combine` folds a range of slices
-into one partial per group (MIN and MAX are not subtractable, so a window is a fold
-over its slices: O(slices x groups) per window, no per-tuple work).
+:func:`update` adds a batch's tuples to their slices (one call per store and batch);
+:func:`fold_windows` folds all of a query's closed windows in one call (prefix/suffix
+folds per block of slices: MIN and MAX are not subtractable, so no running sums);
+:func:`windows_with_data` finds the windows holding data.
 Arrays and scalars only, so the kernels cache (``cache=True``). ``tests/naive_slices.py``
 is the plain-Python reference they are tested against.
 """

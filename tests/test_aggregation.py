@@ -429,30 +429,48 @@ def test_json_lines_are_the_rows() -> None:
     st.booleans(),
 )
 def test_column_texts_are_what_json_writes(column, floats_only) -> None:
-    """Whole-column formatting in Arrow (the fast paths for columns of floats, with
-    NULLs or not, and of ints, and the fallback for bools, big ints, strings) against
-    json.dumps (UTF-8 text, as the encoder writes); window bounds formatted once per
-    distinct value give the same texts."""
-    from mqo.aggregation import json_text
+    """Whole-column formatting (the fast paths for all-float and all-int columns, as
+    texts or as template cells, and
+    their fallbacks for NULLs, non-finite floats, bools, big ints, strings) against
+    json.dumps (UTF-8 text, as the encoder writes);
+    repeated values formatted once give the same texts."""
+    from mqo.aggregation import results
 
     if floats_only:
         column = [float(v) for v in column if isinstance(v, float)] * 2
     expected = [json.dumps(v, ensure_ascii=False) for v in column]
-    assert json_text.column_texts(column).to_pylist() == expected
+    assert results._texts(column) == expected
+    spec, cells = results._cells(column)
+    assert [spec % (cell,) for cell in cells] == expected
     if floats_only:
         values = np.array(column, np.float64)
-        assert json_text.float_texts(values).to_pylist() == expected
         expected = ["null" if v == -math.inf else json.dumps(v) for v in column]
-        assert json_text.repeated_texts(values, null_at=-math.inf).to_pylist() == expected
+        assert list(results._repeated(values, null_at=-math.inf)) == expected
 
 
-def test_float_texts_are_repr_over_every_kind_of_double() -> None:
-    """Arrow's digits with repr's layout, on doubles from random bit patterns (every
-    exponent, subnormals), whole numbers, the edges of repr's plain range."""
-    from mqo.aggregation import json_text
-
-    rng = np.random.default_rng(7)
-    bits = np.frombuffer(rng.bytes(8 * 100_000), np.float64)
-    edges = [1e16, 9999999999999998.0, 1e15, 1e14, 1e-4, 9.999999999999999e-05, 0.0, -0.0, 5e-324]
-    values = np.concatenate([bits, rng.normal(0, 1e6, 20_000), np.arange(-300.0, 300.0), edges, [-v for v in edges]])
-    assert json_text.float_texts(values).to_pylist() == [json.dumps(v) for v in values.tolist()]
+def test_a_filter_of_many_slots_counts_a_tuple_once() -> None:
+    """An OR takes one slot per disjunct; a tuple satisfying several is in the
+    filter's rows once (the expected counts worked out here, from the tuples)."""
+    m = mqo.Matcher(DDL)
+    m.register_queries(
+        "Query ID: q SELECT COUNT(*), SUM(H.vib) FROM H [RANGE 10 sec]"
+        " WHERE H.vib > 10 OR H.alert = 1 OR H.patient = 2;"
+    )
+    rows = [(1.0 + 1.5 * i, i % 3, 5.0 + 3 * i, i % 2) for i in range(20)]  # ts, patient, vib, alert
+    m.push_batch(
+        "H",
+        {
+            "ts": [r[0] for r in rows],
+            "patient": [r[1] for r in rows],
+            "beatrate": [1.0] * len(rows),
+            "vib": [r[2] for r in rows],
+            "alert": [r[3] for r in rows],
+        },
+    )
+    assert [s.name for s in m.aggregator._pipeline.plan.slots].count("f0_q") == 3  # type: ignore[union-attr]
+    got = {(r.window_end, r.values["COUNT(*)"], r.values["SUM(H.vib)"]) for r in m.flush()}
+    expected: dict[float, list[float]] = {}
+    for ts, patient, vib, alert in rows:
+        if vib > 10 or alert == 1 or patient == 2:
+            expected.setdefault(math.ceil(ts / 10) * 10.0, []).append(vib)
+    assert got == {(end, len(v), math.fsum(v)) for end, v in expected.items()}

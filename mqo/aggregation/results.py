@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -77,18 +78,104 @@ class AggregateChunk:
             {name: column[r] for name, column in zip(self.names, self.values, strict=True)},
         )
 
-    def json_array(self) -> Any:
-        """One JSON line per row as an Arrow string array, built column by column (a
-        landmark window's start is null; other non-finite numbers as json writes
-        them, Infinity/NaN): see :mod:`mqo.aggregation.json_text`."""
-        from mqo.aggregation.json_text import chunk_lines  # pyarrow on first use
-
-        return chunk_lines(
-            self.query, self.starts, self.ends, self.group_by, self.keys, self.codes, self.names, self.values
-        )
-
     def json_lines(self) -> list[str]:
-        return self.json_array().to_pylist()
+        """One JSON line per row, built column by column (a landmark window's start is
+        null; other non-finite numbers are written as json writes them, Infinity/NaN)."""
+
+        # one %-template per chunk: a row is then one C-level format of its cells
+        def part(text: str) -> str:
+            return text.replace("%", "%%")
+
+        # whole columns of finite floats or of ints go into the template as they are
+        # (%r and %d write what json writes): no list of texts is made for them
+        specs, cells = zip(*map(_cells, self.values), strict=True) if self.values else ((), ())
+        values = "".join(
+            part(("," if k else "") + _text(name) + ":") + spec
+            for k, (name, spec) in enumerate(zip(self.names, specs, strict=True))
+        )
+        template = (
+            part('{"query":' + _text(self.query))
+            + ',"window_start":%s,"window_end":%s,"group":%s,"values":{'
+            + values
+            + "}}\n"
+        )
+        groups = [
+            "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + "}"
+            for key in self.keys
+        ]
+        rows = zip(
+            _repeated(self.starts, null_at=-math.inf),
+            _repeated(self.ends),
+            _pick(groups, self.codes),
+            *cells,
+            strict=True,
+        )
+        return [template % row for row in rows]
+
+
+def _cells(column: list[Any]) -> tuple[str, list[Any]]:
+    """A column's template spec and cells: ``%r`` and the floats themselves when all
+    are finite floats (float repr is what json writes), ``%d`` and the ints when all are
+    ints (not bools), else ``%s`` and the texts."""
+    kinds = set(map(type, column))
+    if kinds == {float} and math.isfinite(sum(column)):  # the sum is finite iff every value is
+        return "%r", column
+    if kinds == {int}:
+        return "%d", column
+    return "%s", _texts(column)
+
+
+def _pick(texts: list[str], index: np.ndarray) -> list[str] | tuple[str, ...]:
+    """``texts[i]`` for every ``i`` of ``index``, at C speed (itemgetter)."""
+    if len(index) == 0:
+        return []
+    if len(index) == 1:
+        return [texts[int(index[0])]]
+    return itemgetter(*index.tolist())(texts)
+
+
+def _repeated(values: np.ndarray, null_at: float | None = None) -> list[str] | tuple[str, ...]:
+    """The text of every value, formatted once per distinct value (a window's bounds
+    repeat on each of its groups' rows); ``null_at`` is written as null."""
+    if len(values) == 0:
+        return []
+    distinct, index = np.unique(values, return_inverse=True)
+    texts = _texts(distinct.tolist())
+    if null_at is not None:
+        texts = ["null" if v == null_at else t for v, t in zip(distinct.tolist(), texts, strict=True)]
+    return _pick(texts, index.reshape(-1))
+
+
+def _texts(column: list[Any]) -> list[str]:
+    """Every value of a column as json.dumps writes it; whole columns of finite floats
+    or of ints at once (the usual columns: one C-level pass to format, one to check)."""
+    try:
+        texts = list(map(float.__repr__, column))
+    except TypeError:  # not all floats
+        pass
+    else:
+        # the sum is finite iff every value is (short of an overflow: then the slow way)
+        if math.isfinite(sum(column)):
+            return texts
+        return list(map(_text, column))
+    if set(map(type, column)) == {int}:
+        return list(map(int.__repr__, column))
+    return list(map(_text, column))
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
+def _text(value: Any) -> str:
+    """``value`` as json.dumps writes it (the common types without the encoder's call)."""
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if value is None:
+        return "null"
+    return _encode(value)
 
 
 @dataclass
@@ -138,9 +225,12 @@ class AggregateBatch:
         """Every row as a JSON line, in emission order, built from the columns
         (non-finite values as Infinity/NaN, as :meth:`mqo.batch.MatchBatch.json_text`
         writes them; a landmark window's start is null)."""
-        from mqo.aggregation.json_text import ordered_text  # pyarrow on first use
-
-        out = [ordered_text([c.json_array() for c in part], self._order(part)) for part in self.parts if part]
+        out: list[str] = []
+        for part in self.parts:
+            if not part:
+                continue
+            lines = [line for c in part for line in c.json_lines()]
+            out.extend(_pick(lines, self._order(part)))
         return "".join(out)
 
     def json_lines(self) -> Iterator[str]:

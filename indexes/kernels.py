@@ -171,7 +171,7 @@ def prune(
 
 
 @njit(**JIT_OPTIONS)
-def prune_flags(
+def prune_select(
     masks: np.ndarray,
     base: np.ndarray,
     modes: np.ndarray,
@@ -189,12 +189,17 @@ def prune_flags(
     users: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
-) -> np.ndarray:
-    """Like :func:`prune`, but keeps only, per tuple, whether its candidates meet each
-    of ``masks`` (``out[i, m]``): no candidate matrix is made."""
+    flags: np.ndarray,
+    cand: np.ndarray,
+) -> int:
+    """:func:`prune` for N tuples in one pass that keeps only what is wanted:
+    ``flags[i, m]`` whether tuple i's candidates meet ``masks[m]``, and the candidate
+    rows of the tuples meeting ``masks[0]`` or ``masks[1]`` copied, in order, to
+    ``cand[0:k]``; returns k. (``cand`` may be allocated for N rows and never touched
+    past k: a batch where few tuples are wanted costs no candidate matrix.)"""
     n = lo.shape[1]
-    out = np.zeros((n, masks.shape[0]), np.bool_)
     row = np.empty(base.shape[0], np.uint64)
+    k = 0
     for i in range(n):
         copy_row(row, base)
         _prune_row(
@@ -216,12 +221,20 @@ def prune_flags(
             lo,
             hi,
         )
+        wanted = False
         for m in range(masks.shape[0]):
+            hit = False
             for w in range(row.shape[0]):
                 if row[w] & masks[m, w]:
-                    out[i, m] = True
+                    hit = True
                     break
-    return out
+            flags[i, m] = hit
+            if hit and m < 2:
+                wanted = True
+        if wanted:
+            copy_row(cand[k], row)
+            k += 1
+    return k
 
 
 @njit(**JIT_OPTIONS)

@@ -1,7 +1,7 @@
 """Writing matches as JSON lines, CSV or Parquet, and the late and reject files.
 
 JSON lines carry one object per match with the keys ``query``, ``ts``, ``ids`` and
-``values`` (DESIGN.md §6). CSV and Parquet are tables: ``query``, ``ts``, ``ids``
+``values`` (README, Command line). CSV and Parquet are tables: ``query``, ``ts``, ``ids``
 (JSON text in CSV, a map in Parquet) and then one column per SELECT value name over
 all queries (NULL where a query has no such value). A value name that two queries give
 different types to is written as text.

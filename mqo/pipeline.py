@@ -73,12 +73,14 @@ class Pipeline:
         self.seq = 0
         self._warned_late = False
         self._keep_window = decimal_of(config.keep_window)
+        self._retention = self._keep_window  # the window kept: the plan's, at least keep_window
 
     # ------------------------------------------------------------------ plan
 
     def attach(self, plan: CompiledPlan) -> None:
         """Run on ``plan`` from now on (the stored tuples stay)."""
         config = self.config
+        self._retention = max(plan.retention_window_exact, self._keep_window)
         width = config.bucket_width or auto_bucket_width(plan.retention_window, config.allowed_lateness)
         if self.state is None:
             self.state = WindowState(len(plan.streams), width)
@@ -310,7 +312,7 @@ class Pipeline:
         """Move the retention horizon to the watermark ``mark`` and purge what falls
         behind it."""
         assert self.plan is not None and self.state is not None
-        moved = self.clock.advance(max(self.plan.retention_window_exact, self._keep_window), mark)
+        moved = self.clock.advance(self._retention, mark)
         if moved and self.state.purge(self.clock.purge_horizon()) and self.config.check:
             self.state._check()
 

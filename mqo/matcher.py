@@ -505,6 +505,7 @@ class Matcher:
         }
         if queries:
             data["ddl"] = self.catalog.ddl()
+            data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
             data["queries"] = [(rq.name, rq.text, _since_text(rq.since_ts)) for rq in self.registry]
         return data
 
@@ -529,6 +530,7 @@ class Matcher:
             if "queries" not in snapshot:
                 raise ValueError("this snapshot has no queries (snapshot(queries=False)); restore it with like=")
             m = cls(snapshot["ddl"], config=config, late_sink=late_sink)
+            m.registry.roles = list(snapshot.get("roles", ()))  # numbered as the stored tuples are
             names = [name for name, _, _ in snapshot["queries"]]
             instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
             instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]

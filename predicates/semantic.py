@@ -113,7 +113,8 @@ class _Scope:
             if alias_key in by_alias:
                 hint = None
                 if item.alias is None or alias_key == schema.name.lower():
-                    hint = f"a stream read twice needs an alias for each reading, as in FROM {schema.name} a, {schema.name} b"
+                    name = schema.name
+                    hint = f"a stream read twice needs an alias for each reading, as in FROM {name} a, {name} b"
                 raise QueryError(f"alias {alias} is used twice in FROM", self.source, item.span, hint=hint)
             k = occurrences[schema.name.lower()] = occurrences.get(schema.name.lower(), 0) + 1
             by_alias[alias_key] = item.span

@@ -66,6 +66,7 @@ from mqo.batch import MatchBatch
 from mqo.batch import value_types as batch_value_types
 from mqo.results import Match
 from predicates import ColumnType, Kind
+from predicates.catalog import split_role
 from predicates.errors import did_you_mean
 
 if TYPE_CHECKING:
@@ -287,7 +288,9 @@ def shared_equality_key(matcher: Matcher) -> dict[str, str] | None:
         if not rq.is_multi_stream:
             continue
         for pairs in _key_pairs(rq):
-            disjuncts.append((set(rq.streams), [key for key, c in pairs if _is_key_equality(key, c)]))
+            # self-joins: a stream's roles (B, B#2) each need a column; all must be one
+            roles = set(rq.compiled.context.bound.roles)
+            disjuncts.append((roles, [key for key, c in pairs if _is_key_equality(key, c)]))
     if not disjuncts:
         return None
     candidates: list[dict[str, str]] = [{}]
@@ -304,12 +307,14 @@ def shared_equality_key(matcher: Matcher) -> dict[str, str] | None:
                 for choice in _product(options):
                     extended = dict(cand)
                     extended.update(zip(sorted(streams), choice, strict=True))
-                    if extended not in grown:
+                    # every role of a stream partitioned by the stream's one column
+                    consistent = all(extended.get(split_role(s)[0], c) == c for s, c in extended.items())
+                    if consistent and extended not in grown:
                         grown.append(extended)
         candidates = grown[:64]
         if not candidates:
             return None
-    return candidates[0]
+    return {s: c for s, c in candidates[0].items() if split_role(s)[1] == 1}
 
 
 def _components(keys: Sequence[Any]) -> list[dict[str, set[str]]]:

@@ -300,7 +300,8 @@ class Matcher:
     def _compiled_whole(self) -> CompiledPlan:
         """The plan, compiled whole if it is an updated one (list numbers are then
         those of a fresh compile: what ``explain`` shows and snapshots record)."""
-        if self._plan is not None and self._plan.base_plan is not None and not self._frozen:
+        # (with no plan yet, ``self.plan`` alone could update the previous plan)
+        if not self._frozen and (self._plan is None or self._plan.base_plan is not None):
             self._plan = self._previous_plan = None
         return self.plan
 

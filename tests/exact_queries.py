@@ -209,14 +209,16 @@ def make_query(
     candidates: Sequence[int],
     designated: bool,
     narrow: bool = False,
+    self_joins: int = 30,
 ) -> Query:
     """A query around a witness drawn from the pushes ``candidates`` (indexes into ops).
     ``designated``: AND of predicates all TRUE on the witness, MAXWINDOW covering it.
-    ``narrow``: at most two aliases and tight windows (see :func:`window_duration`)."""
+    ``narrow``: at most two aliases and tight windows (see :func:`window_duration`).
+    ``self_joins``: the percentage of queries reading a stream under two or three aliases."""
     streams = [s.name for s in schema.streams]
     if designated:  # only streams with a tuple to be the witness
         streams = [s for s in streams if any(ops[i].stream == s for i in candidates)] or streams  # type: ignore[union-attr]
-    if c.chance(30):
+    if c.chance(self_joins):
         # a self-join: a stream read under two or three aliases (and maybe another stream)
         k = c.integer(2, 2 if narrow else 3)
         chosen = [c.pick(streams) for _ in range(k)]

@@ -195,6 +195,14 @@ class CoveringList:
 
     # ------------------------------------------------------------ many values
 
+    def cuts(self) -> tuple[np.ndarray, np.ndarray]:
+        """A single-column numeric list's cuts as float64 arrays ``(lt, le)``, what a
+        double is compared with: a value ``x`` (not an integer past 2**53) satisfies
+        ``<`` from position ``searchsorted(lt, x, 'right')`` on, ``<=`` from
+        ``searchsorted(le, x, 'left')`` on, ``>`` and ``>=`` below those positions,
+        ``=`` in between them."""
+        return self._cut_arrays()
+
     def _cut_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._arrays is None:
             # integer cuts past the double range round; rows that could tell are settled exactly
@@ -223,21 +231,17 @@ class CoveringList:
         hi = np.full(count, n, np.int64)
         null = np.isnan(left)
         if right is None:
+            # the one implementation of a single-column list's search (a batch of a
+            # stream's lists at once is the same kernel call, mqo.prepare)
+            from indexes.attribute_kernels import OP_CODES, list_ranges
+
             lt, le = self._cut_arrays()
-            if op in ("<", ">=", "=", "!="):
-                after_lt = np.searchsorted(lt, left, "right")
-            if op in ("<=", ">", "=", "!="):
-                after_le = np.searchsorted(le, left, "left")
-            if op == "<":
-                lo = after_lt
-            elif op == "<=":
-                lo = after_le
-            elif op == ">":
-                hi = after_le
-            elif op == ">=":
-                hi = after_lt
-            else:
-                lo, hi = after_le, after_lt
+            found_lo, found_hi = np.empty((1, count), np.int64), np.empty((1, count), np.int64)
+            one = np.zeros(1, np.int64)
+            list_ranges(
+                left.reshape(1, count), one, np.array([OP_CODES[op]]), lt, le, np.array([0, n]), found_lo, found_hi
+            )
+            lo, hi = found_lo[0], found_hi[0]
             # integers past 2**53 are not all doubles: those rows are decided one by one
             unsure = (np.abs(left) >= EXACT_INTEGERS) if self.integer else None
         else:
@@ -262,19 +266,34 @@ class CoveringList:
         lo = np.asarray(lo, np.int64).copy()
         hi = np.asarray(hi, np.int64).copy()
         if unsure is not None:
-            for i in np.flatnonzero(unsure & ~null).tolist():
-                if exact_left is not None:
-                    x: Any = int(exact_left[i])
-                else:
-                    x = int(left[i]) if self.integer and right is None else float(left[i])
-                if right is None:
-                    sat = self.satisfied(x)
-                else:
-                    y = int(exact_right[i]) if exact_right is not None else float(right[i])
-                    sat = self.satisfied_pair(x, y)
-                lo[i], hi[i] = _kernel_form(sat, op, n)
+            self.settle(np.flatnonzero(unsure & ~null), lo, hi, left, right, exact_left, exact_right)
         lo[null] = NULL
         return lo, hi
+
+    def settle(
+        self,
+        rows: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        left: np.ndarray,
+        right: np.ndarray | None = None,
+        exact_left: np.ndarray | None = None,
+        exact_right: np.ndarray | None = None,
+    ) -> None:
+        """Decide ``rows`` exactly, one by one, into ``lo``/``hi`` (kernels' form):
+        the rows a search over doubles cannot decide (integers past 2**53, a
+        difference within rounding of a constant)."""
+        for i in rows.tolist():
+            if exact_left is not None:
+                x: Any = int(exact_left[i])
+            else:
+                x = int(left[i]) if self.integer and right is None else float(left[i])
+            if right is None:
+                sat = self.satisfied(x)
+            else:
+                y = int(exact_right[i]) if exact_right is not None else float(right[i])
+                sat = self.satisfied_pair(x, y)
+            lo[i], hi[i] = kernel_form(sat, self.op, self.n)
 
     def _answer_arrays(self, below: np.ndarray, above: np.ndarray) -> tuple[Any, Any]:
         op, n = self.op, self.n
@@ -302,7 +321,7 @@ class CoveringList:
         return self.constants[lo]
 
 
-def _kernel_form(sat: Satisfied, op: str, n: int) -> tuple[int, int]:
+def kernel_form(sat: Satisfied, op: str, n: int) -> tuple[int, int]:
     """A ``(lo, hi, negated)`` answer as the kernels' ``(lo, hi)``."""
     lo, hi, _ = sat
     if op in ("<", "<="):

@@ -44,6 +44,14 @@ def and_not(row: np.ndarray, start: int, bits: np.ndarray) -> None:
 
 
 @njit(**JIT_OPTIONS)
+def copy_row(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[:] = src`` as a loop: numba's slice assignment compiles a shape-mismatch
+    error path whose typing costs seconds on a cold cache."""
+    for w in range(src.shape[0]):
+        dst[w] = src[w]
+
+
+@njit(**JIT_OPTIONS)
 def build_checkpoints(
     offsets: np.ndarray, users: np.ndarray, n: int, stride: int, words: int, suffix: bool
 ) -> np.ndarray:
@@ -58,14 +66,14 @@ def build_checkpoints(
                 for k in range(offsets[p], offsets[p + 1]):
                     u = users[k]
                     acc[u >> 6] |= ONE << np.uint64(u & 63)
-            table[j, :] = acc
+            copy_row(table[j], acc)
     else:
         for j in range(rows - 1, -1, -1):
             for p in range(j * stride, min(n, (j + 1) * stride)):
                 for k in range(offsets[p], offsets[p + 1]):
                     u = users[k]
                     acc[u >> 6] |= ONE << np.uint64(u & 63)
-            table[j, :] = acc
+            copy_row(table[j], acc)
     return table
 
 
@@ -140,7 +148,7 @@ def prune(
     ``hi[l, i]`` in covering order). The QED subset test over all slots at once."""
     for i in range(cand.shape[0]):
         row = cand[i]
-        row[:] = base
+        copy_row(row, base)
         _prune_row(
             row,
             i,
@@ -163,7 +171,7 @@ def prune(
 
 
 @njit(**JIT_OPTIONS)
-def prune_flags(
+def prune_select(
     masks: np.ndarray,
     base: np.ndarray,
     modes: np.ndarray,
@@ -181,14 +189,19 @@ def prune_flags(
     users: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
-) -> np.ndarray:
-    """Like :func:`prune`, but keeps only, per tuple, whether its candidates meet each
-    of ``masks`` (``out[i, m]``): no candidate matrix is made."""
+    flags: np.ndarray,
+    cand: np.ndarray,
+) -> int:
+    """:func:`prune` for N tuples in one pass that keeps only what is wanted:
+    ``flags[i, m]`` whether tuple i's candidates meet ``masks[m]``, and the candidate
+    rows of the tuples meeting ``masks[0]`` or ``masks[1]`` copied, in order, to
+    ``cand[0:k]``; returns k. (``cand`` may be allocated for N rows and never touched
+    past k: a batch where few tuples are wanted costs no candidate matrix.)"""
     n = lo.shape[1]
-    out = np.zeros((n, masks.shape[0]), np.bool_)
     row = np.empty(base.shape[0], np.uint64)
+    k = 0
     for i in range(n):
-        row[:] = base
+        copy_row(row, base)
         _prune_row(
             row,
             i,
@@ -208,12 +221,20 @@ def prune_flags(
             lo,
             hi,
         )
+        wanted = False
         for m in range(masks.shape[0]):
+            hit = False
             for w in range(row.shape[0]):
                 if row[w] & masks[m, w]:
-                    out[i, m] = True
+                    hit = True
                     break
-    return out
+            flags[i, m] = hit
+            if hit and m < 2:
+                wanted = True
+        if wanted:
+            copy_row(cand[k], row)
+            k += 1
+    return k
 
 
 @njit(**JIT_OPTIONS)

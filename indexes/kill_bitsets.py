@@ -17,6 +17,7 @@ import numpy as np
 
 from indexes import kernel_modes as modes
 
+SELECT_CHUNK_BYTES = 64 << 20  # the candidate buffer of one select call
 DEFAULT_BUDGET_BYTES = 256 << 20
 
 MODE_OF_OP = {
@@ -146,21 +147,37 @@ class KillBitsets:
             self.users,
         )
 
-    def flags(self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        """Per tuple and mask, whether any candidate left after pruning is in the mask
-        (``[N, M]`` booleans), without making the candidate matrix."""
+    def select(self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One pass over N tuples (``lo``/``hi`` as for :meth:`prune`): per tuple and
+        mask whether any candidate left is in the mask (``[N, M]`` booleans), and the
+        candidate rows of the tuples that meet ``masks[0]`` or ``masks[1]``, in order."""
         n = lo.shape[1] if lo.ndim == 2 else 0
+        flags = np.zeros((n, len(masks)), bool)
         if not n:
-            return np.zeros((0, len(masks)), bool)
+            return flags, np.zeros((0, self.words), np.uint64)
         from indexes import kernels  # numba, on first use
 
-        return kernels.prune_flags(
-            masks,
-            self.base,
-            *self._arrays(),
-            np.ascontiguousarray(lo, np.int64),
-            np.ascontiguousarray(hi, np.int64),
-        )
+        lo = np.ascontiguousarray(lo, np.int64)
+        hi = np.ascontiguousarray(hi, np.int64)
+        arrays = self._arrays()
+        # a buffer for every tuple's row, written only for wanted ones (untouched pages
+        # are never resident), in chunks so its address space stays modest
+        step = max(1, SELECT_CHUNK_BYTES // (8 * max(self.words, 1)))
+        kept = []
+        for start in range(0, n, step):
+            end = min(n, start + step)
+            cand = np.empty((end - start, self.words), np.uint64)
+            k = kernels.prune_select(
+                masks,
+                self.base,
+                *arrays,
+                np.ascontiguousarray(lo[:, start:end]),
+                np.ascontiguousarray(hi[:, start:end]),
+                flags[start:end],
+                cand,
+            )
+            kept.append(cand if k == end - start else cand[:k].copy())
+        return flags, kept[0] if len(kept) == 1 else np.concatenate(kept)
 
     def prune(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Candidate slots (``[N, words]``) of N tuples given each list's satisfied

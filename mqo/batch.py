@@ -16,6 +16,7 @@ alias, then one column per SELECT value name), ``json_lines`` writes them, and
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -41,6 +42,7 @@ ARROW_TYPES = {
     ColumnType.BOOLEAN: pa.bool_(),
 }
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def value_types(queries: Any) -> dict[str, pa.DataType]:
@@ -326,13 +328,20 @@ class MatchBatch:
                 yield line + "\n"
 
     def json_text(self) -> str:
-        """All of :meth:`json_lines` as one string (what a JSONL file gets)."""
+        """All of :meth:`json_lines` as one string (non-finite values as ``Infinity``
+        and ``NaN``, as Python's json module writes them)."""
         return "".join(self._json_chunks())
 
-    def _json_chunks(self) -> Iterator[str]:
+    def strict_json_text(self) -> tuple[str, int]:
+        """:meth:`json_text` as strict JSON, what a JSONL file gets: every non-finite
+        value written as null; and how many were."""
+        replaced = [0]
+        return "".join(self._json_chunks(replaced)), replaced[0]
+
+    def _json_chunks(self, replaced: list[int] | None = None) -> Iterator[str]:
         """Runs of whole JSON lines. The results of one assignment share (ts, ids,
         values): that part is encoded once per query context, then prefixed with each
-        query's id."""
+        query's id. With ``replaced``, non-finite values become null, counted there."""
         plan = self.plan
         slot_context = plan.slot_context
         codes = plan.context_codes
@@ -343,8 +352,17 @@ class MatchBatch:
                 code = codes[ctx]
                 ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
                 values = {name: fn(rows) for name, fn in code.outputs}
-                tail = ',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + _dumps(values) + "}\n"
                 chosen = slots if len(codes) == 1 else slots[contexts == ctx]
+                if replaced is None:
+                    encoded = _dumps(values)
+                else:
+                    try:  # the common case costs nothing more: finite values encode strictly
+                        encoded = _dumps_strict(values)
+                    except ValueError:
+                        bad = [k for k, v in values.items() if isinstance(v, float) and not math.isfinite(v)]
+                        encoded = _dumps_strict({k: None if k in bad else v for k, v in values.items()})
+                        replaced[0] += len(bad) * len(chosen)
+                tail = ',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + encoded + "}\n"
                 yield tail.join([prefix[q] for q in chosen.tolist()]) + tail
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:

@@ -63,6 +63,9 @@ class MatcherConfig:
     structure checks its invariants after every change (slow; for debugging).
     ``missing='null'``: a pushed tuple may leave out columns (NULL); by default that is
     an error, since a misspelled or forgotten column would silently never match.
+    ``keep_window``: seconds of window stored at least, whatever the registered
+    queries' MAXWINDOW: a query registered later with a MAXWINDOW up to it then sees
+    every earlier tuple it could still use (a service whose queries come and go).
     """
 
     allowed_lateness: float = 0.0
@@ -75,6 +78,7 @@ class MatcherConfig:
     store: str = "all"
     check: bool = False
     missing: str = "error"
+    keep_window: float = 0.0
 
     def __post_init__(self) -> None:
         check_seconds("allowed_lateness", self.allowed_lateness)
@@ -86,6 +90,7 @@ class MatcherConfig:
             check_seconds(f"stream_lateness[{name!r}]", value)
         if self.idle_timeout is not None:
             check_seconds("idle_timeout", self.idle_timeout)
+        check_seconds("keep_window", self.keep_window)
         parse_order(self.order)
         width = self.bucket_width
         if width is not None and not (width > 0 and math.isfinite(width)):

@@ -51,6 +51,7 @@ from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters
 from predicates import Kind
+from predicates.numbers import decimal_of
 
 KERNEL_PUSH_SLOTS = 4096  # from this many query slots, one pushed tuple's attributes go through the kernels
 LATE_KEPT = 10_000
@@ -78,6 +79,7 @@ class Pipeline:
         self.rows: list[RowBuilder] = []
         self.seq = 0
         self._warned_late = False
+        self._keep_window = decimal_of(config.keep_window)
 
     # ------------------------------------------------------------------ plan
 
@@ -359,7 +361,7 @@ class Pipeline:
         """Move the retention horizon to the watermark ``mark`` and purge what falls
         behind it."""
         assert self.plan is not None and self.state is not None
-        moved = self.clock.advance(self.plan.retention_window_exact, mark)
+        moved = self.clock.advance(max(self.plan.retention_window_exact, self._keep_window), mark)
         if moved and self.state.purge(self.clock.purge_horizon()) and self.config.check:
             self.state._check()
 

@@ -248,7 +248,7 @@ class CompiledPlan:
     roles_of: list[tuple[int, ...]] = field(default_factory=list)
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
-    _batch_masks: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _per_stream: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.slots = _Slots(self)
@@ -428,13 +428,15 @@ class CompiledPlan:
             qed[kind] |= 1 << (self.lists[kind][li].base + p)
         return qed
 
-    def batch_masks(self, stream: int, make: Callable[[CompiledPlan, int], np.ndarray]) -> np.ndarray:
-        """``make(self, stream)``, made once per plan and stream (the batch path's slot
-        masks, :func:`mqo.prepare.prepare_batch`: one pushed tuple is a batch too)."""
-        masks = self._batch_masks.get(stream)
-        if masks is None:
-            masks = self._batch_masks[stream] = make(self, stream)
-        return masks
+    def per_stream(self, stream: int, make: Callable[[CompiledPlan, int], Any]) -> Any:
+        """``make(self, stream)``, made once per plan, stream and ``make`` (what the
+        batch path derives from the plan, :func:`mqo.prepare.prepare_batch`: one pushed
+        tuple is a batch too)."""
+        key = (make, stream)
+        made = self._per_stream.get(key)
+        if made is None:
+            made = self._per_stream[key] = make(self, stream)
+        return made
 
     def kill_bitsets(self, stream: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> KillBitsets:
         """The batch kernels' tables for one stream's attribute lists (an updated plan

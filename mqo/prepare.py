@@ -1,9 +1,10 @@
 """The attribute phase of many tuples at once, before any of them is matched.
 
 A tuple's attribute predicates depend on nothing but the tuple, so for a batch of one
-stream they are decided for all rows together: each list's satisfied range per row by
-one vectorized binary search (:meth:`indexes.covering.CoveringList.satisfied_many`), then every
-row's candidate slots by one :func:`indexes.kernels.prune` call. From its candidates
+stream they are decided for all rows together: every single-column numeric list's
+satisfied range per row in one kernel call (:func:`attribute_ranges`, one binary search
+per list and row; a pushed tuple is a batch of one), the other lists one by one, then
+every row's candidate slots by one :func:`indexes.kernels.prune` call. From its candidates
 each row is classified:
 
 * **single**: it satisfies single-stream queries that need nothing more, reported
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from indexes.covering import NOTHING
+from indexes.exact import EXACT_INTEGERS
 from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
 from mqo.batch import EXACT
@@ -126,8 +128,7 @@ def _prepare_one(
     schema = plan.streams[stream]
     n = len(ts)
     words = words_for(plan.n_slots)
-    lists = plan.attr_lists[stream]
-    masks = plan.batch_masks(stream, _batch_masks)
+    masks = plan.per_stream(stream, _batch_masks)
     single_mask, engine_mask = masks[0], masks[1]
     if not (single_mask.any() or engine_mask.any()):
         # no match query reads the stream (an aggregate-only stream): no kernel work,
@@ -136,12 +137,8 @@ def _prepare_one(
         cand = np.zeros((0, words), np.uint64)
         kept = np.full(n, -1, np.int64)
         return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
-    lo = np.empty((len(lists), n), np.int64)
-    hi = np.empty((len(lists), n), np.int64)
-    for l, lst in enumerate(lists):
-        lo[l], hi[l] = _ranges(lst, schema, ts, ids, columns)
-    tables = plan.kill_bitsets(stream)
-    found = tables.flags(lo, hi, masks) if n else np.zeros((0, 3), bool)
+    lo, hi = attribute_ranges(plan, stream, ts, ids, columns)
+    found, cand = plan.kill_bitsets(stream).select(lo, hi, masks)
     flags = np.zeros(n, np.int8)
     flags |= np.where(found[:, 0], SINGLE, 0).astype(np.int8)
     flags |= np.where(found[:, 1], ENGINE, 0).astype(np.int8)
@@ -149,7 +146,6 @@ def _prepare_one(
     wanted = np.flatnonzero(found[:, 0] | found[:, 1])
     kept = np.full(n, -1, np.int64)
     kept[wanted] = np.arange(len(wanted))
-    cand = tables.prune(lo[:, wanted], hi[:, wanted]) if len(wanted) else np.zeros((0, words), np.uint64)
     return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
 
 
@@ -163,6 +159,100 @@ def _batch_masks(plan: CompiledPlan, stream: int) -> np.ndarray:
     engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
     multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
     return np.stack([single_mask, engine_mask, multi_mask])
+
+
+@dataclass(frozen=True)
+class _KernelLists:
+    """A stream's single-column numeric lists as :func:`indexes.attribute_kernels.list_ranges`
+    takes them; the other lists (strings, booleans, two columns) go one by one."""
+
+    chosen: np.ndarray  # list numbers in the stream's order
+    positions: list[int]  # column positions read, one per row of the values matrix
+    columns: np.ndarray  # per chosen list, its row of the values matrix
+    ops: np.ndarray
+    lt: np.ndarray
+    le: np.ndarray
+    offsets: np.ndarray
+    integers: list[int]  # indexes into ``chosen`` of lists over integer columns
+    others: list[int]  # list numbers decided one by one
+
+
+def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
+    from indexes.attribute_kernels import OP_CODES
+
+    chosen, others, positions, columns, ops, lts, les = [], [], [], [], [], [], []
+    integers = []
+    for l, lst in enumerate(plan.attr_lists[stream]):
+        if not lst.numeric or lst.right_pos is not None:
+            others.append(l)
+            continue
+        if lst.left_pos not in positions:
+            positions.append(lst.left_pos)
+        if lst.covering.integer:
+            integers.append(len(chosen))
+        chosen.append(l)
+        columns.append(positions.index(lst.left_pos))
+        ops.append(OP_CODES[lst.covering.op])
+        lt, le = lst.covering.cuts()
+        lts.append(lt)
+        les.append(le)
+    offsets = np.zeros(len(chosen) + 1, np.int64)
+    np.cumsum([len(lt) for lt in lts], out=offsets[1:])
+    return _KernelLists(
+        np.array(chosen, np.int64),
+        positions,
+        np.array(columns, np.int64),
+        np.array(ops, np.int64),
+        np.concatenate(lts) if lts else np.zeros(0),
+        np.concatenate(les) if les else np.zeros(0),
+        offsets,
+        integers,
+        others,
+    )
+
+
+def attribute_ranges(
+    plan: CompiledPlan, stream: int, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's satisfied range in each of the stream's attribute lists, ``(lo, hi)``
+    of shape [lists, rows] in the kernels' form: the single-column numeric lists in one
+    kernel call, rows of integers past 2**53 then exactly, the other lists one by one."""
+    from indexes.attribute_kernels import list_ranges
+
+    lists = plan.attr_lists[stream]
+    schema = plan.streams[stream]
+    n = len(ts)
+    lo = np.empty((len(lists), n), np.int64)
+    hi = np.empty((len(lists), n), np.int64)
+    table = plan.per_stream(stream, _kernel_lists)
+    if len(table.chosen):
+        values = np.empty((len(table.positions), n), np.float64)
+        for row, position in enumerate(table.positions):
+            values[row] = np.asarray(_column(position, schema, ts, ids, columns), np.float64)
+        k_lo = np.empty((len(table.chosen), n), np.int64)
+        k_hi = np.empty((len(table.chosen), n), np.int64)
+        list_ranges(values, table.columns, table.ops, table.lt, table.le, table.offsets, k_lo, k_hi)
+        for k in table.integers:
+            # integers past 2**53 are not all doubles: their rows are decided exactly
+            column = values[table.columns[k]]
+            unsure = np.flatnonzero(np.abs(column) >= EXACT_INTEGERS)
+            if len(unsure):
+                lst = lists[int(table.chosen[k])]
+                exact = _exact_values(lst.left_pos, schema, columns)
+                lst.covering.settle(unsure, k_lo[k], k_hi[k], column, None, exact)
+        lo[table.chosen] = k_lo
+        hi[table.chosen] = k_hi
+    for l in table.others:
+        lo[l], hi[l] = _ranges(lists[l], schema, ts, ids, columns)
+    return lo, hi
+
+
+def _exact_values(position: int, schema: StreamSchema, columns: dict[str, Any]) -> np.ndarray | None:
+    exact = columns.get(EXACT, {})
+    if position < 2 or not exact:
+        return None
+    found = exact.get(schema.columns[position - 2].name)
+    return None if found is None else found.values
 
 
 def _column(position: int, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> Any:

@@ -388,7 +388,8 @@ class _Parser(AggregateGrammar):
             raise self.error(f"duration {tok.text} is too large", tok.span)
         end = tok.end
         scale = Fraction(1)
-        if self.at_name_not_clause():
+        # a window's SLIDE may follow a bare number: [RANGE 10 SLIDE 5]
+        if self.at_name_not_clause() and not self.at_word("SLIDE"):
             unit_tok = self.advance()
             unit = unit_tok.upper
             if unit not in DURATION_UNITS:

@@ -104,10 +104,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         inputs[stream.strip()] = folder.strip()
     schema = read_text(args.schema, "the schema")
     if args.engine == "spark":
-        raise CliError(
-            "--engine spark is not available for serve yet (the Spark streaming stage takes its queries when "
-            "it starts); use --engine local, or runtime.spark_streaming.match_stream for a fixed query set"
-        )
+        return _serve_on_spark(args, schema, inputs)
+    if args.max_window is not None:
+        raise CliError("--max-window is for --engine spark (the local engine keeps what its queries need)")
     from runtime.serve import LocalService
 
     service = LocalService(
@@ -132,6 +131,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("mqo serve: stopped; the last step was not committed and runs again on restart", file=sys.stderr)
     elif not args.once:
         print(f"mqo serve: stopped after step {service.state.step}; a restart carries on from there", file=sys.stderr)
+    return 0
+
+
+def _serve_on_spark(args: argparse.Namespace, schema: str, inputs: dict[str, str]) -> int:
+    if args.max_window is None:
+        raise CliError(
+            "--engine spark needs --max-window SECONDS: the largest MAXWINDOW a query may have (the stage "
+            "cuts time and keeps window for it before it knows the queries)"
+        )
+    from runtime.serve_spark import SparkService
+    from runtime.spark_cli import spark_session
+
+    spark, owned = spark_session(args.master)
+    try:
+        service = SparkService(
+            spark,
+            schema,
+            inputs,
+            args.queries,
+            args.output,
+            args.checkpoint,
+            max_window=args.max_window,
+            fmt=args.format,
+            allowed_lateness=args.allowed_lateness,
+            order=args.order,
+        )
+        print(
+            f"mqo serve: Spark streaming over {args.queries} and {len(inputs)} input folder(s); results in "
+            f"{args.output}" + ("" if args.once else " (Ctrl-C stops)"),
+            file=sys.stderr,
+        )
+        batches = service.run(once=args.once, poll=args.poll)
+        print(f"mqo serve: stopped after {batches} micro-batch(es); a restart carries on from there", file=sys.stderr)
+    finally:
+        if owned:
+            spark.stop()
     return 0
 
 
@@ -282,6 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--checkpoint", required=True, metavar="DIR", help="directory for the checkpoint")
     serve.add_argument("--engine", choices=["local", "spark"], default="local", help="where to run (default: local)")
     serve.add_argument("--once", action="store_true", help="process what is there, then stop")
+    serve.add_argument(
+        "--max-window",
+        type=lateness_option,
+        default=None,
+        metavar="SECONDS",
+        help="with --engine spark: the largest MAXWINDOW a query may have",
+    )
+    serve.add_argument("--master", default="local[*]", help="Spark master URL with --engine spark")
     serve.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look (default 1)")
     serve.add_argument("--format", choices=["jsonl", "csv", "parquet"], default="jsonl", help="result file format")
     serve.add_argument("--order", type=order_option, default="adaptive", metavar="ORDER", help="as for match")

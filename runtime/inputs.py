@@ -78,7 +78,7 @@ def read_stream(spec: InputSpec, schema: StreamSchema, on_bad_row: str = "error"
 
 
 def _reject_duplicate_ids(data: StreamData, on_bad_row: str) -> None:
-    """Ids are unique within a stream (DESIGN.md §3): a repeated id is a bad row."""
+    """Ids are unique within a stream (docs/ARCHITECTURE.md, Data model): a repeated id is a bad row."""
     if data.ids is None:
         return
     first: dict[int, int] = {}

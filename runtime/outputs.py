@@ -1,7 +1,7 @@
 """Writing matches as JSON lines, CSV or Parquet, and the late and reject files.
 
 JSON lines carry one object per match with the keys ``query``, ``ts``, ``ids`` and
-``values`` (DESIGN.md §6). CSV and Parquet are tables: ``query``, ``ts``, ``ids``
+``values`` (README, Command line). CSV and Parquet are tables: ``query``, ``ts``, ``ids``
 (JSON text in CSV, a map in Parquet) and then one column per SELECT value name over
 all queries (NULL where a query has no such value). A value name that two queries give
 different types to is written as text.
@@ -197,10 +197,10 @@ class JsonlWriter(ResultWriter):
         self._put("".join(parts))
 
     def write_batch(self, batch: MatchBatch) -> int:
-        text, n = strict_json_lines(batch.json_text())
+        text, n = batch.strict_json_text()
         self.nonfinite += n
         self._put(text)
-        return text.count("\n")
+        return len(batch)
 
     def write_aggregates(self, batch: AggregateBatch) -> int:
         # built from the batch's columns; a landmark window's start is written as null

@@ -1,4 +1,5 @@
-"""``mqo serve --engine local``: a long-running matcher over directories.
+"""``mqo serve --engine local``: a long-running matcher over directories
+(:mod:`runtime.serve_spark` runs the same contract on Spark).
 
 The directory contract:
 
@@ -22,7 +23,7 @@ The directory contract:
 A step takes the query files first, then the new data files of every stream, merged in
 timestamp order (ties: streams as given by ``--input``, then file name); so a query
 registered in a step sees that step's tuples, and earlier tuples still in its window
-(DESIGN.md §5). A tuple older than what the matcher has seen, minus the allowed
+(docs/ARCHITECTURE.md, Semantics). A tuple older than what the matcher has seen, minus the allowed
 lateness, is late: written to the late file, not matched.
 """
 

@@ -34,7 +34,7 @@ from mqo.results import LateTuple, Match
 from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.local import Summary
 from runtime.outputs import check_output_paths, open_writer, side_paths, value_types, write_jsonl
-from runtime.spark import output_names
+from runtime.spark_spec import output_names
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -74,19 +74,21 @@ from mqo import Matcher
 from mqo.batch import text_of
 from mqo.results import LateTuple, Match
 from predicates import ColumnType
-from runtime.spark import (
-    Rows,
-    SparkStageError,
-    StageSpec,
-    _source,
-    build_spec,
-    freeze,
-    key_column,
-    result_schema,
-    spawn,
-    time_buckets,
-    unify,
+from runtime.spark import key_column, result_schema, time_buckets, unify
+from runtime.spark_control import (
+    active_queries,
+    apply_commands,
+    command_rows,
+    control_schema,
+    error_row,
+    is_dynamic,
+    late_row,
+    result_row,
+    with_queries,
 )
+from runtime.spark_control import frame as control_frame
+from runtime.spark_spec import SparkStageError, StageSpec, _source, build_spec
+from runtime.spark_worker import Rows, freeze, spawn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -111,23 +113,40 @@ def match_stream(
     bucket_width: float | None = None,
     slots: int | None = None,
     order: str | None = None,
+    control: DataFrame | None = None,
+    max_window: float | None = None,
 ) -> DataFrame:
     """Match streaming DataFrames against the queries; a streaming DataFrame of results
     (append mode). Arguments as in :func:`runtime.spark.match_batch`;
     ``allowed_lateness`` defaults to the Matcher's (0 for query texts); ``slots`` is
-    the number of state groups (see the module docstring)."""
+    the number of state groups (see the module docstring).
+
+    ``control``: a streaming DataFrame of commands (``ts``, ``command``, ``query``)
+    that register and unregister queries while the stage runs, ``queries`` being the
+    ones active from the start (may be empty); ``max_window`` (required with it)
+    bounds their MAXWINDOW. See :mod:`runtime.spark_control` for the rule and the
+    output schema."""
     from pyspark.sql import functions as F
 
     for name, df in streams.items():
         if not df.isStreaming:
             raise SparkStageError(f"stream {name}: not a streaming DataFrame; use runtime.spark.match_batch")
-    matcher = _source(queries, schema, streams, order)
+    if control is not None and (max_window is None or not max_window >= 0 or not math.isfinite(max_window)):
+        raise SparkStageError("a control stream needs max_window: the largest MAXWINDOW its queries may have (seconds)")
+    if control is None and max_window is not None:
+        raise SparkStageError("max_window is for queries that come through a control stream (control=)")
+    matcher = _source(queries, schema, streams, order, may_be_empty=control is not None)
     if slots is None:
         first = next(iter(streams.values()))
         slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
     if slots < 1:
         raise SparkStageError(f"slots must be >= 1, got {slots}")
-    options = {"partition_by": partition_by, "bucket_width": bucket_width, "allowed_lateness": allowed_lateness}
+    options = {
+        "partition_by": partition_by,
+        "bucket_width": bucket_width,
+        "allowed_lateness": allowed_lateness,
+        "max_window": max_window,
+    }
     spec = build_spec(matcher, slots=slots, **options)  # type: ignore[arg-type]
     if spec.mode == "time" and slots < 2:
         # consecutive buckets must not share a matcher, or a copied tuple would meet its original
@@ -141,10 +160,14 @@ def match_stream(
         grouped = time_buckets(watermarked, spec)
     grouped = grouped.withColumn("_slot", F.pmod(F.col("_b"), F.lit(ring)))
     grouped = _exact_integers(grouped, spec)
+    output = result_schema(spec)
+    if control is not None:
+        grouped = grouped.unionByName(command_rows(control, ring), allowMissingColumns=True)
+        output = control_schema()
     # no timeout: with an event-time timeout Spark drops late input rows before the
     # function sees them, and late tuples must be reported, not lost
     return grouped.groupBy("_slot").applyInPandasWithState(
-        partial(match_group, spec), result_schema(spec), STATE_SCHEMA, "append", "NoTimeout"
+        partial(match_group, spec), output, STATE_SCHEMA, "append", "NoTimeout"
     )
 
 
@@ -191,9 +214,11 @@ def match_group(
     rest in (ts, stream, id) order, emit the results it owns, save the state."""
     slot = int(key[0])
     names = [name for name, _ in spec.value_types]
+    dynamic = is_dynamic(spec)
     wm_ms = state.getCurrentWatermarkMs()
     watermark = wm_ms / 1000.0 if wm_ms > 0 else float("-inf")
     frozen = None
+    queries = spec.queries
     if state.exists:
         saved = pickle.loads(state.get[0])
         if saved.get("format") != STATE_FORMAT or saved.get("fingerprint") != spec.fingerprint:
@@ -202,33 +227,47 @@ def match_group(
                 "start from a new checkpoint location"
             )
         frozen = saved["matcher"]
-    matcher = spawn(spec, frozen, allowed_lateness=_lateness(spec) + _SLACK)
-    late_seen: list[LateTuple] = []
-    matcher.late_sink = late_seen.append
+        queries = tuple(saved.get("queries", spec.queries))
     parts = [f for f in frames if len(f)]
     if not parts:
         return
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    out: list[tuple[Any, ...]] = []
+    lateness = _lateness(spec) + _SLACK
+    if dynamic and rows["_cmd"].notna().any():
+        is_command = rows["_cmd"].notna().to_numpy()
+        matcher, errors = apply_commands(spec, frozen, queries, rows[is_command], lateness)
+        queries = active_queries(matcher)
+        rows = rows[~is_command]
+        if slot == 0:  # every group applies every command; one reports what was refused
+            out.extend(error_row(*error) for error in errors)
+    else:
+        if dynamic:
+            rows = rows[rows["_cmd"].isna().to_numpy()]
+        matcher = spawn(with_queries(spec, queries) if dynamic else spec, frozen, allowed_lateness=lateness)
+    late_seen: list[LateTuple] = []
+    matcher.late_sink = late_seen.append
     rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
     owned = (rows["_b"] == rows["_home"]).to_numpy()
     late = (rows["ts"] < watermark).to_numpy()
-    out: list[tuple[Any, ...]] = []
     for i in np.flatnonzero(late & owned).tolist():
         layout = spec.streams[int(rows["_s"].iat[i])]
-        out.append(_late_row(layout.name, float(rows["ts"].iat[i]), int(rows["id"].iat[i]), len(names)))
+        out.append(_late_row(layout.name, float(rows["ts"].iat[i]), int(rows["id"].iat[i]), len(names), dynamic))
     for m in _push_runs(matcher, spec, rows[~late]):
         if _owns(spec, slot, m.ts):
-            out.append((m.query, m.ts, dict(m.ids), *(m.values.get(n) for n in names)))
+            if dynamic:
+                out.append(result_row(m.query, m.ts, dict(m.ids), m.values))
+            else:
+                out.append((m.query, m.ts, dict(m.ids), *(m.values.get(n) for n in names)))
     for t in late_seen:  # a safety net: with the slack, matchers accept all that Spark accepts
         if _owns(spec, slot, t.ts):
-            out.append(_late_row(t.stream, t.ts, t.id, len(names)))
-    blob = pickle.dumps(
-        {"format": STATE_FORMAT, "fingerprint": spec.fingerprint, "matcher": freeze(matcher)},
-        protocol=pickle.HIGHEST_PROTOCOL,
-    )
-    state.update((blob,))
+            out.append(_late_row(t.stream, t.ts, t.id, len(names), dynamic))
+    saved_state: dict[str, Any] = {"format": STATE_FORMAT, "fingerprint": spec.fingerprint, "matcher": freeze(matcher)}
+    if dynamic:
+        saved_state["queries"] = queries
+    state.update((pickle.dumps(saved_state, protocol=pickle.HIGHEST_PROTOCOL),))
     if out:
-        yield _frame(out, spec.value_types)
+        yield control_frame(out) if dynamic else _frame(out, spec.value_types)
 
 
 def _owns(spec: StageSpec, slot: int, ts: float) -> bool:
@@ -237,7 +276,9 @@ def _owns(spec: StageSpec, slot: int, ts: float) -> bool:
     return spec.mode == "key" or math.floor(ts / spec.bucket_width) % _slots(spec) == slot
 
 
-def _late_row(stream: str, ts: float, ident: int, n_values: int) -> tuple[Any, ...]:
+def _late_row(stream: str, ts: float, ident: int, n_values: int, dynamic: bool = False) -> tuple[Any, ...]:
+    if dynamic:
+        return late_row(stream, ts, ident)
     return (None, ts, {stream: ident}, *([None] * n_values))
 
 

@@ -61,3 +61,36 @@ def select_bits(rows: Sequence[int], mask: int) -> list[tuple[int, int]]:
 def int_to_bitset(mask: int, words: int) -> np.ndarray:
     """A Python-int slot mask as a bitset row (the kernels' layout)."""
     return np.frombuffer(mask.to_bytes(words * 8, "little"), dtype="<u8").astype(np.uint64)
+
+
+def list_ranges(
+    values: np.ndarray, columns: Sequence[int], ops: Sequence[str], lt: list[list[float]], le: list[list[float]]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """``indexes.attribute_kernels.list_ranges`` by counting: list l's cuts are
+    ``lt[l]``, ``le[l]``; NULL (NaN) gives lo = -1, hi = n."""
+    los, his = [], []
+    for col, op, lts, les in zip(columns, ops, lt, le, strict=True):
+        n = len(lts)
+        lo_row, hi_row = [], []
+        for x in values[col].tolist():
+            lo, hi = 0, n
+            if x != x:
+                lo = -1
+            else:
+                below_lt = sum(1 for c in lts if c <= x)  # searchsorted(lt, x, 'right')
+                below_le = sum(1 for c in les if c < x)  # searchsorted(le, x, 'left')
+                if op == "<":
+                    lo = below_lt
+                elif op == "<=":
+                    lo = below_le
+                elif op == ">":
+                    hi = below_le
+                elif op == ">=":
+                    hi = below_lt
+                else:
+                    lo, hi = below_le, below_lt
+            lo_row.append(lo)
+            hi_row.append(hi)
+        los.append(lo_row)
+        his.append(hi_row)
+    return los, his

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexes import kernels
+from indexes import kernels, kill_bitsets
 from indexes.kill_bitsets import KillBitsets, ListUsers, bitset_of, bitset_to_int, words_for
 from tests import naive_kernels as naive
 from tests.naive_kernels import int_to_bitset
@@ -75,8 +75,14 @@ def test_prune(data, n_slots, n_lists, n_tuples, budget):
     want = naive.prune(base, lists, lo, hi, n_tuples)
     assert got == want
     masks = [data.draw(st.integers(0, (1 << n_slots) - 1)) for _ in range(3)]
-    flags = tables.flags(lo, hi, np.stack([int_to_bitset(m, words) for m in masks]))
-    assert flags.tolist() == [[bool(c & m) for m in masks] for c in want]
+    for chunk in (kill_bitsets.SELECT_CHUNK_BYTES, 8):  # and one tuple per kernel call
+        original, kill_bitsets.SELECT_CHUNK_BYTES = kill_bitsets.SELECT_CHUNK_BYTES, chunk
+        try:
+            flags, kept = tables.select(lo, hi, np.stack([int_to_bitset(m, words) for m in masks]))
+        finally:
+            kill_bitsets.SELECT_CHUNK_BYTES = original
+        assert flags.tolist() == [[bool(c & m) for m in masks] for c in want]
+        assert _rows_as_ints(kept) == [c for c in want if c & (masks[0] | masks[1])]
 
 
 @given(st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=5), st.integers(0, (1 << 130) - 1))
@@ -91,6 +97,44 @@ def test_count_and_select_bits(rows, mask):
     assert list(zip(row_of.tolist(), bits.tolist(), strict=True)) == naive.select_bits(rows, mask)
 
 
+@st.composite
+def list_tables(draw):
+    """Lists of sorted cuts (ties included: an lt cut may equal an le cut) over columns
+    of values drawn from the cuts themselves, their neighbours and NaN."""
+    pool = draw(st.lists(st.floats(-100, 100, allow_nan=False), min_size=1, max_size=8))
+    n_columns = draw(st.integers(1, 3))
+    n_rows = draw(st.integers(0, 12))
+    near = pool + [np.nextafter(x, np.inf) for x in pool] + [np.nextafter(x, -np.inf) for x in pool] + [np.nan]
+    values = np.array([[draw(st.sampled_from(near)) for _ in range(n_rows)] for _ in range(n_columns)], np.float64)
+    n_lists = draw(st.integers(1, 5))
+    columns = [draw(st.integers(0, n_columns - 1)) for _ in range(n_lists)]
+    ops = [draw(st.sampled_from(OPS)) for _ in range(n_lists)]
+    lt, le = [], []
+    for _ in range(n_lists):
+        cuts = sorted(draw(st.lists(st.sampled_from(pool), max_size=6)))
+        lt.append(cuts)
+        le.append(sorted(draw(st.sampled_from([c, np.nextafter(c, -np.inf)])) for c in cuts))
+    return values.reshape(n_columns, n_rows), columns, ops, lt, le
+
+
+@given(list_tables())
+@settings(max_examples=300, deadline=None)
+def test_list_ranges(table):
+    from indexes.attribute_kernels import OP_CODES, list_ranges
+
+    values, columns, ops, lt, le = table
+    offsets = np.zeros(len(ops) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(c) for c in lt])
+    lo = np.empty((len(ops), values.shape[1]), np.int64)
+    hi = np.empty_like(lo)
+    flat = lambda rows: np.array([c for row in rows for c in row], np.float64)  # noqa: E731
+    codes = np.array([OP_CODES[op] for op in ops], np.int64)
+    list_ranges(values, np.array(columns, np.int64), codes, flat(lt), flat(le), offsets, lo, hi)
+    want_lo, want_hi = naive.list_ranges(values, columns, ops, lt, le)
+    assert lo.tolist() == want_lo
+    assert hi.tolist() == want_hi
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="already running without JIT")
 def test_kernels_pass_without_jit_and_are_covered():
@@ -101,7 +145,7 @@ def test_kernels_pass_without_jit_and_are_covered():
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
     data = root / ".coverage.kernels"
     run = subprocess.run(
-        [sys.executable, "-m", "coverage", "run", f"--data-file={data}", "--include=*/indexes/kernels.py",
+        [sys.executable, "-m", "coverage", "run", f"--data-file={data}", "--include=*/indexes/kernels.py,*/indexes/attribute_kernels.py",
          "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)), "-k", "not without_jit"],
         cwd=root, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip

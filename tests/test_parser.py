@@ -261,3 +261,11 @@ def test_ddl_is_all_or_nothing():
     with pytest.raises(QueryError):
         catalog.register_ddl("REGISTER STREAM B (x INT); REGISTER STREAM A (y INT);")
     assert catalog.names() == ["A"]
+
+
+@pytest.mark.parametrize(
+    "window", ["[RANGE 10 SLIDE 5]", "[RANGE 10 sec SLIDE 5]", "[RANGE 10 SLIDE 5 sec]", "[RANGE 10, FREQUENCY 5]"]
+)
+def test_a_window_slide_may_follow_a_bare_number(window):
+    [query] = parse_queries(f"SELECT COUNT(*) FROM H {window};")
+    assert (query.from_[0].window.size, query.from_[0].window.slide) == (10, 5)

@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import mqo
-from runtime.spark import SparkStageError, build_spec, match_batch, shared_equality_key
+from mqo.partitioning import shared_equality_key
+from runtime.spark import SparkStageError, match_batch
+from runtime.spark_spec import build_spec
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "icu"
 
@@ -193,7 +195,7 @@ def test_shared_key_detected_for_chains_and_renamed_columns() -> None:
             "SELECT * FROM A WHERE A.x > 3",
         ]
     )
-    assert shared_equality_key(m) == {"A": "dev", "C": "device", "D": "dev"}
+    assert shared_equality_key(m.registry) == {"A": "dev", "C": "device", "D": "dev"}
     assert build_spec(m).mode == "key"
     assert build_spec(m, partition_by="time").mode == "time"
 
@@ -206,15 +208,15 @@ def test_shared_key_absent_when_one_query_lacks_it() -> None:
             "SELECT * FROM B, H MAXWINDOW 5 WHERE B.pid = H.pid OR B.temp > H.vib",  # one disjunct has no key
         ]
     )
-    assert shared_equality_key(m) is None
+    assert shared_equality_key(m.registry) is None
     with pytest.raises(SparkStageError, match="partition_by='key'"):
         build_spec(m, partition_by="key")
     m2 = mqo.Matcher(DDL)
     m2.register_queries(["SELECT * FROM B, H MAXWINDOW 5 WHERE B.pid = 2 * H.pid"])  # not an equality of values
-    assert shared_equality_key(m2) is None
+    assert shared_equality_key(m2.registry) is None
     m3 = mqo.Matcher(DDL)
     m3.register_queries(["SELECT * FROM B, H, T MAXWINDOW 5 WHERE B.pid = H.pid"])  # T not connected
-    assert shared_equality_key(m3) is None
+    assert shared_equality_key(m3.registry) is None
 
 
 def test_shared_key_of_self_joins_takes_one_column_per_stream() -> None:

@@ -4,7 +4,8 @@ Time is cut into slices ``((j-1)*g, j*g]`` where ``g`` is the greatest common di
 of the RANGE and SLIDE of every query reading the store, so every window
 ``(k*s - d, k*s]`` is exactly the slices ``k*s/g - d/g + 1 .. k*s/g``. Which slice a
 tuple falls in is decided exactly (``ceil(ts / g)`` on the decimal ``ts`` means, as
-DESIGN §5 wants; doubles decide unless ``ts / g`` is within rounding of an integer).
+docs/ARCHITECTURE.md's "Exact numbers" asks; doubles decide unless ``ts / g`` is
+within rounding of an integer).
 
 Memory is slices x groups x columns: slices no pending window needs are dropped as
 windows are emitted (landmark windows, ``[RANGE UNBOUNDED]``, keep every slice: that

@@ -1,0 +1,77 @@
+"""Every single-column numeric attribute list of a stream decided for a batch of rows
+in one numba call.
+
+A list keeps its constants in covering order and two arrays of cuts (``lt``: the
+doubles below which ``x < c`` holds... see :meth:`indexes.covering.CoveringList.cuts`);
+a row's satisfied range is one binary search per list. Done list by list with numpy,
+each list costs a dozen array calls, which for a pushed tuple (a batch of one row) is
+most of its attribute phase; here all lists of a stream are one call, O(lists * rows *
+log constants). Integers past 2**53 are not all doubles: the caller decides those rows
+exactly (:func:`mqo.prepare.attribute_ranges`).
+
+The kernel takes only arrays and scalars: ``values[c, i]`` (float64, NaN is NULL) is
+column ``c`` of row ``i``; list ``l`` reads column ``columns[l]`` with operator
+``ops[l]`` (the ``OP_*`` codes) over the cuts ``lt[offsets[l]:offsets[l + 1]]`` and
+``le[...]``; it writes ``lo[l, i]``, ``hi[l, i]`` in the kernels' form (``lo = NULL``
+for a NULL value; for ``!=`` ``[lo, hi)`` is the run that fails).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from indexes.kernel_modes import NULL
+from indexes.numba_config import JIT_OPTIONS
+
+OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE = 0, 1, 2, 3, 4, 5
+OP_CODES = {"<": OP_LT, "<=": OP_LE, ">": OP_GT, ">=": OP_GE, "=": OP_EQ, "!=": OP_NE}
+
+
+@njit(**JIT_OPTIONS)
+def _after(cuts: np.ndarray, start: int, end: int, x: float, strict: bool) -> int:
+    """How many of ``cuts[start:end]`` (ascending) are <= x (``strict``) or < x:
+    numpy's searchsorted 'right' and 'left', relative to ``start``."""
+    a, b = start, end
+    while a < b:
+        mid = (a + b) >> 1
+        if cuts[mid] < x or (strict and cuts[mid] == x):
+            a = mid + 1
+        else:
+            b = mid
+    return a - start
+
+
+@njit(**JIT_OPTIONS)
+def list_ranges(
+    values: np.ndarray,
+    columns: np.ndarray,
+    ops: np.ndarray,
+    lt: np.ndarray,
+    le: np.ndarray,
+    offsets: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+) -> None:
+    for l in range(ops.shape[0]):
+        start, end = offsets[l], offsets[l + 1]
+        n = end - start
+        op = ops[l]
+        c = columns[l]
+        for i in range(values.shape[1]):
+            x = values[c, i]
+            lo[l, i] = 0
+            hi[l, i] = n
+            if x != x:
+                lo[l, i] = NULL
+            elif op == OP_LT:
+                lo[l, i] = _after(lt, start, end, x, True)
+            elif op == OP_LE:
+                lo[l, i] = _after(le, start, end, x, False)
+            elif op == OP_GT:
+                hi[l, i] = _after(le, start, end, x, False)
+            elif op == OP_GE:
+                hi[l, i] = _after(lt, start, end, x, True)
+            else:
+                lo[l, i] = _after(le, start, end, x, False)
+                hi[l, i] = _after(lt, start, end, x, True)

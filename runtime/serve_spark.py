@@ -1,0 +1,159 @@
+"""``mqo serve --engine spark``: the directory contract of :mod:`runtime.serve` on
+Structured Streaming.
+
+* ``--input S=DIR``: a file source per stream (CSV with a header, or Parquet when the
+  directory holds ``.parquet`` files when the service starts). Files need ``ts`` and
+  ``id`` columns (a distributed stream has no arrival order to number tuples by) and
+  ``ts >= 0``. Names starting with ``.`` or ``_`` are ignored, as by the local engine.
+* ``--queries DIR``: a text source over the ``*.mqo`` files, each file one command (see
+  :mod:`runtime.spark_control`): a file of ``UNREGISTER id;`` lines unregisters those
+  ids, any other file registers its queries. A file takes effect at the micro-batch
+  that finds it, files of one micro-batch in the order of their modification time.
+  Spark's file source sees each file name once, so, unlike the local engine, a changed
+  or deleted file changes nothing: remove queries with an ``UNREGISTER`` file.
+* ``--output DIR``: Spark's file sink (``part-*`` files, JSON lines or Parquet, and its
+  ``_spark_metadata`` log); the rows of :func:`runtime.spark_control.control_schema`:
+  results, late tuples (``query`` NULL) and refused commands (``error`` set).
+* ``--checkpoint DIR``: Spark's checkpoint; a restart carries on exactly once, the
+  active queries included.
+
+A malformed data row stops the service with Spark's error naming the file (the CSV
+source runs in FAILFAST mode) rather than being read as NULLs; the local engine's
+``--on-bad-row skip`` has no Spark counterpart here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mqo import Catalog
+from predicates import ColumnType
+from runtime.workload import CliError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+_SPARK_TYPES = {
+    ColumnType.INTEGER: "bigint",
+    ColumnType.BYTE: "bigint",
+    ColumnType.FLOAT: "double",
+    ColumnType.STRING: "string",
+    ColumnType.BOOLEAN: "boolean",
+}
+_SINK_FORMATS = {"jsonl": "json", "parquet": "parquet"}
+# a file of nothing but UNREGISTER statements (comments aside) unregisters; others register
+_UNREGISTER = r"(?i)UNREGISTER\s+(?:QUERY\s+)?([^\s;]+)\s*;?"
+
+
+class SparkService:
+    """One streaming query: the stage over the input directories, its commands from
+    the query directory, results to a file sink."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        schema: str,
+        inputs: Mapping[str, str],
+        queries: str,
+        output: str,
+        checkpoint: str,
+        *,
+        max_window: float,
+        fmt: str = "jsonl",
+        allowed_lateness: float = 0.0,
+        order: str | None = None,
+    ) -> None:
+        if fmt not in _SINK_FORMATS:
+            raise CliError(f"--engine spark writes jsonl or parquet (values are a map column), not {fmt}")
+        catalog = Catalog.from_ddl(schema)
+        for stream in inputs:
+            if catalog.get(stream) is None:
+                raise CliError(f"--input {stream}: no such stream in the schema")
+        for folder in (queries, *inputs.values()):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        self.spark = spark
+        self.schema = schema
+        self.catalog = catalog
+        self.inputs = dict(inputs)
+        self.queries = queries
+        self.output = output
+        self.checkpoint = checkpoint
+        self.max_window = max_window
+        self.fmt = fmt
+        self.allowed_lateness = allowed_lateness
+        self.order = order
+
+    def stream_frame(self, stream: str, folder: str) -> DataFrame:
+        schema = self.catalog.get(stream)
+        assert schema is not None
+        columns = ", ".join(f"`{c.name}` {_SPARK_TYPES[c.ctype]}" for c in schema.columns)
+        ddl = f"ts double, id bigint, {columns}" if columns else "ts double, id bigint"
+        reader = self.spark.readStream.schema(ddl)
+        if any(p.suffix == ".parquet" for p in Path(folder).iterdir()):
+            return reader.parquet(folder)
+        return reader.option("header", True).option("mode", "FAILFAST").csv(folder)
+
+    def commands(self) -> DataFrame:
+        """The query directory as commands: one per ``.mqo`` file, or one unregister
+        per id of a file of ``UNREGISTER`` statements."""
+        files = (
+            self.spark.readStream.format("text")
+            .option("wholetext", True)
+            .option("pathGlobFilter", "*.mqo")
+            .load(self.queries)
+            .selectExpr("value", "CAST(unix_micros(_metadata.file_modification_time) AS DOUBLE) / 1e6 AS ts")
+        )
+        # what is left without comments, UNREGISTER statements and white space
+        unregister = _sql(_UNREGISTER)
+        bare = f"regexp_replace(regexp_replace(value, '--[^\\n]*', ''), '{unregister}', '')"
+        rest = f"regexp_replace({bare}, '\\\\s+', '')"
+        return files.selectExpr(
+            "ts",
+            f"CASE WHEN {rest} = '' THEN 'unregister' ELSE 'register' END AS command",
+            f"CASE WHEN {rest} = '' THEN regexp_extract_all(value, '{unregister}', 1) ELSE array(value) END AS texts",
+        ).selectExpr("ts", "command", "explode(texts) AS query")
+
+    def start(self, *, once: bool = False, poll: float = 1.0) -> StreamingQuery:
+        from runtime.spark_streaming import match_stream
+
+        streams = {stream: self.stream_frame(stream, folder) for stream, folder in self.inputs.items()}
+        results = match_stream(
+            streams,
+            "",
+            schema=self.schema,
+            allowed_lateness=self.allowed_lateness,
+            order=self.order,
+            control=self.commands(),
+            max_window=self.max_window,
+        )
+        writer = (
+            results.writeStream.format(_SINK_FORMATS[self.fmt])
+            .option("path", self.output)
+            .option("checkpointLocation", self.checkpoint)
+            .outputMode("append")
+        )
+        writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{poll} seconds")
+        return writer.start()
+
+    def run(self, *, once: bool = False, poll: float = 1.0) -> int:
+        """Run until done (``once``) or Ctrl-C; the number of micro-batches run."""
+        query = self.start(once=once, poll=poll)
+        try:
+            while query.isActive:
+                query.awaitTermination(timeout=1.0)
+        except KeyboardInterrupt:
+            print("mqo serve: stopping the streaming query", file=sys.stderr)
+            query.stop()
+        error = query.exception()
+        if error is not None:
+            raise CliError(f"the streaming query failed: {error}")
+        return len(query.recentProgress)
+
+
+def _sql(pattern: str) -> str:
+    """A regular expression as the body of a Spark SQL string literal."""
+    return pattern.replace("\\", "\\\\").replace("'", "\\'")

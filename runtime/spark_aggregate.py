@@ -1,0 +1,236 @@
+"""Aggregate queries as a Spark batch stage: stream DataFrames in, a DataFrame of
+aggregate rows out.
+
+>>> from runtime.spark_aggregate import aggregate_batch
+>>> rows = aggregate_batch({"H": heart_df}, aggregate_queries_text, schema=ddl_text)
+
+**Output schema** (:func:`aggregate_schema`)::
+
+    query string, window_start double, window_end double,
+    group map<string,string>, values map<string,string>
+
+one row per (query, window, group) whose window holds data, as the local engine emits
+them at the end of a finite input (:meth:`mqo.Matcher.flush`). Groups and values are
+maps because queries differ in them; each value is the text it prints as (exact, see
+:func:`mqo.batch.text_of`). A landmark window's start is NULL.
+
+**Semantics.** As the batch match stage: every tuple arrives in ``(ts, id)`` order (ids
+from an ``id`` column, or numbered in row order), so none is late, and the rows equal
+the local engine's fed in that order (``tests/test_spark_aggregate.py``).
+
+**Partitioning keeps every window whole.** Each task runs an ordinary
+:class:`mqo.Matcher` over its rows and reports only windows it holds entirely, so
+nothing is combined across tasks and the rows are exact. Per stream:
+
+* **group key**: when every aggregate query on the stream groups by one common column,
+  rows are hash-partitioned by it; a group's rows, and so its windows of every kind
+  (count windows too), are in one task;
+* **time spans**: else, when every window is a ``RANGE d`` window, time is cut into
+  spans of width ``P`` (default four times the largest range), a task owns the windows
+  that end in its span and gets the rows from ``d`` before it: a row goes to every span
+  from its own to that of ``ts + d`` (replication ``1 + d / P``);
+* **one task** for the stream otherwise (a landmark window, or count windows without
+  a common group key, need the stream's whole history in order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from mqo import Matcher
+from mqo.batch import text_of
+from predicates.aggregate import AggregateQuery
+from runtime.spark import unify
+from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout, build_spec, ddl_from_frames
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+DEFAULT_SPANS_PER_RANGE = 4
+_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("query", pa.string()),
+        pa.field("window_start", pa.float64()),
+        pa.field("window_end", pa.float64()),
+        pa.field("group", pa.map_(pa.string(), pa.string())),
+        pa.field("values", pa.map_(pa.string(), pa.string())),
+    ]
+)
+
+
+def aggregate_schema() -> StructType:
+    from pyspark.sql import types as T
+
+    text_map = T.MapType(T.StringType(), T.StringType())
+    return T.StructType(
+        [
+            T.StructField("query", T.StringType()),
+            T.StructField("window_start", T.DoubleType()),
+            T.StructField("window_end", T.DoubleType()),
+            T.StructField("group", text_map),
+            T.StructField("values", text_map),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """How one stream's aggregate queries are partitioned (see the module docstring)."""
+
+    stream: str
+    queries: tuple[tuple[str, str], ...]  # (id, text)
+    mode: str  # "key", "time" or "one"
+    key: str | None = None
+    span: float = 0.0
+    reach: float = 0.0  # the largest RANGE
+
+
+def plan_stream(stream: str, queries: Sequence[AggregateQuery], span: float | None) -> StreamPlan:
+    texts = tuple((q.name, q.text) for q in queries)
+    common = set(queries[0].group_by)
+    for q in queries[1:]:
+        common &= set(q.group_by)
+    if common:
+        return StreamPlan(stream, texts, "key", key=sorted(common)[0])
+    if all(q.window.kind == "range" for q in queries):
+        reach = float(max(q.window.size for q in queries))  # type: ignore[type-var]
+        width = float(span) if span is not None else DEFAULT_SPANS_PER_RANGE * reach
+        if not (width > 0 and math.isfinite(width)):
+            raise SparkStageError(f"span must be a positive number of seconds, got {span!r}")
+        return StreamPlan(stream, texts, "time", span=width, reach=reach)
+    return StreamPlan(stream, texts, "one")
+
+
+def aggregate_batch(
+    streams: Mapping[str, DataFrame],
+    queries: str | Sequence[str] | Matcher,
+    *,
+    schema: str | None = None,
+    partitions: int | None = None,
+    span: float | None = None,
+) -> DataFrame:
+    """The aggregate rows of the queries over the stream DataFrames (see the module
+    docstring). ``queries`` holds aggregate queries only (match queries go to
+    :func:`runtime.spark.match_batch`); ``span``: the time span width for streams
+    partitioned by time (default four times the stream's largest RANGE)."""
+    matcher = _aggregate_source(queries, schema, streams)
+    aggregator = matcher.aggregator
+    assert aggregator is not None
+    by_stream: dict[str, list[AggregateQuery]] = {}
+    for registered in aggregator.queries.values():
+        by_stream.setdefault(registered.query.stream, []).append(registered.query)
+    missing = sorted(s for s in by_stream if s not in streams)
+    if missing:
+        raise SparkStageError(f"aggregate queries read stream(s) {', '.join(missing)}: give their DataFrames")
+    spark = next(iter(streams.values())).sparkSession
+    n = int(partitions or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    if n < 1:
+        raise SparkStageError(f"partitions must be >= 1, got {partitions}")
+    ddl = matcher.catalog.ddl()
+    layout_spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    out = None
+    for stream, stream_queries in by_stream.items():
+        plan = plan_stream(stream, stream_queries, span)
+        rows = unify({stream: streams[stream]}, layout_spec)
+        part = _partitioned(rows, plan, layout_spec, n).mapInArrow(
+            partial(aggregate_partition, ddl, plan, layout_spec.stream(stream)), aggregate_schema()
+        )
+        out = part if out is None else out.unionByName(part)
+    assert out is not None
+    return out
+
+
+def _aggregate_source(
+    queries: str | Sequence[str] | Matcher, schema: str | None, frames: Mapping[str, DataFrame]
+) -> Matcher:
+    if isinstance(queries, Matcher):
+        matcher = queries
+    else:
+        matcher = Matcher(schema if schema is not None else ddl_from_frames(frames))
+        matcher.register_queries(queries)
+    if len(matcher.registry):
+        names = ", ".join(rq.name for rq in list(matcher.registry)[:5])
+        raise SparkStageError(f"match queries ({names}) go to runtime.spark.match_batch; give aggregate queries only")
+    if matcher.aggregator is None or not len(matcher.aggregator):
+        raise SparkStageError("no aggregate queries given")
+    return matcher
+
+
+def _partitioned(rows: DataFrame, plan: StreamPlan, spec: StageSpec, n: int) -> DataFrame:
+    """``_p``: the partition key of each row copy; rows sorted within partitions by
+    (ts, id), in time mode by (``_p``, ts, id)."""
+    if plan.mode == "key":
+        layout = spec.stream(plan.stream)
+        field = layout.fields[layout.columns.index(plan.key)]  # type: ignore[arg-type]
+        keyed = rows.selectExpr("*", f"xxhash64({field}) AS _p")
+        # groups never share a window: the task's keys go through one matcher, in ts order
+        return keyed.repartition(n, "_p").sortWithinPartitions("ts", "id")
+    if plan.mode == "one":
+        return rows.selectExpr("*", "0L AS _p").repartition(1).sortWithinPartitions("ts", "id")
+    width, reach = repr(plan.span) + "D", repr(plan.reach) + "D"
+    # every span holding a window this row is in: ends in [ts, ts + RANGE); a little
+    # margin either side, since FLOOR of a quotient of doubles may be one span off
+    margin = f"(ABS(ts) + {reach}) * 1e-12 + 1e-300"
+    first = f"CAST(FLOOR((ts - {margin}) / {width}) AS BIGINT)"
+    last = f"CAST(FLOOR((ts + {reach} + {margin}) / {width}) AS BIGINT)"
+    copies = rows.selectExpr("*", f"explode(sequence({first}, GREATEST({first}, {last}))) AS _p")
+    return copies.repartitionByRange(n, "_p").sortWithinPartitions("_p", "ts", "id")
+
+
+# ------------------------------------------------------------- on the workers
+
+
+def aggregate_partition(
+    ddl: str, plan: StreamPlan, layout: StreamLayout, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """One task: one matcher per span in time mode (a row may be in several), one for
+    the whole task otherwise, fed the rows in (ts, id) order."""
+    received = [b for b in batches if b.num_rows]
+    if not received:
+        return
+    table = pa.Table.from_batches(received)
+    p = table.column("_p").to_numpy()
+    if plan.mode == "time":
+        cut = np.flatnonzero(p[1:] != p[:-1]) + 1
+        bounds = list(zip(np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(p)])).tolist(), strict=True))
+    else:
+        bounds = [(0, len(p))]
+    for start, end in bounds:
+        rows = _run(ddl, plan, layout, table.slice(start, end - start))
+        if plan.mode == "time":
+            span = int(p[start])
+            rows = [r for r in rows if math.floor(r[2] / plan.span) == span]
+        if rows:
+            yield pa.RecordBatch.from_pylist(
+                [dict(zip(_ARROW_SCHEMA.names, r, strict=True)) for r in rows], schema=_ARROW_SCHEMA
+            )
+
+
+def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> list[tuple[Any, ...]]:
+    matcher = Matcher(ddl, time="global", late_sink=_never_late)
+    for name, text in plan.queries:
+        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
+    data: dict[str, Any] = {"ts": table.column("ts").to_numpy(), "id": table.column("id").to_numpy()}
+    for column, fname in zip(layout.columns, layout.fields, strict=True):
+        data[column] = table.column(fname).to_pylist()
+    matcher.push_batch(plan.stream, data)
+    out = []
+    for row in matcher.flush():
+        start = row.window_start if math.isfinite(row.window_start) else None
+        group = [(k, text_of(v)) for k, v in row.group.items()]
+        values = [(k, text_of(v)) for k, v in row.values.items()]
+        out.append((row.query, start, row.window_end, group, values))
+    return out
+
+
+def _never_late(late: Any) -> None:
+    # rows come sorted by (ts, id): a late one would mean rows were lost or misordered
+    raise SparkStageError(f"internal error: a tuple of stream {late.stream} at ts {late.ts} arrived late in a task")

@@ -1,0 +1,206 @@
+"""Queries that come and go while a streaming stage runs: a control stream of commands.
+
+>>> commands = spark.readStream.schema("ts double, command string, query string").json("in/commands")
+>>> results = match_stream(streams, "", schema=ddl, control=commands, max_window=60)
+
+A **command** is a row ``(ts, command, query)``: ``command`` is ``register`` (``query``
+holds query text, one or more queries, with or without ``Query ID:`` headers) or
+``unregister`` (``query`` holds a query id). ``ts`` is the command's event time.
+
+**When a command takes effect.** At the start of the micro-batch that brings it, before
+that micro-batch's tuples; the commands of one micro-batch in ``(ts, command, query)``
+order. So a query registered in micro-batch k reports every result whose last tuple
+arrives in micro-batch k or later, and the earlier tuples of such a result may be any
+tuples not late and within its MAXWINDOW (the stage keeps ``max_window`` of window,
+whatever the queries registered, and tuples no query wants yet). A query unregistered
+in micro-batch k reports nothing from micro-batch k on. It is what
+:meth:`mqo.Matcher.register_queries` and :meth:`~mqo.Matcher.unregister_query` do
+between the pushes of a local matcher with ``keep_window=max_window``, fed each
+micro-batch's commands and then its tuples.
+
+**Where the query set lives.** Every command goes to every state group (one copy per
+slot), and each group keeps the ids and texts of its active queries in its state next
+to its window, so a restart from the checkpoint carries the query set along with the
+window, exactly once like the results. Workers cache one compiled plan per query set;
+a micro-batch with commands compiles its groups' queries again (registration is cheap
+next to a micro-batch, and a group's state then never depends on a plan it cannot
+rebuild).
+
+**Bad commands never stop the job.** A query that does not compile (reported with its
+line and column), one whose MAXWINDOW exceeds ``max_window``, an aggregate query, an id
+already registered, an unregister of an unknown id, an unknown command: each becomes a
+row of the output with ``error`` set (``query`` the id when known, ``ts`` the command's)
+and changes nothing. Only state group 0 reports it, so it is reported once.
+
+**Output** (:func:`control_schema`): ``query string, ts double, ids map<string,bigint>,
+values map<string,string>, error string``. Value names differ between queries that come
+and go, so values travel as a map, each value as the text it prints as (exact, see
+:func:`mqo.batch.text_of`). Late tuples: ``query`` NULL, ``ids = {stream: id}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from mqo import Matcher, MqoError
+from mqo.batch import text_of
+from runtime.spark_spec import SparkStageError, StageSpec
+from runtime.spark_worker import spawn
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+COMMANDS = ("register", "unregister")
+COMMAND_COLUMNS = ("ts", "command", "query")
+
+
+def control_schema() -> StructType:
+    """The stage's output schema when its queries come through a control stream."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [
+            T.StructField("query", T.StringType()),
+            T.StructField("ts", T.DoubleType()),
+            T.StructField("ids", T.MapType(T.StringType(), T.LongType())),
+            T.StructField("values", T.MapType(T.StringType(), T.StringType())),
+            T.StructField("error", T.StringType()),
+        ]
+    )
+
+
+def command_rows(control: DataFrame, slots: int) -> DataFrame:
+    """The commands in the stage's row layout (``_cmd``, ``_text``, ``ts``), one copy
+    per state group (``_slot``), so that every group applies every command."""
+    if not control.isStreaming:
+        raise SparkStageError("control: not a streaming DataFrame (Spark cannot union it with the streams)")
+    names = {f.name.lower(): f.name for f in control.schema.fields}
+    missing = [c for c in COMMAND_COLUMNS if c not in names]
+    if missing:
+        raise SparkStageError(
+            f"control: the command stream needs the columns {', '.join(COMMAND_COLUMNS)}; missing {', '.join(missing)}"
+        )
+    return control.selectExpr(
+        f"CAST(`{names['ts']}` AS DOUBLE) AS ts",
+        f"CAST(`{names['command']}` AS STRING) AS _cmd",
+        f"CAST(`{names['query']}` AS STRING) AS _text",
+        f"explode(sequence(0, {slots - 1})) AS _slot",
+    )
+
+
+def is_dynamic(spec: StageSpec) -> bool:
+    """Whether the stage's queries come through a control stream."""
+    return "keep_window" in dict(spec.settings)
+
+
+def with_queries(spec: StageSpec, queries: Sequence[tuple[str, str]]) -> StageSpec:
+    """``spec`` for another query set (the worker's plan cache is keyed on it)."""
+    queries = tuple((str(name), str(text)) for name, text in queries)
+    if queries == spec.queries:
+        return spec
+    blob = json.dumps([spec.fingerprint, list(queries)])
+    return replace(spec, queries=queries, fingerprint=hashlib.sha256(blob.encode()).hexdigest()[:32])
+
+
+def active_queries(matcher: Matcher) -> tuple[tuple[str, str], ...]:
+    return tuple((rq.name, rq.text) for rq in matcher.registry)
+
+
+def apply_commands(
+    spec: StageSpec,
+    frozen: dict[str, Any] | None,
+    queries: Sequence[tuple[str, str]],
+    commands: pd.DataFrame,
+    allowed_lateness: float,
+) -> tuple[Matcher, list[tuple[str | None, float, str]]]:
+    """A group's matcher after this micro-batch's commands, and the errors as
+    ``(query id or None, ts, message)``. ``commands`` has ``ts``, ``_cmd``, ``_text``.
+
+    The group's matcher is restored whole (its queries compiled again), since a matcher
+    sharing a cached plan cannot change its queries.
+    """
+    base = spawn(with_queries(spec, queries), frozen, allowed_lateness=allowed_lateness)
+    snap = base.snapshot()
+    # a registration horizon of -inf everywhere: with keep_window, the tuples before a
+    # group's horizon cannot be in a new result anyway, and then a group's state never
+    # depends on when it happened to register a query
+    snap["queries"] = [(name, text, -math.inf) for name, text, _ in snap["queries"]]
+    matcher = Matcher.restore(snap, allowed_lateness=allowed_lateness)
+    errors: list[tuple[str | None, float, str]] = []
+    order = commands.assign(_c=commands["_cmd"].fillna(""), _t=commands["_text"].fillna(""))
+    order = order.sort_values(["ts", "_c", "_t"], kind="stable")
+    for ts, command, text in zip(order["ts"].tolist(), order["_cmd"].tolist(), order["_text"].tolist(), strict=True):
+        error = _apply(matcher, spec, float(ts), command, text)
+        if error is not None:
+            errors.append((error[0], float(ts), error[1]))
+    return matcher, errors
+
+
+def _apply(matcher: Matcher, spec: StageSpec, ts: float, command: Any, text: Any) -> tuple[str | None, str] | None:
+    """One command; ``(id, message)`` when it is refused."""
+    verb = str(command).strip().lower() if command is not None else ""
+    if verb not in COMMANDS:
+        return None, f"unknown command {command!r} at ts {ts!r}; use register or unregister"
+    if text is None or not str(text).strip():
+        return None, f"{verb} at ts {ts!r}: no query given"
+    if verb == "unregister":
+        name = str(text).strip().rstrip(";").strip()
+        if name not in matcher.registry.queries:
+            return name, f"unregister at ts {ts!r}: no query {name!r} is registered"
+        matcher.unregister_query(name)
+        return None
+    try:
+        ids = matcher.register_queries(str(text), source_name=f"<register at ts {ts!r}>")
+    except MqoError as exc:
+        return getattr(exc, "query", None), str(exc)
+    registry = matcher.registry.queries
+    aggregates = [q for q in ids if q not in registry]
+    too_wide = [
+        q for q in ids if q in registry and registry[q].is_multi_stream and registry[q].maxwindow > spec.max_window
+    ]
+    if not (aggregates or too_wide):
+        return None
+    # all or nothing, as register_queries itself
+    message = (
+        f"query {aggregates[0]}: aggregate queries do not run in the streaming stage yet "
+        "(batch: runtime.spark_aggregate)"
+        if aggregates
+        else f"query {too_wide[0]}: MAXWINDOW {registry[too_wide[0]].maxwindow:g} s is larger than the stage's "
+        f"max_window {spec.max_window:g} s; restart the stage with a larger max_window to run it"
+    )
+    for q in ids:
+        matcher.unregister_query(q)
+    return (aggregates or too_wide)[0], message
+
+
+def result_row(query: str, ts: float, ids: dict[str, int], values: dict[str, Any]) -> tuple[Any, ...]:
+    return (query, ts, ids, {name: None if v is None else text_of(v) for name, v in values.items()}, None)
+
+
+def late_row(stream: str, ts: float, ident: int) -> tuple[Any, ...]:
+    return (None, ts, {stream: ident}, None, None)
+
+
+def error_row(query: str | None, ts: float, message: str) -> tuple[Any, ...]:
+    return (query, ts, None, None, message)
+
+
+def frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    columns = list(zip(*rows, strict=True))
+    return pd.DataFrame(
+        {
+            "query": pd.Series(columns[0], dtype=object),
+            "ts": pd.Series(columns[1], dtype="float64"),
+            "ids": pd.Series(columns[2], dtype=object),
+            "values": pd.Series(columns[3], dtype=object),
+            "error": pd.Series(columns[4], dtype=object),
+        }
+    )

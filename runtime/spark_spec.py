@@ -1,0 +1,277 @@
+"""The Spark stages' spec: what every task needs to rebuild the plan and read the
+shuffled rows (the DDL, the query texts, the settings, the unified row layout, the
+partitioning), built and validated on the driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from mqo import Matcher, MqoError
+from mqo.batch import value_types as batch_value_types
+from mqo.partitioning import shared_equality_key
+from predicates import ColumnType
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
+
+PARTITION_MODES = ("auto", "time", "key")
+DEFAULT_BUCKETS_PER_WINDOW = 4
+RESERVED = ("query", "ts", "ids")
+
+
+class SparkStageError(MqoError):
+    """A stage that cannot run as asked (unknown stream, missing column, bad option)."""
+
+
+# ------------------------------------------------------------------ the spec
+
+
+@dataclass(frozen=True)
+class StreamLayout:
+    """One stream's place in the unified row layout the stage shuffles."""
+
+    name: str
+    number: int
+    columns: tuple[str, ...]
+    types: tuple[ColumnType, ...]
+    fields: tuple[str, ...]  # the unified column name of each column
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """Everything a worker needs to rebuild the plan and read the shuffled rows.
+
+    Shipped with every task (it is small: the DDL and the query texts); ``fingerprint``
+    keys the per-worker plan cache and guards streaming checkpoints against a restart
+    with other queries.
+    """
+
+    ddl: str
+    queries: tuple[tuple[str, str], ...]  # (id, text)
+    settings: tuple[tuple[str, Any], ...]
+    streams: tuple[StreamLayout, ...]
+    value_types: tuple[tuple[str, str], ...]  # (name, Arrow type name)
+    max_window: float
+    mode: str  # "time" or "key"
+    bucket_width: float
+    key_columns: tuple[tuple[str, str], ...] = ()  # (stream, column) in key mode
+    fingerprint: str = field(default="", compare=False)
+
+    def stream(self, name: str) -> StreamLayout:
+        for layout in self.streams:
+            if layout.name == name:
+                return layout
+        raise KeyError(name)
+
+    def arrow_value_types(self) -> dict[str, pa.DataType]:
+        return {name: _ARROW_OF_NAME[t] for name, t in self.value_types}
+
+
+_ARROW_OF_NAME = {"double": pa.float64(), "int64": pa.int64(), "string": pa.string(), "bool": pa.bool_()}
+
+
+def _fingerprint(ddl: str, queries: Sequence[tuple[str, str]], settings: Sequence[tuple[str, Any]]) -> str:
+    blob = json.dumps([ddl, list(queries), list(settings)], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _no_aggregates(matcher: Matcher) -> None:
+    if matcher.aggregator is not None and len(matcher.aggregator):
+        names = ", ".join(list(matcher.aggregator.queries)[:5])
+        raise SparkStageError(
+            f"aggregate queries ({names}) do not run in the match stages; run them with "
+            "runtime.spark_aggregate.aggregate_batch (batch), mqo match --engine local or Matcher.push_batch"
+        )
+
+
+def _source(
+    queries: str | Sequence[str] | Matcher,
+    schema: str | None,
+    frames: Mapping[str, DataFrame],
+    order: str | None,
+    *,
+    may_be_empty: bool = False,
+) -> Matcher:
+    """A driver-side matcher holding the streams and queries (validates them here,
+    with the usual located errors, before any Spark job runs). ``may_be_empty``: no
+    queries is fine (they come later, through a control stream)."""
+    if isinstance(queries, Matcher):
+        if schema is not None:
+            raise SparkStageError("give schema= only with query texts; a Matcher brings its own streams")
+        _no_aggregates(queries)
+        if not len(queries.registry) and not may_be_empty:
+            raise SparkStageError("the matcher has no registered queries")
+        return queries
+    ddl = schema if schema is not None else ddl_from_frames(frames)
+    matcher = Matcher(ddl) if order is None else Matcher(ddl, order=order)
+    matcher.register_queries(queries)
+    _no_aggregates(matcher)
+    if not len(matcher.registry) and not may_be_empty:
+        raise SparkStageError("no queries given")
+    return matcher
+
+
+def build_spec(
+    matcher: Matcher,
+    *,
+    partition_by: str = "auto",
+    bucket_width: float | None = None,
+    allowed_lateness: float | None = None,
+    slots: int | None = None,
+    max_window: float | None = None,
+) -> StageSpec:
+    """The stage spec for a matcher's streams and queries (``slots``: the streaming
+    stage's number of state groups, part of what a checkpoint must agree with).
+
+    ``max_window``: the largest MAXWINDOW any query may have, for a stage whose
+    queries come and go (:mod:`runtime.spark_control`): buckets are cut for it, every
+    group keeps that much window, and tuples no query wants yet are kept too."""
+    if partition_by not in PARTITION_MODES:
+        raise SparkStageError(f"partition_by must be one of {', '.join(PARTITION_MODES)}, got {partition_by!r}")
+    registry = matcher.registry
+    for rq in registry:
+        for name in output_names(rq):
+            if name in RESERVED:
+                raise SparkStageError(
+                    f"query {rq.name}: the SELECT value name {name!r} clashes with the result column of that "
+                    "name; rename it with AS"
+                )
+    lateness = matcher.allowed_lateness if allowed_lateness is None else float(allowed_lateness)
+    if lateness < 0:
+        raise SparkStageError("allowed_lateness must be >= 0")
+    settings: tuple[tuple[str, Any], ...] = (
+        ("allowed_lateness", lateness),
+        ("order", matcher.order_name),
+        ("max_disjuncts", matcher.max_disjuncts),
+    )
+    if slots is not None:
+        settings += (("slots", int(slots)),)
+    queries = tuple((rq.name, rq.text) for rq in registry)
+    ddl = matcher.catalog.ddl()
+    window = registry.max_window()
+    if max_window is not None:
+        if window > max_window:
+            raise SparkStageError(f"a query's MAXWINDOW ({window:g} s) is larger than max_window ({max_window:g} s)")
+        window = float(max_window)
+        settings += (("store", "all"), ("keep_window", window))
+        if partition_by == "key":
+            raise SparkStageError("queries that come and go need partition_by='time' (or 'auto')")
+        partition_by = "time"
+    key = shared_equality_key(matcher.registry)
+    if partition_by == "key" and key is None:
+        raise SparkStageError(
+            "partition_by='key' needs every multi-stream query to join all of its streams with '=' on one "
+            "column per stream (the same column across queries); these queries do not"
+        )
+    mode = "key" if key is not None and partition_by in ("auto", "key") else "time"
+    span = window + lateness
+    if bucket_width is None:
+        width = DEFAULT_BUCKETS_PER_WINDOW * span if span > 0 else 1.0
+    else:
+        width = float(bucket_width)
+        if not width > 0 or not math.isfinite(width):
+            raise SparkStageError(f"bucket_width must be a positive number, got {bucket_width!r}")
+        if width < span:
+            raise SparkStageError(
+                f"bucket_width {width:g} is smaller than the largest MAXWINDOW plus allowed lateness ({span:g} s); "
+                "a result could then span more than two buckets"
+            )
+    layouts = []
+    for number, schema in enumerate(matcher.catalog):
+        names = tuple(c.name for c in schema.columns)
+        layouts.append(
+            StreamLayout(
+                schema.name,
+                number,
+                names,
+                tuple(c.ctype for c in schema.columns),
+                tuple(f"_c{number}_{i}" for i in range(len(names))),
+            )
+        )
+    types = tuple((name, _arrow_name(t)) for name, t in batch_value_types(registry).items())
+    spec = StageSpec(
+        ddl=ddl,
+        queries=queries,
+        settings=settings,
+        streams=tuple(layouts),
+        value_types=types,
+        max_window=window,
+        mode=mode,
+        bucket_width=width,
+        key_columns=tuple(sorted(key.items())) if mode == "key" and key else (),
+    )
+    return _with_fingerprint(spec)
+
+
+def _with_fingerprint(spec: StageSpec) -> StageSpec:
+    return replace(spec, fingerprint=_fingerprint(spec.ddl, spec.queries, spec.settings))
+
+
+def _arrow_name(dtype: pa.DataType) -> str:
+    for name, t in _ARROW_OF_NAME.items():
+        if t == dtype:
+            return name
+    raise SparkStageError(f"no Spark type for the value type {dtype}")
+
+
+def output_names(rq: Any) -> list[str]:
+    """A registered query's SELECT value names (from its shape's shared context: the
+    query's ``normalized`` form would compile it again)."""
+    return [out.name for out in rq.context.bound.outputs]
+
+
+_DDL_TYPES = {
+    "ByteType": "INTEGER",
+    "ShortType": "INTEGER",
+    "IntegerType": "INTEGER",
+    "LongType": "INTEGER",
+    "FloatType": "FLOAT",
+    "DoubleType": "FLOAT",
+    "DecimalType": "FLOAT",
+    "StringType": "STRING",
+    "VarcharType": "STRING",
+    "CharType": "STRING",
+    "BooleanType": "BOOLEAN",
+}
+
+
+def ddl_from_frames(frames: Mapping[str, DataFrame]) -> str:
+    """``REGISTER STREAM`` statements from the DataFrames' schemas (``ts`` and ``id``
+    are implicit), for callers who give query texts without DDL."""
+    statements = []
+    for name, df in frames.items():
+        cols = []
+        for f in df.schema.fields:
+            if f.name.lower() in ("ts", "id"):
+                continue
+            ddl_type = _DDL_TYPES.get(type(f.dataType).__name__)
+            if ddl_type is None:
+                raise SparkStageError(
+                    f"stream {name}: column {f.name} has Spark type {f.dataType.simpleString()}, which mqo cannot "
+                    "match; drop it or pass schema= with the DDL"
+                )
+            cols.append(f"{f.name} {ddl_type}")
+        statements.append(f"REGISTER STREAM {name} ({', '.join(cols)});")
+    return "\n".join(statements)
+
+
+def _family(dtype: DataType) -> str:
+    name = type(dtype).__name__
+    if name in ("ByteType", "ShortType", "IntegerType", "LongType"):
+        return "integral"
+    if name in ("FloatType", "DoubleType", "DecimalType"):
+        return "fractional"
+    if name in ("StringType", "VarcharType", "CharType"):
+        return "string"
+    if name == "BooleanType":
+        return "boolean"
+    return "other"

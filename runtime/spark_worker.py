@@ -1,0 +1,187 @@
+"""What runs on the Spark workers: the per-worker plan cache, the working matchers
+made from it, and the batch stage's partition function.
+
+The plan is built once per Python worker from the DDL, the query texts and the
+settings (cached by their hash), not once per task; functions shipped to the workers
+live in this module so that the cache is the worker's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from mqo import Matcher, QueryError
+from mqo.batch import MatchBatch
+from mqo.results import Match
+from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout
+
+_OUT_ROWS = 8192
+
+
+# ------------------------------------------------ per-worker plans and matchers
+
+_TEMPLATES: dict[str, Matcher] = {}
+_TEMPLATES_KEPT = 4
+
+
+def template(spec: StageSpec) -> Matcher:
+    """The worker's compiled matcher for ``spec`` (built on first use, then cached).
+
+    It never matches anything itself; :func:`spawn` makes working matchers that share
+    its compiled plan.
+    """
+    m = _TEMPLATES.get(spec.fingerprint)
+    if m is None:
+        settings = dict(spec.settings)
+        # when the stage's queries never change, tuples no query can use need not be kept
+        options: dict[str, Any] = {
+            "order": settings["order"],
+            "max_disjuncts": settings["max_disjuncts"],
+            "store": settings.get("store", "candidates"),
+            "keep_window": settings.get("keep_window", 0.0),
+            # a task gets its rows in ts order, late tuples already decided (by the
+            # driver or Spark's watermark): one clock purges by the newest ts, where a
+            # stream absent from a partition would hold per-stream time back
+            "time": "global",
+        }
+        m = Matcher(spec.ddl, **options)
+        names = [name for name, _ in spec.queries]
+        try:
+            bulk = m.register_queries([text for _, text in spec.queries], "<stage queries>") == names
+        except QueryError:
+            bulk = False
+        if not bulk:
+            # ids given at registration, or from positions in another registry: one by one
+            m = Matcher(spec.ddl, **options)
+            for name, text in spec.queries:
+                m.register_query(text, query_id=name, source_name=f"<query {name}>")
+        m.plan  # noqa: B018 - compile now, once
+        if len(_TEMPLATES) >= _TEMPLATES_KEPT:
+            _TEMPLATES.pop(next(iter(_TEMPLATES)))
+        _TEMPLATES[spec.fingerprint] = m
+    return m
+
+
+def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None, allowed_lateness: float = 0.0) -> Matcher:
+    """A working matcher on the worker's cached plan: empty, or continuing from
+    ``state`` (a :meth:`Matcher.snapshot` taken with ``queries=False``, see
+    :func:`freeze`). Sharing the template's compiled plan is what lets a streaming
+    group restore its window in every micro-batch without compiling the queries again."""
+    base = template(spec)
+    snapshot = base.snapshot(queries=False) if state is None else dict(state)
+    snapshot.setdefault("counters", base.counters.__class__().as_dict())
+    return Matcher.restore(snapshot, like=base, allowed_lateness=float(allowed_lateness))
+
+
+def freeze(matcher: Matcher) -> dict[str, Any]:
+    """The part of a snapshot that changes as tuples flow (clocks, ids, stored tuples);
+    the queries are in the spec, so they are not stored per group."""
+    snap = matcher.snapshot(queries=False)
+    return {k: snap[k] for k in ("format", "settings", "clock", "seq", "next_ids", "state")}
+
+
+def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One task: match the partition's rows, in the order given, with one matcher.
+
+    Rows come sorted by (bucket, ts, stream, id) in time mode, by (ts, stream, id) in
+    key mode. In time mode a row whose bucket is not its home bucket is a copy from an
+    earlier bucket: matched only for the context it gives (its results belong to its
+    home bucket), and skipped when this task has just matched the previous bucket
+    itself, since the matcher then holds the tuple already (the original, or the copy
+    that went there).
+
+    The attribute predicates of all rows are decided per stream in the batch kernels
+    first (:meth:`Matcher.prepare`); the rows are then replayed in order, and only the
+    ones some query wants cost more (:meth:`Matcher.replay`), exactly as if each were
+    pushed in turn.
+    """
+    matcher = spawn(spec)  # before the first batch: the plan compiles while the rows arrive
+    received = list(batches)
+    if not received:  # an empty partition (more partitions than keys or buckets)
+        return
+    table = pa.Table.from_batches(received)
+    if table.num_rows == 0:
+        return
+    s = table.column("_s").to_numpy().copy()  # renumbered below
+    if spec.mode == "key":  # one matcher for all keys, nothing copied
+        keep = np.ones(table.num_rows, bool)
+        owned = keep
+    else:
+        b = table.column("_b").to_numpy()
+        owned = b == table.column("_home").to_numpy()
+        # the bucket this task matched just before each row's bucket
+        changes = np.concatenate(([False], b[1:] != b[:-1]))
+        starts = np.flatnonzero(np.concatenate(([True], changes[1:])))
+        before = np.concatenate(([np.iinfo(np.int64).min], b[starts[:-1]]))
+        previous = before[np.cumsum(changes)]
+        keep = owned | (previous != b - 1)
+    ts = table.column("ts").to_numpy(zero_copy_only=False)
+    ids = table.column("id").to_numpy(zero_copy_only=False)
+    if ids.dtype.kind != "i":
+        raise SparkStageError("a tuple has a NULL id")
+    prepared = []
+    row_in_batch = np.zeros(table.num_rows, np.int64)
+    for k, layout in enumerate(spec.streams):
+        mine = np.flatnonzero((s == layout.number) & keep)
+        row_in_batch[mine] = np.arange(len(mine))
+        data: dict[str, Any] = {"ts": ts[mine], "id": ids[mine]}
+        for col, f in zip(layout.columns, layout.fields, strict=True):
+            data[col] = table.column(f).take(pa.array(mine)).combine_chunks()
+        prepared.append(matcher.prepare(layout.name, data))
+        s[mine] = k  # from here on, the number of its prepared batch
+    order = np.flatnonzero(keep)
+    which, rows = s[order].astype(np.int64), row_in_batch[order]
+    kept_owned = owned[order]
+    found = MatchBatch(matcher.plan)
+    types = spec.arrow_value_types()
+    waiting = 0
+    for j, blocks in matcher.replay(prepared, which, rows):
+        if blocks and kept_owned[j]:
+            found.blocks.extend(blocks)
+            waiting += sum(len(block) for block in blocks)
+            if waiting >= _OUT_ROWS:
+                yield from found.to_arrow(types).to_batches()
+                found = MatchBatch(matcher.plan)
+                waiting = 0
+    if waiting:
+        yield from found.to_arrow(types).to_batches()
+
+
+class Rows:
+    """One Arrow batch of unified rows as Python columns, pushed run by run (the
+    streaming stage's groups are small, so it pushes rather than replays).
+
+    A run of one row (the usual case in timestamp order, where streams interleave) goes
+    through :meth:`Matcher.push`, which costs a sixth of a one-row ``push_batch``;
+    longer runs go through ``push_batch``. Both match as if pushed one by one.
+    """
+
+    __slots__ = ("columns", "ids", "ts")
+
+    def __init__(self, ts: np.ndarray, ids: np.ndarray, columns: dict[str, list[Any]]) -> None:
+        self.ts = ts
+        self.ids = ids
+        self.columns = columns
+
+    @classmethod
+    def of(cls, batch: pa.RecordBatch) -> Rows:
+        names = batch.schema.names
+        columns = {name: batch.column(i).to_pylist() for i, name in enumerate(names) if name.startswith("_c")}
+        ts = batch.column(names.index("ts")).to_numpy(zero_copy_only=False)
+        ids = batch.column(names.index("id")).to_numpy(zero_copy_only=False)
+        return cls(ts, ids, columns)
+
+    def push(self, matcher: Matcher, layout: StreamLayout, start: int, end: int) -> list[Match]:
+        if self.ids[start:end].dtype.kind != "i":
+            raise SparkStageError(f"stream {layout.name}: a tuple has a NULL id")
+        if end - start == 1:
+            values = {col: self.columns[f][start] for col, f in zip(layout.columns, layout.fields, strict=True)}
+            return matcher.push(layout.name, float(self.ts[start]), values, int(self.ids[start]))
+        data: dict[str, Any] = {"ts": self.ts[start:end], "id": self.ids[start:end]}
+        for col, f in zip(layout.columns, layout.fields, strict=True):
+            data[col] = self.columns[f][start:end]
+        return matcher.push_batch(layout.name, data).matches()

@@ -400,13 +400,15 @@ class Pipeline:
             "next_ids": [rows.next_id for rows in self.rows],
             "counters": self.counters.as_dict(),
             "state": self.state.snapshot(),
+            "streams": [schema.name for schema in self.plan.streams] if self.plan is not None else None,
             "late": [_late_data(late) for late in self.late_tuples],
             "order": self._order_snapshot(),
         }
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
         """Continue from :meth:`snapshot` data, on ``plan`` (the same queries)."""
-        self.state = WindowState.restore(data["state"], plan.indexed_positions)
+        state, renumbered = _renumbered(data["state"], data.get("streams"), plan)
+        self.state = WindowState.restore(state, plan.indexed_positions)
         self.plan = None  # the restored state's roles are as they were: none to fill
         self.rows = []
         self.attach(plan)
@@ -416,7 +418,7 @@ class Pipeline:
             rows.restart_ids(next_id)
         self.counters.load(data["counters"])
         self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
-        order = data.get("order")
+        order = None if renumbered else data.get("order")  # per-stream statistics: of other streams
         if order is not None and self.policy is not None and self.engine is not None:
             # the adaptive order's statistics and the engine's list order: with them
             # the restored matcher evaluates, and orders results, as this one would
@@ -430,6 +432,23 @@ class Pipeline:
             return None
         lists = [[lst.index for lst in per_stream] for per_stream in self.engine.attr_lists]
         return {"policy": pickle.dumps(self.policy), "attribute_lists": lists}
+
+
+def _renumbered(state: Mapping[str, Any], names: list[str] | None, plan: CompiledPlan) -> tuple[Any, bool]:
+    """Snapshot state data with its streams numbered as ``plan`` numbers them. A plan
+    compiled from the same queries in another order (or from a query set changed since,
+    as the Spark control stream does) may number the roles of self-joins otherwise; a
+    role the snapshot lacks starts with its stream's tuples (see ``_fill_roles``)."""
+    wanted = [schema.name for schema in plan.streams]
+    if names is None or names == wanted:
+        return state, False
+    rows = dict(zip(names, state["streams"], strict=False))
+    live = {r for roles in plan.live_roles for r in roles}
+    streams = [
+        rows.get(name, rows.get(plan.streams[plan.base_of[s]].name, []) if s in live else [])
+        for s, name in enumerate(wanted)
+    ]
+    return {**state, "streams": streams}, True
 
 
 def _late_data(late: LateTuple) -> dict[str, Any]:

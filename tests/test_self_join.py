@@ -222,3 +222,31 @@ def test_explain_shows_one_list_for_the_same_roles_in_two_queries():
     assert "B.pressure < B#2.pressure - 30   queries two" in text
     assert "B.pressure < B#2.pressure - 20   queries one" in text
     assert "FROM B AS x, B AS y (role B#2)" in text
+
+
+def test_restoring_on_a_plan_that_numbers_the_roles_otherwise():
+    """Stored tuples follow their role by name: a matcher restored ``like=`` one that
+    registered the same self-joins in another order (the Spark stages rebuild plans from
+    query texts) continues exactly as the snapshot's matcher does."""
+    schema = Schema((*SCHEMA.streams, Stream("C", (Column("pressure", FLOAT), Column("alert", INTEGER)))))
+    b_swing = rise("b_swing", ordered=False)  # b2 may be the older tuple: role 2's store counts
+    c_swing = Query("c_swing", (("b1", "C"), ("b2", "C")), WINDOW, b_swing.where)
+    first = mqo.Matcher(schema.ddl(), missing="null", order="AJW")
+    for q in (c_swing, b_swing):
+        first.register_query(q.to_text())
+    second = mqo.Matcher(schema.ddl(), missing="null", order="AJW")
+    for q in (b_swing, c_swing):
+        second.register_query(q.to_text())
+    assert first.plan.streams[3].name == "C#2" and second.plan.streams[3].name == "B#2"
+    other = [Push("C", p.ts, {"pressure": 300 - p.values["pressure"]} if "pressure" in p.values else {}) for p in DATA]
+    data = [*DATA, *other]
+    data.sort(key=lambda p: p.ts)
+    for p in data[:8]:
+        first.push(p.stream, p.ts, dict(p.values))
+    restored = mqo.Matcher.restore(first.snapshot(queries=False), like=second)
+    found = 0
+    for p in data[8:]:
+        want = Counter(engine_results(first.push(p.stream, p.ts, dict(p.values))))
+        assert Counter(engine_results(restored.push(p.stream, p.ts, dict(p.values)))) == want
+        found += sum(want.values())
+    assert found

@@ -227,10 +227,10 @@ def test_shared_key_of_self_joins_takes_one_column_per_stream() -> None:
             "SELECT * FROM B, H MAXWINDOW 5 WHERE B.pid = H.pid",
         ]
     )
-    assert shared_equality_key(m) == {"B": "pid", "H": "pid"}
+    assert shared_equality_key(m.registry) == {"B": "pid", "H": "pid"}
     # the two readings of B equated on different columns: no one column of B keeps them together
     m.register_query("SELECT * FROM B b1, B b2, H MAXWINDOW 5 WHERE b1.pid = H.pid AND b2.temp = H.pid")
-    assert shared_equality_key(m) is None
+    assert shared_equality_key(m.registry) is None
 
 
 def test_bucket_width_below_the_window_is_refused() -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece
+from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
 from mqo.batch import MatchBatch, value_types
 from mqo.clock import Clock
 from mqo.config import ORDERS, MatcherConfig, parse_order
@@ -407,7 +408,9 @@ class Matcher:
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows emitted so far and not yet taken: one per (query, window,
         group), emitted by ``push``/``push_batch``/``heartbeat`` once the watermark
-        passes the window's end."""
+        passes the window's end (also those the watermark passed since, as in a run
+        through :meth:`replay`, which emits nothing itself)."""
+        self._emit_aggregates()
         out, self._aggregates = self._aggregates, AggregateBatch()
         return out
 
@@ -490,13 +493,13 @@ class Matcher:
         """Everything needed to carry on elsewhere, as plain Python data: settings,
         streams, queries (text, id, registration horizon), stored tuples, clocks, the
         late tuples kept, and the adaptive order's statistics (so a restored matcher
-        evaluates, and orders the results of a push, exactly as this one would).
+        evaluates, and orders the results of a push, exactly as this one would); the
+        aggregate queries with their slices, partials, count-window rows not final yet
+        and rows not yet taken (:mod:`mqo.aggregation.persist`).
 
         With ``queries=False`` the queries are left out: restore that with ``like=`` a
         matcher that has them (a Spark worker restoring window state in every
         micro-batch does not re-register thousands of queries each time)."""
-        if self.aggregator is not None and len(self.aggregator):
-            raise QueryError("snapshots of aggregate queries are not supported yet", None, None)
         self._compiled_whole()  # the state exists once the plan does; list numbers as restored
         data: dict[str, Any] = {
             "format": SNAPSHOT_FORMAT,
@@ -504,6 +507,8 @@ class Matcher:
             "next_position": self._next_position,
             **self.pipeline.snapshot(),
         }
+        if self.aggregator is not None:  # with its queries either way: no other matcher shares them
+            data["aggregates"] = aggregate_snapshot(self.aggregator, self._aggregates)
         if queries:
             data["ddl"] = self.catalog.ddl()
             data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
@@ -546,6 +551,9 @@ class Matcher:
             m._plan, m._plan_version = plan, like._plan_version
         m._next_position = snapshot.get("next_position", like._next_position if like is not None else 1)
         m.pipeline.load(snapshot, plan)
+        if "aggregates" in snapshot:
+            compile_texts = lambda texts: m._compile_texts(texts, "<snapshot>")  # noqa: E731
+            m.aggregator, m._aggregates = restore_aggregator(snapshot["aggregates"], m.catalog, config, compile_texts)
         return m
 
 

@@ -76,6 +76,7 @@ def cmd_match(args: argparse.Namespace) -> int:
             rejects_path=args.rejects,
             late_path=args.late,
             progress=args.progress,
+            aggregates_path=args.aggregates,
         )
     if not args.quiet:
         for line in summary.lines():
@@ -297,6 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     match.add_argument("--rejects", metavar="FILE", help="reject file (default: OUTPUT.rejects.jsonl)")
     match.add_argument("--late", metavar="FILE", help="late-tuple file (default: OUTPUT.late.jsonl)")
+    match.add_argument(
+        "--aggregates",
+        metavar="FILE",
+        help="aggregate rows with --format csv or parquet (default: OUTPUT.aggregates.csv/.parquet; "
+        "JSON lines hold them in the output)",
+    )
     match.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     match.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     match.set_defaults(func=cmd_match)

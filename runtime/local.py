@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -27,10 +28,10 @@ import numpy as np
 from mqo import Matcher
 from mqo.batch import MatchBatch
 from mqo.results import LateTuple
+from runtime import agg_outputs
 from runtime.inputs import InputSpec, StreamData, merge, read_inputs
 from runtime.outputs import (
     LinesFile,
-    OutputError,
     ResultWriter,
     check_output_paths,
     open_writer,
@@ -49,12 +50,14 @@ class Summary:
     tuples: int = 0
     per_stream: dict[str, int] = field(default_factory=dict)
     results: int = 0
+    aggregates: int = 0  # aggregate rows written to a file of their own
     late: int = 0
     rejected: int = 0
     seconds: float = 0.0
     output: str = ""
     late_path: str | None = None
     rejects_path: str | None = None
+    aggregates_path: str | None = None  # their own file (CSV, Parquet); else in the output
     nonfinite: int = 0  # computed values written as NULL (not finite numbers)
     total: int = 0  # tuples in the input (``tuples`` is how many were matched)
     interrupted: int | None = None  # the signal that stopped the run early
@@ -65,6 +68,7 @@ class Summary:
         out = [
             f"tuples:   {self.tuples:,} ({streams})",
             f"results:  {self.results:,} -> {shown_path(self.output)}",
+            *([f"aggregates: {self.aggregates:,} -> {self.aggregates_path}"] if self.aggregates_path else []),
             f"late:     {self.late:,}" + (f" -> {self.late_path}" if self.late_path else ""),
             f"rejected: {self.rejected:,}" + (f" -> {self.rejects_path}" if self.rejects_path else ""),
             f"time:     {self.seconds:.2f} s",
@@ -172,16 +176,28 @@ def run_match(
     rejects_path: str | None = None,
     late_path: str | None = None,
     progress: bool | None = None,
+    aggregates_path: str | None = None,
 ) -> Summary:
+    """``aggregates_path``: where aggregate rows go with CSV or Parquet (a file of
+    their own, :mod:`runtime.agg_outputs`; default beside the output); JSON lines hold
+    them in the output."""
     started = time.perf_counter()
     late_path, rejects_path = side_paths(output, late_path, rejects_path)
     named = [("the output", output, False), ("the late-tuple file", late_path, True)]
+    aggregates = [aq.query for aq in matcher.aggregator.queries.values()] if matcher.aggregator is not None else []
+    separate = bool(aggregates) and fmt != "jsonl"
+    if separate:
+        aggregates_path = agg_outputs.aggregates_path(output, fmt, aggregates_path)
+        named.append(("the aggregate file", aggregates_path, False))
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
-    summary = Summary(output=output)
-    if matcher.aggregator is not None and len(matcher.aggregator) and fmt != "jsonl":
-        raise OutputError("aggregate results are written as JSON lines for now; use --format jsonl")
+    summary = Summary(output=output, aggregates_path=aggregates_path if separate else None)
     with (
         open_writer(output, fmt, value_types(matcher)) as writer,
+        (
+            agg_outputs.open_aggregate_writer(aggregates_path, fmt, aggregates)  # type: ignore[arg-type]
+            if separate
+            else nullcontext(writer)
+        ) as aggregate_writer,
         LinesFile(late_path, "the late-tuple file") as late_file,
         LinesFile(rejects_path, "the reject file") as rejects_file,
     ):
@@ -200,7 +216,7 @@ def run_match(
             )
             which, rows = arrival_order(data)
             number_in_arrival_order(data, which, rows)
-            done = match_all(matcher, data, which, rows, writer, late_file, stop, bar, summary)
+            done = match_all(matcher, data, which, rows, writer, late_file, stop, bar, summary, aggregate_writer)
             bar.finish()
     summary.tuples = done
     # per stream, the tuples matched (all of them unless the run was stopped)
@@ -213,7 +229,7 @@ def run_match(
     summary.rejected = rejects_file.count
     summary.late_path = late_path if late_file.count else None
     summary.rejects_path = rejects_path if rejects_file.count else None
-    summary.nonfinite = writer.nonfinite
+    summary.nonfinite = writer.nonfinite + (aggregate_writer.nonfinite if separate else 0)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -228,9 +244,14 @@ def match_all(
     stop: StopFlag,
     bar: Progress,
     summary: Summary,
+    aggregate_writer: ResultWriter | None = None,
+    end_of_input: bool = True,
 ) -> int:
     """Match every tuple in arrival order, writing results and late tuples as they
-    come; returns how many tuples were matched (all, unless a signal stopped it)."""
+    come (aggregate rows with ``aggregate_writer``, else ``writer``: then they count
+    as results); returns how many tuples were matched (all, unless a signal stopped it).
+    At the ``end_of_input`` every window holding data is emitted (the watermark goes
+    to infinity); otherwise (a step of ``mqo serve``) the windows the watermark passed."""
     plan = matcher.plan
     late: list[LateTuple] = []
     matcher.late_sink = late.append
@@ -273,9 +294,12 @@ def match_all(
         done = len(which)
     flush()
     if aggregating and not stopped:
-        # end of input: every window holding data (the watermark goes to infinity)
+        emitted = matcher.flush() if end_of_input else matcher.poll_aggregates()
         with stop.writing():
-            summary.results += writer.write_aggregates(matcher.flush())
+            if aggregate_writer is None or aggregate_writer is writer:
+                summary.results += writer.write_aggregates(emitted)
+            else:
+                summary.aggregates += aggregate_writer.write_aggregates(emitted)
     bar.update(done, summary.results)
     return done
 
@@ -291,8 +315,11 @@ def _aggregate_inputs(matcher: Matcher, data: list[StreamData], which: np.ndarra
         ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
     numbers = np.array([matcher.plan.stream_number(d.stream) for d in data], np.int64)
     late = matcher.late_probe(numbers[which], ts)
+    first = matcher.aggregator.arrived  # rows arrive in the merged order (count windows order ties so)
     for k, d in enumerate(data):
         late_rows = np.zeros(len(d), bool)
+        arrival = np.zeros(len(d), np.int64)
         chosen = which == k
         late_rows[rows[chosen]] = late[chosen]
-        matcher.aggregator.ingest(d.stream, d.as_batch(), late=late_rows)
+        arrival[rows[chosen]] = first + np.flatnonzero(chosen)
+        matcher.aggregator.ingest(d.stream, d.as_batch(), late=late_rows, arrival=arrival)

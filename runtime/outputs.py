@@ -259,7 +259,8 @@ class CsvWriter(ResultWriter):
 
 
 class ParquetWriter(ResultWriter):
-    def __init__(self, path: str, types: dict[str, pa.DataType]) -> None:
+    def __init__(self, path: str, types: dict[str, pa.DataType], schema: pa.Schema | None = None) -> None:
+        """``schema``: another layout than the match results' (the aggregate file's)."""
         super().__init__(path)
         self._types = types
         fields = [
@@ -267,7 +268,7 @@ class ParquetWriter(ResultWriter):
             pa.field("ts", pa.float64(), nullable=False),
             pa.field("ids", pa.map_(pa.string(), pa.int64()), nullable=False),
         ] + [pa.field(name, t) for name, t in types.items()]
-        self.schema = pa.schema(fields)
+        self.schema = schema if schema is not None else pa.schema(fields)
         target = Path(path)
         # A device or pipe is written in place; a file is written beside and renamed.
         special = target.exists() and not target.is_file()

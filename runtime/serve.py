@@ -15,6 +15,12 @@ The directory contract:
   when there are any, ``late-NNNNNN.jsonl``, ``rejected-NNNNNN.jsonl`` (bad rows, with
   ``--on-bad-row skip``) and ``query-errors-NNNNNN.jsonl``. A file appears whole (it is
   written under a temporary name first).
+* Windowed aggregate queries run too: a step writes the rows of the windows the
+  watermark has passed by its end (the watermark goes on across steps; there is no end
+  of input, so windows still open wait for later steps). With JSON lines they are in
+  the results file; with CSV and Parquet, whose columns differ from the matches', in
+  ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.agg_outputs`). The checkpoint holds their
+  slices, partials and count-window rows (:mod:`mqo.aggregation.persist`).
 * ``--checkpoint DIR``: the state after the last completed step (the matcher with its
   queries and window, which files were taken). A restart carries on from it, exactly
   once: a step stopped half-way (Ctrl-C, a crash) is done again from the start and
@@ -36,13 +42,14 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from mqo import Matcher
 from predicates import MqoError
+from runtime.agg_outputs import open_aggregate_writer
 from runtime.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
 from runtime.local import Progress, Summary, arrival_order, match_all, number_in_arrival_order
 from runtime.outputs import LinesFile, open_writer, value_types, write_jsonl
@@ -232,14 +239,6 @@ class LocalService:
                     known[name] = QueryFile(digest, [])
                 report.unregistered += dropped
                 continue
-            aggregator = self.matcher.aggregator
-            windowed = [q for q in ids if aggregator is not None and q in aggregator.queries]
-            if windowed:
-                # their windows close on a watermark the service does not keep across steps yet
-                self._drop(ids)
-                message = f"{path}: query {windowed[0]} is a windowed aggregate query; mqo serve does not run those yet"
-                errors.append({"file": str(path), "error": message})
-                ids = []
             report.unregistered += dropped
             report.registered += len(ids)
             known[name] = QueryFile(digest, ids, text)
@@ -289,16 +288,34 @@ class LocalService:
         step = report.step
         results_path = self._path("results", self.fmt, step)
         late_path = self._path("late", "jsonl", step)
+        aggregator = self.matcher.aggregator
+        aggregates = [r.query for r in aggregator.queries.values()] if aggregator is not None else []
+        # aggregate rows: in the JSON-lines results, else a file of their own (other columns)
+        aggregates_path = self._path("aggregates", self.fmt, step)
+        separate = bool(aggregates) and self.fmt != "jsonl"
         summary = Summary(output=str(results_path))
         with (
             open_writer(str(_temporary(results_path)), self.fmt, value_types(self.matcher)) as writer,
+            (
+                open_aggregate_writer(str(_temporary(aggregates_path)), self.fmt, aggregates)
+                if separate
+                else nullcontext(writer)
+            ) as aggregate_writer,
             LinesFile(str(_temporary(late_path)), "the late-tuple file") as late_file,
         ):
-            match_all(self.matcher, data, which, rows, writer, late_file, stop, Progress(0, False), summary)
+            # windows close on the watermark, which goes on across steps: no end of input
+            progress = Progress(0, False)
+            match_all(
+                self.matcher, data, which, rows, writer, late_file, stop, progress, summary, aggregate_writer, False
+            )
         report.tuples = len(which)
-        report.results, report.late = summary.results, late_file.count
+        report.results, report.late = summary.results + summary.aggregates, late_file.count
         report.rejected = sum(len(d.rejected) for d in data)
-        for path, keep in ((results_path, summary.results > 0), (late_path, late_file.count > 0)):
+        for path, keep in (
+            (results_path, summary.results > 0),
+            (aggregates_path, summary.aggregates > 0),
+            (late_path, late_file.count > 0),
+        ):
             if keep and summary.interrupted is None:
                 os.replace(_temporary(path), path)
             else:

@@ -19,6 +19,18 @@ Semantics (README, "Windowed aggregation"):
   with NULL is false), only when it has such tuples; HAVING filters the groups;
 * a query removed when the newest ts is ``U`` keeps only the windows it had reported:
   those with ``k*s < U - lateness``.
+
+Count windows ``[ROWS n SLIDE m]`` (``rows=True``; ``range_`` is n, ``slide`` m):
+
+* a query's rows are the tuples arriving after its registration (and before its
+  removal) that are not late and satisfy WHERE; per group they are numbered 1, 2, ...
+  by ts, ties by arrival;
+* window k is rows ``max(1, k*m - n + 1) .. k*m``, for every k with ``k*m`` rows; its
+  start and end are the ts of its first and last row;
+* at the end of input each group's next window (``k = R // m + 1`` over R rows, when R
+  is not a multiple of m) with the rows it holds, if any;
+* a query removed when the newest ts is ``U`` keeps the windows whose row ``k*m`` has
+  ``ts <= U - lateness`` (final then), and no end-of-input window.
 """
 
 from __future__ import annotations
@@ -45,13 +57,17 @@ class RefQuery:
     having: tuple[str, str | None, str, Any] | None = None  # (func, column, op, constant)
     registered_at: int = 0  # index of the first tuple it sees arrive
     removed_at: int | None = None
+    rows: bool = False  # [ROWS range_ SLIDE slide]
 
     def text(self) -> str:
         def dur(x: Fraction) -> str:
             return f"{float(x)!r} sec" if x.denominator != 1 else f"{x.numerator} sec"
 
-        window = f"RANGE UNBOUNDED SLIDE {dur(self.slide)}" if self.range_ is None else f"RANGE {dur(self.range_)}"
-        if self.range_ is not None and self.slide != self.range_:
+        if self.rows:
+            window = f"ROWS {self.range_} SLIDE {self.slide}"
+        else:
+            window = f"RANGE UNBOUNDED SLIDE {dur(self.slide)}" if self.range_ is None else f"RANGE {dur(self.range_)}"
+        if not self.rows and self.range_ is not None and self.slide != self.range_:
             window += f" SLIDE {dur(self.slide)}"
         select = [*self.group_by, *(call_name(f, c) for f, c in self.calls)]
         text = f"Query ID: {self.name}\nSELECT {', '.join(select)} FROM {self.stream} [{window}]"
@@ -166,6 +182,10 @@ def evaluate(queries: list[RefQuery], tuples: list[tuple[float, dict[str, Any]]]
                 members.append(a)
         if not members:
             continue
+        if q.rows:
+            removed = None if q.removed_at is None else until - late_by  # type: ignore[operator]
+            out += _count_windows(q, members, removed)
+            continue
         times = [exact(a.ts) for a in members]
         s = q.slide
         if q.range_ is None:
@@ -205,4 +225,42 @@ def evaluate(queries: list[RefQuery], tuples: list[tuple[float, dict[str, Any]]]
                     if v is None or not _OPS[op](exact(v) if isinstance(v, float) else v, exact(const)):
                         continue
                 out.append(Result(q.name, start, end, key, values))
+    return out
+
+
+def _results(q: RefQuery, rows: list[Arrival], start: Fraction | None, end: Fraction, key: tuple) -> list[Result]:
+    values: dict[str, Any] = {}
+    for f, c in q.calls + ([q.having[:2]] if q.having else []):
+        vals = None if c is None else [exact(a.values[bare(c)]) for a in rows if a.values.get(bare(c)) is not None]
+        values[call_name(f, c)] = aggregate(f, vals, len(rows))  # type: ignore[arg-type]
+    if q.having is not None:
+        f, c, op, const = q.having
+        v = values[call_name(f, c)]
+        if v is None or not _OPS[op](exact(v) if isinstance(v, float) else v, exact(const)):
+            return []
+    return [Result(q.name, start, end, key, values)]
+
+
+def _count_windows(q: RefQuery, members: list[Arrival], removed: Fraction | None) -> list[Result]:
+    """[ROWS n SLIDE m] over a query's rows (in arrival order), straight from the definition."""
+    n, m = int(q.range_), int(q.slide)  # type: ignore[arg-type]
+    groups: dict[tuple[Any, ...], list[tuple[Fraction, int, Arrival]]] = {}
+    for i, a in enumerate(members):
+        groups.setdefault(tuple(a.values.get(bare(g)) for g in q.group_by), []).append((exact(a.ts), i, a))
+    out: list[Result] = []
+    for key, rows in groups.items():
+        rows.sort(key=lambda r: (r[0], r[1]))
+        total = len(rows)
+        ends = list(range(m, total + 1, m))
+        if removed is None and total % m:
+            ends.append(total)  # the end of input: the next window, with the rows it has
+        for e in ends:
+            k = (e + m - 1) // m  # window k ends at row k*m (or at the last row)
+            first = max(1, k * m - n + 1)
+            if first > e:
+                continue
+            if removed is not None and rows[e - 1][0] > removed:
+                continue
+            window = [a for _, _, a in rows[first - 1 : e]]
+            out += _results(q, window, rows[first - 1][0], rows[e - 1][0], key)
     return out

@@ -44,3 +44,14 @@ def windows(
             )
         entry["stats"] = stats
     return out
+
+
+def windows_holding(data: list[int], step: int, length: int, k_from: int, k_to: int) -> list[int]:
+    """The windows ``k`` in ``k_from .. k_to`` (slices ``k*step - length + 1 .. k*step``,
+    ``length`` 0: every slice up to ``k*step``) holding a slice of ``data``: each
+    window checked against every slice."""
+    return [
+        k
+        for k in range(k_from, k_to + 1)
+        if any(j <= k * step and (length == 0 or j >= k * step - length + 1) for j in data)
+    ]

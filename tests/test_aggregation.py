@@ -45,6 +45,8 @@ HAVING AVG(H.beatrate) > 100;
         ("SELECT AVG(H.nope) FROM H [RANGE 1 min]", "unknown column 'nope'"),
         ("SELECT COUNT(*) FROM H [RANGE 1 min], B", "one stream"),
         ("SELECT COUNT(*) FROM H [RANGE 1 min SLIDE 1 min", "expected ']'"),
+        ("SELECT COUNT(*) FROM H [ROWS 0]", "whole number of rows above zero"),
+        ("SELECT COUNT(*) FROM H [ROWS 5 SLIDE 1.5]", "whole number of rows above zero"),
     ],
 )
 def test_aggregate_errors_name_the_place(text: str, message: str) -> None:
@@ -81,13 +83,6 @@ def test_match_paths_refuse_aggregate_queries_clearly() -> None:
     for compile_one in (lambda t: compile_queries(t, catalog), lambda t: FastCompiler(catalog).compile(t, 1)):
         with pytest.raises(QueryError, match="aggregate query"):
             compile_one("SELECT COUNT(*) FROM H [RANGE 1 min] WHERE H.vib > 3")
-
-
-def test_rows_windows_are_refused_for_now() -> None:
-    m = mqo.Matcher(DDL)
-    with pytest.raises(QueryError, match="ROWS windows are not supported yet"):
-        m.register_query("SELECT COUNT(*) FROM H [ROWS 5]")
-    assert m.query_ids == []
 
 
 # --------------------------------------------------------------- the example
@@ -417,3 +412,65 @@ def test_json_lines_are_the_rows() -> None:
     ]
     assert rows and {r["query"] for r in rows} == {"per_who", "since", "busy"}
     assert [json.loads(line) for line in got.json_text().splitlines()] == rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.integers(-(2**70), 2**70),
+            st.none(),
+            st.booleans(),
+            st.text(max_size=3),
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_column_texts_are_what_json_writes(column, floats_only) -> None:
+    """Whole-column formatting (the fast paths for all-float and all-int columns, as
+    texts or as template cells, and
+    their fallbacks for NULLs, non-finite floats, bools, big ints, strings) against
+    json.dumps (UTF-8 text, as the encoder writes);
+    repeated values formatted once give the same texts."""
+    from mqo.aggregation import results
+
+    if floats_only:
+        column = [float(v) for v in column if isinstance(v, float)] * 2
+    expected = [json.dumps(v, ensure_ascii=False) for v in column]
+    assert results._texts(column) == expected
+    spec, cells = results._cells(column)
+    assert [spec % (cell,) for cell in cells] == expected
+    if floats_only:
+        values = np.array(column, np.float64)
+        expected = ["null" if v == -math.inf else json.dumps(v) for v in column]
+        assert list(results._repeated(values, null_at=-math.inf)) == expected
+
+
+def test_a_filter_of_many_slots_counts_a_tuple_once() -> None:
+    """An OR takes one slot per disjunct; a tuple satisfying several is in the
+    filter's rows once (the expected counts worked out here, from the tuples)."""
+    m = mqo.Matcher(DDL)
+    m.register_queries(
+        "Query ID: q SELECT COUNT(*), SUM(H.vib) FROM H [RANGE 10 sec]"
+        " WHERE H.vib > 10 OR H.alert = 1 OR H.patient = 2;"
+    )
+    rows = [(1.0 + 1.5 * i, i % 3, 5.0 + 3 * i, i % 2) for i in range(20)]  # ts, patient, vib, alert
+    m.push_batch(
+        "H",
+        {
+            "ts": [r[0] for r in rows],
+            "patient": [r[1] for r in rows],
+            "beatrate": [1.0] * len(rows),
+            "vib": [r[2] for r in rows],
+            "alert": [r[3] for r in rows],
+        },
+    )
+    assert [s.name for s in m.aggregator._pipeline.plan.slots].count("f0_q") == 3  # type: ignore[union-attr]
+    got = {(r.window_end, r.values["COUNT(*)"], r.values["SUM(H.vib)"]) for r in m.flush()}
+    expected: dict[float, list[float]] = {}
+    for ts, patient, vib, alert in rows:
+        if vib > 10 or alert == 1 or patient == 2:
+            expected.setdefault(math.ceil(ts / 10) * 10.0, []).append(vib)
+    assert got == {(end, len(v), math.fsum(v)) for end, v in expected.items()}

@@ -69,8 +69,9 @@ def test_spark_embedding_example_gives_the_running_example_result(spark_session)
     assert [(r["query"], r["ts"], dict(r["ids"]), r["H.alert"]) for r in rows] == [("3", 1.0, {"T": 0, "H": 0}, 1)]
 
 
-def test_aggregation_example_prints_the_documented_rows():
-    block = block_with("poll_aggregates")
+@pytest.mark.parametrize("marker", ["hr_high", "last3"])
+def test_aggregation_examples_print_the_documented_rows(marker: str) -> None:
+    block = block_with(f"Query ID: {marker}")
     expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
     out = io.StringIO()
     with in_repo(), contextlib.redirect_stdout(out):

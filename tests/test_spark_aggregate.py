@@ -1,6 +1,7 @@
 """The aggregate batch stage on Spark equals the local engine fed the same tuples in
 (ts, id) order, in each way it partitions a stream: by a common group key, by time
-spans (rows copied to every span whose windows they are in), and in one task."""
+spans (rows copied to every span whose windows they are in), and in one task; count
+windows in the key and one-task modes."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ Query ID: per_patient_alert
 SELECT H.patient, H.alert, MAX(H.vib), SUM(H.alert) FROM H [RANGE 6] WHERE H.vib > 30 GROUP BY H.patient, H.alert;
 Query ID: since_start
 SELECT H.patient, MIN(H.beatrate) FROM H [RANGE UNBOUNDED SLIDE 20] GROUP BY H.patient HAVING COUNT(*) > 2;
+Query ID: last5
+SELECT H.patient, AVG(H.vib) AS mean, COUNT(*) FROM H [ROWS 5 SLIDE 2] GROUP BY H.patient;
 """
 TIMED = """
 Query ID: all
@@ -37,6 +40,8 @@ Query ID: landmark
 SELECT COUNT(*), AVG(H.vib) AS mean FROM H [RANGE UNBOUNDED SLIDE 15];
 Query ID: recent
 SELECT MAX(H.beatrate) FROM H [RANGE 5 SLIDE 5];
+Query ID: every7
+SELECT COUNT(*), MAX(H.vib) FROM H [ROWS 7 SLIDE 3] WHERE H.alert = 1;
 """
 
 

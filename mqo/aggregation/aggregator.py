@@ -12,7 +12,8 @@ Sharing, from the outside in:
   value column (count, compensated sum, min, max, Welford mean/M2, exact int sums):
   every query over that filter and grouping, whatever its RANGE, SLIDE and
   aggregates, reads them.
-* **windows** are folds of their slices (:func:`indexes.slice_kernels.combine`), emitted
+* **windows** are folds of their slices (:func:`indexes.slice_kernels.fold_windows`: all of a
+  query's closed windows in one call, prefix/suffix folds per block of slices), emitted
   once the watermark has passed their end: no tuple that could still be accepted (not
   late) can fall in them. ``flush`` emits every window holding data (end of input).
 
@@ -34,6 +35,7 @@ import numpy as np
 
 from indexes import slice_fields as K
 from indexes.stored import StoredTuple
+from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
 from mqo.aggregation.slices import SliceStore, slice_of
 from mqo.batch import EXACT, slots_of
@@ -73,9 +75,12 @@ class Aggregator:
         self.catalog = catalog
         self.queries: dict[str, _Registered] = {}
         self.stores: dict[tuple, SliceStore] = {}
+        self.count_stores: dict[tuple, CountStore] = {}  # [ROWS n SLIDE m] (mqo.aggregation.counts)
         self.filters: dict[tuple, str] = {}  # filter key -> filter query id
         self.filter_users: dict[str, set[str]] = {}
         self.filter_texts: dict[str, str] = {}
+        self.filters_made = 0
+        self.arrived = 0  # arrival numbers given so far (count windows order ties by them)
         self._config = config.with_changes(order="AJW", store="candidates", allowed_lateness=0.0)
         self._registry = QueryRegistry(catalog, config.max_disjuncts)
         self._pipeline = Pipeline(self._config)
@@ -90,8 +95,6 @@ class Aggregator:
     def register(self, queries: list[AggregateQuery], newest: float) -> None:
         since = None if newest == -math.inf else decimal_of(newest)
         for aq in queries:
-            if aq.window.kind == "rows":
-                raise QueryError(f"query {aq.name}: ROWS windows are not supported yet; use a RANGE window", None, None)
             if aq.window.kind == "unbounded" and since is not None:
                 raise QueryError(
                     f"query {aq.name}: a landmark window [RANGE UNBOUNDED] must be registered before the first tuple",
@@ -106,13 +109,17 @@ class Aggregator:
         key = aq.filter_key
         fid = self.filters.get(key)
         if fid is None:
-            fid = f"f{len(self.filters)}_{aq.name}"
+            fid = f"f{self.filters_made}_{aq.name}"  # numbered for good: a removed one's number is not reused
+            self.filters_made += 1
             compiled = self._registry.compiler.compile(filter_text(aq), 1).renamed(fid)
             self._registry.add([compiled], -math.inf)
             self.filters[key] = fid
             self.filter_texts[fid] = filter_text(aq)
         self.filter_users.setdefault(fid, set()).add(aq.name)
         window = aq.window
+        if window.kind == "rows":
+            self.queries[aq.name] = _Registered(aq, add_count_query(self.count_stores, self.catalog, aq, fid), since)
+            return
         grid = window.slide if window.size is None else _gcd(window.size, window.slide)
         columns = list(dict.fromkeys(c.column for c in aq.calls if c.column is not None))
         integer = [self.catalog.get(aq.stream).lookup(c)[1] is ColumnType.INTEGER for c in columns]  # type: ignore[union-attr,index]
@@ -143,7 +150,10 @@ class Aggregator:
             del self.filters[key], self.filter_users[fid], self.filter_texts[fid]
             self._registry.remove(fid)
         if not any(r.store_key == reg.store_key for r in self.queries.values()):
-            del self.stores[reg.store_key]
+            self.stores.pop(reg.store_key, None)
+            self.count_stores.pop(reg.store_key, None)
+        elif reg.store_key in self.count_stores:
+            del self.count_stores[reg.store_key].readers[name]
         self._stale = True
 
     def _plan(self) -> None:
@@ -163,10 +173,13 @@ class Aggregator:
         batch: Any,
         late_of: Callable[[np.ndarray], np.ndarray] | None = None,
         late: np.ndarray | None = None,
+        arrival: np.ndarray | None = None,
     ) -> None:
         """A batch of ``stream``'s tuples into the slices, leaving out the late rows:
         ``late_of(ts)`` decides them on the matcher's clock as it is before the batch
-        (as the pipeline does), or ``late`` gives them."""
+        (as the pipeline does), or ``late`` gives them. ``arrival``: the rows' arrival
+        numbers when batches arrive interleaved (from :attr:`arrived` on); else they
+        arrive after every row so far, in row order."""
         if stream.lower() not in self.streams():
             return
         self._plan()
@@ -177,6 +190,8 @@ class Aggregator:
         n = len(prepared)
         if not n:
             return
+        arrival = self.arrived + np.arange(n, dtype=np.int64) if arrival is None else np.asarray(arrival, np.int64)
+        self.arrived = max(self.arrived, int(arrival.max()) + 1)
         keep = np.ones(n, bool) if late_of is None else ~late_of(prepared.ts)
         if late is not None:  # decided by the caller over a merged arrival order
             keep &= ~late
@@ -184,13 +199,23 @@ class Aggregator:
         slots_of: dict[str, list[int]] = {}  # a filter may take more than one slot
         for q, slot in enumerate(plan.slots):
             slots_of.setdefault(slot.name, []).append(q)
+        # the (row, slot) pairs sorted by slot once: each filter's rows are then slices
+        by_slot = np.argsort(fids, kind="stable")
+        fids, rows_of = fids[by_slot], rows_of[by_slot]
+        shared = _BatchColumns(prepared)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = rows_of[np.isin(fids, slots_of.get(store_key[1], []))]
-            if not len(chosen):
-                continue
-            self._into(store, store_key, prepared, chosen)
+            chosen = _filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+            if len(chosen):
+                self._into(store, store_key, shared, chosen)
+        for store_key, count_store in self.count_stores.items():
+            if store_key[0] == stream.lower():
+                chosen = _filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+                if len(chosen):
+                    fvals, ivals = _values(count_store.columns, count_store.integer, prepared, chosen)
+                    codes, keys = shared.groups(store_key[2])
+                    count_store.take(prepared.ts[chosen], arrival[chosen], keys, codes[chosen], fvals, ivals)
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, filter slot) of every filter each kept row satisfies."""
@@ -218,25 +243,13 @@ class Aggregator:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(rows_out), np.concatenate(slots_out)
 
-    def _into(self, store: SliceStore, store_key: tuple, prepared: PreparedBatch, rows: np.ndarray) -> None:
-        rows = np.sort(rows)
-        ts = prepared.ts[rows]
-        slices = slice_of(ts, store.grid)
-        C = len(store.columns)
-        fvals = np.full((len(rows), C), np.nan)
-        ivals = np.zeros((len(rows), C), np.int64)
-        exact = prepared.columns.get(EXACT, {})
-        for c, (name, integer) in enumerate(zip(store.columns, store.integer, strict=True)):
-            col = prepared.columns.get(name)
-            if col is not None:
-                fvals[:, c] = np.asarray(col, np.float64)[rows]
-            if integer:
-                if name in exact:
-                    ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
-                else:
-                    ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
-        codes, keys = _group_codes([prepared.columns.get(g) for g in store_key[2]], rows)
-        store.add(slices, codes, keys, fvals, ivals, self._first_needed(store_key))
+    def _into(self, store: SliceStore, store_key: tuple, shared: _BatchColumns, rows: np.ndarray) -> None:
+        """The batch's ``rows`` (ascending) into ``store``: one kernel call."""
+        prepared = shared.prepared
+        slices = shared.slices(store.grid)[rows]
+        fvals, ivals = _values(store.columns, store.integer, prepared, rows)
+        codes, keys = shared.groups(store_key[2])
+        store.add(slices, codes[rows], keys, fvals, ivals, self._first_needed(store_key))
 
     def _first_needed(self, store_key: tuple) -> int:
         """The first slice a pending window of the store's queries can need."""
@@ -267,9 +280,11 @@ class Aggregator:
     def _emit(self, threshold: Fraction | None) -> AggregateBatch:
         out: list[AggregateChunk] = []
         filled: dict[tuple, np.ndarray] = {}  # per store, the slices holding data
+        positions: dict[str, int] = {}
         for position, reg in enumerate(self.queries.values()):
-            store = self.stores[reg.store_key]
-            if store.empty:
+            positions[reg.query.name] = position
+            store = self.stores.get(reg.store_key)  # None: a count query's
+            if store is None or store.empty:
                 continue
             s, d, g = reg.slide, reg.size, store.grid
             if threshold is None:
@@ -282,36 +297,25 @@ class Aggregator:
                 # closed yet (a tuple within the lateness may still come before the first)
                 first = math.ceil(store.base * g / s)
                 reg.next_k = first if threshold is None else min(first, k_max + 1)
-            k = reg.next_k
-            windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]] = []
             # in slice units (the grid divides RANGE and SLIDE): window k is slices
-            # k*S - D + 1 .. k*S; its bounds as floats by correctly rounded int division
+            # k*S - D + 1 .. k*S; the windows holding data found on arrays, and all of
+            # them folded in one kernel call
             S = int(s / g)
-            D = None if d is None else int(d / g)
-            sn, sd = s.numerator, s.denominator
+            D = 0 if d is None else int(d / g)
             data = filled.get(reg.store_key)
             if data is None:
                 data = filled[reg.store_key] = store.data_slices()
-            while k <= k_max:
-                hi = k * S
-                lo = -(2**62) if D is None else hi - D + 1
-                at = int(np.searchsorted(data, lo))
-                if at == len(data):
-                    k = k_max + 1
-                    break
-                j = int(data[at])
-                if j > hi:  # empty: on to the first window holding slice j, not past the closed ones
-                    k = min(max(k + 1, -(-j // S)), k_max + 1)
-                    continue
-                start = -math.inf if d is None else (k * sn * d.denominator - d.numerator * sd) / (sd * d.denominator)
-                windows.append(((start, k * sn / sd), *store.window(lo, hi)))
-                k += 1
-            reg.next_k = max(reg.next_k, k)
-            if windows:
-                out.append(self._chunk(reg, position, store, windows))
+            from indexes import slice_kernels as SK  # numba on first use
+
+            ks = SK.windows_with_data(data, S, D, reg.next_k, k_max)
+            reg.next_k = max(reg.next_k, k_max + 1)
+            if len(ks):
+                out.append(self._chunk(reg, position, store, ks, *store.fold(ks * S, D)))
         for key, store in self.stores.items():
             if not store.landmark:
                 store.drop_before(self._first_needed(key))
+        finish = lambda name, cs, ws: self._count_chunk(self.queries[name], positions[name], cs, ws)  # noqa: E731
+        out += count_windows(self.count_stores, threshold, finish)
         return AggregateBatch([out])
 
     def _chunk(
@@ -319,20 +323,46 @@ class Aggregator:
         reg: _Registered,
         position: int,
         store: SliceStore,
-        windows: list[tuple[tuple[float, float], np.ndarray, np.ndarray, np.ndarray]],
+        ks: np.ndarray,
+        rows: np.ndarray,
+        fparts: np.ndarray,
+        iparts: np.ndarray,
     ) -> AggregateChunk:
-        """The rows of a query's closed windows (``bounds`` and per group the folded
-        partials of each): every aggregate finished over all (window, group) pairs
-        at once, on arrays; one row per group holding data that passes HAVING."""
+        """The rows of a query's closed windows ``ks`` (``rows``, ``fparts``, ``iparts``:
+        per window and group the folded partials): every aggregate finished over all
+        (window, group) pairs at once, on arrays; one row per group holding data that
+        passes HAVING."""
+        w, grps = np.nonzero(rows)  # by window, then group
+        n = rows[w, grps]
+        fpart = fparts[w, grps]
+        ipart = iparts[w, grps]
+        starts, ends = _bounds(ks, reg.slide, reg.size)
+        return self._finish(reg, position, store, starts[w], ends[w], grps, n, fpart, ipart)
+
+    def _count_chunk(self, reg: _Registered, position: int, store: CountStore, windows: list[Window]) -> AggregateChunk:
+        """The rows of a query's complete count windows (batches of one group each), by window end."""
+        starts, ends, n, fpart, ipart = (np.concatenate([w[k] for w in windows]) for k in (0, 1, 3, 4, 5))
+        grps = np.concatenate([np.full(len(w[0]), w[2], np.int64) for w in windows])
+        order = np.lexsort((grps, ends))  # stable: a group's windows keep their order
+        return self._finish(
+            reg, position, store, starts[order], ends[order], grps[order], *(a[order] for a in (n, fpart, ipart))
+        )
+
+    def _finish(
+        self,
+        reg: _Registered,
+        position: int,
+        store: SliceStore | CountStore,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        grps: np.ndarray,
+        n: np.ndarray,
+        fpart: np.ndarray,
+        ipart: np.ndarray,
+    ) -> AggregateChunk:
+        """Rows (window bounds, group code, folded partials) finished: aggregates,
+        HAVING, outputs."""
         aq = reg.query
-        held = [np.flatnonzero(rows) for _, rows, _, _ in windows]
-        grps = np.concatenate(held)
-        n = np.concatenate([w[1][h] for w, h in zip(windows, held, strict=True)])
-        fpart = np.concatenate([w[2][h] for w, h in zip(windows, held, strict=True)])
-        ipart = np.concatenate([w[3][h] for w, h in zip(windows, held, strict=True)])
-        sizes = [len(h) for h in held]
-        starts = np.repeat([w[0][0] for w in windows], sizes)
-        ends = np.repeat([w[0][1] for w in windows], sizes)
         columns: dict[tuple[str, str | None], list[Any]] = {}
         for call in aq.calls:
             if call.column is None:
@@ -378,7 +408,10 @@ class Aggregator:
     # --------------------------------------------------------------- explain
 
     def explain(self) -> list[str]:
-        lines = [f"aggregate queries: {len(self.queries)}, slice stores: {len(self.stores)}"]
+        lines = [
+            f"aggregate queries: {len(self.queries)}, slice stores: {len(self.stores)}"
+            + (f", count stores: {len(self.count_stores)}" if self.count_stores else "")
+        ]
         for fid, users in self.filter_users.items():
             lines.append(f"  filter {fid}: {self.filter_texts[fid]}  <- read by {', '.join(sorted(users))}")
         for key, store in self.stores.items():
@@ -398,7 +431,98 @@ class Aggregator:
                 size = "UNBOUNDED" if w.size is None else f"{float(w.size):g} s"
                 calls = ", ".join(c.text() for c in aq.calls)
                 lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}")
+        for key, cs in self.count_stores.items():
+            stream, fid, group = key[:3]
+            lines.append(
+                f"  count store {stream} / filter {fid} / group by ({', '.join(group) or '-'}): {cs.explain()}"
+            )
+            for name, (n, m) in cs.readers.items():
+                calls = ", ".join(c.text() for c in self.queries[name].query.calls)
+                lines.append(f"    {name}: ROWS {n} SLIDE {m} reads {calls}")
         return lines
+
+
+class _BatchColumns:
+    """What every store reads of one batch, worked out once for the whole batch: the
+    slice of each row at a grid, the group code of each row for a GROUP BY."""
+
+    def __init__(self, prepared: PreparedBatch) -> None:
+        self.prepared = prepared
+        self._slices: dict[Fraction, np.ndarray] = {}
+        self._groups: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[Any, ...]]]] = {}
+
+    def slices(self, grid: Fraction) -> np.ndarray:
+        if grid not in self._slices:
+            self._slices[grid] = slice_of(self.prepared.ts, grid)
+        return self._slices[grid]
+
+    def groups(self, group_by: tuple[str, ...]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+        if group_by not in self._groups:
+            rows = np.arange(len(self.prepared), dtype=np.int64)
+            self._groups[group_by] = _group_codes(_group_columns(self.prepared, group_by), rows)
+        return self._groups[group_by]
+
+
+def _filter_rows(rows_of: np.ndarray, fids: np.ndarray, slots: list[int]) -> np.ndarray:
+    """The rows (ascending) satisfying a filter of ``slots``; ``fids`` sorted."""
+    parts = [rows_of[np.searchsorted(fids, q) : np.searchsorted(fids, q, "right")] for q in slots]
+    chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    # a row in more than one slot of the filter counts once
+    return np.unique(chosen) if len(parts) > 1 else np.sort(chosen)
+
+
+def _values(
+    columns: list[str], integer: list[bool], prepared: PreparedBatch, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The value columns of ``rows``: as doubles (NaN: NULL) and INTEGER ones exactly."""
+    C = len(columns)
+    fvals = np.full((len(rows), C), np.nan)
+    ivals = np.zeros((len(rows), C), np.int64)
+    exact = prepared.columns.get(EXACT, {})
+    for c, (name, is_int) in enumerate(zip(columns, integer, strict=True)):
+        col = prepared.columns.get(name)
+        if col is not None:
+            fvals[:, c] = np.asarray(col, np.float64)[rows]
+        if is_int:
+            if name in exact:
+                ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
+            else:
+                ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
+    return fvals, ivals
+
+
+def _group_columns(prepared: PreparedBatch, names: tuple[str, ...]) -> list[Any]:
+    """The GROUP BY columns of a batch; an INTEGER one holding values past 2**53 as
+    exact Python ints (None: NULL), since its doubles would merge groups."""
+    exact = prepared.columns.get(EXACT, {})
+    out: list[Any] = []
+    for name in names:
+        if name in exact:
+            col = exact[name]
+            values = [None if null else v for v, null in zip(col.values.tolist(), col.null.tolist(), strict=True)]
+            out.append(np.array(values, object))
+        else:
+            out.append(prepared.columns.get(name))
+    return out
+
+
+def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:
+    """Window ``k``'s ``(k*slide - size, k*slide]`` as correctly rounded doubles, for all
+    ``ks`` (landmark: start -inf): on int64 arrays when the numbers are whole and small
+    enough to be exact doubles, else by Python's correctly rounded int division."""
+    sn, sd = slide.numerator, slide.denominator
+    dn, dd = (0, 1) if size is None else (size.numerator, size.denominator)
+    top = int(np.abs(ks).max()) * sn * dd + abs(dn) * sd if len(ks) else 0
+    if sd == 1 and dd == 1 and top < 2**53:
+        end = ks * sn
+        ends = end.astype(np.float64)
+        starts = np.full(len(ks), -math.inf) if size is None else (end - dn).astype(np.float64)
+        return starts, ends
+    ends = np.array([k * sn / sd for k in ks.tolist()], np.float64)
+    if size is None:
+        return np.full(len(ks), -math.inf), ends
+    starts = np.array([(k * sn * dd - dn * sd) / (sd * dd) for k in ks.tolist()], np.float64)
+    return starts, ends
 
 
 def _group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:

@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,9 @@ from predicates.numbers import decimal_of
 
 @dataclass(frozen=True)
 class AggregateRow:
-    """``window_start``/``window_end``: the window ``(start, end]`` in seconds."""
+    """``window_start``/``window_end``: a time window ``(start, end]`` in seconds (a
+    landmark window's start is minus infinity); a count window's first and last row's
+    ts (both in it)."""
 
     query: str
     window_start: float
@@ -83,30 +86,79 @@ class AggregateChunk:
         def part(text: str) -> str:
             return text.replace("%", "%%")
 
-        values = "".join(part(("," if k else "") + _text(name) + ":") + "%s" for k, name in enumerate(self.names))
+        # whole columns of finite floats or of ints go into the template as they are
+        # (%r and %d write what json writes): no list of texts is made for them
+        specs, cells = zip(*map(_cells, self.values), strict=True) if self.values else ((), ())
+        values = "".join(
+            part(("," if k else "") + _text(name) + ":") + spec
+            for k, (name, spec) in enumerate(zip(self.names, specs, strict=True))
+        )
         template = (
             part('{"query":' + _text(self.query))
             + ',"window_start":%s,"window_end":%s,"group":%s,"values":{'
             + values
             + "}}\n"
         )
-        starts = ["null" if v == -math.inf else _text(v) for v in self.starts.tolist()]
         groups = [
             "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + "}"
             for key in self.keys
         ]
-        cells = [_texts(column) for column in self.values]
-        rows = zip(starts, _texts(self.ends.tolist()), [groups[c] for c in self.codes.tolist()], *cells, strict=True)
+        rows = zip(
+            _repeated(self.starts, null_at=-math.inf),
+            _repeated(self.ends),
+            _pick(groups, self.codes),
+            *cells,
+            strict=True,
+        )
         return [template % row for row in rows]
+
+
+def _cells(column: list[Any]) -> tuple[str, list[Any]]:
+    """A column's template spec and cells: ``%r`` and the floats themselves when all
+    are finite floats (float repr is what json writes), ``%d`` and the ints when all are
+    ints (not bools), else ``%s`` and the texts."""
+    kinds = set(map(type, column))
+    if kinds == {float} and math.isfinite(sum(column)):  # the sum is finite iff every value is
+        return "%r", column
+    if kinds == {int}:
+        return "%d", column
+    return "%s", _texts(column)
+
+
+def _pick(texts: list[str], index: np.ndarray) -> list[str] | tuple[str, ...]:
+    """``texts[i]`` for every ``i`` of ``index``, at C speed (itemgetter)."""
+    if len(index) == 0:
+        return []
+    if len(index) == 1:
+        return [texts[int(index[0])]]
+    return itemgetter(*index.tolist())(texts)
+
+
+def _repeated(values: np.ndarray, null_at: float | None = None) -> list[str] | tuple[str, ...]:
+    """The text of every value, formatted once per distinct value (a window's bounds
+    repeat on each of its groups' rows); ``null_at`` is written as null."""
+    if len(values) == 0:
+        return []
+    distinct, index = np.unique(values, return_inverse=True)
+    texts = _texts(distinct.tolist())
+    if null_at is not None:
+        texts = ["null" if v == null_at else t for v, t in zip(distinct.tolist(), texts, strict=True)]
+    return _pick(texts, index.reshape(-1))
 
 
 def _texts(column: list[Any]) -> list[str]:
     """Every value of a column as json.dumps writes it; whole columns of finite floats
-    or of ints at once."""
-    kinds = set(map(type, column))
-    if kinds == {float} and np.isfinite(np.asarray(column, np.float64)).all():
-        return list(map(float.__repr__, column))
-    if kinds == {int}:
+    or of ints at once (the usual columns: one C-level pass to format, one to check)."""
+    try:
+        texts = list(map(float.__repr__, column))
+    except TypeError:  # not all floats
+        pass
+    else:
+        # the sum is finite iff every value is (short of an overflow: then the slow way)
+        if math.isfinite(sum(column)):
+            return texts
+        return list(map(_text, column))
+    if set(map(type, column)) == {int}:
         return list(map(int.__repr__, column))
     return list(map(_text, column))
 
@@ -138,16 +190,21 @@ class AggregateBatch:
     def __len__(self) -> int:
         return sum(len(c) for part in self.parts for c in part)
 
+    @staticmethod
+    def _order(part: list[AggregateChunk]) -> np.ndarray:
+        """The rows of a part, numbered chunk after chunk, in emission order."""
+        ends = np.concatenate([c.ends for c in part])
+        positions = np.concatenate([np.full(len(c), c.position) for c in part])
+        return np.lexsort((positions, ends))  # stable: a query's rows keep their order
+
     def _ordered(self) -> Iterator[tuple[list[AggregateChunk], list[tuple[int, int]]]]:
         """Per part its chunks and the (chunk, row) of its rows in emission order."""
         for part in self.parts:
             if not part:
                 continue
-            ends = np.concatenate([c.ends for c in part])
-            positions = np.concatenate([np.full(len(c), c.position) for c in part])
             chunk = np.concatenate([np.full(len(c), k) for k, c in enumerate(part)])
             row = np.concatenate([np.arange(len(c)) for c in part])
-            order = np.lexsort((positions, ends))  # stable: a query's rows keep their order
+            order = self._order(part)
             yield part, list(zip(chunk[order].tolist(), row[order].tolist(), strict=True))
 
     @property
@@ -169,9 +226,11 @@ class AggregateBatch:
         (non-finite values as Infinity/NaN, as :meth:`mqo.batch.MatchBatch.json_text`
         writes them; a landmark window's start is null)."""
         out: list[str] = []
-        for part, order in self._ordered():
-            lines = [c.json_lines() for c in part]
-            out.extend(lines[k][r] for k, r in order)
+        for part in self.parts:
+            if not part:
+                continue
+            lines = [line for c in part for line in c.json_lines()]
+            out.extend(_pick(lines, self._order(part)))
         return "".join(out)
 
     def json_lines(self) -> Iterator[str]:

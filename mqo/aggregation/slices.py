@@ -171,10 +171,12 @@ class SliceStore:
             return np.zeros(0, np.int64)
         return self.base + np.flatnonzero(self.rows[: self.top - self.base + 1].any(axis=1))
 
-    def window(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Slices ``lo..hi`` (inclusive, slice numbers) folded per group."""
-        a = max(lo, self.base) - self.base
-        b = min(hi, self.top) - self.base + 1
+    def fold(self, ends: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Windows of ``length`` slices (0: landmark, every slice kept) ending at the
+        slice numbers ``ends`` (ascending), folded per group in one kernel call:
+        ``rows[W, G]``, ``fpart[W, G, C, 6]``, ``ipart[W, G, C, 4]``."""
         from indexes import slice_kernels as K
 
-        return K.combine(self.rows, self.fpart, self.ipart, a, max(a, b))
+        npos = 0 if self.empty else self.top - self.base + 1
+        his = np.asarray(ends, np.int64) - self.base
+        return K.fold_windows(self.rows, self.fpart, self.ipart, npos, self.base, length, his)

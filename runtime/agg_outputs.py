@@ -1,0 +1,198 @@
+"""Aggregate rows as CSV or Parquet (``mqo match --format csv|parquet``).
+
+A match result and an aggregate row have different columns, so with CSV and Parquet
+the aggregate rows go to a file of their own beside the results (JSON lines keep both
+in one file: each line says what it is by its keys). Its columns:
+
+* ``query``, ``window_start``, ``window_end`` (seconds; a landmark window's start,
+  which is minus infinity, is NULL, as in JSON lines);
+* one column ``group.<column>`` per GROUP BY column of any aggregate query (NULL for
+  rows of queries not grouped by it, and for the NULL key);
+* one column per SELECT value name over all aggregate queries (NULL where a query has
+  no such value).
+
+Types come from the queries, not the data: COUNT is an integer, SUM, MIN and MAX of an
+INTEGER column are integers (exact, 64-bit), AVG, STDDEV, VARIANCE and arithmetic are
+doubles, MIN and MAX of a FLOAT column doubles, a group column has its column's type.
+A name two queries give different types to is written as text. Numbers are written as
+for matches: a double as the shortest decimal that reads back as it, an integer as its
+digits; a computed value that is not a finite number is NULL and counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from typing import Any
+
+import pyarrow as pa
+
+from mqo.aggregation import AggregateBatch
+from mqo.batch import ARROW_TYPES
+from predicates import ColumnType, MqoError
+from predicates.aggregate import AggregateQuery
+from predicates.ast import Aggregate, BoolLit, ColumnRef, Number, StringLit
+from runtime.outputs import OutputError, ParquetWriter, ResultWriter, _open_text, _writing
+
+FIXED = ("query", "window_start", "window_end")
+
+
+def aggregates_path(output: str, fmt: str, given: str | None) -> str:
+    """Where aggregate rows go with CSV or Parquet: as given, else beside the output
+    (``out.csv`` -> ``out.aggregates.csv``; ``mqo.aggregates.csv`` in the working
+    directory when results go to standard output)."""
+    if given is not None:
+        return given
+    base = "mqo" if output == "-" else output
+    suffix = f".{fmt}"
+    if base.lower().endswith(suffix):
+        base = base[: -len(suffix)]
+    return f"{base}.aggregates{suffix}"
+
+
+def _output_type(aq: AggregateQuery, expr: Any) -> pa.DataType:
+    if isinstance(expr, Aggregate):
+        call = next(
+            c for c in aq.calls if c.func == expr.func and c.column == (None if expr.arg is None else expr.arg.name)
+        )
+        if call.func == "COUNT":
+            return pa.int64()
+        if call.func in ("SUM", "MIN", "MAX") and call.ctype is ColumnType.INTEGER:
+            return pa.int64()
+        return pa.float64()
+    if isinstance(expr, ColumnRef) and expr.ctype is not None:
+        return ARROW_TYPES[expr.ctype]
+    if isinstance(expr, Number):
+        return pa.int64() if expr.value.denominator == 1 else pa.float64()
+    if isinstance(expr, StringLit):
+        return pa.string()
+    if isinstance(expr, BoolLit):
+        return pa.bool_()
+    return pa.float64()
+
+
+def aggregate_columns(queries: list[AggregateQuery]) -> tuple[dict[str, pa.DataType], dict[str, pa.DataType]]:
+    """(group columns, value columns) of the aggregate file, each name -> Arrow type."""
+    groups: dict[str, pa.DataType] = {}
+    values: dict[str, pa.DataType] = {}
+    for aq in queries:
+        for name, ctype in zip(aq.group_by, aq.group_types, strict=True):
+            dtype = ARROW_TYPES[ctype]
+            groups[name] = pa.string() if name in groups and groups[name] != dtype else dtype
+        for name, expr in aq.outputs:
+            dtype = _output_type(aq, expr)
+            values[name] = pa.string() if name in values and values[name] != dtype else dtype
+    return groups, values
+
+
+class AggregateTable:
+    """The aggregate file's columns, and rows into them."""
+
+    def __init__(self, queries: list[AggregateQuery]) -> None:
+        self.groups, self.values = aggregate_columns(queries)
+        names = [*FIXED, *(f"group.{g}" for g in self.groups), *self.values]
+        clash = sorted({n for n in names if names.count(n) > 1})
+        if clash:
+            raise OutputError(
+                f"aggregate value name {clash[0]!r} is also a column of the aggregate file; rename it with AS"
+            )
+        self.schema = pa.schema(
+            [
+                pa.field("query", pa.string(), nullable=False),
+                pa.field("window_start", pa.float64()),
+                pa.field("window_end", pa.float64(), nullable=False),
+                *(pa.field(f"group.{g}", t) for g, t in self.groups.items()),
+                *(pa.field(n, t) for n, t in self.values.items()),
+            ]
+        )
+
+    def columns(self, batch: AggregateBatch) -> tuple[list[list[Any]], int]:
+        """The rows as columns in schema order (text where a column is text); and how
+        many computed values were not finite (written as NULL)."""
+        rows = batch.rows
+        bad = 0
+        out: list[list[Any]] = [
+            [r.query for r in rows],
+            [None if r.window_start == -math.inf else r.window_start for r in rows],
+            [r.window_end for r in rows],
+        ]
+        for name, dtype in (*self.groups.items(), *self.values.items()):
+            text = dtype == pa.string()
+            column = []
+            is_group = len(out) < 3 + len(self.groups)
+            for r in rows:
+                v = (r.group if is_group else r.values).get(name)
+                if isinstance(v, float) and not math.isfinite(v):
+                    bad += 1
+                    v = None
+                column.append(None if v is None else str(v) if text and not isinstance(v, str) else v)
+            out.append(column)
+        return out, bad
+
+
+class AggregateCsvWriter(ResultWriter):
+    what = "the aggregate file"
+
+    def __init__(self, path: str, queries: list[AggregateQuery]) -> None:
+        super().__init__(path)
+        self.table = AggregateTable(queries)
+        with _writing(self.what, path):
+            self._f = _open_text(path)
+            self._w = csv.writer(self._f)
+            self._w.writerow(self.table.schema.names)
+            self._f.flush()
+
+    def write_aggregates(self, batch: AggregateBatch) -> int:
+        columns, bad = self.table.columns(batch)
+        self.nonfinite += bad
+        with _writing(self.what, self.path):
+            self._w.writerows([_cell(v) for v in row] for row in zip(*columns, strict=True))
+            self._f.flush()
+        return len(batch)
+
+    def close(self) -> None:
+        with _writing(self.what, self.path):
+            if self.path == "-":
+                self._f.flush()
+            else:
+                self._f.close()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+class AggregateParquetWriter(ParquetWriter):
+    """The Parquet results writer's file handling (a temporary name, renamed when
+    closed) over the aggregate file's columns."""
+
+    what = "the aggregate file"
+
+    def __init__(self, path: str, queries: list[AggregateQuery]) -> None:
+        self.table = AggregateTable(queries)
+        super().__init__(path, {}, self.table.schema)
+
+    def write_aggregates(self, batch: AggregateBatch) -> int:
+        if not len(batch):
+            return 0
+        columns, bad = self.table.columns(batch)
+        self.nonfinite += bad
+        arrays = [pa.array(c, f.type, from_pandas=True) for c, f in zip(columns, self.schema, strict=True)]
+        with _writing(self.what, self.path):
+            self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        return len(batch)
+
+
+def open_aggregate_writer(path: str, fmt: str, queries: list[AggregateQuery]) -> ResultWriter:
+    """A writer of aggregate rows to their own CSV or Parquet file."""
+    if fmt == "csv":
+        return AggregateCsvWriter(path, queries)
+    if fmt == "parquet":
+        if path == "-":
+            raise MqoError("Parquet output needs a file, not standard output")
+        return AggregateParquetWriter(path, queries)
+    raise MqoError(f"aggregate rows have a file of their own only with csv or parquet, not {fmt}")

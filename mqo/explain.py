@@ -53,8 +53,13 @@ def explain_text(
     order_note: Iterable[str] = (),
 ) -> str:
     out: list[str] = []
-    streams = ", ".join(f"{s.name}({', '.join(f'{c.name} {c.ctype.value}' for c in s.columns)})" for s in plan.streams)
+    real = plan.streams[: plan.n_real]
+    streams = ", ".join(f"{s.name}({', '.join(f'{c.name} {c.ctype.value}' for c in s.columns)})" for s in real)
     out.append(f"Streams: {streams}")
+    if plan.n_real < len(plan.streams):
+        # self-joins: the k-th alias of a stream in FROM reads its role k (B#2, ...)
+        roles = ", ".join(s.name for s in plan.streams[plan.n_real :])
+        out.append(f"Roles (a stream's k-th alias in FROM reads role #k): {roles}")
     n_queries = len(registry)
     out.append(
         f"Queries: {n_queries} registered as {len(plan.slots)} slot(s); "
@@ -87,7 +92,10 @@ def explain_text(
     out.append("Queries and their bits (QED)")
     for slot in plan.slots:
         rq = slot.query
-        streams = ", ".join(alias if alias == stream else f"{stream} AS {alias}" for alias, stream in rq.aliases)
+        streams = ", ".join(
+            alias if alias == stream else f"{stream} AS {alias}" + (f" (role {role})" if role != stream else "")
+            for (alias, stream), role in zip(rq.aliases, rq.compiled.context.bound.roles, strict=True)
+        )
         window = (
             f"  MAXWINDOW {format_constant(exact(rq.compiled.maxwindow))} s"
             if rq.compiled.maxwindow is not None

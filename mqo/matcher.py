@@ -301,7 +301,8 @@ class Matcher:
     def _compiled_whole(self) -> CompiledPlan:
         """The plan, compiled whole if it is an updated one (list numbers are then
         those of a fresh compile: what ``explain`` shows and snapshots record)."""
-        if self._plan is not None and self._plan.base_plan is not None and not self._frozen:
+        # (with no plan yet, ``self.plan`` alone could update the previous plan)
+        if not self._frozen and (self._plan is None or self._plan.base_plan is not None):
             self._plan = self._previous_plan = None
         return self.plan
 
@@ -510,6 +511,7 @@ class Matcher:
             data["aggregates"] = aggregate_snapshot(self.aggregator, self._aggregates)
         if queries:
             data["ddl"] = self.catalog.ddl()
+            data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
             data["queries"] = [(rq.name, rq.text, _since_text(rq.since_ts)) for rq in self.registry]
         return data
 
@@ -534,6 +536,7 @@ class Matcher:
             if "queries" not in snapshot:
                 raise ValueError("this snapshot has no queries (snapshot(queries=False)); restore it with like=")
             m = cls(snapshot["ddl"], config=config, late_sink=late_sink)
+            m.registry.roles = list(snapshot.get("roles", ()))  # numbered as the stored tuples are
             names = [name for name, _, _ in snapshot["queries"]]
             instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
             instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]

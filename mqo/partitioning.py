@@ -5,7 +5,9 @@ result has all of its tuples in one partition. That holds when every disjunct of
 multi-stream query equates one column per stream across all of its streams
 (``B.pid = H.pid AND H.pid = T.pid``, the names may differ per stream, the same columns
 across queries): :func:`shared_equality_key` finds such columns from the registered
-queries' normalized predicates.
+queries' normalized predicates. A self-join's aliases of one stream read roles of it
+(``B``, ``B#2``; :func:`predicates.catalog.role_name`): all of them must be keyed by the
+same column of the stream.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from predicates import Kind
+from predicates.catalog import split_role
 
 
 def _key_pairs(rq: Any) -> list[list[tuple[Any, Any]]]:
@@ -39,7 +42,9 @@ def shared_equality_key(queries: Iterable[Any]) -> dict[str, str] | None:
         if not rq.is_multi_stream:
             continue
         for pairs in _key_pairs(rq):
-            disjuncts.append((set(rq.streams), [key for key, c in pairs if _is_key_equality(key, c)]))
+            # self-joins: a stream's roles (B, B#2) each need a column; all must be one
+            roles = set(rq.compiled.context.bound.roles)
+            disjuncts.append((roles, [key for key, c in pairs if _is_key_equality(key, c)]))
     if not disjuncts:
         return None
     candidates: list[dict[str, str]] = [{}]
@@ -56,12 +61,14 @@ def shared_equality_key(queries: Iterable[Any]) -> dict[str, str] | None:
                 for choice in _product(options):
                     extended = dict(cand)
                     extended.update(zip(sorted(streams), choice, strict=True))
-                    if extended not in grown:
+                    # every role of a stream partitioned by the stream's one column
+                    consistent = all(extended.get(split_role(s)[0], c) == c for s, c in extended.items())
+                    if consistent and extended not in grown:
                         grown.append(extended)
         candidates = grown[:64]
         if not candidates:
             return None
-    return candidates[0]
+    return {s: c for s, c in candidates[0].items() if split_role(s)[1] == 1}
 
 
 def _components(keys: Sequence[Any]) -> list[dict[str, set[str]]]:

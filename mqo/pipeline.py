@@ -15,6 +15,13 @@ Spark stages' way) all take the same steps:
 5. **store and purge**: the tuple is kept for later ones, and old buckets go as the
    clock's horizon moves.
 
+A stream read under several aliases of a query (a self-join) is read in roles, each an
+engine stream of its own (:attr:`mqo.plan.CompiledPlan.live_roles`): a tuple, once
+found not late (lateness is the declared stream's), is matched and stored in role 1,
+then matched and stored in role 2, and so on. An assignment of tuples to the roles is
+then found exactly once: when its newest tuple arrives, in the last role that tuple
+holds (earlier roles already store the tuple, later ones do not yet).
+
 A :class:`Pipeline` holds what these steps share: the compiled plan (attached anew
 when registrations change), the window state, the engine, the adaptive policy, the
 row builders and the clock.
@@ -84,13 +91,16 @@ class Pipeline:
         width = config.bucket_width or auto_bucket_width(plan.retention_window, config.allowed_lateness)
         if self.state is None:
             self.state = WindowState(len(plan.streams), width)
-        if len(self.rows) != len(plan.streams):
-            self.rows = [RowBuilder(schema, config.missing == "null") for schema in plan.streams]
-        names = [schema.name for schema in plan.streams]
+        real = plan.streams[: plan.n_real]  # ids and clocks are the declared streams'
+        if len(self.rows) != len(real):
+            self.rows = [RowBuilder(schema, config.missing == "null") for schema in real]
+        names = [schema.name for schema in real]
         if config.time == "per-stream" and self.clock.names != names:
             # streams are all declared before the first tuple, so the clock has no time yet
             self.clock = clock_for(config, names, self.now)
         self.state.configure(plan.indexed_positions, width)
+        if self.plan is not None:
+            self._fill_roles(self.plan, plan)
         self.plan = plan
         self.engine = Engine(plan, self.state, self.counters, check_qed=config.check)
         if config.static_order is None:
@@ -100,6 +110,22 @@ class Pipeline:
             self.engine.list_observer = self.policy.observe_list
         if config.check:
             self._check_plan(plan)
+
+    def _fill_roles(self, old: CompiledPlan, new: CompiledPlan) -> None:
+        """A role that a query reads now and none did before starts with its stream's
+        stored tuples (a query registered while tuples flow sees those, in every role);
+        a role no query reads any more lets its tuples go."""
+        assert self.state is not None
+        was = {r for roles in old.live_roles for r in roles} if old.n_real == new.n_real else set()
+        for s, roles in enumerate(new.roles_of):
+            for r in roles:
+                live = r in new.live_roles[s]
+                if live == (r in was):
+                    continue
+                self.state.clear(r)
+                if live:
+                    for t in list(self.state.streams[s].buckets):
+                        self.state.insert(StoredTuple(r, t.seq, t.row))
 
     def _check_plan(self, plan: CompiledPlan) -> None:
         for kind in plan.lists:
@@ -150,15 +176,26 @@ class Pipeline:
         t = StoredTuple(s, self.seq, row)
         self.seq += 1
         blocks = self._process(t)
-        if self.config.store == "all":
-            self._store(t)
-        else:
-            wanted = plan.multi_stream_slots & plan.stream_slots[s]
-            if wanted & ~self.engine.attribute_kill(t, wanted):
-                self._store(t)
+        self._keep(t)
+        for r in plan.live_roles[s]:
+            # the same tuple in the stream's next role (self-joins): see the module doc
+            role_t = StoredTuple(r, t.seq, row)
+            blocks.extend(self._process(role_t))
+            self._keep(role_t)
         self.clock.observe(s, row[0])
         self._advance(self.clock.mark)
         return blocks
+
+    def _keep(self, t: StoredTuple) -> None:
+        """Store a pushed tuple when a multi-stream query may still use it."""
+        plan, engine = self.plan, self.engine
+        assert plan is not None and engine is not None
+        if self.config.store == "all":
+            self._store(t)
+        else:
+            wanted = plan.multi_stream_slots & plan.stream_slots[t.stream]
+            if wanted & ~engine.attribute_kill(t, wanted):
+                self._store(t)
 
     # --------------------------------------------------------------- batches
 
@@ -204,7 +241,7 @@ class Pipeline:
         for k, prep in enumerate(prepared):
             chosen = which == k
             ts[chosen] = prep.ts[rows[chosen]]
-            flags[chosen] = prep.flags[rows[chosen]]
+            flags[chosen] = prep.visit_flags()[rows[chosen]]
             streams[chosen] = prep.stream
         late, marks = self.clock.late_mask(streams, ts)
         marks.append(self.clock.mark)
@@ -215,7 +252,7 @@ class Pipeline:
                 self._late(prep.stream, prep.row(i), marks[j])
                 continue
             self._advance(marks[j])
-            blocks = self._matched_row(prep, i, int(flags[j]))
+            blocks = self._matched_row(prep, i, int(prep.flags[i]))
             self._advance(marks[j + 1])
             yield j, blocks
         self._advance(self.clock.mark)
@@ -247,7 +284,10 @@ class Pipeline:
             self.counters.results += len(slots)
         rest = flags & ~SINGLE
         self.counters.tuples += n
-        for i in np.flatnonzero(late | (rest != 0)).tolist():
+        visit = late | (rest != 0)
+        if prepared.roles:
+            visit |= ~late & (prepared.visit_flags() != prepared.flags)
+        for i in np.flatnonzero(visit).tolist():
             if late[i]:
                 self._late(s, prepared.row(i), marks[i])
                 continue
@@ -271,13 +311,25 @@ class Pipeline:
         return blocks
 
     def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
-        """Row i of a prepared batch, known not to be late."""
+        """Row i of a prepared batch, known not to be late (``flags``: its role 1's
+        work; then its further roles, each with its own flags)."""
         blocks: list[ResultBlock] = []
-        if not flags:
+        roles = [role for role in prepared.roles if role.flags[i]]
+        if not flags and not roles:
             return blocks
         assert self.plan is not None
         t = StoredTuple(prepared.stream, self.seq, prepared.row(i))
         self.seq += 1
+        self._matched_flags(prepared, i, flags, t, blocks)
+        for role in roles:
+            self._matched_flags(role, i, int(role.flags[i]), StoredTuple(role.stream, t.seq, t.row), blocks)
+        return blocks
+
+    def _matched_flags(
+        self, prepared: PreparedBatch, i: int, flags: int, t: StoredTuple, blocks: list[ResultBlock]
+    ) -> None:
+        """What ``flags`` ask for tuple ``t``, row i of ``prepared``: results to ``blocks``."""
+        assert self.plan is not None
         if flags & SINGLE:
             members: list[StoredTuple | None] = [None] * len(self.plan.streams)
             members[prepared.stream] = t
@@ -288,7 +340,6 @@ class Pipeline:
             blocks.extend(self._process(t, prepared.engine_cand(i)))
         if flags & STORE:
             self._store(t)
-        return blocks
 
     # ------------------------------------------------------------ time, state
 
@@ -351,13 +402,16 @@ class Pipeline:
             "next_ids": [rows.next_id for rows in self.rows],
             "counters": self.counters.as_dict(),
             "state": self.state.snapshot(),
+            "streams": [schema.name for schema in self.plan.streams] if self.plan is not None else None,
             "late": [_late_data(late) for late in self.late_tuples],
             "order": self._order_snapshot(),
         }
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
         """Continue from :meth:`snapshot` data, on ``plan`` (the same queries)."""
-        self.state = WindowState.restore(data["state"], plan.indexed_positions)
+        state, renumbered = _renumbered(data["state"], data.get("streams"), plan)
+        self.state = WindowState.restore(state, plan.indexed_positions)
+        self.plan = None  # the restored state's roles are as they were: none to fill
         self.rows = []
         self.attach(plan)
         self.clock.load(data["clock"])
@@ -366,7 +420,7 @@ class Pipeline:
             rows.restart_ids(next_id)
         self.counters.load(data["counters"])
         self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
-        order = data.get("order")
+        order = None if renumbered else data.get("order")  # per-stream statistics: of other streams
         if order is not None and self.policy is not None and self.engine is not None:
             # the adaptive order's statistics and the engine's list order: with them
             # the restored matcher evaluates, and orders results, as this one would
@@ -380,6 +434,23 @@ class Pipeline:
             return None
         lists = [[lst.index for lst in per_stream] for per_stream in self.engine.attr_lists]
         return {"policy": pickle.dumps(self.policy), "attribute_lists": lists}
+
+
+def _renumbered(state: Mapping[str, Any], names: list[str] | None, plan: CompiledPlan) -> tuple[Any, bool]:
+    """Snapshot state data with its streams numbered as ``plan`` numbers them. A plan
+    compiled from the same queries in another order (or from a query set changed since,
+    as the Spark control stream does) may number the roles of self-joins otherwise; a
+    role the snapshot lacks starts with its stream's tuples (see ``_fill_roles``)."""
+    wanted = [schema.name for schema in plan.streams]
+    if names is None or names == wanted:
+        return state, False
+    rows = dict(zip(names, state["streams"], strict=False))
+    live = {r for roles in plan.live_roles for r in roles}
+    streams = [
+        rows.get(name, rows.get(plan.streams[plan.base_of[s]].name, []) if s in live else [])
+        for s, name in enumerate(wanted)
+    ]
+    return {**state, "streams": streams}, True
 
 
 def _late_data(late: LateTuple) -> dict[str, Any]:

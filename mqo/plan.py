@@ -42,6 +42,7 @@ from indexes.kill_table import KillTable, mask_of
 from mqo.expressions import TestFn, ValueFn, column_position, compile_test, compile_value
 from mqo.registry import QueryRegistry, RegisteredQuery
 from predicates import INDEXED_KINDS, Catalog, ColumnType, Kind, ListKey, Residual, StreamSchema
+from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
 from predicates.numbers import exact
 from predicates.templates import Context
@@ -241,6 +242,10 @@ class CompiledPlan:
     # whose lists and kernel tables it shares, and that plan's records removed since
     base_plan: CompiledPlan | None = field(default=None, repr=False)
     dead_records: frozenset[int] = frozenset()
+    # self-joins (see predicates.catalog.role_name): the declared stream each engine
+    # stream reads, and each declared stream's roles after its first, in role order
+    base_of: list[int] = field(default_factory=list)
+    roles_of: list[tuple[int, ...]] = field(default_factory=list)
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
     _per_stream: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
@@ -280,7 +285,20 @@ class CompiledPlan:
         return self.retention_window
 
     def stream_number(self, name: str) -> int:
+        """The number of a declared stream (roles have numbers, but no name to push to)."""
         return self._stream_number[name.lower()]
+
+    @property
+    def n_real(self) -> int:
+        """How many declared streams there are: streams ``0 .. n_real-1``; roles follow."""
+        return len(self.roles_of)
+
+    @cached_property
+    def live_roles(self) -> list[tuple[int, ...]]:
+        """Per declared stream, its roles after the first that some query reads: a
+        tuple of the stream is matched in role 1, then in each of these, in order."""
+        slots = self.stream_slots
+        return [tuple(r for r in roles if slots[r]) for roles in self.roles_of]
 
     def _mask(self, selected: np.ndarray) -> int:
         return mask_of(np.flatnonzero(selected).tolist())
@@ -440,9 +458,17 @@ class CompiledPlan:
 
 def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     catalog = registry.catalog
-    streams = tuple(catalog)
+    real = tuple(catalog)
+    # the engine's streams: the declared ones, then the roles of self-joins (B#2, ...)
+    roles = []
+    for role in registry.roles:
+        base, k = split_role(role)
+        roles.append(role_schema(catalog.require(base), k))
+    streams = real + tuple(roles)
     number = {s.name.lower(): i for i, s in enumerate(streams)}
     n_streams = len(streams)
+    base_of = list(range(len(real))) + [number[split_role(r.name)[0].lower()] for r in roles]
+    roles_of = [tuple(r for r in range(len(real), n_streams) if base_of[r] == s) for s in range(len(real))]
 
     def stream_number(name: str) -> int:
         return number[name.lower()]
@@ -591,8 +617,10 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         attr_list_mask=attr_list_mask,
         retention_window=windows.floats[-1] if n_records else 0.0,
         retention_window_exact=windows.exact(len(windows) - 1) if n_records else Fraction(0),
-        _stream_number=number,
+        _stream_number={name: i for name, i in number.items() if i < len(real)},
         record_orders=orders,
+        base_of=base_of,
+        roles_of=roles_of,
         removal_mark=registry.removal_mark,
     )
 
@@ -624,7 +652,7 @@ def arrange_lists(lists: dict[Kind, list[CompiledList]], n_streams: int) -> tupl
 
 def _context_code(context: Context, stream_number: Any, schema_of: Any) -> ContextCode:
     bound = context.bound
-    aliases = {stream_number(stream): alias for alias, stream in bound.aliases}
+    aliases = {stream_number(role): alias for alias, role in bound.role_aliases}
     ids = tuple(sorted(aliases))
     mask = 0
     for s in ids:

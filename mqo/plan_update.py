@@ -55,9 +55,10 @@ def update_plan(previous: CompiledPlan, registry: QueryRegistry, version: int) -
             if k < len(base.record_orders) and base.record_orders[k] == order:
                 dead.add(k)
     added = registry.newest(newest_order)
-    if len(added) + len(dead) > delta_limit(base.n_slots):
-        return None
+    if len(added) + len(dead) > delta_limit(base.n_slots) or len(base.streams) != base.n_real + len(registry.roles):
+        return None  # too many changes, or a new role of a self-join (a new stream)
     part = QueryRegistry(registry.catalog, registry.max_disjuncts)
+    part.roles = list(registry.roles)  # the same stream numbers as the base
     part.add([rq.compiled for rq in added], [rq.since_ts for rq in added])
     delta = compile_plan(part, version)
     return _merged(base, delta, added, frozenset(dead), version, registry.removal_mark)
@@ -126,6 +127,8 @@ def _merged(
         retention_window_exact=windows.exact(top) if top >= 0 else Fraction(0),
         _stream_number=base._stream_number,
         record_orders=base.record_orders,
+        base_of=base.base_of,
+        roles_of=base.roles_of,
         removal_mark=removal_mark,
         base_plan=base,
         dead_records=dead,

@@ -22,7 +22,7 @@ CLI's merged runs), which keeps results exactly those of pushing one by one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -56,9 +56,19 @@ class PreparedBatch:
     single_mask: np.ndarray  # plain single-stream slots of this stream
     engine_mask: np.ndarray  # slots the engine decides
     flags: np.ndarray  # SINGLE | ENGINE | STORE per row
+    # the same rows in the stream's further roles (self-joins), matched after these
+    roles: list[PreparedBatch] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ts)
+
+    def visit_flags(self) -> np.ndarray:
+        """Per row, the flags of its role 1 or'ed with its further roles' flags: nonzero
+        when some role of the row has work."""
+        flags = self.flags
+        for role in self.roles:
+            flags = flags | role.flags
+        return flags
 
     def row(self, i: int) -> tuple[Any, ...]:
         """The stored row ``(ts, id, *values)`` of row i (integers as ints, NaN as NULL)."""
@@ -92,6 +102,22 @@ class PreparedBatch:
 
 
 def prepare_batch(
+    plan: CompiledPlan,
+    stream: int,
+    ts: np.ndarray,
+    ids: np.ndarray,
+    columns: dict[str, Any],
+    store_all: bool,
+) -> PreparedBatch:
+    """The attribute phase of a batch of declared stream ``stream``, in each role the
+    plan's queries read it in (:attr:`PreparedBatch.roles`)."""
+    prepared = _prepare_one(plan, stream, ts, ids, columns, store_all)
+    if stream < plan.n_real:
+        prepared.roles = [_prepare_one(plan, r, ts, ids, columns, store_all) for r in plan.live_roles[stream]]
+    return prepared
+
+
+def _prepare_one(
     plan: CompiledPlan,
     stream: int,
     ts: np.ndarray,

@@ -13,6 +13,12 @@ drops it. Lists keep the order in which they were first needed, which is the lis
 numbering ``explain`` shows (the thesis numbers lists the same way).
 
 ``version`` changes with every registration change so a plan knows when it is stale.
+
+Queries reading a stream under several aliases read it in **roles** (``B#2``, the second
+alias of B; :func:`predicates.catalog.role_name`); the engine keeps each role as a stream
+of its own. ``roles`` lists the roles ever needed, in the order first needed: a role
+keeps its stream number for the matcher's life (its stored tuples are numbered by it),
+so a role is never dropped, only left without queries.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from predicates import Catalog, Kind, ListKey, NormalizedQuery
+from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
 from predicates.templates import CompiledQuery, Context, Disjunct, FastCompiler
@@ -125,6 +132,13 @@ class QueryRegistry:
         # entry k of the log is removal number ``_removals_before + k``
         self._removals: list[int] = []
         self._removals_before = 0
+        self.roles: list[str] = []  # role streams (``B#2``) in the order first needed
+
+    def need_roles(self, roles: Iterable[str]) -> None:
+        """Number the roles of ``roles`` not numbered yet (names with ``#``)."""
+        for role in roles:
+            if ROLE_MARK in role and role.lower() not in (r.lower() for r in self.roles):
+                self.roles.append(role)
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -146,6 +160,7 @@ class QueryRegistry:
             self._row_key,
             self._row_value,
         )
+        last_context = None
         for compiled in queries:
             if compiled.name in self.queries:
                 raise ValueError(f"query id {compiled.name} is already registered")
@@ -153,6 +168,10 @@ class QueryRegistry:
             order = self._order
             self._order += 1
             self.queries[compiled.name] = RegisteredQuery(compiled, when, order, self.catalog)  # type: ignore[arg-type]
+            if compiled.context is not last_context:
+                last_context = compiled.context
+                if last_context.bound.self_join:
+                    self.need_roles(last_context.bound.roles)
             for d, (preds, _) in enumerate(compiled.disjuncts):
                 if not preds:
                     continue

@@ -92,6 +92,13 @@ class WindowState:
     def insert(self, t: StoredTuple) -> None:
         self.streams[t.stream].insert(t)
 
+    def clear(self, s: int) -> None:
+        """Forget every tuple of stream ``s`` (its indexes stay, empty)."""
+        store = self.streams[s]
+        fresh = StreamStore(self.width)
+        fresh.values = {pos: ValueIndex(pos) for pos in store.values}
+        self.streams[s] = fresh
+
     def purge(self, horizon: float) -> int:
         """Drop the buckets entirely older than ``horizon``; returns tuples dropped.
         Nothing is looked at until the horizon reaches a new bucket."""

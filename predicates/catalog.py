@@ -151,3 +151,33 @@ def _schema_of(decl: StreamDecl) -> StreamSchema:
         seen[lowered] = len(columns)
         columns.append(Column(col.name, col.ctype, col.length))
     return StreamSchema(decl.name, tuple(columns))
+
+
+# ------------------------------------------------------------------ alias roles
+#
+# A stream read under several aliases of one query (a self-join, ``FROM B b1, B b2``)
+# is read in several **roles**: the k-th occurrence of B in FROM (k = 1, 2, ...) reads
+# role ``B`` for k = 1 and ``B#k`` after. Predicates name roles, not aliases, so
+# ``b2.pressure > b1.pressure + 20`` is ``B#2.pressure > B.pressure + 20`` in every query
+# that lists B twice, whatever its aliases: such predicates share lists across queries
+# as any join predicate does. ``#`` is not a character of a name, so a role never
+# collides with a declared stream. The engine keeps each role as a stream of its own
+# and feeds every tuple of B to the roles one after another (docs/ARCHITECTURE.md).
+
+ROLE_MARK = "#"
+
+
+def role_name(stream: str, k: int) -> str:
+    """The name of the ``k``-th role (1-based) of ``stream``."""
+    return stream if k == 1 else f"{stream}{ROLE_MARK}{k}"
+
+
+def split_role(name: str) -> tuple[str, int]:
+    """``(stream, k)`` of a role name (``('B', 1)`` for a plain stream name)."""
+    base, mark, k = name.partition(ROLE_MARK)
+    return (base, int(k)) if mark else (name, 1)
+
+
+def role_schema(schema: StreamSchema, k: int) -> StreamSchema:
+    """The schema of role ``k`` of a stream: its columns under the role's name."""
+    return schema if k == 1 else StreamSchema(role_name(schema.name, k), schema.columns)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from predicates.ast import Query
-from predicates.catalog import Catalog
+from predicates.catalog import Catalog, split_role
 from predicates.errors import QueryError
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnKey, ColumnOrder, NormalizedQuery, normalize
 from predicates.parser import parse_queries
@@ -19,19 +19,21 @@ from predicates.semantic import bind
 
 
 def column_order(catalog: Catalog) -> ColumnOrder:
-    """Canonical order of columns: stream declaration order, then column order
-    (declared columns first, then ``ts``, then ``id``)."""
+    """Canonical order of columns: stream declaration order, then role (a stream's
+    first alias in FROM before its second, :func:`predicates.catalog.role_name`), then
+    column order (declared columns first, then ``ts``, then ``id``)."""
     stream_rank = {name.lower(): i for i, name in enumerate(catalog.names())}
 
     def order(col: ColumnKey) -> tuple:
-        schema = catalog.get(col.stream)
-        rank = stream_rank.get(col.stream.lower(), len(stream_rank))
+        stream, role = split_role(col.stream)
+        schema = catalog.get(stream)
+        rank = stream_rank.get(stream.lower(), len(stream_rank))
         if schema is None:
-            return (rank, 0, col.column)
+            return (rank, role, 0, col.column)
         index = schema.index_of(col.column)
         if index is None:
             index = len(schema.columns) + (0 if col.column == "ts" else 1)
-        return (rank, index, col.column)
+        return (rank, role, index, col.column)
 
     return order
 

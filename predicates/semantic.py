@@ -2,10 +2,15 @@
 
 The binder resolves every column reference to an alias of the FROM clause and checks:
 unknown stream or column (with the closest name suggested), an ambiguous bare column,
-a stream or alias repeated in FROM (self-joins are not supported yet), values of
+an alias repeated in FROM, values of
 different families compared (a string with a number), arithmetic on strings or
 booleans, ordering comparisons on booleans, and MAXWINDOW missing on a multi-stream
 query. Each error points at the offending text.
+
+A stream may appear several times in FROM under different aliases (a self-join): the
+k-th occurrence reads the stream's role k (:func:`predicates.catalog.role_name`), and
+the binder resolves each alias's columns to its role, so predicates between aliases of
+one stream become join and window predicates between roles.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from predicates.ast import (
     StringLit,
     expr_text,
 )
-from predicates.catalog import Catalog, StreamSchema
+from predicates.catalog import ROLE_MARK, Catalog, StreamSchema, role_name
 from predicates.errors import QueryError, Source, Span, did_you_mean
 
 
@@ -47,8 +52,11 @@ class OutputColumn:
 class BoundQuery:
     """A query whose columns are resolved against the catalog.
 
-    ``aliases`` lists ``(alias, stream)`` in FROM order. ``maxwindow`` is in seconds
-    (None for single-stream queries without one). ``condition`` is WINDOW AND WHERE.
+    ``aliases`` lists ``(alias, stream)`` in FROM order. ``roles`` names the role each
+    alias reads (the stream itself unless the stream occurs before in FROM; see
+    :func:`predicates.catalog.role_name`): the stream of its resolved columns.
+    ``maxwindow`` is in seconds (None for single-stream queries without one).
+    ``condition`` is WINDOW AND WHERE.
     """
 
     name: str
@@ -57,6 +65,21 @@ class BoundQuery:
     condition: Condition | None
     maxwindow: Fraction | None
     query: Query = field(repr=False, compare=False)
+    roles: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.roles:
+            object.__setattr__(self, "roles", self.streams)
+
+    @property
+    def role_aliases(self) -> tuple[tuple[str, str], ...]:
+        """``(alias, role)`` in FROM order: what the engine's streams are."""
+        return tuple((alias, role) for (alias, _), role in zip(self.aliases, self.roles, strict=True))
+
+    @property
+    def self_join(self) -> bool:
+        """Whether a stream is read under two or more aliases."""
+        return any(ROLE_MARK in role for role in self.roles)
 
     @property
     def source(self) -> Source:
@@ -80,25 +103,29 @@ class _Scope:
         self.query = query
         self.source = query.source
         self.entries: list[tuple[str, StreamSchema]] = []
-        by_stream: dict[str, Span] = {}
+        self.roles: list[str] = []  # the role each entry reads (see BoundQuery)
+        occurrences: dict[str, int] = {}
         by_alias: dict[str, Span] = {}
         for item in query.from_:
             schema = catalog.require(item.stream, self.source, item.span)
-            stream_key = schema.name.lower()
-            if stream_key in by_stream:
-                raise QueryError(
-                    f"stream {schema.name} appears twice in FROM; self-joins are not supported yet",
-                    self.source,
-                    item.span,
-                    hint="a query may read each stream once",
-                )
             alias = item.alias if item.alias is not None else schema.name
             alias_key = alias.lower()
             if alias_key in by_alias:
-                raise QueryError(f"alias {alias} is used twice in FROM", self.source, item.span)
-            by_stream[stream_key] = item.span
+                hint = None
+                if item.alias is None or alias_key == schema.name.lower():
+                    name = schema.name
+                    hint = f"a stream read twice needs an alias for each reading, as in FROM {name} a, {name} b"
+                raise QueryError(f"alias {alias} is used twice in FROM", self.source, item.span, hint=hint)
+            k = occurrences[schema.name.lower()] = occurrences.get(schema.name.lower(), 0) + 1
             by_alias[alias_key] = item.span
             self.entries.append((alias, schema))
+            self.roles.append(role_name(schema.name, k))
+
+    def role_of(self, alias: str) -> str:
+        for (a, _), role in zip(self.entries, self.roles, strict=True):
+            if a == alias:
+                return role
+        raise KeyError(alias)
 
     def resolve(self, ref: ColumnRef) -> ColumnRef:
         if ref.qualifier is not None:
@@ -112,7 +139,8 @@ class _Scope:
                     ref.span,
                     hint=f"{schema.name} has columns: {', '.join(schema.all_names())}",
                 )
-            return ColumnRef(ref.qualifier, found[0], ref.span, alias=alias, stream=schema.name, ctype=found[1])
+            role = self.role_of(alias)
+            return ColumnRef(ref.qualifier, found[0], ref.span, alias=alias, stream=role, ctype=found[1])
         hits = [(alias, schema, schema.lookup(ref.name)) for alias, schema in self.entries]
         hits = [h for h in hits if h[2] is not None]
         if not hits:
@@ -127,16 +155,26 @@ class _Scope:
             options = " or ".join(f"{alias}.{found[0]}" for alias, _, found in hits)  # type: ignore[index]
             raise QueryError(f"column '{ref.name}' is ambiguous: {options}", self.source, ref.span)
         alias, schema, found = hits[0]
-        return ColumnRef(None, found[0], ref.span, alias=alias, stream=schema.name, ctype=found[1])  # type: ignore[index]
+        role = self.role_of(alias)
+        return ColumnRef(None, found[0], ref.span, alias=alias, stream=role, ctype=found[1])  # type: ignore[index]
 
     def _entry_for(self, ref: ColumnRef) -> tuple[str, StreamSchema]:
         qualifier = ref.qualifier or ""
         for alias, schema in self.entries:
             if alias.lower() == qualifier.lower():
                 return alias, schema
-        for alias, schema in self.entries:
-            if schema.name.lower() == qualifier.lower():
-                return alias, schema
+        readings = [(alias, schema) for alias, schema in self.entries if schema.name.lower() == qualifier.lower()]
+        if len(readings) > 1:
+            qual_span = Span(ref.span.start, ref.span.start + len(qualifier))
+            raise QueryError(
+                f"stream {readings[0][1].name} is read under several aliases here; "
+                f"'{qualifier}' could be any of {', '.join(a for a, _ in readings)}",
+                self.source,
+                qual_span,
+                hint=f"qualify the column with one of the aliases, as in {readings[0][0]}.{ref.name}",
+            )
+        if readings:
+            return readings[0]
         names = [a for a, _ in self.entries] + [s.name for _, s in self.entries]
         qual_span = Span(ref.span.start, ref.span.start + len(qualifier))
         raise QueryError(
@@ -235,13 +273,13 @@ def _bind(query: Query, catalog: Catalog, name: str) -> BoundQuery:
     outputs: list[OutputColumn] = []
     if query.select is None:
         for alias, schema in scope.entries:
-            outputs.extend(_star_columns(alias, schema))
+            outputs.extend(_star_columns(alias, schema, scope.role_of(alias)))
     else:
         for item in query.select:
             if item.star_of is not None:
                 target = ColumnRef(item.star_of, "id", item.span)
                 alias, schema = scope._entry_for(target)
-                outputs.extend(_star_columns(alias, schema))
+                outputs.extend(_star_columns(alias, schema, scope.role_of(alias)))
                 continue
             assert item.expr is not None
             expr = binder.expr(item.expr)
@@ -274,14 +312,15 @@ def _bind(query: Query, catalog: Catalog, name: str) -> BoundQuery:
         condition=bound_condition,
         maxwindow=maxwindow,
         query=query,
+        roles=tuple(scope.roles),
     )
 
 
-def _star_columns(alias: str, schema: StreamSchema) -> list[OutputColumn]:
+def _star_columns(alias: str, schema: StreamSchema, role: str) -> list[OutputColumn]:
     return [
         OutputColumn(
             f"{alias}.{col.name}",
-            ColumnRef(alias, col.name, Span(0, 0), alias=alias, stream=schema.name, ctype=col.ctype),
+            ColumnRef(alias, col.name, Span(0, 0), alias=alias, stream=role, ctype=col.ctype),
         )
         for col in schema.columns
     ]

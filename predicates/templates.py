@@ -61,6 +61,7 @@ from predicates.frontend import column_order, compile_queries
 from predicates.lexer import T, tokenize
 from predicates.normalize import (
     DEFAULT_MAX_DISJUNCTS,
+    ColumnKey,
     ListKey,
     NormalizedQuery,
     Predicate,
@@ -274,11 +275,26 @@ class CompiledQuery:
             parts.append("WHERE 1 = 0")
         else:
             (preds, residuals), *_ = self.disjuncts
-            conds = [f"{key.left} {key.op} {key.rhs_text(_exact(value, key))}" for key, value in preds]
+            conds = [_predicate_text(key, _exact(value, key), self.context.bound) for key, value in preds]
             conds += [r.text for r in residuals]
             if conds:
                 parts.append("WHERE " + " AND ".join(conds))
         return header + " ".join(parts)
+
+
+def _predicate_text(key: ListKey, constant: Any, bound: BoundQuery) -> str:
+    """A predicate as query text: columns of a stream read under several aliases are
+    named by the alias of their role (``b2.pressure``, not the role ``B#2.pressure``)."""
+    if not bound.self_join:
+        return f"{key.left} {key.op} {key.rhs_text(constant)}"
+    alias_of = {role.lower(): alias for alias, role in bound.role_aliases}
+
+    def named(col: ColumnKey) -> ColumnKey:
+        return ColumnKey(alias_of.get(col.stream.lower(), col.stream), col.column)
+
+    right = None if key.right is None else named(key.right)
+    shown = ListKey(key.kind, named(key.left), key.op, right, key.factor, key.family)
+    return f"{shown.left} {shown.op} {shown.rhs_text(constant)}"
 
 
 def _exact(value: Any, key: ListKey) -> Any:

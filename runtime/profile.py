@@ -173,12 +173,13 @@ def predicate_users(matcher: Matcher) -> tuple[dict[tuple[ListKey, Any], list[st
 
 def _rows(plan: CompiledPlan, events: Sequence[Event]) -> list[list[tuple[Any, ...]]]:
     """Each stream's tuples as the matcher's rows, in arrival order."""
-    builders = [RowBuilder(schema) for schema in plan.streams]
-    rows: list[list[tuple[Any, ...]]] = [[] for _ in plan.streams]
+    builders = [RowBuilder(schema) for schema in plan.streams[: plan.n_real]]
+    rows: list[list[tuple[Any, ...]]] = [[] for _ in builders]
     for e in events:
         s = plan.stream_number(e.stream)
         rows[s].append(builders[s].build(e.ts, e.values, e.id))
-    return rows
+    # a self-join's roles (B#2, ...) read their stream's tuples
+    return rows + [rows[plan.base_of[r]] for r in range(plan.n_real, len(plan.streams))]
 
 
 def window_pairs(left: list[tuple[Any, ...]], right: list[tuple[Any, ...]], window: float) -> list[tuple[int, int]]:

@@ -104,7 +104,7 @@ def arrival_order(
     late: list[LateTuple] = []
     next_id: dict[str, int] = {}
     # the matcher's own clock, so both engines call the same tuples late
-    names = [schema.name for schema in matcher.plan.streams]
+    names = [schema.name for schema in matcher.plan.streams[: matcher.plan.n_real]]  # not roles
     clock = clock_for(matcher.config, names)
     for k, i in merge(data):
         d = data[k]

@@ -209,16 +209,25 @@ def make_query(
     candidates: Sequence[int],
     designated: bool,
     narrow: bool = False,
+    self_joins: int = 30,
 ) -> Query:
     """A query around a witness drawn from the pushes ``candidates`` (indexes into ops).
     ``designated``: AND of predicates all TRUE on the witness, MAXWINDOW covering it.
-    ``narrow``: at most two aliases and tight windows (see :func:`window_duration`)."""
+    ``narrow``: at most two aliases and tight windows (see :func:`window_duration`).
+    ``self_joins``: the percentage of queries reading a stream under two or three aliases."""
     streams = [s.name for s in schema.streams]
     if designated:  # only streams with a tuple to be the witness
         streams = [s for s in streams if any(ops[i].stream == s for i in candidates)] or streams  # type: ignore[union-attr]
-    k = c.integer(1, min(len(streams), 2 if narrow else 3))
-    chosen = [streams.pop(c.integer(0, len(streams) - 1)) for _ in range(k)]
-    aliases = [s if not c.chance(20) else f"{s.lower()}{i}" for i, s in enumerate(chosen)]
+    if c.chance(self_joins):
+        # a self-join: a stream read under two or three aliases (and maybe another stream)
+        k = c.integer(2, 2 if narrow else 3)
+        chosen = [c.pick(streams) for _ in range(k)]
+        chosen[1] = chosen[0]  # at least one stream twice
+    else:
+        k = c.integer(1, min(len(streams), 2 if narrow else 3))
+        chosen = [streams.pop(c.integer(0, len(streams) - 1)) for _ in range(k)]
+    # an alias of its own for each reading of a stream read several times
+    aliases = [s if chosen.index(s) == i and not c.chance(20) else f"{s.lower()}{i}" for i, s in enumerate(chosen)]
     sources = tuple(zip(aliases, chosen, strict=True))
     env = witness(c, schema, sources, ops, candidates)
     stamps = [row["ts"] for row in env.values()]

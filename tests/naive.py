@@ -187,14 +187,17 @@ class ReferenceMatcher:
         # one only skips combinations the span check below would reject anyway.
         choices = []
         for _, alias_stream in query.aliases:
-            if alias_stream == stream:
+            if not multi:
                 choices.append([new])
-            else:
-                choices.append(
-                    [r for r in self.stored[alias_stream] if r["ts"] >= since and abs(r["ts"] - new["ts"]) <= window]
-                )
+                continue
+            near = [r for r in self.stored[alias_stream] if r["ts"] >= since and abs(r["ts"] - new["ts"]) <= window]
+            # a stream read under several aliases (a self-join) may give the new tuple to
+            # any of them, to several at once, or earlier tuples to some
+            choices.append([*near, new] if alias_stream == stream else near)
         results = []
         for combo in itertools.product(*choices):
+            if not any(row is new for row in combo):
+                continue  # reported when its last tuple arrived
             env = {alias: row for (alias, _), row in zip(query.aliases, combo, strict=True)}
             stamps = [row["ts"] for row in combo]
             if min(stamps) < since:

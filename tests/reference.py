@@ -35,14 +35,16 @@ The rules (DESIGN.md §3 and §5 "Numbers (revised)", made precise; the same rul
 6. A query registered when the horizon is ``H`` sees only tuples with ``ts >= H``
    (``since``); a query registered before any horizon sees everything.
 7. When a tuple is accepted, each registered query reading its stream reports every
-   assignment of that tuple to its alias and of earlier accepted tuples to the other
-   aliases such that every member has ``ts >= since``, ``max ts - min ts <= MAXWINDOW``
+   assignment of accepted tuples to its aliases (a tuple of alias a's stream to a) that
+   gives the new tuple to at least one alias and earlier accepted tuples to the others
+   (a stream read under several aliases, a self-join, may give the new tuple to several
+   of them, or earlier tuples of its stream to some), such that every member has
+   ``ts >= since``, ``max ts - min ts <= MAXWINDOW``
    (queries over 2+ aliases), and WINDOW AND WHERE is TRUE. One result per assignment
    and query, however many disjuncts hold. ``ts`` of a result is the largest member ts;
    its values are the SELECT items (``*``: every declared column of every alias, named
    ``alias.col``; ``alias.*`` likewise for one alias).
 
-Self-joins (one stream under two aliases) are not modelled: the engine rejects them.
 Idleness after a processing-time timeout is modelled as a declaration (``set_idle``) at
 the point the timeout passes.
 """
@@ -491,8 +493,8 @@ class Reference:
     def register(self, query: Query) -> str:
         if query.name in self.queries:
             raise ValueError(f"query id {query.name} is already registered")
-        if len(set(query.streams)) != len(query.streams):
-            raise ValueError("self-joins are not modelled")
+        if len({a.lower() for a, _ in query.sources}) != len(query.sources):
+            raise ValueError("an alias is used twice")
         for _, stream in query.sources:
             self.schema.stream(stream)
         if len(query.sources) > 1 and query.maxwindow is None:
@@ -601,16 +603,20 @@ class Reference:
         window = query.maxwindow.seconds if multi else None  # type: ignore[union-attr]
         choices: list[list[Row]] = []
         for _, alias_stream in query.sources:
-            if alias_stream == stream:
+            if not multi:
                 choices.append([new])
-            else:
-                # Only a speed-up: the tests below reject whatever this skips.
-                stamps = self.stamps[alias_stream]
-                lo = new["ts"] - window if since is None else max(since, new["ts"] - window)
-                first = bisect.bisect_left(stamps, lo)
-                choices.append(self.stored[alias_stream][first : bisect.bisect_right(stamps, new["ts"] + window)])
+                continue
+            # Only a speed-up: the tests below reject whatever this skips.
+            stamps = self.stamps[alias_stream]
+            lo = new["ts"] - window if since is None else max(since, new["ts"] - window)
+            first = bisect.bisect_left(stamps, lo)
+            pool = self.stored[alias_stream][first : bisect.bisect_right(stamps, new["ts"] + window)]
+            # every alias of the new tuple's stream may hold it (several at once, too)
+            choices.append([*pool, new] if alias_stream == stream else pool)
         out = []
         for combo in itertools.product(*choices):
+            if not any(r is new for r in combo):
+                continue  # its last tuple arrived before: reported then
             stamps = [r["ts"] for r in combo]
             if since is not None and min(stamps) < since:
                 continue

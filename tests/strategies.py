@@ -356,8 +356,12 @@ def query_specs(draw, schema: Schema, bare: bool = False) -> QuerySpec:
     within MAXWINDOW is a result), to exercise registration and the retention horizon."""
     k = draw(st.integers(1, min(3, len(schema.streams))))
     specs = draw(st.permutations(schema.streams))[:k]
+    if k > 1 and draw(st.integers(0, 4)) == 0:
+        specs[1] = specs[0]  # a self-join: one stream under two aliases
     use_aliases = draw(st.integers(0, 3)) == 0
-    aliases = [Alias(f"{s.name.lower()}{i}" if use_aliases else s.name, s) for i, s in enumerate(specs)]
+    aliases = [
+        Alias(f"{s.name.lower()}{i}" if use_aliases or specs.index(s) != i else s.name, s) for i, s in enumerate(specs)
+    ]
     from_items = []
     for a in aliases:
         if a.alias == a.spec.name:

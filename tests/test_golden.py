@@ -30,7 +30,10 @@ def schema_for(path: Path) -> Path:
 def render(queries: list[NormalizedQuery]) -> str:
     lines = []
     for nq in queries:
-        streams = ", ".join(a if a == s else f"{s} AS {a}" for a, s in nq.aliases)
+        streams = ", ".join(
+            (a if a == s else f"{s} AS {a}") + (f" (role {r})" if r != s else "")
+            for (a, s), r in zip(nq.aliases, nq.bound.roles, strict=True)
+        )
         window = f" MAXWINDOW {format_constant(nq.bound.maxwindow)}" if nq.bound.maxwindow is not None else ""
         lines.append(f"query {nq.name}: FROM {streams}{window}")
         lines.append("  select: " + ", ".join(o.name for o in nq.outputs))

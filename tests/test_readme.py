@@ -6,6 +6,8 @@ import contextlib
 import io
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -75,3 +77,23 @@ def test_aggregation_examples_print_the_documented_rows(marker: str) -> None:
     with in_repo(), contextlib.redirect_stdout(out):
         exec(compile(block, "README.md", "exec"), {})
     assert out.getvalue().strip() == expected.strip()
+
+
+def test_self_join_python_example_prints_the_documented_results():
+    block = block_with("B b1, B b2")
+    expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
+    out = io.StringIO()
+    with in_repo(), contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    assert out.getvalue().strip() == expected.strip()
+
+
+def test_self_join_cli_example_prints_the_documented_lines():
+    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", README, re.S) if "pressure_rise.mqo" in b]
+    command, _, shown = block.partition("\n{")
+    argv = command.replace("\\\n", " ").split()
+    assert argv[0] == "mqo"
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", *argv[1:]], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == ("{" + shown).strip()

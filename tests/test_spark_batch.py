@@ -44,12 +44,30 @@ class Workload:
     max_window: float
 
 
-def make_queries(rnd: random.Random, n: int, keyed: bool) -> list[str]:
-    """Random queries over B, H, T; with ``keyed`` every join query equates pid."""
+def make_queries(rnd: random.Random, n: int, keyed: bool, self_joins: bool = False) -> list[str]:
+    """Random queries over B, H, T; with ``keyed`` every join query equates pid; with
+    ``self_joins`` some read B under two aliases (and H)."""
     out = []
     for _ in range(n):
-        shape = rnd.choice(["one", "two", "two", "two", "three"])
+        shape = rnd.choice(["one", "two", "two", "two", "three", *(["self", "self", "self3"] if self_joins else [])])
         w = rnd.choice([2, 3, 5, 8])
+        if shape in ("self", "self3"):
+            preds = [
+                f"b2.pressure > b1.pressure + {rnd.randint(0, 30)}",
+                rnd.choice(["b1.ts < b2.ts", "b1.ts <= b2.ts"]),
+            ]
+            if keyed:
+                preds.append("b1.pid = b2.pid")
+            if shape == "self":
+                out.append(f"SELECT * FROM B b1, B b2 MAXWINDOW {w} sec WHERE {' AND '.join(preds)}")
+                continue
+            preds.append(f"H.vib < b2.temp + {rnd.randint(-20, 20)}")
+            if keyed:
+                preds.append("H.pid = b1.pid")
+            out.append(
+                f"SELECT b1.pressure, b2.pressure, H.vib FROM B b1, H, B b2 MAXWINDOW {w} WHERE {' AND '.join(preds)}"
+            )
+            continue
         if shape == "one":
             s = rnd.choice(STREAMS)
             col = COLUMNS[s][0]
@@ -97,9 +115,11 @@ def make_rows(rnd: random.Random, span: float, per_stream: int) -> dict[str, lis
     return rows
 
 
-def make_workload(seed: int, *, keyed: bool = False, n_queries: int = 12, per_stream: int = 110) -> Workload:
+def make_workload(
+    seed: int, *, keyed: bool = False, n_queries: int = 12, per_stream: int = 110, self_joins: bool = False
+) -> Workload:
     rnd = random.Random(seed)
-    queries = make_queries(rnd, n_queries, keyed)
+    queries = make_queries(rnd, n_queries, keyed, self_joins)
     m = mqo.Matcher(DDL)
     m.register_queries(queries)
     return Workload(queries, make_rows(rnd, 60.0, per_stream), m.registry.max_window())
@@ -197,6 +217,20 @@ def test_shared_key_absent_when_one_query_lacks_it() -> None:
     m3 = mqo.Matcher(DDL)
     m3.register_queries(["SELECT * FROM B, H, T MAXWINDOW 5 WHERE B.pid = H.pid"])  # T not connected
     assert shared_equality_key(m3.registry) is None
+
+
+def test_shared_key_of_self_joins_takes_one_column_per_stream() -> None:
+    m = mqo.Matcher(DDL)
+    m.register_queries(
+        [
+            "SELECT * FROM B b1, B b2 MAXWINDOW 5 WHERE b1.pid = b2.pid AND b1.pressure < b2.pressure",
+            "SELECT * FROM B, H MAXWINDOW 5 WHERE B.pid = H.pid",
+        ]
+    )
+    assert shared_equality_key(m.registry) == {"B": "pid", "H": "pid"}
+    # the two readings of B equated on different columns: no one column of B keeps them together
+    m.register_query("SELECT * FROM B b1, B b2, H MAXWINDOW 5 WHERE b1.pid = H.pid AND b2.temp = H.pid")
+    assert shared_equality_key(m.registry) is None
 
 
 def test_bucket_width_below_the_window_is_refused() -> None:
@@ -365,3 +399,17 @@ def test_cli_spark_engine_matches_local_with_late_and_bad_rows(spark_session: An
     assert spark[0] == local[0]
     assert sorted(map(json.dumps, map(json.loads, spark[1]))) == sorted(map(json.dumps, map(json.loads, local[1])))
     assert spark[2] == local[2] and len(local[2]) == 3
+
+
+@pytest.mark.spark
+def test_self_joins_equal_local_engine(spark_session: Any) -> None:
+    """Queries reading B under two aliases, by time buckets and by the equality key."""
+    for keyed, seed in ((False, 32), (True, 32)):
+        workload = make_workload(seed, keyed=keyed, n_queries=6, per_stream=50, self_joins=True)
+        assert any(" b2" in q for q in workload.queries)
+        expected = reference(workload)
+        assert any(dict(ids).keys() >= {"b1", "b2"} for _, _, ids, _ in expected), "self-join results expected"
+        data = frames(spark_session, workload, shuffle=seed)
+        mode = "key" if keyed else "time"
+        got = spark_keys(match_batch(data, workload.queries, schema=DDL, partitions=3, partition_by=mode).collect())
+        assert Counter(got) == Counter(expected), mode

@@ -120,3 +120,20 @@ def test_stream_inputs_are_checked(spark_session: Any, tmp_path: Path) -> None:
     )
     with pytest.raises(SparkStageError, match="stream B: a streaming DataFrame needs an 'id' column"):
         match_stream({"B": no_id}, "SELECT * FROM B", schema=DDL)
+
+
+@pytest.mark.spark
+def test_self_joins_stream_like_the_local_engine(spark_session: Any, tmp_path: Path) -> None:
+    workload = make_workload(33, n_queries=5, per_stream=40, self_joins=True)
+    expected = reference(workload, allowed_lateness=4.0)
+    assert any(dict(ids).keys() >= {"b1", "b2"} for _, _, ids, _ in expected), "self-join results expected"
+    for k in range(LAST + 1):
+        write_chunk(tmp_path, workload.rows, k)
+    run(spark_session, tmp_path, workload, 4.0, "time")
+    out = spark_session.read.parquet(str(tmp_path / "out")).collect()
+    got = [
+        key_of(r["query"], r["ts"], r["ids"], {k: v for k, v in r.asDict().items() if k not in ("query", "ts", "ids")})
+        for r in out
+        if r["query"] is not None
+    ]
+    assert Counter(got) == Counter(expected)

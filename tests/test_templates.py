@@ -29,7 +29,7 @@ def summary(compiled) -> tuple:
         (tuple(sorted((k.describe(), repr(v)) for k, v in preds)), tuple(sorted(r.text for r in res)))
         for preds, res in compiled.disjuncts
     )
-    return (compiled.name, compiled.maxwindow, tuple(disjuncts), compiled.context.aliases)
+    return (compiled.name, compiled.maxwindow, tuple(disjuncts), compiled.context.aliases, compiled.context.bound.roles)
 
 
 def both(text: str, catalog: Catalog, fast: FastCompiler | None = None):
@@ -60,12 +60,20 @@ def both(text: str, catalog: Catalog, fast: FastCompiler | None = None):
         "SELECT * FROM B, H MAXWINDOW 20 WHERE B.pressure<=0.5*H.vib AND B.temp>-3 AND B.temp!=1e+2",
         "SELECT * FROM B WHERE B.pressure-3 > 2 AND B.temp*2<=B.pressure/4",
         "SELECT * FROM B WHERE B.pressure+1e+2 >= 7",
+        "SELECT * FROM B b1, B b2 WHERE b2.pressure > b1.pressure + 20 AND b1.ts < b2.ts MAXWINDOW 5 sec",
+        "SELECT * FROM B b2, B b1 WHERE b2.pressure > b1.pressure + 20 AND b1.ts < b2.ts MAXWINDOW 5 sec",
+        "SELECT b1.temp, x.temp FROM B b1, H, B x MAXWINDOW 2 WHERE x.temp >= 2 * b1.temp - 1 AND H.vib > x.pressure",
+        "SELECT * FROM B a, B b, B c MAXWINDOW 1 WHERE a.ts <= b.ts AND b.ts <= c.ts AND c.alert = a.alert",
+        "SELECT * FROM P p1, P p2 MAXWINDOW 1 WHERE p1.name = p2.name AND p2.level > 3",
+        "SELECT * FROM B, B b2 MAXWINDOW 1 WHERE B.pressure * b2.temp > 5 AND b2.pressure < B.temp",
     ],
 )
 def test_fast_equals_full(text):
     catalog = Catalog.from_ddl(DDL)
     got, want = both(text, catalog)
     assert summary(got) == summary(want)
+    # the text a registered query is written back as (snapshots) compiles to it again
+    assert summary(both(got.text, catalog)[1]) == summary(want)
 
 
 @pytest.mark.parametrize("path", sorted(WORKLOADS.glob("fig*.mqo")), ids=lambda p: p.name)

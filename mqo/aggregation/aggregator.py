@@ -197,8 +197,9 @@ class Aggregator:
             chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
             if not len(chosen):
                 continue
-            # ascending rows; a row in more than one slot of the filter counts once
-            chosen = np.unique(chosen) if len(parts) > 1 else np.sort(chosen)
+            # ascending rows (a filter's slots, one per disjunct, report a row once:
+            # the first disjunct it satisfies)
+            chosen = np.sort(chosen)
             self._into(store, store_key, shared, chosen)
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -5,10 +5,12 @@ One object owns the rules (docs/ARCHITECTURE.md, Time), so every way in (``push`
 
 **Per-stream time** (the default, ``time='per-stream'``), as Flink, Spark and Beam
 keep it: each declared stream has its own watermark, its newest ``ts`` (tuples and
-heartbeats) minus its allowed lateness (the global one, or its own from
-``stream_lateness``). The **matcher's watermark** is the minimum over the *active*
-streams, and it never goes back. Every declared stream is active, also one that has
-sent nothing yet (it holds the watermark at -inf), until it is idle: silent for
+heartbeats) minus its allowed lateness: its own from ``stream_lateness`` (the API),
+else from its declaration (``CREATE STREAM ... ALLOWED LATENESS 5 sec``), else the
+global ``allowed_lateness`` (the most specific wins, see :func:`clock_for`). The
+**matcher's watermark** is the minimum over the *active* streams, and it never goes
+back. Every declared stream is active, also one that has sent nothing yet (it holds
+the watermark at -inf), until it is idle: silent for
 ``idle_timeout`` seconds of processing time (``now``, injectable for tests), or
 declared idle (:meth:`Clock.set_idle`). An idle stream stops holding the others back
 and is active again as soon as it speaks (a tuple or a heartbeat). With no stream
@@ -34,12 +36,15 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, decimal_of, faithful, linear_sign, to_float
 from mqo.config import TIME_MODES, MatcherConfig, check_seconds
+
+if TYPE_CHECKING:
+    from predicates import StreamSchema
 
 ONE = Fraction(1)
 NEVER = -math.inf
@@ -69,6 +74,7 @@ class Clock:
         if own and mode == "global":
             raise ValueError("stream_lateness needs time='per-stream' (one global clock has one lateness)")
         self.names = list(streams) if mode == "per-stream" else ["*"]
+        self.declared = bool(streams)  # made for the declared streams (not the placeholder before them)
         unknown = sorted(set(own) - set(self.names))
         if unknown and streams:
             raise ValueError(f"stream_lateness names undeclared stream(s) {', '.join(unknown)}")
@@ -152,6 +158,12 @@ class Clock:
         """Whether a tuple of stream ``s`` at ``ts`` is late now."""
         self._recompute()  # a stream may have gone idle since the last tuple
         return self._late_against(ts, self.mark)
+
+    def passed(self, ts: float, mark: Mark | None) -> bool:
+        """Whether the watermark ``mark`` has passed ``ts`` (``ts`` is older than it,
+        exactly): a tuple at ``ts`` would be late, and no result still to come can
+        have a ``ts`` this small (:mod:`mqo.emit`)."""
+        return self._late_against(ts, mark)
 
     def _late_against(self, ts: float, mark: Mark | None) -> bool:
         if mark is None or ts >= mark[0]:
@@ -313,12 +325,27 @@ class Clock:
         self._horizon = None if horizon is None else ((float(horizon[0]), int(horizon[1])), Fraction(horizon[2]))
 
 
-def clock_for(config: MatcherConfig, streams: Sequence[str], now: Callable[[], float] = time.monotonic) -> Clock:
-    """The clock a matcher with ``config`` keeps over ``streams`` (declared names)."""
+def clock_for(
+    config: MatcherConfig, streams: Sequence[StreamSchema], now: Callable[[], float] = time.monotonic
+) -> Clock:
+    """The clock a matcher with ``config`` keeps over the declared ``streams``.
+
+    A stream's lateness is the most specific one given: ``config.stream_lateness``
+    (the API) over the stream's ``ALLOWED LATENESS`` clause (the DDL) over
+    ``config.allowed_lateness``. A DDL clause needs ``time='per-stream'``: one global
+    clock has one lateness, and ignoring the clause would call tuples late that the
+    DDL allows."""
+    declared = {s.name: s.lateness for s in streams if s.lateness is not None}
+    if declared and config.time == "global":
+        named = ", ".join(sorted(declared))
+        raise ValueError(
+            f"stream(s) {named} declare ALLOWED LATENESS in the DDL, which needs time='per-stream' "
+            "(one global clock has one lateness)"
+        )
     return Clock(
         config.allowed_lateness,
-        streams,
-        stream_lateness=config.stream_lateness,
+        [s.name for s in streams],
+        stream_lateness={**declared, **config.stream_lateness},
         idle_timeout=config.idle_timeout,
         mode=config.time,
         now=now,

@@ -10,6 +10,7 @@ from typing import Any
 from predicates import DEFAULT_MAX_DISJUNCTS, INDEXED_KINDS, Kind
 
 TIME_MODES = ("per-stream", "global")
+EMIT_MODES = ("arrival", "ordered")
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")  # the six evaluation orders of the three types
 KIND_OF_LETTER = {kind.letter: kind for kind in INDEXED_KINDS}
@@ -54,8 +55,11 @@ class MatcherConfig:
     stream keeps its own watermark, the matcher's is the minimum over active streams)
     or ``'global'`` (one clock: the newest ts of any stream). ``idle_timeout``: seconds
     of processing time after which a silent stream stops holding the others back
-    (None: only when declared idle). See :mod:`mqo.clock`. ``order``: ``'adaptive'`` (re-picked per stream from measured
-    selectivity and cost, :mod:`mqo.reorder`) or a static order such as ``'AJW'``.
+    (None: only when declared idle). See :mod:`mqo.clock`. ``emit``: ``'arrival'``
+    (a result as soon as its last tuple arrives) or ``'ordered'`` (results held until
+    the watermark has passed them, then released in ``ts`` order; :mod:`mqo.emit`).
+    ``order``: ``'adaptive'`` (re-picked per stream from measured selectivity and
+    cost, :mod:`mqo.reorder`) or a static order such as ``'AJW'``.
     ``bucket_width``: seconds per time bucket (default: a quarter of the retention).
     ``max_disjuncts``: the bound on a query's OR expansion. ``store='candidates'``
     keeps only tuples a registered multi-stream query can still use (faster; a query
@@ -69,6 +73,7 @@ class MatcherConfig:
     time: str = "per-stream"
     stream_lateness: Mapping[str, float] = field(default_factory=dict)
     idle_timeout: float | None = 60.0
+    emit: str = "arrival"
     order: str = "adaptive"
     bucket_width: float | None = None
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS
@@ -86,6 +91,8 @@ class MatcherConfig:
             check_seconds(f"stream_lateness[{name!r}]", value)
         if self.idle_timeout is not None:
             check_seconds("idle_timeout", self.idle_timeout)
+        if self.emit not in EMIT_MODES:
+            raise ValueError(f"emit must be one of {', '.join(EMIT_MODES)}, not {self.emit!r}")
         parse_order(self.order)
         width = self.bucket_width
         if width is not None and not (width > 0 and math.isfinite(width)):

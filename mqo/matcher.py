@@ -48,7 +48,8 @@ from predicates.templates import CompiledQuery, split_query_texts
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
-SNAPSHOT_FORMAT = 5  # 5: per-stream clocks
+SNAPSHOT_FORMAT = 6  # 5: per-stream clocks; 6: held results of emit='ordered'
+READABLE_FORMATS = (5, 6)
 
 
 class NeverMatchesWarning(UserWarning):
@@ -369,7 +370,8 @@ class Matcher:
         self, stream: str, ts: float, values: Mapping[str, Any] | None = None, id: int | None = None
     ) -> list[Match]:
         """Match one tuple against every registered query; returns the results whose
-        last tuple it is. A late tuple returns no results and goes to the late sink."""
+        last tuple it is (under ``emit='ordered'``: the results the watermark releases
+        now, in ``ts`` order). A late tuple finds no results and goes to the late sink."""
         number = self._stream(stream)
         aggregating = self._aggregating(stream)
         late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
@@ -459,10 +461,11 @@ class Matcher:
         self.plan  # noqa: B018 - the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
-    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> None:
+    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> list[Match]:
         """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B
         has nothing more before 100 (it holds the watermark back no further);
-        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state."""
+        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state.
+        Returns the results this releases (``emit='ordered'``; else none)."""
         stream: str | None = None
         if isinstance(stream_or_ts, str):
             stream = stream_or_ts
@@ -474,22 +477,50 @@ class Matcher:
             raise TupleError(f"heartbeat ts must be a finite number, got {ts!r}")
         s = None if stream is None else self._stream(stream)
         self.plan  # noqa: B018 - make sure the state exists
-        self.pipeline.heartbeat(s, float(ts))
+        blocks = self.pipeline.heartbeat(s, float(ts))
         self._emit_aggregates()
+        return MatchBatch(self.plan, blocks).matches() if blocks else []
 
-    def set_idle(self, stream: str) -> None:
+    def set_idle(self, stream: str) -> list[Match]:
         """Declare ``stream`` idle: it stops holding the watermark back until it
-        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence)."""
-        self.pipeline.set_idle(self._stream(stream))
+        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence). Returns
+        the results this releases (``emit='ordered'``; else none)."""
+        blocks = self.pipeline.set_idle(self._stream(stream))
         self._emit_aggregates()
+        return MatchBatch(self.plan, blocks).matches() if blocks else []
+
+    # --------------------------------------------------------- ordered emission
+
+    def release(self) -> MatchBatch:
+        """Under ``emit='ordered'``: the held results the watermark has passed by now,
+        in ``ts`` order. Tuples and heartbeats release results themselves; call this
+        when none come, so that a stream silent past ``idle_timeout`` (processing
+        time) stops holding results back. Empty under ``emit='arrival'``."""
+        plan = self.plan
+        blocks = self.pipeline.release()
+        self._emit_aggregates()
+        return MatchBatch(plan, blocks)
+
+    def flush_results(self) -> MatchBatch:
+        """End of input under ``emit='ordered'``: every held result, in ``ts`` order
+        (the watermark will not pass them, since no tuple comes to move it). Results
+        released after it by later tuples start a new ordered run."""
+        return MatchBatch(self.plan, self.pipeline.flush())
+
+    @property
+    def held_results(self) -> int:
+        """How many results ``emit='ordered'`` holds, waiting for the watermark (those
+        with ``ts`` at or after it: bounded by how far the watermark lags)."""
+        return 0 if self.pipeline.held is None else len(self.pipeline.held)
 
     # ------------------------------------------------------------- snapshots
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:
         """Everything needed to carry on elsewhere, as plain Python data: settings,
         streams, queries (text, id, registration horizon), stored tuples, clocks, the
-        late tuples kept, and the adaptive order's statistics (so a restored matcher
-        evaluates, and orders the results of a push, exactly as this one would).
+        late tuples kept, the results ``emit='ordered'`` holds, and the adaptive
+        order's statistics (so a restored matcher evaluates, and orders the results of
+        a push, exactly as this one would).
 
         With ``queries=False`` the queries are left out: restore that with ``like=`` a
         matcher that has them (a Spark worker restoring window state in every
@@ -522,7 +553,7 @@ class Matcher:
         restored one shares instead of registering and compiling them again (then
         neither may register or unregister queries afterwards; they would diverge).
         """
-        if snapshot.get("format") != SNAPSHOT_FORMAT:
+        if snapshot.get("format") not in READABLE_FORMATS:
             raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
         config = MatcherConfig(**{**snapshot["settings"], **overrides})
         if like is None:

@@ -24,7 +24,8 @@ Grammar (keywords case-insensitive, ``--`` comments)::
     item      := alias '.' '*' | expr [['AS'] name]
     cond/expr := Pratt over: OR < AND < NOT < comparison < + - < * / < unary -
     duration  := number [unit]
-    ddl       := { ('REGISTER' | 'CREATE') 'STREAM' name '(' coldef {',' coldef} ')' [';'] }
+    ddl       := { ('REGISTER' | 'CREATE') 'STREAM' name '(' coldef {',' coldef} ')'
+                   ['ALLOWED' 'LATENESS' duration] [';'] }
     coldef    := name type ['(' number ')']
 """
 
@@ -598,14 +599,25 @@ class _Parser(AggregateGrammar):
             self.advance()
             columns.append(self.parse_column_decl())
         close = self.expect_punct(")", f"to end the columns of stream {name.text}")
+        end = close.end
+        lateness: Duration | None = None
+        if self.at_word("ALLOWED"):
+            self.advance()
+            self.expect_word("LATENESS", f"after ALLOWED in the declaration of stream {name.text}")
+            if self.at_word("REGISTER") or self.at_word("CREATE"):  # not a unit: the next declaration
+                nxt = self.peek()
+                raise self.error(f"expected a duration such as '5 sec', found {nxt.describe()}", nxt.span)
+            lateness = self.parse_duration()
+            end = lateness.span.end
         if self.at_punct(";"):
             self.advance()
         elif self.peek().kind is not T.EOF and not (self.at_word("REGISTER") or self.at_word("CREATE")):
             nxt = self.peek()
+            hint = "a stream's own lateness is written ALLOWED LATENESS 5 sec" if nxt.upper == "LATENESS" else None
             raise self.error(
-                f"expected ';' after the declaration of stream {name.text}, found {nxt.describe()}", nxt.span
+                f"expected ';' after the declaration of stream {name.text}, found {nxt.describe()}", nxt.span, hint
             )
-        return StreamDecl(name.text, tuple(columns), Span(tok.start, close.end), self.source)
+        return StreamDecl(name.text, tuple(columns), Span(tok.start, end), self.source, lateness)
 
     def parse_column_decl(self) -> ColumnDecl:
         name = self.peek()

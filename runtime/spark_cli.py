@@ -105,7 +105,7 @@ def arrival_order(
     next_id: dict[str, int] = {}
     # the matcher's own clock, so both engines call the same tuples late
     names = [schema.name for schema in matcher.plan.streams]
-    clock = clock_for(matcher.config, names)
+    clock = clock_for(matcher.config, matcher.plan.streams)
     for k, i in merge(data):
         d = data[k]
         auto = next_id.get(d.stream, 0)

@@ -511,7 +511,10 @@ class Matcher:
     def held_results(self) -> int:
         """How many results ``emit='ordered'`` holds, waiting for the watermark (those
         with ``ts`` at or after it: bounded by how far the watermark lags)."""
-        return 0 if self.pipeline.held is None else len(self.pipeline.held)
+        if self.pipeline.held is None:
+            return 0
+        self.plan  # noqa: B018 - a query unregistered since withdraws its results when the plan changes
+        return len(self.pipeline.held)
 
     # ------------------------------------------------------------- snapshots
 

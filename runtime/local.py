@@ -228,9 +228,16 @@ def match_all(
     stop: StopFlag,
     bar: Progress,
     summary: Summary,
+    *,
+    end_of_input: bool = True,
 ) -> int:
     """Match every tuple in arrival order, writing results and late tuples as they
-    come; returns how many tuples were matched (all, unless a signal stopped it)."""
+    come; returns how many tuples were matched (all, unless a signal stopped it).
+
+    Under ``emit='ordered'`` the results come as the watermark releases them; at the
+    end the matcher releases what time has freed since (a stream gone idle), and with
+    ``end_of_input`` everything it holds (what a stopped run matched is written too:
+    it follows, in ``ts`` order, everything released before)."""
     plan = matcher.plan
     late: list[LateTuple] = []
     matcher.late_sink = late.append
@@ -271,6 +278,8 @@ def match_all(
         summary.interrupted = stop.signum
     else:
         done = len(which)
+    if matcher.config.emit == "ordered":
+        pending.blocks.extend((matcher.flush_results() if end_of_input else matcher.release()).blocks)
     flush()
     if aggregating and not stopped:
         # end of input: every window holding data (the watermark goes to infinity)

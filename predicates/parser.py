@@ -379,7 +379,8 @@ class _Parser(AggregateGrammar):
 
     # --------------------------------------------------------------- durations
 
-    def parse_duration(self) -> Duration:
+    def parse_duration(self, ends: tuple[str, ...] = ()) -> Duration:
+        """``number [unit]``; a word of ``ends`` after the number is not its unit."""
         tok = self.peek()
         if tok.kind is not T.NUMBER:
             raise self.error(f"expected a duration such as '20 sec', found {tok.describe()}", tok.span)
@@ -389,7 +390,7 @@ class _Parser(AggregateGrammar):
             raise self.error(f"duration {tok.text} is too large", tok.span)
         end = tok.end
         scale = Fraction(1)
-        if self.at_name_not_clause():
+        if self.at_name_not_clause() and self.peek().upper not in ends:
             unit_tok = self.advance()
             unit = unit_tok.upper
             if unit not in DURATION_UNITS:
@@ -607,7 +608,7 @@ class _Parser(AggregateGrammar):
             if self.at_word("REGISTER") or self.at_word("CREATE"):  # not a unit: the next declaration
                 nxt = self.peek()
                 raise self.error(f"expected a duration such as '5 sec', found {nxt.describe()}", nxt.span)
-            lateness = self.parse_duration()
+            lateness = self.parse_duration(ends=("REGISTER", "CREATE"))  # the next declaration (no ';')
             end = lateness.span.end
         if self.at_punct(";"):
             self.advance()

@@ -58,6 +58,11 @@ class HeldResults:
     def __bool__(self) -> bool:
         return bool(self._heap)
 
+    @property
+    def first_ts(self) -> float | None:
+        """The smallest ts held (None when nothing is)."""
+        return self._heap[0][0] if self._heap else None
+
     def add(self, blocks: Iterable[ResultBlock], arrival: int) -> None:
         """Hold ``blocks``, all completed by the tuple that arrived ``arrival``-th."""
         heap = self._heap

@@ -508,6 +508,15 @@ class Matcher:
         return MatchBatch(self.plan, self.pipeline.flush())
 
     @property
+    def next_release_ts(self) -> float | None:
+        """The smallest ``ts`` of a held result (None when none is held): nothing is
+        released before the watermark passes it."""
+        if self.pipeline.held is None:
+            return None
+        self.plan  # noqa: B018 - withdraw the results of queries unregistered since
+        return self.pipeline.held.first_ts
+
+    @property
     def held_results(self) -> int:
         """How many results ``emit='ordered'`` holds, waiting for the watermark (those
         with ``ts`` at or after it: bounded by how far the watermark lags)."""

@@ -50,6 +50,7 @@ live in this module so that the cache is the worker's own.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -65,7 +66,7 @@ from mqo import Matcher, MqoError, QueryError
 from mqo.batch import MatchBatch
 from mqo.batch import value_types as batch_value_types
 from mqo.results import Match
-from predicates import ColumnType, Kind
+from predicates import Catalog, ColumnType, Kind
 from predicates.errors import did_you_mean
 
 if TYPE_CHECKING:
@@ -76,6 +77,11 @@ PARTITION_MODES = ("auto", "time", "key")
 DEFAULT_BUCKETS_PER_WINDOW = 4
 RESERVED = ("query", "ts", "ids")
 _OUT_ROWS = 8192
+# Spark keeps the watermark in whole milliseconds (and event times in microseconds), so
+# a tuple it accepts may be up to ~1 ms older than the exact bound; the streaming
+# stage's matchers tolerate that much more lateness so that they never call late what
+# Spark accepted.
+STREAM_SLACK = 0.002
 
 
 class SparkStageError(MqoError):
@@ -171,9 +177,13 @@ def build_spec(
     bucket_width: float | None = None,
     allowed_lateness: float | None = None,
     slots: int | None = None,
+    stream_lateness: Mapping[str, float] | None = None,
+    emit: str | None = None,
 ) -> StageSpec:
     """The stage spec for a matcher's streams and queries (``slots``: the streaming
-    stage's number of state groups, part of what a checkpoint must agree with)."""
+    stage's number of state groups, part of what a checkpoint must agree with;
+    ``stream_lateness``: every stream's lateness, for the streaming stage's per-stream
+    watermarks; ``emit``: its emission)."""
     if partition_by not in PARTITION_MODES:
         raise SparkStageError(f"partition_by must be one of {', '.join(PARTITION_MODES)}, got {partition_by!r}")
     registry = matcher.registry
@@ -194,6 +204,11 @@ def build_spec(
     )
     if slots is not None:
         settings += (("slots", int(slots)),)
+    if stream_lateness is not None:
+        settings += (("stream_lateness", tuple(sorted(stream_lateness.items()))),)
+        lateness = max([lateness, *stream_lateness.values()])  # the widest reach back, for the buckets
+    if emit is not None:
+        settings += (("emit", emit),)
     queries = tuple((rq.name, rq.text) for rq in registry)
     ddl = matcher.catalog.ddl()
     window = registry.max_window()
@@ -362,12 +377,25 @@ def template(spec: StageSpec) -> Matcher:
             "order": settings["order"],
             "max_disjuncts": settings["max_disjuncts"],
             "store": "candidates",
-            # a task gets its rows in ts order, late tuples already decided (by the
-            # driver or Spark's watermark): one clock purges by the newest ts, where a
-            # stream absent from a partition would hold per-stream time back
-            "time": "global",
         }
-        m = Matcher(spec.ddl, **options)
+        ddl = spec.ddl
+        if "stream_lateness" in settings:
+            # the streaming stage: per-stream clocks, moved to Spark's watermark by
+            # heartbeats in every micro-batch (runtime.spark_streaming, "Time")
+            options.update(
+                time="per-stream",
+                idle_timeout=None,
+                stream_lateness={name: late + STREAM_SLACK for name, late in settings["stream_lateness"]},
+                allowed_lateness=settings["allowed_lateness"] + STREAM_SLACK,
+                emit=settings.get("emit", "arrival"),
+            )
+        else:
+            # a batch task gets its rows in ts order, late tuples already decided by the
+            # driver: one clock purges by the newest ts, where a stream absent from a
+            # partition would hold per-stream time back (and no lateness plays a part)
+            options["time"] = "global"
+            ddl = "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in Catalog.from_ddl(ddl))
+        m = Matcher(ddl, **options)
         names = [name for name, _ in spec.queries]
         try:
             bulk = m.register_queries([text for _, text in spec.queries], "<stage queries>") == names
@@ -375,7 +403,7 @@ def template(spec: StageSpec) -> Matcher:
             bulk = False
         if not bulk:
             # ids given at registration, or from positions in another registry: one by one
-            m = Matcher(spec.ddl, **options)
+            m = Matcher(ddl, **options)
             for name, text in spec.queries:
                 m.register_query(text, query_id=name, source_name=f"<query {name}>")
         m.plan  # noqa: B018 - compile now, once
@@ -385,7 +413,7 @@ def template(spec: StageSpec) -> Matcher:
     return m
 
 
-def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None, allowed_lateness: float = 0.0) -> Matcher:
+def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None) -> Matcher:
     """A working matcher on the worker's cached plan: empty, or continuing from
     ``state`` (a :meth:`Matcher.snapshot` taken with ``queries=False``, see
     :func:`freeze`). Sharing the template's compiled plan is what lets a streaming
@@ -393,14 +421,14 @@ def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None, allowed_laten
     base = template(spec)
     snapshot = base.snapshot(queries=False) if state is None else dict(state)
     snapshot.setdefault("counters", base.counters.__class__().as_dict())
-    return Matcher.restore(snapshot, like=base, allowed_lateness=float(allowed_lateness))
+    return Matcher.restore(snapshot, like=base)
 
 
 def freeze(matcher: Matcher) -> dict[str, Any]:
     """The part of a snapshot that changes as tuples flow (clocks, ids, stored tuples);
     the queries are in the spec, so they are not stored per group."""
     snap = matcher.snapshot(queries=False)
-    return {k: snap[k] for k in ("format", "settings", "clock", "seq", "next_ids", "state")}
+    return {k: snap[k] for k in ("format", "settings", "clock", "seq", "next_ids", "state", "arrived", "held")}
 
 
 # ------------------------------------------------------------ Spark plumbing
@@ -507,11 +535,17 @@ def _double(value: float) -> str:
 
 
 def unify(
-    frames: Mapping[str, DataFrame], spec: StageSpec, *, require_id: bool = False, event_time: bool = False
+    frames: Mapping[str, DataFrame],
+    spec: StageSpec,
+    *,
+    require_id: bool = False,
+    event_time: bool = False,
+    watermarks: Mapping[str, float] | None = None,
 ) -> DataFrame:
     """All streams as one DataFrame of a common layout: ``_s`` (stream number), ``ts``,
     ``id``, then every stream's columns (NULL in other streams' rows); plus ``_et``,
-    the event time as a timestamp, when ``event_time``.
+    the event time as a timestamp, when ``event_time``, with a watermark per stream of
+    its lateness in ``watermarks`` (seconds), set before the union.
 
     Built from SQL expression strings, one ``selectExpr`` per stream: each Column
     object would be a round trip to the JVM, and at a thousand of them that is a
@@ -545,7 +579,10 @@ def unify(
                     exprs.append(f"CAST(NULL AS {_SQL_TYPES[ctype]}) AS {fname}")
         if event_time:
             exprs.append(f"timestamp_seconds({ts}) AS _et")
-        parts.append(df.selectExpr(*exprs))
+        part = df.selectExpr(*exprs)
+        if watermarks is not None:
+            part = part.withWatermark("_et", f"{round(watermarks[name] * 1000)} milliseconds")
+        parts.append(part)
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
@@ -643,6 +680,7 @@ def match_batch(
     partition_by: str = "auto",
     bucket_width: float | None = None,
     order: str | None = None,
+    emit: str = "arrival",
 ) -> DataFrame:
     """Match stream DataFrames against the queries; a DataFrame of results.
 
@@ -652,10 +690,15 @@ def match_batch(
     settings are used. ``partitions`` defaults to ``spark.sql.shuffle.partitions``;
     ``partition_by`` is ``"auto"`` (equality key when every query has one, else
     time buckets), ``"key"`` or ``"time"``; ``bucket_width`` defaults to four times the
-    largest MAXWINDOW. See the module docstring for the schema and the semantics.
+    largest MAXWINDOW. ``emit="ordered"`` sorts the results by ``ts`` (ties: by query
+    id, then by the ids as sorted (alias, id) pairs) into one total order: partition
+    by partition, each in order, as ``collect`` or a file write keeps it. See the
+    module docstring for the schema and the semantics.
     """
     from pyspark.sql import functions as F
 
+    if emit not in ("arrival", "ordered"):
+        raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
     matcher = _source(queries, schema, streams, order)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
     spec = build_spec(matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0)
@@ -670,7 +713,11 @@ def match_batch(
     else:
         bucketed = time_buckets(unified, spec)
         arranged = bucketed.repartitionByRange(n, "_b").sortWithinPartitions("_b", "ts", "_s", "id")
-    return arranged.mapInArrow(partial(match_partition, spec), result_schema(spec))
+    results = arranged.mapInArrow(partial(match_partition, spec), result_schema(spec))
+    if emit == "ordered":
+        # every result is final in a batch job (no tuple comes later): order is a sort
+        results = results.orderBy("ts", "query", F.array_sort(F.map_entries("ids")))
+    return results
 
 
 def _session_of(frames: Mapping[str, DataFrame]) -> SparkSession:

@@ -72,9 +72,12 @@ import pandas as pd
 
 from mqo import Matcher
 from mqo.batch import text_of
+from mqo.clock import clock_for
+from mqo.config import MatcherConfig
 from mqo.results import LateTuple, Match
 from predicates import ColumnType
 from runtime.spark import (
+    STREAM_SLACK,
     Rows,
     SparkStageError,
     StageSpec,
@@ -94,11 +97,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
 
 STATE_SCHEMA = "blob binary"
-STATE_FORMAT = 1
-# Spark keeps the watermark in whole milliseconds (and event times in microseconds), so
-# a tuple it accepts may be up to ~1 ms older than the exact bound; the matchers
-# tolerate that much more lateness so that they never call late what Spark accepted.
-_SLACK = 0.002
+STATE_FORMAT = 2  # 2: per-stream clocks, held results
+NEVER_LATE = 7_000_000_000  # seconds: year 2191, after any watermark (pandas' timestamps end in 2262)
 
 
 def match_stream(
@@ -111,40 +111,62 @@ def match_stream(
     bucket_width: float | None = None,
     slots: int | None = None,
     order: str | None = None,
+    emit: str = "arrival",
 ) -> DataFrame:
     """Match streaming DataFrames against the queries; a streaming DataFrame of results
     (append mode). Arguments as in :func:`runtime.spark.match_batch`;
-    ``allowed_lateness`` defaults to the Matcher's (0 for query texts); ``slots`` is
-    the number of state groups (see the module docstring)."""
+    ``allowed_lateness`` defaults to the Matcher's (0 for query texts), a stream's own
+    lateness comes from the Matcher's ``stream_lateness`` or the DDL (as the local
+    clock takes it); ``slots`` is the number of state groups; ``emit="ordered"``
+    releases results by the watermark (see the module docstring)."""
     from pyspark.sql import functions as F
 
     for name, df in streams.items():
         if not df.isStreaming:
             raise SparkStageError(f"stream {name}: not a streaming DataFrame; use runtime.spark.match_batch")
     matcher = _source(queries, schema, streams, order)
+    first = next(iter(streams.values()))
     if slots is None:
-        first = next(iter(streams.values()))
         slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
     if slots < 1:
         raise SparkStageError(f"slots must be >= 1, got {slots}")
-    options = {"partition_by": partition_by, "bucket_width": bucket_width, "allowed_lateness": allowed_lateness}
+    if emit not in ("arrival", "ordered"):
+        raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
+    lateness = stream_lateness(matcher, allowed_lateness)
+    options = {
+        "partition_by": partition_by,
+        "bucket_width": bucket_width,
+        "allowed_lateness": allowed_lateness,
+        "stream_lateness": lateness,
+        "emit": emit,
+    }
     spec = build_spec(matcher, slots=slots, **options)  # type: ignore[arg-type]
     if spec.mode == "time" and slots < 2:
         # consecutive buckets must not share a matcher, or a copied tuple would meet its original
         spec = build_spec(matcher, slots=2, **options)  # type: ignore[arg-type]
     ring = _slots(spec)
-    unified = unify(streams, spec, require_id=True, event_time=True)
-    watermarked = unified.withWatermark("_et", f"{round(_lateness(spec) * 1000)} milliseconds")
+    # one watermark per source, the operator's the smallest: the local per-stream rule
+    first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
+    watermarked = unify(streams, spec, require_id=True, event_time=True, watermarks=lateness)
     if spec.mode == "key":
         grouped = watermarked.withColumn("_b", key_column(spec)).withColumn("_home", F.col("_b"))
     else:
         grouped = time_buckets(watermarked, spec)
     grouped = grouped.withColumn("_slot", F.pmod(F.col("_b"), F.lit(ring)))
     grouped = _exact_integers(grouped, spec)
-    # no timeout: with an event-time timeout Spark drops late input rows before the
-    # function sees them, and late tuples must be reported, not lost
+    timeout = "NoTimeout"
+    if emit == "ordered":
+        # A slot holding results is woken when the watermark passes them, with or
+        # without rows: an event-time timeout. Spark then drops input rows older than
+        # the watermark before the function sees them, judging by the column that
+        # carries the watermark; late tuples must be reported, so that column is
+        # replaced by one that is never late (the watermark itself is computed above,
+        # on the real event time, per source).
+        never = F.lit(NEVER_LATE).cast("timestamp").alias("_et", metadata={"spark.watermarkDelayMs": 0})
+        grouped = grouped.select(*(c for c in grouped.columns if c != "_et"), never)
+        timeout = "EventTimeTimeout"
     return grouped.groupBy("_slot").applyInPandasWithState(
-        partial(match_group, spec), result_schema(spec), STATE_SCHEMA, "append", "NoTimeout"
+        partial(match_group, spec), result_schema(spec), STATE_SCHEMA, "append", timeout
     )
 
 
@@ -173,8 +195,20 @@ def write_files(
     return writer.outputMode("append").start()
 
 
-def _lateness(spec: StageSpec) -> float:
-    return float(dict(spec.settings)["allowed_lateness"])
+def stream_lateness(matcher: Matcher, allowed_lateness: float | None) -> dict[str, float]:
+    """Every stream's lateness, as the matcher's clock takes it (its ``stream_lateness``
+    over the DDL's ``ALLOWED LATENESS`` over ``allowed_lateness``, the argument when
+    given, else the matcher's)."""
+    config = MatcherConfig(
+        allowed_lateness=matcher.allowed_lateness if allowed_lateness is None else allowed_lateness,
+        stream_lateness=matcher.config.stream_lateness,
+    )
+    clock = clock_for(config, matcher.plan.streams)
+    return {name: clock.lateness[k] for name, k in zip(clock.names, clock.lateness_of, strict=True)}
+
+
+def _lateness(spec: StageSpec) -> dict[str, float]:
+    return dict(dict(spec.settings)["stream_lateness"])
 
 
 def _slots(spec: StageSpec) -> int:
@@ -202,21 +236,21 @@ def match_group(
                 "start from a new checkpoint location"
             )
         frozen = saved["matcher"]
-    matcher = spawn(spec, frozen, allowed_lateness=_lateness(spec) + _SLACK)
+    matcher = spawn(spec, frozen)
     late_seen: list[LateTuple] = []
     matcher.late_sink = late_seen.append
+    released: list[Match] = []
+    if watermark > -math.inf:
+        # Spark's watermark as the matcher's: every stream has nothing more before it
+        # (its lateness included), so the matcher's watermark is at least Spark's
+        for name, late in _lateness(spec).items():
+            released += matcher.heartbeat(name, watermark + late + STREAM_SLACK)
     parts = [f for f in frames if len(f)]
-    if not parts:
-        return
-    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
-    owned = (rows["_b"] == rows["_home"]).to_numpy()
-    late = (rows["ts"] < watermark).to_numpy()
+    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else None
     out: list[tuple[Any, ...]] = []
-    for i in np.flatnonzero(late & owned).tolist():
-        layout = spec.streams[int(rows["_s"].iat[i])]
-        out.append(_late_row(layout.name, float(rows["ts"].iat[i]), int(rows["id"].iat[i]), len(names)))
-    for m in _push_runs(matcher, spec, rows[~late]):
+    if rows is not None:
+        released += _match_rows(spec, matcher, rows, watermark, out)
+    for m in released:
         if _owns(spec, slot, m.ts):
             out.append((m.query, m.ts, dict(m.ids), *(m.values.get(n) for n in names)))
     for t in late_seen:  # a safety net: with the slack, matchers accept all that Spark accepts
@@ -227,8 +261,27 @@ def match_group(
         protocol=pickle.HIGHEST_PROTOCOL,
     )
     state.update((blob,))
+    first = matcher.next_release_ts
+    if first is not None:
+        # wake this slot once Spark's watermark has passed the first held result
+        state.setTimeoutTimestamp(max(wm_ms + 1, math.ceil(first * 1000)))
     if out:
         yield _frame(out, spec.value_types)
+
+
+def _match_rows(
+    spec: StageSpec, matcher: Matcher, rows: pd.DataFrame, watermark: float, out: list[tuple[Any, ...]]
+) -> list[Match]:
+    """Report the late rows this slot owns (into ``out``), push the rest in (ts,
+    stream, id) order; the results the matcher gives out."""
+    names = [name for name, _ in spec.value_types]
+    rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
+    owned = (rows["_b"] == rows["_home"]).to_numpy()
+    late = (rows["ts"] < watermark).to_numpy()
+    for i in np.flatnonzero(late & owned).tolist():
+        layout = spec.streams[int(rows["_s"].iat[i])]
+        out.append(_late_row(layout.name, float(rows["ts"].iat[i]), int(rows["id"].iat[i]), len(names)))
+    return _push_runs(matcher, spec, rows[~late])
 
 
 def _owns(spec: StageSpec, slot: int, ts: float) -> bool:

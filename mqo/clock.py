@@ -15,7 +15,9 @@ the watermark at -inf), until it is idle: silent for
 declared idle (:meth:`Clock.set_idle`). An idle stream stops holding the others back
 and is active again as soon as it speaks (a tuple or a heartbeat). With no stream
 active the watermark stays where it is. **Global time** (``time='global'``, the first
-version's rule) is the same with one stream that every tuple belongs to.
+version's rule) is the same with one stream that every tuple belongs to. **External
+time** (``time='external'``): the watermark is a host engine's (Spark's), set by
+heartbeats alone; tuples do not move it and no lateness applies (the host decided it).
 
 * a tuple is **late** when ``ts`` is older than the matcher's watermark, decided
   exactly on what the numbers mean (:mod:`indexes.exact`);
@@ -71,7 +73,7 @@ class Clock:
         self.idle_timeout = None if idle_timeout is None else check_seconds("idle_timeout", idle_timeout)
         self.now = now
         own = dict(stream_lateness or {})
-        if own and mode == "global":
+        if own and mode != "per-stream":
             raise ValueError("stream_lateness needs time='per-stream' (one global clock has one lateness)")
         self.names = list(streams) if mode == "per-stream" else ["*"]
         self.declared = bool(streams)  # made for the declared streams (not the placeholder before them)
@@ -175,7 +177,7 @@ class Clock:
     def observe(self, s: int, ts: float) -> None:
         """Stream ``s`` spoke at ``ts`` (a tuple, late or not, or a heartbeat)."""
         c = self.slot(s)
-        if ts > self.newest[c]:
+        if ts > self.newest[c] and self.mode != "external":
             self.newest[c] = ts
         self.heard[c] = self.now()
         self.idle[c] = False
@@ -204,8 +206,11 @@ class Clock:
         otherwise tuple by tuple."""
         ts = np.asarray(ts, np.float64)
         n = len(ts)
-        streams = np.zeros(n, np.int64) if self.mode == "global" else np.asarray(streams, np.int64)
+        streams = np.asarray(streams, np.int64) if self.mode == "per-stream" else np.zeros(n, np.int64)
         self._recompute()
+        if self.mode == "external":  # tuples do not move the watermark; no lateness: ts < base
+            late = ts < self.mark[0] if self.mark is not None else np.zeros(n, bool)
+            return late, [self.mark] * n
         active = set(self.active())
         present = set(np.unique(streams).tolist())
         involved = sorted(active | present)
@@ -335,7 +340,9 @@ def clock_for(
     ``config.allowed_lateness``. A DDL clause needs ``time='per-stream'``: one global
     clock has one lateness, and ignoring the clause would call tuples late that the
     DDL allows."""
-    declared = {s.name: s.lateness for s in streams if s.lateness is not None}
+    external = config.time == "external"
+    # under external time the host engine decided lateness, DDL clauses included
+    declared = {s.name: s.lateness for s in streams if s.lateness is not None and not external}
     if declared and config.time == "global":
         named = ", ".join(sorted(declared))
         raise ValueError(
@@ -343,7 +350,7 @@ def clock_for(
             "(one global clock has one lateness)"
         )
     return Clock(
-        config.allowed_lateness,
+        0.0 if external else config.allowed_lateness,
         [s.name for s in streams],
         stream_lateness={**declared, **config.stream_lateness},
         idle_timeout=config.idle_timeout,

@@ -9,7 +9,7 @@ from typing import Any
 
 from predicates import DEFAULT_MAX_DISJUNCTS, INDEXED_KINDS, Kind
 
-TIME_MODES = ("per-stream", "global")
+TIME_MODES = ("per-stream", "global", "external")
 EMIT_MODES = ("arrival", "ordered")
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")  # the six evaluation orders of the three types
@@ -53,7 +53,9 @@ class MatcherConfig:
     ``allowed_lateness``: seconds a tuple may arrive behind its stream's newest
     (``stream_lateness``: per stream, by name). ``time``: ``'per-stream'`` (each
     stream keeps its own watermark, the matcher's is the minimum over active streams)
-    or ``'global'`` (one clock: the newest ts of any stream). ``idle_timeout``: seconds
+    or ``'global'`` (one clock: the newest ts of any stream) or ``'external'`` (the
+    watermark is the host engine's, given by ``heartbeat(ts)``; tuples do not move it,
+    and no lateness applies: how the Spark streaming stage runs). ``idle_timeout``: seconds
     of processing time after which a silent stream stops holding the others back
     (None: only when declared idle). See :mod:`mqo.clock`. ``emit``: ``'arrival'``
     (a result as soon as its last tuple arrives) or ``'ordered'`` (results held until
@@ -85,7 +87,7 @@ class MatcherConfig:
         check_seconds("allowed_lateness", self.allowed_lateness)
         if self.time not in TIME_MODES:
             raise ValueError(f"time must be one of {', '.join(TIME_MODES)}, not {self.time!r}")
-        if self.stream_lateness and self.time == "global":
+        if self.stream_lateness and self.time != "per-stream":
             raise ValueError("stream_lateness needs time='per-stream' (one global clock has one lateness)")
         for name, value in dict(self.stream_lateness).items():
             check_seconds(f"stream_lateness[{name!r}]", value)

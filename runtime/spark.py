@@ -77,11 +77,6 @@ PARTITION_MODES = ("auto", "time", "key")
 DEFAULT_BUCKETS_PER_WINDOW = 4
 RESERVED = ("query", "ts", "ids")
 _OUT_ROWS = 8192
-# Spark keeps the watermark in whole milliseconds (and event times in microseconds), so
-# a tuple it accepts may be up to ~1 ms older than the exact bound; the streaming
-# stage's matchers tolerate that much more lateness so that they never call late what
-# Spark accepted.
-STREAM_SLACK = 0.002
 
 
 class SparkStageError(MqoError):
@@ -380,15 +375,9 @@ def template(spec: StageSpec) -> Matcher:
         }
         ddl = spec.ddl
         if "stream_lateness" in settings:
-            # the streaming stage: per-stream clocks, moved to Spark's watermark by
-            # heartbeats in every micro-batch (runtime.spark_streaming, "Time")
-            options.update(
-                time="per-stream",
-                idle_timeout=None,
-                stream_lateness={name: late + STREAM_SLACK for name, late in settings["stream_lateness"]},
-                allowed_lateness=settings["allowed_lateness"] + STREAM_SLACK,
-                emit=settings.get("emit", "arrival"),
-            )
+            # the streaming stage: Spark's watermark is the matcher's, given by a
+            # heartbeat in every micro-batch (runtime.spark_streaming, "Time")
+            options.update(time="external", idle_timeout=None, emit=settings.get("emit", "arrival"))
         else:
             # a batch task gets its rows in ts order, late tuples already decided by the
             # driver: one clock purges by the newest ts, where a stream absent from a

@@ -77,7 +77,6 @@ from mqo.config import MatcherConfig
 from mqo.results import LateTuple, Match
 from predicates import ColumnType
 from runtime.spark import (
-    STREAM_SLACK,
     Rows,
     SparkStageError,
     StageSpec,
@@ -207,10 +206,6 @@ def stream_lateness(matcher: Matcher, allowed_lateness: float | None) -> dict[st
     return {name: clock.lateness[k] for name, k in zip(clock.names, clock.lateness_of, strict=True)}
 
 
-def _lateness(spec: StageSpec) -> dict[str, float]:
-    return dict(dict(spec.settings)["stream_lateness"])
-
-
 def _slots(spec: StageSpec) -> int:
     return int(dict(spec.settings)["slots"])
 
@@ -241,19 +236,20 @@ def match_group(
     matcher.late_sink = late_seen.append
     released: list[Match] = []
     if watermark > -math.inf:
-        # Spark's watermark as the matcher's: every stream has nothing more before it
-        # (its lateness included), so the matcher's watermark is at least Spark's
-        for name, late in _lateness(spec).items():
-            released += matcher.heartbeat(name, watermark + late + STREAM_SLACK)
+        # Spark's watermark is the matcher's (time='external'): it purges the window
+        # and, under emit='ordered', releases the results older than it
+        released += matcher.heartbeat(watermark)
     parts = [f for f in frames if len(f)]
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else None
-    out: list[tuple[Any, ...]] = []
     if rows is not None:
-        released += _match_rows(spec, matcher, rows, watermark, out)
+        # in (ts, stream, id) order; the matcher reports what is older than the watermark
+        rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
+        released += _push_runs(matcher, spec, rows)
+    out: list[tuple[Any, ...]] = []
     for m in released:
         if _owns(spec, slot, m.ts):
             out.append((m.query, m.ts, dict(m.ids), *(m.values.get(n) for n in names)))
-    for t in late_seen:  # a safety net: with the slack, matchers accept all that Spark accepts
+    for t in late_seen:  # a copy's lateness is reported by the slot owning its ts, as results are
         if _owns(spec, slot, t.ts):
             out.append(_late_row(t.stream, t.ts, t.id, len(names)))
     blob = pickle.dumps(
@@ -264,24 +260,10 @@ def match_group(
     first = matcher.next_release_ts
     if first is not None:
         # wake this slot once Spark's watermark has passed the first held result
-        state.setTimeoutTimestamp(max(wm_ms + 1, math.ceil(first * 1000)))
+        # (Spark wakes it when its watermark, whole milliseconds, is past the timestamp)
+        state.setTimeoutTimestamp(max(wm_ms, math.floor(first * 1000)))
     if out:
         yield _frame(out, spec.value_types)
-
-
-def _match_rows(
-    spec: StageSpec, matcher: Matcher, rows: pd.DataFrame, watermark: float, out: list[tuple[Any, ...]]
-) -> list[Match]:
-    """Report the late rows this slot owns (into ``out``), push the rest in (ts,
-    stream, id) order; the results the matcher gives out."""
-    names = [name for name, _ in spec.value_types]
-    rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
-    owned = (rows["_b"] == rows["_home"]).to_numpy()
-    late = (rows["ts"] < watermark).to_numpy()
-    for i in np.flatnonzero(late & owned).tolist():
-        layout = spec.streams[int(rows["_s"].iat[i])]
-        out.append(_late_row(layout.name, float(rows["ts"].iat[i]), int(rows["id"].iat[i]), len(names)))
-    return _push_runs(matcher, spec, rows[~late])
 
 
 def _owns(spec: StageSpec, slot: int, ts: float) -> bool:

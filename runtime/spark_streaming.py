@@ -25,15 +25,38 @@ error.
 
 **Time, watermark and lateness.** Stream DataFrames need ``ts`` (seconds, >= 0, as
 Spark's watermark starts at 0), an ``id`` column (a distributed stream has no global
-arrival order to number tuples by) and the declared columns. The stage sets a
-watermark of ``allowed_lateness`` on the event time: a tuple is **late** when its
-``ts`` is older than the watermark of its micro-batch, i.e. the largest ``ts`` of the
-earlier micro-batches minus the allowed lateness (the local engine's rule, applied per
-micro-batch rather than per tuple). Every group decides lateness by that same
-watermark; within a micro-batch tuples are pushed in ``(ts, stream, id)`` order, and
-each matcher tolerates the lateness, so results are exactly the timestamp-order results
-of the tuples that are not late, however the input is cut into micro-batches. Each
-matcher purges what is older than its newest ``ts`` minus MAXWINDOW and lateness.
+arrival order to number tuples by) and the declared columns. Each stream DataFrame
+gets a watermark of its own lateness (``withWatermark`` before the union; the lateness
+as the local clock takes it: the Matcher's ``stream_lateness``, else the DDL's
+``ALLOWED LATENESS``, else ``allowed_lateness``), and the stage runs with
+``spark.sql.streaming.multipleWatermarkPolicy=min``: the stage's watermark is the
+smallest of the sources', the local per-stream rule. A tuple is **late** when its
+``ts`` is older than the watermark of its micro-batch (computed by Spark from the
+earlier micro-batches). The slots' matchers run on that watermark
+(``time='external'``: a heartbeat in every micro-batch; their tuples do not move it), so
+every slot decides lateness alike; within a micro-batch tuples are pushed in
+``(ts, stream, id)`` order, so results are exactly the timestamp-order results of the
+tuples that are not late, however the input is cut into micro-batches. Each matcher
+purges what is older than the watermark minus MAXWINDOW. Where this differs from the
+local clock: Spark moves its watermark once per micro-batch, not per tuple; a source
+that has sent nothing does not hold it back (locally, every declared stream does until
+``idle_timeout``); and a source that falls silent holds it back for good, since Spark
+has no idle timeout (nor ``set_idle`` or per-stream heartbeats).
+
+**Ordered emission** (``emit="ordered"``). Each slot's matcher holds its results (in
+the state store, with the window) and releases those older than the micro-batch's
+watermark, in ``ts`` order. So micro-batch k writes exactly the results with ``ts`` in
+[watermark of k-1, watermark of k): every micro-batch's results are newer than or as
+new as every earlier micro-batch's, and within one micro-batch each slot's results are
+in ``ts`` order while slots interleave (sort the micro-batch, e.g. in ``foreachBatch``,
+for one total order). A slot that holds results and gets no rows is woken when the
+watermark passes its first held result: an event-time timeout, for which Spark runs a
+micro-batch without data once the watermark moves. With an event-time timeout Spark
+would drop rows older than the watermark before the function sees them, judging by the
+column that carries the watermark metadata; late tuples must be reported, so in this
+mode that column is replaced, after the watermarks are computed on the real event time,
+by a constant that is never late. Results newer than the last watermark stay held
+until data moves it (as Spark's own append-mode aggregations hold their last windows).
 
 **Exactly once across restarts.** The function is deterministic in its input and
 state, Spark re-runs an uncommitted micro-batch from the state of the previous one,
@@ -50,10 +73,14 @@ client dependencies), which a plain ``pip install pyspark`` lacks: it fails with
 import name 'descriptor' from 'google.protobuf'". (2) Our state is one opaque blob per
 group, read whole and written whole each micro-batch (the matcher rebuilds its indexes
 from it), so value/list/map state variables and TTLs buy nothing, and the slot ring
-needs no timers. (3) Late tuples must reach the function to be reported: in the trial,
-transformWithStateInPandas in event-time mode dropped rows older than the watermark
-before the processor saw them, and so does applyInPandasWithState with an event-time
-timeout; applyInPandasWithState without a timeout hands them over (tested). It works
+needs no timers in arrival mode. (3) Late tuples must reach the function to be
+reported: in the trial, transformWithStateInPandas in event-time mode dropped rows
+older than the watermark before the processor saw them, and so does
+applyInPandasWithState with an event-time timeout on the watermarked column;
+applyInPandasWithState without a timeout hands them over (tested), and so does an
+event-time timeout when that column is never late (ordered mode, above; tested). A
+processing-time timeout was tried for ordered mode and rejected: Spark then runs a
+micro-batch at every trigger, and an ``availableNow`` query never ends. It works
 with the default HDFS-backed state store and with RocksDB
 (``spark.sql.streaming.stateStore.providerClass``), which suits large windows. Its cost:
 a slot's whole window is rewritten in every micro-batch that brings it data.

@@ -328,3 +328,22 @@ def test_snapshot_of_held_results_needs_ordered() -> None:
 def test_emit_is_checked() -> None:
     with pytest.raises(ValueError, match="emit must be one of arrival, ordered"):
         mqo.Matcher(DDL, emit="sorted")
+
+
+@pytest.mark.parametrize("how", ["push", "push_batch"])
+def test_external_time_takes_the_watermark_from_heartbeats(how: str) -> None:
+    """time='external' (the Spark streaming stage's matchers): tuples do not move the
+    watermark, heartbeats do; a tuple older than it is late; no lateness applies."""
+    m = mqo.Matcher(DDL, time="external", allowed_lateness=100, emit="ordered")
+    m.register_query("SELECT * FROM B WHERE B.x > 0")
+
+    def push(ts: float) -> list[Any]:
+        if how == "push":
+            return m.push("B", ts, {"x": 1.0})
+        return m.push_batch("B", {"ts": np.array([ts]), "x": np.array([1.0])}).matches()
+
+    assert push(50.0) == [] and push(500.0) == [] and m.watermark == -np.inf
+    assert [r.ts for r in m.heartbeat(60.0)] == [50.0] and m.watermark == 60.0
+    assert push(59.9) == [] and m.late_count == 1  # older than the watermark: late (allowed_lateness does not apply)
+    assert push(60.0) == [] and m.late_count == 1
+    assert [r.ts for r in m.heartbeat(1000.0)] == [60.0, 500.0]

@@ -74,3 +74,12 @@ def test_aggregation_example_prints_the_documented_rows():
     with in_repo(), contextlib.redirect_stdout(out):
         exec(compile(block, "README.md", "exec"), {})
     assert out.getvalue().strip() == expected.strip()
+
+
+def test_ordered_emission_example_prints_the_documented_releases():
+    block = block_with('emit="ordered"')
+    expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
+    out = io.StringIO()
+    with in_repo(), contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    assert out.getvalue().strip() == expected.strip()

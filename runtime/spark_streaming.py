@@ -79,8 +79,9 @@ older than the watermark before the processor saw them, and so does
 applyInPandasWithState with an event-time timeout on the watermarked column;
 applyInPandasWithState without a timeout hands them over (tested), and so does an
 event-time timeout when that column is never late (ordered mode, above; tested). A
-processing-time timeout was tried for ordered mode and rejected: Spark then runs a
-micro-batch at every trigger, and an ``availableNow`` query never ends. It works
+processing-time timeout was tried for ordered mode and rejected: Spark then runs
+micro-batches without data at every trigger, and an ``availableNow`` test query had not
+ended after ten minutes. It works
 with the default HDFS-backed state store and with RocksDB
 (``spark.sql.streaming.stateStore.providerClass``), which suits large windows. Its cost:
 a slot's whole window is rewritten in every micro-batch that brings it data.

@@ -301,7 +301,9 @@ class Matcher:
     def _compiled_whole(self) -> CompiledPlan:
         """The plan, compiled whole if it is an updated one (list numbers are then
         those of a fresh compile: what ``explain`` shows and snapshots record)."""
-        if self._plan is not None and self._plan.base_plan is not None and not self._frozen:
+        # the plan is made first: right after a registration change it is not made yet,
+        # and would be an updated one
+        if self.plan.base_plan is not None and not self._frozen:
             self._plan = self._previous_plan = None
         return self.plan
 

@@ -347,3 +347,42 @@ def test_external_time_takes_the_watermark_from_heartbeats(how: str) -> None:
     assert push(59.9) == [] and m.late_count == 1  # older than the watermark: late (allowed_lateness does not apply)
     assert push(60.0) == [] and m.late_count == 1
     assert [r.ts for r in m.heartbeat(1000.0)] == [60.0, 500.0]
+
+
+def test_aggregates_alike_under_ordered_emission() -> None:
+    """Aggregate queries are emitted by their windows; emit='ordered' changes nothing
+    there (their filter matches feed the slices at once), and match queries beside
+    them come out in ts order."""
+    found = {}
+    for emit in ("arrival", "ordered"):
+        m = mqo.Matcher("REGISTER STREAM H (p INTEGER, rate FLOAT);", emit=emit)
+        m.register_queries(
+            "Query ID: avg\nSELECT H.p, AVG(H.rate), COUNT(*) FROM H [RANGE 2 min SLIDE 1 min] "
+            "WHERE H.rate > 50 GROUP BY H.p;\nQuery ID: hot\nSELECT * FROM H WHERE H.rate > 90;"
+        )
+        matches = []
+        for i in range(30):
+            matches += m.push("H", 20.0 * i, {"p": i % 3, "rate": 40.0 + 3 * i})
+        rows = [*m.poll_aggregates(), *m.flush()]
+        matches += m.flush_results().matches()
+        found[emit] = ([(r.query, r.window_start, r.window_end, r.group, r.values) for r in rows], matches)
+    assert found["arrival"][0] == found["ordered"][0] and len(found["ordered"][0]) > 10
+    assert found["arrival"][1] == found["ordered"][1] and len(found["ordered"][1]) > 5
+
+
+@pytest.mark.parametrize("emit", ["arrival", "ordered"])
+def test_snapshot_right_after_unregister(emit: str) -> None:
+    """A snapshot taken right after a removal records the plan compiled whole (its
+    list numbers), not the updated plan the next tuple would have made."""
+    ddl = "CREATE STREAM A (x FLOAT, y FLOAT); CREATE STREAM B (x FLOAT, y FLOAT);"
+    m = mqo.Matcher(ddl, emit=emit, idle_timeout=None, allowed_lateness=1)
+    m.register_query("Query ID: q1\nSELECT * FROM A, B MAXWINDOW 2 sec WHERE A.x + B.x <= 0.1 AND A.x <= 0")
+    m.register_query("Query ID: q2\nSELECT * FROM A, B MAXWINDOW 2 sec WHERE A.x <= 0 OR A.ts <= 0.1")
+    m.register_query("Query ID: q3\nSELECT * FROM A WHERE A.x <= 0")
+    for i in range(6):
+        m.push("A", 0.1 * (i + 1), {"x": 0.0, "y": 0.0})
+    m.unregister_query("q2")
+    restored = mqo.Matcher.restore(pickle.loads(pickle.dumps(m.snapshot())))
+    for eng in (m, restored):
+        found = eng.push("B", 0.7, {"x": 0.1, "y": 0.0}) + eng.flush_results().matches()
+        assert sorted((r.query, r.ts) for r in found if r.query == "q1") == [("q1", 0.7)] * 6

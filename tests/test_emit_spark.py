@@ -151,3 +151,29 @@ def test_streaming_ordered(spark_session: Any, tmp_path: Path) -> None:
     assert Counter(key(r) for r in released) == want
     # the last micro-batch had no rows: held results were woken by the watermark alone
     assert len(batches) >= 3 and not [r for r in batches[-1] if r["query"] is None]
+
+
+def test_cli_spark_engine_emit_ordered_with_declared_lateness(spark_session: Any, tmp_path: Path) -> None:
+    """``mqo match --engine spark --emit ordered``: late tuples decided with the streams'
+    ALLOWED LATENESS as locally, results in ts order, the local engine's results."""
+    from runtime.cli import main
+    from tests.test_emit_cli import DDL as CLI_DDL
+    from tests.test_emit_cli import QUERIES as CLI_QUERIES
+    from tests.test_emit_cli import jittered
+
+    (tmp_path / "s.ddl").write_text(CLI_DDL)
+    (tmp_path / "q.mqo").write_text(CLI_QUERIES)
+    (tmp_path / "a.csv").write_text(jittered(1000, 400, 1, 6).replace("ts,v", "ts,x"))
+    (tmp_path / "b.csv").write_text(jittered(820, 400, 2, 2).replace("ts,v", "ts,y"))
+    found = {}
+    for engine in ("local", "spark"):
+        out, late = tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.late.jsonl"
+        args = ["match", "--schema", str(tmp_path / "s.ddl"), "--queries", str(tmp_path / "q.mqo")]
+        args += ["--input", f"A={tmp_path / 'a.csv'}", "--input", f"B={tmp_path / 'b.csv'}", "--engine", engine]
+        args += ["--emit", "ordered", "--output", str(out), "--late", str(late), "--quiet"]
+        assert main(args) == 0
+        found[engine] = [json.loads(line) for line in out.read_text().splitlines()]
+        found[engine + " late"] = sorted(late.read_text().splitlines()) if late.exists() else []
+    assert found["local late"] == found["spark late"] and found["local late"]
+    assert Counter(map(json.dumps, found["local"])) == Counter(map(json.dumps, found["spark"]))
+    assert [r["ts"] for r in found["spark"]] == sorted(r["ts"] for r in found["spark"]) and found["spark"]

@@ -494,10 +494,8 @@ class Matcher:
     # --------------------------------------------------------- ordered emission
 
     def release(self) -> MatchBatch:
-        """Under ``emit='ordered'``: the held results the watermark has passed by now,
-        in ``ts`` order. Tuples and heartbeats release results themselves; call this
-        when none come, so that a stream silent past ``idle_timeout`` (processing
-        time) stops holding results back. Empty under ``emit='arrival'``."""
+        """``emit='ordered'``: the held results the watermark has passed by now, in ``ts``
+        order (call it when no tuple comes: a stream may have gone idle since)."""
         plan = self.plan
         blocks = self.pipeline.release()
         self._emit_aggregates()
@@ -505,14 +503,12 @@ class Matcher:
 
     def flush_results(self) -> MatchBatch:
         """End of input under ``emit='ordered'``: every held result, in ``ts`` order
-        (the watermark will not pass them, since no tuple comes to move it). Results
-        released after it by later tuples start a new ordered run."""
+        (results released by later tuples start a new ordered run)."""
         return MatchBatch(self.plan, self.pipeline.flush())
 
     @property
     def next_release_ts(self) -> float | None:
-        """The smallest ``ts`` of a held result (None when none is held): nothing is
-        released before the watermark passes it."""
+        """The smallest ``ts`` of a held result (None when none is held)."""
         if self.pipeline.held is None:
             return None
         self.plan  # noqa: B018 - withdraw the results of queries unregistered since
@@ -520,8 +516,7 @@ class Matcher:
 
     @property
     def held_results(self) -> int:
-        """How many results ``emit='ordered'`` holds, waiting for the watermark (those
-        with ``ts`` at or after it: bounded by how far the watermark lags)."""
+        """How many results ``emit='ordered'`` holds (``ts`` at or after the watermark)."""
         if self.pipeline.held is None:
             return 0
         self.plan  # noqa: B018 - a query unregistered since withdraws its results when the plan changes

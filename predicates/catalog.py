@@ -1,4 +1,4 @@
-"""The catalog of declared streams (DESIGN.md §3).
+"""The catalog of declared streams (README, "The query language").
 
 Names of streams and columns are matched case-insensitively and reported in the
 spelling they were declared with. Every stream has two implicit columns: ``ts``

@@ -1,4 +1,4 @@
-"""Parser of the query language and the DDL (DESIGN.md §3, §4).
+"""Parser of the query language and the DDL (README, "The query language").
 
 Why a hand-written parser: the grammar is small (five clauses, one expression
 language, one DDL statement), errors must point at an exact column with a message

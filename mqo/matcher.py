@@ -32,7 +32,8 @@ from mqo.config import ORDERS, MatcherConfig, parse_order
 from mqo.engine import ResultBlock
 from mqo.explain import explain_text
 from mqo.pipeline import Pipeline
-from mqo.plan import CompiledPlan, compile_plan
+from mqo.plan import CompiledPlan
+from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
 from mqo.prepare import PreparedBatch
 from mqo.registry import QueryRegistry

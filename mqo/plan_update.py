@@ -29,7 +29,8 @@ from fractions import Fraction
 import numpy as np
 
 from indexes.kill_bitsets import KillBitsets
-from mqo.plan import CompiledPlan, Levels, _ascending, arrange_lists, compile_plan
+from mqo.plan import CompiledPlan, Levels, _ascending
+from mqo.plan_compile import arrange_lists, compile_plan
 from mqo.registry import QueryRegistry
 from predicates import Kind
 from predicates.normalize import to_float

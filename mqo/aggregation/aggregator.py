@@ -41,7 +41,7 @@ from mqo.aggregation.slices import SliceStore, slice_of
 from mqo.batch import EXACT, slots_of
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
-from mqo.plan import compile_plan
+from mqo.plan_compile import compile_plan
 from mqo.prepare import ENGINE, SINGLE, PreparedBatch
 from mqo.registry import QueryRegistry
 from predicates import Catalog, ColumnType, QueryError

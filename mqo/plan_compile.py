@@ -1,0 +1,260 @@
+"""Compiling the registry into a :class:`~mqo.plan.CompiledPlan`.
+
+The registry keeps every predicate as a row (query, disjunct, list, constant); one
+sort of all rows by (list, constant) gives every list's distinct constants and the
+slots using each. Compiling is O(P log P) for P predicate occurrences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from mqo.expressions import TestFn, column_position, compile_test, compile_value
+from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
+from mqo.registry import QueryRegistry
+from predicates import ColumnType, Kind, Residual, StreamSchema
+from predicates.catalog import role_schema, split_role
+from predicates.normalize import to_float
+from predicates.numbers import exact
+from predicates.templates import Context
+
+
+def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
+    catalog = registry.catalog
+    real = tuple(catalog)
+    # the engine's streams: the declared ones, then the roles of self-joins (B#2, ...)
+    roles = []
+    for role in registry.roles:
+        base, k = split_role(role)
+        roles.append(role_schema(catalog.require(base), k))
+    streams = real + tuple(roles)
+    number = {s.name.lower(): i for i, s in enumerate(streams)}
+    n_streams = len(streams)
+    base_of = list(range(len(real))) + [number[split_role(r.name)[0].lower()] for r in roles]
+    roles_of = [tuple(r for r in range(len(real), n_streams) if base_of[r] == s) for s in range(len(real))]
+
+    def stream_number(name: str) -> int:
+        return number[name.lower()]
+
+    def schema_of(name: str) -> StreamSchema:
+        return streams[number[name.lower()]]
+
+    records = list(registry)
+    n_records = len(records)
+    compiled = [rq.compiled for rq in records]
+    n_disjuncts = np.fromiter((len(c.disjuncts) for c in compiled), np.int64, n_records)
+    slot_base = np.zeros(n_records + 1, np.int64)
+    np.cumsum(n_disjuncts, out=slot_base[1:])
+    n_slots = int(slot_base[-1])
+    slot_record = np.repeat(np.arange(n_records, dtype=np.int32), n_disjuncts)
+    slot_disjunct = (np.arange(n_slots, dtype=np.int64) - slot_base[slot_record]).astype(np.int16)
+
+    # per distinct context first (queries share a few), then spread to records in bulk
+    number_of_context: dict[int, int] = {}
+    distinct: list[Context] = []
+    numbers: list[int] = []
+    for c in compiled:
+        k = number_of_context.get(id(c.context))
+        if k is None:
+            k = number_of_context[id(c.context)] = len(distinct)
+            distinct.append(c.context)
+        numbers.append(k)
+    record_context = np.array(numbers, np.int64)
+    context_code = {id(ctx): _context_code(ctx, stream_number, schema_of) for ctx in distinct}
+    context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
+    context_multi = np.array([ctx.multi_stream for ctx in distinct], bool)
+    record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
+    multi = context_multi[record_context] if n_records else np.zeros(0, bool)
+    windows = Levels.of([c.maxwindow or 0.0 if m else 0.0 for c, m in zip(compiled, multi.tolist(), strict=True)])
+    record_window = np.array(windows.floats, np.float64)[windows.level_of] if n_records else np.zeros(0)
+
+    # queries with residuals or several disjuncts are the special ones
+    residual_code: dict[int, TestFn] = {}
+    record_special = np.zeros(n_records, bool)
+    slot_residuals: dict[int, tuple[Residual, ...]] = {}
+    for i in [i for i, c in enumerate(compiled) if len(c.disjuncts) != 1 or c.disjuncts[0][1]]:
+        disjuncts = compiled[i].disjuncts
+        record_special[i] = len(disjuncts) > 1
+        for d, (_, residuals) in enumerate(disjuncts):
+            if residuals:
+                record_special[i] = True
+                slot_residuals[int(slot_base[i]) + d] = residuals
+                for r in residuals:
+                    if id(r) not in residual_code:
+                        residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
+    slot_window = record_window[slot_record] if n_slots else np.zeros(0)
+    slot_window_level = windows.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
+    sinces = Levels.of([rq.since_ts for rq in records])
+    slot_since_level = sinces.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
+    slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
+    slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
+
+    rows = registry.rows()
+    live = rows["live"]
+    row_numbers = np.flatnonzero(live)
+    orders = np.fromiter((rq.order for rq in records), np.int64, n_records)
+    row_record = np.searchsorted(orders, rows["order"][live])
+    row_slot = slot_base[row_record] + rows["disjunct"][live].astype(np.int64)
+    row_key = rows["key"][live]
+    row_value = rows["value"][live]
+    # rows grouped by list (a stable radix sort when list ids fit 16 bits), then each
+    # list's rows by constant: the order of a lexsort on (key, value), in less time
+    narrow = row_key.astype(np.int16) if registry.key_ids < 2**15 else row_key
+    by_key = np.argsort(narrow, kind="stable")
+    bounds = np.searchsorted(row_key[by_key], np.arange(registry.key_ids + 1, dtype=row_key.dtype))
+
+    exact_row_numbers = np.fromiter((r for r, v in rows["objects"].items() if isinstance(v, Fraction)), np.int64)
+    lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
+    bits = {k: 0 for k in TYPES}
+    for key in registry.lists():
+        kid = registry.key_id(key)
+        chosen = by_key[bounds[kid] : bounds[kid + 1]]
+        chosen = chosen[np.argsort(row_value[chosen], kind="stable")]
+        slots = row_slot[chosen]
+        objects = rows["objects"]
+        doubles = False
+        if key.family == "number" and not (key.right is not None and key.factor is None):
+            exact_rows = np.isin(row_numbers[chosen], exact_row_numbers) if len(exact_row_numbers) else None
+            doubles = exact_rows is None or not exact_rows.any()
+            if doubles:
+                constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
+            else:
+                # a few constants are not doubles (1/3): those lists sort exactly
+                values = [
+                    objects[int(row_numbers[c])] if is_exact else float(row_value[c])
+                    for c, is_exact in zip(chosen.tolist(), exact_rows.tolist(), strict=True)
+                ]
+                constants, offsets, users = _distinct_objects(values, slots, key=exact)
+        else:
+            values = [objects[int(row_numbers[c])] for c in chosen]
+            constants, offsets, users = _distinct_objects(values, slots)
+        right_stream = right_pos = None
+        if key.right is not None:
+            right_stream = stream_number(key.right.stream)
+            right_pos = column_position(schema_of(key.right.stream), key.right.column)
+        lst = CompiledList(
+            kind=key.kind,
+            index=len(lists[key.kind]),
+            key=key,
+            base=bits[key.kind],
+            constants=constants,
+            offsets=offsets,
+            users=users,
+            slot_bits=n_slots,
+            left_stream=stream_number(key.left.stream),
+            left_pos=column_position(schema_of(key.left.stream), key.left.column),
+            right_stream=right_stream,
+            right_pos=right_pos,
+            factor=to_float(key.factor) if key.factor is not None else None,
+            numeric=key.family == "number",
+            integer=_holds_integers(schema_of(key.left.stream), key.left.column),
+            doubles=doubles,
+        )
+        lists[key.kind].append(lst)
+        bits[key.kind] += lst.n
+
+    attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
+
+    return CompiledPlan(
+        version=version,
+        catalog=catalog,
+        streams=streams,
+        records=records,
+        context_code=context_code,
+        residual_code=residual_code,
+        slot_residuals=slot_residuals,
+        slot_record=slot_record,
+        slot_disjunct=slot_disjunct,
+        slot_window=slot_window,
+        slot_window_level=slot_window_level,
+        windows=windows,
+        slot_since_level=slot_since_level,
+        sinces=sinces,
+        slot_stream_mask=slot_stream_mask,
+        slot_special=slot_special,
+        lists=lists,
+        bits=bits,
+        attr_lists=attr_lists,
+        pair_lists=pair_lists,
+        indexed_positions=indexed,
+        attr_list_mask=attr_list_mask,
+        retention_window=windows.floats[-1] if n_records else 0.0,
+        retention_window_exact=windows.exact(len(windows) - 1) if n_records else Fraction(0),
+        _stream_number={name: i for name, i in number.items() if i < len(real)},
+        record_orders=orders,
+        base_of=base_of,
+        roles_of=roles_of,
+        removal_mark=registry.removal_mark,
+    )
+
+
+def arrange_lists(lists: dict[Kind, list[CompiledList]], n_streams: int) -> tuple[Any, Any, Any, Any]:
+    """Attribute lists per stream, join and window lists per pair of streams, the
+    indexed columns per stream and each stream's attribute lists as a mask."""
+    attr_lists: list[list[CompiledList]] = [[] for _ in range(n_streams)]
+    attr_list_mask = [0] * n_streams
+    pair_lists: dict[Kind, list[list[list[CompiledList]]]] = {
+        k: [[[] for _ in range(n_streams)] for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
+    }
+    indexed: list[set[int]] = [set() for _ in range(n_streams)]
+    for lst in lists[Kind.ATTRIBUTE]:
+        attr_lists[lst.left_stream].append(lst)
+        attr_list_mask[lst.left_stream] |= 1 << lst.index
+    for kind in (Kind.JOIN, Kind.WINDOW):
+        for lst in lists[kind]:
+            a, b = lst.left_stream, lst.right_stream
+            assert b is not None and lst.right_pos is not None
+            pair_lists[kind][a][b].append(lst)
+            pair_lists[kind][b][a].append(lst)
+            if lst.left_pos != 0:
+                indexed[a].add(lst.left_pos)
+            if lst.right_pos != 0:
+                indexed[b].add(lst.right_pos)
+    return attr_lists, pair_lists, indexed, attr_list_mask
+
+
+def _context_code(context: Context, stream_number: Any, schema_of: Any) -> ContextCode:
+    bound = context.bound
+    aliases = {stream_number(role): alias for alias, role in bound.role_aliases}
+    ids = tuple(sorted(aliases))
+    mask = 0
+    for s in ids:
+        mask |= 1 << s
+    outputs = tuple((out.name, compile_value(out.expr, stream_number, schema_of)) for out in bound.outputs)
+    return ContextCode(aliases, ids, mask, outputs)
+
+
+def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Distinct constants (ascending; ``values`` is sorted) and, as CSR arrays, the
+    slots using each."""
+    if not len(values):
+        return [], np.zeros(1, np.int64), np.zeros(0, np.int32)
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    offsets = np.append(starts, len(values)).astype(np.int64)
+    return values[starts].tolist(), offsets, slots.astype(np.int32)
+
+
+def _holds_integers(schema: StreamSchema, column: str) -> bool:
+    found = schema.lookup(column)
+    return found is not None and found[1] in (ColumnType.INTEGER, ColumnType.BYTE)
+
+
+def _distinct_objects(
+    values: list[Any], slots: np.ndarray, key: Callable[[Any], Any] | None = None
+) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Distinct constants in ascending order (by ``key``), and the slots using each."""
+    if key is None:
+        distinct = sorted(set(values), key=lambda v: (v is None, v))
+    else:
+        distinct = sorted(set(values), key=key)
+    where = {v: i for i, v in enumerate(distinct)}
+    inverse = np.array([where[v] for v in values], np.int64)
+    order = np.argsort(inverse, kind="stable")
+    counts = np.bincount(inverse, minlength=len(distinct))
+    offsets = np.zeros(len(distinct) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return distinct, offsets, slots[order].astype(np.int32)

@@ -35,10 +35,11 @@ import numpy as np
 
 from indexes import slice_fields as K
 from indexes.stored import StoredTuple
+from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
-from mqo.aggregation.slices import SliceStore, slice_of
-from mqo.batch import EXACT, slots_of
+from mqo.aggregation.slices import SliceStore
+from mqo.batch import slots_of
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
 from mqo.plan_compile import compile_plan
@@ -202,18 +203,18 @@ class Aggregator:
         # the (row, slot) pairs sorted by slot once: each filter's rows are then slices
         by_slot = np.argsort(fids, kind="stable")
         fids, rows_of = fids[by_slot], rows_of[by_slot]
-        shared = _BatchColumns(prepared)
+        shared = BatchColumns(prepared)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = _filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+            chosen = filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
             if len(chosen):
                 self._into(store, store_key, shared, chosen)
         for store_key, count_store in self.count_stores.items():
             if store_key[0] == stream.lower():
-                chosen = _filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+                chosen = filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
                 if len(chosen):
-                    fvals, ivals = _values(count_store.columns, count_store.integer, prepared, chosen)
+                    fvals, ivals = value_columns(count_store.columns, count_store.integer, prepared, chosen)
                     codes, keys = shared.groups(store_key[2])
                     count_store.take(prepared.ts[chosen], arrival[chosen], keys, codes[chosen], fvals, ivals)
 
@@ -243,11 +244,11 @@ class Aggregator:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(rows_out), np.concatenate(slots_out)
 
-    def _into(self, store: SliceStore, store_key: tuple, shared: _BatchColumns, rows: np.ndarray) -> None:
+    def _into(self, store: SliceStore, store_key: tuple, shared: BatchColumns, rows: np.ndarray) -> None:
         """The batch's ``rows`` (ascending) into ``store``: one kernel call."""
         prepared = shared.prepared
         slices = shared.slices(store.grid)[rows]
-        fvals, ivals = _values(store.columns, store.integer, prepared, rows)
+        fvals, ivals = value_columns(store.columns, store.integer, prepared, rows)
         codes, keys = shared.groups(store_key[2])
         store.add(slices, codes[rows], keys, fvals, ivals, self._first_needed(store_key))
 
@@ -442,70 +443,6 @@ class Aggregator:
         return lines
 
 
-class _BatchColumns:
-    """What every store reads of one batch, worked out once for the whole batch: the
-    slice of each row at a grid, the group code of each row for a GROUP BY."""
-
-    def __init__(self, prepared: PreparedBatch) -> None:
-        self.prepared = prepared
-        self._slices: dict[Fraction, np.ndarray] = {}
-        self._groups: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[Any, ...]]]] = {}
-
-    def slices(self, grid: Fraction) -> np.ndarray:
-        if grid not in self._slices:
-            self._slices[grid] = slice_of(self.prepared.ts, grid)
-        return self._slices[grid]
-
-    def groups(self, group_by: tuple[str, ...]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
-        if group_by not in self._groups:
-            rows = np.arange(len(self.prepared), dtype=np.int64)
-            self._groups[group_by] = _group_codes(_group_columns(self.prepared, group_by), rows)
-        return self._groups[group_by]
-
-
-def _filter_rows(rows_of: np.ndarray, fids: np.ndarray, slots: list[int]) -> np.ndarray:
-    """The rows (ascending) satisfying a filter of ``slots``; ``fids`` sorted."""
-    parts = [rows_of[np.searchsorted(fids, q) : np.searchsorted(fids, q, "right")] for q in slots]
-    chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    # a row in more than one slot of the filter counts once
-    return np.unique(chosen) if len(parts) > 1 else np.sort(chosen)
-
-
-def _values(
-    columns: list[str], integer: list[bool], prepared: PreparedBatch, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The value columns of ``rows``: as doubles (NaN: NULL) and INTEGER ones exactly."""
-    C = len(columns)
-    fvals = np.full((len(rows), C), np.nan)
-    ivals = np.zeros((len(rows), C), np.int64)
-    exact = prepared.columns.get(EXACT, {})
-    for c, (name, is_int) in enumerate(zip(columns, integer, strict=True)):
-        col = prepared.columns.get(name)
-        if col is not None:
-            fvals[:, c] = np.asarray(col, np.float64)[rows]
-        if is_int:
-            if name in exact:
-                ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
-            else:
-                ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
-    return fvals, ivals
-
-
-def _group_columns(prepared: PreparedBatch, names: tuple[str, ...]) -> list[Any]:
-    """The GROUP BY columns of a batch; an INTEGER one holding values past 2**53 as
-    exact Python ints (None: NULL), since its doubles would merge groups."""
-    exact = prepared.columns.get(EXACT, {})
-    out: list[Any] = []
-    for name in names:
-        if name in exact:
-            col = exact[name]
-            values = [None if null else v for v, null in zip(col.values.tolist(), col.null.tolist(), strict=True)]
-            out.append(np.array(values, object))
-        else:
-            out.append(prepared.columns.get(name))
-    return out
-
-
 def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:
     """Window ``k``'s ``(k*slide - size, k*slide]`` as correctly rounded doubles, for all
     ``ks`` (landmark: start -inf): on int64 arrays when the numbers are whole and small
@@ -523,49 +460,6 @@ def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.
         return np.full(len(ks), -math.inf), ends
     starts = np.array([(k * sn * dd - dn * sd) / (sd * dd) for k in ks.tolist()], np.float64)
     return starts, ends
-
-
-def _group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
-    """Per row a code of its group key and the key of each code (codes numbered by
-    first occurrence): the distinct keys are found on arrays, and only one Python
-    tuple is built per distinct key, not per row."""
-    n = len(rows)
-    if not cols:
-        return np.zeros(n, np.int64), [()]
-    per_col: list[np.ndarray] = []
-    for col in cols:
-        if col is None:
-            per_col.append(np.zeros(n, np.int64))
-            continue
-        vals = np.asarray(col)[rows]
-        if vals.dtype.kind in "fiub":  # NaN (NULL) is one value: np.unique folds NaNs together
-            per_col.append(np.unique(vals, return_inverse=True)[1].reshape(-1))
-        else:  # strings, None: by dictionary
-            seen: dict[Any, int] = {}
-            per_col.append(np.fromiter((seen.setdefault(_key(vals, i), len(seen)) for i in range(n)), np.int64, n))
-    if len(per_col) == 1:
-        inverse = per_col[0]
-        _, first = np.unique(inverse, return_index=True)
-    else:
-        stacked = np.stack(per_col, axis=1)
-        _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    order = np.argsort(first, kind="stable")  # codes by first occurrence
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    keys = [tuple(_key(col, int(rows[first[u]])) for col in cols) for u in order.tolist()]
-    return rank[inverse], keys
-
-
-def _key(col: Any, i: int) -> Any:
-    if col is None:
-        return None
-    v = col[i]
-    if isinstance(v, float | np.floating):
-        if v != v:
-            return None
-        return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)
-    return v
 
 
 def _plain(expr: Any, group_by: tuple[str, ...]) -> bool:

@@ -1,0 +1,120 @@
+"""A batch's columns as the aggregator reads them: values (INTEGER ones exactly),
+group codes per GROUP BY, slice numbers per grid, and the rows of each filter."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from mqo.aggregation.slices import slice_of
+from mqo.batch import EXACT
+from mqo.prepare import PreparedBatch
+
+
+class BatchColumns:
+    """What every store reads of one batch, worked out once for the whole batch: the
+    slice of each row at a grid, the group code of each row for a GROUP BY."""
+
+    def __init__(self, prepared: PreparedBatch) -> None:
+        self.prepared = prepared
+        self._slices: dict[Fraction, np.ndarray] = {}
+        self._groups: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[Any, ...]]]] = {}
+
+    def slices(self, grid: Fraction) -> np.ndarray:
+        if grid not in self._slices:
+            self._slices[grid] = slice_of(self.prepared.ts, grid)
+        return self._slices[grid]
+
+    def groups(self, group_by: tuple[str, ...]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+        if group_by not in self._groups:
+            rows = np.arange(len(self.prepared), dtype=np.int64)
+            self._groups[group_by] = group_codes(group_columns(self.prepared, group_by), rows)
+        return self._groups[group_by]
+
+
+def filter_rows(rows_of: np.ndarray, fids: np.ndarray, slots: list[int]) -> np.ndarray:
+    """The rows (ascending) satisfying a filter of ``slots``; ``fids`` sorted."""
+    parts = [rows_of[np.searchsorted(fids, q) : np.searchsorted(fids, q, "right")] for q in slots]
+    chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    # a row in more than one slot of the filter counts once
+    return np.unique(chosen) if len(parts) > 1 else np.sort(chosen)
+
+
+def value_columns(
+    columns: list[str], integer: list[bool], prepared: PreparedBatch, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The value columns of ``rows``: as doubles (NaN: NULL) and INTEGER ones exactly."""
+    C = len(columns)
+    fvals = np.full((len(rows), C), np.nan)
+    ivals = np.zeros((len(rows), C), np.int64)
+    exact = prepared.columns.get(EXACT, {})
+    for c, (name, is_int) in enumerate(zip(columns, integer, strict=True)):
+        col = prepared.columns.get(name)
+        if col is not None:
+            fvals[:, c] = np.asarray(col, np.float64)[rows]
+        if is_int:
+            if name in exact:
+                ivals[:, c] = np.asarray(exact[name].values, np.int64)[rows]
+            else:
+                ivals[:, c] = np.nan_to_num(fvals[:, c]).astype(np.int64)
+    return fvals, ivals
+
+
+def group_columns(prepared: PreparedBatch, names: tuple[str, ...]) -> list[Any]:
+    """The GROUP BY columns of a batch; an INTEGER one holding values past 2**53 as
+    exact Python ints (None: NULL), since its doubles would merge groups."""
+    exact = prepared.columns.get(EXACT, {})
+    out: list[Any] = []
+    for name in names:
+        if name in exact:
+            col = exact[name]
+            values = [None if null else v for v, null in zip(col.values.tolist(), col.null.tolist(), strict=True)]
+            out.append(np.array(values, object))
+        else:
+            out.append(prepared.columns.get(name))
+    return out
+
+
+def group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """Per row a code of its group key and the key of each code (codes numbered by
+    first occurrence): the distinct keys are found on arrays, and only one Python
+    tuple is built per distinct key, not per row."""
+    n = len(rows)
+    if not cols:
+        return np.zeros(n, np.int64), [()]
+    per_col: list[np.ndarray] = []
+    for col in cols:
+        if col is None:
+            per_col.append(np.zeros(n, np.int64))
+            continue
+        vals = np.asarray(col)[rows]
+        if vals.dtype.kind in "fiub":  # NaN (NULL) is one value: np.unique folds NaNs together
+            per_col.append(np.unique(vals, return_inverse=True)[1].reshape(-1))
+        else:  # strings, None: by dictionary
+            seen: dict[Any, int] = {}
+            per_col.append(np.fromiter((seen.setdefault(group_key(vals, i), len(seen)) for i in range(n)), np.int64, n))
+    if len(per_col) == 1:
+        inverse = per_col[0]
+        _, first = np.unique(inverse, return_index=True)
+    else:
+        stacked = np.stack(per_col, axis=1)
+        _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")  # codes by first occurrence
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    keys = [tuple(group_key(col, int(rows[first[u]])) for col in cols) for u in order.tolist()]
+    return rank[inverse], keys
+
+
+def group_key(col: Any, i: int) -> Any:
+    if col is None:
+        return None
+    v = col[i]
+    if isinstance(v, float | np.floating):
+        if v != v:
+            return None
+        return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)
+    return v

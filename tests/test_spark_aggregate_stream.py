@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,73 @@ def test_aggregate_stream_inputs_are_checked(spark_session: Any, tmp_path: Path)
     no_id = spark_session.readStream.schema("ts double, patient bigint, beatrate double, vib double, alert bigint")
     with pytest.raises(SparkStageError, match="needs an 'id' column"):
         aggregate_stream({"H": no_id.csv(str(tmp_path / "in"))}, TIMED, schema=DDL)
+
+
+TWO_DDL = DDL + "\nREGISTER STREAM B (patient INTEGER, pressure FLOAT);"
+TWO = (
+    TIMED
+    + """
+Query ID: pressure
+SELECT B.patient, COUNT(*) AS n, AVG(B.pressure) AS mean FROM B [RANGE 10 SLIDE 5] GROUP BY B.patient;
+Query ID: pressure_peaks
+SELECT B.patient, MAX(B.pressure) FROM B [ROWS 4 SLIDE 2] WHERE B.pressure > 20 GROUP BY B.patient;
+"""
+)
+
+
+@pytest.mark.spark
+def test_two_streams_in_one_stage(spark_session: Any, tmp_path: Path) -> None:
+    """H grouped by time spans and B by key in one stateful operator, under one
+    watermark over both streams: equal to the local engine on one global clock."""
+    h_rows = make_rows(seed=7, n=120)
+    rnd = random.Random(8)
+    b_rows = [
+        {"ts": round(rnd.uniform(0, 80), 1), "id": i, "patient": rnd.choice([1, 2, 3]), "pressure": rnd.uniform(0, 50)}
+        for i in range(120)
+    ]
+    ahead = {"ts": 150.0, "id": len(h_rows), "patient": 1, "beatrate": 60.0, "vib": 50.0, "alert": 0, "chunk": 4}
+    streams_rows = {"H": [*h_rows, ahead], "B": b_rows}
+    columns = {"H": COLUMNS, "B": ["ts", "id", "patient", "pressure"]}
+    m = mqo.Matcher(TWO_DDL, time="global", allowed_lateness=LATENESS)
+    m.register_queries(TWO)
+    merged = sorted((r["ts"], s, r["id"], r) for s, rs in streams_rows.items() for r in rs)
+    for ts, s, ident, r in merged:
+        m.push(s, ts, {c: r[c] for c in columns[s][2:]}, id=ident)
+    expected = Counter(
+        row_key(
+            r.query,
+            r.window_start if r.window_start > float("-inf") else None,
+            r.window_end,
+            {k: text_of(v) for k, v in r.group.items()},
+            {k: text_of(v) for k, v in r.values.items()},
+        )
+        for r in m.poll_aggregates()
+    )
+    assert m.watermark == 150.0 - LATENESS
+    assert {k[0] for k in expected} == {"all", "by_alert", "busy", "pressure", "pressure_peaks"}
+    for s, rs in streams_rows.items():
+        folder = tmp_path / "in" / s
+        folder.mkdir(parents=True)
+        for k in range(5):
+            frame = pd.DataFrame([r for r in rs if r.get("chunk", int(r["ts"] // CHUNK)) == k], columns=columns[s])
+            for c in ("patient", "alert"):
+                if c in frame:
+                    frame[c] = frame[c].astype("Int64")
+            path = folder / f"part{k:03d}.csv"
+            frame.to_csv(path, index=False)
+            os.utime(path, (1_000_000 + k, 1_000_000 + k))
+    schemas = {"H": SCHEMA, "B": "ts double, id bigint, patient bigint, pressure double"}
+    frames = {
+        s: spark_session.readStream.schema(schemas[s])
+        .option("header", True)
+        .option("maxFilesPerTrigger", 1)
+        .csv(str(tmp_path / "in" / s))
+        for s in ("H", "B")
+    }
+    rows = aggregate_stream(frames, TWO, schema=TWO_DDL, allowed_lateness=LATENESS, slots=2, span=SPAN)
+    query = write_files(rows, str(tmp_path / "out"), str(tmp_path / "ck"), available_now=True)
+    query.awaitTermination()
+    out = spark_session.read.parquet(str(tmp_path / "out")).collect()
+    assert all(r["query"] is not None for r in out), "no tuple is late here"
+    got = Counter(row_key(r["query"], r["window_start"], r["window_end"], r["group"], r["values"]) for r in out)
+    assert got == expected

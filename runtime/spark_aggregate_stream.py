@@ -150,6 +150,12 @@ def aggregate_stream(
             raise SparkStageError(f"stream {name}: not a streaming DataFrame; use spark_aggregate.aggregate_batch")
     matcher = _aggregate_source(queries, schema, streams)
     plans = stream_plans(matcher, streams, span)
+    if matcher.config.stream_lateness:
+        # one watermark over the union: a lateness per stream would be silently ignored
+        raise SparkStageError(
+            "the aggregate streaming stage keeps one watermark over all streams: give allowed_lateness, "
+            "not a Matcher with stream_lateness"
+        )
     lateness = matcher.allowed_lateness if allowed_lateness is None else allowed_lateness
     if isinstance(lateness, bool) or not isinstance(lateness, (int, float)) or not 0 <= lateness < math.inf:
         raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {lateness!r}")

@@ -156,6 +156,10 @@ def test_aggregate_stream_inputs_are_checked(spark_session: Any, tmp_path: Path)
         aggregate_stream({"H": stream}, TIMED, schema=DDL, allowed_lateness=-1)
     with pytest.raises(SparkStageError, match="slots"):
         aggregate_stream({"H": stream}, KEYED, schema=DDL, slots=0)
+    with pytest.raises(SparkStageError, match="stream_lateness"):
+        per_stream = mqo.Matcher(DDL, stream_lateness={"H": 3.0})
+        per_stream.register_queries(TIMED)
+        aggregate_stream({"H": stream}, per_stream)
     no_id = spark_session.readStream.schema("ts double, patient bigint, beatrate double, vib double, alert bigint")
     with pytest.raises(SparkStageError, match="needs an 'id' column"):
         aggregate_stream({"H": no_id.csv(str(tmp_path / "in"))}, TIMED, schema=DDL)
@@ -229,3 +233,20 @@ def test_two_streams_in_one_stage(spark_session: Any, tmp_path: Path) -> None:
     assert all(r["query"] is not None for r in out), "no tuple is late here"
     got = Counter(row_key(r["query"], r["window_start"], r["window_end"], r["group"], r["values"]) for r in out)
     assert got == expected
+
+
+@pytest.mark.spark
+def test_a_restart_with_other_settings_is_refused(spark_session: Any, tmp_path: Path) -> None:
+    """The state's fingerprint: restarting from a checkpoint with another number of
+    slots (other groups, other matchers) fails with a clear message."""
+    from pyspark.errors import StreamingQueryException
+
+    rows = make_rows(seed=5, n=60)
+    write_chunk(tmp_path, rows, 0)
+    run(spark_session, tmp_path, KEYED)
+    write_chunk(tmp_path, rows, 1)
+    stream = spark_session.readStream.schema(SCHEMA).option("header", True).csv(str(tmp_path / "in"))
+    other = aggregate_stream({"H": stream}, KEYED, schema=DDL, allowed_lateness=LATENESS, slots=2)
+    query = write_files(other, str(tmp_path / "out"), str(tmp_path / "ck"), available_now=True)
+    with pytest.raises(StreamingQueryException, match="start from a new checkpoint location"):
+        query.awaitTermination()

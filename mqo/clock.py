@@ -5,15 +5,19 @@ One object owns the rules (docs/ARCHITECTURE.md, Time), so every way in (``push`
 
 **Per-stream time** (the default, ``time='per-stream'``), as Flink, Spark and Beam
 keep it: each declared stream has its own watermark, its newest ``ts`` (tuples and
-heartbeats) minus its allowed lateness (the global one, or its own from
-``stream_lateness``). The **matcher's watermark** is the minimum over the *active*
-streams, and it never goes back. Every declared stream is active, also one that has
-sent nothing yet (it holds the watermark at -inf), until it is idle: silent for
+heartbeats) minus its allowed lateness: its own from ``stream_lateness`` (the API),
+else from its declaration (``CREATE STREAM ... ALLOWED LATENESS 5 sec``), else the
+global ``allowed_lateness`` (the most specific wins, see :func:`clock_for`). The
+**matcher's watermark** is the minimum over the *active* streams, and it never goes
+back. Every declared stream is active, also one that has sent nothing yet (it holds
+the watermark at -inf), until it is idle: silent for
 ``idle_timeout`` seconds of processing time (``now``, injectable for tests), or
 declared idle (:meth:`Clock.set_idle`). An idle stream stops holding the others back
 and is active again as soon as it speaks (a tuple or a heartbeat). With no stream
 active the watermark stays where it is. **Global time** (``time='global'``, the first
-version's rule) is the same with one stream that every tuple belongs to.
+version's rule) is the same with one stream that every tuple belongs to. **External
+time** (``time='external'``): the watermark is a host engine's (Spark's), set by
+heartbeats alone; tuples do not move it and no lateness applies (the host decided it).
 
 * a tuple is **late** when ``ts`` is older than the matcher's watermark, decided
   exactly on what the numbers mean (:mod:`indexes.exact`);
@@ -34,12 +38,15 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, decimal_of, faithful, linear_sign, to_float
 from mqo.config import TIME_MODES, MatcherConfig, check_seconds
+
+if TYPE_CHECKING:
+    from predicates import StreamSchema
 
 ONE = Fraction(1)
 NEVER = -math.inf
@@ -66,9 +73,10 @@ class Clock:
         self.idle_timeout = None if idle_timeout is None else check_seconds("idle_timeout", idle_timeout)
         self.now = now
         own = dict(stream_lateness or {})
-        if own and mode == "global":
+        if own and mode != "per-stream":
             raise ValueError("stream_lateness needs time='per-stream' (one global clock has one lateness)")
         self.names = list(streams) if mode == "per-stream" else ["*"]
+        self.declared = bool(streams)  # made for the declared streams (not the placeholder before them)
         unknown = sorted(set(own) - set(self.names))
         if unknown and streams:
             raise ValueError(f"stream_lateness names undeclared stream(s) {', '.join(unknown)}")
@@ -153,6 +161,12 @@ class Clock:
         self._recompute()  # a stream may have gone idle since the last tuple
         return self._late_against(ts, self.mark)
 
+    def passed(self, ts: float, mark: Mark | None) -> bool:
+        """Whether the watermark ``mark`` has passed ``ts`` (``ts`` is older than it,
+        exactly): a tuple at ``ts`` would be late, and no result still to come can
+        have a ``ts`` this small (:mod:`mqo.emit`)."""
+        return self._late_against(ts, mark)
+
     def _late_against(self, ts: float, mark: Mark | None) -> bool:
         if mark is None or ts >= mark[0]:
             return False
@@ -163,7 +177,7 @@ class Clock:
     def observe(self, s: int, ts: float) -> None:
         """Stream ``s`` spoke at ``ts`` (a tuple, late or not, or a heartbeat)."""
         c = self.slot(s)
-        if ts > self.newest[c]:
+        if ts > self.newest[c] and self.mode != "external":
             self.newest[c] = ts
         self.heard[c] = self.now()
         self.idle[c] = False
@@ -192,8 +206,11 @@ class Clock:
         otherwise tuple by tuple."""
         ts = np.asarray(ts, np.float64)
         n = len(ts)
-        streams = np.zeros(n, np.int64) if self.mode == "global" else np.asarray(streams, np.int64)
+        streams = np.asarray(streams, np.int64) if self.mode == "per-stream" else np.zeros(n, np.int64)
         self._recompute()
+        if self.mode == "external":  # tuples do not move the watermark; no lateness: ts < base
+            late = ts < self.mark[0] if self.mark is not None else np.zeros(n, bool)
+            return late, [self.mark] * n
         active = set(self.active())
         present = set(np.unique(streams).tolist())
         involved = sorted(active | present)
@@ -313,12 +330,29 @@ class Clock:
         self._horizon = None if horizon is None else ((float(horizon[0]), int(horizon[1])), Fraction(horizon[2]))
 
 
-def clock_for(config: MatcherConfig, streams: Sequence[str], now: Callable[[], float] = time.monotonic) -> Clock:
-    """The clock a matcher with ``config`` keeps over ``streams`` (declared names)."""
+def clock_for(
+    config: MatcherConfig, streams: Sequence[StreamSchema], now: Callable[[], float] = time.monotonic
+) -> Clock:
+    """The clock a matcher with ``config`` keeps over the declared ``streams``.
+
+    A stream's lateness is the most specific one given: ``config.stream_lateness``
+    (the API) over the stream's ``ALLOWED LATENESS`` clause (the DDL) over
+    ``config.allowed_lateness``. A DDL clause needs ``time='per-stream'``: one global
+    clock has one lateness, and ignoring the clause would call tuples late that the
+    DDL allows."""
+    external = config.time == "external"
+    # under external time the host engine decided lateness, DDL clauses included
+    declared = {s.name: s.lateness for s in streams if s.lateness is not None and not external}
+    if declared and config.time == "global":
+        named = ", ".join(sorted(declared))
+        raise ValueError(
+            f"stream(s) {named} declare ALLOWED LATENESS in the DDL, which needs time='per-stream' "
+            "(one global clock has one lateness)"
+        )
     return Clock(
-        config.allowed_lateness,
-        streams,
-        stream_lateness=config.stream_lateness,
+        0.0 if external else config.allowed_lateness,
+        [s.name for s in streams],
+        stream_lateness={**declared, **config.stream_lateness},
         idle_timeout=config.idle_timeout,
         mode=config.time,
         now=now,

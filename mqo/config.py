@@ -9,7 +9,8 @@ from typing import Any
 
 from predicates import DEFAULT_MAX_DISJUNCTS, INDEXED_KINDS, Kind
 
-TIME_MODES = ("per-stream", "global")
+TIME_MODES = ("per-stream", "global", "external")
+EMIT_MODES = ("arrival", "ordered")
 
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")  # the six evaluation orders of the three types
 KIND_OF_LETTER = {kind.letter: kind for kind in INDEXED_KINDS}
@@ -52,10 +53,15 @@ class MatcherConfig:
     ``allowed_lateness``: seconds a tuple may arrive behind its stream's newest
     (``stream_lateness``: per stream, by name). ``time``: ``'per-stream'`` (each
     stream keeps its own watermark, the matcher's is the minimum over active streams)
-    or ``'global'`` (one clock: the newest ts of any stream). ``idle_timeout``: seconds
+    or ``'global'`` (one clock: the newest ts of any stream) or ``'external'`` (the
+    watermark is the host engine's, given by ``heartbeat(ts)``; tuples do not move it,
+    and no lateness applies: how the Spark streaming stage runs). ``idle_timeout``: seconds
     of processing time after which a silent stream stops holding the others back
-    (None: only when declared idle). See :mod:`mqo.clock`. ``order``: ``'adaptive'`` (re-picked per stream from measured
-    selectivity and cost, :mod:`mqo.reorder`) or a static order such as ``'AJW'``.
+    (None: only when declared idle). See :mod:`mqo.clock`. ``emit``: ``'arrival'``
+    (a result as soon as its last tuple arrives) or ``'ordered'`` (results held until
+    the watermark has passed them, then released in ``ts`` order; :mod:`mqo.emit`).
+    ``order``: ``'adaptive'`` (re-picked per stream from measured selectivity and
+    cost, :mod:`mqo.reorder`) or a static order such as ``'AJW'``.
     ``bucket_width``: seconds per time bucket (default: a quarter of the retention).
     ``max_disjuncts``: the bound on a query's OR expansion. ``store='candidates'``
     keeps only tuples a registered multi-stream query can still use (faster; a query
@@ -72,6 +78,7 @@ class MatcherConfig:
     time: str = "per-stream"
     stream_lateness: Mapping[str, float] = field(default_factory=dict)
     idle_timeout: float | None = 60.0
+    emit: str = "arrival"
     order: str = "adaptive"
     bucket_width: float | None = None
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS
@@ -84,13 +91,15 @@ class MatcherConfig:
         check_seconds("allowed_lateness", self.allowed_lateness)
         if self.time not in TIME_MODES:
             raise ValueError(f"time must be one of {', '.join(TIME_MODES)}, not {self.time!r}")
-        if self.stream_lateness and self.time == "global":
+        if self.stream_lateness and self.time != "per-stream":
             raise ValueError("stream_lateness needs time='per-stream' (one global clock has one lateness)")
         for name, value in dict(self.stream_lateness).items():
             check_seconds(f"stream_lateness[{name!r}]", value)
         if self.idle_timeout is not None:
             check_seconds("idle_timeout", self.idle_timeout)
         check_seconds("keep_window", self.keep_window)
+        if self.emit not in EMIT_MODES:
+            raise ValueError(f"emit must be one of {', '.join(EMIT_MODES)}, not {self.emit!r}")
         parse_order(self.order)
         width = self.bucket_width
         if width is not None and not (width > 0 and math.isfinite(width)):

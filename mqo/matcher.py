@@ -49,7 +49,8 @@ from predicates.templates import CompiledQuery, split_query_texts
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
-SNAPSHOT_FORMAT = 5  # 5: per-stream clocks
+SNAPSHOT_FORMAT = 6  # 5: per-stream clocks; 6: held results of emit='ordered'
+READABLE_FORMATS = (5, 6)
 
 
 class NeverMatchesWarning(UserWarning):
@@ -301,7 +302,8 @@ class Matcher:
     def _compiled_whole(self) -> CompiledPlan:
         """The plan, compiled whole if it is an updated one (list numbers are then
         those of a fresh compile: what ``explain`` shows and snapshots record)."""
-        # (with no plan yet, ``self.plan`` alone could update the previous plan)
+        # (with no plan yet, ``self.plan`` alone could update the previous plan; right
+        # after a registration change the plan is not made yet and would be an updated one)
         if not self._frozen and (self._plan is None or self._plan.base_plan is not None):
             self._plan = self._previous_plan = None
         return self.plan
@@ -371,7 +373,8 @@ class Matcher:
         self, stream: str, ts: float, values: Mapping[str, Any] | None = None, id: int | None = None
     ) -> list[Match]:
         """Match one tuple against every registered query; returns the results whose
-        last tuple it is. A late tuple returns no results and goes to the late sink."""
+        last tuple it is (under ``emit='ordered'``: the results the watermark releases
+        now, in ``ts`` order). A late tuple finds no results and goes to the late sink."""
         number = self._stream(stream)
         aggregating = self._aggregating(stream)
         late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
@@ -463,10 +466,11 @@ class Matcher:
         self.plan  # noqa: B018 - the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
-    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> None:
+    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> list[Match]:
         """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B
         has nothing more before 100 (it holds the watermark back no further);
-        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state."""
+        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state.
+        Returns the results this releases (``emit='ordered'``; else none)."""
         stream: str | None = None
         if isinstance(stream_or_ts, str):
             stream = stream_or_ts
@@ -478,24 +482,59 @@ class Matcher:
             raise TupleError(f"heartbeat ts must be a finite number, got {ts!r}")
         s = None if stream is None else self._stream(stream)
         self.plan  # noqa: B018 - make sure the state exists
-        self.pipeline.heartbeat(s, float(ts))
+        blocks = self.pipeline.heartbeat(s, float(ts))
         self._emit_aggregates()
+        return MatchBatch(self.plan, blocks).matches() if blocks else []
 
-    def set_idle(self, stream: str) -> None:
+    def set_idle(self, stream: str) -> list[Match]:
         """Declare ``stream`` idle: it stops holding the watermark back until it
-        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence)."""
-        self.pipeline.set_idle(self._stream(stream))
+        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence). Returns
+        the results this releases (``emit='ordered'``; else none)."""
+        blocks = self.pipeline.set_idle(self._stream(stream))
         self._emit_aggregates()
+        return MatchBatch(self.plan, blocks).matches() if blocks else []
+
+    # --------------------------------------------------------- ordered emission
+
+    def release(self) -> MatchBatch:
+        """``emit='ordered'``: the held results the watermark has passed by now, in ``ts``
+        order (call it when no tuple comes: a stream may have gone idle since)."""
+        plan = self.plan
+        blocks = self.pipeline.release()
+        self._emit_aggregates()
+        return MatchBatch(plan, blocks)
+
+    def flush_results(self) -> MatchBatch:
+        """End of input under ``emit='ordered'``: every held result, in ``ts`` order
+        (results released by later tuples start a new ordered run)."""
+        return MatchBatch(self.plan, self.pipeline.flush())
+
+    @property
+    def next_release_ts(self) -> float | None:
+        """The smallest ``ts`` of a held result (None when none is held)."""
+        if self.pipeline.held is None:
+            return None
+        self.plan  # noqa: B018 - withdraw the results of queries unregistered since
+        return self.pipeline.held.first_ts
+
+    @property
+    def held_results(self) -> int:
+        """How many results ``emit='ordered'`` holds (``ts`` at or after the watermark)."""
+        if self.pipeline.held is None:
+            return 0
+        self.plan  # noqa: B018 - a query unregistered since withdraws its results when the plan changes
+        return len(self.pipeline.held)
 
     # ------------------------------------------------------------- snapshots
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:
         """Everything needed to carry on elsewhere, as plain Python data: settings,
         streams, queries (text, id, registration horizon), stored tuples, clocks, the
-        late tuples kept, and the adaptive order's statistics (so a restored matcher
-        evaluates, and orders the results of a push, exactly as this one would); the
-        aggregate queries with their slices, partials, count-window rows not final yet
-        and rows not yet taken (:mod:`mqo.aggregation.persist`).
+        late tuples kept, the results ``emit='ordered'`` holds, and the adaptive
+        order's statistics (so a restored matcher evaluates, and orders the results of
+        a push, exactly as this one would); the aggregate queries with their slices,
+        partials, count-window rows not final yet and rows not yet taken
+        (:mod:`mqo.aggregation.persist`).
 
         With ``queries=False`` the queries are left out: restore that with ``like=`` a
         matcher that has them (a Spark worker restoring window state in every
@@ -529,7 +568,7 @@ class Matcher:
         restored one shares instead of registering and compiling them again (then
         neither may register or unregister queries afterwards; they would diverge).
         """
-        if snapshot.get("format") != SNAPSHOT_FORMAT:
+        if snapshot.get("format") not in READABLE_FORMATS:
             raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
         config = MatcherConfig(**{**snapshot["settings"], **overrides})
         if like is None:

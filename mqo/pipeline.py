@@ -13,7 +13,11 @@ Spark stages' way) all take the same steps:
 4. **joins and windows**: the engine grows partial results through the window
    state (:mod:`mqo.engine`), in the order the reorderer picks;
 5. **store and purge**: the tuple is kept for later ones, and old buckets go as the
-   clock's horizon moves.
+   clock's horizon moves;
+6. **emission**: under ``emit='arrival'`` the results go out at once; under
+   ``emit='ordered'`` they are held (:mod:`mqo.emit`) and released in ``ts`` order
+   once the watermark has passed them: after every tuple, heartbeat and idle
+   declaration, on :meth:`Pipeline.release` and, at end of input, :meth:`Pipeline.flush`.
 
 A stream read under several aliases of a query (a self-join) is read in roles, each an
 engine stream of its own (:attr:`mqo.plan.CompiledPlan.live_roles`): a tuple, once
@@ -42,6 +46,7 @@ from indexes.stored import StoredTuple
 from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of, row_columns
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
+from mqo.emit import HeldResults
 from mqo.engine import Engine, ResultBlock
 from mqo.plan import CompiledPlan
 from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, prepare_batch
@@ -78,6 +83,8 @@ class Pipeline:
         self.engine: Engine | None = None
         self.rows: list[RowBuilder] = []
         self.seq = 0
+        self.arrived = 0  # tuples that came in (late ones too): the arrival order of results
+        self.held: HeldResults | None = HeldResults() if config.emit == "ordered" else None
         self._warned_late = False
         self._keep_window = decimal_of(config.keep_window)
         self._retention = self._keep_window  # the window kept: the plan's, at least keep_window
@@ -95,12 +102,14 @@ class Pipeline:
         if len(self.rows) != len(real):
             self.rows = [RowBuilder(schema, config.missing == "null") for schema in real]
         names = [schema.name for schema in real]
-        if config.time == "per-stream" and self.clock.names != names:
+        if self.clock.names != (names if config.time == "per-stream" else ["*"]) or not self.clock.declared:
             # streams are all declared before the first tuple, so the clock has no time yet
-            self.clock = clock_for(config, names, self.now)
+            self.clock = clock_for(config, real, self.now)
         self.state.configure(plan.indexed_positions, width)
         if self.plan is not None:
             self._fill_roles(self.plan, plan)
+        if self.held is not None and self.plan is not None:
+            self.held.renumber(self.plan, plan)
         self.plan = plan
         self.engine = Engine(plan, self.state, self.counters, check_qed=config.check)
         if config.static_order is None:
@@ -169,10 +178,11 @@ class Pipeline:
             )
             return self.push_prepared(prepared, 0)
         self.counters.tuples += 1
+        self.arrived += 1
         if self.clock.is_late(s, row[0]):
             self._late(s, row, self.clock.mark)
             self.clock.observe(s, row[0])
-            return []
+            return self._emitted([])
         t = StoredTuple(s, self.seq, row)
         self.seq += 1
         blocks = self._process(t)
@@ -184,7 +194,7 @@ class Pipeline:
             self._keep(role_t)
         self.clock.observe(s, row[0])
         self._advance(self.clock.mark)
-        return blocks
+        return self._emitted(blocks)
 
     def _keep(self, t: StoredTuple) -> None:
         """Store a pushed tuple when a multi-stream query may still use it."""
@@ -216,22 +226,27 @@ class Pipeline:
         """Row ``i`` of a prepared batch (rows in arrival order)."""
         ts = float(prepared.ts[i])
         self.counters.tuples += 1
+        self.arrived += 1
         s = prepared.stream
         if self.clock.is_late(s, ts):
             self._late(s, prepared.row(i), self.clock.mark)
             self.clock.observe(s, ts)
-            return []
+            return self._emitted([])
         blocks = self._matched_row(prepared, i, int(prepared.flags[i]))
         self.clock.observe(s, ts)
         self._advance(self.clock.mark)
-        return blocks
+        return self._emitted(blocks)
 
     def replay(
         self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """Prepared rows in a given arrival order: row ``rows[j]`` of
         ``prepared[which[j]]`` arrives j-th. Only rows that are late or that some query
-        wants are visited one by one; yields (j, result blocks) for each visited row."""
+        wants are visited one by one; yields (j, result blocks) for each visited row.
+
+        Under ``emit='ordered'`` the blocks yielded at row j are those released once
+        row j is in (the watermark after it); what rows that are not visited release
+        comes with the next visited row, and the rest with a last (n - 1, blocks)."""
         n = len(rows)
         if not n:
             return
@@ -246,6 +261,9 @@ class Pipeline:
         late, marks = self.clock.late_mask(streams, ts)
         marks.append(self.clock.mark)
         self.counters.tuples += n
+        first = self.arrived + 1
+        self.arrived += n
+        held = self.held
         for j in np.flatnonzero(late | (flags != 0)).tolist():
             prep, i = prepared[int(which[j])], int(rows[j])
             if late[j]:
@@ -254,8 +272,18 @@ class Pipeline:
             self._advance(marks[j])
             blocks = self._matched_row(prep, i, int(prep.flags[i]))
             self._advance(marks[j + 1])
-            yield j, blocks
+            if held is None:
+                yield j, blocks
+                continue
+            held.add(blocks, first + j)
+            released = self._released(marks[j + 1])
+            if released:
+                yield j, released
         self._advance(self.clock.mark)
+        if held is not None:
+            released = self._released(self.clock.mark)
+            if released:
+                yield n - 1, released
 
     def push_batch(self, s: int, batch: Any) -> MatchBatch:
         """A batch of stream ``s``, in row order, as if pushed one by one."""
@@ -270,6 +298,9 @@ class Pipeline:
             return out
         late, marks = self.clock.late_mask(np.full(n, s, np.int64), prepared.ts)
         marks.append(self.clock.mark)
+        first = self.arrived + 1
+        self.arrived += n
+        held = self.held
         flags = np.where(late, 0, prepared.flags).astype(np.int8)
         single_rows = np.flatnonzero(flags & SINGLE)
         if len(single_rows):
@@ -280,7 +311,11 @@ class Pipeline:
             counts = kernels.count_bits(sub, prepared.single_mask)
             row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
             rows = [prepared.row(int(i)) for i in single_rows]
-            out.singles.append(SingleResults(prepared.stream, rows, row_of, slots))
+            singles = SingleResults(prepared.stream, rows, row_of, slots)
+            if held is None:
+                out.singles.append(singles)
+            else:
+                held.add_singles(singles, first + single_rows, len(plan.streams))
             self.counters.results += len(slots)
         rest = flags & ~SINGLE
         self.counters.tuples += n
@@ -292,9 +327,15 @@ class Pipeline:
                 self._late(s, prepared.row(i), marks[i])
                 continue
             self._advance(marks[i])
-            out.blocks.extend(self._matched_row(prepared, i, int(rest[i])))
+            blocks = self._matched_row(prepared, i, int(rest[i]))
+            if held is None:
+                out.blocks.extend(blocks)
+            else:
+                held.add(blocks, first + i)
             self._advance(marks[i + 1])
         self._advance(self.clock.mark)
+        if held is not None:
+            out.blocks.extend(self._released(self.clock.mark))
         return out
 
     def _one_by_one(self, s: int, batch: Any) -> list[ResultBlock]:
@@ -343,15 +384,46 @@ class Pipeline:
 
     # ------------------------------------------------------------ time, state
 
-    def heartbeat(self, s: int | None, ts: float) -> None:
-        """Stream ``s`` (every stream when None) has nothing more before ``ts``."""
+    def heartbeat(self, s: int | None, ts: float) -> list[ResultBlock]:
+        """Stream ``s`` (every stream when None) has nothing more before ``ts``; the
+        results this releases (``emit='ordered'``)."""
         self.clock.heartbeat(s, ts)
         self._advance(self.clock.mark)
+        return self._emitted([])
 
-    def set_idle(self, s: int) -> None:
-        """Stream ``s`` stops holding time back until it speaks again."""
+    def set_idle(self, s: int) -> list[ResultBlock]:
+        """Stream ``s`` stops holding time back until it speaks again; the results
+        this releases (``emit='ordered'``)."""
         self.clock.set_idle(s)
         self._advance(self.clock.mark)
+        return self._emitted([])
+
+    def release(self) -> list[ResultBlock]:
+        """The held results the watermark has passed by now (a stream may have gone
+        idle since the last tuple: the clock is read again), in order."""
+        self.clock._recompute()
+        self._advance(self.clock.mark)
+        return self._emitted([])
+
+    def flush(self) -> list[ResultBlock]:
+        """End of input: every held result, in order."""
+        return [] if self.held is None else self.held.release_all()
+
+    def _emitted(self, blocks: list[ResultBlock]) -> list[ResultBlock]:
+        """What goes out after the tuple that found ``blocks`` (the last to arrive):
+        ``blocks`` themselves, or under ``emit='ordered'`` what the watermark releases."""
+        if self.held is None:
+            return blocks
+        self.held.add(blocks, self.arrived)
+        return self._released(self.clock.mark)
+
+    def _released(self, mark: Mark | None) -> list[ResultBlock]:
+        """The held results older than the watermark ``mark``."""
+        assert self.held is not None
+        if mark is None or not self.held:
+            return []
+        clock = self.clock
+        return self.held.release(lambda ts: clock.passed(ts, mark))
 
     def _store(self, t: StoredTuple) -> None:
         assert self.state is not None
@@ -405,6 +477,8 @@ class Pipeline:
             "streams": [schema.name for schema in self.plan.streams] if self.plan is not None else None,
             "late": [_late_data(late) for late in self.late_tuples],
             "order": self._order_snapshot(),
+            "arrived": self.arrived,
+            "held": None if self.held is None else self.held.snapshot(self.plan),
         }
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
@@ -420,6 +494,11 @@ class Pipeline:
             rows.restart_ids(next_id)
         self.counters.load(data["counters"])
         self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
+        self.arrived = data.get("arrived", self.counters.tuples)
+        if self.held is not None:
+            self.held.load(data.get("held") or (), plan)
+        elif data.get("held"):
+            raise ValueError("the snapshot holds results of emit='ordered'; restore it with emit='ordered'")
         order = None if renumbered else data.get("order")  # per-stream statistics: of other streams
         if order is not None and self.policy is not None and self.engine is not None:
             # the adaptive order's statistics and the engine's list order: with them

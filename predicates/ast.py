@@ -240,6 +240,7 @@ class StreamDecl:
     columns: tuple[ColumnDecl, ...]
     span: Span
     source: Source = field(compare=False, repr=False)
+    lateness: Duration | None = None  # ALLOWED LATENESS: the stream's own
 
 
 # ------------------------------------------------------------------- printing

@@ -2,13 +2,16 @@
 
 Names of streams and columns are matched case-insensitively and reported in the
 spelling they were declared with. Every stream has two implicit columns: ``ts``
-(event time, a number) and ``id`` (an integer unique within the stream).
+(event time, a number) and ``id`` (an integer unique within the stream). A stream may
+declare its own allowed lateness (``ALLOWED LATENESS 5 sec``; the matcher's clock
+decides how it combines with the API's settings, :func:`mqo.clock.clock_for`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from predicates.ast import ColumnType, StreamDecl
 from predicates.errors import QueryError, Source, did_you_mean
@@ -30,6 +33,7 @@ class StreamSchema:
 
     name: str
     columns: tuple[Column, ...]
+    lateness: float | None = None  # ALLOWED LATENESS in seconds, when declared
     _by_lower: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -61,7 +65,8 @@ class StreamSchema:
         cols = ", ".join(
             f"{c.name} {c.ctype.value}" + (f"({c.length})" if c.length is not None else "") for c in self.columns
         )
-        return f"REGISTER STREAM {self.name} ({cols});"
+        own = "" if self.lateness is None else f" ALLOWED LATENESS {self.lateness!r} sec"
+        return f"REGISTER STREAM {self.name} ({cols}){own};"
 
 
 class Catalog:
@@ -150,7 +155,20 @@ def _schema_of(decl: StreamDecl) -> StreamSchema:
             raise QueryError(f"column {col.name} is declared twice in stream {decl.name}", decl.source, col.span)
         seen[lowered] = len(columns)
         columns.append(Column(col.name, col.ctype, col.length))
-    return StreamSchema(decl.name, tuple(columns))
+    lateness = None
+    if decl.lateness is not None:
+        seconds = decl.lateness.seconds
+        lateness = float(seconds)
+        # lateness is kept as a double meaning its shortest decimal (as a ts is): a
+        # duration no double means exactly would be moved silently
+        if Fraction(repr(lateness)) != seconds:
+            raise QueryError(
+                f"ALLOWED LATENESS {decl.lateness.text} of stream {decl.name} is not a number of seconds a double "
+                f"holds exactly (it would be {lateness!r})",
+                decl.source,
+                decl.lateness.span,
+            )
+    return StreamSchema(decl.name, tuple(columns), lateness)
 
 
 # ------------------------------------------------------------------ alias roles
@@ -180,4 +198,4 @@ def split_role(name: str) -> tuple[str, int]:
 
 def role_schema(schema: StreamSchema, k: int) -> StreamSchema:
     """The schema of role ``k`` of a stream: its columns under the role's name."""
-    return schema if k == 1 else StreamSchema(role_name(schema.name, k), schema.columns)
+    return schema if k == 1 else StreamSchema(role_name(schema.name, k), schema.columns, schema.lateness)

@@ -24,7 +24,8 @@ Grammar (keywords case-insensitive, ``--`` comments)::
     item      := alias '.' '*' | expr [['AS'] name]
     cond/expr := Pratt over: OR < AND < NOT < comparison < + - < * / < unary -
     duration  := number [unit]
-    ddl       := { ('REGISTER' | 'CREATE') 'STREAM' name '(' coldef {',' coldef} ')' [';'] }
+    ddl       := { ('REGISTER' | 'CREATE') 'STREAM' name '(' coldef {',' coldef} ')'
+                   ['ALLOWED' 'LATENESS' duration] [';'] }
     coldef    := name type ['(' number ')']
 """
 
@@ -378,7 +379,8 @@ class _Parser(AggregateGrammar):
 
     # --------------------------------------------------------------- durations
 
-    def parse_duration(self) -> Duration:
+    def parse_duration(self, ends: tuple[str, ...] = ()) -> Duration:
+        """``number [unit]``; a word of ``ends`` after the number is not its unit."""
         tok = self.peek()
         if tok.kind is not T.NUMBER:
             raise self.error(f"expected a duration such as '20 sec', found {tok.describe()}", tok.span)
@@ -388,8 +390,9 @@ class _Parser(AggregateGrammar):
             raise self.error(f"duration {tok.text} is too large", tok.span)
         end = tok.end
         scale = Fraction(1)
-        # a window's SLIDE may follow a bare number: [RANGE 10 SLIDE 5]
-        if self.at_name_not_clause() and not self.at_word("SLIDE"):
+        # a word that ends the duration is not its unit: a window's SLIDE ([RANGE 10
+        # SLIDE 5]), or a word of ``ends`` (the next DDL declaration)
+        if self.at_name_not_clause() and not self.at_word("SLIDE") and self.peek().upper not in ends:
             unit_tok = self.advance()
             unit = unit_tok.upper
             if unit not in DURATION_UNITS:
@@ -599,14 +602,25 @@ class _Parser(AggregateGrammar):
             self.advance()
             columns.append(self.parse_column_decl())
         close = self.expect_punct(")", f"to end the columns of stream {name.text}")
+        end = close.end
+        lateness: Duration | None = None
+        if self.at_word("ALLOWED"):
+            self.advance()
+            self.expect_word("LATENESS", f"after ALLOWED in the declaration of stream {name.text}")
+            if self.at_word("REGISTER") or self.at_word("CREATE"):  # not a unit: the next declaration
+                nxt = self.peek()
+                raise self.error(f"expected a duration such as '5 sec', found {nxt.describe()}", nxt.span)
+            lateness = self.parse_duration(ends=("REGISTER", "CREATE"))  # the next declaration (no ';')
+            end = lateness.span.end
         if self.at_punct(";"):
             self.advance()
         elif self.peek().kind is not T.EOF and not (self.at_word("REGISTER") or self.at_word("CREATE")):
             nxt = self.peek()
+            hint = "a stream's own lateness is written ALLOWED LATENESS 5 sec" if nxt.upper == "LATENESS" else None
             raise self.error(
-                f"expected ';' after the declaration of stream {name.text}, found {nxt.describe()}", nxt.span
+                f"expected ';' after the declaration of stream {name.text}, found {nxt.describe()}", nxt.span, hint
             )
-        return StreamDecl(name.text, tuple(columns), Span(tok.start, close.end), self.source)
+        return StreamDecl(name.text, tuple(columns), Span(tok.start, end), self.source, lateness)
 
     def parse_column_decl(self) -> ColumnDecl:
         name = self.peek()

@@ -59,6 +59,7 @@ def cmd_match(args: argparse.Namespace) -> int:
         order=args.order,
         store=store,
         time=args.time,
+        emit=args.emit,
     )
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
@@ -121,6 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         time=args.time,
         order=args.order,
         on_bad_row=args.on_bad_row,
+        emit=args.emit,
     )
     print(
         f"mqo serve: watching {args.queries} and {len(inputs)} input folder(s); results in {args.output}"
@@ -157,6 +159,7 @@ def _serve_on_spark(args: argparse.Namespace, schema: str, inputs: dict[str, str
             fmt=args.format,
             allowed_lateness=args.allowed_lateness,
             order=args.order,
+            emit=args.emit,
         )
         print(
             f"mqo serve: Spark streaming over {args.queries} and {len(inputs)} input folder(s); results in "
@@ -291,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="event time: a watermark per stream, the matcher's the slowest (default), or one global clock",
     )
     match.add_argument(
+        "--emit",
+        choices=["arrival", "ordered"],
+        default="arrival",
+        help="results as soon as found (default), or in ts order once the watermark has passed them",
+    )
+    match.add_argument(
         "--on-bad-row",
         choices=["error", "skip"],
         default="error",
@@ -337,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--order", type=order_option, default="adaptive", metavar="ORDER", help="as for match")
     serve.add_argument("--allowed-lateness", type=lateness_option, default=0.0, metavar="SECONDS")
     serve.add_argument("--time", choices=["per-stream", "global"], default="per-stream", help="event time rule")
+    serve.add_argument("--emit", choices=["arrival", "ordered"], default="arrival", help="as for match")
     serve.add_argument(
         "--on-bad-row",
         choices=["error", "skip"],

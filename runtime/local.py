@@ -245,13 +245,19 @@ def match_all(
     bar: Progress,
     summary: Summary,
     aggregate_writer: ResultWriter | None = None,
+    *,
     end_of_input: bool = True,
 ) -> int:
     """Match every tuple in arrival order, writing results and late tuples as they
     come (aggregate rows with ``aggregate_writer``, else ``writer``: then they count
     as results); returns how many tuples were matched (all, unless a signal stopped it).
     At the ``end_of_input`` every window holding data is emitted (the watermark goes
-    to infinity); otherwise (a step of ``mqo serve``) the windows the watermark passed."""
+    to infinity); otherwise (a step of ``mqo serve``) the windows the watermark passed.
+
+    Under ``emit='ordered'`` the results come as the watermark releases them; at the
+    end the matcher releases what time has freed since (a stream gone idle), and with
+    ``end_of_input`` everything it holds (what a stopped run matched is written too:
+    it follows, in ``ts`` order, everything released before)."""
     plan = matcher.plan
     late: list[LateTuple] = []
     matcher.late_sink = late.append
@@ -292,6 +298,8 @@ def match_all(
         summary.interrupted = stop.signum
     else:
         done = len(which)
+    if matcher.config.emit == "ordered":
+        pending.blocks.extend((matcher.flush_results() if end_of_input else matcher.release()).blocks)
     flush()
     if aggregating and not stopped:
         emitted = matcher.flush() if end_of_input else matcher.poll_aggregates()

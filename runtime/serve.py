@@ -29,8 +29,11 @@ The directory contract:
 A step takes the query files first, then the new data files of every stream, merged in
 timestamp order (ties: streams as given by ``--input``, then file name); so a query
 registered in a step sees that step's tuples, and earlier tuples still in its window
-(docs/ARCHITECTURE.md, Semantics). A tuple older than what the matcher has seen, minus the allowed
-lateness, is late: written to the late file, not matched.
+(docs/ARCHITECTURE.md, Semantics). A tuple older than the matcher's watermark is late:
+written to the late file, not matched. With ``--emit ordered`` a step writes the
+results the watermark has released by its end, in ``ts`` order; the held ones are
+part of the checkpoint and come out in a later step (a step without data releases
+nothing: it is not committed).
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class LocalService:
         order: str | None = None,
         on_bad_row: str = "skip",
         log: IO[str] | None = None,
+        emit: str = "arrival",
     ) -> None:
         self.inputs = dict(inputs)
         self.queries_dir = Path(queries_dir)
@@ -146,8 +150,15 @@ class LocalService:
         self._stopped = False
         if self.checkpoint.exists():
             self.matcher, self.state = self._load(schema_text)
+            if self.matcher.config.emit != emit:
+                raise CliError(
+                    f"{self.checkpoint}: written with --emit {self.matcher.config.emit}; restart with that, "
+                    "or use a new --checkpoint"
+                )
         else:
-            self.matcher = Matcher(schema_text, allowed_lateness=allowed_lateness, order=order or "adaptive", time=time)
+            self.matcher = Matcher(
+                schema_text, allowed_lateness=allowed_lateness, order=order or "adaptive", time=time, emit=emit
+            )
             self.state = ServeState()
         unknown = [s for s in self.inputs if self.matcher.catalog.get(s) is None]
         if unknown:
@@ -304,9 +315,19 @@ class LocalService:
             LinesFile(str(_temporary(late_path)), "the late-tuple file") as late_file,
         ):
             # windows close on the watermark, which goes on across steps: no end of input
-            progress = Progress(0, False)
+            bar = Progress(0, False)
             match_all(
-                self.matcher, data, which, rows, writer, late_file, stop, progress, summary, aggregate_writer, False
+                self.matcher,
+                data,
+                which,
+                rows,
+                writer,
+                late_file,
+                stop,
+                bar,
+                summary,
+                aggregate_writer,
+                end_of_input=False,
             )
         report.tuples = len(which)
         report.results, report.late = summary.results + summary.aggregates, late_file.count

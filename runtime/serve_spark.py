@@ -66,6 +66,7 @@ class SparkService:
         fmt: str = "jsonl",
         allowed_lateness: float = 0.0,
         order: str | None = None,
+        emit: str = "arrival",
     ) -> None:
         if fmt not in _SINK_FORMATS:
             raise CliError(f"--engine spark writes jsonl or parquet (values are a map column), not {fmt}")
@@ -86,6 +87,7 @@ class SparkService:
         self.fmt = fmt
         self.allowed_lateness = allowed_lateness
         self.order = order
+        self.emit = emit
 
     def stream_frame(self, stream: str, folder: str) -> DataFrame:
         schema = self.catalog.get(stream)
@@ -127,6 +129,7 @@ class SparkService:
             schema=self.schema,
             allowed_lateness=self.allowed_lateness,
             order=self.order,
+            emit=self.emit,
             control=self.commands(),
             max_window=self.max_window,
         )

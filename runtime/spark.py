@@ -129,11 +129,17 @@ def _double(value: float) -> str:
 
 
 def unify(
-    frames: Mapping[str, DataFrame], spec: StageSpec, *, require_id: bool = False, event_time: bool = False
+    frames: Mapping[str, DataFrame],
+    spec: StageSpec,
+    *,
+    require_id: bool = False,
+    event_time: bool = False,
+    watermarks: Mapping[str, float] | None = None,
 ) -> DataFrame:
     """All streams as one DataFrame of a common layout: ``_s`` (stream number), ``ts``,
     ``id``, then every stream's columns (NULL in other streams' rows); plus ``_et``,
-    the event time as a timestamp, when ``event_time``.
+    the event time as a timestamp, when ``event_time``, with a watermark per stream of
+    its lateness in ``watermarks`` (seconds), set before the union.
 
     Built from SQL expression strings, one ``selectExpr`` per stream: each Column
     object would be a round trip to the JVM, and at a thousand of them that is a
@@ -167,7 +173,10 @@ def unify(
                     exprs.append(f"CAST(NULL AS {_SQL_TYPES[ctype]}) AS {fname}")
         if event_time:
             exprs.append(f"timestamp_seconds({ts}) AS _et")
-        parts.append(df.selectExpr(*exprs))
+        part = df.selectExpr(*exprs)
+        if watermarks is not None:
+            part = part.withWatermark("_et", f"{round(watermarks[name] * 1000)} milliseconds")
+        parts.append(part)
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
@@ -265,6 +274,7 @@ def match_batch(
     partition_by: str = "auto",
     bucket_width: float | None = None,
     order: str | None = None,
+    emit: str = "arrival",
 ) -> DataFrame:
     """Match stream DataFrames against the queries; a DataFrame of results.
 
@@ -274,10 +284,15 @@ def match_batch(
     settings are used. ``partitions`` defaults to ``spark.sql.shuffle.partitions``;
     ``partition_by`` is ``"auto"`` (equality key when every query has one, else
     time buckets), ``"key"`` or ``"time"``; ``bucket_width`` defaults to four times the
-    largest MAXWINDOW. See the module docstring for the schema and the semantics.
+    largest MAXWINDOW. ``emit="ordered"`` sorts the results by ``ts`` (ties: by query
+    id, then by the ids as sorted (alias, id) pairs) into one total order: partition
+    by partition, each in order, as ``collect`` or a file write keeps it. See the
+    module docstring for the schema and the semantics.
     """
     from pyspark.sql import functions as F
 
+    if emit not in ("arrival", "ordered"):
+        raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
     matcher = _source(queries, schema, streams, order)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
     spec = build_spec(matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0)
@@ -292,7 +307,11 @@ def match_batch(
     else:
         bucketed = time_buckets(unified, spec)
         arranged = bucketed.repartitionByRange(n, "_b").sortWithinPartitions("_b", "ts", "_s", "id")
-    return arranged.mapInArrow(partial(match_partition, spec), result_schema(spec))
+    results = arranged.mapInArrow(partial(match_partition, spec), result_schema(spec))
+    if emit == "ordered":
+        # every result is final in a batch job (no tuple comes later): order is a sort
+        results = results.orderBy("ts", "query", F.array_sort(F.map_entries("ids")))
+    return results
 
 
 def _session_of(frames: Mapping[str, DataFrame]) -> SparkSession:

@@ -35,6 +35,7 @@ nothing is combined across tasks and the rows are exact. Per stream:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -127,7 +128,8 @@ def aggregate_batch(
     n = int(partitions or spark.conf.get("spark.sql.shuffle.partitions") or 1)
     if n < 1:
         raise SparkStageError(f"partitions must be >= 1, got {partitions}")
-    ddl = matcher.catalog.ddl()
+    # tuples come in (ts, id) order, none late: the DDL's lateness plays no part
+    ddl = "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in matcher.catalog)
     layout_spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
     out = None
     for plan in plans:

@@ -104,8 +104,9 @@ def arrival_order(
     late: list[LateTuple] = []
     next_id: dict[str, int] = {}
     # the matcher's own clock, so both engines call the same tuples late
-    names = [schema.name for schema in matcher.plan.streams[: matcher.plan.n_real]]  # not roles
-    clock = clock_for(matcher.config, names)
+    streams = matcher.plan.streams[: matcher.plan.n_real]  # declared streams, not roles
+    names = [schema.name for schema in streams]
+    clock = clock_for(matcher.config, streams)
     for k, i in merge(data):
         d = data[k]
         auto = next_id.get(d.stream, 0)

@@ -119,7 +119,6 @@ def apply_commands(
     frozen: dict[str, Any] | None,
     queries: Sequence[tuple[str, str]],
     commands: pd.DataFrame,
-    allowed_lateness: float,
 ) -> tuple[Matcher, list[tuple[str | None, float, str]]]:
     """A group's matcher after this micro-batch's commands, and the errors as
     ``(query id or None, ts, message)``. ``commands`` has ``ts``, ``_cmd``, ``_text``.
@@ -127,13 +126,13 @@ def apply_commands(
     The group's matcher is restored whole (its queries compiled again), since a matcher
     sharing a cached plan cannot change its queries.
     """
-    base = spawn(with_queries(spec, queries), frozen, allowed_lateness=allowed_lateness)
+    base = spawn(with_queries(spec, queries), frozen)
     snap = base.snapshot()
     # a registration horizon of -inf everywhere: with keep_window, the tuples before a
     # group's horizon cannot be in a new result anyway, and then a group's state never
     # depends on when it happened to register a query
     snap["queries"] = [(name, text, -math.inf) for name, text, _ in snap["queries"]]
-    matcher = Matcher.restore(snap, allowed_lateness=allowed_lateness)
+    matcher = Matcher.restore(snap)
     errors: list[tuple[str | None, float, str]] = []
     order = commands.assign(_c=commands["_cmd"].fillna(""), _t=commands["_text"].fillna(""))
     order = order.sort_values(["ts", "_c", "_t"], kind="stable")

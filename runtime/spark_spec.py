@@ -128,9 +128,13 @@ def build_spec(
     allowed_lateness: float | None = None,
     slots: int | None = None,
     max_window: float | None = None,
+    stream_lateness: Mapping[str, float] | None = None,
+    emit: str | None = None,
 ) -> StageSpec:
     """The stage spec for a matcher's streams and queries (``slots``: the streaming
-    stage's number of state groups, part of what a checkpoint must agree with).
+    stage's number of state groups, part of what a checkpoint must agree with;
+    ``stream_lateness``: every stream's lateness, for the streaming stage's per-stream
+    watermarks; ``emit``: its emission).
 
     ``max_window``: the largest MAXWINDOW any query may have, for a stage whose
     queries come and go (:mod:`runtime.spark_control`): buckets are cut for it, every
@@ -155,6 +159,11 @@ def build_spec(
     )
     if slots is not None:
         settings += (("slots", int(slots)),)
+    if stream_lateness is not None:
+        settings += (("stream_lateness", tuple(sorted(stream_lateness.items()))),)
+        lateness = max([lateness, *stream_lateness.values()])  # the widest reach back, for the buckets
+    if emit is not None:
+        settings += (("emit", emit),)
     queries = tuple((rq.name, rq.text) for rq in registry)
     ddl = matcher.catalog.ddl()
     window = registry.max_window()

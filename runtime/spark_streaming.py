@@ -25,15 +25,38 @@ error.
 
 **Time, watermark and lateness.** Stream DataFrames need ``ts`` (seconds, >= 0, as
 Spark's watermark starts at 0), an ``id`` column (a distributed stream has no global
-arrival order to number tuples by) and the declared columns. The stage sets a
-watermark of ``allowed_lateness`` on the event time: a tuple is **late** when its
-``ts`` is older than the watermark of its micro-batch, i.e. the largest ``ts`` of the
-earlier micro-batches minus the allowed lateness (the local engine's rule, applied per
-micro-batch rather than per tuple). Every group decides lateness by that same
-watermark; within a micro-batch tuples are pushed in ``(ts, stream, id)`` order, and
-each matcher tolerates the lateness, so results are exactly the timestamp-order results
-of the tuples that are not late, however the input is cut into micro-batches. Each
-matcher purges what is older than its newest ``ts`` minus MAXWINDOW and lateness.
+arrival order to number tuples by) and the declared columns. Each stream DataFrame
+gets a watermark of its own lateness (``withWatermark`` before the union; the lateness
+as the local clock takes it: the Matcher's ``stream_lateness``, else the DDL's
+``ALLOWED LATENESS``, else ``allowed_lateness``), and the stage runs with
+``spark.sql.streaming.multipleWatermarkPolicy=min``: the stage's watermark is the
+smallest of the sources', the local per-stream rule. A tuple is **late** when its
+``ts`` is older than the watermark of its micro-batch (computed by Spark from the
+earlier micro-batches). The slots' matchers run on that watermark
+(``time='external'``: a heartbeat in every micro-batch; their tuples do not move it), so
+every slot decides lateness alike; within a micro-batch tuples are pushed in
+``(ts, stream, id)`` order, so results are exactly the timestamp-order results of the
+tuples that are not late, however the input is cut into micro-batches. Each matcher
+purges what is older than the watermark minus MAXWINDOW. Where this differs from the
+local clock: Spark moves its watermark once per micro-batch, not per tuple; a source
+that has sent nothing does not hold it back (locally, every declared stream does until
+``idle_timeout``); and a source that falls silent holds it back for good, since Spark
+has no idle timeout (nor ``set_idle`` or per-stream heartbeats).
+
+**Ordered emission** (``emit="ordered"``). Each slot's matcher holds its results (in
+the state store, with the window) and releases those older than the micro-batch's
+watermark, in ``ts`` order. So micro-batch k writes exactly the results with ``ts`` in
+[watermark of k-1, watermark of k): every micro-batch's results are newer than or as
+new as every earlier micro-batch's, and within one micro-batch each slot's results are
+in ``ts`` order while slots interleave (sort the micro-batch, e.g. in ``foreachBatch``,
+for one total order). A slot that holds results and gets no rows is woken when the
+watermark passes its first held result: an event-time timeout, for which Spark runs a
+micro-batch without data once the watermark moves. With an event-time timeout Spark
+would drop rows older than the watermark before the function sees them, judging by the
+column that carries the watermark metadata; late tuples must be reported, so in this
+mode that column is replaced, after the watermarks are computed on the real event time,
+by a constant that is never late. Results newer than the last watermark stay held
+until data moves it (as Spark's own append-mode aggregations hold their last windows).
 
 **Exactly once across restarts.** The function is deterministic in its input and
 state, Spark re-runs an uncommitted micro-batch from the state of the previous one,
@@ -50,10 +73,15 @@ client dependencies), which a plain ``pip install pyspark`` lacks: it fails with
 import name 'descriptor' from 'google.protobuf'". (2) Our state is one opaque blob per
 group, read whole and written whole each micro-batch (the matcher rebuilds its indexes
 from it), so value/list/map state variables and TTLs buy nothing, and the slot ring
-needs no timers. (3) Late tuples must reach the function to be reported: in the trial,
-transformWithStateInPandas in event-time mode dropped rows older than the watermark
-before the processor saw them, and so does applyInPandasWithState with an event-time
-timeout; applyInPandasWithState without a timeout hands them over (tested). It works
+needs no timers in arrival mode. (3) Late tuples must reach the function to be
+reported: in the trial, transformWithStateInPandas in event-time mode dropped rows
+older than the watermark before the processor saw them, and so does
+applyInPandasWithState with an event-time timeout on the watermarked column;
+applyInPandasWithState without a timeout hands them over (tested), and so does an
+event-time timeout when that column is never late (ordered mode, above; tested). A
+processing-time timeout was tried for ordered mode and rejected: Spark then runs
+micro-batches without data at every trigger, and an ``availableNow`` test query had not
+ended after ten minutes. It works
 with the default HDFS-backed state store and with RocksDB
 (``spark.sql.streaming.stateStore.providerClass``), which suits large windows. Its cost:
 a slot's whole window is rewritten in every micro-batch that brings it data.
@@ -72,6 +100,8 @@ import pandas as pd
 
 from mqo import Matcher
 from mqo.batch import text_of
+from mqo.clock import clock_for
+from mqo.config import MatcherConfig
 from mqo.results import LateTuple, Match
 from predicates import ColumnType
 from runtime.spark import key_column, result_schema, time_buckets, unify
@@ -96,11 +126,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
 
 STATE_SCHEMA = "blob binary"
-STATE_FORMAT = 1
-# Spark keeps the watermark in whole milliseconds (and event times in microseconds), so
-# a tuple it accepts may be up to ~1 ms older than the exact bound; the matchers
-# tolerate that much more lateness so that they never call late what Spark accepted.
-_SLACK = 0.002
+STATE_FORMAT = 2  # 2: per-stream clocks, held results
+NEVER_LATE = 7_000_000_000  # seconds: year 2191, after any watermark (pandas' timestamps end in 2262)
 
 
 def match_stream(
@@ -113,13 +140,16 @@ def match_stream(
     bucket_width: float | None = None,
     slots: int | None = None,
     order: str | None = None,
+    emit: str = "arrival",
     control: DataFrame | None = None,
     max_window: float | None = None,
 ) -> DataFrame:
     """Match streaming DataFrames against the queries; a streaming DataFrame of results
     (append mode). Arguments as in :func:`runtime.spark.match_batch`;
-    ``allowed_lateness`` defaults to the Matcher's (0 for query texts); ``slots`` is
-    the number of state groups (see the module docstring).
+    ``allowed_lateness`` defaults to the Matcher's (0 for query texts), a stream's own
+    lateness comes from the Matcher's ``stream_lateness`` or the DDL (as the local
+    clock takes it); ``slots`` is the number of state groups; ``emit="ordered"``
+    releases results by the watermark (see the module docstring).
 
     ``control``: a streaming DataFrame of commands (``ts``, ``command``, ``query``)
     that register and unregister queries while the stage runs, ``queries`` being the
@@ -136,24 +166,30 @@ def match_stream(
     if control is None and max_window is not None:
         raise SparkStageError("max_window is for queries that come through a control stream (control=)")
     matcher = _source(queries, schema, streams, order, may_be_empty=control is not None)
+    first = next(iter(streams.values()))
     if slots is None:
-        first = next(iter(streams.values()))
         slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
     if slots < 1:
         raise SparkStageError(f"slots must be >= 1, got {slots}")
+    if emit not in ("arrival", "ordered"):
+        raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
+    lateness = stream_lateness(matcher, allowed_lateness)
     options = {
         "partition_by": partition_by,
         "bucket_width": bucket_width,
         "allowed_lateness": allowed_lateness,
         "max_window": max_window,
+        "stream_lateness": lateness,
+        "emit": emit,
     }
     spec = build_spec(matcher, slots=slots, **options)  # type: ignore[arg-type]
     if spec.mode == "time" and slots < 2:
         # consecutive buckets must not share a matcher, or a copied tuple would meet its original
         spec = build_spec(matcher, slots=2, **options)  # type: ignore[arg-type]
     ring = _slots(spec)
-    unified = unify(streams, spec, require_id=True, event_time=True)
-    watermarked = unified.withWatermark("_et", f"{round(_lateness(spec) * 1000)} milliseconds")
+    # one watermark per source, the operator's the smallest: the local per-stream rule
+    first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
+    watermarked = unify(streams, spec, require_id=True, event_time=True, watermarks=lateness)
     if spec.mode == "key":
         grouped = watermarked.withColumn("_b", key_column(spec)).withColumn("_home", F.col("_b"))
     else:
@@ -164,10 +200,19 @@ def match_stream(
     if control is not None:
         grouped = grouped.unionByName(command_rows(control, ring), allowMissingColumns=True)
         output = control_schema()
-    # no timeout: with an event-time timeout Spark drops late input rows before the
-    # function sees them, and late tuples must be reported, not lost
+    timeout = "NoTimeout"
+    if emit == "ordered":
+        # A slot holding results is woken when the watermark passes them, with or
+        # without rows: an event-time timeout. Spark then drops input rows older than
+        # the watermark before the function sees them, judging by the column that
+        # carries the watermark; late tuples must be reported, so that column is
+        # replaced by one that is never late (the watermark itself is computed above,
+        # on the real event time, per source).
+        never = F.lit(NEVER_LATE).cast("timestamp").alias("_et", metadata={"spark.watermarkDelayMs": 0})
+        grouped = grouped.select(*(c for c in grouped.columns if c != "_et"), never)
+        timeout = "EventTimeTimeout"
     return grouped.groupBy("_slot").applyInPandasWithState(
-        partial(match_group, spec), output, STATE_SCHEMA, "append", "NoTimeout"
+        partial(match_group, spec), output, STATE_SCHEMA, "append", timeout
     )
 
 
@@ -196,8 +241,16 @@ def write_files(
     return writer.outputMode("append").start()
 
 
-def _lateness(spec: StageSpec) -> float:
-    return float(dict(spec.settings)["allowed_lateness"])
+def stream_lateness(matcher: Matcher, allowed_lateness: float | None) -> dict[str, float]:
+    """Every stream's lateness, as the matcher's clock takes it (its ``stream_lateness``
+    over the DDL's ``ALLOWED LATENESS`` over ``allowed_lateness``, the argument when
+    given, else the matcher's)."""
+    config = MatcherConfig(
+        allowed_lateness=matcher.allowed_lateness if allowed_lateness is None else allowed_lateness,
+        stream_lateness=matcher.config.stream_lateness,
+    )
+    clock = clock_for(config, matcher.plan.streams[: matcher.plan.n_real])  # declared streams, not roles
+    return {name: clock.lateness[k] for name, k in zip(clock.names, clock.lateness_of, strict=True)}
 
 
 def _slots(spec: StageSpec) -> int:
@@ -229,43 +282,49 @@ def match_group(
         frozen = saved["matcher"]
         queries = tuple(saved.get("queries", spec.queries))
     parts = [f for f in frames if len(f)]
-    if not parts:
-        return
-    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else None
     out: list[tuple[Any, ...]] = []
-    lateness = _lateness(spec) + _SLACK
-    if dynamic and rows["_cmd"].notna().any():
+    if dynamic and rows is not None and rows["_cmd"].notna().any():
+        # commands first, at the micro-batch's start (runtime.spark_control)
         is_command = rows["_cmd"].notna().to_numpy()
-        matcher, errors = apply_commands(spec, frozen, queries, rows[is_command], lateness)
+        matcher, errors = apply_commands(spec, frozen, queries, rows[is_command])
         queries = active_queries(matcher)
         rows = rows[~is_command]
         if slot == 0:  # every group applies every command; one reports what was refused
             out.extend(error_row(*error) for error in errors)
     else:
-        if dynamic:
+        if dynamic and rows is not None:
             rows = rows[rows["_cmd"].isna().to_numpy()]
-        matcher = spawn(with_queries(spec, queries) if dynamic else spec, frozen, allowed_lateness=lateness)
+        matcher = spawn(with_queries(spec, queries) if dynamic else spec, frozen)
     late_seen: list[LateTuple] = []
     matcher.late_sink = late_seen.append
-    rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
-    owned = (rows["_b"] == rows["_home"]).to_numpy()
-    late = (rows["ts"] < watermark).to_numpy()
-    for i in np.flatnonzero(late & owned).tolist():
-        layout = spec.streams[int(rows["_s"].iat[i])]
-        out.append(_late_row(layout.name, float(rows["ts"].iat[i]), int(rows["id"].iat[i]), len(names), dynamic))
-    for m in _push_runs(matcher, spec, rows[~late]):
+    released: list[Match] = []
+    if watermark > -math.inf:
+        # Spark's watermark is the matcher's (time='external'): it purges the window
+        # and, under emit='ordered', releases the results older than it
+        released += matcher.heartbeat(watermark)
+    if rows is not None and len(rows):
+        # in (ts, stream, id) order; the matcher reports what is older than the watermark
+        rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
+        released += _push_runs(matcher, spec, rows)
+    for m in released:
         if _owns(spec, slot, m.ts):
             if dynamic:
                 out.append(result_row(m.query, m.ts, dict(m.ids), m.values))
             else:
                 out.append((m.query, m.ts, dict(m.ids), *(m.values.get(n) for n in names)))
-    for t in late_seen:  # a safety net: with the slack, matchers accept all that Spark accepts
+    for t in late_seen:  # a copy's lateness is reported by the slot owning its ts, as results are
         if _owns(spec, slot, t.ts):
             out.append(_late_row(t.stream, t.ts, t.id, len(names), dynamic))
     saved_state: dict[str, Any] = {"format": STATE_FORMAT, "fingerprint": spec.fingerprint, "matcher": freeze(matcher)}
     if dynamic:
         saved_state["queries"] = queries
     state.update((pickle.dumps(saved_state, protocol=pickle.HIGHEST_PROTOCOL),))
+    first = matcher.next_release_ts
+    if first is not None:
+        # wake this slot once Spark's watermark has passed the first held result
+        # (Spark wakes it when its watermark, whole milliseconds, is past the timestamp)
+        state.setTimeoutTimestamp(max(wm_ms, math.floor(first * 1000)))
     if out:
         yield control_frame(out) if dynamic else _frame(out, spec.value_types)
 

@@ -8,6 +8,7 @@ live in this module so that the cache is the worker's own.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 from mqo import Matcher, QueryError
 from mqo.batch import MatchBatch
 from mqo.results import Match
+from predicates import Catalog
 from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout
 
 _OUT_ROWS = 8192
@@ -43,12 +45,19 @@ def template(spec: StageSpec) -> Matcher:
             "max_disjuncts": settings["max_disjuncts"],
             "store": settings.get("store", "candidates"),
             "keep_window": settings.get("keep_window", 0.0),
-            # a task gets its rows in ts order, late tuples already decided (by the
-            # driver or Spark's watermark): one clock purges by the newest ts, where a
-            # stream absent from a partition would hold per-stream time back
-            "time": "global",
         }
-        m = Matcher(spec.ddl, **options)
+        ddl = spec.ddl
+        if "stream_lateness" in settings:
+            # the streaming stage: Spark's watermark is the matcher's, given by a
+            # heartbeat in every micro-batch (runtime.spark_streaming, "Time")
+            options.update(time="external", idle_timeout=None, emit=settings.get("emit", "arrival"))
+        else:
+            # a batch task gets its rows in ts order, late tuples already decided by the
+            # driver: one clock purges by the newest ts, where a stream absent from a
+            # partition would hold per-stream time back (and no lateness plays a part)
+            options["time"] = "global"
+            ddl = "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in Catalog.from_ddl(ddl))
+        m = Matcher(ddl, **options)
         names = [name for name, _ in spec.queries]
         try:
             bulk = m.register_queries([text for _, text in spec.queries], "<stage queries>") == names
@@ -56,7 +65,7 @@ def template(spec: StageSpec) -> Matcher:
             bulk = False
         if not bulk:
             # ids given at registration, or from positions in another registry: one by one
-            m = Matcher(spec.ddl, **options)
+            m = Matcher(ddl, **options)
             for name, text in spec.queries:
                 m.register_query(text, query_id=name, source_name=f"<query {name}>")
         m.plan  # noqa: B018 - compile now, once
@@ -66,7 +75,7 @@ def template(spec: StageSpec) -> Matcher:
     return m
 
 
-def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None, allowed_lateness: float = 0.0) -> Matcher:
+def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None) -> Matcher:
     """A working matcher on the worker's cached plan: empty, or continuing from
     ``state`` (a :meth:`Matcher.snapshot` taken with ``queries=False``, see
     :func:`freeze`). Sharing the template's compiled plan is what lets a streaming
@@ -74,14 +83,14 @@ def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None, allowed_laten
     base = template(spec)
     snapshot = base.snapshot(queries=False) if state is None else dict(state)
     snapshot.setdefault("counters", base.counters.__class__().as_dict())
-    return Matcher.restore(snapshot, like=base, allowed_lateness=float(allowed_lateness))
+    return Matcher.restore(snapshot, like=base)
 
 
 def freeze(matcher: Matcher) -> dict[str, Any]:
     """The part of a snapshot that changes as tuples flow (clocks, ids, stored tuples);
     the queries are in the spec, so they are not stored per group."""
     snap = matcher.snapshot(queries=False)
-    return {k: snap[k] for k in ("format", "settings", "clock", "seq", "next_ids", "state")}
+    return {k: snap[k] for k in ("format", "settings", "clock", "seq", "next_ids", "state", "arrived", "held")}
 
 
 def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -449,8 +449,8 @@ def test_column_texts_are_what_json_writes(column, floats_only) -> None:
 
 
 def test_a_filter_of_many_slots_counts_a_tuple_once() -> None:
-    """An OR takes one slot per disjunct; a tuple satisfying several is in the
-    filter's rows once (the expected counts worked out here, from the tuples)."""
+    """An OR takes one slot per disjunct; a tuple satisfying several disjuncts is
+    counted once (the expected counts worked out here, from the tuples)."""
     m = mqo.Matcher(DDL)
     m.register_queries(
         "Query ID: q SELECT COUNT(*), SUM(H.vib) FROM H [RANGE 10 sec]"

@@ -88,6 +88,15 @@ def test_self_join_python_example_prints_the_documented_results():
     assert out.getvalue().strip() == expected.strip()
 
 
+def test_ordered_emission_example_prints_the_documented_releases():
+    block = block_with('emit="ordered"')
+    expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
+    out = io.StringIO()
+    with in_repo(), contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    assert out.getvalue().strip() == expected.strip()
+
+
 def test_self_join_cli_example_prints_the_documented_lines():
     (block,) = [b for b in re.findall(r"```bash\n(.*?)```", README, re.S) if "pressure_rise.mqo" in b]
     command, _, shown = block.partition("\n{")

@@ -139,7 +139,9 @@ def _repeated(values: np.ndarray, null_at: float | None = None) -> list[str] | t
     repeat on each of its groups' rows); ``null_at`` is written as null."""
     if len(values) == 0:
         return []
-    distinct, index = np.unique(values, return_inverse=True)
+    # by bit pattern: 0.0 and -0.0 compare equal but are written differently
+    bits, index = np.unique(np.ascontiguousarray(values, np.float64).view(np.int64), return_inverse=True)
+    distinct = bits.view(np.float64)
     texts = _texts(distinct.tolist())
     if null_at is not None:
         texts = ["null" if v == null_at else t for v, t in zip(distinct.tolist(), texts, strict=True)]

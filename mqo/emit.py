@@ -1,0 +1,171 @@
+"""Ordered emission: results held until the watermark has passed them, then released
+in timestamp order (``MatcherConfig.emit='ordered'``; docs/ARCHITECTURE.md, Time).
+
+**When a result is final.** A tuple is late when its ``ts`` is older than the
+matcher's watermark, and the watermark never goes back (:mod:`mqo.clock`). A new
+result always contains a tuple that arrives from now on and is not late, and its
+``ts`` is the largest of its members, so every result still to come has
+``ts >= watermark``. A held result with ``ts < watermark`` (exactly, as the clock
+decides lateness) can therefore have no result of a smaller or equal ``ts`` after it:
+it is released. A result at exactly the watermark waits, since a tuple at that ``ts``
+is not late and may still come.
+
+**Order.** Released results are sorted by ``ts``, then by the arrival of the result's
+last tuple (the one that completed it), then in the order arrival mode reports the
+results of that tuple (within one assignment of tuples: query registration order).
+
+**Bound.** Every held result has ``ts >= watermark``, and none is newer than the
+newest ``ts`` seen; so the held results are those of the last ``lag`` seconds, ``lag``
+being how far the watermark trails the newest tuple (the allowed lateness plus how
+far the slowest active stream trails the fastest). A stream that holds the watermark
+back (one that has sent nothing, until ``idle_timeout``) holds results back too.
+
+Results are held as the engine's :class:`~mqo.engine.ResultBlock` objects (one
+assignment of tuples, a mask of query slots) in a heap keyed (ts, arrival, found):
+adding or releasing a block costs O(log n) for n held blocks. When registrations
+change, the held blocks' slots are renumbered for the new plan; the results of a
+query unregistered meanwhile are withdrawn, as a removed query reports nothing more.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from indexes.stored import StoredTuple
+from mqo.batch import SingleResults, slots_of
+from mqo.engine import ResultBlock
+from mqo.plan import CompiledPlan
+
+Entry = tuple[float, int, int, ResultBlock]  # (ts, arrival of the last tuple, found, block)
+
+
+class HeldResults:
+    """The results of an ordered matcher not yet released (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._heap: list[Entry] = []
+        self._found = 0  # blocks added so far: the last key, so equal keys keep their order
+
+    def __len__(self) -> int:
+        """Held results (one per query of each held block)."""
+        return sum(len(entry[3]) for entry in self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    @property
+    def first_ts(self) -> float | None:
+        """The smallest ts held (None when nothing is)."""
+        return self._heap[0][0] if self._heap else None
+
+    def add(self, blocks: Iterable[ResultBlock], arrival: int) -> None:
+        """Hold ``blocks``, all completed by the tuple that arrived ``arrival``-th."""
+        heap = self._heap
+        for block in blocks:
+            heapq.heappush(heap, (block.ts, arrival, self._found, block))
+            self._found += 1
+
+    def add_singles(self, singles: SingleResults, arrivals: np.ndarray, n_streams: int) -> None:
+        """Hold the single-stream results of a batch (read off the candidate bits),
+        one block per matched row; ``arrivals[r]`` is when row ``r`` arrived."""
+        bounds = np.flatnonzero(np.diff(singles.row_of, prepend=-1, append=-1) != 0).tolist()
+        for a, b in pairwise(bounds):
+            r = int(singles.row_of[a])
+            row = singles.rows[r]
+            members: list[StoredTuple | None] = [None] * n_streams
+            members[singles.stream] = StoredTuple(singles.stream, -1, row)
+            mask = 0
+            for q in singles.slots[a:b].tolist():
+                mask |= 1 << q
+            self.add([ResultBlock(mask, members, row[0])], int(arrivals[r]))
+
+    def release(self, passed: Callable[[float], bool]) -> list[ResultBlock]:
+        """The held blocks whose ts the watermark has passed (``passed(ts)``: ts is
+        older than the watermark), in order; they are held no more."""
+        heap, out = self._heap, []
+        while heap and passed(heap[0][0]):
+            out.append(heapq.heappop(heap)[3])
+        return out
+
+    def release_all(self) -> list[ResultBlock]:
+        """Every held block, in order (end of input)."""
+        out = [entry[3] for entry in sorted(self._heap, key=lambda e: e[:3])]
+        self._heap = []
+        return out
+
+    # ------------------------------------------------------------- plans
+
+    def renumber(self, old: CompiledPlan, new: CompiledPlan) -> None:
+        """The held blocks' slots, numbered for ``old``, as ``new`` numbers them: a slot
+        is its query (the registry's record, not its name, which a new query may take
+        again) and disjunct. Slots of queries ``new`` does not run are dropped, and
+        blocks left with none."""
+        if not self._heap or old is new:
+            return
+        where = _slot_numbers(new)
+        moved = {}
+        for q in range(old.n_slots):
+            key = (id(old.records[int(old.slot_record[q])]), int(old.slot_disjunct[q]))
+            if key in where:
+                moved[q] = where[key]
+        kept: list[Entry] = []
+        for ts, arrival, found, block in self._heap:
+            mask = 0
+            for q in slots_of(block.slots).tolist():
+                if q in moved:
+                    mask |= 1 << moved[q]
+            if mask:
+                block.slots = mask
+                kept.append((ts, arrival, found, block))
+        heapq.heapify(kept)
+        self._heap = kept
+
+    # ---------------------------------------------------------- snapshots
+
+    def snapshot(self, plan: CompiledPlan) -> list[list[Any]]:
+        """The held results as plain data: per block its keys, its slots as (query id,
+        disjunct) and its member rows as (stream number, row)."""
+        out = []
+        for ts, arrival, found, block in sorted(self._heap, key=lambda e: e[:3]):
+            slots = [
+                [plan.records[int(plan.slot_record[q])].name, int(plan.slot_disjunct[q])]
+                for q in slots_of(block.slots).tolist()
+            ]
+            members = [[t.stream, list(t.row)] for t in block.tuples if t is not None]
+            out.append([ts, arrival, found, slots, members])
+        return out
+
+    def load(self, data: Iterable[list[Any]], plan: CompiledPlan) -> None:
+        """Hold the results of :meth:`snapshot` again, on ``plan`` (the same queries)."""
+        where = {
+            (plan.records[int(plan.slot_record[q])].name, int(plan.slot_disjunct[q])): q for q in range(plan.n_slots)
+        }
+        n = len(plan.streams)
+        self._heap = []
+        for ts, arrival, found, slots, members in data:
+            mask = 0
+            for name, disjunct in slots:
+                if (name, disjunct) not in where:
+                    raise ValueError(f"the snapshot holds results of query {name!r}, which this matcher lacks")
+                mask |= 1 << where[(name, disjunct)]
+            tuples: list[StoredTuple | None] = [None] * n
+            for stream, row in members:
+                tuples[stream] = StoredTuple(stream, -1, tuple(row))
+            self._heap.append((float(ts), int(arrival), int(found), ResultBlock(mask, tuples, float(ts))))
+            self._found = max(self._found, int(found) + 1)
+        heapq.heapify(self._heap)
+
+
+def _slot_numbers(plan: CompiledPlan) -> Mapping[tuple[int, int], int]:
+    """(record identity, disjunct) -> slot, for the slots ``plan`` runs (an updated
+    plan keeps a removed query's slots, with no streams)."""
+    out = {}
+    for q in range(plan.n_slots):
+        if int(plan.slot_stream_mask[q]):
+            out[(id(plan.records[int(plan.slot_record[q])]), int(plan.slot_disjunct[q]))] = q
+    return out

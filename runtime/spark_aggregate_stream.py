@@ -28,21 +28,23 @@ in one group and nothing is combined across groups:
   common group key).
 
 **Time.** Every stream DataFrame needs ``ts`` (seconds, >= 0: Spark's watermark starts
-at 0) and an ``id`` column. The stage sets one watermark of ``allowed_lateness`` over
-the union of its streams (the local engine's ``time='global'``): the watermark ``W`` of
-a micro-batch is the largest ``ts`` of the earlier ones minus the lateness, as Spark
-computes it (whole milliseconds). Per micro-batch and group the function restores the
-group's matcher, reports the tuples with ``ts < W`` as late, pushes the rest in
-``(ts, id)`` order and moves the matcher's watermark to exactly ``W`` by a heartbeat
-(:func:`advance_to`), so every window ending before ``W`` comes out, then saves the
-matcher (:meth:`mqo.Matcher.snapshot`, aggregate state included) pickled in one binary
-state column. The matchers' own lateness is Spark's plus 2 ms, so the tuples they are
-pushed never move them past the next micro-batch's ``W`` (Spark rounds event times to
-microseconds and its watermark to milliseconds): a matcher never calls late what the
-stage accepted (if it ever did, the tuple would still be reported as a late row). The
-rows are then exactly those of a local ``mqo.Matcher`` fed the same accepted tuples in
-``(ts, id)`` order and moved to the same watermark, however the input is cut into
-micro-batches (``tests/test_spark_aggregate_stream.py``).
+at 0) and an ``id`` column. Each stream gets a watermark of its own lateness
+(``withWatermark`` before the union; the lateness as the local clock takes it: the
+Matcher's ``stream_lateness``, else the DDL's ``ALLOWED LATENESS``, else
+``allowed_lateness``), and the stage runs with
+``spark.sql.streaming.multipleWatermarkPolicy=min``: the watermark ``W`` of a
+micro-batch is the smallest over the sources of their largest ``ts`` in the earlier
+micro-batches minus their lateness (whole milliseconds), the local per-stream rule. Per
+micro-batch and group the function restores the group's matcher, reports the tuples
+with ``ts < W`` as late, pushes the rest in ``(ts, id)`` order into a matcher that runs
+on Spark's watermark (``time='external'``: a heartbeat at ``W``; its tuples do not move
+it), so every window ending before ``W`` comes out, then saves the matcher
+(:meth:`mqo.Matcher.snapshot`, aggregate state included) pickled in one binary state
+column. The rows are exactly those of a local ``mqo.Matcher`` (per-stream time, the
+same lateness) fed the same accepted tuples in timestamp order, at the same watermark,
+however the input is cut into micro-batches (``tests/test_spark_aggregate_stream.py``).
+As for matches (:mod:`runtime.spark_streaming`), Spark has no idle timeout: a source
+that falls silent holds the watermark back.
 
 **Windows of groups without new rows** come out through an event-time timeout: every
 group with state sets its timeout at the current watermark, so Spark calls it, without
@@ -83,7 +85,6 @@ import pandas as pd
 from mqo import Matcher
 from mqo.results import LateTuple
 from predicates import ColumnType
-from predicates.numbers import decimal_of
 from runtime.spark import unify
 from runtime.spark_aggregate import (
     StreamPlan,
@@ -95,6 +96,7 @@ from runtime.spark_aggregate import (
     stream_plans,
 )
 from runtime.spark_spec import SparkStageError, StreamLayout, build_spec
+from runtime.spark_streaming import stream_lateness
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -103,21 +105,15 @@ if TYPE_CHECKING:
 STATE_SCHEMA = "blob binary"
 STATE_FORMAT = 1
 NEVER_LATE = 7_000_000_000  # seconds: year 2191, after any watermark (pandas' timestamps end in 2262)
-# Spark keeps event times in microseconds and its watermark in whole milliseconds: the
-# matchers take this much more lateness, so that the tuples pushed into them never move
-# their watermark past the one Spark computes for the next micro-batch
-_SLACK = 0.002
 
 
 @dataclass(frozen=True)
 class _Job:
     """What every state group needs: the DDL, each stream's plan and row layout (by
-    stream number), the matchers' lateness and the fingerprint a checkpoint must match."""
+    stream number) and the fingerprint a checkpoint must match."""
 
     ddl: str
     plans: tuple[tuple[int, StreamPlan, StreamLayout], ...]
-    lateness: float  # the matchers' own: Spark's plus _SLACK
-    slots: int
     fingerprint: str
 
     def stream(self, number: int) -> tuple[StreamPlan, StreamLayout]:
@@ -139,8 +135,10 @@ def aggregate_stream(
     """The aggregate rows of the queries over streaming DataFrames: a streaming
     DataFrame (append mode; see the module docstring). ``queries`` holds aggregate
     queries only; ``allowed_lateness`` (seconds, whole milliseconds) defaults to the
-    Matcher's (0 for query texts); ``slots``: state groups per stream partitioned by
-    key; ``span``: the span width of streams partitioned by time."""
+    Matcher's (0 for query texts), a stream's own lateness coming from the Matcher's
+    ``stream_lateness`` or the DDL's ``ALLOWED LATENESS`` (as the local clock takes
+    it); ``slots``: state groups per stream partitioned by key; ``span``: the span
+    width of streams partitioned by time."""
     from pyspark.sql import functions as F
 
     if not streams:
@@ -150,16 +148,13 @@ def aggregate_stream(
             raise SparkStageError(f"stream {name}: not a streaming DataFrame; use spark_aggregate.aggregate_batch")
     matcher = _aggregate_source(queries, schema, streams)
     plans = stream_plans(matcher, streams, span)
-    if matcher.config.stream_lateness:
-        # one watermark over the union: a lateness per stream would be silently ignored
-        raise SparkStageError(
-            "the aggregate streaming stage keeps one watermark over all streams: give allowed_lateness, "
-            "not a Matcher with stream_lateness"
-        )
-    lateness = matcher.allowed_lateness if allowed_lateness is None else allowed_lateness
-    if isinstance(lateness, bool) or not isinstance(lateness, (int, float)) or not 0 <= lateness < math.inf:
-        raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {lateness!r}")
-    delay_ms = round(float(lateness) * 1000)
+    if allowed_lateness is not None and (
+        isinstance(allowed_lateness, bool)
+        or not isinstance(allowed_lateness, (int, float))
+        or not 0 <= allowed_lateness < math.inf
+    ):
+        raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}")
+    lateness = stream_lateness(matcher, allowed_lateness)  # per stream, as the local clock takes it
     first = next(iter(streams.values()))
     if slots is None:
         slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
@@ -167,25 +162,22 @@ def aggregate_stream(
         raise SparkStageError(f"slots must be a whole number >= 1, got {slots!r}")
     ddl = matcher.catalog.ddl()
     layouts = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
-    fingerprint = hashlib.sha256(repr((STATE_FORMAT, ddl, plans, delay_ms, slots)).encode()).hexdigest()
-    job = _Job(
-        ddl,
-        tuple((layouts.stream(p.stream).number, p, layouts.stream(p.stream)) for p in plans),
-        delay_ms / 1000 + _SLACK,
-        slots,
-        fingerprint,
-    )
+    delays = sorted((p.stream, round(lateness[p.stream] * 1000)) for p in plans)
+    fingerprint = hashlib.sha256(repr((STATE_FORMAT, ddl, plans, delays, slots)).encode()).hexdigest()
+    job = _Job(ddl, tuple((layouts.stream(p.stream).number, p, layouts.stream(p.stream)) for p in plans), fingerprint)
+    # a watermark per source, on the real event time; the operator's is the smallest
+    # (the local per-stream rule)
+    first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
     grouped = None
     for plan in plans:
-        rows = unify({plan.stream: streams[plan.stream]}, layouts, require_id=True, event_time=True)
+        frame = {plan.stream: streams[plan.stream]}
+        rows = unify(frame, layouts, require_id=True, event_time=True, watermarks={plan.stream: lateness[plan.stream]})
         part = _groups(rows, plan, layouts.stream(plan.stream), slots)
         grouped = part if grouped is None else grouped.unionByName(part)
     assert grouped is not None
-    # one watermark over every stream, on the real event time ...
-    grouped = grouped.withWatermark("_et", f"{delay_ms} milliseconds")
     grouped = _as_text(grouped, layouts.streams)
-    # ... and then a watermark column that is never late, so that the event-time
-    # timeout does not make Spark drop the late rows the function must report
+    # then a watermark column that is never late, so that the event-time timeout does
+    # not make Spark drop the late rows the function must report
     never = F.lit(NEVER_LATE).cast("timestamp").alias("_et", metadata={"spark.watermarkDelayMs": 0})
     grouped = grouped.select(*(c for c in grouped.columns if c != "_et"), never)
     return grouped.groupBy("_s", "_p").applyInPandasWithState(
@@ -221,20 +213,6 @@ def _as_text(frame: DataFrame, layouts: Sequence[StreamLayout]) -> DataFrame:
         if ctype in (ColumnType.INTEGER, ColumnType.BYTE, ColumnType.FLOAT)
     }
     return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in numeric else c for c in frame.columns))
-
-
-def advance_to(matcher: Matcher, watermark: float) -> None:
-    """Move a ``time='global'`` matcher's watermark to ``watermark`` (exactly when the
-    sum below prints in 15 digits, as Spark's millisecond watermarks plus a lateness do;
-    else to the least watermark above it): a heartbeat at ``watermark`` plus the
-    matcher's lateness, the clock subtracting the lateness exactly on decimals."""
-    if watermark == -math.inf:
-        return
-    target = decimal_of(watermark) + decimal_of(matcher.allowed_lateness)
-    base = float(target)
-    while decimal_of(base) < target:
-        base = math.nextafter(base, math.inf)
-    matcher.heartbeat(base)
 
 
 # ------------------------------------------------------------- on the workers
@@ -278,12 +256,16 @@ def aggregate_group(
         if len(fresh) and not finished:
             if matcher is None:
                 matcher = _new_matcher(job, plan, late_seen)
-            advance_to(matcher, watermark)
+            if watermark > -math.inf:
+                matcher.heartbeat(watermark)
             matcher.push_batch(plan.stream, _columns(fresh, layout))
     if matcher is not None:
-        advance_to(matcher, watermark)
+        if watermark > -math.inf:
+            # Spark's watermark is the matcher's (time='external'): the windows ending
+            # before it come out
+            matcher.heartbeat(watermark)
         out += [r for r in output_rows(matcher.poll_aggregates()) if owned(plan, group, r[2])]
-    for t in late_seen:  # a safety net: the matchers' slack makes them accept what the stage accepts
+    for t in late_seen:  # a safety net: the matchers decide lateness on the same watermark
         if owned(plan, group, t.ts):
             out.append(_late_row(t.stream, t.ts, t.id))
     if matcher is None or finished:
@@ -299,7 +281,7 @@ def aggregate_group(
 
 
 def _new_matcher(job: _Job, plan: StreamPlan, late_sink: Any) -> Matcher:
-    matcher = Matcher(job.ddl, time="global", allowed_lateness=job.lateness, late_sink=late_sink)
+    matcher = Matcher(job.ddl, time="external", late_sink=late_sink)
     for name, text in plan.queries:
         matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
     return matcher

@@ -68,9 +68,9 @@ def row_key(query: str, start: float | None, end: float, group: Any, values: Any
 
 
 def reference(queries: str, rows: list[dict[str, Any]]) -> tuple[Counter, float]:
-    """The local engine (one global clock with the stage's lateness) fed the tuples in
+    """The local engine (per-stream time, the stage's lateness) fed the tuples in
     (ts, id) order: the rows it has emitted at the end, and its watermark."""
-    m = mqo.Matcher(DDL, time="global", allowed_lateness=LATENESS)
+    m = mqo.Matcher(DDL, allowed_lateness=LATENESS, idle_timeout=None)
     m.register_queries(queries)
     ordered = sorted(rows, key=lambda r: (r["ts"], r["id"]))
     m.push_batch("H", {c: [r[c] for r in ordered] for c in COLUMNS})
@@ -156,16 +156,12 @@ def test_aggregate_stream_inputs_are_checked(spark_session: Any, tmp_path: Path)
         aggregate_stream({"H": stream}, TIMED, schema=DDL, allowed_lateness=-1)
     with pytest.raises(SparkStageError, match="slots"):
         aggregate_stream({"H": stream}, KEYED, schema=DDL, slots=0)
-    with pytest.raises(SparkStageError, match="stream_lateness"):
-        per_stream = mqo.Matcher(DDL, stream_lateness={"H": 3.0})
-        per_stream.register_queries(TIMED)
-        aggregate_stream({"H": stream}, per_stream)
     no_id = spark_session.readStream.schema("ts double, patient bigint, beatrate double, vib double, alert bigint")
     with pytest.raises(SparkStageError, match="needs an 'id' column"):
         aggregate_stream({"H": no_id.csv(str(tmp_path / "in"))}, TIMED, schema=DDL)
 
 
-TWO_DDL = DDL + "\nREGISTER STREAM B (patient INTEGER, pressure FLOAT);"
+TWO_DDL = DDL + "\nCREATE STREAM B (patient INTEGER, pressure FLOAT) ALLOWED LATENESS 5 sec;"
 TWO = (
     TIMED
     + """
@@ -179,8 +175,9 @@ SELECT B.patient, MAX(B.pressure) FROM B [ROWS 4 SLIDE 2] WHERE B.pressure > 20 
 
 @pytest.mark.spark
 def test_two_streams_in_one_stage(spark_session: Any, tmp_path: Path) -> None:
-    """H grouped by time spans and B by key in one stateful operator, under one
-    watermark over both streams: equal to the local engine on one global clock."""
+    """H grouped by time spans and B by key in one stateful operator, a watermark per
+    source (B's lateness from the DDL), the smallest governing: equal to the local
+    engine's per-stream clock."""
     h_rows = make_rows(seed=7, n=120)
     rnd = random.Random(8)
     b_rows = [
@@ -188,9 +185,10 @@ def test_two_streams_in_one_stage(spark_session: Any, tmp_path: Path) -> None:
         for i in range(120)
     ]
     ahead = {"ts": 150.0, "id": len(h_rows), "patient": 1, "beatrate": 60.0, "vib": 50.0, "alert": 0, "chunk": 4}
-    streams_rows = {"H": [*h_rows, ahead], "B": b_rows}
+    b_ahead = {"ts": 160.0, "id": len(b_rows), "patient": 2, "pressure": 30.0, "chunk": 4}
+    streams_rows = {"H": [*h_rows, ahead], "B": [*b_rows, b_ahead]}
     columns = {"H": COLUMNS, "B": ["ts", "id", "patient", "pressure"]}
-    m = mqo.Matcher(TWO_DDL, time="global", allowed_lateness=LATENESS)
+    m = mqo.Matcher(TWO_DDL, allowed_lateness=LATENESS, idle_timeout=None)
     m.register_queries(TWO)
     merged = sorted((r["ts"], s, r["id"], r) for s, rs in streams_rows.items() for r in rs)
     for ts, s, ident, r in merged:
@@ -205,7 +203,7 @@ def test_two_streams_in_one_stage(spark_session: Any, tmp_path: Path) -> None:
         )
         for r in m.poll_aggregates()
     )
-    assert m.watermark == 150.0 - LATENESS
+    assert m.watermark == 150.0 - LATENESS  # H's; B's is 160 - 5
     assert {k[0] for k in expected} == {"all", "by_alert", "busy", "pressure", "pressure_peaks"}
     for s, rs in streams_rows.items():
         folder = tmp_path / "in" / s

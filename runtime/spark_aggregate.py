@@ -123,14 +123,7 @@ def aggregate_batch(
     :func:`runtime.spark.match_batch`); ``span``: the time span width for streams
     partitioned by time (default four times the stream's largest RANGE)."""
     matcher = _aggregate_source(queries, schema, streams)
-    aggregator = matcher.aggregator
-    assert aggregator is not None
-    by_stream: dict[str, list[AggregateQuery]] = {}
-    for registered in aggregator.queries.values():
-        by_stream.setdefault(registered.query.stream, []).append(registered.query)
-    missing = sorted(s for s in by_stream if s not in streams)
-    if missing:
-        raise SparkStageError(f"aggregate queries read stream(s) {', '.join(missing)}: give their DataFrames")
+    plans = stream_plans(matcher, streams, span)
     spark = next(iter(streams.values())).sparkSession
     n = int(partitions or spark.conf.get("spark.sql.shuffle.partitions") or 1)
     if n < 1:
@@ -139,8 +132,8 @@ def aggregate_batch(
     ddl = "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in matcher.catalog)
     layout_spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
     out = None
-    for stream, stream_queries in by_stream.items():
-        plan = plan_stream(stream, stream_queries, span)
+    for plan in plans:
+        stream = plan.stream
         rows = unify({stream: streams[stream]}, layout_spec)
         part = _partitioned(rows, plan, layout_spec, n).mapInArrow(
             partial(aggregate_partition, ddl, plan, layout_spec.stream(stream)), aggregate_schema()
@@ -148,6 +141,20 @@ def aggregate_batch(
         out = part if out is None else out.unionByName(part)
     assert out is not None
     return out
+
+
+def stream_plans(matcher: Matcher, streams: Mapping[str, Any], span: float | None) -> list[StreamPlan]:
+    """The partitioning plan of every stream the matcher's aggregate queries read (in
+    the order their queries were registered); each of those streams must be given."""
+    aggregator = matcher.aggregator
+    assert aggregator is not None
+    by_stream: dict[str, list[AggregateQuery]] = {}
+    for registered in aggregator.queries.values():
+        by_stream.setdefault(registered.query.stream, []).append(registered.query)
+    missing = sorted(s for s in by_stream if s not in streams)
+    if missing:
+        raise SparkStageError(f"aggregate queries read stream(s) {', '.join(missing)}: give their DataFrames")
+    return [plan_stream(stream, stream_queries, span) for stream, stream_queries in by_stream.items()]
 
 
 def _aggregate_source(
@@ -177,14 +184,38 @@ def _partitioned(rows: DataFrame, plan: StreamPlan, spec: StageSpec, n: int) -> 
         return keyed.repartition(n, "_p").sortWithinPartitions("ts", "id")
     if plan.mode == "one":
         return rows.selectExpr("*", "0L AS _p").repartition(1).sortWithinPartitions("ts", "id")
+    first, last = span_bounds(plan)
+    copies = rows.selectExpr("*", f"explode(sequence({first}, GREATEST({first}, {last}))) AS _p")
+    return copies.repartitionByRange(n, "_p").sortWithinPartitions("_p", "ts", "id")
+
+
+def span_bounds(plan: StreamPlan) -> tuple[str, str]:
+    """SQL expressions of the first and last span a row is copied to (time mode):
+    every span holding a window this row is in, i.e. ending in [ts, ts + RANGE)."""
     width, reach = repr(plan.span) + "D", repr(plan.reach) + "D"
-    # every span holding a window this row is in: ends in [ts, ts + RANGE); a little
-    # margin either side, since FLOOR of a quotient of doubles may be one span off
+    # a little margin either side, since FLOOR of a quotient of doubles may be one span off
     margin = f"(ABS(ts) + {reach}) * 1e-12 + 1e-300"
     first = f"CAST(FLOOR((ts - {margin}) / {width}) AS BIGINT)"
     last = f"CAST(FLOOR((ts + {reach} + {margin}) / {width}) AS BIGINT)"
-    copies = rows.selectExpr("*", f"explode(sequence({first}, GREATEST({first}, {last}))) AS _p")
-    return copies.repartitionByRange(n, "_p").sortWithinPartitions("_p", "ts", "id")
+    return first, last
+
+
+def owned(plan: StreamPlan, span: int, window_end: float) -> bool:
+    """Whether the task (or state group) of ``span`` reports a window ending here: in
+    time mode the span holding its end; otherwise every task owns what it finds."""
+    return plan.mode != "time" or math.floor(window_end / plan.span) == span
+
+
+def output_rows(rows: Any) -> list[tuple[Any, ...]]:
+    """Aggregate rows (:class:`mqo.aggregation.AggregateBatch`) as output tuples, in
+    :func:`aggregate_schema`'s column order (maps as lists of pairs)."""
+    out = []
+    for row in rows:
+        start = row.window_start if math.isfinite(row.window_start) else None
+        group = [(k, text_of(v)) for k, v in row.group.items()]
+        values = [(k, text_of(v)) for k, v in row.values.items()]
+        out.append((row.query, start, row.window_end, group, values))
+    return out
 
 
 # ------------------------------------------------------------- on the workers
@@ -209,7 +240,7 @@ def aggregate_partition(
         rows = _run(ddl, plan, layout, table.slice(start, end - start))
         if plan.mode == "time":
             span = int(p[start])
-            rows = [r for r in rows if math.floor(r[2] / plan.span) == span]
+            rows = [r for r in rows if owned(plan, span, r[2])]
         if rows:
             yield pa.RecordBatch.from_pylist(
                 [dict(zip(_ARROW_SCHEMA.names, r, strict=True)) for r in rows], schema=_ARROW_SCHEMA
@@ -224,13 +255,7 @@ def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> l
     for column, fname in zip(layout.columns, layout.fields, strict=True):
         data[column] = table.column(fname).to_pylist()
     matcher.push_batch(plan.stream, data)
-    out = []
-    for row in matcher.flush():
-        start = row.window_start if math.isfinite(row.window_start) else None
-        group = [(k, text_of(v)) for k, v in row.group.items()]
-        values = [(k, text_of(v)) for k, v in row.values.items()]
-        out.append((row.query, start, row.window_end, group, values))
-    return out
+    return output_rows(matcher.flush())
 
 
 def _never_late(late: Any) -> None:

@@ -1,0 +1,322 @@
+"""Aggregate queries as a Structured Streaming stage, each window's slices and partials
+in Spark's state store.
+
+>>> from runtime.spark_aggregate_stream import aggregate_stream
+>>> rows = aggregate_stream({"H": heart_stream}, aggregate_queries_text, schema=ddl_text,
+...                         allowed_lateness=5)
+>>> rows.writeStream.format("parquet").option("checkpointLocation", ck).start(out_dir)
+
+**Output** (append mode): the batch stage's schema (:func:`runtime.spark_aggregate.aggregate_schema`),
+``query, window_start, window_end, group map<string,string>, values map<string,string>``,
+one row per (query, window, group) whose window holds data, written in the micro-batch
+whose watermark passes the window's end. A **late tuple** (older than the watermark of
+its micro-batch) is aggregated into nothing and comes out as a row with a NULL
+``query`` and ``window_start``, its ``ts`` as ``window_end``, ``group = {stream: id}``
+(the id as text) and NULL ``values``: reported, never dropped silently.
+
+**Grouping** (state groups, keyed by stream and ``_p``), per stream as the batch stage
+partitions it (:func:`runtime.spark_aggregate.plan_stream`), so every window is whole
+in one group and nothing is combined across groups:
+
+* **key**: the common GROUP BY column's hash modulo ``slots`` (default
+  ``spark.sql.shuffle.partitions``): each slot runs one matcher over its keys;
+* **time**: a span of width ``span`` (default four times the largest RANGE) is a group;
+  a row goes to every span whose windows it is in, a span reports the windows ending in
+  it, and its state is removed once the watermark is a span past its end (a later row
+  for it is late);
+* **one**: one group for the stream (a landmark window, or count windows without a
+  common group key).
+
+**Time.** Every stream DataFrame needs ``ts`` (seconds, >= 0: Spark's watermark starts
+at 0) and an ``id`` column. Each stream gets a watermark of its own lateness
+(``withWatermark`` before the union; the lateness as the local clock takes it: the
+Matcher's ``stream_lateness``, else the DDL's ``ALLOWED LATENESS``, else
+``allowed_lateness``), and the stage runs with
+``spark.sql.streaming.multipleWatermarkPolicy=min``: the watermark ``W`` of a
+micro-batch is the smallest over the sources of their largest ``ts`` in the earlier
+micro-batches minus their lateness (whole milliseconds), the local per-stream rule. Per
+micro-batch and group the function restores the group's matcher, reports the tuples
+with ``ts < W`` as late, pushes the rest in ``(ts, id)`` order into a matcher that runs
+on Spark's watermark (``time='external'``: a heartbeat at ``W``; its tuples do not move
+it), so every window ending before ``W`` comes out, then saves the matcher
+(:meth:`mqo.Matcher.snapshot`, aggregate state included) pickled in one binary state
+column. The rows are exactly those of a local ``mqo.Matcher`` (per-stream time, the
+same lateness) fed the same accepted tuples in timestamp order, at the same watermark,
+however the input is cut into micro-batches (``tests/test_spark_aggregate_stream.py``).
+As for matches (:mod:`runtime.spark_streaming`), Spark has no idle timeout: a source
+that falls silent holds the watermark back.
+
+**Windows of groups without new rows** come out through an event-time timeout: every
+group with state sets its timeout at the current watermark, so Spark calls it, without
+rows, in the first micro-batch whose watermark is past that (and Spark runs a
+micro-batch without data when the watermark moves and such timeouts exist). The price:
+every live group is restored once per watermark move, not only when it gets rows; the
+groups are bounded (``slots`` per keyed stream, one per one-task stream, the spans not
+yet passed in time mode). Finer timeouts (at the next window end) would need the
+matcher to tell when its next window closes. An event-time timeout makes Spark drop
+input rows older than the watermark before the function sees them, judged on the
+column that carries the watermark; late tuples must be reported, so that column is
+replaced, after the watermark is computed on the real event time, by a constant that
+is never late (the trick of the ordered emission in :mod:`runtime.spark_streaming`). A
+processing-time timeout would run micro-batches without data at every trigger.
+
+**Exactly once across restarts**, as :func:`runtime.spark_streaming.match_stream`: the
+function is deterministic in its input and state, Spark re-runs an uncommitted
+micro-batch from the state of the previous one, and the file sink (its
+``_spark_metadata`` log) ignores a re-run batch it already committed, so a query killed
+at any point and restarted from its checkpoint neither loses nor duplicates a row. The
+state records a fingerprint of the streams, queries and settings (``slots``, ``span``
+and the lateness included): restarting with others is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import pickle
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from mqo import Matcher
+from mqo.results import LateTuple
+from predicates import ColumnType
+from runtime.spark import unify
+from runtime.spark_aggregate import (
+    StreamPlan,
+    _aggregate_source,
+    aggregate_schema,
+    output_rows,
+    owned,
+    span_bounds,
+    stream_plans,
+)
+from runtime.spark_spec import SparkStageError, StreamLayout, build_spec
+from runtime.spark_streaming import stream_lateness
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.state import GroupState
+
+STATE_SCHEMA = "blob binary"
+STATE_FORMAT = 1
+NEVER_LATE = 7_000_000_000  # seconds: year 2191, after any watermark (pandas' timestamps end in 2262)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every state group needs: the DDL, each stream's plan and row layout (by
+    stream number) and the fingerprint a checkpoint must match."""
+
+    ddl: str
+    plans: tuple[tuple[int, StreamPlan, StreamLayout], ...]
+    fingerprint: str
+
+    def stream(self, number: int) -> tuple[StreamPlan, StreamLayout]:
+        for n, plan, layout in self.plans:
+            if n == number:
+                return plan, layout
+        raise SparkStageError(f"internal error: rows of an unknown stream number {number}")
+
+
+def aggregate_stream(
+    streams: Mapping[str, DataFrame],
+    queries: str | Sequence[str] | Matcher,
+    *,
+    schema: str | None = None,
+    allowed_lateness: float | None = None,
+    slots: int | None = None,
+    span: float | None = None,
+) -> DataFrame:
+    """The aggregate rows of the queries over streaming DataFrames: a streaming
+    DataFrame (append mode; see the module docstring). ``queries`` holds aggregate
+    queries only; ``allowed_lateness`` (seconds, whole milliseconds) defaults to the
+    Matcher's (0 for query texts), a stream's own lateness coming from the Matcher's
+    ``stream_lateness`` or the DDL's ``ALLOWED LATENESS`` (as the local clock takes
+    it); ``slots``: state groups per stream partitioned by key; ``span``: the span
+    width of streams partitioned by time."""
+    from pyspark.sql import functions as F
+
+    if not streams:
+        raise SparkStageError("no stream DataFrames given")
+    for name, df in streams.items():
+        if not df.isStreaming:
+            raise SparkStageError(f"stream {name}: not a streaming DataFrame; use spark_aggregate.aggregate_batch")
+    matcher = _aggregate_source(queries, schema, streams)
+    plans = stream_plans(matcher, streams, span)
+    if allowed_lateness is not None and (
+        isinstance(allowed_lateness, bool)
+        or not isinstance(allowed_lateness, (int, float))
+        or not 0 <= allowed_lateness < math.inf
+    ):
+        raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}")
+    lateness = stream_lateness(matcher, allowed_lateness)  # per stream, as the local clock takes it
+    first = next(iter(streams.values()))
+    if slots is None:
+        slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise SparkStageError(f"slots must be a whole number >= 1, got {slots!r}")
+    ddl = matcher.catalog.ddl()
+    layouts = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    delays = sorted((p.stream, round(lateness[p.stream] * 1000)) for p in plans)
+    fingerprint = hashlib.sha256(repr((STATE_FORMAT, ddl, plans, delays, slots)).encode()).hexdigest()
+    job = _Job(ddl, tuple((layouts.stream(p.stream).number, p, layouts.stream(p.stream)) for p in plans), fingerprint)
+    # a watermark per source, on the real event time; the operator's is the smallest
+    # (the local per-stream rule)
+    first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
+    grouped = None
+    for plan in plans:
+        frame = {plan.stream: streams[plan.stream]}
+        rows = unify(frame, layouts, require_id=True, event_time=True, watermarks={plan.stream: lateness[plan.stream]})
+        part = _groups(rows, plan, layouts.stream(plan.stream), slots)
+        grouped = part if grouped is None else grouped.unionByName(part)
+    assert grouped is not None
+    grouped = _as_text(grouped, layouts.streams)
+    # then a watermark column that is never late, so that the event-time timeout does
+    # not make Spark drop the late rows the function must report
+    never = F.lit(NEVER_LATE).cast("timestamp").alias("_et", metadata={"spark.watermarkDelayMs": 0})
+    grouped = grouped.select(*(c for c in grouped.columns if c != "_et"), never)
+    return grouped.groupBy("_s", "_p").applyInPandasWithState(
+        partial(aggregate_group, job), aggregate_schema(), STATE_SCHEMA, "append", "EventTimeTimeout"
+    )
+
+
+def _groups(rows: DataFrame, plan: StreamPlan, layout: StreamLayout, slots: int) -> DataFrame:
+    """``_p``: the state group of each row copy; ``_home``: the group that reports the
+    row if it is late (in time mode the first of its copies)."""
+    if plan.mode == "key":
+        field = layout.fields[layout.columns.index(plan.key)]  # type: ignore[arg-type]
+        keyed = rows.selectExpr("*", f"pmod(xxhash64({field}), {slots}) AS _p")
+        return keyed.selectExpr("*", "_p AS _home")
+    if plan.mode == "one":
+        return rows.selectExpr("*", "0L AS _p", "0L AS _home")
+    first, last = span_bounds(plan)
+    # a NULL ts has no spans: it goes to span 0, whose function reports it (explode
+    # would drop it silently)
+    spans = f"COALESCE(sequence({first}, GREATEST({first}, {last})), array(0L))"
+    return rows.selectExpr("*", f"explode({spans}) AS _p", f"COALESCE({first}, 0L) AS _home")
+
+
+def _as_text(frame: DataFrame, layouts: Sequence[StreamLayout]) -> DataFrame:
+    """Integer and float columns handed to pandas as text. Every stream's columns are
+    NULL in the other streams' rows, and pandas holds a NULL number as a NaN double,
+    which would round integers past 2**53 and confuse a NULL float with a NaN one, a
+    difference aggregates see (COUNT(col) counts the NaN). Text round-trips exactly."""
+    numeric = {
+        fname
+        for layout in layouts
+        for ctype, fname in zip(layout.types, layout.fields, strict=True)
+        if ctype in (ColumnType.INTEGER, ColumnType.BYTE, ColumnType.FLOAT)
+    }
+    return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in numeric else c for c in frame.columns))
+
+
+# ------------------------------------------------------------- on the workers
+
+
+def aggregate_group(
+    job: _Job, key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """One state group in one micro-batch (rows, or a timeout without rows): restore
+    its matcher, report late tuples, push the rest in (ts, id) order, move it to
+    Spark's watermark, output the windows it owns, save or drop the state."""
+    number, group = int(key[0]), int(key[1])
+    plan, layout = job.stream(number)
+    wm_ms = state.getCurrentWatermarkMs()
+    watermark = wm_ms / 1000.0 if wm_ms > 0 else -math.inf
+    late_seen: list[LateTuple] = []
+    matcher = None
+    if state.exists:
+        saved = pickle.loads(state.get[0])
+        if saved.get("format") != STATE_FORMAT or saved.get("fingerprint") != job.fingerprint:
+            raise SparkStageError(
+                "the checkpoint's state was written for other streams, queries or settings (slots, span and "
+                "lateness included); start from a new checkpoint location"
+            )
+        matcher = Matcher.restore(saved["matcher"], late_sink=late_seen.append)
+    # a span a whole span behind the watermark has reported all of its windows
+    finished = plan.mode == "time" and watermark >= (group + 2) * plan.span
+    out: list[tuple[Any, ...]] = []
+    parts = [f for f in frames if len(f)]
+    if parts:
+        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        for column in ("ts", "id"):
+            if rows[column].isna().any():
+                raise SparkStageError(f"stream {plan.stream}: a tuple has a NULL {column}")
+        rows = rows.sort_values(["ts", "id"], kind="stable", ignore_index=True)
+        late = (rows["ts"] < watermark).to_numpy()
+        home = (rows["_home"] == group).to_numpy()
+        for i in np.flatnonzero(late & home).tolist():
+            out.append(_late_row(plan.stream, float(rows["ts"].iat[i]), int(rows["id"].iat[i])))
+        fresh = rows[~late]
+        if len(fresh) and not finished:
+            if matcher is None:
+                matcher = _new_matcher(job, plan, late_seen)
+            if watermark > -math.inf:
+                matcher.heartbeat(watermark)
+            matcher.push_batch(plan.stream, _columns(fresh, layout))
+    if matcher is not None:
+        if watermark > -math.inf:
+            # Spark's watermark is the matcher's (time='external'): the windows ending
+            # before it come out
+            matcher.heartbeat(watermark)
+        out += [r for r in output_rows(matcher.poll_aggregates()) if owned(plan, group, r[2])]
+    for t in late_seen:  # a safety net: the matchers decide lateness on the same watermark
+        if owned(plan, group, t.ts):
+            out.append(_late_row(t.stream, t.ts, t.id))
+    if matcher is None or finished:
+        if state.exists:
+            state.remove()
+    else:
+        blob = {"format": STATE_FORMAT, "fingerprint": job.fingerprint, "matcher": matcher.snapshot()}
+        state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
+        # called again, without rows, once the watermark moves past the current one
+        state.setTimeoutTimestamp(max(wm_ms, 1))
+    if out:
+        yield _frame(out)
+
+
+def _new_matcher(job: _Job, plan: StreamPlan, late_sink: Any) -> Matcher:
+    matcher = Matcher(job.ddl, time="external", late_sink=late_sink)
+    for name, text in plan.queries:
+        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
+    return matcher
+
+
+def _columns(rows: pd.DataFrame, layout: StreamLayout) -> dict[str, Any]:
+    """The stream's columns of sorted rows, as ``push_batch`` takes them (NULL as
+    None; numbers arrive as text, see :func:`_as_text`)."""
+    data: dict[str, Any] = {
+        "ts": rows["ts"].to_numpy(dtype=np.float64),
+        "id": rows["id"].to_numpy(dtype=np.int64),
+    }
+    for column, ctype, fname in zip(layout.columns, layout.types, layout.fields, strict=True):
+        values = rows[fname].tolist()
+        if ctype in (ColumnType.INTEGER, ColumnType.BYTE):
+            data[column] = [None if v is None else int(v) for v in values]
+        elif ctype is ColumnType.FLOAT:
+            data[column] = [None if v is None else float(v) for v in values]
+        else:
+            data[column] = [None if v is None or (isinstance(v, float) and v != v) else v for v in values]
+    return data
+
+
+def _late_row(stream: str, ts: float, ident: int) -> tuple[Any, ...]:
+    return (None, None, ts, [(stream, str(ident))], None)
+
+
+def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    columns = list(zip(*rows, strict=True))
+    return pd.DataFrame(
+        {
+            "query": pd.Series(columns[0], dtype=object),
+            "window_start": pd.Series([np.nan if v is None else v for v in columns[1]], dtype="float64"),
+            "window_end": pd.Series(columns[2], dtype="float64"),
+            "group": pd.Series([None if g is None else dict(g) for g in columns[3]], dtype=object),
+            "values": pd.Series([None if v is None else dict(v) for v in columns[4]], dtype=object),
+        }
+    )

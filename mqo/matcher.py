@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece
+from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece, looks_aggregate
 from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
 from mqo.batch import MatchBatch, value_types
 from mqo.clock import Clock
@@ -190,7 +190,16 @@ class Matcher:
     def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery | AggregateQuery]:
         instances: list[CompiledQuery | AggregateQuery] = []
         compile_one = self.registry.compiler.compile
+        # texts of a known prefix and known ``column OP number`` terms are cut with
+        # string methods; the others (None) go the usual way
+        quick = self.registry.flat.compile
         for k, text in enumerate(sources):
+            taken = quick(text)
+            if taken is not None and not looks_aggregate(text):
+                header, query = taken
+                query.name = header if header is not None else str(self._next_position + len(instances))
+                instances.append(query)
+                continue
             name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
             try:
                 for piece in split_query_texts(text):

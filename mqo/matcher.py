@@ -187,6 +187,47 @@ class Matcher:
                 gc.enable()
         return [inst.name for inst in instances]
 
+    def register_table(
+        self, template: str, table: Any, id_column: str | None = None, source_name: str = "<table>"
+    ) -> list[str]:
+        """Register one query per row of ``table`` (a pandas DataFrame, an Arrow table or
+        a mapping of columns): ``template`` is a query text whose ``:name`` parameters
+        take the row's value of column ``name`` (meaning the number as it prints). Ids
+        come from ``id_column``, else positions. All or nothing; returns the ids."""
+        from mqo.table import compile_table, numeric_column, parse_template
+
+        parsed = parse_template(template, source_name)
+        if looks_aggregate(template):
+            raise QueryError("register_table takes match queries (an aggregate query is registered as text)")
+        columns = {p: numeric_column(p, _table_column(table, p)) for p in parsed.names}
+        n = len(next(iter(columns.values())))
+        if any(len(c) != n for c in columns.values()):
+            raise QueryError("the table's columns differ in length")
+        if id_column is not None:
+            names = [str(v) for v in np.asarray(_table_column(table, id_column)).tolist()]
+        else:
+            names = [str(self._next_position + i) for i in range(n)]
+        compile_one = self.registry.compiler.compile
+
+        def compile_text(text: str, row: int) -> CompiledQuery:
+            return compile_one(text, self._next_position + row, f"{source_name}[row {row}]")
+
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            instances = compile_table(self.registry.compiler, parsed, columns, names, compile_text)
+            seen: set[str] = set()
+            for name in names:
+                if name in self.registry.queries or name in seen:
+                    where = "is already registered" if name in self.registry.queries else "is given twice"
+                    raise QueryError(f"query id {name} {where}")
+                seen.add(name)
+            self._add(list(instances))
+        finally:
+            if collecting:
+                gc.enable()
+        return names
+
     def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery | AggregateQuery]:
         instances: list[CompiledQuery | AggregateQuery] = []
         compile_one = self.registry.compiler.compile
@@ -571,6 +612,19 @@ class _AggregateError(Exception):
 
     def __init__(self, error: QueryError) -> None:
         self.error = error
+
+
+def _table_column(table: Any, name: str) -> Any:
+    """Column ``name`` of a pandas DataFrame, an Arrow table or a mapping, as numpy."""
+    if hasattr(table, "column_names") and hasattr(table, "column"):  # Arrow
+        if name not in table.column_names:
+            raise QueryError(f"the table has no column {name!r}")
+        return table.column(name).to_numpy()
+    try:
+        column = table[name]
+    except (KeyError, IndexError):
+        raise QueryError(f"the table has no column {name!r}") from None
+    return column.to_numpy() if hasattr(column, "to_numpy") else column
 
 
 def _renamed(query: CompiledQuery | AggregateQuery, name: str) -> CompiledQuery | AggregateQuery:

@@ -98,13 +98,11 @@ class FlatCompiler:
                         return None
                     found[k] = got
         values = array("d", map(float, numbers))  # the factor is 1: the literal's double
-        if len(set(zip(found, values))) != len(values):
+        if len(set(zip(found, values, strict=False))) != len(values):
             return None  # a predicate written twice: the usual path keeps it once
         return Conjunction(tuple(map(self._keys.__getitem__, found)), values)
 
-    def _learn_head(
-        self, context: Context, heads: dict[str, int], head: str
-    ) -> int | None:
+    def _learn_head(self, context: Context, heads: dict[str, int], head: str) -> int | None:
         """The shortcut of ``head NUMBER`` if the fast compiler made one (it does when
         it compiles the pattern through the usual path)."""
         shortcut = self.compiler._shortcuts.get(context, {}).get(head + _TAIL)

@@ -14,7 +14,9 @@ from tests.test_templates import DDL, summary
 NUMBERS = st.one_of(
     st.integers(0, 10**7).map(str),
     st.tuples(st.integers(0, 10**6), st.integers(0, 10**4)).map(lambda p: f"{p[0]}.{p[1]}"),
-    st.sampled_from(["0", "0.1", ".5", "5.", "00012.50", "-3", "1e3", "2.5E-2", "123456789012345678901", "0.30000000000000004"]),
+    st.sampled_from(
+        ["0", "0.1", ".5", "5.", "00012.50", "-3", "1e3", "2.5E-2", "123456789012345678901", "0.30000000000000004"]
+    ),
 )
 COLUMNS = st.sampled_from(["B.pressure", "B.temp", "b.temp", "B.PRESSURE", "-B.temp", "(B.pressure)", "B.temp + 1"])
 OPS = st.sampled_from(["<", "<=", ">", ">=", "=", "!=", "lt="])

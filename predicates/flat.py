@@ -33,6 +33,7 @@ _DIGITS = "0123456789."
 _NUMBERS = re.compile(r"(?:(?:\d+\.?\d*|\.\d+) )*(?:\d+\.?\d*|\.\d+)")  # blank-separated literals
 _MAX_PLAIN = 15  # characters of a literal that is always the shortest text of its double
 _KEPT = 8192
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_."  # as HEADER's
 _MISSING = object()
 
 
@@ -65,7 +66,15 @@ class FlatCompiler:
         taken). The caller names an unnamed query by its position."""
         if len(self.compiler.catalog) != self._streams_seen:
             self._check_catalog()
-        name, body = split_header(text)
+        if text.startswith("Query ID: "):  # the usual header, cut without the regex
+            j = text.find("\n", 10)
+            name = text[10:j]
+            if j < 0 or not name or name.strip(_NAME_CHARS):
+                name, body = split_header(text)
+            else:
+                body = text[j:]
+        else:
+            name, body = split_header(text)
         i = body.find(" WHERE ")
         if i < 0:
             return None

@@ -247,7 +247,7 @@ class Context:
         return len(self.bound.aliases) > 1
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # a million registered queries: no dict each
 class CompiledQuery:
     """A query ready to register: its name, context, MAXWINDOW in seconds, and its
     disjuncts as (list key, constant) pairs plus residuals. ``text`` is kept only for

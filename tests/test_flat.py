@@ -23,7 +23,9 @@ OPS = st.sampled_from(["<", "<=", ">", ">=", "=", "!=", "lt="])
 TERMS = st.lists(st.tuples(COLUMNS, OPS, NUMBERS), min_size=1, max_size=6)
 PREFIXES = st.sampled_from(
     ["SELECT * FROM B", "SELECT B.temp FROM B", "\nSELECT * FROM B", "Query ID: q7\nSELECT * FROM B",
-     "SELECT * FROM B b", "select * from B", "SELECT * FROM B, H MAXWINDOW 2", "SELECT * FROM B -- c\n"]
+     "SELECT * FROM B b", "select * from B", "SELECT * FROM B, H MAXWINDOW 2", "SELECT * FROM B -- c\n",
+     "Query ID: 'x y'\nSELECT * FROM B", "Query ID: a-b\nSELECT * FROM B", "Query ID: \nSELECT * FROM B",
+     "Query ID: q.1 SELECT * FROM B"]
 )  # fmt: skip
 JOINS = st.sampled_from([" AND ", " AND ", " and ", "  AND "])
 

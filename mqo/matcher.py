@@ -216,12 +216,13 @@ class Matcher:
         gc.disable()
         try:
             instances = compile_table(self.registry.compiler, parsed, columns, names, compile_text)
-            seen: set[str] = set()
-            for name in names:
-                if name in self.registry.queries or name in seen:
-                    where = "is already registered" if name in self.registry.queries else "is given twice"
-                    raise QueryError(f"query id {name} {where}")
-                seen.add(name)
+            if len(set(names)) != n or not self.registry.queries.keys().isdisjoint(names):
+                seen: set[str] = set()
+                for name in names:
+                    if name in self.registry.queries or name in seen:
+                        where = "is already registered" if name in self.registry.queries else "is given twice"
+                        raise QueryError(f"query id {name} {where}")
+                    seen.add(name)
             self._add(list(instances))
         finally:
             if collecting:

@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from functools import cached_property
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -153,6 +154,8 @@ class QueryRegistry:
     def add(self, queries: Iterable[CompiledQuery], since_ts: float | Fraction | Iterable[float | Fraction]) -> None:
         """Register compiled queries (their names are already checked to be free)."""
         since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
+        if since is None and isinstance(queries, list) and self._add_uniform(queries, since_ts):  # type: ignore[arg-type]
+            return
         object_keys, key_id = self._object_keys, self._key_id
         first_row = len(self._row_key)
         row = first_row
@@ -224,6 +227,48 @@ class QueryRegistry:
                 uses[kid] += int(counts[kid])
         del added  # a view of the array: it could not grow while one exists
         self.version += 1
+
+    def _add_uniform(self, queries: list[CompiledQuery], since_ts: float | Fraction) -> bool:
+        """Queries of one template (one context, one conjunction of the same list keys,
+        numeric constants: a table's rows) registered column-wise; False (nothing done)
+        for any other list."""
+        if len(queries) < 2:
+            return False
+        first = queries[0]
+        if len(first.disjuncts) != 1 or first.disjuncts[0][1] or not first.disjuncts[0][0].keys:
+            return False
+        context, keys = first.context, first.disjuncts[0][0].keys
+        for q in queries:
+            d = q.disjuncts
+            if q.context is not context or len(d) != 1 or d[0][0].keys is not keys or type(d[0][0].values) is not array:
+                return False
+        names = [q.name for q in queries]
+        if not self.queries.keys().isdisjoint(names) or len(set(names)) != len(names):
+            return False  # the usual loop names the duplicate
+        kids = [self._key_number(key) for key in keys]
+        if not self._object_keys.isdisjoint(kids):
+            return False
+        if context.bound.self_join:
+            self.need_roles(context.bound.roles)
+        m, width = len(queries), len(keys)
+        start = self._order
+        self._order += m
+        catalog = self.catalog
+        self.queries.update(
+            zip(
+                names,
+                map(RegisteredQuery, queries, repeat(since_ts), range(start, start + m), repeat(catalog)),
+                strict=False,
+            )
+        )
+        self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
+        self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())
+        self._row_key.frombytes(np.tile(np.array(kids, np.int32), m).tobytes())
+        self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
+        for kid in kids:
+            self._key_uses[kid] += m
+        self.version += 1
+        return True
 
     def _key_number(self, key: ListKey) -> int:
         kid = self._key_id.get(key)

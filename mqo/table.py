@@ -300,9 +300,17 @@ def _instantiate(
         block = np.ascontiguousarray(np.column_stack(value_columns), dtype=np.float64)
         raw = block.tobytes()
         width = block.shape[1] * 8
-        for j, row in enumerate(rows.tolist()):
-            conj = Conjunction(key_tuple, array("d", raw[j * width : (j + 1) * width]))
-            out[row] = CompiledQuery(names[row], context, maxwindow, ((conj, residuals),))
+        made = [
+            CompiledQuery(
+                names[row], context, maxwindow, ((Conjunction(key_tuple, array("d", raw[a : a + width])), residuals),)
+            )
+            for row, a in zip(rows.tolist(), range(0, len(raw), width), strict=True)
+        ]
+        if len(rows) == len(out) and rows[0] == 0 and rows[-1] == len(out) - 1:
+            out[:] = made  # all rows, in order (the usual case)
+        else:
+            for row, query in zip(rows.tolist(), made, strict=True):
+                out[row] = query
         return
     for j, row in enumerate(rows.tolist()):
         pairs = dict.fromkeys((k, _plain(c[j])) for k, c in zip(keys, value_columns, strict=True))

@@ -232,23 +232,17 @@ class Matcher:
     def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery | AggregateQuery]:
         instances: list[CompiledQuery | AggregateQuery] = []
         compile_one = self.registry.compiler.compile
-        # texts of a known prefix and known ``column OP number`` terms are cut with
-        # string methods; the others (None) go the usual way
-        quick = self.registry.flat.compile
+        order = column_order(self.catalog)  # (the catalog does not change meanwhile)
         for k, text in enumerate(sources):
-            taken = quick(text)
-            if taken is not None and not looks_aggregate(text):
-                header, query = taken
-                query.name = header if header is not None else str(self._next_position + len(instances))
-                instances.append(query)
-                continue
             name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
             try:
                 for piece in split_query_texts(text):
                     position = self._next_position + len(instances)
                     try:
-                        aggregate = aggregate_piece(
-                            piece, self.catalog, position, name, column_order(self.catalog), self.config.max_disjuncts
+                        aggregate = (
+                            aggregate_piece(piece, self.catalog, position, name, order, self.config.max_disjuncts)
+                            if looks_aggregate(piece)
+                            else None
                         )
                     except QueryError as err:
                         raise _AggregateError(err) from None

@@ -34,7 +34,6 @@ import numpy as np
 
 from predicates import Catalog, Kind, ListKey, NormalizedQuery
 from predicates.catalog import ROLE_MARK
-from predicates.flat import FlatCompiler
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
 from predicates.templates import CompiledQuery, Context, Disjunct, FastCompiler
@@ -115,7 +114,6 @@ class QueryRegistry:
         self.catalog = catalog
         self.max_disjuncts = max_disjuncts
         self.compiler = FastCompiler(catalog, max_disjuncts)
-        self.flat = FlatCompiler(self.compiler)
         self.queries: dict[str, RegisteredQuery] = {}
         self._keys: list[ListKey | None] = []
         self._key_id: dict[ListKey, int] = {}

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import re
 from array import array
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from predicates.clauses import HOLE, NUMBER_SPLIT, split_header, split_skeleton
 from predicates.normalize import ListKey
-from predicates.templates import CompiledQuery, Conjunction, Context, FastCompiler
+from predicates.templates import CompiledQuery, Conjunction, Context
+
+if TYPE_CHECKING:
+    from predicates.templates import FastCompiler
 
 _TAIL = " " + HOLE  # a pattern whose one number ends it, after a blank
 _DIGITS = "0123456789."
@@ -64,7 +67,7 @@ class FlatCompiler:
     def compile(self, text: str) -> tuple[str | None, CompiledQuery] | None:
         """(the text's header name or None, its query named ``""``), or None (not
         taken). The caller names an unnamed query by its position."""
-        if len(self.compiler.catalog) != self._streams_seen:
+        if len(self.compiler.catalog) != self._streams_seen or self.compiler._streams_seen != self._streams_seen:
             self._check_catalog()
         if text.startswith("Query ID: "):  # the usual header, cut without the regex
             j = text.find("\n", 10)

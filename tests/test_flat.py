@@ -66,9 +66,9 @@ def test_plain_subscriptions_take_the_flat_path_and_register_alike():
     quick = mqo.Matcher(ddl)
     quick.register_queries(texts)
     slow = mqo.Matcher(ddl)
-    slow.registry.flat.compile = lambda text: None  # type: ignore[method-assign]
+    slow.registry.compiler.flat.compile = lambda text: None  # type: ignore[method-assign]
     slow.register_queries(texts)
-    taken = [quick.registry.flat.compile(t) is not None for t in texts]
+    taken = [quick.registry.compiler.flat.compile(t) is not None for t in texts]
     assert sum(taken) >= 190  # all but the first few, which teach it the patterns
     assert [summary(q.compiled) for q in quick.registry] == [summary(q.compiled) for q in slow.registry]
     events = {"a0": [1.0, 50.0, 300.0], "a1": [0.0, 20.0, 1e9], "a2": [5.0, 5.0, 5.0], "ts": [1.0, 2.0, 3.0]}

@@ -40,6 +40,7 @@ from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
 from mqo.state import WindowState
 from mqo.stats import Counters
+from mqo.table import RowQuery
 from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
 from predicates.aggregate import AggregateQuery
 from predicates.errors import did_you_mean
@@ -304,7 +305,8 @@ class Matcher:
             instances = [q for q in instances if not isinstance(q, AggregateQuery)]
             if not instances:
                 return
-        never = [q.name for q in instances if not q.disjuncts]
+        # (a table row's query always has its one disjunct: not made here just to look)
+        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts]
         if never:
             shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
             warnings.warn(

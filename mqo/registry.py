@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mqo.table import RowQuery
 from predicates import Catalog, Kind, ListKey, NormalizedQuery
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
@@ -235,11 +236,22 @@ class QueryRegistry:
         first = queries[0]
         if len(first.disjuncts) != 1 or first.disjuncts[0][1] or not first.disjuncts[0][0].keys:
             return False
-        context, keys = first.context, first.disjuncts[0][0].keys
-        for q in queries:
-            d = q.disjuncts
-            if q.context is not context or len(d) != 1 or d[0][0].keys is not keys or type(d[0][0].values) is not array:
+        block = first.block if type(first) is RowQuery else None
+        if block is not None:  # a table's rows: their constants are one array already
+            if any(type(q) is not RowQuery or q.block is not block for q in queries):
                 return False
+            context, keys = block.context, block.keys
+        else:
+            context, keys = first.context, first.disjuncts[0][0].keys
+            for q in queries:
+                d = q.disjuncts
+                if (
+                    q.context is not context
+                    or len(d) != 1
+                    or d[0][0].keys is not keys
+                    or type(d[0][0].values) is not array
+                ):
+                    return False
         names = [q.name for q in queries]
         if not self.queries.keys().isdisjoint(names) or len(set(names)) != len(names):
             return False  # the usual loop names the duplicate
@@ -262,7 +274,15 @@ class QueryRegistry:
         self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
         self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())
         self._row_key.frombytes(np.tile(np.array(kids, np.int32), m).tobytes())
-        self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
+        if block is None:
+            self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
+        else:
+            rows = np.fromiter((q.row for q in queries), np.int64, m)  # type: ignore[attr-defined]
+            if rows[0] == 0 and len(block.values) == m * width and bool((np.diff(rows) == 1).all()):
+                self._row_value.extend(block.values)  # every row, in order (the usual case)
+            else:
+                table = np.frombuffer(block.values, np.float64).reshape(-1, width)
+                self._row_value.frombytes(table[rows].tobytes())
         for kid in kids:
             self._key_uses[kid] += m
         self.version += 1

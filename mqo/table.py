@@ -30,6 +30,7 @@ from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -297,15 +298,8 @@ def _instantiate(
     numeric = all(isinstance(c, np.ndarray) for c in value_columns)
     distinct_keys = len(set(keys)) == len(keys)
     if numeric and distinct_keys and value_columns:
-        block = np.ascontiguousarray(np.column_stack(value_columns), dtype=np.float64)
-        raw = block.tobytes()
-        width = block.shape[1] * 8
-        made = [
-            CompiledQuery(
-                names[row], context, maxwindow, ((Conjunction(key_tuple, array("d", raw[a : a + width])), residuals),)
-            )
-            for row, a in zip(rows.tolist(), range(0, len(raw), width), strict=True)
-        ]
+        block = RowBlock(context, maxwindow, key_tuple, residuals, np.column_stack(value_columns))
+        made = list(map(RowQuery, [names[row] for row in rows.tolist()], repeat(block), range(len(rows))))
         if len(rows) == len(out) and rows[0] == 0 and rows[-1] == len(out) - 1:
             out[:] = made  # all rows, in order (the usual case)
         else:
@@ -320,6 +314,51 @@ def _instantiate(
         out[row] = query
 
 
+class RowBlock:
+    """What the rows of one template group share, and their constants as one flat
+    array of doubles, row after row (a row's slice is a ready ``array('d')``)."""
+
+    __slots__ = ("context", "keys", "maxwindow", "residuals", "values", "width")
+
+    def __init__(
+        self, context: Any, maxwindow: Any, keys: tuple[ListKey, ...], residuals: tuple[Residual, ...], values: Any
+    ) -> None:
+        self.context = context
+        self.maxwindow = maxwindow
+        self.keys = keys
+        self.residuals = residuals
+        self.width = len(keys)
+        self.values = array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
+
+
+class RowQuery(CompiledQuery):
+    """A table row's query record: its constants are row ``row`` of its block, made
+    into a :class:`Conjunction` only when asked for (a million rows hold no array,
+    conjunction and tuples each). Read like any :class:`CompiledQuery`."""
+
+    __slots__ = ("block", "row")
+
+    def __init__(self, name: str, block: RowBlock, row: int) -> None:
+        self.name = name
+        self.source_text = None
+        self.block = block
+        self.row = row
+
+    @property  # type: ignore[override]
+    def context(self) -> Any:
+        return self.block.context
+
+    @property  # type: ignore[override]
+    def maxwindow(self) -> Any:
+        return self.block.maxwindow
+
+    @property  # type: ignore[override]
+    def disjuncts(self) -> tuple[Any, ...]:
+        block = self.block
+        start = self.row * block.width
+        return ((Conjunction(block.keys, block.values[start : start + block.width]), block.residuals),)
+
+
 def _plain(value: Any) -> Any:
     return float(value) if isinstance(value, np.floating) else value
 
@@ -332,4 +371,4 @@ def _value(formula: Any, texts: list[str]) -> float | Fraction:
     return faithful(total)
 
 
-__all__ = ["QueryTemplate", "compile_table", "numeric_column", "parse_template", "printed"]
+__all__ = ["QueryTemplate", "RowBlock", "RowQuery", "compile_table", "numeric_column", "parse_template", "printed"]

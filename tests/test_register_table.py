@@ -160,3 +160,20 @@ def test_a_template_is_compiled_once_not_per_row():
     assert compiler.full_compiles == 0
     assert compiler.pattern_compiles <= 4  # per k (the factor is structural): two patterns
     assert m.registry.queries["8"].text.endswith("WHERE B.pressure >= 0.7000000000000001 AND B.temp <= 2*H.vib")
+
+
+def test_table_queries_unregister_snapshot_and_restore_like_text_queries():
+    rng = np.random.default_rng(3)
+    table = {"c1": rng.uniform(-5, 5, 40).round(2), "k": rng.integers(1, 3, 40)}
+    template = "SELECT * FROM B, H MAXWINDOW 4 WHERE B.pressure >= :c1 AND B.temp <= :k * H.vib AND H.beatrate > 1"
+    got = mqo.Matcher(DDL, check=True)
+    got.register_table(template, table)
+    want = mqo.Matcher(DDL, check=True)
+    want.register_queries([text_of(template, {**table, "c2": table["c1"], "w": table["k"]}, r)
+                           for r in range(40)])  # fmt: skip
+    for m in (got, want):
+        for name in ("3", "17", "40"):
+            m.unregister_query(name)
+    assert [summary(q.compiled) for q in got.registry] == [summary(q.compiled) for q in want.registry]
+    restored = mqo.Matcher.restore(got.snapshot())
+    assert matches(got, 5) == matches(want, 5) == matches(restored, 5)

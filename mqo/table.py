@@ -204,6 +204,8 @@ def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mappi
         offset += len(piece)
         param_of.append(starts.pop(offset, None))
         offset += len(number)
+    if any(p is not None and n != _PLACEHOLDER for p, n in zip(param_of, numbers, strict=False)):
+        return None  # the placeholder ran into what follows it (``:lo.5``): the texts decide
     if starts or any(c in text for c in "('\""):
         return None  # a parameter the number split does not see as one number, or a text to scan
     shape = split_skeleton(skeleton, numbers)
@@ -275,7 +277,7 @@ def _instantiate(
         formula = tmpl.formula
         if formula is None or not formula.terms:
             constant = tmpl.constant if formula is None else formula.value(())
-            value_columns.append([constant] * len(rows))
+            value_columns.append(_constant_column(constant, len(rows)))
             continue
         # the number each formula term reads: a literal of the template or a parameter
         sources = [part.params[tmpl.params[i]] for i, _ in formula.terms]
@@ -286,6 +288,9 @@ def _instantiate(
                 value_columns.append(column.astype(np.float64) * formula._alpha + 0.0)
                 continue
         local = [part.numbers[i] for i in tmpl.params]
+        if all(p is None for p in sources):  # only the template's own numbers: one constant
+            value_columns.append(_constant_column(_value(formula, local), len(rows)))
+            continue
         values = []
         for row in rows.tolist():
             texts = [
@@ -357,6 +362,11 @@ class RowQuery(CompiledQuery):
         block = self.block
         start = self.row * block.width
         return ((Conjunction(block.keys, block.values[start : start + block.width]), block.residuals),)
+
+
+def _constant_column(value: Any, n: int) -> np.ndarray | list[Any]:
+    """One constant for every row: a column of doubles when it is one (the fast way)."""
+    return np.full(n, value, np.float64) if type(value) is float else [value] * n
 
 
 def _plain(value: Any) -> Any:

@@ -177,3 +177,14 @@ def test_table_queries_unregister_snapshot_and_restore_like_text_queries():
     assert [summary(q.compiled) for q in got.registry] == [summary(q.compiled) for q in want.registry]
     restored = mqo.Matcher.restore(got.snapshot())
     assert matches(got, 5) == matches(want, 5) == matches(restored, 5)
+
+
+def test_a_placeholder_glued_to_a_number_is_left_to_the_written_text():
+    # ``:c1.5`` is the parameter c1 followed by ``.5``: each row's text decides what it is
+    table = {"c1": np.array([3.0, 4.0])}
+    full = {"c1": table["c1"], "c2": table["c1"], "k": [1, 1], "w": [1, 1]}
+    with pytest.raises(mqo.QueryError) as want:
+        mqo.Matcher(DDL).register_queries([text_of("SELECT * FROM B WHERE B.pressure < :c1.5", full, 0)])
+    with pytest.raises(mqo.QueryError) as got:
+        mqo.Matcher(DDL).register_table("SELECT * FROM B WHERE B.pressure < :c1.5", table)
+    assert got.value.message == want.value.message

@@ -40,7 +40,7 @@ from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
 from mqo.state import WindowState
 from mqo.stats import Counters
-from mqo.table import RowQuery
+from mqo.table import RowQuery, table_queries
 from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
 from predicates.aggregate import AggregateQuery
 from predicates.errors import did_you_mean
@@ -195,19 +195,8 @@ class Matcher:
         a mapping of columns): ``template`` is a query text whose ``:name`` parameters
         take the row's value of column ``name`` (meaning the number as it prints). Ids
         come from ``id_column``, else positions. All or nothing; returns the ids."""
-        from mqo.table import compile_table, numeric_column, parse_template
-
-        parsed = parse_template(template, source_name)
         if looks_aggregate(template):
             raise QueryError("register_table takes match queries (an aggregate query is registered as text)")
-        columns = {p: numeric_column(p, _table_column(table, p)) for p in parsed.names}
-        n = len(next(iter(columns.values())))
-        if any(len(c) != n for c in columns.values()):
-            raise QueryError("the table's columns differ in length")
-        if id_column is not None:
-            names = [str(v) for v in np.asarray(_table_column(table, id_column)).tolist()]
-        else:
-            names = [str(self._next_position + i) for i in range(n)]
         compile_one = self.registry.compiler.compile
 
         def compile_text(text: str, row: int) -> CompiledQuery:
@@ -216,15 +205,10 @@ class Matcher:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            instances = compile_table(self.registry.compiler, parsed, columns, names, compile_text)
-            if len(set(names)) != n or not self.registry.queries.keys().isdisjoint(names):
-                seen: set[str] = set()
-                for name in names:
-                    if name in self.registry.queries or name in seen:
-                        where = "is already registered" if name in self.registry.queries else "is given twice"
-                        raise QueryError(f"query id {name} {where}")
-                    seen.add(name)
-            self._add(list(instances))
+            names, instances = table_queries(
+                template, table, id_column, source_name, self.registry, self._next_position, compile_text
+            )
+            self._add(instances)
         finally:
             if collecting:
                 gc.enable()
@@ -609,19 +593,6 @@ class _AggregateError(Exception):
 
     def __init__(self, error: QueryError) -> None:
         self.error = error
-
-
-def _table_column(table: Any, name: str) -> Any:
-    """Column ``name`` of a pandas DataFrame, an Arrow table or a mapping, as numpy."""
-    if hasattr(table, "column_names") and hasattr(table, "column"):  # Arrow
-        if name not in table.column_names:
-            raise QueryError(f"the table has no column {name!r}")
-        return table.column(name).to_numpy()
-    try:
-        column = table[name]
-    except (KeyError, IndexError):
-        raise QueryError(f"the table has no column {name!r}") from None
-    return column.to_numpy() if hasattr(column, "to_numpy") else column
 
 
 def _renamed(query: CompiledQuery | AggregateQuery, name: str) -> CompiledQuery | AggregateQuery:

@@ -115,6 +115,49 @@ def numeric_column(name: str, column: Any) -> np.ndarray:
     return values
 
 
+def table_queries(
+    template: str,
+    table: Any,
+    id_column: str | None,
+    source_name: str,
+    registry: Any,
+    first_position: int,
+    compile_text: Callable[[str, int], CompiledQuery],
+) -> tuple[list[str], list[CompiledQuery]]:
+    """(ids, query records) of ``table``'s rows under ``template`` for ``registry``
+    (``Matcher.register_table``); an id given twice or already registered is an error."""
+    parsed = parse_template(template, source_name)
+    columns = {p: numeric_column(p, table_column(table, p)) for p in parsed.names}
+    n = len(next(iter(columns.values())))
+    if any(len(c) != n for c in columns.values()):
+        raise QueryError("the table's columns differ in length")
+    if id_column is not None:
+        names = [str(v) for v in np.asarray(table_column(table, id_column)).tolist()]
+    else:
+        names = [str(first_position + i) for i in range(n)]
+    taken = registry.queries.keys()
+    if len(set(names)) != len(names) or not taken.isdisjoint(names):
+        seen: set[str] = set()
+        for name in names:
+            if name in taken or name in seen:
+                raise QueryError(f"query id {name} {'is already registered' if name in taken else 'is given twice'}")
+            seen.add(name)
+    return names, compile_table(registry.compiler, parsed, columns, names, compile_text)
+
+
+def table_column(table: Any, name: str) -> Any:
+    """Column ``name`` of a pandas DataFrame, an Arrow table or a mapping, as numpy."""
+    if hasattr(table, "column_names") and hasattr(table, "column"):  # Arrow
+        if name not in table.column_names:
+            raise QueryError(f"the table has no column {name!r}")
+        return table.column(name).to_numpy()
+    try:
+        column = table[name]
+    except (KeyError, IndexError):
+        raise QueryError(f"the table has no column {name!r}") from None
+    return column.to_numpy() if hasattr(column, "to_numpy") else column
+
+
 # --------------------------------------------------------------------- compiling
 
 
@@ -381,4 +424,14 @@ def _value(formula: Any, texts: list[str]) -> float | Fraction:
     return faithful(total)
 
 
-__all__ = ["QueryTemplate", "RowBlock", "RowQuery", "compile_table", "numeric_column", "parse_template", "printed"]
+__all__ = [
+    "QueryTemplate",
+    "RowBlock",
+    "RowQuery",
+    "compile_table",
+    "numeric_column",
+    "parse_template",
+    "printed",
+    "table_column",
+    "table_queries",
+]

@@ -14,7 +14,9 @@ b. against DuckDB: the ``mqo match`` command, as a whole process (start-up, read
    with the per-query SQL; query, ts, ids and values as multisets with the set-based).
 c. publish/subscribe intervals (the Rein/TAMA workload): 20 attributes, subscriptions
    of 10 interval predicates; registration rate, memory per subscription, matching
-   time per event at 20,000 and 1,000,000 subscriptions.
+   time per event at 20,000 and 1,000,000 subscriptions; and the same sizes of
+   template-shaped subscriptions registered from a table (``Matcher.register_table``),
+   against the same queries written out as text.
 c'. live registration: 20,000 subscriptions, batches of 100 events with one
    subscription registered and one removed before each, against the same batches
    without changes (two matchers, batches timed alternately). Its table goes to
@@ -300,6 +302,69 @@ def pubsub_queries(
     return out
 
 
+def pubsub_table(n: int, rng: np.random.Generator, size: int = 10, width: float = 0.5) -> tuple[str, dict[str, Any]]:
+    """Template-shaped subscriptions (how they live in a database): one template with an
+    interval on each of ``size`` attributes, and a table of their bounds, one row each."""
+    domain = 1_000_000
+    template = "SELECT * FROM E WHERE " + " AND ".join(f"E.a{a} >= :lo{a} AND E.a{a} <= :hi{a}" for a in range(size))
+    table: dict[str, Any] = {"id": np.array([f"s{q}" for q in range(n)], dtype=object)}
+    for a in range(size):
+        lo = rng.uniform(0, domain * (1 - width), n).round(1)
+        table[f"lo{a}"] = lo
+        table[f"hi{a}"] = lo + domain * width
+    return template, table
+
+
+def bench_table_registration(sizes: list[int], seed: int) -> list[dict[str, Any]]:
+    """``Matcher.register_table`` against ``register_queries`` of the same queries
+    written out (at the smallest size), CPU time; resident memory of the queries and
+    their compiled plan at each size."""
+    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
+    rows = []
+    for k, n in enumerate(sizes):
+        template, table = pubsub_table(n, np.random.default_rng(seed + n))
+        gc.collect()
+        before = rss_mb()
+        m = mqo.Matcher(ddl)
+        progress(f"c: registering {n} subscriptions from a table")
+        c0 = time.process_time()
+        m.register_table(template, table, id_column="id")
+        table_cpu = time.process_time() - c0
+        m.plan  # noqa: B018
+        gc.collect()
+        memory = rss_mb() - before
+        rate = n / table_cpu
+        rows += [
+            row("c", f"{n:,} subscriptions from a table (one template): registration, queries/s (CPU)", rate,
+                target=">= 1,000,000/s", met=rate >= 1_000_000, note=f"{table_cpu:.2f} s CPU"),
+            row("c", f"{n:,} subscriptions from a table: resident memory with the compiled plan, MiB", memory,
+                target="<= 1,024 MiB" if n >= 1_000_000 else "", met=memory <= 1024 if n >= 1_000_000 else None,
+                note=f"{memory * 2**20 / n:,.0f} bytes per subscription"),
+        ]  # fmt: skip
+        if k == 0:
+            # the same queries written out as text, through the text path
+            names = table["id"].tolist()
+            columns = {c: v.tolist() for c, v in table.items() if c != "id"}
+            texts = []
+            for q, name in enumerate(names):
+                text = template
+                for c in sorted(columns, key=len, reverse=True):  # a longer name first: no prefix is cut
+                    text = text.replace(f":{c}", repr(columns[c][q]))
+                texts.append(f"Query ID: {name}\n{text}")
+            m2 = mqo.Matcher(ddl)
+            c0 = time.process_time()
+            m2.register_queries(texts)
+            text_cpu = time.process_time() - c0
+            rows.append(
+                row("c", f"{n:,} subscriptions from a table: the same queries from text, queries/s (CPU)", n / text_cpu,
+                    note=f"table path {text_cpu / table_cpu:.1f}x faster")
+            )  # fmt: skip
+            del m2, texts
+        del m
+        gc.collect()
+    return rows
+
+
 def warm_kernels(ddl: str, texts: list[str], columns: list[str]) -> None:
     """Compile (or load from cache) the numba kernels, so that their code is not
     counted as the memory of the subscriptions measured after."""
@@ -324,9 +389,9 @@ def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any
         before = rss_mb()
         m = mqo.Matcher(ddl)
         progress(f"c: registering {n} subscriptions")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m.register_queries(texts)
-        register_s = time.perf_counter() - t0
+        register_s, register_cpu = time.perf_counter() - t0, time.process_time() - c0
         t0 = time.perf_counter()
         m.plan  # noqa: B018
         compile_s = time.perf_counter() - t0
@@ -352,8 +417,9 @@ def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any
         single_ms = (time.perf_counter() - t0) / single * 1000
         target = targets.get(n)
         rows += [
-            row("c", f"{n:,} subscriptions: registration, queries/s", n / register_s, target=">= 20,000/s", met=n / register_s >= 20000,
-                note=f"{register_s:.1f} s to register, {compile_s:.1f} s to compile the plan"),
+            row("c", f"{n:,} subscriptions: registration from text, queries/s (CPU)", n / register_cpu,
+                target=">= 100,000/s", met=n / register_cpu >= 100_000,
+                note=f"{register_cpu:.1f} s CPU ({register_s:.1f} s wall) to register, {compile_s:.1f} s to compile the plan"),
             row("c", f"{n:,} subscriptions: memory per subscription, bytes", memory * 2**20 / n,
                 note=f"{memory:.0f} MiB resident for the queries and the compiled plan"),
             row("c", f"{n:,} subscriptions: kernel tables, MiB", tables,
@@ -640,8 +706,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Callable[[], list[dict[str, Any]]]] = {
         "a": lambda: bench_shared(100 if q else 1000, 2000 if q else 10_000, 10 if q else 100, args.seed),
         "b": lambda: bench_duckdb(200 if q else 10_000, 5000 if q else 50_000, args.seed),
-        "c": lambda: bench_pubsub(
-            [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed
+        "c": lambda: (
+            bench_pubsub(
+                [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed
+            )
+            + bench_table_registration([2000] if q else [int(x) for x in args.subscriptions.split(",")], args.seed)
         ),
         "c'": lambda: bench_churn(2000 if q else 20_000, 30 if q else 200, args.seed),
         "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),

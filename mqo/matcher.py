@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece
+from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece, looks_aggregate
 from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
 from mqo.batch import MatchBatch, value_types
 from mqo.clock import Clock
@@ -41,6 +41,7 @@ from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
 from mqo.state import WindowState
 from mqo.stats import Counters
+from mqo.table import RowQuery, table_queries
 from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
 from predicates.aggregate import AggregateQuery
 from predicates.errors import did_you_mean
@@ -189,17 +190,46 @@ class Matcher:
                 gc.enable()
         return [inst.name for inst in instances]
 
+    def register_table(
+        self, template: str, table: Any, id_column: str | None = None, source_name: str = "<table>"
+    ) -> list[str]:
+        """Register one query per row of ``table`` (a pandas DataFrame, an Arrow table or
+        a mapping of columns): ``template`` is a query text whose ``:name`` parameters
+        take the row's value of column ``name`` (meaning the number as it prints). Ids
+        come from ``id_column``, else positions. All or nothing; returns the ids."""
+        if looks_aggregate(template):
+            raise QueryError("register_table takes match queries (an aggregate query is registered as text)")
+        compile_one = self.registry.compiler.compile
+
+        def compile_text(text: str, row: int) -> CompiledQuery:
+            return compile_one(text, self._next_position + row, f"{source_name}[row {row}]")
+
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            names, instances = table_queries(
+                template, table, id_column, source_name, self.registry, self._next_position, compile_text
+            )
+            self._add(instances)
+        finally:
+            if collecting:
+                gc.enable()
+        return names
+
     def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery | AggregateQuery]:
         instances: list[CompiledQuery | AggregateQuery] = []
         compile_one = self.registry.compiler.compile
+        order = column_order(self.catalog)  # (the catalog does not change meanwhile)
         for k, text in enumerate(sources):
             name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
             try:
                 for piece in split_query_texts(text):
                     position = self._next_position + len(instances)
                     try:
-                        aggregate = aggregate_piece(
-                            piece, self.catalog, position, name, column_order(self.catalog), self.config.max_disjuncts
+                        aggregate = (
+                            aggregate_piece(piece, self.catalog, position, name, order, self.config.max_disjuncts)
+                            if looks_aggregate(piece)
+                            else None
                         )
                     except QueryError as err:
                         raise _AggregateError(err) from None
@@ -261,7 +291,8 @@ class Matcher:
             instances = [q for q in instances if not isinstance(q, AggregateQuery)]
             if not instances:
                 return
-        never = [q.name for q in instances if not q.disjuncts]
+        # (a table row's query always has its one disjunct: not made here just to look)
+        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts]
         if never:
             shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
             warnings.warn(

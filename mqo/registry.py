@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mqo.table import RowQuery
 from predicates import Catalog, Kind, ListKey, NormalizedQuery
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
@@ -152,58 +153,140 @@ class QueryRegistry:
     def add(self, queries: Iterable[CompiledQuery], since_ts: float | Fraction | Iterable[float | Fraction]) -> None:
         """Register compiled queries (their names are already checked to be free)."""
         since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
-        key_id, uses, object_keys = self._key_id, self._key_uses, self._object_keys
+        if since is None and isinstance(queries, list) and self._add_uniform(queries, since_ts):  # type: ignore[arg-type]
+            return
+        object_keys, key_id = self._object_keys, self._key_id
         first_row = len(self._row_key)
-        row_query, row_disjunct, row_key, row_value = (
-            self._row_query,
-            self._row_disjunct,
-            self._row_key,
-            self._row_value,
-        )
+        row = first_row
+        # the new rows, column by column, as chunks joined once at the end: a million
+        # queries cost a million appends, not four million array extensions
+        chunk_orders: list[int] = []
+        chunk_disjuncts: list[int] = []
+        chunk_sizes: list[int] = []
+        key_bytes: list[bytes] = []
+        value_chunks: list[Any] = []
+        # list ids per keys tuple (queries compiled from one pattern or template share
+        # it); by id(), which is safe while this call holds the queries
+        kids_of: dict[int, tuple[bytes, bool]] = {}
         last_context = None
+        queries_by_name = self.queries
+        catalog = self.catalog
         for compiled in queries:
-            if compiled.name in self.queries:
+            if compiled.name in queries_by_name:
                 raise ValueError(f"query id {compiled.name} is already registered")
             when = next(since) if since is not None else since_ts
             order = self._order
             self._order += 1
-            self.queries[compiled.name] = RegisteredQuery(compiled, when, order, self.catalog)  # type: ignore[arg-type]
+            queries_by_name[compiled.name] = RegisteredQuery(compiled, when, order, catalog)  # type: ignore[arg-type]
             if compiled.context is not last_context:
                 last_context = compiled.context
                 if last_context.bound.self_join:
                     self.need_roles(last_context.bound.roles)
             for d, (preds, _) in enumerate(compiled.disjuncts):
-                if not preds:
+                keys = preds.keys
+                if not keys:
                     continue
-                try:
-                    kids = [key_id[key] for key in preds.keys]
-                except KeyError:
-                    kids = [self._key_number(key) for key in preds.keys]
-                n = len(kids)
-                values = None
-                if type(preds.values) is array and object_keys.isdisjoint(kids):
-                    values = preds.values  # the usual case, numeric constants: whole rows at once
-                if values is None:
+                known = kids_of.get(id(keys))
+                if known is None:
+                    try:
+                        kids = [key_id[key] for key in keys]
+                    except KeyError:
+                        kids = [self._key_number(key) for key in keys]
+                    known = kids_of[id(keys)] = (array("i", kids).tobytes(), object_keys.isdisjoint(kids))
+                n = len(keys)
+                values = preds.values
+                if not (known[1] and type(values) is array):
                     values = array("d", [0.0] * n)
                     for k, (key, value) in enumerate(preds):
                         if key.family == "number" and value is not None:
                             values[k] = to_float(value)
                             if type(value) is not float:
-                                self._row_objects[len(row_value) + k] = value  # exact: 1/3
+                                self._row_objects[row + k] = value  # exact: 1/3
                         else:
-                            self._row_objects[len(row_value) + k] = value
-                row_query.extend(repeat(order, n))
-                row_disjunct.extend(repeat(d, n))
-                row_key.extend(kids)
-                row_value.extend(values)
+                            self._row_objects[row + k] = value
+                chunk_orders.append(order)
+                chunk_disjuncts.append(d)
+                chunk_sizes.append(n)
+                key_bytes.append(known[0])
+                value_chunks.append(values)
+                row += n
+        if chunk_sizes:
+            sizes = np.array(chunk_sizes, np.int64)
+            self._row_query.frombytes(np.repeat(np.array(chunk_orders, np.int64), sizes).tobytes())
+            self._row_disjunct.frombytes(np.repeat(np.array(chunk_disjuncts, np.int16), sizes).tobytes())
+            self._row_key.frombytes(b"".join(key_bytes))
+            self._row_value.frombytes(b"".join(value_chunks))
         # list use counts, for all new rows at once
+        row_key = self._row_key
         added = np.frombuffer(row_key, np.int32)[first_row:] if len(row_key) > first_row else ()
         if len(added):
             counts = np.bincount(added)
+            uses = self._key_uses
             for kid in np.flatnonzero(counts).tolist():
                 uses[kid] += int(counts[kid])
         del added  # a view of the array: it could not grow while one exists
         self.version += 1
+
+    def _add_uniform(self, queries: list[CompiledQuery], since_ts: float | Fraction) -> bool:
+        """Queries of one template (one context, one conjunction of the same list keys,
+        numeric constants: a table's rows) registered column-wise; False (nothing done)
+        for any other list."""
+        if len(queries) < 2:
+            return False
+        first = queries[0]
+        if len(first.disjuncts) != 1 or first.disjuncts[0][1] or not first.disjuncts[0][0].keys:
+            return False
+        block = first.block if type(first) is RowQuery else None
+        if block is not None:  # a table's rows: their constants are one array already
+            if any(type(q) is not RowQuery or q.block is not block for q in queries):
+                return False
+            context, keys = block.context, block.keys
+        else:
+            context, keys = first.context, first.disjuncts[0][0].keys
+            for q in queries:
+                d = q.disjuncts
+                if (
+                    q.context is not context
+                    or len(d) != 1
+                    or d[0][0].keys is not keys
+                    or type(d[0][0].values) is not array
+                ):
+                    return False
+        names = [q.name for q in queries]
+        if not self.queries.keys().isdisjoint(names) or len(set(names)) != len(names):
+            return False  # the usual loop names the duplicate
+        kids = [self._key_number(key) for key in keys]
+        if not self._object_keys.isdisjoint(kids):
+            return False
+        if context.bound.self_join:
+            self.need_roles(context.bound.roles)
+        m, width = len(queries), len(keys)
+        start = self._order
+        self._order += m
+        catalog = self.catalog
+        self.queries.update(
+            zip(
+                names,
+                map(RegisteredQuery, queries, repeat(since_ts), range(start, start + m), repeat(catalog)),
+                strict=False,
+            )
+        )
+        self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
+        self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())
+        self._row_key.frombytes(np.tile(np.array(kids, np.int32), m).tobytes())
+        if block is None:
+            self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
+        else:
+            rows = np.fromiter((q.row for q in queries), np.int64, m)  # type: ignore[attr-defined]
+            if rows[0] == 0 and len(block.values) == m * width and bool((np.diff(rows) == 1).all()):
+                self._row_value.extend(block.values)  # every row, in order (the usual case)
+            else:
+                table = np.frombuffer(block.values, np.float64).reshape(-1, width)
+                self._row_value.frombytes(table[rows].tobytes())
+        for kid in kids:
+            self._key_uses[kid] += m
+        self.version += 1
+        return True
 
     def _key_number(self, key: ListKey) -> int:
         kid = self._key_id.get(key)

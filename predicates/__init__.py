@@ -1,12 +1,14 @@
 """The language layer of mqo: DDL and query parsing, semantic checks, normalization.
 
 Pure Python with no dependency on the rest of mqo. The usual entry points are
-:class:`Catalog` (streams from DDL) and :func:`compile_queries` (query text to
-:class:`NormalizedQuery` objects, all or nothing).
+:class:`Catalog` (streams from DDL) and :func:`compile` (query text to the query records
+the registry keeps, or the front end's positioned error; all or nothing).
+:func:`compile_queries` gives the front end's own :class:`NormalizedQuery` objects.
 """
 
 from predicates.ast import ColumnType
 from predicates.catalog import Catalog, Column, StreamSchema
+from predicates.entry import compile
 from predicates.errors import MqoError, QueryError, Source, Span
 from predicates.frontend import column_order, compile_parsed, compile_queries, name_queries
 from predicates.normalize import (
@@ -47,6 +49,7 @@ __all__ = [
     "StreamSchema",
     "bind",
     "column_order",
+    "compile",
     "compile_parsed",
     "compile_queries",
     "format_constant",

@@ -247,7 +247,7 @@ class Context:
         return len(self.bound.aliases) > 1
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # a million registered queries: no dict each
 class CompiledQuery:
     """A query ready to register: its name, context, MAXWINDOW in seconds, and its
     disjuncts as (list key, constant) pairs plus residuals. ``text`` is kept only for
@@ -366,6 +366,9 @@ class FastCompiler:
         self.pattern_compiles = 0
         self._streams_seen = -1
         self._reset()
+        from predicates.flat import FlatCompiler  # (it builds on this module)
+
+        self.flat = FlatCompiler(self)
 
     def _reset(self) -> None:
         """Forget compiled parts (they depend on the catalog, which may have grown)."""
@@ -384,8 +387,10 @@ class FastCompiler:
 
     def compile(self, text: str, position: int, source_name: str = "<query>") -> CompiledQuery:
         """One query text; ``position`` names it when it has no header."""
-        if len(self.catalog) != self._streams_seen:
-            self._reset()
+        taken = self.flat.compile(text)  # (it checks the catalog)
+        if taken is not None:
+            taken[1].name = taken[0] if taken[0] is not None else str(position)
+            return taken[1]
         name, body = split_header(text)
         name = name if name is not None else str(position)
         parts = NUMBER_SPLIT.split(body)

@@ -59,6 +59,15 @@ def test_push_batch_example_prints_the_documented_table():
     assert out.getvalue().strip() == expected.group(1)
 
 
+def test_register_table_example_prints_the_documented_lines():
+    block = block_with("register_table")
+    expected = re.findall(r"^# (.*)$", block, re.M)
+    out = io.StringIO()
+    with in_repo(), contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {"mqo": __import__("mqo")})
+    assert out.getvalue().strip().splitlines() == expected
+
+
 @pytest.mark.spark
 def test_spark_embedding_example_gives_the_running_example_result(spark_session):
     block = block_with("match_batch(")

@@ -13,7 +13,7 @@ from predicates.frontend import name_queries
 from predicates.normalize import ColumnOrder
 from predicates.parser import parse_queries
 
-__all__ = ["AggregateBatch", "AggregateQuery", "AggregateRow", "Aggregator", "aggregate_piece"]
+__all__ = ["AggregateBatch", "AggregateQuery", "AggregateRow", "Aggregator", "aggregate_piece", "looks_aggregate"]
 
 # a cheap look for what only aggregate queries have, before the fast match compiler
 _LOOKS_AGGREGATE = re.compile(
@@ -21,7 +21,7 @@ _LOOKS_AGGREGATE = re.compile(
 )
 
 
-def _looks_aggregate(text: str) -> bool:
+def looks_aggregate(text: str) -> bool:
     # substring tests first: registering ten thousand match queries should not cost a
     # case-insensitive regular expression search over each of them
     if "[" not in text and "(" not in text:
@@ -35,7 +35,7 @@ def aggregate_piece(
     text: str, catalog: Catalog, position: int, source_name: str, order: ColumnOrder, max_disjuncts: int
 ) -> AggregateQuery | None:
     """The aggregate query of one query text, or None when it is a match query."""
-    if not _looks_aggregate(text):
+    if not looks_aggregate(text):
         return None
     queries = parse_queries(text, source_name, first_position=position)
     if len(queries) != 1 or not queries[0].is_aggregate:

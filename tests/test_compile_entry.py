@@ -1,0 +1,62 @@
+"""predicates.compile, the one compile entry: the front end's queries, or its error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import predicates
+from predicates import Catalog, QueryError, compile_queries
+from predicates.templates import FastCompiler, from_normalized
+from tests.test_golden import GOLDEN, schema_for
+from tests.test_templates import DDL, summary
+
+GOLDEN_FILES = sorted(GOLDEN.glob("*.mqo"))
+
+
+@pytest.mark.parametrize("path", GOLDEN_FILES, ids=lambda p: p.name)
+def test_golden_files_compile_through_the_one_entry_as_the_front_end(path: Path):
+    catalog = Catalog.from_ddl(schema_for(path).read_text())
+    text = path.read_text()
+    try:
+        want = [summary(from_normalized(nq)) for nq in compile_queries(text, catalog, source_name=path.name)]
+    except QueryError as err:
+        with pytest.raises(QueryError) as got:
+            predicates.compile(text, catalog, source_name=path.name)
+        assert str(got.value) == str(err)
+        return
+    compiler = FastCompiler(catalog)
+    for _ in range(2):  # cold, then through the caches
+        got = predicates.compile(text, catalog, source_name=path.name, compiler=compiler)
+        assert [summary(q) for q in got] == want
+
+
+FLAT = "SELECT * FROM B WHERE B.pressure < {} AND B.temp >= 2"
+ERRORS = [
+    FLAT.format(1) + ";\n" + FLAT.format("1e999999") + ";",  # a literal out of range, in the second query
+    FLAT.format(1) + ";\n" + FLAT.format(2).replace("B.temp", "B.tmp") + ";",  # a misspelled column
+    "Query ID: a\n" + FLAT.format(1) + ";\nQuery ID: a\n" + FLAT.format(2) + ";",  # a name given twice
+    FLAT.format(1) + " AND B.pressure < ;",
+]
+
+
+@pytest.mark.parametrize("text", ERRORS)
+def test_errors_are_the_front_ends_with_their_positions(text: str):
+    catalog = Catalog.from_ddl(DDL)
+    compiler = FastCompiler(catalog)
+    predicates.compile(FLAT.format(3), catalog, compiler=compiler)  # its caches know the shape
+    with pytest.raises(QueryError) as want:
+        compile_queries(text, catalog, source_name="f.mqo")
+    with pytest.raises(QueryError) as got:
+        predicates.compile(text, catalog, source_name="f.mqo", compiler=compiler)
+    assert str(got.value) == str(want.value)
+    assert want.value.span is not None or "twice" in want.value.message
+
+
+def test_taken_names_and_positions_follow_the_front_end():
+    catalog = Catalog.from_ddl(DDL)
+    text = FLAT.format(1) + ";\n" + FLAT.format(2) + ";"
+    assert [q.name for q in predicates.compile(text, catalog, first_position=5)] == ["5", "6"]
+    with pytest.raises(QueryError, match="6"):
+        predicates.compile(text, catalog, first_position=5, taken=["6"])

@@ -1,0 +1,77 @@
+"""The string-cut compile path (predicates.flat) gives exactly the full front end's queries."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mqo
+from predicates import Catalog, compile_queries
+from predicates.flat import FlatCompiler
+from predicates.templates import FastCompiler, from_normalized
+from tests.test_templates import DDL, summary
+
+NUMBERS = st.one_of(
+    st.integers(0, 10**7).map(str),
+    st.tuples(st.integers(0, 10**6), st.integers(0, 10**4)).map(lambda p: f"{p[0]}.{p[1]}"),
+    st.sampled_from(
+        ["0", "0.1", ".5", "5.", "00012.50", "-3", "1e3", "2.5E-2", "123456789012345678901", "0.30000000000000004"]
+    ),
+)
+COLUMNS = st.sampled_from(["B.pressure", "B.temp", "b.temp", "B.PRESSURE", "-B.temp", "(B.pressure)", "B.temp + 1"])
+OPS = st.sampled_from(["<", "<=", ">", ">=", "=", "!=", "lt="])
+TERMS = st.lists(st.tuples(COLUMNS, OPS, NUMBERS), min_size=1, max_size=6)
+PREFIXES = st.sampled_from(
+    ["SELECT * FROM B", "SELECT B.temp FROM B", "\nSELECT * FROM B", "Query ID: q7\nSELECT * FROM B",
+     "SELECT * FROM B b", "select * from B", "SELECT * FROM B, H MAXWINDOW 2", "SELECT * FROM B -- c\n",
+     "Query ID: 'x y'\nSELECT * FROM B", "Query ID: a-b\nSELECT * FROM B", "Query ID: \nSELECT * FROM B",
+     "Query ID: q.1 SELECT * FROM B"]
+)  # fmt: skip
+JOINS = st.sampled_from([" AND ", " AND ", " and ", "  AND "])
+
+
+def text_of(prefix: str, terms: list[tuple[str, str, str]], joins: list[str], tail: str) -> str:
+    conds = [f"{c} {op} {n}" for c, op, n in terms]
+    body = conds[0] + "".join(j + c for j, c in zip(joins, conds[1:], strict=False))
+    return f"{prefix} WHERE {body}{tail}"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(PREFIXES, TERMS, st.lists(JOINS, min_size=5, max_size=5), st.sampled_from(["", " ", ";", "\n"]))
+def test_flat_path_equals_the_full_front_end(prefix, terms, joins, tail):
+    catalog = Catalog.from_ddl(DDL)
+    fast = FastCompiler(catalog)
+    flat = FlatCompiler(fast)
+    text = text_of(prefix, terms, joins, tail)
+    try:
+        (nq,) = compile_queries(text, catalog)
+    except mqo.QueryError:
+        fast_failed = flat.compile(text)
+        assert fast_failed is None  # an error is the front end's to report
+        return
+    want = from_normalized(nq)
+    fast.compile(text, 1)  # learns the patterns, as the matcher's usual path does
+    for _ in range(2):
+        got = flat.compile(text)
+        if got is None:
+            continue
+        header, query = got
+        query.name = header if header is not None else "1"
+        assert summary(query) == summary(want), text
+
+
+def test_plain_subscriptions_take_the_flat_path_and_register_alike():
+    ddl = "REGISTER STREAM E (a0 FLOAT, a1 FLOAT, a2 FLOAT);"
+    texts = [f"SELECT * FROM E WHERE E.a{i % 3} >= {i}.5 AND E.a{(i + 1) % 3} <= {i * 7}" for i in range(200)]
+    quick = mqo.Matcher(ddl)
+    quick.register_queries(texts)
+    slow = mqo.Matcher(ddl)
+    slow.registry.compiler.flat.compile = lambda text: None  # type: ignore[method-assign]
+    slow.register_queries(texts)
+    taken = [quick.registry.compiler.flat.compile(t) is not None for t in texts]
+    assert sum(taken) >= 190  # all but the first few, which teach it the patterns
+    assert [summary(q.compiled) for q in quick.registry] == [summary(q.compiled) for q in slow.registry]
+    events = {"a0": [1.0, 50.0, 300.0], "a1": [0.0, 20.0, 1e9], "a2": [5.0, 5.0, 5.0], "ts": [1.0, 2.0, 3.0]}
+    got = sorted((m.query, m.ids["E"]) for m in quick.push_batch("E", events).matches())
+    want = sorted((m.query, m.ids["E"]) for m in slow.push_batch("E", events).matches())
+    assert got == want and got

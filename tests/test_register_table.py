@@ -1,0 +1,190 @@
+"""register_table: each row's query is exactly its written-out text's (differential)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mqo
+from tests.test_templates import summary
+
+DDL = """
+REGISTER STREAM B (pressure FLOAT, temp FLOAT, alert INTEGER);
+REGISTER STREAM H (beatrate FLOAT, vib FLOAT, alert INTEGER);
+"""
+
+# comparisons over parameters c1, c2 (numbers of any sign) and k (small integers)
+ONE_STREAM = [
+    "B.pressure < :c1",
+    "B.temp >= :c2",
+    ":c1 <= B.temp",
+    "B.pressure + 3 < :c1",
+    "B.pressure - :c2 > 2.5",
+    "B.pressure * 2 >= :c1",
+    "B.temp / 4 <= :c2",
+    "B.pressure / :k > 1",
+    "B.temp >= :c1 AND B.temp >= :c2",
+    "-B.temp < :c2",
+    "B.alert = :k",
+    "B.pressure * :k <= :c1",
+    "B.pressure < 7",
+]
+TWO_STREAMS = [
+    "B.pressure <= :k * H.vib",
+    "H.beatrate > :c2",
+    "B.pressure + :c1 < H.vib",
+    "B.ts <= H.ts",
+]
+FLOATS = st.one_of(
+    st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
+    st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False).map(lambda v: round(v, 1)),
+    st.sampled_from([0.0, -0.0, 0.1, 0.5, 1e-300, 1e300, -2.5, 3.0, 123456789.123]),
+)
+
+
+def written(value: object) -> str:
+    """A value as it prints: what it means in a query text."""
+    return str(int(value)) if isinstance(value, (int, np.integer)) else repr(float(value))
+
+
+@st.composite
+def cases(draw):
+    two = draw(st.booleans())
+    pool = ONE_STREAM + (TWO_STREAMS if two else [])
+    conds = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4))
+    if not any(":" in c for c in conds):
+        conds.append("B.temp > :c1")  # a template has a parameter
+    if two:
+        window = draw(st.sampled_from(["20", ":w"]))
+        template = f"SELECT * FROM B, H MAXWINDOW {window} WHERE " + " AND ".join(conds)
+    else:
+        template = "SELECT * FROM B WHERE " + " AND ".join(conds)
+    n = draw(st.integers(1, 12))
+    table = {
+        "c1": np.array(draw(st.lists(FLOATS, min_size=n, max_size=n)), dtype=np.float64),
+        "c2": np.array(draw(st.lists(FLOATS, min_size=n, max_size=n)), dtype=np.float64),
+        "k": np.array(draw(st.lists(st.sampled_from([0, 1, 2, -1, 3]), min_size=n, max_size=n)), dtype=np.int64),
+        "w": np.array(draw(st.lists(st.sampled_from([1, 5, 20]), min_size=n, max_size=n)), dtype=np.int64),
+    }
+    return template, table
+
+
+def text_of(template: str, table: dict, row: int) -> str:
+    text = template
+    for name in ("c1", "c2", "k", "w"):  # no name is a prefix of another
+        text = text.replace(f":{name}", written(table[name][row]))
+    return text
+
+
+def matches(m: mqo.Matcher, seed: int) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    found = []
+    for t in range(3):
+        for stream in ("B", "H"):
+            batch = {
+                "ts": np.array([2.0 * t + (stream == "H")]),
+                "alert": rng.integers(-1, 4, 1),
+                **{c: rng.uniform(-10, 10, 1).round(1) for c in ("pressure", "temp", "beatrate", "vib")},
+            }
+            if stream == "B":
+                batch = {c: batch[c] for c in ("ts", "alert", "pressure", "temp")}
+            else:
+                batch = {c: batch[c] for c in ("ts", "alert", "beatrate", "vib")}
+            found += [(mt.query, tuple(sorted(mt.ids.items()))) for mt in m.push_batch(stream, batch).matches()]
+    return sorted(found)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases(), st.integers(0, 2**16))
+def test_table_rows_are_their_written_texts(case, seed):
+    template, table = case
+    n = len(table["c1"])
+    texts = [text_of(template, table, row) for row in range(n)]
+    want = mqo.Matcher(DDL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            want.register_queries(texts)
+        except mqo.QueryError as err:
+            with pytest.raises(mqo.QueryError) as got_err:
+                mqo.Matcher(DDL).register_table(template, table)
+            assert got_err.value.message == err.message
+            return
+        got = mqo.Matcher(DDL)
+        ids = got.register_table(template, table)
+    assert ids == [str(i + 1) for i in range(n)]
+    assert [summary(q.compiled) for q in got.registry] == [summary(q.compiled) for q in want.registry], texts
+    assert matches(got, seed) == matches(want, seed)
+
+
+def test_tables_from_pandas_and_arrow_name_rows_by_their_id_column():
+    frame = pd.DataFrame({"sub": ["a", "b", "c"], "lo": [1.5, 0.1, -3.0], "hi": [10, 20, 30]})
+    template = "SELECT * FROM B WHERE B.pressure >= :lo AND B.pressure <= :hi"
+    for table in (frame, pa.Table.from_pandas(frame)):
+        m = mqo.Matcher(DDL)
+        assert m.register_table(template, table, id_column="sub") == ["a", "b", "c"]
+        assert m.registry.queries["b"].text.endswith("WHERE B.pressure >= 0.1 AND B.pressure <= 20")
+        got = m.push_batch("B", {"ts": [1.0], "pressure": [5.0], "temp": [0.0], "alert": [0]})
+        assert sorted(mt.query for mt in got.matches()) == ["a", "b", "c"]
+
+
+def test_template_errors_keep_their_positions():
+    m = mqo.Matcher(DDL)
+    with pytest.raises(mqo.QueryError, match="parameter name") as err:
+        m.register_table("SELECT * FROM B WHERE B.pressure < : lo", {"lo": [1.0]})
+    assert err.value.span is not None and err.value.span.start == 35
+    with pytest.raises(mqo.QueryError, match="no column 'hi'"):
+        m.register_table("SELECT * FROM B WHERE B.pressure < :hi", {"lo": [1.0]})
+    with pytest.raises(mqo.QueryError, match="no query text can write"):
+        m.register_table("SELECT * FROM B WHERE B.pressure < :lo", {"lo": [float("nan")]})
+    with pytest.raises(mqo.QueryError, match=r"unknown|no column|nosuch") as err:
+        m.register_table("SELECT * FROM B WHERE B.nosuch < :lo", {"lo": [1.0, 2.0]})
+    assert err.value.span is not None  # the row's text, compiled the usual way, says where
+    with pytest.raises(mqo.QueryError, match="given twice"):
+        m.register_table("SELECT * FROM B WHERE B.pressure < :lo", {"lo": [1.0, 2.0], "id": [7, 7]}, id_column="id")
+    assert len(m.registry) == 0
+
+
+def test_a_template_is_compiled_once_not_per_row():
+    n = 500
+    table = {"lo": np.arange(n) * 0.1, "k": np.arange(n) % 2 + 1}
+    m = mqo.Matcher(DDL)
+    m.register_table("SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure >= :lo AND B.temp <= :k * H.vib", table)
+    compiler = m.registry.compiler
+    assert compiler.full_compiles == 0
+    assert compiler.pattern_compiles <= 4  # per k (the factor is structural): two patterns
+    assert m.registry.queries["8"].text.endswith("WHERE B.pressure >= 0.7000000000000001 AND B.temp <= 2*H.vib")
+
+
+def test_table_queries_unregister_snapshot_and_restore_like_text_queries():
+    rng = np.random.default_rng(3)
+    table = {"c1": rng.uniform(-5, 5, 40).round(2), "k": rng.integers(1, 3, 40)}
+    template = "SELECT * FROM B, H MAXWINDOW 4 WHERE B.pressure >= :c1 AND B.temp <= :k * H.vib AND H.beatrate > 1"
+    got = mqo.Matcher(DDL, check=True)
+    got.register_table(template, table)
+    want = mqo.Matcher(DDL, check=True)
+    want.register_queries([text_of(template, {**table, "c2": table["c1"], "w": table["k"]}, r)
+                           for r in range(40)])  # fmt: skip
+    for m in (got, want):
+        for name in ("3", "17", "40"):
+            m.unregister_query(name)
+    assert [summary(q.compiled) for q in got.registry] == [summary(q.compiled) for q in want.registry]
+    restored = mqo.Matcher.restore(got.snapshot())
+    assert matches(got, 5) == matches(want, 5) == matches(restored, 5)
+
+
+def test_a_placeholder_glued_to_a_number_is_left_to_the_written_text():
+    # ``:c1.5`` is the parameter c1 followed by ``.5``: each row's text decides what it is
+    table = {"c1": np.array([3.0, 4.0])}
+    full = {"c1": table["c1"], "c2": table["c1"], "k": [1, 1], "w": [1, 1]}
+    with pytest.raises(mqo.QueryError) as want:
+        mqo.Matcher(DDL).register_queries([text_of("SELECT * FROM B WHERE B.pressure < :c1.5", full, 0)])
+    with pytest.raises(mqo.QueryError) as got:
+        mqo.Matcher(DDL).register_table("SELECT * FROM B WHERE B.pressure < :c1.5", table)
+    assert got.value.message == want.value.message

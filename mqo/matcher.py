@@ -47,7 +47,8 @@ from predicates.aggregate import AggregateQuery
 from predicates.errors import did_you_mean
 from predicates.frontend import column_order
 from predicates.numbers import to_float
-from predicates.templates import CompiledQuery, split_query_texts
+from predicates.records import CompiledQuery
+from predicates.templates import split_query_texts
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 

@@ -20,7 +20,7 @@ from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
 from predicates.numbers import exact
-from predicates.templates import Context
+from predicates.records import Context
 
 
 def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:

@@ -37,7 +37,8 @@ from predicates import Catalog, Kind, ListKey, NormalizedQuery
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
-from predicates.templates import CompiledQuery, Context, Disjunct, FastCompiler
+from predicates.records import CompiledQuery, Context, Disjunct
+from predicates.templates import FastCompiler
 
 _COMPACT_WHEN_DEAD = 0.5
 

@@ -40,7 +40,8 @@ from predicates.errors import QueryError, Source, Span
 from predicates.lexer import T, tokenize
 from predicates.normalize import ListKey, Residual
 from predicates.numbers import faithful
-from predicates.templates import _INF, _UNKNOWN, CompiledQuery, Conjunction, FastCompiler, _duration, _Template
+from predicates.records import _INF, CompiledQuery, Conjunction, _duration
+from predicates.templates import _UNKNOWN, FastCompiler, _Template
 
 _PLACEHOLDER = "1"
 _EXACT_INTEGERS = 2**53

@@ -18,7 +18,8 @@ from predicates.clauses import split_query_texts
 from predicates.errors import QueryError
 from predicates.frontend import compile_queries
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
-from predicates.templates import CompiledQuery, FastCompiler, from_normalized
+from predicates.records import CompiledQuery, from_normalized
+from predicates.templates import FastCompiler
 
 
 def compile(

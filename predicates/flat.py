@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from predicates.clauses import HOLE, NUMBER_SPLIT, split_header, split_skeleton
 from predicates.normalize import ListKey
-from predicates.templates import CompiledQuery, Conjunction, Context
+from predicates.records import CompiledQuery, Conjunction, Context
 
 if TYPE_CHECKING:
     from predicates.templates import FastCompiler

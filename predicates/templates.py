@@ -31,15 +31,15 @@ are cut by a token scan instead.
 
 Anything else (OR, NOT, nested parentheses around conditions) goes through the full
 front end, and so does any query the fast path cannot compile, so errors are always
-reported by the full front end, with their position in the text.
+reported by the full front end, with their position in the text. The records it
+makes are :mod:`predicates.records`.
 """
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -61,18 +61,25 @@ from predicates.frontend import column_order, compile_queries
 from predicates.lexer import T, tokenize
 from predicates.normalize import (
     DEFAULT_MAX_DISJUNCTS,
-    ColumnKey,
     ListKey,
-    NormalizedQuery,
     Predicate,
     Residual,
     canonicalize,
-    format_constant,
-    to_float,
 )
-from predicates.numbers import exact, faithful
 from predicates.parser import parse_duration, parse_query
-from predicates.semantic import BoundQuery, bind
+from predicates.records import (
+    CompiledQuery,
+    Conjunction,
+    Context,
+    Disjunct,
+    Formula,
+    LinearConst,
+    _duration,
+    _has_fraction,
+    from_normalized,
+    scaled_number,
+)
+from predicates.semantic import bind
 
 _KEPT = 8192
 _RECIPE_TRIAL = 2048  # texts compiled before recipes must show they pay...
@@ -80,243 +87,6 @@ _RECIPE_PAYS = 64  # ...by one hit per this many misses
 _INF = float("inf")
 _UNKNOWN = object()
 _NO_SHORTCUTS: dict[str, Any] = {}
-
-
-# ------------------------------------------------------------ symbolic constants
-
-
-class LinearConst:
-    """``beta + sum(alpha_i * p_i)`` over parameters ``p_i``, exact (Fractions)."""
-
-    __slots__ = ("beta", "terms")
-
-    def __init__(self, beta: Fraction, terms: dict[int, Fraction]) -> None:
-        self.beta = beta
-        self.terms = {i: a for i, a in terms.items() if a != 0}
-
-    def _combine(self, other: object, sign: int) -> LinearConst:
-        if isinstance(other, LinearConst):
-            terms = dict(self.terms)
-            for i, a in other.terms.items():
-                terms[i] = terms.get(i, Fraction(0)) + sign * a
-            return LinearConst(self.beta + sign * other.beta, terms)
-        return LinearConst(self.beta + sign * Fraction(other), dict(self.terms))  # type: ignore[arg-type]
-
-    def __add__(self, other: object) -> LinearConst:
-        return self._combine(other, 1)
-
-    __radd__ = __add__
-
-    def __sub__(self, other: object) -> LinearConst:
-        return self._combine(other, -1)
-
-    def __rsub__(self, other: object) -> LinearConst:
-        return (-self)._combine(other, 1)
-
-    def __mul__(self, k: object) -> LinearConst:
-        if isinstance(k, LinearConst):
-            raise TypeError("a product of two parameters is not linear")
-        f = Fraction(k)  # type: ignore[arg-type]
-        return LinearConst(self.beta * f, {i: a * f for i, a in self.terms.items()})
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, k: object) -> LinearConst:
-        if isinstance(k, LinearConst):
-            raise TypeError("a division by a parameter is not linear")
-        return self * (1 / Fraction(k))  # type: ignore[arg-type]
-
-    def __neg__(self) -> LinearConst:
-        return self * -1
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LinearConst) and self.beta == other.beta and self.terms == other.terms
-
-    def __hash__(self) -> int:
-        return hash((self.beta, tuple(sorted(self.terms.items()))))
-
-
-class Formula:
-    """How a numeric constant follows from a comparison's parameters:
-    ``beta + sum(alpha_i * p_i)``."""
-
-    __slots__ = ("_alpha", "_constant", "_index", "beta", "fast", "terms")
-
-    def __init__(self, beta: Fraction, terms: tuple[tuple[int, Fraction], ...]) -> None:
-        self.beta = beta
-        self.terms = terms
-        # One parameter times a power of two (or a constant): float arithmetic is exact.
-        fast = not terms
-        if len(terms) == 1 and beta == 0:
-            alpha = abs(terms[0][1])
-            fast = alpha.numerator & (alpha.numerator - 1) == 0 and alpha.denominator & (alpha.denominator - 1) == 0
-        self.fast = fast
-        self._index = terms[0][0] if terms else 0
-        self._alpha = to_float(terms[0][1]) if terms else 0.0
-        self._constant = faithful(beta)
-
-    @classmethod
-    def of(cls, value: object) -> Formula:
-        if isinstance(value, LinearConst):
-            return cls(value.beta, tuple(sorted(value.terms.items())))
-        return cls(Fraction(value), ())  # type: ignore[arg-type]
-
-    def value(self, texts: Sequence[str]) -> float | Fraction:
-        if not self.terms:
-            return self._constant
-        if self.fast:
-            return scaled_number(texts[self._index], self._alpha)
-        return faithful(self.beta + sum((a * Fraction(texts[i]) for i, a in self.terms), Fraction(0)))
-
-
-def scaled_number(text: str, alpha: float) -> float | Fraction:
-    """The constant ``text * alpha`` (``alpha`` a signed power of two) as the engine
-    keeps it (:func:`~predicates.numbers.faithful`). A literal of at most 15
-    characters has at most 15 digits, and every such decimal is the shortest one of
-    its double: then the double is the constant and no Fraction is needed."""
-    value = float(text) * alpha + 0.0  # + 0.0: no negative zero
-    if (alpha == 1.0 or alpha == -1.0) and len(text) <= 15:
-        return value
-    if (value == _INF or value == -_INF) and float(text) in (_INF, -_INF):
-        return value  # a literal out of range: the full front end reports it
-    return faithful(Fraction(text) * Fraction(alpha))
-
-
-# ---------------------------------------------------------------- compiled forms
-
-
-class Conjunction(Sequence[tuple[ListKey, Any]]):
-    """A disjunct's indexed predicates, ``(list key, constant)`` pairs, stored as two
-    columns: the keys, and the constants as an ``array('d')`` when they are all
-    numbers. A registered query keeps these for its lifetime; as pairs they would take
-    three times the memory (a tuple and a float object per predicate)."""
-
-    __slots__ = ("keys", "values")
-
-    def __init__(self, keys: tuple[ListKey, ...], values: Sequence[Any]) -> None:
-        self.keys = keys
-        self.values = values
-
-    @classmethod
-    def of(cls, pairs: Iterable[tuple[ListKey, Any]], numeric: bool | None = None) -> Conjunction:
-        """From pairs; ``numeric``: whether every constant is a float (checked if None)."""
-        pairs = list(pairs)
-        values = [v for _, v in pairs]
-        if numeric is None:
-            numeric = all(type(v) is float for v in values)
-        return cls(tuple([k for k, _ in pairs]), array("d", values) if numeric else tuple(values))
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def __iter__(self) -> Iterator[tuple[ListKey, Any]]:
-        return zip(self.keys, self.values, strict=True)
-
-    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
-        if isinstance(i, slice):
-            return list(self)[i]
-        return (self.keys[i], self.values[i])
-
-    def __repr__(self) -> str:
-        return f"Conjunction({list(self)!r})"
-
-
-Disjunct = tuple[Conjunction, tuple[Residual, ...]]
-
-
-@dataclass(eq=False)
-class Context:
-    """A query's SELECT and FROM (and MAXWINDOW unit): what its comparisons resolve
-    against and what its results carry. Shared by every query with the same text."""
-
-    select_text: str
-    from_text: str
-    bound: BoundQuery
-    window_scale: Fraction | None
-
-    @property
-    def aliases(self) -> tuple[tuple[str, str], ...]:
-        return self.bound.aliases
-
-    @property
-    def streams(self) -> tuple[str, ...]:
-        return self.bound.streams
-
-    @property
-    def multi_stream(self) -> bool:
-        return len(self.bound.aliases) > 1
-
-
-@dataclass(eq=False, slots=True)  # a million registered queries: no dict each
-class CompiledQuery:
-    """A query ready to register: its name, context, MAXWINDOW in seconds, and its
-    disjuncts as (list key, constant) pairs plus residuals. ``text`` is kept only for
-    queries the fast path did not take (the others can be written back from parts)."""
-
-    name: str
-    context: Context
-    maxwindow: float | None
-    disjuncts: tuple[Disjunct, ...]
-    source_text: str | None = None
-
-    def renamed(self, name: str) -> CompiledQuery:
-        return CompiledQuery(name, self.context, self.maxwindow, self.disjuncts, self.source_text)
-
-    @property
-    def text(self) -> str:
-        """A query text that compiles back to this query (with a ``Query ID:`` header)."""
-        header = f"Query ID: {_quote_name(self.name)}\n"
-        if self.source_text is not None:
-            return header + split_header(self.source_text)[1].strip()
-        parts = [f"SELECT {self.context.select_text} FROM {self.context.from_text}"]
-        if self.maxwindow is not None and self.context.window_scale is not None:
-            parts.append(f"MAXWINDOW {format_constant(exact(self.maxwindow))}")
-        if not self.disjuncts:
-            parts.append("WHERE 1 = 0")
-        else:
-            (preds, residuals), *_ = self.disjuncts
-            conds = [_predicate_text(key, _exact(value, key), self.context.bound) for key, value in preds]
-            conds += [r.text for r in residuals]
-            if conds:
-                parts.append("WHERE " + " AND ".join(conds))
-        return header + " ".join(parts)
-
-
-def _predicate_text(key: ListKey, constant: Any, bound: BoundQuery) -> str:
-    """A predicate as query text: columns of a stream read under several aliases are
-    named by the alias of their role (``b2.pressure``, not the role ``B#2.pressure``)."""
-    if not bound.self_join:
-        return f"{key.left} {key.op} {key.rhs_text(constant)}"
-    alias_of = {role.lower(): alias for alias, role in bound.role_aliases}
-
-    def named(col: ColumnKey) -> ColumnKey:
-        return ColumnKey(alias_of.get(col.stream.lower(), col.stream), col.column)
-
-    right = None if key.right is None else named(key.right)
-    shown = ListKey(key.kind, named(key.left), key.op, right, key.factor, key.family)
-    return f"{shown.left} {shown.op} {shown.rhs_text(constant)}"
-
-
-def _exact(value: Any, key: ListKey) -> Any:
-    if key.family == "number" and value is not None:
-        return exact(value)
-    return value
-
-
-def _duration(text: str, scale: Fraction) -> float | Fraction:
-    """A MAXWINDOW of ``text`` units of ``scale`` seconds, as the engine keeps it."""
-    if scale == 1 and len(text) <= 15:
-        return float(text)
-    seconds = Fraction(text) * scale
-    return _INF if to_float(seconds) == _INF else faithful(seconds)
-
-
-def _has_fraction(compiled: CompiledQuery) -> bool:
-    return any(isinstance(v, Fraction) for preds, _ in compiled.disjuncts for v in preds.values)
-
-
-def _quote_name(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_0-9.]+", name) else "'" + name.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)
@@ -651,19 +421,6 @@ class FastCompiler:
             return compiled
         self._full_contexts.move_to_end(key)
         return CompiledQuery(compiled.name, shared, compiled.maxwindow, compiled.disjuncts, compiled.source_text)
-
-
-def from_normalized(nq: NormalizedQuery, name: str | None = None, text: str | None = None) -> CompiledQuery:
-    """A fully normalized query in the registered form."""
-    bound = nq.bound
-    scale = Fraction(1) if bound.maxwindow is not None else None
-    context = Context("*", "", bound, scale)
-    disjuncts = tuple(
-        (Conjunction.of((p.key, p.value) for p in conj.predicates), tuple(conj.residuals)) for conj in nq.disjuncts
-    )
-    maxwindow = faithful(bound.maxwindow) if bound.maxwindow is not None else None
-    source = text if text is not None else bound.source.text[bound.query.span.start : bound.query.span.end]
-    return CompiledQuery(name or nq.name, context, maxwindow, disjuncts, source)
 
 
 def _number_offsets(full: str, start: int, text: str, numbers: tuple[str, ...]) -> tuple[int, ...] | None:

@@ -8,7 +8,8 @@ import pytest
 
 import predicates
 from predicates import Catalog, QueryError, compile_queries
-from predicates.templates import FastCompiler, from_normalized
+from predicates.records import from_normalized
+from predicates.templates import FastCompiler
 from tests.test_golden import GOLDEN, schema_for
 from tests.test_templates import DDL, summary
 

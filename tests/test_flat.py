@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 import mqo
 from predicates import Catalog, compile_queries
 from predicates.flat import FlatCompiler
-from predicates.templates import FastCompiler, from_normalized
+from predicates.records import from_normalized
+from predicates.templates import FastCompiler
 from tests.test_templates import DDL, summary
 
 NUMBERS = st.one_of(

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import mqo
 from predicates import Catalog, Kind, QueryError, compile_queries
-from predicates.templates import FastCompiler, from_normalized, split_query_texts
+from predicates.records import from_normalized
+from predicates.templates import FastCompiler, split_query_texts
 from tests.conftest import WORKLOADS
 from tests.strategies import Register, workloads
 

@@ -543,10 +543,16 @@ class Reference:
         return results
 
     def heartbeat(self, ts: float, stream: str | None = None) -> None:
+        """One event: every stream named has nothing more before ``ts`` (all of them at
+        once: the watermark is settled after, not between, the streams)."""
         exact_ts = exact(ts)
         assert isinstance(exact_ts, Fraction)
         for name in [stream] if stream is not None else [s.name for s in self.schema.streams]:
-            self._speak(name, exact_ts)
+            c = self._clock(name)
+            old = self.newest[c]
+            self.newest[c] = exact_ts if old is None else max(old, exact_ts)
+            self.idle.discard(c)
+        self._settle()
         self._advance()
 
     def set_idle(self, stream: str) -> None:

@@ -386,3 +386,22 @@ def test_snapshot_right_after_unregister(emit: str) -> None:
     for eng in (m, restored):
         found = eng.push("B", 0.7, {"x": 0.1, "y": 0.0}) + eng.flush_results().matches()
         assert sorted((r.query, r.ts) for r in found if r.query == "q1") == [("q1", 0.7)] * 6
+
+
+def test_a_heartbeat_of_every_stream_is_one_event() -> None:
+    """``heartbeat(ts)`` moves every stream at once: a stream it wakes from idleness
+    (here C, 60 s of lateness) holds the watermark back again, so nothing is released
+    on the strength of the other streams having moved first."""
+    m = mqo.Matcher(
+        "CREATE STREAM A (x FLOAT); CREATE STREAM B (x FLOAT); CREATE STREAM C (x FLOAT);",
+        stream_lateness={"C": 60.0},
+        idle_timeout=None,
+        emit="ordered",
+    )
+    m.register_query("Query ID: q\nSELECT * FROM A WHERE A.ts <= 100.1")
+    for stream, ts in [("A", 100.1), ("C", 100.1), ("A", 100.7), ("B", 100.1)]:
+        assert m.push(stream, ts, {"x": 0.0}) == []
+    assert m.set_idle("C") == [] and m.watermark == 100.1
+    assert m.heartbeat(100.2) == []  # C speaks again: its watermark is 40.2
+    assert (m.watermark, m.held_results) == (100.1, 1)
+    assert [r.ts for r in m.heartbeat(200.0)] == [100.1]

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# The default run (CI's) draws the same examples every time, so a run is reproducible
+# and a red one means the code changed; HYPOTHESIS_PROFILE=explore draws new ones, to
+# hunt boundaries past what the fixed examples reach.
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = REPO / "experiments" / "workloads"

@@ -272,15 +272,8 @@ def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, col
     left = _column(lst.left_pos, schema, ts, ids, columns)
     right = None if lst.right_pos is None else _column(lst.right_pos, schema, ts, ids, columns)
     if lst.numeric:
-        exact = columns.get(EXACT, {})
-
-        def exact_of(position: int | None) -> np.ndarray | None:
-            if position is None or position < 2 or not exact:
-                return None
-            found = exact.get(schema.columns[position - 2].name)
-            return None if found is None else found.values
-
-        return lst.covering.satisfied_many(left, right, exact_of(lst.left_pos), exact_of(lst.right_pos))
+        exact_right = None if lst.right_pos is None else _exact_values(lst.right_pos, schema, columns)
+        return lst.covering.satisfied_many(left, right, _exact_values(lst.left_pos, schema, columns), exact_right)
     # strings and booleans: one row at a time
     n = len(ts)
     lo = np.empty(n, np.int64)

@@ -12,16 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from predicates.clauses import (  # noqa: F401
-    HOLE,
-    NUMBER_SPLIT,
-    Shape,
-    split_header,
-    split_numbers,
-    split_query_texts,
-    split_scanned,
-    split_skeleton,
-)
+from predicates.clauses import split_header
 from predicates.normalize import (
     ColumnKey,
     ListKey,

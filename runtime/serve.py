@@ -60,7 +60,9 @@ from runtime.stopping import StopFlag, deferred_stop
 from runtime.workload import CliError
 
 CHECKPOINT_FORMAT = 1
-_UNREGISTER = re.compile(r"^\s*UNREGISTER\s+(?:QUERY\s+)?([^\s;]+)\s*;?\s*$", re.IGNORECASE)
+# an UNREGISTER statement (the id is group 1); runtime.serve_spark reads files with it too
+UNREGISTER_STATEMENT = r"UNREGISTER\s+(?:QUERY\s+)?([^\s;]+)\s*;?"
+_UNREGISTER = re.compile(rf"^\s*{UNREGISTER_STATEMENT}\s*$", re.IGNORECASE)
 _COMMENT = re.compile(r"--[^\n]*")
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from mqo import Catalog
 from predicates import ColumnType
+from runtime.serve import UNREGISTER_STATEMENT
 from runtime.workload import CliError
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ _SPARK_TYPES = {
 }
 _SINK_FORMATS = {"jsonl": "json", "parquet": "parquet"}
 # a file of nothing but UNREGISTER statements (comments aside) unregisters; others register
-_UNREGISTER = r"(?i)UNREGISTER\s+(?:QUERY\s+)?([^\s;]+)\s*;?"
+_UNREGISTER = "(?i)" + UNREGISTER_STATEMENT
 
 
 class SparkService:

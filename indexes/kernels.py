@@ -190,13 +190,16 @@ def prune_select(
     lo: np.ndarray,
     hi: np.ndarray,
     flags: np.ndarray,
+    kept: np.ndarray,
+    first: int,
     cand: np.ndarray,
 ) -> int:
     """:func:`prune` for N tuples in one pass that keeps only what is wanted:
-    ``flags[i, m]`` whether tuple i's candidates meet ``masks[m]``, and the candidate
-    rows of the tuples meeting ``masks[0]`` or ``masks[1]`` copied, in order, to
-    ``cand[0:k]``; returns k. (``cand`` may be allocated for N rows and never touched
-    past k: a batch where few tuples are wanted costs no candidate matrix.)"""
+    ``flags[i]`` has bit m set when tuple i's candidates meet ``masks[m]``; the
+    candidate rows of the tuples meeting ``masks[0]`` or ``masks[1]`` are copied, in
+    order, to ``cand[0:k]`` and ``kept[i]`` is tuple i's row there (-1 if not kept);
+    returns k. (``cand`` may be allocated for N rows and never touched past k: a batch
+    where few tuples are wanted costs no candidate matrix.)"""
     n = lo.shape[1]
     row = np.empty(base.shape[0], np.uint64)
     k = 0
@@ -221,19 +224,19 @@ def prune_select(
             lo,
             hi,
         )
-        wanted = False
+        code = 0
         for m in range(masks.shape[0]):
-            hit = False
             for w in range(row.shape[0]):
                 if row[w] & masks[m, w]:
-                    hit = True
+                    code |= 1 << m
                     break
-            flags[i, m] = hit
-            if hit and m < 2:
-                wanted = True
-        if wanted:
+        flags[i] = code
+        if code & 3:
             copy_row(cand[k], row)
+            kept[i] = first + k
             k += 1
+        else:
+            kept[i] = -1
     return k
 
 

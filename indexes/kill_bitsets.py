@@ -147,14 +147,16 @@ class KillBitsets:
             self.users,
         )
 
-    def select(self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One pass over N tuples (``lo``/``hi`` as for :meth:`prune`): per tuple and
-        mask whether any candidate left is in the mask (``[N, M]`` booleans), and the
-        candidate rows of the tuples that meet ``masks[0]`` or ``masks[1]``, in order."""
+    def select(self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One pass over N tuples (``lo``/``hi`` as for :meth:`prune`, up to 8 masks):
+        per tuple a code whose bit m says whether a candidate left is in ``masks[m]``
+        (int8 ``[N]``); the candidate rows of the tuples that meet ``masks[0]`` or
+        ``masks[1]``, in order; and per tuple its row there (-1: not kept)."""
         n = lo.shape[1] if lo.ndim == 2 else 0
-        flags = np.zeros((n, len(masks)), bool)
+        flags = np.zeros(n, np.int8)
+        kept = np.full(n, -1, np.int64)
         if not n:
-            return flags, np.zeros((0, self.words), np.uint64)
+            return flags, np.zeros((0, self.words), np.uint64), kept
         from indexes import kernels  # numba, on first use
 
         lo = np.ascontiguousarray(lo, np.int64)
@@ -163,7 +165,7 @@ class KillBitsets:
         # a buffer for every tuple's row, written only for wanted ones (untouched pages
         # are never resident), in chunks so its address space stays modest
         step = max(1, SELECT_CHUNK_BYTES // (8 * max(self.words, 1)))
-        kept = []
+        rows, first = [], 0
         for start in range(0, n, step):
             end = min(n, start + step)
             cand = np.empty((end - start, self.words), np.uint64)
@@ -171,13 +173,16 @@ class KillBitsets:
                 masks,
                 self.base,
                 *arrays,
-                np.ascontiguousarray(lo[:, start:end]),
-                np.ascontiguousarray(hi[:, start:end]),
+                lo if end - start == n else np.ascontiguousarray(lo[:, start:end]),
+                hi if end - start == n else np.ascontiguousarray(hi[:, start:end]),
                 flags[start:end],
+                kept[start:end],
+                first,
                 cand,
             )
-            kept.append(cand if k == end - start else cand[:k].copy())
-        return flags, kept[0] if len(kept) == 1 else np.concatenate(kept)
+            rows.append(cand if k == end - start else cand[:k].copy())
+            first += k
+        return flags, rows[0] if len(rows) == 1 else np.concatenate(rows), kept
 
     def prune(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Candidate slots (``[N, words]``) of N tuples given each list's satisfied

@@ -151,17 +151,22 @@ def row_columns(row: tuple[Any, ...], schema: StreamSchema) -> dict[str, Any]:
     already checked by :mod:`mqo.rows`), without converting them again: what one pushed
     tuple takes to the kernels."""
     columns: dict[str, Any] = {}
+    numeric: list[tuple[str, float]] = []
     for col, v in zip(schema.columns, row[2:], strict=True):
         if not col.ctype.is_numeric:
             columns[col.name] = [v]
         elif v is None:
-            columns[col.name] = np.full(1, np.nan)
+            numeric.append((col.name, math.nan))
         elif type(v) is int and abs(v) >= EXACT_INTEGERS:
             # an integer doubles round: the batch form keeps it exact
             one = {"ts": [row[0]], **{c.name: [x] for c, x in zip(schema.columns, row[2:], strict=True)}}
             return columns_of(one, schema)[2]
         else:
-            columns[col.name] = np.full(1, float(v))
+            numeric.append((col.name, float(v)))
+    # one array, a one-row view of it per column (a pushed tuple's cost is per call)
+    values = np.array([v for _, v in numeric])
+    for k, (name, _) in enumerate(numeric):
+        columns[name] = values[k : k + 1]
     return columns
 
 

@@ -156,6 +156,15 @@ class Clock:
         if low is not None and (self.mark is None or self._below(self.mark, low)):
             self.mark = low
 
+    def current(self) -> Mark | None:
+        """The matcher's watermark now (a stream may have gone idle since it last moved)."""
+        self._recompute()
+        return self.mark
+
+    def exact(self, mark: Mark) -> tuple[float, Fraction]:
+        """A mark as (newest ts, lateness): the watermark is exactly the one minus the other."""
+        return mark[0], self._late_exact[mark[1]]
+
     def is_late(self, s: int, ts: float) -> bool:
         """Whether a tuple of stream ``s`` at ``ts`` is late now."""
         self._recompute()  # a stream may have gone idle since the last tuple

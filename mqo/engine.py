@@ -157,7 +157,8 @@ class Engine:
         stream_slots = plan.stream_slots[t.stream]
         if cand is not None:
             t.attr_version = plan.version
-            t.attr_done = plan.attr_list_mask[t.stream]
+            # (the QED test needs the lists' satisfied bits: they are decided again)
+            t.attr_done = 0 if self.check_qed else plan.attr_list_mask[t.stream]
             t.attr_kill = stream_slots & ~cand
         cand = stream_slots
         if not cand:

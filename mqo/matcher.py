@@ -1,31 +1,26 @@
 """The public matcher: register streams and queries, push tuples, get matches.
 
-A :class:`Matcher` is a facade over three parts: the
-:class:`~mqo.registry.QueryRegistry` (which queries, compiled into a plan lazily after
-registration changes, so bulk registration compiles once), the
+A :class:`Matcher` is a facade over three parts: its
+:class:`~mqo.registrations.Registrations` (which queries, and the plan compiled from
+them on demand, so bulk registration compiles once), the
 :class:`~mqo.pipeline.Pipeline` (the one way every tuple is matched: rows, lateness,
-attributes, joins and windows, store and purge) and its :class:`~mqo.clock.Clock`.
-Registration is all or nothing: a text with one bad query registers none of them and
-raises :class:`~predicates.QueryError` naming that query and where it is.
+attributes, joins and windows, store and purge) and the pipeline's
+:class:`~mqo.clock.Clock`. Registration is all or nothing: a text with one bad query
+registers none of them and raises :class:`~predicates.QueryError` naming that query and
+where it is.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import gc
-import math
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece, looks_aggregate
-from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
+from mqo.aggregation import AggregateBatch, Aggregator
 from mqo.batch import MatchBatch, value_types
 from mqo.clock import Clock
 from mqo.config import ORDERS, MatcherConfig, parse_order
@@ -33,31 +28,21 @@ from mqo.engine import ResultBlock
 from mqo.explain import explain_text
 from mqo.pipeline import Pipeline
 from mqo.plan import CompiledPlan
-from mqo.plan_compile import compile_plan
-from mqo.plan_update import check_plan, update_plan
 from mqo.prepare import PreparedBatch
+from mqo.registrations import NeverMatchesWarning, Registrations
 from mqo.registry import QueryRegistry
 from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
 from mqo.state import WindowState
 from mqo.stats import Counters
-from mqo.table import RowQuery, table_queries
-from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
-from predicates.aggregate import AggregateQuery
+from predicates import Catalog, NormalizedQuery, QueryError
 from predicates.errors import did_you_mean
-from predicates.frontend import column_order
 from predicates.numbers import to_float
-from predicates.records import CompiledQuery
-from predicates.templates import split_query_texts
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
 SNAPSHOT_FORMAT = 6  # 5: per-stream clocks; 6: held results of emit='ordered'
 READABLE_FORMATS = (5, 6)
-
-
-class NeverMatchesWarning(UserWarning):
-    """A registered query whose condition can never hold."""
 
 
 class Matcher:
@@ -83,18 +68,10 @@ class Matcher:
         self.catalog = schema if isinstance(schema, Catalog) else Catalog()
         if isinstance(schema, str):
             self.catalog.register_ddl(schema)
-        self.registry = QueryRegistry(self.catalog, self.config.max_disjuncts)
         self.pipeline = Pipeline(self.config, late_sink, now)
-        self._plan: CompiledPlan | None = None
-        self._previous_plan: CompiledPlan | None = None  # kept while registrations change
-        self._plan_version = 0
-        self._next_position = 1
-        self._frozen = False  # shares its queries with another matcher (restore(like=))
-        # windowed aggregate queries (mqo/aggregation): made on the first one
-        self.aggregator: Aggregator | None = None
-        self._aggregates = AggregateBatch()  # emitted, not yet taken (poll_aggregates)
+        self.queries = Registrations(self.catalog, self.config, self.pipeline)
 
-    # ------------------------------------------------------------- settings
+    # ------------------------------------------------------- parts and settings
 
     @property
     def clock(self) -> Clock:
@@ -109,33 +86,31 @@ class Matcher:
         return self.pipeline.late_tuples
 
     @property
-    def late_sink(self) -> Callable[[LateTuple], None] | None:
-        return self.pipeline.late_sink
-
-    @late_sink.setter
-    def late_sink(self, sink: Callable[[LateTuple], None] | None) -> None:
-        self.pipeline.late_sink = sink
-
-    @property
     def policy(self) -> AdaptivePolicy | None:
         """The adaptive order's statistics (None under a static order)."""
         return self.pipeline.policy
 
     @property
-    def order_name(self) -> str:
-        return self.config.order
+    def registry(self) -> QueryRegistry:
+        """The match queries."""
+        return self.queries.registry
+
+    @property
+    def aggregator(self) -> Aggregator | None:
+        """The windowed aggregate queries (None before the first)."""
+        return self.queries.aggregator
 
     @property
     def allowed_lateness(self) -> float:
         return self.config.allowed_lateness
 
     @property
-    def max_disjuncts(self) -> int:
-        return self.config.max_disjuncts
+    def late_sink(self) -> Callable[[LateTuple], None] | None:
+        return self.pipeline.late_sink
 
-    @property
-    def store(self) -> str:
-        return self.config.store
+    @late_sink.setter
+    def late_sink(self, sink: Callable[[LateTuple], None] | None) -> None:
+        self.pipeline.late_sink = sink
 
     # ------------------------------------------------------------ registration
 
@@ -146,50 +121,25 @@ class Matcher:
         if self.pipeline.seq:
             raise QueryError("streams must be declared before tuples are pushed", None, None)
         schemas = self.catalog.register_ddl(ddl, source_name)
-        self._plan = self._previous_plan = None
+        self.queries.forget_streams()
         self.pipeline.state = None  # made anew, with the new streams, on the next compile
         self.pipeline.rows = []
         return [s.name for s in schemas]
 
     def compile(self, text: str, source_name: str = "<query>") -> list[NormalizedQuery]:
         """Parse, check and normalize query text without registering it."""
-        return self._front_end(text, source_name, taken=self.registry.queries.keys())
-
-    def _front_end(self, text: str, source_name: str, **options: Any) -> list[NormalizedQuery]:
-        options.setdefault("first_position", self._next_position)
-        return compile_queries(
-            text, self.catalog, source_name=source_name, max_disjuncts=self.config.max_disjuncts, **options
-        )
+        return self.queries.front_end(text, source_name, taken=self.registry.queries.keys())
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
         """Register one query; returns its id (``query_id``, else its ``Query ID:``, else its position)."""
-        compiled = self._compile_texts([text], source_name)
-        if len(compiled) != 1:
-            raise QueryError(f"expected one query, found {len(compiled)}; use register_queries", None, None)
-        query = compiled[0] if query_id is None else _renamed(compiled[0], str(query_id))
-        self._check_names([query], [text], source_name)
-        self._add([query])
-        return query.name
+        return self.queries.register([text], source_name, True, None if query_id is None else str(query_id))[0]
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
         """Register many queries at once (a file's text, or a list of query texts).
 
         All or nothing; returns the ids in order.
         """
-        sources = [texts] if isinstance(texts, str) else list(texts)
-        # Compiling allocates many small objects and no reference cycles; the cyclic
-        # collector would otherwise scan the growing registry again and again (half the
-        # time of a million registrations).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            instances = self._compile_texts(sources, source_name)
-            self._check_names(instances, sources, source_name)
-            self._add(instances)
-        finally:
-            if collecting:
-                gc.enable()
-        return [inst.name for inst in instances]
+        return self.queries.register([texts] if isinstance(texts, str) else list(texts), source_name)
 
     def register_table(
         self, template: str, table: Any, id_column: str | None = None, source_name: str = "<table>"
@@ -198,148 +148,20 @@ class Matcher:
         a mapping of columns): ``template`` is a query text whose ``:name`` parameters
         take the row's value of column ``name`` (meaning the number as it prints). Ids
         come from ``id_column``, else positions. All or nothing; returns the ids."""
-        if looks_aggregate(template):
-            raise QueryError("register_table takes match queries (an aggregate query is registered as text)")
-        compile_one = self.registry.compiler.compile
-
-        def compile_text(text: str, row: int) -> CompiledQuery:
-            return compile_one(text, self._next_position + row, f"{source_name}[row {row}]")
-
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            names, instances = table_queries(
-                template, table, id_column, source_name, self.registry, self._next_position, compile_text
-            )
-            self._add(instances)
-        finally:
-            if collecting:
-                gc.enable()
-        return names
-
-    def _compile_texts(self, sources: list[str], source_name: str) -> list[CompiledQuery | AggregateQuery]:
-        instances: list[CompiledQuery | AggregateQuery] = []
-        compile_one = self.registry.compiler.compile
-        order = column_order(self.catalog)  # (the catalog does not change meanwhile)
-        for k, text in enumerate(sources):
-            name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
-            try:
-                for piece in split_query_texts(text):
-                    position = self._next_position + len(instances)
-                    try:
-                        aggregate = (
-                            aggregate_piece(piece, self.catalog, position, name, order, self.config.max_disjuncts)
-                            if looks_aggregate(piece)
-                            else None
-                        )
-                    except QueryError as err:
-                        raise _AggregateError(err) from None
-                    instances.append(aggregate if aggregate is not None else compile_one(piece, position, name))
-            except _AggregateError as wrapped:
-                raise wrapped.error from None
-            except QueryError as err:
-                # Report the error where it is in the whole text, not in the piece.
-                self._front_end(text, name, first_position=self._next_position + len(instances))
-                raise err from None
-        return instances
-
-    def _check_names(
-        self, instances: list[CompiledQuery | AggregateQuery], sources: list[str], source_name: str
-    ) -> None:
-        seen: set[str] = set()
-        registered = self.registry.queries
-        aggregates = self.aggregator.queries if self.aggregator is not None else {}
-        for inst in instances:
-            if inst.name in aggregates:
-                raise QueryError(f"query id {inst.name} is already registered", None, None)
-            if inst.name in registered or inst.name in seen:
-                # the front end names the duplicate with its position
-                for k, text in enumerate(sources):
-                    name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
-                    self._front_end(text, name, first_position=1, taken=registered.keys())
-                where = "is already registered" if inst.name in registered else "is given twice"
-                raise QueryError(f"query id {inst.name} {where}", None, None)
-            seen.add(inst.name)
-
-    def _check_not_frozen(self) -> None:
-        if self._frozen:
-            raise QueryError(
-                "this matcher shares its queries with another (Matcher.restore(..., like=...)); "
-                "register or unregister queries on a matcher of its own",
-                None,
-                None,
-            )
+        return self.queries.register_table(template, table, id_column, source_name)
 
     def unregister_query(self, query_id: str) -> None:
         """Remove a query; it reports nothing more."""
-        self._check_not_frozen()
-        if self.aggregator is not None and query_id in self.aggregator.queries:
-            self.aggregator.unregister(query_id)
-            return
-        if query_id not in self.registry:
-            raise KeyError(f"no query with id {query_id!r} is registered")
-        self.registry.remove(query_id)
-        self._plan = None
-
-    def _add(self, instances: list[CompiledQuery | AggregateQuery], since_ts: Any = None) -> None:
-        self._check_not_frozen()
-        aggregates = [q for q in instances if isinstance(q, AggregateQuery)]
-        if aggregates:
-            if self.aggregator is None:
-                self.aggregator = Aggregator(self.catalog, self.config)
-            self.aggregator.register(aggregates, max(self.clock.newest, default=-math.inf))
-            self._next_position += len(aggregates)
-            instances = [q for q in instances if not isinstance(q, AggregateQuery)]
-            if not instances:
-                return
-        # (a table row's query always has its one disjunct: not made here just to look)
-        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts]
-        if never:
-            shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
-            warnings.warn(
-                f"query {shown} can never match: its condition is always false "
-                "(a contradiction, or a division by zero, whose value is NULL)",
-                NeverMatchesWarning,
-                stacklevel=3,
-            )
-        self.registry.add(instances, self.clock.horizon if since_ts is None else since_ts)
-        self._next_position += len(instances)
-        self._plan = None
+        self.queries.remove(query_id)
 
     @property
     def query_ids(self) -> list[str]:
-        aggregates = list(self.aggregator.queries) if self.aggregator is not None else []
-        return list(self.registry.queries) + aggregates
-
-    # ------------------------------------------------------------------- plan
+        return self.queries.ids()
 
     @property
     def plan(self) -> CompiledPlan:
         """The compiled plan for the current registrations (compiled on demand)."""
-        if self._plan is None:
-            self._plan_version += 1
-            previous, registry = self._previous_plan, self.registry
-            # registration changes update the previous plan (mqo.plan_update) rather
-            # than recompile every list; past a limit of changes, compile it whole
-            plan = update_plan(previous, registry, self._plan_version) if previous is not None else None
-            if plan is None:
-                plan = compile_plan(registry, self._plan_version)
-                registry.forget_removals(plan.removal_mark)
-            if self.config.check:
-                registry._check()
-                check_plan(plan, registry)
-            self.pipeline.attach(plan)
-            self._plan = self._previous_plan = plan
-        return self._plan
-
-    def _compiled_whole(self) -> CompiledPlan:
-        """The plan, compiled whole if it is an updated one (list numbers are then
-        those of a fresh compile: what ``explain`` shows and snapshots record)."""
-        # (with no plan yet, ``self.plan`` alone could update the previous plan; right
-        # after a registration change the plan is not made yet and would be an updated one)
-        if not self._frozen and (self._plan is None or self._plan.base_plan is not None):
-            self._plan = self._previous_plan = None
-        return self.plan
+        return self.queries.plan
 
     @property
     def state(self) -> WindowState:
@@ -349,26 +171,24 @@ class Matcher:
         return self.pipeline.state
 
     def explain(self) -> str:
-        """Predicate lists in covering order, who uses what, each query's bits, and the
-        evaluation order with the statistics behind it."""
-        plan = self._compiled_whole()
-        policy = self.pipeline.policy
+        """Predicate lists in covering order, who uses what, each query's bits, the
+        evaluation order with the statistics behind it, and the aggregate queries'
+        filters, slices and shared partials."""
+        plan, policy = self.queries.compiled_whole(), self.pipeline.policy
         if policy is None:
-            order = f"static {''.join(k.name[0] for k in self.pipeline.order)}"
-            return explain_text(self.registry, plan, order=order) + self._explain_aggregates()
-        notes = policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
-        return explain_text(self.registry, plan, order="adaptive", order_note=notes) + self._explain_aggregates()
-
-    def _explain_aggregates(self) -> str:
-        if self.aggregator is None or not len(self.aggregator):
-            return ""
-        return "\n\n" + "\n".join(self.aggregator.explain()) + "\n"
+            text = explain_text(self.registry, plan, order=f"static {''.join(k.name[0] for k in self.pipeline.order)}")
+        else:
+            notes = policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
+            text = explain_text(self.registry, plan, order="adaptive", order_note=notes)
+        if self.aggregator is not None and len(self.aggregator):
+            text += "\n\n" + "\n".join(self.aggregator.explain()) + "\n"
+        return text
 
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries."""
         return value_types(self.registry)
 
-    # --------------------------------------------------------------- matching
+    # --------------------------------------------------------------- time
 
     @property
     def watermark(self) -> float:
@@ -377,14 +197,13 @@ class Matcher:
         of any stream minus the lateness); a tuple older than it is late. -inf until
         every active stream has spoken."""
         self.plan  # noqa: B018 - the clock knows the streams once the plan exists
-        self.clock._recompute()
+        self.clock.current()
         return self.clock.watermark
 
     def stream_watermarks(self) -> dict[str, float]:
         """Each stream's newest ts (tuples and heartbeats; -inf before any), by name."""
         self.plan  # noqa: B018
-        clock = self.clock
-        return dict(zip(clock.names, clock.newest, strict=True))
+        return dict(zip(self.clock.names, self.clock.newest, strict=True))
 
     @property
     def retention_horizon(self) -> float:
@@ -395,12 +214,45 @@ class Matcher:
     def late_count(self) -> int:
         return self.counters.late
 
+    def late_probe(self, streams: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Which of these tuples (stream numbers and ts, in arrival order) would be
+        late from here, without moving the clock."""
+        return copy.deepcopy(self.clock).late_mask(streams, ts)[0]
+
+    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> list[Match]:
+        """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B
+        has nothing more before 100 (it holds the watermark back no further);
+        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state.
+        Returns the results this releases (``emit='ordered'``; else none)."""
+        stream = stream_or_ts if isinstance(stream_or_ts, str) else None
+        if stream is None and ts is not None:
+            raise TupleError(f"heartbeat takes (ts) or (stream, ts), got ({stream_or_ts!r}, {ts!r})")
+        ts = stream_or_ts if stream is None else ts
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or abs(ts) == float("inf"):
+            raise TupleError(f"heartbeat ts must be a finite number, got {ts!r}")
+        s = None if stream is None else self._stream(stream)
+        self.plan  # noqa: B018 - make sure the state exists
+        return self._matches(self.pipeline.heartbeat(s, float(ts)))
+
+    def set_idle(self, stream: str) -> list[Match]:
+        """Declare ``stream`` idle: it stops holding the watermark back until it
+        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence). Returns
+        the results this releases (``emit='ordered'``; else none)."""
+        return self._matches(self.pipeline.set_idle(self._stream(stream)))
+
+    # --------------------------------------------------------------- matching
+
     def _stream(self, stream: str) -> int:
         plan = self.plan
         try:
             return plan.stream_number(stream)
         except KeyError:
             raise TupleError(f"unknown stream {stream!r}" + did_you_mean(stream, plan.catalog.names())) from None
+
+    def _matches(self, blocks: list[ResultBlock], emit_aggregates: bool = True) -> list[Match]:
+        if emit_aggregates:
+            self.queries.emit_aggregates(self.clock)
+        return MatchBatch(self.plan, blocks).matches() if blocks else []
 
     def push(
         self, stream: str, ts: float, values: Mapping[str, Any] | None = None, id: int | None = None
@@ -409,53 +261,16 @@ class Matcher:
         last tuple it is (under ``emit='ordered'``: the results the watermark releases
         now, in ``ts`` order). A late tuple finds no results and goes to the late sink."""
         number = self._stream(stream)
-        aggregating = self._aggregating(stream)
-        late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
+        if not self.queries.aggregating(stream):
+            return self._matches(self.pipeline.push(number, ts, values, id), emit_aggregates=False)
+        late = isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
         blocks = self.pipeline.push(number, ts, values, id)
-        if aggregating and not late:
+        if not late:
             one = {"ts": [ts], **{name: [v] for name, v in (values or {}).items()}}
             if id is not None:
                 one["id"] = [id]
-            assert self.aggregator is not None
-            self.aggregator.ingest(stream, one)
-            self._emit_aggregates()
-        return MatchBatch(self.plan, blocks).matches() if blocks else []
-
-    # ------------------------------------------------------------ aggregates
-
-    def _aggregating(self, stream: str) -> bool:
-        return self.aggregator is not None and stream.lower() in self.aggregator.streams()
-
-    def late_probe(self, streams: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """Which of these tuples (stream numbers and ts, in arrival order) would be
-        late from here, without moving the clock."""
-        return copy.deepcopy(self.clock).late_mask(streams, ts)[0]
-
-    def _emit_aggregates(self) -> None:
-        """Windows ending before the matcher's watermark can get no more tuples that
-        are not late: emit them (the watermark exactly, as the clock keeps it)."""
-        if self.aggregator is not None:
-            clock = self.clock
-            clock._recompute()
-            if clock.mark is not None:
-                base, k = clock.mark
-                self._aggregates.extend(self.aggregator.emit(base, clock._late_exact[k]))
-
-    def poll_aggregates(self) -> AggregateBatch:
-        """The aggregate rows emitted so far and not yet taken: one per (query, window,
-        group), emitted by ``push``/``push_batch``/``heartbeat`` once the watermark
-        passes the window's end (also those the watermark passed since, as in a run
-        through :meth:`replay`, which emits nothing itself)."""
-        self._emit_aggregates()
-        out, self._aggregates = self._aggregates, AggregateBatch()
-        return out
-
-    def flush(self) -> AggregateBatch:
-        """End of input: emit every window that holds data; returns every aggregate row
-        not yet taken (as :meth:`poll_aggregates`)."""
-        if self.aggregator is not None:
-            self._aggregates.extend(self.aggregator.flush())
-        return self.poll_aggregates()
+            self._aggregator.ingest(stream, one)
+        return self._matches(blocks, emit_aggregates=not late)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
         """Match a batch of one stream's tuples, in row order, as if pushed one by one.
@@ -468,73 +283,58 @@ class Matcher:
         :class:`~mqo.batch.MatchBatch` (``len``, ``.to_arrow()``, ``.matches()``).
         """
         number = self._stream(stream)
-        if not self._aggregating(stream):
+        if not self.queries.aggregating(stream):
             return self.pipeline.push_batch(number, batch)
-        assert self.aggregator is not None
         # the aggregator decides lateness on the clock as it is before this batch, as the
         # pipeline does (on a copy: deciding a batch's lateness moves a clock)
-        self.aggregator.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
+        self._aggregator.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
         out = self.pipeline.push_batch(number, batch)
-        self._emit_aggregates()
+        self.queries.emit_aggregates(self.clock)
         return out
+
+    @property
+    def _aggregator(self) -> Aggregator:
+        assert self.aggregator is not None
+        return self.aggregator
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
         """Decide the attribute predicates of a batch of one stream's tuples (no state
         changes besides consuming automatic ids). Feed its rows, in arrival order, to
-        :meth:`push_prepared` or :meth:`replay`."""
+        :meth:`replay`."""
         return self.pipeline.prepare(self._stream(stream), batch)
-
-    def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
-        """Match row ``i`` of a prepared batch (rows in arrival order); result blocks."""
-        self.plan  # noqa: B018 - the pipeline runs on the current plan
-        return self.pipeline.push_prepared(prepared, i)
 
     def replay(
         self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """Match prepared rows in a given arrival order: row ``rows[j]`` of batch
-        ``prepared[which[j]]`` arrives j-th. Exactly like :meth:`push_prepared` on each
+        ``prepared[which[j]]`` arrives j-th. Exactly like pushing each
         row in turn, but only rows that are late or that some query wants are visited
         one by one; yields (j, result blocks) for each visited row."""
         self.plan  # noqa: B018 - the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
-    def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> list[Match]:
-        """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B
-        has nothing more before 100 (it holds the watermark back no further);
-        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state.
-        Returns the results this releases (``emit='ordered'``; else none)."""
-        stream: str | None = None
-        if isinstance(stream_or_ts, str):
-            stream = stream_or_ts
-        elif ts is None:
-            ts = stream_or_ts
-        else:
-            raise TupleError(f"heartbeat takes (ts) or (stream, ts), got ({stream_or_ts!r}, {ts!r})")
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or abs(ts) == float("inf"):
-            raise TupleError(f"heartbeat ts must be a finite number, got {ts!r}")
-        s = None if stream is None else self._stream(stream)
-        self.plan  # noqa: B018 - make sure the state exists
-        blocks = self.pipeline.heartbeat(s, float(ts))
-        self._emit_aggregates()
-        return MatchBatch(self.plan, blocks).matches() if blocks else []
+    # ------------------------------------------------------------ output
 
-    def set_idle(self, stream: str) -> list[Match]:
-        """Declare ``stream`` idle: it stops holding the watermark back until it
-        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence). Returns
-        the results this releases (``emit='ordered'``; else none)."""
-        blocks = self.pipeline.set_idle(self._stream(stream))
-        self._emit_aggregates()
-        return MatchBatch(self.plan, blocks).matches() if blocks else []
+    def poll_aggregates(self) -> AggregateBatch:
+        """The aggregate rows emitted so far and not yet taken: one per (query, window,
+        group), emitted by ``push``/``push_batch``/``heartbeat`` once the watermark
+        passes the window's end (also those the watermark passed since, as in a run
+        through :meth:`replay`, which emits nothing itself)."""
+        self.queries.emit_aggregates(self.clock)
+        return self.queries.take_aggregates()
 
-    # --------------------------------------------------------- ordered emission
+    def flush(self) -> AggregateBatch:
+        """End of input: emit every window that holds data; returns every aggregate row
+        not yet taken (as :meth:`poll_aggregates`)."""
+        self.queries.emit_aggregates(self.clock)
+        return self.queries.take_aggregates(flush=True)
 
     def release(self) -> MatchBatch:
         """``emit='ordered'``: the held results the watermark has passed by now, in ``ts``
         order (call it when no tuple comes: a stream may have gone idle since)."""
         plan = self.plan
         blocks = self.pipeline.release()
-        self._emit_aggregates()
+        self.queries.emit_aggregates(self.clock)
         return MatchBatch(plan, blocks)
 
     def flush_results(self) -> MatchBatch:
@@ -572,20 +372,13 @@ class Matcher:
         With ``queries=False`` the queries are left out: restore that with ``like=`` a
         matcher that has them (a Spark worker restoring window state in every
         micro-batch does not re-register thousands of queries each time)."""
-        self._compiled_whole()  # the state exists once the plan does; list numbers as restored
-        data: dict[str, Any] = {
+        self.queries.compiled_whole()  # the state exists once the plan does; list numbers as restored
+        return {
             "format": SNAPSHOT_FORMAT,
             "settings": self.config.as_dict(),
-            "next_position": self._next_position,
+            **self.queries.snapshot(queries),
             **self.pipeline.snapshot(),
         }
-        if self.aggregator is not None:  # with its queries either way: no other matcher shares them
-            data["aggregates"] = aggregate_snapshot(self.aggregator, self._aggregates)
-        if queries:
-            data["ddl"] = self.catalog.ddl()
-            data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
-            data["queries"] = [(rq.name, rq.text, _since_text(rq.since_ts)) for rq in self.registry]
-        return data
 
     @classmethod
     def restore(
@@ -603,49 +396,10 @@ class Matcher:
         """
         if snapshot.get("format") not in READABLE_FORMATS:
             raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
+        if like is None and "queries" not in snapshot:
+            raise ValueError("this snapshot has no queries (snapshot(queries=False)); restore it with like=")
         config = MatcherConfig(**{**snapshot["settings"], **overrides})
-        if like is None:
-            if "queries" not in snapshot:
-                raise ValueError("this snapshot has no queries (snapshot(queries=False)); restore it with like=")
-            m = cls(snapshot["ddl"], config=config, late_sink=late_sink)
-            m.registry.roles = list(snapshot.get("roles", ()))  # numbered as the stored tuples are
-            names = [name for name, _, _ in snapshot["queries"]]
-            instances = m._compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
-            instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
-            m._add(instances, since_ts=[_since_value(since) for _, _, since in snapshot["queries"]])
-            m._plan_version += 1
-            plan = m._plan = m._previous_plan = compile_plan(m.registry, m._plan_version)
-        else:
-            m = cls(like.catalog, config=config, late_sink=late_sink)
-            m.registry = like.registry
-            plan = like._compiled_whole()  # list numbers as a fresh compile's, as snapshots record
-            like._frozen = m._frozen = True
-            m._plan, m._plan_version = plan, like._plan_version
-        m._next_position = snapshot.get("next_position", like._next_position if like is not None else 1)
+        m = cls(snapshot["ddl"] if like is None else like.catalog, config=config, late_sink=late_sink)
+        plan = m.queries.restore(snapshot, None if like is None else like.queries)
         m.pipeline.load(snapshot, plan)
-        if "aggregates" in snapshot:
-            compile_texts = lambda texts: m._compile_texts(texts, "<snapshot>")  # noqa: E731
-            m.aggregator, m._aggregates = restore_aggregator(snapshot["aggregates"], m.catalog, config, compile_texts)
         return m
-
-
-class _AggregateError(Exception):
-    """An aggregate query's error, already reported in full (not a match query's)."""
-
-    def __init__(self, error: QueryError) -> None:
-        self.error = error
-
-
-def _renamed(query: CompiledQuery | AggregateQuery, name: str) -> CompiledQuery | AggregateQuery:
-    if isinstance(query, AggregateQuery):
-        return dataclasses.replace(query, name=name)
-    return query.renamed(name)
-
-
-def _since_text(since: float | Fraction) -> float | str:
-    """A registration horizon as snapshot data (exact: a Fraction as its text)."""
-    return since if isinstance(since, float) else str(since)
-
-
-def _since_value(data: float | str) -> float | Fraction:
-    return Fraction(data) if isinstance(data, str) else float(data)

@@ -8,8 +8,9 @@ Spark stages' way) all take the same steps:
    :func:`mqo.batch.columns_of`);
 2. **lateness**: the clock decides which tuples are late (:mod:`mqo.clock`); a late
    tuple is reported (counted, kept, handed to the late sink), never matched;
-3. **attributes**: one tuple's attribute lists are decided by the engine as it goes,
-   a batch's by :func:`mqo.prepare.prepare_batch` in numba kernels, up front;
+3. **attributes**: a batch's attribute lists (one pushed tuple is a batch of one
+   row) are decided by :func:`mqo.prepare.prepare_batch` in numba kernels, up front;
+   under ``check=True`` each row is decided again list by list and compared;
 4. **joins and windows**: the engine grows partial results through the window
    state (:mod:`mqo.engine`), in the order the reorderer picks;
 5. **store and purge**: the tuple is kept for later ones, and old buckets go as the
@@ -43,13 +44,13 @@ from typing import Any
 import numpy as np
 
 from indexes.stored import StoredTuple
-from mqo.batch import EXACT, MatchBatch, SingleResults, columns_of, row_columns
+from mqo.batch import MatchBatch, SingleResults, columns_of, row_columns
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
 from mqo.engine import Engine, ResultBlock
 from mqo.plan import CompiledPlan
-from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, prepare_batch
+from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, check_prepared, prepare_batch
 from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple
 from mqo.rows import RowBuilder
@@ -58,7 +59,6 @@ from mqo.stats import Counters
 from predicates import Kind
 from predicates.numbers import decimal_of
 
-KERNEL_PUSH_SLOTS = 4096  # from this many query slots, one pushed tuple's attributes go through the kernels
 LATE_KEPT = 10_000
 DEFAULT_ORDER = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 
@@ -161,51 +161,17 @@ class Pipeline:
     # ------------------------------------------------------------- one tuple
 
     def push(self, s: int, ts: Any, values: Mapping[str, Any] | None, id: int | None) -> list[ResultBlock]:
-        """One tuple of stream number ``s``; the result blocks whose last tuple it is."""
+        """One tuple of stream number ``s``: a batch of one row, which takes the same
+        steps as any batch; the result blocks whose last tuple it is."""
         plan = self.plan
-        assert plan is not None and self.engine is not None
+        assert plan is not None
         row = self.rows[s].build(ts, values, id)
-        if plan.n_slots >= KERNEL_PUSH_SLOTS and plan.attr_lists[s] and not self.config.check:
-            # Many queries: decide the tuple's attributes in the kernels (a batch of one)
-            # rather than with the per-tuple engine's Python-int masks.
-            prepared = prepare_batch(
-                plan,
-                s,
-                np.array([row[0]]),
-                np.array([row[1]], np.int64),
-                row_columns(row, plan.streams[s]),
-                self.config.store == "all",
-            )
-            return self.push_prepared(prepared, 0)
-        self.counters.tuples += 1
-        self.arrived += 1
-        if self.clock.is_late(s, row[0]):
-            self._late(s, row, self.clock.mark)
-            self.clock.observe(s, row[0])
-            return self._emitted([])
-        t = StoredTuple(s, self.seq, row)
-        self.seq += 1
-        blocks = self._process(t)
-        self._keep(t)
-        for r in plan.live_roles[s]:
-            # the same tuple in the stream's next role (self-joins): see the module doc
-            role_t = StoredTuple(r, t.seq, row)
-            blocks.extend(self._process(role_t))
-            self._keep(role_t)
-        self.clock.observe(s, row[0])
-        self._advance(self.clock.mark)
-        return self._emitted(blocks)
-
-    def _keep(self, t: StoredTuple) -> None:
-        """Store a pushed tuple when a multi-stream query may still use it."""
-        plan, engine = self.plan, self.engine
-        assert plan is not None and engine is not None
-        if self.config.store == "all":
-            self._store(t)
-        else:
-            wanted = plan.multi_stream_slots & plan.stream_slots[t.stream]
-            if wanted & ~engine.attribute_kill(t, wanted):
-                self._store(t)
+        ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
+        columns = row_columns(row, plan.streams[s])
+        prepared = prepare_batch(plan, s, ts_one, id_one, columns, self.config.store == "all", pushed=row)
+        if self.config.check:
+            check_prepared(plan, prepared)
+        return self.push_prepared(prepared, 0)
 
     # --------------------------------------------------------------- batches
 
@@ -220,7 +186,10 @@ class Pipeline:
         rows.restart_ids(start + len(ts))
         if ids is None:
             ids = np.arange(start, start + len(ts), dtype=np.int64)
-        return prepare_batch(plan, s, ts, ids, columns, self.config.store == "all")
+        prepared = prepare_batch(plan, s, ts, ids, columns, self.config.store == "all")
+        if self.config.check:
+            check_prepared(plan, prepared)
+        return prepared
 
     def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
         """Row ``i`` of a prepared batch (rows in arrival order)."""
@@ -289,8 +258,6 @@ class Pipeline:
         """A batch of stream ``s``, in row order, as if pushed one by one."""
         plan = self.plan
         assert plan is not None
-        if self.config.check:
-            return MatchBatch(plan, self._one_by_one(s, batch))
         prepared = self.prepare(s, batch)
         out = MatchBatch(plan)
         n = len(prepared)
@@ -337,19 +304,6 @@ class Pipeline:
         if held is not None:
             out.blocks.extend(self._released(self.clock.mark))
         return out
-
-    def _one_by_one(self, s: int, batch: Any) -> list[ResultBlock]:
-        """``check=True``: QED checks need every tuple's attribute bits, so a batch goes
-        through the per-tuple engine."""
-        assert self.plan is not None
-        ts, ids, columns = columns_of(batch, self.plan.streams[s], self.config.missing == "null")
-        exact = columns.pop(EXACT, {})
-        blocks: list[ResultBlock] = []
-        for i in range(len(ts)):
-            values = {name: _plain_value(col[i]) for name, col in columns.items()}
-            values.update({name: column.value(i) for name, column in exact.items()})
-            blocks.extend(self.push(s, float(ts[i]), values, None if ids is None else int(ids[i])))
-        return blocks
 
     def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
         """Row i of a prepared batch, known not to be late (``flags``: its role 1's
@@ -401,8 +355,7 @@ class Pipeline:
     def release(self) -> list[ResultBlock]:
         """The held results the watermark has passed by now (a stream may have gone
         idle since the last tuple: the clock is read again), in order."""
-        self.clock._recompute()
-        self._advance(self.clock.mark)
+        self._advance(self.clock.current())
         return self._emitted([])
 
     def flush(self) -> list[ResultBlock]:
@@ -541,9 +494,3 @@ def _late_data(late: LateTuple) -> dict[str, Any]:
         "watermark": late.watermark,
         "allowed_lateness": late.allowed_lateness,
     }
-
-
-def _plain_value(value: Any) -> Any:
-    if isinstance(value, float | np.floating):
-        return None if value != value else float(value)
-    return value

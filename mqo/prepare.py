@@ -58,6 +58,7 @@ class PreparedBatch:
     flags: np.ndarray  # SINGLE | ENGINE | STORE per row
     # the same rows in the stream's further roles (self-joins), matched after these
     roles: list[PreparedBatch] = field(default_factory=list)
+    pushed: tuple[Any, ...] | None = None  # a pushed tuple's row, already built: its one row
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -72,6 +73,8 @@ class PreparedBatch:
 
     def row(self, i: int) -> tuple[Any, ...]:
         """The stored row ``(ts, id, *values)`` of row i (integers as ints, NaN as NULL)."""
+        if self.pushed is not None:
+            return self.pushed
         values: list[Any] = [float(self.ts[i]), int(self.ids[i])]
         exact = self.columns.get(EXACT, {})
         for col in self.schema.columns:
@@ -108,13 +111,38 @@ def prepare_batch(
     ids: np.ndarray,
     columns: dict[str, Any],
     store_all: bool,
+    pushed: tuple[Any, ...] | None = None,
 ) -> PreparedBatch:
     """The attribute phase of a batch of declared stream ``stream``, in each role the
-    plan's queries read it in (:attr:`PreparedBatch.roles`)."""
+    plan's queries read it in (:attr:`PreparedBatch.roles`). ``pushed``: the batch is
+    one pushed tuple, whose stored row this is."""
     prepared = _prepare_one(plan, stream, ts, ids, columns, store_all)
+    prepared.pushed = pushed
     if stream < plan.n_real:
         prepared.roles = [_prepare_one(plan, r, ts, ids, columns, store_all) for r in plan.live_roles[stream]]
+        for role in prepared.roles:
+            role.pushed = pushed
     return prepared
+
+
+def check_prepared(plan: CompiledPlan, prepared: PreparedBatch) -> None:
+    """``check=True``: every row's flags and candidates, as the kernels decided them,
+    are those the attribute lists give when decided one row at a time."""
+    for part in (prepared, *prepared.roles):
+        s = part.stream
+        masks = [bitset_to_int(m) for m in plan.per_stream(s, _batch_masks)[0]]
+        for i in range(len(part)):
+            row = part.row(i)
+            killed = 0
+            for lst in plan.attr_lists[s]:
+                killed |= lst.kill.killed(*lst.evaluate_row(row))
+            want = plan.stream_slots[s] & ~killed
+            code = sum(bit for bit, mask in zip((SINGLE, ENGINE, STORE), masks, strict=True) if want & mask)
+            assert part.flags[i] & (SINGLE | ENGINE) == code & (SINGLE | ENGINE), f"row {i}: kernel flags differ"
+            assert part.flags[i] & STORE >= code & STORE, f"row {i}: a tuple a join needs would not be stored"
+            if part.kept[i] >= 0:
+                got = bitset_to_int(part.cand[part.kept[i]])
+                assert got == want, f"row {i}: kernel candidates {got:#x}, per row {want:#x}"
 
 
 def _prepare_one(
@@ -128,9 +156,9 @@ def _prepare_one(
     schema = plan.streams[stream]
     n = len(ts)
     words = words_for(plan.n_slots)
-    masks = plan.per_stream(stream, _batch_masks)
+    masks, matched = plan.per_stream(stream, _batch_masks)
     single_mask, engine_mask = masks[0], masks[1]
-    if not (single_mask.any() or engine_mask.any()):
+    if not matched:
         # no match query reads the stream (an aggregate-only stream): no kernel work,
         # and no row is wanted, so a replay visits only the late ones
         flags = np.full(n, STORE if store_all else 0, np.int8)
@@ -138,27 +166,24 @@ def _prepare_one(
         kept = np.full(n, -1, np.int64)
         return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
     lo, hi = attribute_ranges(plan, stream, ts, ids, columns)
-    found, cand = plan.kill_bitsets(stream).select(lo, hi, masks)
-    flags = np.zeros(n, np.int8)
-    flags |= np.where(found[:, 0], SINGLE, 0).astype(np.int8)
-    flags |= np.where(found[:, 1], ENGINE, 0).astype(np.int8)
-    flags |= STORE if store_all else np.where(found[:, 2], STORE, 0).astype(np.int8)
-    wanted = np.flatnonzero(found[:, 0] | found[:, 1])
-    kept = np.full(n, -1, np.int64)
-    kept[wanted] = np.arange(len(wanted))
+    # the kernel's code bits are the masks' order: SINGLE, ENGINE, STORE
+    flags, cand, kept = plan.kill_bitsets(stream).select(lo, hi, masks)
+    if store_all:
+        flags |= STORE
     return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
 
 
-def _batch_masks(plan: CompiledPlan, stream: int) -> np.ndarray:
+def _batch_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, bool]:
     """A stream's slots as bitsets: [single-stream plain ones, those the engine
-    decides, multi-stream ones]. The same for every batch of a plan."""
+    decides, multi-stream ones]; and whether any match query reads the stream. The
+    same for every batch of a plan."""
     words = words_for(plan.n_slots)
     of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
     single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
     single_mask = bitset_of(np.flatnonzero(single), words)
     engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
     multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
-    return np.stack([single_mask, engine_mask, multi_mask])
+    return np.stack([single_mask, engine_mask, multi_mask]), bool(single_mask.any() or engine_mask.any())
 
 
 @dataclass(frozen=True)

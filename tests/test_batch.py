@@ -1,4 +1,4 @@
-"""The batch path (push_batch, prepare/push_prepared) against pushing one by one.
+"""The batch path (push_batch, prepare/replay) against pushing one by one.
 
 Random workloads from tests/strategies.py are replayed twice: once tuple by tuple, once
 with runs of consecutive tuples of one stream cut into random batches (given as dicts

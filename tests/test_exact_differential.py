@@ -8,8 +8,8 @@ multisets of (query, ts, ids, values) with every number exact (``Fraction(repr(x
 a reported float), and late counts after every operation (after every batch or segment
 where the path takes many tuples at once).
 
-Paths: ``Matcher.push`` under the six static orders, ``adaptive`` and ``check=True``;
-the many-query branch of ``push`` (``KERNEL_PUSH_SLOTS`` forced low); ``push_batch``
+Paths: ``Matcher.push`` under the six static orders, ``adaptive`` and ``check=True``
+(which also compares the kernels' attribute decisions with the lists' row by row); ``push_batch``
 (small batches, and >= 1,000 rows against hundreds of queries); ``prepare`` +
 ``replay``; ``store="candidates"``; ``snapshot`` -> ``restore`` mid-stream; the CLI in
 a subprocess; and the Spark batch and streaming stages (tests/test_exact_spark.py).
@@ -291,16 +291,6 @@ def test_push_checked(workload: Workload, order: str) -> None:
     """``check=True``: every index's invariants are checked after every change."""
     record(workload)
     run_push(workload, matcher(order=order, check=True))
-
-
-@settings(max_examples=30, **SETTINGS)
-@given(workload=workloads(), order=st.sampled_from(("AJW", "JWA", "adaptive")))
-def test_push_many_query_branch(workload: Workload, order: str) -> None:
-    """The branch of ``push`` for many queries (attributes decided in the kernels)."""
-    record(workload)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(mqo.pipeline, "KERNEL_PUSH_SLOTS", 1)
-        run_push(workload, matcher(order=order))
 
 
 @settings(max_examples=30, **SETTINGS)

@@ -78,11 +78,13 @@ def test_prune(data, n_slots, n_lists, n_tuples, budget):
     for chunk in (kill_bitsets.SELECT_CHUNK_BYTES, 8):  # and one tuple per kernel call
         original, kill_bitsets.SELECT_CHUNK_BYTES = kill_bitsets.SELECT_CHUNK_BYTES, chunk
         try:
-            flags, kept = tables.select(lo, hi, np.stack([int_to_bitset(m, words) for m in masks]))
+            flags, kept, row_of = tables.select(lo, hi, np.stack([int_to_bitset(m, words) for m in masks]))
         finally:
             kill_bitsets.SELECT_CHUNK_BYTES = original
-        assert flags.tolist() == [[bool(c & m) for m in masks] for c in want]
-        assert _rows_as_ints(kept) == [c for c in want if c & (masks[0] | masks[1])]
+        assert flags.tolist() == [sum(1 << k for k, m in enumerate(masks) if c & m) for c in want]
+        wanted = [i for i, c in enumerate(want) if c & (masks[0] | masks[1])]
+        assert _rows_as_ints(kept) == [want[i] for i in wanted]
+        assert row_of.tolist() == [wanted.index(i) if i in wanted else -1 for i in range(n_tuples)]
 
 
 @given(st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=5), st.integers(0, (1 << 130) - 1))

@@ -1,0 +1,328 @@
+"""A matcher's registered queries and the plan compiled from them.
+
+Match queries live in a :class:`~mqo.registry.QueryRegistry` and are compiled into a
+:class:`~mqo.plan.CompiledPlan` on demand, so a bulk registration compiles once; a
+change after that updates the previous plan (:mod:`mqo.plan_update`) rather than
+compiling every list again. Windowed aggregate queries live in an
+:class:`~mqo.aggregation.Aggregator`, made on the first one. Both kinds are numbered by
+one running position (a query's id when it names none).
+
+Compiling is all or nothing: a text with one bad query registers none of them, and the
+error is the front end's, with its position in the whole text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece, looks_aggregate
+from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
+from mqo.clock import Clock
+from mqo.config import MatcherConfig
+from mqo.plan import CompiledPlan
+from mqo.plan_compile import compile_plan
+from mqo.plan_update import check_plan, update_plan
+from mqo.registry import QueryRegistry
+from mqo.table import RowQuery, table_queries
+from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
+from predicates.aggregate import AggregateQuery
+from predicates.frontend import column_order
+from predicates.records import CompiledQuery
+from predicates.templates import split_query_texts
+
+if TYPE_CHECKING:
+    from mqo.pipeline import Pipeline
+
+Query = CompiledQuery | AggregateQuery
+
+
+class NeverMatchesWarning(UserWarning):
+    """A registered query whose condition can never hold."""
+
+
+class Registrations:
+    """The match and aggregate queries of one matcher, and its compiled plan.
+
+    ``pipeline`` is given every new plan (:meth:`~mqo.pipeline.Pipeline.attach`); its
+    clock dates registrations (a query sees tuples from the retention horizon on).
+    """
+
+    def __init__(self, catalog: Catalog, config: MatcherConfig, pipeline: Pipeline) -> None:
+        self.catalog, self.config, self.pipeline = catalog, config, pipeline
+        self.registry = QueryRegistry(catalog, config.max_disjuncts)
+        self.aggregator: Aggregator | None = None
+        self.emitted = AggregateBatch()  # aggregate rows emitted and not yet taken
+        self.next_position = 1
+        self.frozen = False  # shares its queries with another matcher (restore(like=))
+        self._plan: CompiledPlan | None = None
+        self._previous: CompiledPlan | None = None  # kept while registrations change
+        self._version = 0
+
+    # --------------------------------------------------------------- compiling
+
+    def front_end(self, text: str, source_name: str, **options: Any) -> list[NormalizedQuery]:
+        """The full front end on ``text``: its records, or its positioned error."""
+        options.setdefault("first_position", self.next_position)
+        return compile_queries(
+            text, self.catalog, source_name=source_name, max_disjuncts=self.config.max_disjuncts, **options
+        )
+
+    def compile_texts(self, sources: list[str], source_name: str) -> list[Query]:
+        """Compile query texts (each may hold many queries), numbered from the next position."""
+        instances: list[Query] = []
+        compile_one = self.registry.compiler.compile
+        order = column_order(self.catalog)  # (the catalog does not change meanwhile)
+        for k, text in enumerate(sources):
+            name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
+            try:
+                for piece in split_query_texts(text):
+                    position = self.next_position + len(instances)
+                    try:
+                        aggregate = (
+                            aggregate_piece(piece, self.catalog, position, name, order, self.config.max_disjuncts)
+                            if looks_aggregate(piece)
+                            else None
+                        )
+                    except QueryError as err:
+                        raise _AggregateError(err) from None
+                    instances.append(aggregate if aggregate is not None else compile_one(piece, position, name))
+            except _AggregateError as wrapped:
+                raise wrapped.error from None
+            except QueryError as err:
+                # Report the error where it is in the whole text, not in the piece.
+                self.front_end(text, name, first_position=self.next_position + len(instances))
+                raise err from None
+        return instances
+
+    def check_names(self, instances: list[Query], sources: list[str], source_name: str) -> None:
+        """No id registered already or given twice (the front end names a duplicate
+        match query with its position)."""
+        seen: set[str] = set()
+        registered = self.registry.queries
+        aggregates = self.aggregator.queries if self.aggregator is not None else {}
+        for inst in instances:
+            if inst.name in aggregates:
+                raise QueryError(f"query id {inst.name} is already registered", None, None)
+            if inst.name in registered or inst.name in seen:
+                for k, text in enumerate(sources):
+                    name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
+                    self.front_end(text, name, first_position=1, taken=registered.keys())
+                where = "is already registered" if inst.name in registered else "is given twice"
+                raise QueryError(f"query id {inst.name} {where}", None, None)
+            seen.add(inst.name)
+
+    # ---------------------------------------------------------- registering
+
+    def register(
+        self, sources: list[str], source_name: str, one: bool = False, query_id: str | None = None
+    ) -> list[str]:
+        """Compile and register query texts, all or nothing; their ids in order.
+        ``one``: the texts must hold one query, named ``query_id`` if given."""
+        with _no_cyclic_gc():
+            instances = self.compile_texts(sources, source_name)
+            if one and len(instances) != 1:
+                raise QueryError(f"expected one query, found {len(instances)}; use register_queries", None, None)
+            if query_id is not None:
+                instances = [_renamed(instances[0], query_id)]
+            self.check_names(instances, sources, source_name)
+            self.add(instances)
+        return [inst.name for inst in instances]
+
+    def register_table(self, template: str, table: Any, id_column: str | None, source_name: str) -> list[str]:
+        """One match query per row of ``table`` (see :meth:`mqo.Matcher.register_table`)."""
+        if looks_aggregate(template):
+            raise QueryError("register_table takes match queries (an aggregate query is registered as text)")
+        compile_one = self.registry.compiler.compile
+
+        def compile_text(text: str, row: int) -> CompiledQuery:
+            return compile_one(text, self.next_position + row, f"{source_name}[row {row}]")
+
+        with _no_cyclic_gc():
+            names, instances = table_queries(
+                template, table, id_column, source_name, self.registry, self.next_position, compile_text
+            )
+            self.add(instances)
+        return names
+
+    def add(self, instances: list[Query], since_ts: Any = None) -> None:
+        """Register compiled queries, seeing tuples from ``since_ts`` (default: the
+        retention horizon now; a list gives one per match query)."""
+        self._check_not_frozen()
+        clock = self.pipeline.clock
+        aggregates = [q for q in instances if isinstance(q, AggregateQuery)]
+        if aggregates:
+            if self.aggregator is None:
+                self.aggregator = Aggregator(self.catalog, self.config)
+            self.aggregator.register(aggregates, max(clock.newest, default=-math.inf))
+            self.next_position += len(aggregates)
+            instances = [q for q in instances if not isinstance(q, AggregateQuery)]
+            if not instances:
+                return
+        # (a table row's query always has its one disjunct: not made here just to look)
+        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts]
+        if never:
+            shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
+            warnings.warn(
+                f"query {shown} can never match: its condition is always false "
+                "(a contradiction, or a division by zero, whose value is NULL)",
+                NeverMatchesWarning,
+                stacklevel=4,
+            )
+        self.registry.add(instances, clock.horizon if since_ts is None else since_ts)
+        self.next_position += len(instances)
+        self._plan = None
+
+    def remove(self, query_id: str) -> None:
+        self._check_not_frozen()
+        if self.aggregator is not None and query_id in self.aggregator.queries:
+            self.aggregator.unregister(query_id)
+            return
+        if query_id not in self.registry:
+            raise KeyError(f"no query with id {query_id!r} is registered")
+        self.registry.remove(query_id)
+        self._plan = None
+
+    def _check_not_frozen(self) -> None:
+        if self.frozen:
+            raise QueryError(
+                "this matcher shares its queries with another (Matcher.restore(..., like=...)); "
+                "register or unregister queries on a matcher of its own",
+                None,
+                None,
+            )
+
+    def ids(self) -> list[str]:
+        aggregates = list(self.aggregator.queries) if self.aggregator is not None else []
+        return list(self.registry.queries) + aggregates
+
+    def forget_streams(self) -> None:
+        """New streams were declared: the next plan is compiled whole."""
+        self._plan = self._previous = None
+
+    # -------------------------------------------------------------------- plan
+
+    @property
+    def plan(self) -> CompiledPlan:
+        """The compiled plan for the current registrations (compiled on demand)."""
+        if self._plan is None:
+            self._version += 1
+            previous, registry = self._previous, self.registry
+            plan = update_plan(previous, registry, self._version) if previous is not None else None
+            if plan is None:  # past a limit of changes: compile it whole
+                plan = compile_plan(registry, self._version)
+                registry.forget_removals(plan.removal_mark)
+            if self.config.check:
+                registry._check()
+                check_plan(plan, registry)
+            self.pipeline.attach(plan)
+            self._plan = self._previous = plan
+        return self._plan
+
+    def compiled_whole(self) -> CompiledPlan:
+        """The plan, compiled whole if it is an updated one (list numbers are then
+        those of a fresh compile: what ``explain`` shows and snapshots record)."""
+        # (with no plan yet, ``plan`` alone could update the previous plan; right after
+        # a registration change the plan is not made yet and would be an updated one)
+        if not self.frozen and (self._plan is None or self._plan.base_plan is not None):
+            self._plan = self._previous = None
+        return self.plan
+
+    # -------------------------------------------------------------- aggregates
+
+    def aggregating(self, stream: str) -> bool:
+        return self.aggregator is not None and stream.lower() in self.aggregator.streams()
+
+    def emit_aggregates(self, clock: Clock) -> None:
+        """Windows ending before the watermark can get no more tuples that are not
+        late: emit them (against the watermark exactly, as the clock keeps it)."""
+        if self.aggregator is not None:
+            mark = clock.current()
+            if mark is not None:
+                self.emitted.extend(self.aggregator.emit(*clock.exact(mark)))
+
+    def take_aggregates(self, flush: bool = False) -> AggregateBatch:
+        """The aggregate rows emitted and not yet taken; ``flush``: end of input first."""
+        if flush and self.aggregator is not None:
+            self.emitted.extend(self.aggregator.flush())
+        out, self.emitted = self.emitted, AggregateBatch()
+        return out
+
+    # --------------------------------------------------------------- snapshots
+
+    def snapshot(self, queries: bool) -> dict[str, Any]:
+        """The queries' part of a matcher snapshot (``queries=False``: all but the
+        match queries, which a matcher restored ``like=`` another shares)."""
+        data: dict[str, Any] = {"next_position": self.next_position}
+        if self.aggregator is not None:  # with its queries either way: no other matcher shares them
+            data["aggregates"] = aggregate_snapshot(self.aggregator, self.emitted)
+        if queries:
+            data["ddl"] = self.catalog.ddl()
+            data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
+            data["queries"] = [(rq.name, rq.text, _since_text(rq.since_ts)) for rq in self.registry]
+        return data
+
+    def restore(self, snapshot: Mapping[str, Any], like: Registrations | None) -> CompiledPlan:
+        """Take the queries of ``snapshot`` (or share ``like``'s); the plan they make."""
+        if like is None:
+            self.registry.roles = list(snapshot.get("roles", ()))  # numbered as the stored tuples are
+            names = [name for name, _, _ in snapshot["queries"]]
+            instances = self.compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
+            instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
+            self.add(instances, since_ts=[_since_value(since) for _, _, since in snapshot["queries"]])
+            self._version += 1
+            plan = self._plan = self._previous = compile_plan(self.registry, self._version)
+        else:
+            self.registry = like.registry
+            plan = like.compiled_whole()  # list numbers as a fresh compile's, as snapshots record
+            like.frozen = self.frozen = True
+            self._plan, self._version = plan, like._version
+        self.next_position = snapshot.get("next_position", like.next_position if like is not None else 1)
+        if "aggregates" in snapshot:
+            compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>")  # noqa: E731
+            self.aggregator, self.emitted = restore_aggregator(
+                snapshot["aggregates"], self.catalog, self.config, compile_texts
+            )
+        return plan
+
+
+class _AggregateError(Exception):
+    """An aggregate query's error, already reported in full (not a match query's)."""
+
+    def __init__(self, error: QueryError) -> None:
+        self.error = error
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    # Compiling allocates many small objects and no reference cycles; the cyclic
+    # collector would otherwise scan the growing registry again and again (half the
+    # time of a million registrations).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _renamed(query: Query, name: str) -> Query:
+    if isinstance(query, AggregateQuery):
+        return dataclasses.replace(query, name=name)
+    return query.renamed(name)
+
+
+def _since_text(since: float | Fraction) -> float | str:
+    """A registration horizon as snapshot data (exact: a Fraction as its text)."""
+    return since if isinstance(since, float) else str(since)
+
+
+def _since_value(data: float | str) -> float | Fraction:
+    return Fraction(data) if isinstance(data, str) else float(data)

@@ -27,8 +27,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from experiments._data import Event
-from mqo import Matcher
-from mqo.results import Match
+from mqo import Match, Matcher
 from runtime.profile import query_predicates
 
 HERE = Path(__file__).resolve().parent

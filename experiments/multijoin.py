@@ -37,8 +37,7 @@ import numpy as np
 
 from experiments import _common as C
 from experiments._data import ICU, Event, describe, generate
-from mqo import Matcher
-from mqo.matcher import ORDERS
+from mqo import ORDERS, Matcher
 
 DESCRIPTION = "thesis §5.2.1 (Figs 5.2-5.7): binary cascades vs multi-join plans for a 4-way B,H,T,K query"
 

@@ -26,8 +26,7 @@ import numpy as np
 
 from experiments import _common as C
 from experiments._data import ddl, describe, generate
-from mqo import Matcher
-from mqo.matcher import ORDERS
+from mqo import ORDERS, Matcher
 
 DESCRIPTION = "thesis §5.2.3 (Figs 5.12-5.15): comparisons, shared matcher vs one matcher per query, 25/50/75% overlap"
 

@@ -47,7 +47,7 @@ from experiments._common import (
     workload,
 )
 from experiments._data import Event, Phase, Uniform, ddl, generate
-from mqo.matcher import ORDERS
+from mqo import ORDERS
 
 DESCRIPTION = (
     "adaptive vs the six static predicate-type orders on the thesis' Figure 5.8 query (stationary and shifting data)"

@@ -143,7 +143,7 @@ def run_local(ddl: str, texts: list[str], streams: dict[str, Any]) -> tuple[floa
     import numpy as np
 
     import mqo
-    from mqo.batch import MatchBatch
+    from mqo import MatchBatch
 
     started = time.perf_counter()
     m = mqo.Matcher(ddl)

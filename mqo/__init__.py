@@ -6,13 +6,20 @@
 '1'
 """
 
-from mqo.batch import MatchBatch
-from mqo.config import MatcherConfig
-from mqo.matcher import Matcher, NeverMatchesWarning
+from mqo.aggregation import AggregateBatch
+from mqo.batch import ARROW_TYPES, MatchBatch, text_of
+from mqo.clock import clock_for
+from mqo.config import ORDERS, MatcherConfig
+from mqo.matcher import Matcher
+from mqo.partitioning import shared_equality_key
+from mqo.registrations import NeverMatchesWarning
 from mqo.results import LateTuple, Match, TupleError
 from predicates import Catalog, MqoError, QueryError
 
 __all__ = [
+    "ARROW_TYPES",
+    "ORDERS",
+    "AggregateBatch",
     "Catalog",
     "LateTuple",
     "Match",
@@ -23,5 +30,8 @@ __all__ = [
     "NeverMatchesWarning",
     "QueryError",
     "TupleError",
+    "clock_for",
+    "shared_equality_key",
+    "text_of",
 ]
 __version__ = "0.1.0"

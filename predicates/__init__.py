@@ -6,10 +6,11 @@ the registry keeps, or the front end's positioned error; all or nothing).
 :func:`compile_queries` gives the front end's own :class:`NormalizedQuery` objects.
 """
 
-from predicates.ast import ColumnType
+from predicates.aggregate import AggregateQuery
+from predicates.ast import Aggregate, BoolLit, ColumnRef, ColumnType, Number, StringLit
 from predicates.catalog import Catalog, Column, StreamSchema
 from predicates.entry import compile
-from predicates.errors import MqoError, QueryError, Source, Span
+from predicates.errors import MqoError, QueryError, Source, Span, did_you_mean
 from predicates.frontend import column_order, compile_parsed, compile_queries, name_queries
 from predicates.normalize import (
     DEFAULT_MAX_DISJUNCTS,
@@ -30,16 +31,21 @@ from predicates.semantic import BoundQuery, OutputColumn, bind
 __all__ = [
     "DEFAULT_MAX_DISJUNCTS",
     "INDEXED_KINDS",
+    "Aggregate",
+    "AggregateQuery",
+    "BoolLit",
     "BoundQuery",
     "Catalog",
     "Column",
     "ColumnKey",
+    "ColumnRef",
     "ColumnType",
     "Conjunct",
     "Kind",
     "ListKey",
     "MqoError",
     "NormalizedQuery",
+    "Number",
     "OutputColumn",
     "Predicate",
     "QueryError",
@@ -47,11 +53,13 @@ __all__ = [
     "Source",
     "Span",
     "StreamSchema",
+    "StringLit",
     "bind",
     "column_order",
     "compile",
     "compile_parsed",
     "compile_queries",
+    "did_you_mean",
     "format_constant",
     "most_covering_first",
     "name_queries",

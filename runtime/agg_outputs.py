@@ -27,11 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mqo.aggregation import AggregateBatch
-from mqo.batch import ARROW_TYPES
-from predicates import ColumnType, MqoError
-from predicates.aggregate import AggregateQuery
-from predicates.ast import Aggregate, BoolLit, ColumnRef, Number, StringLit
+from mqo import ARROW_TYPES, AggregateBatch
+from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
 from runtime.outputs import OutputError, ParquetWriter, ResultWriter, _open_text, _writing
 
 FIXED = ("query", "window_start", "window_end")

@@ -181,7 +181,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             print(f"{name:<14} {entry.load().DESCRIPTION}")
         return 0
     if args.name not in experiments:
-        from predicates.errors import did_you_mean
+        from predicates import did_you_mean
 
         raise CliError(
             f"unknown experiment {args.name!r}" + did_you_mean(args.name, list(experiments)) + "; see --list"
@@ -225,8 +225,7 @@ def lateness_option(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        from predicates import MqoError
-        from predicates.parser import parse_duration
+        from predicates import MqoError, parse_duration
 
         try:
             value = float(parse_duration(text))

@@ -41,7 +41,7 @@ from runtime.input_rows import (
 
 # Integers are read as text and checked here: Arrow's own integer parser also takes
 # hexadecimal ("0x10"), which the rules do not.
-ARROW_TYPES = {
+_CSV_READ_TYPES = {
     ColumnType.INTEGER: pa.string(),
     ColumnType.BYTE: pa.string(),
     ColumnType.FLOAT: pa.float64(),
@@ -72,7 +72,7 @@ def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> S
             read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
             parse_options=pacsv.ParseOptions(newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
-                column_types={h: ARROW_TYPES[k] for h, k in zip(header, kinds, strict=True)},
+                column_types={h: _CSV_READ_TYPES[k] for h, k in zip(header, kinds, strict=True)},
                 null_values=sorted(NULL_TEXTS),
                 strings_can_be_null=True,
                 true_values=sorted(TRUE_TEXTS),

@@ -19,8 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from predicates import ColumnType, MqoError, StreamSchema
-from predicates.errors import did_you_mean
+from predicates import ColumnType, MqoError, StreamSchema, did_you_mean
 
 NULL_TEXTS = frozenset({"", "NULL", "null", "NaN", "nan"})
 TRUE_TEXTS = frozenset({"true", "TRUE", "True", "1", "t", "T"})

@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from predicates import Catalog, StreamSchema
-from predicates.errors import did_you_mean
+from predicates import Catalog, StreamSchema, did_you_mean
 from runtime.csv_input import read_csv
 from runtime.input_rows import (
     FALSE_TEXTS,

@@ -25,9 +25,7 @@ from typing import IO
 
 import numpy as np
 
-from mqo import Matcher
-from mqo.batch import MatchBatch
-from mqo.results import LateTuple
+from mqo import LateTuple, MatchBatch, Matcher
 from runtime import agg_outputs
 from runtime.inputs import InputSpec, StreamData, merge, read_inputs
 from runtime.outputs import (
@@ -37,7 +35,6 @@ from runtime.outputs import (
     open_writer,
     shown_path,
     side_paths,
-    value_types,
 )
 from runtime.stopping import StopFlag, Terminated, deferred_stop, signal_name
 
@@ -192,7 +189,7 @@ def run_match(
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     summary = Summary(output=output, aggregates_path=aggregates_path if separate else None)
     with (
-        open_writer(output, fmt, value_types(matcher)) as writer,
+        open_writer(output, fmt, matcher.value_types()) as writer,
         (
             agg_outputs.open_aggregate_writer(aggregates_path, fmt, aggregates)  # type: ignore[arg-type]
             if separate
@@ -259,6 +256,14 @@ def match_all(
     ``end_of_input`` everything it holds (what a stopped run matched is written too:
     it follows, in ``ts`` order, everything released before)."""
     plan = matcher.plan
+    if end_of_input:
+        # A declared stream with no input sends nothing in this run: it must not hold
+        # the watermark back (no purge, a window state growing with the whole input)
+        # until the idle timeout. It is idle from the start.
+        fed = {d.stream.lower() for d in data}
+        for name in plan.catalog.names():
+            if name.lower() not in fed:
+                matcher.set_idle(name)
     late: list[LateTuple] = []
     matcher.late_sink = late.append
     # The attribute phase of every file runs in the batch kernels first; the rows are

@@ -31,10 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mqo.aggregation import AggregateBatch
-from mqo.batch import MatchBatch
-from mqo.batch import value_types as batch_value_types
-from mqo.results import Match
+from mqo import AggregateBatch, Match, MatchBatch
 from predicates import MqoError
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -44,11 +41,6 @@ _dumps_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allo
 
 class OutputError(MqoError):
     """An output that cannot be written; names the file and the reason."""
-
-
-def value_types(matcher: Any) -> dict[str, pa.DataType]:
-    """The Arrow type of every SELECT value name over the matcher's queries."""
-    return batch_value_types(matcher.registry)
 
 
 def guess_format(path: str, fmt: str | None) -> str:

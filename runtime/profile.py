@@ -35,12 +35,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from mqo import Matcher
-from mqo.matcher import ORDERS
+from mqo import ORDERS, Matcher
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.rows import RowBuilder
-from predicates import Kind, ListKey
-from predicates.errors import did_you_mean
+from predicates import Kind, ListKey, did_you_mean
 from runtime.inputs import InputSpec, StreamData, merge, read_stream
 from runtime.workload import CliError, load_matcher
 

@@ -55,7 +55,7 @@ from predicates import MqoError
 from runtime.agg_outputs import open_aggregate_writer
 from runtime.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
 from runtime.local import Progress, Summary, arrival_order, match_all, number_in_arrival_order
-from runtime.outputs import LinesFile, open_writer, value_types, write_jsonl
+from runtime.outputs import LinesFile, open_writer, write_jsonl
 from runtime.stopping import StopFlag, deferred_stop
 from runtime.workload import CliError
 
@@ -308,7 +308,7 @@ class LocalService:
         separate = bool(aggregates) and self.fmt != "jsonl"
         summary = Summary(output=str(results_path))
         with (
-            open_writer(str(_temporary(results_path)), self.fmt, value_types(self.matcher)) as writer,
+            open_writer(str(_temporary(results_path)), self.fmt, self.matcher.value_types()) as writer,
             (
                 open_aggregate_writer(str(_temporary(aggregates_path)), self.fmt, aggregates)
                 if separate

@@ -54,8 +54,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mqo import Matcher
-from predicates import ColumnType
-from predicates.errors import did_you_mean
+from predicates import ColumnType, did_you_mean
 from runtime.spark_spec import (
     SparkStageError,
     StageSpec,

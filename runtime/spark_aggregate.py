@@ -45,9 +45,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from mqo import Matcher
-from mqo.batch import text_of
-from predicates.aggregate import AggregateQuery
+from mqo import Matcher, text_of
+from predicates import AggregateQuery
 from runtime.spark import unify
 from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout, build_spec, ddl_from_frames
 

@@ -82,8 +82,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mqo import Matcher
-from mqo.results import LateTuple
+from mqo import LateTuple, Matcher
 from predicates import ColumnType
 from runtime.spark import unify
 from runtime.spark_aggregate import (

@@ -27,13 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from mqo import Matcher
-from mqo.batch import ARROW_TYPES
-from mqo.clock import clock_for
-from mqo.results import LateTuple, Match
+from mqo import ARROW_TYPES, LateTuple, Match, Matcher, clock_for
 from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.local import Summary
-from runtime.outputs import check_output_paths, open_writer, side_paths, value_types, write_jsonl
+from runtime.outputs import check_output_paths, open_writer, side_paths, write_jsonl
 from runtime.spark_spec import output_names
 
 if TYPE_CHECKING:
@@ -78,7 +75,7 @@ def run_spark_match(
             if owned:
                 spark.stop()
         found = to_matches(result, matcher)
-    with open_writer(args.output, fmt, value_types(matcher)) as writer:
+    with open_writer(args.output, fmt, matcher.value_types()) as writer:
         writer.write(found)
     summary.results = len(found)
     summary.nonfinite = writer.nonfinite

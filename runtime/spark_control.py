@@ -49,8 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mqo import Matcher, MqoError
-from mqo.batch import text_of
+from mqo import Matcher, MqoError, text_of
 from runtime.spark_spec import SparkStageError, StageSpec
 from runtime.spark_worker import spawn
 

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from mqo import Matcher, MqoError
-from mqo.batch import value_types as batch_value_types
-from mqo.partitioning import shared_equality_key
+from mqo import Matcher, MqoError, shared_equality_key
 from predicates import ColumnType
 
 if TYPE_CHECKING:
@@ -154,8 +152,8 @@ def build_spec(
         raise SparkStageError("allowed_lateness must be >= 0")
     settings: tuple[tuple[str, Any], ...] = (
         ("allowed_lateness", lateness),
-        ("order", matcher.order_name),
-        ("max_disjuncts", matcher.max_disjuncts),
+        ("order", matcher.config.order),
+        ("max_disjuncts", matcher.config.max_disjuncts),
     )
     if slots is not None:
         settings += (("slots", int(slots)),)
@@ -206,7 +204,7 @@ def build_spec(
                 tuple(f"_c{number}_{i}" for i in range(len(names))),
             )
         )
-    types = tuple((name, _arrow_name(t)) for name, t in batch_value_types(registry).items())
+    types = tuple((name, _arrow_name(t)) for name, t in matcher.value_types().items())
     spec = StageSpec(
         ddl=ddl,
         queries=queries,

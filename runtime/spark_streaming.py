@@ -98,11 +98,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mqo import Matcher
-from mqo.batch import text_of
-from mqo.clock import clock_for
-from mqo.config import MatcherConfig
-from mqo.results import LateTuple, Match
+from mqo import LateTuple, Match, Matcher, MatcherConfig, clock_for, text_of
 from predicates import ColumnType
 from runtime.spark import key_column, result_schema, time_buckets, unify
 from runtime.spark_control import (

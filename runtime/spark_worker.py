@@ -15,9 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mqo import Matcher, QueryError
-from mqo.batch import MatchBatch
-from mqo.results import Match
+from mqo import Match, MatchBatch, Matcher, QueryError
 from predicates import Catalog
 from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout
 

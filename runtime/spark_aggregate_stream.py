@@ -88,14 +88,13 @@ from predicates import ColumnType
 from runtime.spark import unify
 from runtime.spark_aggregate import (
     StreamPlan,
-    _aggregate_source,
     aggregate_schema,
     output_rows,
     owned,
     span_bounds,
     stream_plans,
 )
-from runtime.spark_spec import SparkStageError, StreamLayout, build_spec
+from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
 from runtime.spark_streaming import stream_lateness
 
 if TYPE_CHECKING:
@@ -146,7 +145,7 @@ def aggregate_stream(
     for name, df in streams.items():
         if not df.isStreaming:
             raise SparkStageError(f"stream {name}: not a streaming DataFrame; use spark_aggregate.aggregate_batch")
-    matcher = _aggregate_source(queries, schema, streams)
+    matcher = _source(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
     if allowed_lateness is not None and (
         isinstance(allowed_lateness, bool)

@@ -130,6 +130,9 @@ def aggregate_stream(
     allowed_lateness: float | None = None,
     slots: int | None = None,
     span: float | None = None,
+    control: DataFrame | None = None,
+    shared_control: bool = False,
+    max_window: float | None = None,
 ) -> DataFrame:
     """The aggregate rows of the queries over streaming DataFrames: a streaming
     DataFrame (append mode; see the module docstring). ``queries`` holds aggregate
@@ -137,7 +140,13 @@ def aggregate_stream(
     Matcher's (0 for query texts), a stream's own lateness coming from the Matcher's
     ``stream_lateness`` or the DDL's ``ALLOWED LATENESS`` (as the local clock takes
     it); ``slots``: state groups per stream partitioned by key; ``span``: the span
-    width of streams partitioned by time."""
+    width of streams partitioned by time.
+
+    ``control``: a streaming DataFrame of commands (``ts``, ``command``, ``query``)
+    that register and unregister aggregate queries while the stage runs, ``queries``
+    being those active from the start (may be empty): one state group per stream, see
+    :mod:`runtime.spark_aggregate_control` (``shared_control`` and ``max_window`` are
+    for a match stage reading the same commands)."""
     from pyspark.sql import functions as F
 
     if not streams:
@@ -145,6 +154,22 @@ def aggregate_stream(
     for name, df in streams.items():
         if not df.isStreaming:
             raise SparkStageError(f"stream {name}: not a streaming DataFrame; use spark_aggregate.aggregate_batch")
+    if control is not None:
+        if slots is not None or span is not None:
+            raise SparkStageError("slots and span are for a fixed query set; with control= each stream is one group")
+        from runtime.spark_aggregate_control import aggregate_control_stream
+
+        return aggregate_control_stream(
+            streams,
+            queries,
+            control,
+            schema=schema,
+            allowed_lateness=allowed_lateness,
+            shared_control=shared_control,
+            max_window=max_window,
+        )
+    if shared_control or max_window is not None:
+        raise SparkStageError("shared_control and max_window are for queries that come through control=")
     matcher = _source(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
     if allowed_lateness is not None and (

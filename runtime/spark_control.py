@@ -27,10 +27,12 @@ next to a micro-batch, and a group's state then never depends on a plan it canno
 rebuild).
 
 **Bad commands never stop the job.** A query that does not compile (reported with its
-line and column), one whose MAXWINDOW exceeds ``max_window``, an aggregate query, an id
-already registered, an unregister of an unknown id, an unknown command: each becomes a
-row of the output with ``error`` set (``query`` the id when known, ``ts`` the command's)
-and changes nothing. Only state group 0 reports it, so it is reported once.
+line and column), one whose MAXWINDOW exceeds ``max_window``, an aggregate query (they
+run in :mod:`runtime.spark_aggregate_control`), an id already registered, an unregister
+of an unknown id, an unknown command: each becomes a row of the output with ``error``
+set (``query`` the id when known, ``ts`` the command's) and changes nothing. Only state
+group 0 reports it, so it is reported once. With ``shared_control`` the aggregate stage
+reads the same commands and aggregate queries are its (:func:`apply_shared`).
 
 **Output** (:func:`control_schema`): ``query string, ts double, ids map<string,bigint>,
 values map<string,string>, error string``. Value names differ between queries that come

@@ -140,10 +140,20 @@ def aggregate_control_stream(
     knows which match queries that stage refuses."""
     from pyspark.sql import functions as F
 
+    if allowed_lateness is not None and (
+        isinstance(allowed_lateness, bool)
+        or not isinstance(allowed_lateness, (int, float))
+        or not 0 <= allowed_lateness < math.inf
+    ):
+        raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}")
     matcher = _source(queries, schema, streams, None, kind="aggregate", may_be_empty=True)
     lateness = stream_lateness(matcher, allowed_lateness)
     ddl = matcher.catalog.ddl()
     spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    declared = [layout.name for layout in spec.streams]
+    unknown = [name for name in streams if name not in declared]
+    if unknown:
+        raise SparkStageError(f"stream {unknown[0]}: not declared in the schema ({', '.join(declared)})")
     layouts = tuple(spec.stream(name) for name in sorted(streams, key=lambda s: spec.stream(s).number))
     registered = matcher.aggregator.queries if matcher.aggregator is not None else {}
     initial = tuple((name, reg.query.text) for name, reg in registered.items())

@@ -214,5 +214,9 @@ def test_aggregate_control_inputs_are_checked(spark_session: Any, tmp_path: Path
         aggregate_stream({"H": stream}, "", schema=TWO_DDL, control=control, slots=2)
     with pytest.raises(SparkStageError, match="reads stream B: give its DataFrame"):
         aggregate_stream({"H": stream}, PRESSURE, schema=TWO_DDL, control=control)
+    with pytest.raises(SparkStageError, match="stream X: not declared"):
+        aggregate_stream({"X": stream}, "", schema=TWO_DDL, control=control)
+    with pytest.raises(SparkStageError, match="allowed_lateness"):
+        aggregate_stream({"H": stream}, "", schema=TWO_DDL, control=control, allowed_lateness=-1)
     with pytest.raises(SparkStageError, match="control="):
         aggregate_stream({"H": stream}, ALL, schema=TWO_DDL, shared_control=True)

@@ -240,7 +240,17 @@ def apply_shared(
             )
     taken = [q for q in ids if q in foreign or q in matcher.query_ids]
     if taken:
-        return reported((taken[0], f"query id {taken[0]} is already registered"))
+        message = f"query id {taken[0]} is already registered"
+        if mine and taken[0] in matcher.query_ids:
+            try:  # the matcher's own message, which points at the id in the text
+                matcher.register_queries(str(text), source_name=where)
+            except MqoError as exc:
+                if getattr(exc, "span", None) is not None:
+                    message = str(exc)
+            else:  # cannot happen (the id is taken); leave nothing behind if it does
+                for q in ids:
+                    matcher.unregister_query(q)
+        return reported((taken[0], message))
     if not mine:
         # the other stage's queries: their ids are taken, unless that stage refuses them
         if not (kind == "aggregate" and wide):

@@ -14,6 +14,11 @@ its micro-batch) is aggregated into nothing and comes out as a row with a NULL
 ``query`` and ``window_start``, its ``ts`` as ``window_end``, ``group = {stream: id}``
 (the id as text) and NULL ``values``: reported, never dropped silently.
 
+**Queries that come and go**: with ``control=`` (a streaming DataFrame of register and
+unregister commands) the stage runs :mod:`runtime.spark_aggregate_control` instead:
+one state group per stream, the local engine's own clock; what follows is the stage
+with a fixed query set.
+
 **Grouping** (state groups, keyed by stream and ``_p``), per stream as the batch stage
 partitions it (:func:`runtime.spark_aggregate.plan_stream`), so every window is whole
 in one group and nothing is combined across groups:

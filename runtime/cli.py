@@ -167,7 +167,11 @@ def _serve_on_spark(args: argparse.Namespace, schema: str, inputs: dict[str, str
             file=sys.stderr,
         )
         batches = service.run(once=args.once, poll=args.poll)
-        print(f"mqo serve: stopped after {batches} micro-batch(es); a restart carries on from there", file=sys.stderr)
+        print(
+            f"mqo serve: stopped after {batches} micro-batch(es) of the match and aggregate stages; a restart "
+            "carries on from there",
+            file=sys.stderr,
+        )
     finally:
         if owned:
             spark.stop()

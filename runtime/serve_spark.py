@@ -14,8 +14,18 @@ Structured Streaming.
 * ``--output DIR``: Spark's file sink (``part-*`` files, JSON lines or Parquet, and its
   ``_spark_metadata`` log); the rows of :func:`runtime.spark_control.control_schema`:
   results, late tuples (``query`` NULL) and refused commands (``error`` set).
-* ``--checkpoint DIR``: Spark's checkpoint; a restart carries on exactly once, the
-  active queries included.
+* Windowed aggregate queries run too, in a second streaming query over the same
+  directories (:mod:`runtime.spark_aggregate_control`: one state group per stream):
+  their rows go to ``DIR/aggregates`` (a file sink of its own, since its columns
+  differ: :func:`runtime.spark_aggregate_control.aggregate_control_schema`), written
+  once the watermark passes a window's end, with the late tuples of the streams they
+  read (``query`` NULL) and the commands only that stage can refuse (a landmark window
+  after the first tuple, a stream without ``--input``). A file holds queries of one
+  kind; an id is taken once across both kinds. Both stages read every query file;
+  each takes its kind and the match stage reports what is neither (a file that does
+  not compile or mixes both kinds, an ``UNREGISTER`` of an unknown id).
+* ``--checkpoint DIR``: Spark's checkpoints (the aggregate stage's in
+  ``DIR/aggregates``); a restart carries on exactly once, the active queries included.
 
 A malformed data row stops the service with Spark's error naming the file (the CSV
 source runs in FAILFAST mode) rather than being read as NULLs; the local engine's
@@ -120,12 +130,13 @@ class SparkService:
             f"CASE WHEN {rest} = '' THEN regexp_extract_all(value, '{unregister}', 1) ELSE array(value) END AS texts",
         ).selectExpr("ts", "command", "explode(texts) AS query")
 
-    def start(self, *, once: bool = False, poll: float = 1.0) -> StreamingQuery:
+    def start(self, *, once: bool = False, poll: float = 1.0) -> dict[str, StreamingQuery]:
+        """Start both stages: ``matches`` and ``aggregates``, by name."""
+        from runtime.spark_aggregate_stream import aggregate_stream
         from runtime.spark_streaming import match_stream
 
-        streams = {stream: self.stream_frame(stream, folder) for stream, folder in self.inputs.items()}
         results = match_stream(
-            streams,
+            self.streams(),
             "",
             schema=self.schema,
             allowed_lateness=self.allowed_lateness,
@@ -133,29 +144,68 @@ class SparkService:
             emit=self.emit,
             control=self.commands(),
             max_window=self.max_window,
+            shared_control=True,
         )
-        writer = (
-            results.writeStream.format(_SINK_FORMATS[self.fmt])
-            .option("path", self.output)
-            .option("checkpointLocation", self.checkpoint)
-            .outputMode("append")
+        aggregates = aggregate_stream(
+            self.streams(),
+            "",
+            schema=self.schema,
+            allowed_lateness=self.allowed_lateness,
+            control=self.commands(),
+            shared_control=True,
+            max_window=self.max_window,
         )
-        writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{poll} seconds")
-        return writer.start()
+        started = {}
+        for name, rows, path, checkpoint in (
+            ("matches", results, self.output, self.checkpoint),
+            (
+                "aggregates",
+                aggregates,
+                str(Path(self.output) / "aggregates"),
+                str(Path(self.checkpoint) / "aggregates"),
+            ),
+        ):
+            writer = (
+                rows.writeStream.format(_SINK_FORMATS[self.fmt])
+                .queryName(f"mqo-serve-{name}-{id(self)}")
+                .option("path", path)
+                .option("checkpointLocation", checkpoint)
+                .outputMode("append")
+            )
+            writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{poll} seconds")
+            try:
+                started[name] = writer.start()
+            except Exception:
+                for query in started.values():  # not one stage running without the other
+                    query.stop()
+                raise
+        return started
+
+    def streams(self) -> dict[str, DataFrame]:
+        return {stream: self.stream_frame(stream, folder) for stream, folder in self.inputs.items()}
 
     def run(self, *, once: bool = False, poll: float = 1.0) -> int:
-        """Run until done (``once``) or Ctrl-C; the number of micro-batches run."""
-        query = self.start(once=once, poll=poll)
+        """Run until done (``once``), Ctrl-C or a stage's failure (which stops the
+        other); the number of micro-batches run by both stages."""
+        queries = self.start(once=once, poll=poll)
         try:
-            while query.isActive:
-                query.awaitTermination(timeout=1.0)
+            while any(q.isActive for q in queries.values()):
+                for query in queries.values():
+                    if query.isActive:
+                        query.awaitTermination(timeout=0.5)
+                if any(not q.isActive and q.exception() is not None for q in queries.values()):
+                    break
         except KeyboardInterrupt:
-            print("mqo serve: stopping the streaming query", file=sys.stderr)
-            query.stop()
-        error = query.exception()
-        if error is not None:
-            raise CliError(f"the streaming query failed: {error}")
-        return len(query.recentProgress)
+            print("mqo serve: stopping the streaming queries", file=sys.stderr)
+        finally:
+            for query in queries.values():
+                if query.isActive:
+                    query.stop()
+        for name, query in queries.items():
+            error = query.exception()
+            if error is not None:
+                raise CliError(f"the streaming query of the {name} failed: {error}")
+        return sum(len(q.recentProgress) for q in queries.values())
 
 
 def _sql(pattern: str) -> str:

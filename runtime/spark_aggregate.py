@@ -48,7 +48,7 @@ import pyarrow as pa
 from mqo import Matcher, text_of
 from predicates import AggregateQuery
 from runtime.spark import unify
-from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout, build_spec, ddl_from_frames
+from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout, _source, build_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -121,7 +121,7 @@ def aggregate_batch(
     docstring). ``queries`` holds aggregate queries only (match queries go to
     :func:`runtime.spark.match_batch`); ``span``: the time span width for streams
     partitioned by time (default four times the stream's largest RANGE)."""
-    matcher = _aggregate_source(queries, schema, streams)
+    matcher = _source(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
     spark = next(iter(streams.values())).sparkSession
     n = int(partitions or spark.conf.get("spark.sql.shuffle.partitions") or 1)
@@ -154,22 +154,6 @@ def stream_plans(matcher: Matcher, streams: Mapping[str, Any], span: float | Non
     if missing:
         raise SparkStageError(f"aggregate queries read stream(s) {', '.join(missing)}: give their DataFrames")
     return [plan_stream(stream, stream_queries, span) for stream, stream_queries in by_stream.items()]
-
-
-def _aggregate_source(
-    queries: str | Sequence[str] | Matcher, schema: str | None, frames: Mapping[str, DataFrame]
-) -> Matcher:
-    if isinstance(queries, Matcher):
-        matcher = queries
-    else:
-        matcher = Matcher(schema if schema is not None else ddl_from_frames(frames))
-        matcher.register_queries(queries)
-    if len(matcher.registry):
-        names = ", ".join(rq.name for rq in list(matcher.registry)[:5])
-        raise SparkStageError(f"match queries ({names}) go to runtime.spark.match_batch; give aggregate queries only")
-    if matcher.aggregator is None or not len(matcher.aggregator):
-        raise SparkStageError("no aggregate queries given")
-    return matcher
 
 
 def _partitioned(rows: DataFrame, plan: StreamPlan, spec: StageSpec, n: int) -> DataFrame:

@@ -14,6 +14,11 @@ its micro-batch) is aggregated into nothing and comes out as a row with a NULL
 ``query`` and ``window_start``, its ``ts`` as ``window_end``, ``group = {stream: id}``
 (the id as text) and NULL ``values``: reported, never dropped silently.
 
+**Queries that come and go**: with ``control=`` (a streaming DataFrame of register and
+unregister commands) the stage runs :mod:`runtime.spark_aggregate_control` instead:
+one state group per stream, the local engine's own clock; what follows is the stage
+with a fixed query set.
+
 **Grouping** (state groups, keyed by stream and ``_p``), per stream as the batch stage
 partitions it (:func:`runtime.spark_aggregate.plan_stream`), so every window is whole
 in one group and nothing is combined across groups:
@@ -87,14 +92,13 @@ from predicates import ColumnType
 from runtime.spark import unify
 from runtime.spark_aggregate import (
     StreamPlan,
-    _aggregate_source,
     aggregate_schema,
     output_rows,
     owned,
     span_bounds,
     stream_plans,
 )
-from runtime.spark_spec import SparkStageError, StreamLayout, build_spec
+from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
 from runtime.spark_streaming import stream_lateness
 
 if TYPE_CHECKING:
@@ -130,6 +134,9 @@ def aggregate_stream(
     allowed_lateness: float | None = None,
     slots: int | None = None,
     span: float | None = None,
+    control: DataFrame | None = None,
+    shared_control: bool = False,
+    max_window: float | None = None,
 ) -> DataFrame:
     """The aggregate rows of the queries over streaming DataFrames: a streaming
     DataFrame (append mode; see the module docstring). ``queries`` holds aggregate
@@ -137,7 +144,13 @@ def aggregate_stream(
     Matcher's (0 for query texts), a stream's own lateness coming from the Matcher's
     ``stream_lateness`` or the DDL's ``ALLOWED LATENESS`` (as the local clock takes
     it); ``slots``: state groups per stream partitioned by key; ``span``: the span
-    width of streams partitioned by time."""
+    width of streams partitioned by time.
+
+    ``control``: a streaming DataFrame of commands (``ts``, ``command``, ``query``)
+    that register and unregister aggregate queries while the stage runs, ``queries``
+    being those active from the start (may be empty): one state group per stream, see
+    :mod:`runtime.spark_aggregate_control` (``shared_control`` and ``max_window`` are
+    for a match stage reading the same commands)."""
     from pyspark.sql import functions as F
 
     if not streams:
@@ -145,7 +158,23 @@ def aggregate_stream(
     for name, df in streams.items():
         if not df.isStreaming:
             raise SparkStageError(f"stream {name}: not a streaming DataFrame; use spark_aggregate.aggregate_batch")
-    matcher = _aggregate_source(queries, schema, streams)
+    if control is not None:
+        if slots is not None or span is not None:
+            raise SparkStageError("slots and span are for a fixed query set; with control= each stream is one group")
+        from runtime.spark_aggregate_control import aggregate_control_stream
+
+        return aggregate_control_stream(
+            streams,
+            queries,
+            control,
+            schema=schema,
+            allowed_lateness=allowed_lateness,
+            shared_control=shared_control,
+            max_window=max_window,
+        )
+    if shared_control or max_window is not None:
+        raise SparkStageError("shared_control and max_window are for queries that come through control=")
+    matcher = _source(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
     if allowed_lateness is not None and (
         isinstance(allowed_lateness, bool)

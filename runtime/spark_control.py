@@ -27,10 +27,12 @@ next to a micro-batch, and a group's state then never depends on a plan it canno
 rebuild).
 
 **Bad commands never stop the job.** A query that does not compile (reported with its
-line and column), one whose MAXWINDOW exceeds ``max_window``, an aggregate query, an id
-already registered, an unregister of an unknown id, an unknown command: each becomes a
-row of the output with ``error`` set (``query`` the id when known, ``ts`` the command's)
-and changes nothing. Only state group 0 reports it, so it is reported once.
+line and column), one whose MAXWINDOW exceeds ``max_window``, an aggregate query (they
+run in :mod:`runtime.spark_aggregate_control`), an id already registered, an unregister
+of an unknown id, an unknown command: each becomes a row of the output with ``error``
+set (``query`` the id when known, ``ts`` the command's) and changes nothing. Only state
+group 0 reports it, so it is reported once. With ``shared_control`` the aggregate stage
+reads the same commands and aggregate queries are its (:func:`apply_shared`).
 
 **Output** (:func:`control_schema`): ``query string, ts double, ids map<string,bigint>,
 values map<string,string>, error string``. Value names differ between queries that come
@@ -43,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -118,9 +120,12 @@ def apply_commands(
     frozen: dict[str, Any] | None,
     queries: Sequence[tuple[str, str]],
     commands: pd.DataFrame,
+    foreign: set[str] | None = None,
 ) -> tuple[Matcher, list[tuple[str | None, float, str]]]:
     """A group's matcher after this micro-batch's commands, and the errors as
-    ``(query id or None, ts, message)``. ``commands`` has ``ts``, ``_cmd``, ``_text``.
+    ``(query id or None, ts, message)``. ``commands`` has ``ts``, ``_cmd``, ``_text``;
+    ``foreign``: the ids the aggregate stage holds, when it shares the commands
+    (updated in place).
 
     The group's matcher is restored whole (its queries compiled again), since a matcher
     sharing a cached plan cannot change its queries.
@@ -133,50 +138,144 @@ def apply_commands(
     snap["queries"] = [(name, text, -math.inf) for name, text, _ in snap["queries"]]
     matcher = Matcher.restore(snap)
     errors: list[tuple[str | None, float, str]] = []
-    order = commands.assign(_c=commands["_cmd"].fillna(""), _t=commands["_text"].fillna(""))
-    order = order.sort_values(["ts", "_c", "_t"], kind="stable")
-    for ts, command, text in zip(order["ts"].tolist(), order["_cmd"].tolist(), order["_text"].tolist(), strict=True):
-        error = _apply(matcher, spec, float(ts), command, text)
+    shared = dict(spec.settings).get("shared_control", False)
+    for ts, command, text in ordered_commands(commands):
+        error = apply_shared(
+            matcher,
+            "match",
+            foreign if foreign is not None else set(),
+            ts,
+            command,
+            text,
+            shared=shared,
+            max_window=spec.max_window,
+        )
         if error is not None:
-            errors.append((error[0], float(ts), error[1]))
+            errors.append((error[0], ts, error[1]))
     return matcher, errors
 
 
-def _apply(matcher: Matcher, spec: StageSpec, ts: float, command: Any, text: Any) -> tuple[str | None, str] | None:
-    """One command; ``(id, message)`` when it is refused."""
+def ordered_commands(commands: pd.DataFrame) -> list[tuple[float, Any, Any]]:
+    """A micro-batch's commands (``ts``, ``_cmd``, ``_text``) in the order they are
+    applied: by ``(ts, command, query)``, NULLs as empty text."""
+    order = commands.assign(_c=commands["_cmd"].fillna(""), _t=commands["_text"].fillna(""))
+    order = order.sort_values(["ts", "_c", "_t"], kind="stable")
+    columns = (order["ts"].tolist(), order["_cmd"].tolist(), order["_text"].tolist())
+    return [(float(ts), command, text) for ts, command, text in zip(*columns, strict=True)]
+
+
+OTHER_STAGE = {
+    "match": "aggregate queries run in runtime.spark_aggregate_stream.aggregate_stream(control=...)",
+    "aggregate": "match queries run in runtime.spark_streaming.match_stream(control=...)",
+}
+
+
+def apply_shared(
+    matcher: Matcher,
+    kind: str,
+    foreign: set[str],
+    ts: float,
+    command: Any,
+    text: Any,
+    *,
+    shared: bool = False,
+    max_window: float | None = None,
+    check: Callable[[list[str]], tuple[str, str] | None] | None = None,
+) -> tuple[str | None, str] | None:
+    """One command on a group's matcher in a stage running queries of ``kind``
+    (``match`` or ``aggregate``); ``(id, message)`` when it is refused and this stage
+    is the one to report it. All or nothing, as :meth:`mqo.Matcher.register_queries`.
+
+    ``shared``: the match stage and the aggregate stage read the same commands. Each
+    registers the queries of its kind and keeps the other kind's ids in ``foreign``
+    (so an id is taken once across both); the match stage reports what belongs to
+    neither (a text that does not compile, one of both kinds, a duplicate id, an
+    unregister of an unknown id), each stage what only it can see. ``max_window``:
+    the match stage's bound on MAXWINDOW (the aggregate stage needs it to know which
+    match queries that stage refuses). ``check``: the stage's own test of its new
+    queries, an ``(id, message)`` to refuse them.
+    """
+    reports_all = kind == "match" or not shared
+
+    def reported(error: tuple[str | None, str]) -> tuple[str | None, str] | None:
+        return error if reports_all else None
+
     verb = str(command).strip().lower() if command is not None else ""
     if verb not in COMMANDS:
-        return None, f"unknown command {command!r} at ts {ts!r}; use register or unregister"
+        return reported((None, f"unknown command {command!r} at ts {ts!r}; use register or unregister"))
     if text is None or not str(text).strip():
-        return None, f"{verb} at ts {ts!r}: no query given"
+        return reported((None, f"{verb} at ts {ts!r}: no query given"))
     if verb == "unregister":
         name = str(text).strip().rstrip(";").strip()
-        if name not in matcher.registry.queries:
-            return name, f"unregister at ts {ts!r}: no query {name!r} is registered"
-        matcher.unregister_query(name)
-        return None
+        if name in matcher.query_ids:
+            matcher.unregister_query(name)
+            return None
+        if name in foreign:
+            foreign.discard(name)
+            return None
+        return reported((name, f"unregister at ts {ts!r}: no query {name!r} is registered"))
+    where = f"<register at ts {ts!r}>"
+    # the text's own errors (syntax, names, ids given twice), found on a matcher without
+    # state, so that each stage, whatever it holds, judges the text alike
+    probe = Matcher(matcher.catalog, config=matcher.config)
     try:
-        ids = matcher.register_queries(str(text), source_name=f"<register at ts {ts!r}>")
+        ids = probe.register_queries(str(text), source_name=where)
     except MqoError as exc:
-        return getattr(exc, "query", None), str(exc)
-    registry = matcher.registry.queries
-    aggregates = [q for q in ids if q not in registry]
-    too_wide = [
-        q for q in ids if q in registry and registry[q].is_multi_stream and registry[q].maxwindow > spec.max_window
-    ]
-    if not (aggregates or too_wide):
+        return reported((getattr(exc, "query", None), str(exc)))
+    matches = [q for q in ids if q in probe.registry.queries]
+    mine = matches if kind == "match" else [q for q in ids if q not in probe.registry.queries]
+    wide = [q for q in matches if max_window is not None and _too_wide(probe, q, max_window)]
+    if len(mine) != len(ids):
+        other = next(q for q in ids if q not in mine)
+        if not shared:
+            return other, f"query {other}: {OTHER_STAGE[kind]}"
+        if mine:
+            return reported(
+                (
+                    ids[0],
+                    f"register at ts {ts!r}: a text of both match and aggregate queries; register "
+                    "them in texts of their own",
+                )
+            )
+    taken = [q for q in ids if q in foreign or q in matcher.query_ids]
+    if taken:
+        message = f"query id {taken[0]} is already registered"
+        if mine and taken[0] in matcher.query_ids:
+            try:  # the matcher's own message, which points at the id in the text
+                matcher.register_queries(str(text), source_name=where)
+            except MqoError as exc:
+                if getattr(exc, "span", None) is not None:
+                    message = str(exc)
+            else:  # cannot happen (the id is taken); leave nothing behind if it does
+                for q in ids:
+                    matcher.unregister_query(q)
+        return reported((taken[0], message))
+    if not mine:
+        # the other stage's queries: their ids are taken, unless that stage refuses them
+        if not (kind == "aggregate" and wide):
+            foreign.update(ids)
         return None
-    # all or nothing, as register_queries itself
-    message = (
-        f"query {aggregates[0]}: aggregate queries do not run in the streaming stage yet "
-        "(batch: runtime.spark_aggregate)"
-        if aggregates
-        else f"query {too_wide[0]}: MAXWINDOW {registry[too_wide[0]].maxwindow:g} s is larger than the stage's "
-        f"max_window {spec.max_window:g} s; restart the stage with a larger max_window to run it"
-    )
-    for q in ids:
-        matcher.unregister_query(q)
-    return (aggregates or too_wide)[0], message
+    if wide:
+        q = wide[0]
+        return q, (
+            f"query {q}: MAXWINDOW {probe.registry.queries[q].maxwindow:g} s is larger than the stage's "
+            f"max_window {max_window:g} s; restart the stage with a larger max_window to run it"
+        )
+    try:
+        ids = matcher.register_queries(str(text), source_name=where)
+    except MqoError as exc:  # what only this matcher's state refuses (a landmark window after the first tuple)
+        named = getattr(exc, "query", None) or next((q for q in ids if f"query {q}:" in str(exc)), None)
+        return named, str(exc)
+    refused = check(ids) if check is not None else None
+    if refused is not None:
+        for q in ids:
+            matcher.unregister_query(q)
+    return refused
+
+
+def _too_wide(probe: Matcher, query: str, max_window: float) -> bool:
+    rq = probe.registry.queries[query]
+    return rq.is_multi_stream and rq.maxwindow > max_window
 
 
 def result_row(query: str, ts: float, ids: dict[str, int], values: dict[str, Any]) -> tuple[Any, ...]:

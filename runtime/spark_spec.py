@@ -82,12 +82,22 @@ def _fingerprint(ddl: str, queries: Sequence[tuple[str, str]], settings: Sequenc
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _no_aggregates(matcher: Matcher) -> None:
-    if matcher.aggregator is not None and len(matcher.aggregator):
+KINDS = ("match", "aggregate")
+
+
+def only_kind(matcher: Matcher, kind: str) -> None:
+    """Refuse a matcher holding queries of the other kind than the stage runs."""
+    if kind == "match" and matcher.aggregator is not None and len(matcher.aggregator):
         names = ", ".join(list(matcher.aggregator.queries)[:5])
         raise SparkStageError(
             f"aggregate queries ({names}) do not run in the match stages; run them with "
-            "runtime.spark_aggregate.aggregate_batch (batch), mqo match --engine local or Matcher.push_batch"
+            "runtime.spark_aggregate.aggregate_batch (batch), runtime.spark_aggregate_stream.aggregate_stream "
+            "(streaming), mqo match --engine local or Matcher.push_batch"
+        )
+    if kind == "aggregate" and len(matcher.registry):
+        names = ", ".join(rq.name for rq in list(matcher.registry)[:5])
+        raise SparkStageError(
+            f"match queries ({names}) go to runtime.spark.match_batch or match_stream; give aggregate queries only"
         )
 
 
@@ -98,23 +108,29 @@ def _source(
     order: str | None,
     *,
     may_be_empty: bool = False,
+    kind: str = "match",
 ) -> Matcher:
-    """A driver-side matcher holding the streams and queries (validates them here,
-    with the usual located errors, before any Spark job runs). ``may_be_empty``: no
-    queries is fine (they come later, through a control stream)."""
+    """A driver-side matcher holding the streams and queries of a stage of ``kind``
+    (``match`` or ``aggregate``; it validates them here, with the usual located
+    errors, before any Spark job runs). ``may_be_empty``: no queries is fine (they
+    come later, through a control stream)."""
+    if kind not in KINDS:
+        raise SparkStageError(f"internal error: a stage of unknown kind {kind!r}")
     if isinstance(queries, Matcher):
         if schema is not None:
             raise SparkStageError("give schema= only with query texts; a Matcher brings its own streams")
-        _no_aggregates(queries)
-        if not len(queries.registry) and not may_be_empty:
-            raise SparkStageError("the matcher has no registered queries")
-        return queries
-    ddl = schema if schema is not None else ddl_from_frames(frames)
-    matcher = Matcher(ddl) if order is None else Matcher(ddl, order=order)
-    matcher.register_queries(queries)
-    _no_aggregates(matcher)
-    if not len(matcher.registry) and not may_be_empty:
-        raise SparkStageError("no queries given")
+        matcher = queries
+    else:
+        ddl = schema if schema is not None else ddl_from_frames(frames)
+        matcher = Matcher(ddl) if order is None else Matcher(ddl, order=order)
+        matcher.register_queries(queries)
+    only_kind(matcher, kind)
+    count = len(matcher.registry) if kind == "match" else len(matcher.aggregator or ())
+    if not count and not may_be_empty:
+        what = "queries" if kind == "match" else "aggregate queries"
+        raise SparkStageError(
+            f"the matcher has no registered {what}" if isinstance(queries, Matcher) else f"no {what} given"
+        )
     return matcher
 
 

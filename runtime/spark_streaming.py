@@ -92,6 +92,7 @@ from __future__ import annotations
 import math
 import pickle
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +114,7 @@ from runtime.spark_control import (
     with_queries,
 )
 from runtime.spark_control import frame as control_frame
-from runtime.spark_spec import SparkStageError, StageSpec, _source, build_spec
+from runtime.spark_spec import SparkStageError, StageSpec, _source, _with_fingerprint, build_spec
 from runtime.spark_worker import Rows, freeze, spawn
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ def match_stream(
     emit: str = "arrival",
     control: DataFrame | None = None,
     max_window: float | None = None,
+    shared_control: bool = False,
 ) -> DataFrame:
     """Match streaming DataFrames against the queries; a streaming DataFrame of results
     (append mode). Arguments as in :func:`runtime.spark.match_batch`;
@@ -151,7 +153,8 @@ def match_stream(
     that register and unregister queries while the stage runs, ``queries`` being the
     ones active from the start (may be empty); ``max_window`` (required with it)
     bounds their MAXWINDOW. See :mod:`runtime.spark_control` for the rule and the
-    output schema."""
+    output schema. ``shared_control``: the aggregate stage reads the same commands
+    (:mod:`runtime.spark_aggregate_control`); aggregate queries are its, not errors."""
     from pyspark.sql import functions as F
 
     for name, df in streams.items():
@@ -182,6 +185,10 @@ def match_stream(
     if spec.mode == "time" and slots < 2:
         # consecutive buckets must not share a matcher, or a copied tuple would meet its original
         spec = build_spec(matcher, slots=2, **options)  # type: ignore[arg-type]
+    if shared_control:
+        if control is None:
+            raise SparkStageError("shared_control is for queries that come through a control stream (control=)")
+        spec = _with_fingerprint(replace(spec, settings=(*spec.settings, ("shared_control", True))))
     ring = _slots(spec)
     # one watermark per source, the operator's the smallest: the local per-stream rule
     first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
@@ -268,6 +275,7 @@ def match_group(
     watermark = wm_ms / 1000.0 if wm_ms > 0 else float("-inf")
     frozen = None
     queries = spec.queries
+    foreign: set[str] = set()  # the aggregate stage's ids, when it shares the commands
     if state.exists:
         saved = pickle.loads(state.get[0])
         if saved.get("format") != STATE_FORMAT or saved.get("fingerprint") != spec.fingerprint:
@@ -277,13 +285,14 @@ def match_group(
             )
         frozen = saved["matcher"]
         queries = tuple(saved.get("queries", spec.queries))
+        foreign = set(saved.get("foreign", ()))
     parts = [f for f in frames if len(f)]
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else None
     out: list[tuple[Any, ...]] = []
     if dynamic and rows is not None and rows["_cmd"].notna().any():
         # commands first, at the micro-batch's start (runtime.spark_control)
         is_command = rows["_cmd"].notna().to_numpy()
-        matcher, errors = apply_commands(spec, frozen, queries, rows[is_command])
+        matcher, errors = apply_commands(spec, frozen, queries, rows[is_command], foreign)
         queries = active_queries(matcher)
         rows = rows[~is_command]
         if slot == 0:  # every group applies every command; one reports what was refused
@@ -315,6 +324,7 @@ def match_group(
     saved_state: dict[str, Any] = {"format": STATE_FORMAT, "fingerprint": spec.fingerprint, "matcher": freeze(matcher)}
     if dynamic:
         saved_state["queries"] = queries
+        saved_state["foreign"] = sorted(foreign)
     state.update((pickle.dumps(saved_state, protocol=pickle.HIGHEST_PROTOCOL),))
     first = matcher.next_release_ts
     if first is not None:

@@ -1,0 +1,326 @@
+"""Aggregate queries that come and go while the streaming aggregate stage runs: a
+control stream of commands, as :mod:`runtime.spark_control` is for match queries.
+
+>>> commands = spark.readStream.schema("ts double, command string, query string").json("in/commands")
+>>> rows = aggregate_stream({"H": h, "B": b}, "", schema=ddl, control=commands)
+
+Commands are the rows ``(ts, command, query)`` of :mod:`runtime.spark_control`
+(``register`` with query text, ``unregister`` with an id), applied at the start of the
+micro-batch that brings them, those of one micro-batch in ``(ts, command, query)``
+order.
+
+**Groups: one state group per stream.** A dynamic query set cannot be partitioned by a
+group key or time span chosen in advance, so each stream given is one state group
+holding one :class:`mqo.Matcher`, the aggregate queries of that stream aggregated in
+it. Every group applies every command (the query set is in every group's state, next
+to its slices, so a restart from the checkpoint carries it, exactly once like the
+rows), and every group sees every tuple's ``(ts, stream, id)``: its own stream's
+tuples whole, the others' as markers (a heartbeat of that stream), which the group's
+matcher takes as the local engine takes their tuples. So each group's matcher keeps
+the local engine's own per-stream clock (the lateness as ``stream_lateness``, else the
+DDL's ``ALLOWED LATENESS``, else ``allowed_lateness``; no idle timeout), fed each
+micro-batch's commands, then its tuples in ``(ts, stream, id)`` order: the rows are
+exactly those of a local matcher fed the same (``tests/test_spark_aggregate_control.py``).
+Spark's watermark plays no part. The cost: a stream's aggregation runs in one task,
+and every tuple is copied, as a marker of three columns, to every other stream's group.
+
+**Registration.** A query registered in micro-batch k reports the windows that start
+at or after the newest ``ts`` of any stream in micro-batches before k (they hold only
+tuples that arrive after it; :class:`mqo.aggregation.Aggregator`); one registered
+before any tuple reports every window holding data, and a count window (``ROWS``)
+numbers the rows that arrive after it. A landmark window (``RANGE UNBOUNDED``) must be
+registered before the first tuple. A query unregistered in micro-batch k reports
+nothing from micro-batch k on; the windows the watermark passed before k were
+reported in earlier micro-batches.
+
+**Time.** A tuple is late when its ``ts`` is older than the group's watermark when it
+comes (the local per-stream rule, tuple by tuple); it comes out as a row with a NULL
+``query`` and ``window_start``, its ``ts`` as ``window_end``, ``group = {stream: id}``.
+A stream declared in the DDL but not given a DataFrame is idle from the start (it
+would hold the watermark back for ever); one given but silent holds it back, as
+locally without an idle timeout.
+
+**Bad commands never stop the job**: a query that does not compile (its line and
+column), a match query (they go to :func:`runtime.spark_streaming.match_stream`), a
+query on a stream without a DataFrame, a landmark window after the first tuple, an id
+already registered, an unregister of an unknown id, an unknown command: each is a row
+with ``error`` set (``query`` the id when known, ``window_end`` the command's ``ts``)
+and changes nothing. One group reports it.
+
+**Shared with the match stage** (``shared_control=True``, as ``mqo serve --engine
+spark`` runs them): the match stage (:func:`~runtime.spark_streaming.match_stream` with
+``shared_control=True``) and this one read the same commands; each takes the queries of
+its kind and leaves the others', keeping their ids so that an id is taken once across
+both stages (:func:`runtime.spark_control.apply_shared`). The match stage reports what
+belongs to neither: a text that does not compile, one mixing both kinds, an
+unregister of an id neither has.
+
+**Output** (:func:`aggregate_control_schema`): the aggregate stage's columns
+(:func:`runtime.spark_aggregate.aggregate_schema`) and ``error string``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import pickle
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from mqo import Matcher
+from runtime.spark import unify
+from runtime.spark_aggregate import aggregate_schema, output_rows
+from runtime.spark_aggregate_stream import _as_text, _columns, _late_row
+from runtime.spark_control import COMMANDS, apply_shared, command_rows, ordered_commands
+from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
+from runtime.spark_streaming import stream_lateness
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.state import GroupState
+    from pyspark.sql.types import StructType
+
+STATE_SCHEMA = "blob binary"
+STATE_FORMAT = 1
+
+
+def aggregate_control_schema() -> StructType:
+    """The aggregate rows' schema, and ``error`` for refused commands."""
+    from pyspark.sql import types as T
+
+    schema = aggregate_schema()
+    return T.StructType([*schema.fields, T.StructField("error", T.StringType())])
+
+
+@dataclass(frozen=True)
+class _ControlJob:
+    """What every group needs: the DDL, the streams given (number, layout), the
+    per-stream lateness, the queries active from the start, and the settings of a
+    stage sharing its commands with the match stage."""
+
+    ddl: str
+    layouts: tuple[StreamLayout, ...]  # the streams given, by number
+    lateness: tuple[tuple[str, float], ...]
+    idle: tuple[str, ...]  # declared streams without a DataFrame
+    initial: tuple[tuple[str, str], ...]  # (id, text)
+    shared: bool
+    max_window: float | None  # the match stage's, when shared
+    fingerprint: str
+
+    def layout(self, number: int) -> StreamLayout:
+        for layout in self.layouts:
+            if layout.number == number:
+                return layout
+        raise SparkStageError(f"internal error: rows of an unknown stream number {number}")
+
+    @property
+    def reporter(self) -> int:
+        """The group that reports refused commands (every group applies them)."""
+        return min(layout.number for layout in self.layouts)
+
+
+def aggregate_control_stream(
+    streams: Mapping[str, DataFrame],
+    queries: str | Sequence[str] | Matcher,
+    control: DataFrame,
+    *,
+    schema: str | None = None,
+    allowed_lateness: float | None = None,
+    shared_control: bool = False,
+    max_window: float | None = None,
+) -> DataFrame:
+    """The aggregate rows of queries that come and go through ``control`` (see the
+    module docstring); ``queries`` are the ones active from the start (may be empty).
+    ``max_window``: with ``shared_control``, the match stage's, so that this stage
+    knows which match queries that stage refuses."""
+    from pyspark.sql import functions as F
+
+    if allowed_lateness is not None and (
+        isinstance(allowed_lateness, bool)
+        or not isinstance(allowed_lateness, (int, float))
+        or not 0 <= allowed_lateness < math.inf
+    ):
+        raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}")
+    matcher = _source(queries, schema, streams, None, kind="aggregate", may_be_empty=True)
+    lateness = stream_lateness(matcher, allowed_lateness)
+    ddl = matcher.catalog.ddl()
+    spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    declared = [layout.name for layout in spec.streams]
+    unknown = [name for name in streams if name not in declared]
+    if unknown:
+        raise SparkStageError(f"stream {unknown[0]}: not declared in the schema ({', '.join(declared)})")
+    layouts = tuple(spec.stream(name) for name in sorted(streams, key=lambda s: spec.stream(s).number))
+    registered = matcher.aggregator.queries if matcher.aggregator is not None else {}
+    initial = tuple((name, reg.query.text) for name, reg in registered.items())
+    given = {layout.name for layout in layouts}
+    idle = tuple(layout.name for layout in spec.streams if layout.name not in given)
+    settings = (STATE_FORMAT, ddl, [x.name for x in layouts], sorted(lateness.items()), initial, shared_control)
+    fingerprint = hashlib.sha256(repr((*settings, max_window)).encode()).hexdigest()
+    job = _ControlJob(
+        ddl, layouts, tuple(sorted(lateness.items())), idle, initial, shared_control, max_window, fingerprint
+    )
+    for name, reg in registered.items():
+        if reg.query.stream.lower() not in {g.lower() for g in given}:
+            raise SparkStageError(f"query {name} reads stream {reg.query.stream}: give its DataFrame")
+    rows = unify(streams, spec, require_id=True)
+    numbers = [layout.number for layout in layouts]
+    # every tuple whole to its own stream's group, and as a marker to every other group
+    own = rows.withColumn("_g", F.col("_s"))
+    parts = [own]
+    if len(numbers) > 1:
+        others = ", ".join(map(str, numbers))
+        markers = rows.selectExpr("_s", "ts", "id", f"explode(filter(array({others}), g -> g != _s)) AS _g")
+        parts.append(markers)
+    commands = command_rows(control, len(numbers)).selectExpr(
+        "ts", "_cmd", "_text", f"element_at(array({', '.join(map(str, numbers))}), _slot + 1) AS _g"
+    )
+    grouped = parts[0]
+    for part in [*parts[1:], commands]:
+        grouped = grouped.unionByName(part, allowMissingColumns=True)
+    grouped = _as_text(grouped, layouts)
+    return grouped.groupBy("_g").applyInPandasWithState(
+        partial(control_group, job), aggregate_control_schema(), STATE_SCHEMA, "append", "NoTimeout"
+    )
+
+
+# ------------------------------------------------------------- on the workers
+
+
+def control_group(
+    job: _ControlJob, key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """One stream's group in one micro-batch: restore its matcher, apply the commands,
+    feed the tuples (its own) and markers (the others') in (ts, stream, id) order, put
+    out the windows the watermark passed, save the state."""
+    number = int(key[0])
+    layout = job.layout(number)
+    late: list[Any] = []
+    if state.exists:
+        saved = pickle.loads(state.get[0])
+        if saved.get("format") != STATE_FORMAT or saved.get("fingerprint") != job.fingerprint:
+            raise SparkStageError(
+                "the checkpoint's state was written for other streams, queries or settings; start from a new "
+                "checkpoint location"
+            )
+        matcher = Matcher.restore(saved["matcher"], late_sink=late.append)
+        foreign = set(saved["foreign"])
+    else:
+        matcher = _new_matcher(job, late.append)
+        foreign = set()
+    parts = [f for f in frames if len(f)]
+    out: list[tuple[Any, ...]] = []
+    if parts:
+        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        is_command = rows["_cmd"].notna().to_numpy()
+        if is_command.any():
+            # commands first, at the micro-batch's start
+            for ts, command, text in ordered_commands(rows[is_command]):
+                refused = _apply(matcher, job, foreign, ts, command, text)
+                if refused is not None and number == job.reporter:
+                    out.append((refused[0], None, ts, None, None, refused[1]))
+        tuples = rows[~is_command]
+        if len(tuples):
+            _feed(matcher, job, layout, tuples)
+    mine = {q for q, reg in (matcher.aggregator.queries.items() if matcher.aggregator else ()) if _is(reg, layout)}
+    out += [(*r, None) for r in output_rows(matcher.poll_aggregates()) if r[0] in mine]
+    out += [(*_late_row(t.stream, t.ts, t.id), None) for t in late]
+    blob = {"format": STATE_FORMAT, "fingerprint": job.fingerprint, "matcher": matcher.snapshot(), "foreign": foreign}
+    state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
+    if out:
+        yield _frame(out)
+
+
+def _is(reg: Any, layout: StreamLayout) -> bool:
+    return reg.query.stream.lower() == layout.name.lower()
+
+
+def _new_matcher(job: _ControlJob, late_sink: Any) -> Matcher:
+    lateness = dict(job.lateness)
+    matcher = Matcher(
+        job.ddl,
+        allowed_lateness=0.0,
+        stream_lateness=lateness,
+        idle_timeout=None,
+        late_sink=late_sink,
+    )
+    for name in job.idle:
+        matcher.set_idle(name)
+    for name, text in job.initial:
+        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
+    return matcher
+
+
+def _apply(
+    matcher: Matcher, job: _ControlJob, foreign: set[str], ts: float, command: Any, text: Any
+) -> tuple[str | None, str] | None:
+    """One command; ``(id, message)`` when it is refused and this stage reports it."""
+    given = {layout.name.lower() for layout in job.layouts}
+
+    def check(ids: list[str]) -> tuple[str, str] | None:
+        assert matcher.aggregator is not None
+        for q in ids:
+            stream = matcher.aggregator.queries[q].query.stream
+            if stream.lower() not in given:
+                return q, f"query {q} reads stream {stream}, which the stage has no input for"
+        return None
+
+    return apply_shared(
+        matcher,
+        "aggregate",
+        foreign,
+        ts,
+        command,
+        text,
+        shared=job.shared,
+        max_window=job.max_window,
+        check=check,
+    )
+
+
+def _feed(matcher: Matcher, job: _ControlJob, layout: StreamLayout, rows: pd.DataFrame) -> None:
+    """The micro-batch's tuples in (ts, stream, id) order: runs of its own stream's
+    pushed, runs of the others' markers taken as heartbeats of their streams (each
+    stream's newest, what its tuples tell the clock)."""
+    for column in ("ts", "id"):
+        if rows[column].isna().any():
+            raise SparkStageError(f"a tuple has a NULL {column}")
+    rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
+    s = rows["_s"].to_numpy()
+    mine = s == layout.number
+    cut = np.flatnonzero(mine[1:] != mine[:-1]) + 1
+    starts = np.concatenate(([0], cut)).tolist()
+    ends = np.concatenate((cut, [len(rows)])).tolist()
+    for start, end in zip(starts, ends, strict=True):
+        run = rows.iloc[start:end]
+        if mine[start]:
+            matcher.push_batch(layout.name, _columns(run, layout))
+            continue
+        for number, ts in run.groupby("_s")["ts"].max().items():
+            name = next((x.name for x in job.layouts if x.number == int(number)), None)
+            if name is None:
+                raise SparkStageError(f"internal error: a marker of an unknown stream number {number}")
+            if not math.isfinite(float(ts)):
+                raise SparkStageError(f"stream {name}: a tuple has the ts {ts!r}")
+            matcher.heartbeat(name, float(ts))
+
+
+def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    columns = list(zip(*rows, strict=True))
+    return pd.DataFrame(
+        {
+            "query": pd.Series(columns[0], dtype=object),
+            "window_start": pd.Series([np.nan if v is None else v for v in columns[1]], dtype="float64"),
+            "window_end": pd.Series(columns[2], dtype="float64"),
+            "group": pd.Series([None if g is None else dict(g) for g in columns[3]], dtype=object),
+            "values": pd.Series([None if v is None else dict(v) for v in columns[4]], dtype=object),
+            "error": pd.Series(columns[5], dtype=object),
+        }
+    )
+
+
+__all__ = ["COMMANDS", "aggregate_control_schema", "aggregate_control_stream", "control_group"]

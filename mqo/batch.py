@@ -153,7 +153,7 @@ def row_columns(row: tuple[Any, ...], schema: StreamSchema) -> dict[str, Any]:
     columns: dict[str, Any] = {}
     numeric: list[tuple[str, float]] = []
     for col, v in zip(schema.columns, row[2:], strict=True):
-        if not col.ctype.is_numeric:
+        if col.ctype not in _NUMERIC:
             columns[col.name] = [v]
         elif v is None:
             numeric.append((col.name, math.nan))
@@ -170,6 +170,7 @@ def row_columns(row: tuple[Any, ...], schema: StreamSchema) -> dict[str, Any]:
     return columns
 
 
+_NUMERIC = frozenset(t for t in ColumnType if t.is_numeric)
 EXACT = "\x00exact"  # key of the exact INTEGER columns in a columns dict (no column has this name)
 
 
@@ -235,7 +236,11 @@ def slots_of(mask: int) -> np.ndarray:
             mask ^= low
         return np.array(out, np.int64)
     raw = np.frombuffer(mask.to_bytes((mask.bit_length() + 7) // 8, "little"), np.uint8)
-    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).astype(np.int64)
+    # results are usually few among many slots: unpack only the bytes that hold some
+    nonzero = np.flatnonzero(raw)
+    bits = np.unpackbits(raw[nonzero, None], axis=1, bitorder="little")
+    rows, cols = np.nonzero(bits)
+    return nonzero[rows] * 8 + cols
 
 
 def _plain(values: Any) -> Any:
@@ -316,10 +321,18 @@ class MatchBatch:
     def matches(self) -> list[Match]:
         slots = self.plan.slots
         out = []
-        for q, ts, rows in self._entries():
-            slot = slots[q]
-            ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
-            out.append(Match(slot.name, ts, ids, {name: fn(rows) for name, fn in slot.outputs}))
+        for group, ts, rows in self._groups():
+            # the queries of one context share their aliases and SELECT code: an
+            # assignment's ids and values are computed once per context, each result
+            # gets its own copies
+            made: dict[int, tuple[dict[str, int], dict[str, Any]]] = {}
+            for q in group.tolist():
+                slot = slots[q]
+                shared = made.get(id(slot.outputs))
+                if shared is None:
+                    ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
+                    shared = made[id(slot.outputs)] = (ids, {name: fn(rows) for name, fn in slot.outputs})
+                out.append(Match(slot.name, ts, shared[0].copy(), shared[1].copy()))
         return out
 
     def to_pylist(self) -> list[dict[str, Any]]:

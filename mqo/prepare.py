@@ -252,8 +252,8 @@ def attribute_ranges(
     table = plan.per_stream(stream, _kernel_lists)
     if len(table.chosen):
         values = np.empty((len(table.positions), n), np.float64)
-        for row, position in enumerate(table.positions):
-            values[row] = np.asarray(_column(position, schema, ts, ids, columns), np.float64)
+        # one call for all columns (a pushed tuple's batch is one row: calls cost most)
+        values[:] = [_column(position, schema, ts, ids, columns) for position in table.positions]
         k_lo = np.empty((len(table.chosen), n), np.int64)
         k_hi = np.empty((len(table.chosen), n), np.int64)
         list_ranges(values, table.columns, table.ops, table.lt, table.le, table.offsets, k_lo, k_hi)

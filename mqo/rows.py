@@ -20,6 +20,8 @@ from predicates import ColumnType, StreamSchema
 from predicates.errors import did_you_mean
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_NUMERIC = frozenset(t for t in ColumnType if t.is_numeric)
+_INFINITIES = (math.inf, -math.inf)
 
 
 class RowBuilder:
@@ -82,7 +84,13 @@ class RowBuilder:
         if value is None:
             return None
         ctype = self._types[pos - 2]
-        if ctype.is_numeric:
+        if ctype is ColumnType.FLOAT and type(value) is float:  # the common case, first
+            if value != value:
+                return None
+            if value in _INFINITIES:
+                raise self._type_error(value, pos, "a finite number")
+            return value
+        if ctype in _NUMERIC:
             if isinstance(value, bool) or not isinstance(value, Real):
                 raise self._type_error(value, pos, "a number")
             if value != value:

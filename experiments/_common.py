@@ -388,6 +388,23 @@ def git_commit() -> str:
         return "unknown"
 
 
+def dirty_tree() -> bool:
+    """Whether tracked files have uncommitted changes (False where git cannot tell)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=HERE.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return bool(done.stdout.strip())
+
+
 def header(title: str, args: argparse.Namespace, seconds: float | None = None) -> str:
     """The top of every summary: what ran, with which seed and size, on what."""
     lines = [f"# {title}", ""]

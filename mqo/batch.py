@@ -319,20 +319,22 @@ class MatchBatch:
                 yield q, ts, rows
 
     def matches(self) -> list[Match]:
-        slots = self.plan.slots
+        plan = self.plan
+        records, codes = plan.records, plan.context_codes
+        slot_record, slot_context = plan.slot_record, plan.slot_context
         out = []
         for group, ts, rows in self._groups():
             # the queries of one context share their aliases and SELECT code: an
             # assignment's ids and values are computed once per context, each result
             # gets its own copies
             made: dict[int, tuple[dict[str, int], dict[str, Any]]] = {}
-            for q in group.tolist():
-                slot = slots[q]
-                shared = made.get(id(slot.outputs))
+            for r, c in zip(slot_record[group].tolist(), slot_context[group].tolist(), strict=True):
+                shared = made.get(c)
                 if shared is None:
-                    ids = {alias: rows[s][1] for s, alias in slot.aliases.items()}
-                    shared = made[id(slot.outputs)] = (ids, {name: fn(rows) for name, fn in slot.outputs})
-                out.append(Match(slot.name, ts, shared[0].copy(), shared[1].copy()))
+                    code = codes[c]
+                    ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
+                    shared = made[c] = (ids, {name: fn(rows) for name, fn in code.outputs})
+                out.append(Match(records[r].name, ts, shared[0].copy(), shared[1].copy()))
         return out
 
     def to_pylist(self) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
 from mqo.state import WindowState
 from mqo.stats import Counters
-from predicates import Catalog, NormalizedQuery, QueryError
+from predicates import Catalog, QueryError
 from predicates.errors import did_you_mean
 from predicates.numbers import to_float
 
@@ -125,10 +125,6 @@ class Matcher:
         self.pipeline.state = None  # made anew, with the new streams, on the next compile
         self.pipeline.rows = []
         return [s.name for s in schemas]
-
-    def compile(self, text: str, source_name: str = "<query>") -> list[NormalizedQuery]:
-        """Parse, check and normalize query text without registering it."""
-        return self.queries.front_end(text, source_name, taken=self.registry.queries.keys())
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
         """Register one query; returns its id (``query_id``, else its ``Query ID:``, else its position)."""

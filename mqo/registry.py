@@ -26,14 +26,13 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
-from functools import cached_property
 from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 from mqo.table import RowQuery
-from predicates import Catalog, Kind, ListKey, NormalizedQuery
+from predicates import Catalog, Kind, ListKey
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
@@ -92,14 +91,6 @@ class RegisteredQuery:
     def text(self) -> str:
         """A query text naming and reproducing this query (a ``Query ID:`` header first)."""
         return self.compiled.text
-
-    @cached_property
-    def normalized(self) -> NormalizedQuery:
-        """The query as an ordinary normalized query (compiled from its text on first use)."""
-        from predicates import compile_queries
-
-        (nq,) = compile_queries(self.text, self._catalog, source_name=f"<query {self.name}>")
-        return nq
 
     def predicates(self) -> Iterator[tuple[int, ListKey, Any]]:
         """(disjunct, list key, constant) of every indexed predicate."""

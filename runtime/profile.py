@@ -134,14 +134,9 @@ def load_events(matcher: Matcher, specs: Sequence[InputSpec]) -> tuple[list[Even
 
 
 def query_predicates(rq: Any) -> list[tuple[int, ListKey, Any]]:
-    """(disjunct, list key, constant) of each indexed predicate of a registered query.
-
-    Read from the registry rather than the compiled plan's internals, which change as
-    the engine is optimised; both registry generations are understood."""
-    predicates = getattr(rq, "predicates", None)
-    if callable(predicates):
-        return list(predicates())
-    return [(d, p.key, p.constant) for d, conj in enumerate(rq.normalized.disjuncts) for p in conj.predicates]
+    """(disjunct, list key, constant) of each indexed predicate of a registered query,
+    read from the registry rather than the compiled plan's internals."""
+    return list(rq.predicates())
 
 
 def stored_constant(numeric: bool, constant: Any) -> Any:

@@ -1,6 +1,6 @@
 """Performance benchmarks of the matcher, each against the target it is held to.
 
-    python -m experiments.bench [--only a,b,c,c',d,e,f] [--quick] [--out DIR]
+    python -m experiments.bench [--only a,b,c,c',d,e,f,g] [--quick] [--out DIR]
 
 a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matcher,
    against the same engine with one query per matcher, over 2 x 10,000 tuples. The
@@ -32,6 +32,8 @@ f. linear growth of ``mqo match``: the command (``runtime.cli.main``, in this pr
    counts whatever else ran, more of it the longer a run takes. Its table goes to
    ``linear.md`` and ``linear.csv``, so it runs on its own (``--only f``) without
    touching the others.
+g. start-up (:mod:`experiments.startup`): the README demo as a whole process with an
+   empty numba cache and with a warm one, and ``mqo --help``.
 
 Each measurement is taken in the same run as what it is compared with. Results of
 (a) to (e) go to ``results.md`` and ``results.csv`` in the output folder.
@@ -57,6 +59,7 @@ import numpy as np
 
 import mqo
 from experiments import _common as C
+from experiments.startup import bench_startup
 
 DESCRIPTION = "performance benchmarks: shared vs unshared, vs DuckDB, pub/sub intervals, memory, push latency"
 DEFAULT_OUT = Path(__file__).parent / "results" / "bench"
@@ -696,11 +699,11 @@ def row(
 
 def earlier_rows(path: Path, chosen: set[str]) -> list[dict[str, Any]]:
     """The rows of ``path`` (an earlier run's results.csv) of benchmarks not chosen now:
-    running some of (a) to (e) leaves the others' figures in the table."""
+    running some of (a) to (e) and (g) leaves the others' figures in the table."""
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        found = [r for r in csv.DictReader(f) if r["benchmark"] in "abcde" and r["benchmark"] not in chosen]
+        found = [r for r in csv.DictReader(f) if r["benchmark"] in "abcdeg" and r["benchmark"] not in chosen]
     for r in found:
         r["value"] = float(r["value"])
         r["met"] = None if r["met"] == "" else r["met"] == "True"
@@ -744,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help=f"output folder (default {DEFAULT_OUT}; with --quick a temporary one)"
     )
-    parser.add_argument("--only", default="a,b,c,c',d,e,f", help="which benchmarks (a,b,c,c',d,e,f)")
+    parser.add_argument("--only", default="a,b,c,c',d,e,f,g", help="which benchmarks (a,b,c,c',d,e,f,g)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the targets' sizes)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
@@ -772,6 +775,7 @@ def main(argv: list[str] | None = None) -> int:
         "c'": lambda: bench_churn(2000 if q else 20_000, 30 if q else 200, args.seed),
         "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),
         "e": lambda: bench_latency(100 if q else 1000, 2000 if q else 10_000, args.seed),
+        "g": lambda: bench_startup(1 if q else 3),
         "f": lambda: bench_linear(
             [1000, 4000, 16_000] if q else [int(x) for x in args.linear_sizes.split(",")], args.seed
         ),
@@ -790,11 +794,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; choose from {', '.join(runs)}")
     rows: list[dict[str, Any]] = []
     kept = earlier_rows(args.out / "results.csv", chosen)
-    for name in "abcde":
+    for name in "abcdeg":
         if name in chosen:
             rows += runs[name]()
             # written after every benchmark, so a long run that stops keeps what it measured
-            merged = sorted(rows + kept, key=lambda r: "abcde".index(r["benchmark"]))  # stable: rows keep their order
+            merged = sorted(rows + kept, key=lambda r: "abcdeg".index(r["benchmark"]))  # stable: rows keep their order
             write_results(merged, args.out, settings, kept=sorted({r["benchmark"] for r in kept}))
     if "c'" in chosen:
         # its own table too: it runs on its own without touching the others'

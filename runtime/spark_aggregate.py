@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from mqo import Matcher, text_of
+from mqo import AggregateBatch, Matcher, text_of
 from predicates import AggregateQuery
 from runtime.spark import unify
 from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout, _source, build_spec
@@ -189,16 +189,58 @@ def owned(plan: StreamPlan, span: int, window_end: float) -> bool:
     return plan.mode != "time" or math.floor(window_end / plan.span) == span
 
 
-def output_rows(rows: Any) -> list[tuple[Any, ...]]:
-    """Aggregate rows (:class:`mqo.aggregation.AggregateBatch`) as output tuples, in
-    :func:`aggregate_schema`'s column order (maps as lists of pairs)."""
-    out = []
-    for row in rows:
-        start = row.window_start if math.isfinite(row.window_start) else None
-        group = [(k, text_of(v)) for k, v in row.group.items()]
-        values = [(k, text_of(v)) for k, v in row.values.items()]
-        out.append((row.query, start, row.window_end, group, values))
-    return out
+def output_rows(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> list[tuple[Any, ...]]:
+    """Aggregate rows as output tuples in :func:`aggregate_schema`'s column order (maps
+    as lists of pairs), in emission order; ``keep(window_ends)``: which to keep."""
+    return list(zip(*_output_columns(rows, keep), strict=True))
+
+
+def output_batch(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> pa.RecordBatch:
+    """:func:`output_rows` as one Arrow batch, built column by column."""
+    columns = _output_columns(rows, keep)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, field.type) for column, field in zip(columns, _ARROW_SCHEMA, strict=True)],
+        schema=_ARROW_SCHEMA,
+    )
+
+
+def _output_columns(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None) -> list[list[Any]]:
+    # from the batch's columns (AggregateChunk): no row object is made, and a group's
+    # texts are made once however many windows it has
+    queries: list[Any] = []
+    starts: list[Any] = []
+    ends: list[Any] = []
+    groups: list[Any] = []
+    values: list[Any] = []
+    for part in rows.parts:
+        if not part:
+            continue
+        order = AggregateBatch._order(part)
+        chunk_of = np.concatenate([np.full(len(c), k) for k, c in enumerate(part)])[order]
+        row_of = np.concatenate([np.arange(len(c)) for c in part])[order]
+        if keep is not None:
+            kept = keep(np.concatenate([c.ends for c in part])[order])
+            chunk_of, row_of = chunk_of[kept], row_of[kept]
+        pieces = [_chunk_columns(c) for c in part]
+        for k, r in zip(chunk_of.tolist(), row_of.tolist(), strict=True):
+            query, chunk_starts, chunk_ends, chunk_groups, chunk_values = pieces[k]
+            queries.append(query)
+            starts.append(chunk_starts[r])
+            ends.append(chunk_ends[r])
+            groups.append(chunk_groups[r])
+            values.append(chunk_values[r])
+    return [queries, starts, ends, groups, values]
+
+
+def _chunk_columns(chunk: Any) -> tuple[str, list[Any], list[float], list[Any], list[Any]]:
+    starts = [None if s == -math.inf else s for s in chunk.starts.tolist()]
+    texts = [list(zip(chunk.group_by, map(text_of, key), strict=True)) for key in chunk.keys]
+    groups = [texts[code] for code in chunk.codes.tolist()]
+    columns = [list(map(text_of, column)) for column in chunk.values]
+    values = [list(zip(chunk.names, cells, strict=True)) for cells in zip(*columns, strict=True)]
+    if not chunk.names:
+        values = [[] for _ in range(len(chunk))]
+    return chunk.query, starts, chunk.ends.tolist(), groups, values
 
 
 # ------------------------------------------------------------- on the workers
@@ -221,16 +263,21 @@ def aggregate_partition(
         bounds = [(0, len(p))]
     for start, end in bounds:
         rows = _run(ddl, plan, layout, table.slice(start, end - start))
+        keep = None
         if plan.mode == "time":
             span = int(p[start])
-            rows = [r for r in rows if owned(plan, span, r[2])]
-        if rows:
-            yield pa.RecordBatch.from_pylist(
-                [dict(zip(_ARROW_SCHEMA.names, r, strict=True)) for r in rows], schema=_ARROW_SCHEMA
-            )
+            keep = partial(_owned_ends, plan.span, span)
+        out = output_batch(rows, keep)
+        if out.num_rows:
+            yield out
 
 
-def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> list[tuple[Any, ...]]:
+def _owned_ends(width: float, span: int, window_ends: np.ndarray) -> np.ndarray:
+    """:func:`owned` of many windows, as the span's task decides them."""
+    return np.floor(window_ends / width) == span
+
+
+def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> AggregateBatch:
     matcher = Matcher(ddl, time="global", late_sink=_never_late)
     for name, text in plan.queries:
         matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
@@ -238,7 +285,7 @@ def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> l
     for column, fname in zip(layout.columns, layout.fields, strict=True):
         data[column] = table.column(fname).to_pylist()
     matcher.push_batch(plan.stream, data)
-    return output_rows(matcher.flush())
+    return matcher.flush()
 
 
 def _never_late(late: Any) -> None:

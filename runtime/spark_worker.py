@@ -164,7 +164,8 @@ class Rows:
 
     A run of one row (the usual case in timestamp order, where streams interleave) goes
     through :meth:`Matcher.push` (a batch of one row that skips converting columns:
-    about two thirds of a one-row ``push_batch``); longer runs go through ``push_batch``. Both match as if pushed one by one.
+    about two thirds of a one-row ``push_batch``); longer runs go through
+    ``push_batch``. Both match as if pushed one by one.
     """
 
     __slots__ = ("columns", "ids", "ts")

@@ -474,3 +474,28 @@ def test_a_filter_of_many_slots_counts_a_tuple_once() -> None:
         if vib > 10 or alert == 1 or patient == 2:
             expected.setdefault(math.ceil(ts / 10) * 10.0, []).append(vib)
     assert got == {(end, len(v), math.fsum(v)) for end, v in expected.items()}
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_count_of_a_string_or_boolean_column_counts_its_non_null_values(batch: bool) -> None:
+    m = mqo.Matcher("REGISTER STREAM E (tag STRING, ok BOOLEAN, k INTEGER);")
+    m.register_query(
+        "SELECT E.k, COUNT(E.tag) AS tags, COUNT(E.ok) AS oks, COUNT(*) AS n FROM E [RANGE 10] GROUP BY E.k"
+    )
+    rows = [(t * 1.5, ["a", None, "b"][t % 3], [True, False, None, None][t % 4], t % 2) for t in range(40)]
+    if batch:
+        m.push_batch("E", {"ts": [r[0] for r in rows], "tag": [r[1] for r in rows], "ok": [r[2] for r in rows],
+                           "k": [r[3] for r in rows]})  # fmt: skip
+    else:
+        for ts, tag, ok, k in rows:
+            m.push("E", ts, {"tag": tag, "ok": ok, "k": k})
+    got = m.flush().rows
+    assert got
+    for row in got:
+        inside = [r for r in rows if row.window_start < r[0] <= row.window_end and r[3] == row.group["k"]]
+        assert row.values == {
+            "E.k": row.group["k"],
+            "tags": sum(r[1] is not None for r in inside),
+            "oks": sum(r[2] is not None for r in inside),
+            "n": len(inside),
+        }

@@ -50,9 +50,14 @@ def value_columns(
     fvals = np.full((len(rows), C), np.nan)
     ivals = np.zeros((len(rows), C), np.int64)
     exact = prepared.columns.get(EXACT, {})
+    numeric = {col.name: col.ctype.is_numeric for col in prepared.schema.columns}
     for c, (name, is_int) in enumerate(zip(columns, integer, strict=True)):
         col = prepared.columns.get(name)
-        if col is not None:
+        if col is not None and not numeric.get(name, True):
+            # a STRING or BOOLEAN column is only counted (COUNT(col)): its NULLs matter
+            present = np.array([v is not None for v in col], bool)
+            fvals[:, c] = np.where(present[rows], 0.0, np.nan)
+        elif col is not None:
             fvals[:, c] = np.asarray(col, np.float64)[rows]
         if is_int:
             if name in exact:

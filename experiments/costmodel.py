@@ -123,12 +123,9 @@ def window_pairs(ts_x: np.ndarray, ts_y: np.ndarray, window: float) -> tuple[np.
     return i, j
 
 
-def type_masks(
-    matcher: Matcher, rows: dict[int, np.ndarray], index: dict[int, np.ndarray]
-) -> tuple[dict[Kind, np.ndarray], dict[int, np.ndarray]]:
+def type_masks(matcher: Matcher, rows: dict[int, np.ndarray], index: dict[int, np.ndarray]) -> dict[Kind, np.ndarray]:
     """Per predicate type, which pairs satisfy all of the (single) query's predicates of
-    that type (``index[s]`` picks each pair's row of stream ``s``); and per stream, which
-    of its rows pass their own attribute predicates.
+    that type; ``index[s]`` picks each pair's row of stream ``s``.
 
     Evaluates ``left OP factor*right + c`` in the same floating-point steps as
     :meth:`mqo.plan.CompiledList.evaluate_pair`; NULL (NaN) satisfies nothing."""
@@ -137,26 +134,19 @@ def type_masks(
     (rq,) = list(matcher.registry)
     n = len(next(iter(index.values())))
     masks = {k: np.ones(n, dtype=bool) for k in (A, J, W)}
-    own = {s: np.ones(len(r), dtype=bool) for s, r in rows.items()}
     for _, key, constant in query_predicates(rq):
         lst = by_key[key]
         c = stored_constant(lst.numeric, constant)
         op = OPS[key.op]
-        column = rows[lst.left_stream][:, lst.left_pos]
+        left = rows[lst.left_stream][:, lst.left_pos][index[lst.left_stream]]
         if lst.right_pos is None:
-            ok_rows = op(column, c) & ~np.isnan(column)
-        elif lst.right_stream == lst.left_stream:  # two columns of one tuple
-            assert lst.factor is not None
-            ok_rows = op(column, lst.factor * rows[lst.left_stream][:, lst.right_pos] + c) & ~np.isnan(column)
+            ok = op(left, c)
         else:
             assert lst.right_stream is not None and lst.factor is not None
             right = rows[lst.right_stream][:, lst.right_pos][index[lst.right_stream]]
-            ok = op(column[index[lst.left_stream]], lst.factor * right + c)
-            masks[lst.kind] &= ok & ~np.isnan(column[index[lst.left_stream]])
-            continue
-        own[lst.left_stream] &= ok_rows
-        masks[lst.kind] &= ok_rows[index[lst.left_stream]]
-    return masks, own
+            ok = op(left, lst.factor * right + c)
+        masks[lst.kind] &= ok & ~np.isnan(left)
+    return masks
 
 
 @dataclass
@@ -165,7 +155,6 @@ class Exact:
 
     c_op: int
     masks: dict[Kind, np.ndarray]
-    newer_passes: np.ndarray  # the pair's newer tuple passes its own attribute predicates
 
     def sigma(self, kind: Kind) -> float:
         return float(self.masks[kind].mean()) if self.c_op else 0.0
@@ -173,13 +162,6 @@ class Exact:
     def count(self, kinds: str) -> int:
         ok = np.ones(self.c_op, dtype=bool)
         for letter in kinds:
-            ok &= self.masks[KIND[letter]]
-        return int(ok.sum())
-
-    def engine_count(self, order: str) -> int:
-        """The pairs mqo forms under ``order`` (see :func:`engine_phase`)."""
-        ok = self.newer_passes.copy()
-        for letter in engine_phase(order):
             ok &= self.masks[KIND[letter]]
         return int(ok.sum())
 
@@ -191,11 +173,7 @@ def exact_pairs(matcher: Matcher, events: list[Event]) -> Exact:
     x, y = sorted(plan.stream_number(name) for name in rq.streams)
     rows = {s: stream_rows(plan, events, plan.streams[s].name) for s in (x, y)}
     i, j = window_pairs(rows[x][:, 0], rows[y][:, 0], float(rq.maxwindow))
-    masks, own = type_masks(matcher, rows, {x: i, y: j})
-    # arrival positions: the newer tuple of a pair is the one pushed later
-    arrived = {s: np.array([k for k, e in enumerate(events) if e.stream == plan.streams[s].name]) for s in (x, y)}
-    x_newer = arrived[x][i] > arrived[y][j]
-    return Exact(len(i), masks, np.where(x_newer, own[x][i], own[y][j]))
+    return Exact(len(i), type_masks(matcher, rows, {x: i, y: j}))
 
 
 # ------------------------------------------------------------------ the equations
@@ -217,10 +195,7 @@ def eq_phases(s: Exact, order: str) -> list[float]:
 
 def engine_phase(order: str) -> str:
     """The types a pair has passed when mqo materialises it: attribute predicates run
-    on single tuples first, so pairs form at the first join or window phase. (And a
-    tuple's own attribute predicates are decided in the kernels before the engine sees
-    it: a tuple that fails them for every query forms no pair at all, whatever the
-    order; :meth:`Exact.engine_count` counts that.)"""
+    on single tuples first, so pairs form at the first join or window phase."""
     return order[:2] if order[0] == "A" else order[0]
 
 
@@ -282,7 +257,7 @@ def run_query(name: str, rate: float, data: str, n: int, seed: int, bar: C.Progr
                 "intermediate_model": sum(phases),
                 "intermediate_exact": sum(exact_phases),
                 "engine_model": float(np.prod([exact.sigma(KIND[t]) for t in engine_phase(order)]) * exact.c_op),
-                "engine_exact": exact.engine_count(order),
+                "engine_exact": exact.count(engine_phase(order)),
                 "engine_measured": m.counters.intermediate,
                 "comparisons": m.counters.comparisons,
             }

@@ -50,7 +50,7 @@ from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
 from mqo.engine import Engine, ResultBlock
 from mqo.plan import CompiledPlan
-from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, check_prepared, prepare_batch
+from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, attribute_work, check_prepared, prepare_batch
 from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple
 from mqo.rows import RowBuilder
@@ -77,6 +77,10 @@ class Pipeline:
         self.late_sink = late_sink
         self.late_tuples: deque[LateTuple] = deque(maxlen=LATE_KEPT)
         self.order = config.static_order or DEFAULT_ORDER
+        # A static order is kept as given: under a join- or window-first order an arriving
+        # tuple's pairs are formed before its attribute predicates prune them (the adaptive
+        # order, free to choose, applies the kernels' attribute decisions first)
+        self._attributes_first = config.static_order is None or config.static_order[0] is Kind.ATTRIBUTE
         self.policy: AdaptivePolicy | None = None
         self.plan: CompiledPlan | None = None
         self.state: WindowState | None = None
@@ -168,10 +172,21 @@ class Pipeline:
         row = self.rows[s].build(ts, values, id)
         ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
         columns = row_columns(row, plan.streams[s])
-        prepared = prepare_batch(plan, s, ts_one, id_one, columns, self.config.store == "all", pushed=row)
+        prepared = prepare_batch(
+            plan, s, ts_one, id_one, columns, self.config.store == "all", row, self._attributes_first
+        )
+        self._count_attributes(prepared)
         if self.config.check:
-            check_prepared(plan, prepared)
+            check_prepared(plan, prepared, self._attributes_first)
         return self.push_prepared(prepared, 0)
+
+    def _count_attributes(self, prepared: PreparedBatch) -> None:
+        plan = self.plan
+        assert plan is not None
+        for part in (prepared, *prepared.roles):
+            comparisons, bitset_ops = plan.per_stream(part.stream, attribute_work)
+            self.counters.comparisons += comparisons * len(part)
+            self.counters.bitset_ops += bitset_ops * len(part)
 
     # --------------------------------------------------------------- batches
 
@@ -186,9 +201,12 @@ class Pipeline:
         rows.restart_ids(start + len(ts))
         if ids is None:
             ids = np.arange(start, start + len(ts), dtype=np.int64)
-        prepared = prepare_batch(plan, s, ts, ids, columns, self.config.store == "all")
+        prepared = prepare_batch(
+            plan, s, ts, ids, columns, self.config.store == "all", attributes_first=self._attributes_first
+        )
+        self._count_attributes(prepared)
         if self.config.check:
-            check_prepared(plan, prepared)
+            check_prepared(plan, prepared, self._attributes_first)
         return prepared
 
     def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:

@@ -101,7 +101,8 @@ class PreparedBatch:
         return bitset_to_int(self.cand[self.kept[i]] & self.single_mask)
 
     def engine_cand(self, i: int) -> int:
-        return bitset_to_int(self.cand[self.kept[i]] & self.engine_mask)
+        k = self.kept[i]
+        return 0 if k < 0 else bitset_to_int(self.cand[k] & self.engine_mask)
 
 
 def prepare_batch(
@@ -112,22 +113,29 @@ def prepare_batch(
     columns: dict[str, Any],
     store_all: bool,
     pushed: tuple[Any, ...] | None = None,
+    attributes_first: bool = True,
 ) -> PreparedBatch:
     """The attribute phase of a batch of declared stream ``stream``, in each role the
     plan's queries read it in (:attr:`PreparedBatch.roles`). ``pushed``: the batch is
-    one pushed tuple, whose stored row this is."""
-    prepared = _prepare_one(plan, stream, ts, ids, columns, store_all)
-    prepared.pushed = pushed
+    one pushed tuple, whose stored row this is. Unless ``attributes_first`` (a static
+    order whose first phase is a join or window phase), every row goes to the engine,
+    which forms its pairs before applying the attribute decisions made here."""
+    parts = [_prepare_one(plan, stream, ts, ids, columns, store_all)]
     if stream < plan.n_real:
-        prepared.roles = [_prepare_one(plan, r, ts, ids, columns, store_all) for r in plan.live_roles[stream]]
-        for role in prepared.roles:
-            role.pushed = pushed
+        parts += [_prepare_one(plan, r, ts, ids, columns, store_all) for r in plan.live_roles[stream]]
+    for part in parts:
+        part.pushed = pushed
+        if not attributes_first and part.engine_mask.any():
+            part.flags |= ENGINE
+    prepared = parts[0]
+    prepared.roles = parts[1:]
     return prepared
 
 
-def check_prepared(plan: CompiledPlan, prepared: PreparedBatch) -> None:
+def check_prepared(plan: CompiledPlan, prepared: PreparedBatch, attributes_first: bool = True) -> None:
     """``check=True``: every row's flags and candidates, as the kernels decided them,
-    are those the attribute lists give when decided one row at a time."""
+    are those the attribute lists give when decided one row at a time (as
+    :func:`prepare_batch` was told: ``attributes_first``)."""
     for part in (prepared, *prepared.roles):
         s = part.stream
         masks = [bitset_to_int(m) for m in plan.per_stream(s, _batch_masks)[0]]
@@ -138,6 +146,8 @@ def check_prepared(plan: CompiledPlan, prepared: PreparedBatch) -> None:
                 killed |= lst.kill.killed(*lst.evaluate_row(row))
             want = plan.stream_slots[s] & ~killed
             code = sum(bit for bit, mask in zip((SINGLE, ENGINE, STORE), masks, strict=True) if want & mask)
+            if not attributes_first and masks[1]:
+                code |= ENGINE  # every row to the engine, which applies the attributes later
             assert part.flags[i] & (SINGLE | ENGINE) == code & (SINGLE | ENGINE), f"row {i}: kernel flags differ"
             assert part.flags[i] & STORE >= code & STORE, f"row {i}: a tuple a join needs would not be stored"
             if part.kept[i] >= 0:
@@ -171,6 +181,14 @@ def _prepare_one(
     if store_all:
         flags |= STORE
     return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
+
+
+def attribute_work(plan: CompiledPlan, stream: int) -> tuple[int, int]:
+    """What deciding one row's attribute lists costs, counted as the per-tuple engine
+    counts it (:class:`mqo.stats.Counters`): a binary search per list, and two bitset
+    operations. The kernels decide every list of the stream."""
+    lists = plan.attr_lists[stream]
+    return sum(lst.covering.comparisons() for lst in lists), 2 * len(lists)
 
 
 def _batch_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, bool]:

@@ -57,6 +57,7 @@ from predicates.clauses import (
     split_skeleton,
 )
 from predicates.errors import QueryError
+from predicates.flat import FlatCompiler
 from predicates.frontend import column_order, compile_queries
 from predicates.lexer import T, tokenize
 from predicates.normalize import (
@@ -136,8 +137,6 @@ class FastCompiler:
         self.pattern_compiles = 0
         self._streams_seen = -1
         self._reset()
-        from predicates.flat import FlatCompiler  # (it builds on this module)
-
         self.flat = FlatCompiler(self)
 
     def _reset(self) -> None:

@@ -46,11 +46,12 @@ import numpy as np
 import pyarrow as pa
 
 from mqo import AggregateBatch, Matcher, text_of
-from predicates import AggregateQuery
+from predicates import AggregateQuery, ColumnType
 from runtime.spark import unify
 from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout, _source, build_spec
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
@@ -291,3 +292,42 @@ def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> A
 def _never_late(late: Any) -> None:
     # rows come sorted by (ts, id): a late one would mean rows were lost or misordered
     raise SparkStageError(f"internal error: a tuple of stream {late.stream} at ts {late.ts} arrived late in a task")
+
+
+# ------------------------------------------------ shared by the streaming stages
+
+
+def numbers_as_text(frame: DataFrame, layouts: Sequence[StreamLayout]) -> DataFrame:
+    """Integer and float columns handed to pandas as text. Every stream's columns are
+    NULL in the other streams' rows, and pandas holds a NULL number as a NaN double,
+    which would round integers past 2**53 and confuse a NULL float with a NaN one, a
+    difference aggregates see (COUNT(col) counts the NaN). Text round-trips exactly."""
+    numeric = {
+        fname
+        for layout in layouts
+        for ctype, fname in zip(layout.types, layout.fields, strict=True)
+        if ctype in (ColumnType.INTEGER, ColumnType.BYTE, ColumnType.FLOAT)
+    }
+    return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in numeric else c for c in frame.columns))
+
+
+def stream_columns(rows: pd.DataFrame, layout: StreamLayout) -> dict[str, Any]:
+    """The stream's columns of sorted rows, as ``push_batch`` takes them (NULL as
+    None; numbers arrive as text, see :func:`numbers_as_text`)."""
+    data: dict[str, Any] = {
+        "ts": rows["ts"].to_numpy(dtype=np.float64),
+        "id": rows["id"].to_numpy(dtype=np.int64),
+    }
+    for column, ctype, fname in zip(layout.columns, layout.types, layout.fields, strict=True):
+        values = rows[fname].tolist()
+        if ctype in (ColumnType.INTEGER, ColumnType.BYTE):
+            data[column] = [None if v is None else int(v) for v in values]
+        elif ctype is ColumnType.FLOAT:
+            data[column] = [None if v is None else float(v) for v in values]
+        else:
+            data[column] = [None if v is None or (isinstance(v, float) and v != v) else v for v in values]
+    return data
+
+
+def late_row(stream: str, ts: float, ident: int) -> tuple[Any, ...]:
+    return (None, None, ts, [(stream, str(ident))], None)

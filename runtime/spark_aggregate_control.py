@@ -74,8 +74,7 @@ import pandas as pd
 
 from mqo import Matcher
 from runtime.spark import unify
-from runtime.spark_aggregate import aggregate_schema, output_rows
-from runtime.spark_aggregate_stream import _as_text, _columns, _late_row
+from runtime.spark_aggregate import aggregate_schema, late_row, numbers_as_text, output_rows, stream_columns
 from runtime.spark_control import COMMANDS, apply_shared, command_rows, ordered_commands
 from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
 from runtime.spark_streaming import stream_lateness
@@ -182,7 +181,7 @@ def aggregate_control_stream(
     grouped = parts[0]
     for part in [*parts[1:], commands]:
         grouped = grouped.unionByName(part, allowMissingColumns=True)
-    grouped = _as_text(grouped, layouts)
+    grouped = numbers_as_text(grouped, layouts)
     return grouped.groupBy("_g").applyInPandasWithState(
         partial(control_group, job), aggregate_control_schema(), STATE_SCHEMA, "append", "NoTimeout"
     )
@@ -228,7 +227,7 @@ def control_group(
             _feed(matcher, job, layout, tuples)
     mine = {q for q, reg in (matcher.aggregator.queries.items() if matcher.aggregator else ()) if _is(reg, layout)}
     out += [(*r, None) for r in output_rows(matcher.poll_aggregates()) if r[0] in mine]
-    out += [(*_late_row(t.stream, t.ts, t.id), None) for t in late]
+    out += [(*late_row(t.stream, t.ts, t.id), None) for t in late]
     blob = {"format": STATE_FORMAT, "fingerprint": job.fingerprint, "matcher": matcher.snapshot(), "foreign": foreign}
     state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
     if out:
@@ -298,7 +297,7 @@ def _feed(matcher: Matcher, job: _ControlJob, layout: StreamLayout, rows: pd.Dat
     for start, end in zip(starts, ends, strict=True):
         run = rows.iloc[start:end]
         if mine[start]:
-            matcher.push_batch(layout.name, _columns(run, layout))
+            matcher.push_batch(layout.name, stream_columns(run, layout))
             continue
         for number, ts in run.groupby("_s")["ts"].max().items():
             name = next((x.name for x in job.layouts if x.number == int(number)), None)

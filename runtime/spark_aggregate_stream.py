@@ -88,14 +88,16 @@ import numpy as np
 import pandas as pd
 
 from mqo import LateTuple, Matcher
-from predicates import ColumnType
 from runtime.spark import unify
 from runtime.spark_aggregate import (
     StreamPlan,
     aggregate_schema,
+    late_row,
+    numbers_as_text,
     output_rows,
     owned,
     span_bounds,
+    stream_columns,
     stream_plans,
 )
 from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
@@ -203,7 +205,7 @@ def aggregate_stream(
         part = _groups(rows, plan, layouts.stream(plan.stream), slots)
         grouped = part if grouped is None else grouped.unionByName(part)
     assert grouped is not None
-    grouped = _as_text(grouped, layouts.streams)
+    grouped = numbers_as_text(grouped, layouts.streams)
     # then a watermark column that is never late, so that the event-time timeout does
     # not make Spark drop the late rows the function must report
     never = F.lit(NEVER_LATE).cast("timestamp").alias("_et", metadata={"spark.watermarkDelayMs": 0})
@@ -227,20 +229,6 @@ def _groups(rows: DataFrame, plan: StreamPlan, layout: StreamLayout, slots: int)
     # would drop it silently)
     spans = f"COALESCE(sequence({first}, GREATEST({first}, {last})), array(0L))"
     return rows.selectExpr("*", f"explode({spans}) AS _p", f"COALESCE({first}, 0L) AS _home")
-
-
-def _as_text(frame: DataFrame, layouts: Sequence[StreamLayout]) -> DataFrame:
-    """Integer and float columns handed to pandas as text. Every stream's columns are
-    NULL in the other streams' rows, and pandas holds a NULL number as a NaN double,
-    which would round integers past 2**53 and confuse a NULL float with a NaN one, a
-    difference aggregates see (COUNT(col) counts the NaN). Text round-trips exactly."""
-    numeric = {
-        fname
-        for layout in layouts
-        for ctype, fname in zip(layout.types, layout.fields, strict=True)
-        if ctype in (ColumnType.INTEGER, ColumnType.BYTE, ColumnType.FLOAT)
-    }
-    return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in numeric else c for c in frame.columns))
 
 
 # ------------------------------------------------------------- on the workers
@@ -279,14 +267,14 @@ def aggregate_group(
         late = (rows["ts"] < watermark).to_numpy()
         home = (rows["_home"] == group).to_numpy()
         for i in np.flatnonzero(late & home).tolist():
-            out.append(_late_row(plan.stream, float(rows["ts"].iat[i]), int(rows["id"].iat[i])))
+            out.append(late_row(plan.stream, float(rows["ts"].iat[i]), int(rows["id"].iat[i])))
         fresh = rows[~late]
         if len(fresh) and not finished:
             if matcher is None:
                 matcher = _new_matcher(job, plan, late_seen)
             if watermark > -math.inf:
                 matcher.heartbeat(watermark)
-            matcher.push_batch(plan.stream, _columns(fresh, layout))
+            matcher.push_batch(plan.stream, stream_columns(fresh, layout))
     if matcher is not None:
         if watermark > -math.inf:
             # Spark's watermark is the matcher's (time='external'): the windows ending
@@ -295,7 +283,7 @@ def aggregate_group(
         out += [r for r in output_rows(matcher.poll_aggregates()) if owned(plan, group, r[2])]
     for t in late_seen:  # a safety net: the matchers decide lateness on the same watermark
         if owned(plan, group, t.ts):
-            out.append(_late_row(t.stream, t.ts, t.id))
+            out.append(late_row(t.stream, t.ts, t.id))
     if matcher is None or finished:
         if state.exists:
             state.remove()
@@ -313,28 +301,6 @@ def _new_matcher(job: _Job, plan: StreamPlan, late_sink: Any) -> Matcher:
     for name, text in plan.queries:
         matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
     return matcher
-
-
-def _columns(rows: pd.DataFrame, layout: StreamLayout) -> dict[str, Any]:
-    """The stream's columns of sorted rows, as ``push_batch`` takes them (NULL as
-    None; numbers arrive as text, see :func:`_as_text`)."""
-    data: dict[str, Any] = {
-        "ts": rows["ts"].to_numpy(dtype=np.float64),
-        "id": rows["id"].to_numpy(dtype=np.int64),
-    }
-    for column, ctype, fname in zip(layout.columns, layout.types, layout.fields, strict=True):
-        values = rows[fname].tolist()
-        if ctype in (ColumnType.INTEGER, ColumnType.BYTE):
-            data[column] = [None if v is None else int(v) for v in values]
-        elif ctype is ColumnType.FLOAT:
-            data[column] = [None if v is None else float(v) for v in values]
-        else:
-            data[column] = [None if v is None or (isinstance(v, float) and v != v) else v for v in values]
-    return data
-
-
-def _late_row(stream: str, ts: float, ident: int) -> tuple[Any, ...]:
-    return (None, None, ts, [(stream, str(ident))], None)
 
 
 def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:

@@ -331,3 +331,21 @@ def stream_columns(rows: pd.DataFrame, layout: StreamLayout) -> dict[str, Any]:
 
 def late_row(stream: str, ts: float, ident: int) -> tuple[Any, ...]:
     return (None, None, ts, [(stream, str(ident))], None)
+
+
+def output_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """Output tuples (:func:`output_rows`, late rows; with a sixth field, the error
+    column of the control-stream stage) as the pandas frame a state group yields."""
+    import pandas as pd
+
+    columns = list(zip(*rows, strict=True))
+    frame = {
+        "query": pd.Series(columns[0], dtype=object),
+        "window_start": pd.Series([np.nan if v is None else v for v in columns[1]], dtype="float64"),
+        "window_end": pd.Series(columns[2], dtype="float64"),
+        "group": pd.Series([None if g is None else dict(g) for g in columns[3]], dtype=object),
+        "values": pd.Series([None if v is None else dict(v) for v in columns[4]], dtype=object),
+    }
+    if len(columns) > 5:
+        frame["error"] = pd.Series(columns[5], dtype=object)
+    return pd.DataFrame(frame)

@@ -74,7 +74,14 @@ import pandas as pd
 
 from mqo import Matcher
 from runtime.spark import unify
-from runtime.spark_aggregate import aggregate_schema, late_row, numbers_as_text, output_rows, stream_columns
+from runtime.spark_aggregate import (
+    aggregate_schema,
+    late_row,
+    numbers_as_text,
+    output_frame,
+    output_rows,
+    stream_columns,
+)
 from runtime.spark_control import COMMANDS, apply_shared, command_rows, ordered_commands
 from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
 from runtime.spark_streaming import stream_lateness
@@ -231,7 +238,7 @@ def control_group(
     blob = {"format": STATE_FORMAT, "fingerprint": job.fingerprint, "matcher": matcher.snapshot(), "foreign": foreign}
     state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
     if out:
-        yield _frame(out)
+        yield output_frame(out)
 
 
 def _is(reg: Any, layout: StreamLayout) -> bool:
@@ -306,20 +313,6 @@ def _feed(matcher: Matcher, job: _ControlJob, layout: StreamLayout, rows: pd.Dat
             if not math.isfinite(float(ts)):
                 raise SparkStageError(f"stream {name}: a tuple has the ts {ts!r}")
             matcher.heartbeat(name, float(ts))
-
-
-def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
-    columns = list(zip(*rows, strict=True))
-    return pd.DataFrame(
-        {
-            "query": pd.Series(columns[0], dtype=object),
-            "window_start": pd.Series([np.nan if v is None else v for v in columns[1]], dtype="float64"),
-            "window_end": pd.Series(columns[2], dtype="float64"),
-            "group": pd.Series([None if g is None else dict(g) for g in columns[3]], dtype=object),
-            "values": pd.Series([None if v is None else dict(v) for v in columns[4]], dtype=object),
-            "error": pd.Series(columns[5], dtype=object),
-        }
-    )
 
 
 __all__ = ["COMMANDS", "aggregate_control_schema", "aggregate_control_stream", "control_group"]

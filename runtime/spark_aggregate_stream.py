@@ -94,6 +94,7 @@ from runtime.spark_aggregate import (
     aggregate_schema,
     late_row,
     numbers_as_text,
+    output_frame,
     output_rows,
     owned,
     span_bounds,
@@ -293,7 +294,7 @@ def aggregate_group(
         # called again, without rows, once the watermark moves past the current one
         state.setTimeoutTimestamp(max(wm_ms, 1))
     if out:
-        yield _frame(out)
+        yield output_frame(out)
 
 
 def _new_matcher(job: _Job, plan: StreamPlan, late_sink: Any) -> Matcher:
@@ -301,16 +302,3 @@ def _new_matcher(job: _Job, plan: StreamPlan, late_sink: Any) -> Matcher:
     for name, text in plan.queries:
         matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
     return matcher
-
-
-def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
-    columns = list(zip(*rows, strict=True))
-    return pd.DataFrame(
-        {
-            "query": pd.Series(columns[0], dtype=object),
-            "window_start": pd.Series([np.nan if v is None else v for v in columns[1]], dtype="float64"),
-            "window_end": pd.Series(columns[2], dtype="float64"),
-            "group": pd.Series([None if g is None else dict(g) for g in columns[3]], dtype=object),
-            "values": pd.Series([None if v is None else dict(v) for v in columns[4]], dtype=object),
-        }
-    )

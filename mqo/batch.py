@@ -30,7 +30,7 @@ from mqo.plan import CompiledPlan
 from mqo.results import Match, TupleError
 from mqo.rows import INT64_MAX, INT64_MIN
 from predicates import ColumnType, StreamSchema
-from predicates.ast import ColumnRef
+from predicates.ast import NUMERIC_TYPES, ColumnRef
 from predicates.errors import did_you_mean
 from predicates.numbers import EXACT_INTEGERS
 
@@ -153,7 +153,7 @@ def row_columns(row: tuple[Any, ...], schema: StreamSchema) -> dict[str, Any]:
     columns: dict[str, Any] = {}
     numeric: list[tuple[str, float]] = []
     for col, v in zip(schema.columns, row[2:], strict=True):
-        if col.ctype not in _NUMERIC:
+        if col.ctype not in NUMERIC_TYPES:
             columns[col.name] = [v]
         elif v is None:
             numeric.append((col.name, math.nan))
@@ -170,7 +170,6 @@ def row_columns(row: tuple[Any, ...], schema: StreamSchema) -> dict[str, Any]:
     return columns
 
 
-_NUMERIC = frozenset(t for t in ColumnType if t.is_numeric)
 EXACT = "\x00exact"  # key of the exact INTEGER columns in a columns dict (no column has this name)
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from mqo.results import TupleError
 from predicates import ColumnType, StreamSchema
+from predicates.ast import NUMERIC_TYPES
 from predicates.errors import did_you_mean
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_NUMERIC = frozenset(t for t in ColumnType if t.is_numeric)
 _INFINITIES = (math.inf, -math.inf)
 
 
@@ -90,7 +90,7 @@ class RowBuilder:
             if value in _INFINITIES:
                 raise self._type_error(value, pos, "a finite number")
             return value
-        if ctype in _NUMERIC:
+        if ctype in NUMERIC_TYPES:
             if isinstance(value, bool) or not isinstance(value, Real):
                 raise self._type_error(value, pos, "a number")
             if value != value:

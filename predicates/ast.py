@@ -30,7 +30,7 @@ class ColumnType(Enum):
 
     @property
     def is_numeric(self) -> bool:
-        return self in (ColumnType.INTEGER, ColumnType.FLOAT, ColumnType.BYTE)
+        return self in NUMERIC_TYPES
 
     @property
     def family(self) -> str:
@@ -38,6 +38,10 @@ class ColumnType(Enum):
         if self.is_numeric:
             return "number"
         return "string" if self is ColumnType.STRING else "boolean"
+
+
+# a set: hot paths (a pushed tuple's values) test membership without the property's call
+NUMERIC_TYPES = frozenset({ColumnType.INTEGER, ColumnType.FLOAT, ColumnType.BYTE})
 
 
 # ---------------------------------------------------------------- expressions

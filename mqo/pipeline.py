@@ -171,22 +171,24 @@ class Pipeline:
         assert plan is not None
         row = self.rows[s].build(ts, values, id)
         ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
-        columns = row_columns(row, plan.streams[s])
-        prepared = prepare_batch(
-            plan, s, ts_one, id_one, columns, self.config.store == "all", row, self._attributes_first
-        )
-        self._count_attributes(prepared)
-        if self.config.check:
-            check_prepared(plan, prepared, self._attributes_first)
+        prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.streams[s]), row)
         return self.push_prepared(prepared, 0)
 
-    def _count_attributes(self, prepared: PreparedBatch) -> None:
+    def _attributes(
+        self, s: int, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any], pushed: tuple[Any, ...] | None = None
+    ) -> PreparedBatch:
+        """The attribute phase of rows of stream ``s``, counted (and under
+        ``check=True`` compared with the lists decided row by row)."""
         plan = self.plan
         assert plan is not None
+        prepared = prepare_batch(plan, s, ts, ids, columns, self.config.store == "all", pushed, self._attributes_first)
         for part in (prepared, *prepared.roles):
             comparisons, bitset_ops = plan.per_stream(part.stream, attribute_work)
             self.counters.comparisons += comparisons * len(part)
             self.counters.bitset_ops += bitset_ops * len(part)
+        if self.config.check:
+            check_prepared(plan, prepared, self._attributes_first)
+        return prepared
 
     # --------------------------------------------------------------- batches
 
@@ -201,13 +203,7 @@ class Pipeline:
         rows.restart_ids(start + len(ts))
         if ids is None:
             ids = np.arange(start, start + len(ts), dtype=np.int64)
-        prepared = prepare_batch(
-            plan, s, ts, ids, columns, self.config.store == "all", attributes_first=self._attributes_first
-        )
-        self._count_attributes(prepared)
-        if self.config.check:
-            check_prepared(plan, prepared, self._attributes_first)
-        return prepared
+        return self._attributes(s, ts, ids, columns)
 
     def push_prepared(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
         """Row ``i`` of a prepared batch (rows in arrival order)."""

@@ -388,6 +388,13 @@ def git_commit() -> str:
         return "unknown"
 
 
+def row(
+    bench: str, metric: str, value: float, target: str = "", met: bool | None = None, note: str = ""
+) -> dict[str, Any]:
+    """One row of a benchmark table (``experiments.bench``'s)."""
+    return {"benchmark": bench, "metric": metric, "value": value, "target": target, "met": met, "note": note}
+
+
 def dirty_tree() -> bool:
     """Whether tracked files have uncommitted changes (False where git cannot tell)."""
     import subprocess

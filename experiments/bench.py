@@ -59,6 +59,7 @@ import numpy as np
 
 import mqo
 from experiments import _common as C
+from experiments._common import row
 from experiments.startup import bench_startup
 
 DESCRIPTION = "performance benchmarks: shared vs unshared, vs DuckDB, pub/sub intervals, memory, push latency"
@@ -689,12 +690,6 @@ def bench_linear(sizes: list[int], seed: int) -> list[dict[str, Any]]:
                 note=" / ".join(f"{t:.1f}" for t in times) + " µs")
         )  # fmt: skip
     return rows
-
-
-def row(
-    bench: str, metric: str, value: float, target: str = "", met: bool | None = None, note: str = ""
-) -> dict[str, Any]:
-    return {"benchmark": bench, "metric": metric, "value": value, "target": target, "met": met, "note": note}
 
 
 def earlier_rows(path: Path, chosen: set[str]) -> list[dict[str, Any]]:

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from experiments._common import row
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "icu"
 DEMO = [
@@ -31,11 +33,6 @@ DEMO = [
 def _mqo() -> list[str]:
     found = shutil.which("mqo", path=str(Path(sys.executable).parent))
     return [found] if found else [sys.executable, "-m", "runtime.cli"]
-
-
-def _row(metric: str, value: float, target: str = "", met: bool | None = None, note: str = "") -> dict[str, Any]:
-    # a row of the bench table (experiments.bench.row, which imports this module)
-    return {"benchmark": "g", "metric": metric, "value": value, "target": target, "met": met, "note": note}
 
 
 def _timed(args: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -59,9 +56,9 @@ def bench_startup(repeats: int = 3) -> list[dict[str, Any]]:
             helps.append(_timed([*mqo, "--help"], env, Path(tmp)))
     cold_s = sorted(cold)[len(cold) // 2]
     return [
-        _row("README demo, empty numba cache (first run after install), seconds", cold_s,
+        row("g", "README demo, empty numba cache (first run after install), seconds", cold_s,
             target="<= 3 s", met=cold_s <= 3.0, note=f"median of {repeats}; whole process, kernels compiled"),
-        _row("README demo, numba cache warm, seconds", min(warm), note=f"best of {repeats}"),
-        _row("mqo --help, seconds", min(helps), target="<= 0.3 s", met=min(helps) <= 0.3,
+        row("g", "README demo, numba cache warm, seconds", min(warm), note=f"best of {repeats}"),
+        row("g", "mqo --help, seconds", min(helps), target="<= 0.3 s", met=min(helps) <= 0.3,
             note=f"best of {repeats}"),
     ]  # fmt: skip

@@ -184,10 +184,12 @@ def span_bounds(plan: StreamPlan) -> tuple[str, str]:
     return first, last
 
 
-def owned(plan: StreamPlan, span: int, window_end: float) -> bool:
-    """Whether the task (or state group) of ``span`` reports a window ending here: in
-    time mode the span holding its end; otherwise every task owns what it finds."""
-    return plan.mode != "time" or math.floor(window_end / plan.span) == span
+def owned(plan: StreamPlan, span: int, window_ends: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Whether the task (or state group) of ``span`` reports windows ending here: in
+    time mode the span holding the end; otherwise every task owns what it finds."""
+    if plan.mode != "time":
+        return np.ones(len(window_ends), bool)
+    return np.floor(np.asarray(window_ends, np.float64) / plan.span) == span
 
 
 def output_rows(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> list[tuple[Any, ...]]:
@@ -264,18 +266,9 @@ def aggregate_partition(
         bounds = [(0, len(p))]
     for start, end in bounds:
         rows = _run(ddl, plan, layout, table.slice(start, end - start))
-        keep = None
-        if plan.mode == "time":
-            span = int(p[start])
-            keep = partial(_owned_ends, plan.span, span)
-        out = output_batch(rows, keep)
+        out = output_batch(rows, partial(owned, plan, int(p[start])))
         if out.num_rows:
             yield out
-
-
-def _owned_ends(width: float, span: int, window_ends: np.ndarray) -> np.ndarray:
-    """:func:`owned` of many windows, as the span's task decides them."""
-    return np.floor(window_ends / width) == span
 
 
 def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> AggregateBatch:
@@ -306,7 +299,7 @@ def numbers_as_text(frame: DataFrame, layouts: Sequence[StreamLayout]) -> DataFr
         fname
         for layout in layouts
         for ctype, fname in zip(layout.types, layout.fields, strict=True)
-        if ctype in (ColumnType.INTEGER, ColumnType.BYTE, ColumnType.FLOAT)
+        if ctype.is_numeric
     }
     return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in numeric else c for c in frame.columns))
 

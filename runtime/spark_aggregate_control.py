@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import pickle
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -83,7 +82,7 @@ from runtime.spark_aggregate import (
     stream_columns,
 )
 from runtime.spark_control import COMMANDS, apply_shared, command_rows, ordered_commands
-from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
+from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
 from runtime.spark_streaming import stream_lateness
 
 if TYPE_CHECKING:
@@ -206,13 +205,8 @@ def control_group(
     number = int(key[0])
     layout = job.layout(number)
     late: list[Any] = []
-    if state.exists:
-        saved = pickle.loads(state.get[0])
-        if saved.get("format") != STATE_FORMAT or saved.get("fingerprint") != job.fingerprint:
-            raise SparkStageError(
-                "the checkpoint's state was written for other streams, queries or settings; start from a new "
-                "checkpoint location"
-            )
+    saved = saved_state(state, STATE_FORMAT, job.fingerprint)
+    if saved is not None:
         matcher = Matcher.restore(saved["matcher"], late_sink=late.append)
         foreign = set(saved["foreign"])
     else:
@@ -235,8 +229,7 @@ def control_group(
     mine = {q for q, reg in (matcher.aggregator.queries.items() if matcher.aggregator else ()) if _is(reg, layout)}
     out += [(*r, None) for r in output_rows(matcher.poll_aggregates()) if r[0] in mine]
     out += [(*late_row(t.stream, t.ts, t.id), None) for t in late]
-    blob = {"format": STATE_FORMAT, "fingerprint": job.fingerprint, "matcher": matcher.snapshot(), "foreign": foreign}
-    state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
+    save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot(), foreign=foreign)
     if out:
         yield output_frame(out)
 

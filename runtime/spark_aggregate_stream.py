@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import pickle
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -101,7 +100,7 @@ from runtime.spark_aggregate import (
     stream_columns,
     stream_plans,
 )
-from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec
+from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
 from runtime.spark_streaming import stream_lateness
 
 if TYPE_CHECKING:
@@ -247,13 +246,8 @@ def aggregate_group(
     watermark = wm_ms / 1000.0 if wm_ms > 0 else -math.inf
     late_seen: list[LateTuple] = []
     matcher = None
-    if state.exists:
-        saved = pickle.loads(state.get[0])
-        if saved.get("format") != STATE_FORMAT or saved.get("fingerprint") != job.fingerprint:
-            raise SparkStageError(
-                "the checkpoint's state was written for other streams, queries or settings (slots, span and "
-                "lateness included); start from a new checkpoint location"
-            )
+    saved = saved_state(state, STATE_FORMAT, job.fingerprint, " (slots, span and lateness included)")
+    if saved is not None:
         matcher = Matcher.restore(saved["matcher"], late_sink=late_seen.append)
     # a span a whole span behind the watermark has reported all of its windows
     finished = plan.mode == "time" and watermark >= (group + 2) * plan.span
@@ -281,16 +275,15 @@ def aggregate_group(
             # Spark's watermark is the matcher's (time='external'): the windows ending
             # before it come out
             matcher.heartbeat(watermark)
-        out += [r for r in output_rows(matcher.poll_aggregates()) if owned(plan, group, r[2])]
-    for t in late_seen:  # a safety net: the matchers decide lateness on the same watermark
-        if owned(plan, group, t.ts):
-            out.append(late_row(t.stream, t.ts, t.id))
+        out += output_rows(matcher.poll_aggregates(), partial(owned, plan, group))
+    # a safety net: the matchers decide lateness on the same watermark
+    mine = owned(plan, group, [t.ts for t in late_seen])
+    out += [late_row(t.stream, t.ts, t.id) for t, kept in zip(late_seen, mine.tolist(), strict=True) if kept]
     if matcher is None or finished:
         if state.exists:
             state.remove()
     else:
-        blob = {"format": STATE_FORMAT, "fingerprint": job.fingerprint, "matcher": matcher.snapshot()}
-        state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
+        save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot())
         # called again, without rows, once the watermark moves past the current one
         state.setTimeoutTimestamp(max(wm_ms, 1))
     if out:

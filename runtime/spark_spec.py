@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -233,6 +234,27 @@ def build_spec(
         key_columns=tuple(sorted(key.items())) if mode == "key" and key else (),
     )
     return _with_fingerprint(spec)
+
+
+def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dict[str, Any] | None:
+    """What a streaming state group saved (None: nothing yet). State written by another
+    stage setup is refused: restored here it would match against other queries.
+    ``covers``: what else the fingerprint covers, for the message."""
+    if not state.exists:
+        return None
+    saved = pickle.loads(state.get[0])
+    if saved.get("format") != fmt or saved.get("fingerprint") != fingerprint:
+        raise SparkStageError(
+            f"the checkpoint's state was written for other streams, queries or settings{covers}; "
+            "start from a new checkpoint location"
+        )
+    return saved
+
+
+def save_state(state: Any, fmt: int, fingerprint: str, **fields: Any) -> None:
+    """Save a streaming state group's fields for :func:`saved_state`."""
+    blob = {"format": fmt, "fingerprint": fingerprint, **fields}
+    state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
 
 
 def _with_fingerprint(spec: StageSpec) -> StageSpec:

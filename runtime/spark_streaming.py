@@ -90,7 +90,6 @@ a slot's whole window is rewritten in every micro-batch that brings it data.
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -114,7 +113,15 @@ from runtime.spark_control import (
     with_queries,
 )
 from runtime.spark_control import frame as control_frame
-from runtime.spark_spec import SparkStageError, StageSpec, _source, _with_fingerprint, build_spec
+from runtime.spark_spec import (
+    SparkStageError,
+    StageSpec,
+    _source,
+    _with_fingerprint,
+    build_spec,
+    save_state,
+    saved_state,
+)
 from runtime.spark_worker import Rows, freeze, spawn
 
 if TYPE_CHECKING:
@@ -276,13 +283,8 @@ def match_group(
     frozen = None
     queries = spec.queries
     foreign: set[str] = set()  # the aggregate stage's ids, when it shares the commands
-    if state.exists:
-        saved = pickle.loads(state.get[0])
-        if saved.get("format") != STATE_FORMAT or saved.get("fingerprint") != spec.fingerprint:
-            raise SparkStageError(
-                "the checkpoint's state was written for other streams, queries or settings (slots included); "
-                "start from a new checkpoint location"
-            )
+    saved = saved_state(state, STATE_FORMAT, spec.fingerprint, " (slots included)")
+    if saved is not None:
         frozen = saved["matcher"]
         queries = tuple(saved.get("queries", spec.queries))
         foreign = set(saved.get("foreign", ()))
@@ -321,11 +323,8 @@ def match_group(
     for t in late_seen:  # a copy's lateness is reported by the slot owning its ts, as results are
         if _owns(spec, slot, t.ts):
             out.append(_late_row(t.stream, t.ts, t.id, len(names), dynamic))
-    saved_state: dict[str, Any] = {"format": STATE_FORMAT, "fingerprint": spec.fingerprint, "matcher": freeze(matcher)}
-    if dynamic:
-        saved_state["queries"] = queries
-        saved_state["foreign"] = sorted(foreign)
-    state.update((pickle.dumps(saved_state, protocol=pickle.HIGHEST_PROTOCOL),))
+    dynamic_fields = {"queries": queries, "foreign": sorted(foreign)} if dynamic else {}
+    save_state(state, STATE_FORMAT, spec.fingerprint, matcher=freeze(matcher), **dynamic_fields)
     first = matcher.next_release_ts
     if first is not None:
         # wake this slot once Spark's watermark has passed the first held result

@@ -44,6 +44,7 @@ import numpy as np
 
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, decimal_of, faithful, linear_sign, to_float
 from mqo.config import TIME_MODES, MatcherConfig, check_seconds
+from mqo.results import TupleError
 
 if TYPE_CHECKING:
     from predicates import StreamSchema
@@ -337,6 +338,18 @@ class Clock:
         self.mark = None if data["mark"] is None else (float(data["mark"][0]), int(data["mark"][1]))
         horizon = data["horizon"]
         self._horizon = None if horizon is None else ((float(horizon[0]), int(horizon[1])), Fraction(horizon[2]))
+
+
+def heartbeat_args(stream_or_ts: str | float, ts: float | None) -> tuple[str | None, float]:
+    """(stream name or None for every stream, ts) of ``heartbeat('B', 100)`` or
+    ``heartbeat(100)``; a ts that is not a finite number is the caller's error."""
+    stream = stream_or_ts if isinstance(stream_or_ts, str) else None
+    if stream is None and ts is not None:
+        raise TupleError(f"heartbeat takes (ts) or (stream, ts), got ({stream_or_ts!r}, {ts!r})")
+    value = stream_or_ts if stream is None else ts
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == math.inf:
+        raise TupleError(f"heartbeat ts must be a finite number, got {value!r}")
+    return stream, float(value)
 
 
 def clock_for(

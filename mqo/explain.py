@@ -10,11 +10,16 @@ sharing ratio: predicate occurrences over distinct predicates.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mqo.plan import TYPES, CompiledList, CompiledPlan, Slot
 from mqo.registry import QueryRegistry
 from predicates import Kind, format_constant, most_covering_first
 from predicates.numbers import exact
+
+if TYPE_CHECKING:
+    from mqo.aggregation import Aggregator
+    from mqo.reorder import AdaptivePolicy
 
 _TITLES = {
     Kind.ATTRIBUTE: "Attribute predicate lists",
@@ -43,6 +48,26 @@ def _covering_note(lst: CompiledList) -> str:
     if op in ("=", "!="):
         return "equality: one search" if lst.right_pos is None else "equality"
     return "most covering last" if most_covering_first(op) else "most covering first"
+
+
+def explain_matcher(
+    registry: QueryRegistry,
+    plan: CompiledPlan,
+    order: tuple[Kind, ...],
+    policy: AdaptivePolicy | None,
+    aggregator: Aggregator | None,
+) -> str:
+    """A matcher's explanation: :func:`explain_text` under its order (``policy``: the
+    adaptive order's statistics, None under a static ``order``), then its aggregate
+    queries'."""
+    if policy is None:
+        text = explain_text(registry, plan, order=f"static {''.join(k.name[0] for k in order)}")
+    else:
+        notes = policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
+        text = explain_text(registry, plan, order="adaptive", order_note=notes)
+    if aggregator is not None and len(aggregator):
+        text += "\n\n" + "\n".join(aggregator.explain()) + "\n"
+    return text
 
 
 def explain_text(

@@ -22,10 +22,11 @@ import numpy as np
 
 from mqo.aggregation import AggregateBatch, Aggregator
 from mqo.batch import MatchBatch, value_types
-from mqo.clock import Clock
+from mqo.clock import Clock, heartbeat_args
 from mqo.config import ORDERS, MatcherConfig, parse_order
+from mqo.emit import HeldResults
 from mqo.engine import ResultBlock
-from mqo.explain import explain_text
+from mqo.explain import explain_matcher
 from mqo.pipeline import Pipeline
 from mqo.plan import CompiledPlan
 from mqo.prepare import PreparedBatch
@@ -35,7 +36,7 @@ from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, Match, TupleError
 from mqo.state import WindowState
 from mqo.stats import Counters
-from predicates import Catalog, QueryError
+from predicates import Catalog
 from predicates.errors import did_you_mean
 from predicates.numbers import to_float
 
@@ -115,26 +116,16 @@ class Matcher:
     # ------------------------------------------------------------ registration
 
     def register_streams(self, ddl: str, source_name: str = "<schema>") -> list[str]:
-        """Declare streams from DDL; returns their names."""
-        if len(self.registry):
-            raise QueryError("streams must be declared before queries are registered", None, None)
-        if self.pipeline.seq:
-            raise QueryError("streams must be declared before tuples are pushed", None, None)
-        schemas = self.catalog.register_ddl(ddl, source_name)
-        self.queries.forget_streams()
-        self.pipeline.state = None  # made anew, with the new streams, on the next compile
-        self.pipeline.rows = []
-        return [s.name for s in schemas]
+        """Declare streams from DDL (before any query or tuple); returns their names."""
+        return self.queries.register_streams(ddl, source_name)
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
         """Register one query; returns its id (``query_id``, else its ``Query ID:``, else its position)."""
         return self.queries.register([text], source_name, True, None if query_id is None else str(query_id))[0]
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
-        """Register many queries at once (a file's text, or a list of query texts).
-
-        All or nothing; returns the ids in order.
-        """
+        """Register many queries (a file's text, or a list of texts), all or nothing;
+        returns the ids in order."""
         return self.queries.register([texts] if isinstance(texts, str) else list(texts), source_name)
 
     def register_table(
@@ -170,15 +161,8 @@ class Matcher:
         """Predicate lists in covering order, who uses what, each query's bits, the
         evaluation order with the statistics behind it, and the aggregate queries'
         filters, slices and shared partials."""
-        plan, policy = self.queries.compiled_whole(), self.pipeline.policy
-        if policy is None:
-            text = explain_text(self.registry, plan, order=f"static {''.join(k.name[0] for k in self.pipeline.order)}")
-        else:
-            notes = policy.describe() or ["no tuples seen yet; starting with AJW for every stream"]
-            text = explain_text(self.registry, plan, order="adaptive", order_note=notes)
-        if self.aggregator is not None and len(self.aggregator):
-            text += "\n\n" + "\n".join(self.aggregator.explain()) + "\n"
-        return text
+        plan = self.queries.compiled_whole()
+        return explain_matcher(self.registry, plan, self.pipeline.order, self.policy, self.aggregator)
 
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries."""
@@ -188,10 +172,9 @@ class Matcher:
 
     @property
     def watermark(self) -> float:
-        """The matcher's watermark: the smallest over the active streams of their
-        newest ts minus their allowed lateness (under ``time='global'``: the newest ts
-        of any stream minus the lateness); a tuple older than it is late. -inf until
-        every active stream has spoken."""
+        """The smallest over the active streams of their newest ts minus their
+        lateness (``time='global'``: over all streams); older tuples are late. -inf
+        until every active stream has spoken."""
         self.plan  # noqa: B018 - the clock knows the streams once the plan exists
         self.clock.current()
         return self.clock.watermark
@@ -220,15 +203,10 @@ class Matcher:
         has nothing more before 100 (it holds the watermark back no further);
         ``heartbeat(100)`` says so of every stream. Quiet streams purge their state.
         Returns the results this releases (``emit='ordered'``; else none)."""
-        stream = stream_or_ts if isinstance(stream_or_ts, str) else None
-        if stream is None and ts is not None:
-            raise TupleError(f"heartbeat takes (ts) or (stream, ts), got ({stream_or_ts!r}, {ts!r})")
-        ts = stream_or_ts if stream is None else ts
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or abs(ts) == float("inf"):
-            raise TupleError(f"heartbeat ts must be a finite number, got {ts!r}")
+        stream, ts = heartbeat_args(stream_or_ts, ts)
         s = None if stream is None else self._stream(stream)
         self.plan  # noqa: B018 - make sure the state exists
-        return self._matches(self.pipeline.heartbeat(s, float(ts)))
+        return self._matches(self.pipeline.heartbeat(s, ts))
 
     def set_idle(self, stream: str) -> list[Match]:
         """Declare ``stream`` idle: it stops holding the watermark back until it
@@ -257,41 +235,27 @@ class Matcher:
         last tuple it is (under ``emit='ordered'``: the results the watermark releases
         now, in ``ts`` order). A late tuple finds no results and goes to the late sink."""
         number = self._stream(stream)
-        if not self.queries.aggregating(stream):
-            return self._matches(self.pipeline.push(number, ts, values, id), emit_aggregates=False)
-        late = isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
+        aggregating = self.queries.aggregating(stream)
+        late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
         blocks = self.pipeline.push(number, ts, values, id)
-        if not late:
-            one = {"ts": [ts], **{name: [v] for name, v in (values or {}).items()}}
-            if id is not None:
-                one["id"] = [id]
-            self._aggregator.ingest(stream, one)
-        return self._matches(blocks, emit_aggregates=not late)
+        if aggregating and not late:
+            self.queries.ingest_row(stream, ts, values, id)
+        return self._matches(blocks, emit_aggregates=aggregating and not late)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
-        """Match a batch of one stream's tuples, in row order, as if pushed one by one.
-
-        ``batch`` is an Arrow table or record batch, a pandas DataFrame or a dict of
-        columns (``ts``, optional ``id``, the stream's columns). The attribute phase of
-        all rows runs in numba kernels, single-stream results are read off the
-        candidate bits of all rows at once, and only rows that multi-stream queries
-        need go through the join engine. Results come back as a
-        :class:`~mqo.batch.MatchBatch` (``len``, ``.to_arrow()``, ``.matches()``).
-        """
+        """Match a batch of one stream's tuples (an Arrow table or record batch, a
+        pandas DataFrame or a dict of columns: ``ts``, optional ``id``, the stream's
+        columns) in row order, as if pushed one by one; the results as a
+        :class:`~mqo.batch.MatchBatch` (``len``, ``.to_arrow()``, ``.matches()``)."""
         number = self._stream(stream)
         if not self.queries.aggregating(stream):
             return self.pipeline.push_batch(number, batch)
         # the aggregator decides lateness on the clock as it is before this batch, as the
         # pipeline does (on a copy: deciding a batch's lateness moves a clock)
-        self._aggregator.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
+        self.queries.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
         out = self.pipeline.push_batch(number, batch)
         self.queries.emit_aggregates(self.clock)
         return out
-
-    @property
-    def _aggregator(self) -> Aggregator:
-        assert self.aggregator is not None
-        return self.aggregator
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
         """Decide the attribute predicates of a batch of one stream's tuples (no state
@@ -302,20 +266,18 @@ class Matcher:
     def replay(
         self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """Match prepared rows in a given arrival order: row ``rows[j]`` of batch
-        ``prepared[which[j]]`` arrives j-th. Exactly like pushing each
-        row in turn, but only rows that are late or that some query wants are visited
-        one by one; yields (j, result blocks) for each visited row."""
+        """Match prepared rows in a given arrival order (row ``rows[j]`` of batch
+        ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
+        blocks) for each row visited (those late or that some query wants)."""
         self.plan  # noqa: B018 - the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
     # ------------------------------------------------------------ output
 
     def poll_aggregates(self) -> AggregateBatch:
-        """The aggregate rows emitted so far and not yet taken: one per (query, window,
-        group), emitted by ``push``/``push_batch``/``heartbeat`` once the watermark
-        passes the window's end (also those the watermark passed since, as in a run
-        through :meth:`replay`, which emits nothing itself)."""
+        """The aggregate rows not yet taken: one per (query, window, group) whose
+        window's end the watermark has passed (also after :meth:`replay`, which emits
+        nothing itself)."""
         self.queries.emit_aggregates(self.clock)
         return self.queries.take_aggregates()
 
@@ -341,33 +303,29 @@ class Matcher:
     @property
     def next_release_ts(self) -> float | None:
         """The smallest ``ts`` of a held result (None when none is held)."""
-        if self.pipeline.held is None:
-            return None
-        self.plan  # noqa: B018 - withdraw the results of queries unregistered since
-        return self.pipeline.held.first_ts
+        held = self._held()
+        return None if held is None else held.first_ts
 
     @property
     def held_results(self) -> int:
         """How many results ``emit='ordered'`` holds (``ts`` at or after the watermark)."""
-        if self.pipeline.held is None:
-            return 0
-        self.plan  # noqa: B018 - a query unregistered since withdraws its results when the plan changes
-        return len(self.pipeline.held)
+        held = self._held()
+        return 0 if held is None else len(held)
+
+    def _held(self) -> HeldResults | None:
+        if self.pipeline.held is not None:
+            self.plan  # noqa: B018 - a query unregistered since withdraws its held results
+        return self.pipeline.held
 
     # ------------------------------------------------------------- snapshots
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:
         """Everything needed to carry on elsewhere, as plain Python data: settings,
-        streams, queries (text, id, registration horizon), stored tuples, clocks, the
-        late tuples kept, the results ``emit='ordered'`` holds, and the adaptive
-        order's statistics (so a restored matcher evaluates, and orders the results of
-        a push, exactly as this one would); the aggregate queries with their slices,
-        partials, count-window rows not final yet and rows not yet taken
-        (:mod:`mqo.aggregation.persist`).
-
-        With ``queries=False`` the queries are left out: restore that with ``like=`` a
-        matcher that has them (a Spark worker restoring window state in every
-        micro-batch does not re-register thousands of queries each time)."""
+        streams, queries, stored tuples, clocks, late tuples kept, held results, the
+        adaptive order's statistics (a restored matcher evaluates exactly as this one
+        would) and the aggregate queries' state (:mod:`mqo.aggregation.persist`).
+        ``queries=False`` leaves the match queries out: restore that ``like=`` a matcher
+        that has them (as a Spark worker does in every micro-batch)."""
         self.queries.compiled_whole()  # the state exists once the plan does; list numbers as restored
         return {
             "format": SNAPSHOT_FORMAT,

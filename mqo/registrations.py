@@ -17,12 +17,15 @@ import dataclasses
 import gc
 import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from mqo.aggregation import AggregateBatch, Aggregator, aggregate_piece, looks_aggregate
+import numpy as np
+
+import predicates
+from mqo.aggregation import AggregateBatch, Aggregator
 from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
 from mqo.clock import Clock
 from mqo.config import MatcherConfig
@@ -31,11 +34,10 @@ from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
 from mqo.registry import QueryRegistry
 from mqo.table import RowQuery, table_queries
-from predicates import Catalog, NormalizedQuery, QueryError, compile_queries
+from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
-from predicates.frontend import column_order
+from predicates.entry import looks_aggregate
 from predicates.records import CompiledQuery
-from predicates.templates import split_query_texts
 
 if TYPE_CHECKING:
     from mqo.pipeline import Pipeline
@@ -67,56 +69,29 @@ class Registrations:
 
     # --------------------------------------------------------------- compiling
 
-    def front_end(self, text: str, source_name: str, **options: Any) -> list[NormalizedQuery]:
-        """The full front end on ``text``: its records, or its positioned error."""
-        options.setdefault("first_position", self.next_position)
-        return compile_queries(
-            text, self.catalog, source_name=source_name, max_disjuncts=self.config.max_disjuncts, **options
-        )
-
-    def compile_texts(self, sources: list[str], source_name: str) -> list[Query]:
-        """Compile query texts (each may hold many queries), numbered from the next position."""
+    def compile_texts(self, sources: list[str], source_name: str, check_names: bool = True) -> list[Query]:
+        """Compile query texts (each may hold many queries) through the one compile
+        entry, numbered from the next position, all or nothing. ``check_names``: no id
+        may be registered already or given twice."""
+        registered = _Taken(self) if check_names else ()
         instances: list[Query] = []
-        compile_one = self.registry.compiler.compile
-        order = column_order(self.catalog)  # (the catalog does not change meanwhile)
         for k, text in enumerate(sources):
-            name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
-            try:
-                for piece in split_query_texts(text):
-                    position = self.next_position + len(instances)
-                    try:
-                        aggregate = (
-                            aggregate_piece(piece, self.catalog, position, name, order, self.config.max_disjuncts)
-                            if looks_aggregate(piece)
-                            else None
-                        )
-                    except QueryError as err:
-                        raise _AggregateError(err) from None
-                    instances.append(aggregate if aggregate is not None else compile_one(piece, position, name))
-            except _AggregateError as wrapped:
-                raise wrapped.error from None
-            except QueryError as err:
-                # Report the error where it is in the whole text, not in the piece.
-                self.front_end(text, name, first_position=self.next_position + len(instances))
-                raise err from None
+            instances += predicates.compile(
+                text,
+                self.catalog,
+                source_name=source_name if len(sources) == 1 else f"{source_name}[{k}]",
+                first_position=self.next_position + len(instances),
+                taken=registered,
+                max_disjuncts=self.config.max_disjuncts,
+                compiler=self.registry.compiler,
+            )
+        if check_names and len(sources) > 1:
+            seen: set[str] = set()
+            for query in instances:
+                if query.name in seen:
+                    raise QueryError(f"query id {query.name} is given twice", None, None)
+                seen.add(query.name)
         return instances
-
-    def check_names(self, instances: list[Query], sources: list[str], source_name: str) -> None:
-        """No id registered already or given twice (the front end names a duplicate
-        match query with its position)."""
-        seen: set[str] = set()
-        registered = self.registry.queries
-        aggregates = self.aggregator.queries if self.aggregator is not None else {}
-        for inst in instances:
-            if inst.name in aggregates:
-                raise QueryError(f"query id {inst.name} is already registered", None, None)
-            if inst.name in registered or inst.name in seen:
-                for k, text in enumerate(sources):
-                    name = source_name if len(sources) == 1 else f"{source_name}[{k}]"
-                    self.front_end(text, name, first_position=1, taken=registered.keys())
-                where = "is already registered" if inst.name in registered else "is given twice"
-                raise QueryError(f"query id {inst.name} {where}", None, None)
-            seen.add(inst.name)
 
     # ---------------------------------------------------------- registering
 
@@ -130,8 +105,9 @@ class Registrations:
             if one and len(instances) != 1:
                 raise QueryError(f"expected one query, found {len(instances)}; use register_queries", None, None)
             if query_id is not None:
+                if query_id in _Taken(self):
+                    raise QueryError(f"query id {query_id} is already registered", None, None)
                 instances = [_renamed(instances[0], query_id)]
-            self.check_names(instances, sources, source_name)
             self.add(instances)
         return [inst.name for inst in instances]
 
@@ -202,9 +178,17 @@ class Registrations:
         aggregates = list(self.aggregator.queries) if self.aggregator is not None else []
         return list(self.registry.queries) + aggregates
 
-    def forget_streams(self) -> None:
-        """New streams were declared: the next plan is compiled whole."""
+    def register_streams(self, ddl: str, source_name: str) -> list[str]:
+        """Declare streams from DDL; their names. The next plan is compiled whole."""
+        if len(self.registry):
+            raise QueryError("streams must be declared before queries are registered", None, None)
+        if self.pipeline.seq:
+            raise QueryError("streams must be declared before tuples are pushed", None, None)
+        schemas = self.catalog.register_ddl(ddl, source_name)
         self._plan = self._previous = None
+        self.pipeline.state = None  # made anew, with the new streams, on the next compile
+        self.pipeline.rows = []
+        return [s.name for s in schemas]
 
     # -------------------------------------------------------------------- plan
 
@@ -238,6 +222,19 @@ class Registrations:
 
     def aggregating(self, stream: str) -> bool:
         return self.aggregator is not None and stream.lower() in self.aggregator.streams()
+
+    def ingest(self, stream: str, batch: Any, late_of: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        """A batch of ``stream``'s tuples for the aggregate queries (``late_of``: which
+        rows are late, by their ts)."""
+        assert self.aggregator is not None
+        self.aggregator.ingest(stream, batch, late_of=late_of)
+
+    def ingest_row(self, stream: str, ts: Any, values: Mapping[str, Any] | None, id: int | None) -> None:
+        """One tuple of ``stream``, not late, for the aggregate queries."""
+        one = {"ts": [ts], **{name: [v] for name, v in (values or {}).items()}}
+        if id is not None:
+            one["id"] = [id]
+        self.ingest(stream, one)
 
     def emit_aggregates(self, clock: Clock) -> None:
         """Windows ending before the watermark can get no more tuples that are not
@@ -273,7 +270,8 @@ class Registrations:
         if like is None:
             self.registry.roles = list(snapshot.get("roles", ()))  # numbered as the stored tuples are
             names = [name for name, _, _ in snapshot["queries"]]
-            instances = self.compile_texts([text for _, text, _ in snapshot["queries"]], "<snapshot>")
+            texts = [text for _, text, _ in snapshot["queries"]]
+            instances = self.compile_texts(texts, "<snapshot>", check_names=False)
             instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
             self.add(instances, since_ts=[_since_value(since) for _, _, since in snapshot["queries"]])
             self._version += 1
@@ -285,18 +283,23 @@ class Registrations:
             self._plan, self._version = plan, like._version
         self.next_position = snapshot.get("next_position", like.next_position if like is not None else 1)
         if "aggregates" in snapshot:
-            compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>")  # noqa: E731
+            compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>", check_names=False)  # noqa: E731
             self.aggregator, self.emitted = restore_aggregator(
                 snapshot["aggregates"], self.catalog, self.config, compile_texts
             )
         return plan
 
 
-class _AggregateError(Exception):
-    """An aggregate query's error, already reported in full (not a match query's)."""
+class _Taken:
+    """The ids registered now, of both kinds (a view: registering a million queries one
+    at a time should not copy a million names each time)."""
 
-    def __init__(self, error: QueryError) -> None:
-        self.error = error
+    def __init__(self, queries: Registrations) -> None:
+        self.queries = queries
+
+    def __contains__(self, name: object) -> bool:
+        aggregator = self.queries.aggregator
+        return name in self.queries.registry.queries or (aggregator is not None and name in aggregator.queries)
 
 
 @contextmanager

@@ -3,13 +3,14 @@
 Pure Python with no dependency on the rest of mqo. The usual entry points are
 :class:`Catalog` (streams from DDL) and :func:`compile` (query text to the query records
 the registry keeps, or the front end's positioned error; all or nothing).
-:func:`compile_queries` gives the front end's own :class:`NormalizedQuery` objects.
+:func:`front_end` is the same without caches (both kinds of query);
+:func:`compile_queries` gives the match front end's own :class:`NormalizedQuery` objects.
 """
 
 from predicates.aggregate import AggregateQuery
 from predicates.ast import Aggregate, BoolLit, ColumnRef, ColumnType, Number, StringLit
 from predicates.catalog import Catalog, Column, StreamSchema
-from predicates.entry import compile
+from predicates.entry import compile, front_end, looks_aggregate
 from predicates.errors import MqoError, QueryError, Source, Span, did_you_mean
 from predicates.frontend import column_order, compile_parsed, compile_queries, name_queries
 from predicates.normalize import (
@@ -61,6 +62,8 @@ __all__ = [
     "compile_queries",
     "did_you_mean",
     "format_constant",
+    "front_end",
+    "looks_aggregate",
     "most_covering_first",
     "name_queries",
     "parse_ddl",

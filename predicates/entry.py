@@ -1,25 +1,49 @@
 """The one compile entry: query text in, query records out, or the front end's error.
 
-``compile(text, catalog)`` gives one :class:`~predicates.templates.CompiledQuery` per
-query of ``text`` (the record the registry keeps), or raises the full front end's
-:class:`~predicates.errors.QueryError` with its position in ``text``. The fast paths
-(:mod:`predicates.flat`, :mod:`predicates.templates`) are caches behind it: they take
-a text only when they give exactly the front end's query, and every text they do not
-take, and every error, goes through the front end (lexer, parser, binder, normalizer).
-Pass one ``compiler`` to many calls to keep its caches.
+``compile(text, catalog)`` gives one record per query of ``text``: a
+:class:`~predicates.records.CompiledQuery` for a match query (the record the registry
+keeps), an :class:`~predicates.aggregate.AggregateQuery` for a windowed aggregate
+query. Or it raises the full front end's :class:`~predicates.errors.QueryError` with
+its position in ``text``. The fast paths (:mod:`predicates.flat`,
+:mod:`predicates.templates`) are caches behind it: they take a text only when they give
+exactly the front end's query, and every text they do not take, and every error, goes
+through the front end (lexer, parser, binder, normalizer). Pass one ``compiler`` to many
+calls to keep its caches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Container
 
+from predicates.aggregate import AggregateQuery, compile_aggregate
 from predicates.catalog import Catalog
 from predicates.clauses import split_query_texts
 from predicates.errors import QueryError
-from predicates.frontend import compile_queries
-from predicates.normalize import DEFAULT_MAX_DISJUNCTS
+from predicates.frontend import column_order, name_queries
+from predicates.normalize import DEFAULT_MAX_DISJUNCTS, normalize
+from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, from_normalized
+from predicates.semantic import bind
 from predicates.templates import FastCompiler
+
+Record = CompiledQuery | AggregateQuery
+
+# what only aggregate queries have (a window in FROM, GROUP BY, HAVING, an aggregate)
+_LOOKS_AGGREGATE = re.compile(
+    r"\[|\bgroup\s+by\b|\bhaving\b|\b(?:count|sum|avg|min|max|stddev|variance)\s*\(", re.IGNORECASE
+)
+
+
+def looks_aggregate(text: str) -> bool:
+    """Whether ``text`` may be an aggregate query (False: it is surely not one)."""
+    # substring tests first: registering ten thousand match queries should not cost a
+    # case-insensitive regular expression search over each of them
+    if "[" not in text and "(" not in text:
+        lower = text.lower()
+        if "group" not in lower and "having" not in lower:
+            return False
+    return _LOOKS_AGGREGATE.search(text) is not None
 
 
 def compile(
@@ -28,10 +52,10 @@ def compile(
     *,
     source_name: str = "<string>",
     first_position: int = 1,
-    taken: Iterable[str] = (),
+    taken: Container[str] = (),
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
     compiler: FastCompiler | None = None,
-) -> list[CompiledQuery]:
+) -> list[Record]:
     """Every query of ``text`` as a record, all or nothing; queries without a ``Query
     ID`` header are named by their position from ``first_position``; ``taken``: names
     already used (a query named so is an error)."""
@@ -39,23 +63,57 @@ def compile(
         compiler = FastCompiler(catalog, max_disjuncts)
     elif compiler.catalog is not catalog or compiler.max_disjuncts != max_disjuncts:
         raise ValueError("the compiler was made for another catalog or disjunct limit")
-    taken = set(taken)
-    out: list[CompiledQuery] = []
+    out: list[Record] = []
     try:
         for piece in split_query_texts(text):
-            out.append(compiler.compile(piece, first_position + len(out), source_name))
+            position = first_position + len(out)
+            aggregate = _aggregate_piece(piece, catalog, position, source_name, max_disjuncts)
+            out.append(aggregate if aggregate is not None else compiler.compile(piece, position, source_name))
     except QueryError:
         pass  # the front end below reports it, where it is in the whole text
     else:
         names = [q.name for q in out]
-        if len(set(names)) == len(names) and taken.isdisjoint(names):
+        if len(set(names)) == len(names) and not any(name in taken for name in names):
             return out
     # the front end raises the error with its position (or, where a fast path cut the
     # text otherwise than the parser, compiles it: its queries are the records)
-    queries = compile_queries(
-        text, catalog, source_name=source_name, first_position=first_position, taken=taken, max_disjuncts=max_disjuncts
-    )
-    return [from_normalized(nq) for nq in queries]
+    return front_end(text, catalog, source_name, first_position, taken, max_disjuncts)
 
 
-__all__ = ["compile"]
+def front_end(
+    text: str,
+    catalog: Catalog,
+    source_name: str = "<string>",
+    first_position: int = 1,
+    taken: Container[str] = (),
+    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+) -> list[Record]:
+    """Parse, name, bind and normalize every query of ``text``, of both kinds, with no
+    cache (all or nothing; errors carry their position in ``text``)."""
+    queries = parse_queries(text, source_name, first_position=first_position)
+    names = name_queries(queries, first_position=first_position, taken=taken)
+    order = column_order(catalog)
+    return [
+        compile_aggregate(q, catalog, name, order, max_disjuncts)
+        if q.is_aggregate
+        else from_normalized(normalize(bind(q, catalog, name), order, max_disjuncts))
+        for q, name in zip(queries, names, strict=True)
+    ]
+
+
+def _aggregate_piece(
+    text: str, catalog: Catalog, position: int, source_name: str, max_disjuncts: int
+) -> AggregateQuery | None:
+    """The aggregate query of one query's text, or None when it is a match query."""
+    if not looks_aggregate(text):
+        return None
+    queries = parse_queries(text, source_name, first_position=position)
+    if len(queries) != 1:
+        raise QueryError("not one query")  # cut otherwise than the parser: the front end decides
+    if not queries[0].is_aggregate:
+        return None
+    (name,) = name_queries(queries, first_position=position)
+    return compile_aggregate(queries[0], catalog, name, column_order(catalog), max_disjuncts)
+
+
+__all__ = ["Record", "compile", "front_end", "looks_aggregate"]

@@ -8,7 +8,7 @@ raises the first :class:`~predicates.errors.QueryError`, naming the query it is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container
 
 from predicates.ast import Query
 from predicates.catalog import Catalog, split_role
@@ -38,11 +38,10 @@ def column_order(catalog: Catalog) -> ColumnOrder:
     return order
 
 
-def name_queries(queries: list[Query], *, first_position: int = 1, taken: Iterable[str] = ()) -> list[str]:
-    """The id of each query; raises QueryError on an id given twice."""
+def name_queries(queries: list[Query], *, first_position: int = 1, taken: Container[str] = ()) -> list[str]:
+    """The id of each query; raises QueryError on an id given twice or ``taken``."""
     names: list[str] = []
     seen: dict[str, Query] = {}
-    taken_set = set(taken)
     for i, query in enumerate(queries):
         name = query.name if query.name is not None else str(first_position + i)
         where = query.name_span if query.name_span is not None else query.span
@@ -56,7 +55,7 @@ def name_queries(queries: list[Query], *, first_position: int = 1, taken: Iterab
                 hint=f"the first query with this id starts at line {line}"
                 + ("" if query.name is not None else "; a query without a 'Query ID:' header is named by its position"),
             )
-        if name in taken_set:
+        if name in taken:
             raise QueryError(f"query id {name} is already registered", query.source, where)
         seen[name] = query
         names.append(name)
@@ -80,7 +79,7 @@ def compile_queries(
     *,
     source_name: str = "<string>",
     first_position: int = 1,
-    taken: Iterable[str] = (),
+    taken: Container[str] = (),
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
 ) -> list[NormalizedQuery]:
     """Parse, name, bind and normalize every query of ``text`` (all or nothing)."""

@@ -61,3 +61,37 @@ def test_taken_names_and_positions_follow_the_front_end():
     assert [q.name for q in predicates.compile(text, catalog, first_position=5)] == ["5", "6"]
     with pytest.raises(QueryError, match="6"):
         predicates.compile(text, catalog, first_position=5, taken=["6"])
+
+
+AGGREGATE = "SELECT B.alert, AVG(B.pressure) FROM B [RANGE 10 SLIDE 5] WHERE B.temp > {} GROUP BY B.alert"
+
+
+def test_one_entry_compiles_aggregate_and_match_queries_alike():
+    catalog = Catalog.from_ddl(DDL)
+    text = f"{AGGREGATE.format(1)};\nQuery ID: m\n{FLAT.format(2)};\n{AGGREGATE.format(3)};"
+    got = predicates.compile(text, catalog, source_name="f.mqo")
+    assert [type(q).__name__ for q in got] == ["AggregateQuery", "CompiledQuery", "AggregateQuery"]
+    assert [q.name for q in got] == ["1", "m", "3"]
+    want = predicates.front_end(text, catalog, "f.mqo")
+    for k in (0, 2):  # (spans differ: the entry parses each query's own text)
+        assert got[k].filter_key == want[k].filter_key and got[k].text.strip() == want[k].text.strip()
+        assert (got[k].window.size, got[k].window.slide, got[k].group_by, got[k].calls) == (
+            want[k].window.size,
+            want[k].window.slide,
+            want[k].group_by,
+            want[k].calls,
+        )
+    assert summary(got[1]) == summary(want[1])
+
+
+@pytest.mark.parametrize("bad_second", [True, False])
+def test_an_error_after_an_aggregate_query_is_reported_where_it_is(bad_second: bool):
+    # the match front end alone stops at the aggregate query, with the wrong message
+    catalog = Catalog.from_ddl(DDL)
+    match = FLAT.format(1).replace("B.temp", "B.tmp" if bad_second else "B.temp")
+    aggregate = AGGREGATE.format(2).replace("B.alert", "B.alert" if bad_second else "B.alrt")
+    with pytest.raises(QueryError) as got:
+        predicates.compile(f"{aggregate};\n{match};", catalog, source_name="f.mqo")
+    line = 2 if bad_second else 1
+    assert str(got.value).startswith(f"f.mqo:{line}:")
+    assert "unknown column" in str(got.value) and f"(in query {line})" in str(got.value)

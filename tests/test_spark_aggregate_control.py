@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 import mqo
-from mqo.aggregation import looks_aggregate
 from mqo.batch import text_of
+from predicates import looks_aggregate
 from runtime.spark_aggregate_stream import aggregate_stream
 from runtime.spark_spec import SparkStageError
 from runtime.spark_streaming import write_files

@@ -4,7 +4,8 @@ This is the thesis' algorithm (Figures 3.19-3.22), generalized to any number of
 streams and made exact for any order of the three predicate types:
 
 1. A new tuple ``t`` of stream S starts one **partial result** holding just ``t``;
-   its candidates are every slot (query disjunct) that reads S.
+   its candidates are every slot (query disjunct) that reads S, but none that also
+   reads a stream storing no tuple now (no result of theirs can end with ``t``).
 2. Each predicate type runs as a phase, in the chosen order (AJW ... WJA):
 
    * **attribute**: each member's attribute lists are decided by one binary search
@@ -160,7 +161,7 @@ class Engine:
             # (the QED test needs the lists' satisfied bits: they are decided again)
             t.attr_done = 0 if self.check_qed else plan.attr_list_mask[t.stream]
             t.attr_kill = stream_slots & ~cand
-        cand = stream_slots
+        cand = stream_slots & ~self._unfed(t.stream)
         if not cand:
             return results
         on = self._on
@@ -202,6 +203,17 @@ class Engine:
         counters.intermediate += self.intermediate
         counters.results += sum(block.slots.bit_count() for block in results)
         return results
+
+    def _unfed(self, s: int) -> int:
+        """Slots that also read a stream other than ``s`` storing no tuple now: none of
+        their results can end with this tuple, so no partial is grown for them (a query
+        over a stream not fed yet, or gone quiet and purged, costs nothing)."""
+        streams, reads = self.state.streams, self.plan.stream_slots
+        dead = 0
+        for y in range(self.n_streams):
+            if y != s and reads[y] and not len(streams[y].buckets):
+                dead |= reads[y]
+        return dead
 
     # ------------------------------------------------------ predicate evaluation
 

@@ -341,3 +341,16 @@ def test_restore_carries_on_exactly_under_the_adaptive_order(thesis_ddl):
     assert list(second.late_tuples) == list(first.late_tuples) and first.late_count
     for stream, ts, values in pushes[900:]:
         assert first.push(stream, ts, values) == second.push(stream, ts, values)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_no_partial_results_grow_toward_a_stream_that_stores_nothing(order, thesis_ddl, running_example):
+    # every query of the running example reads T: until a T tuple is stored, B, H and K
+    # tuples make no partial results at all, and the first T tuple finds the results
+    m = sparse_matcher(thesis_ddl, allowed_lateness=8, order=order)
+    m.register_queries(running_example)
+    assert feed_figure_3_16(m) == []
+    assert m.counters.intermediate == 0
+    matches = m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98})
+    assert [x.query for x in matches] == ["3"]
+    assert m.counters.intermediate > 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+from array import array
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -108,7 +109,8 @@ class CoveringList:
         if op not in _OPS:
             raise ValueError(f"unknown operator {op!r}")
         self.op = op
-        self.constants = list(constants)
+        # an array of doubles stays as it is (a list would take four times the memory)
+        self.constants = constants if isinstance(constants, array) else list(constants)
         self.n = len(self.constants)
         self.integer = integer
         self.factor = factor
@@ -118,7 +120,11 @@ class CoveringList:
             self.floats = self.constants
             self._lt = self._le = self.constants  # a faithful float is its own cut (float_cut)
             if factor is None:
-                cuts = np.array(self.constants, np.float64)
+                cuts = (
+                    np.frombuffer(self.constants, np.float64)
+                    if isinstance(self.constants, array)
+                    else np.array(self.constants, np.float64)
+                )
                 self._arrays = (cuts, cuts)
             return
         numeric = all(isinstance(c, (float, int, Fraction)) and not isinstance(c, bool) for c in self.constants)

@@ -89,7 +89,7 @@ class CompiledList:
     index: int
     key: ListKey
     base: int
-    constants: list[Any]
+    constants: Sequence[Any]  # an array("d") when ``doubles``
     offsets: np.ndarray
     users: np.ndarray
     slot_bits: int

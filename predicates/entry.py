@@ -20,11 +20,10 @@ from predicates.aggregate import AggregateQuery, compile_aggregate
 from predicates.catalog import Catalog
 from predicates.clauses import split_query_texts
 from predicates.errors import QueryError
-from predicates.frontend import column_order, name_queries
-from predicates.normalize import DEFAULT_MAX_DISJUNCTS, normalize
+from predicates.frontend import column_order, front_end, name_queries
+from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.parser import parse_queries
-from predicates.records import CompiledQuery, from_normalized
-from predicates.semantic import bind
+from predicates.records import CompiledQuery
 from predicates.templates import FastCompiler
 
 Record = CompiledQuery | AggregateQuery
@@ -77,28 +76,9 @@ def compile(
             return out
     # the front end raises the error with its position (or, where a fast path cut the
     # text otherwise than the parser, compiles it: its queries are the records)
-    return front_end(text, catalog, source_name, first_position, taken, max_disjuncts)
-
-
-def front_end(
-    text: str,
-    catalog: Catalog,
-    source_name: str = "<string>",
-    first_position: int = 1,
-    taken: Container[str] = (),
-    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
-) -> list[Record]:
-    """Parse, name, bind and normalize every query of ``text``, of both kinds, with no
-    cache (all or nothing; errors carry their position in ``text``)."""
-    queries = parse_queries(text, source_name, first_position=first_position)
-    names = name_queries(queries, first_position=first_position, taken=taken)
-    order = column_order(catalog)
-    return [
-        compile_aggregate(q, catalog, name, order, max_disjuncts)
-        if q.is_aggregate
-        else from_normalized(normalize(bind(q, catalog, name), order, max_disjuncts))
-        for q, name in zip(queries, names, strict=True)
-    ]
+    return front_end(
+        text, catalog, source_name=source_name, first_position=first_position, taken=taken, max_disjuncts=max_disjuncts
+    )
 
 
 def _aggregate_piece(
@@ -116,4 +96,4 @@ def _aggregate_piece(
     return compile_aggregate(queries[0], catalog, name, column_order(catalog), max_disjuncts)
 
 
-__all__ = ["Record", "compile", "front_end", "looks_aggregate"]
+__all__ = ["Record", "compile", "looks_aggregate"]

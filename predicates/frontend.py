@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Container
 
+from predicates.aggregate import AggregateQuery, compile_aggregate
 from predicates.ast import Query
 from predicates.catalog import Catalog, split_role
 from predicates.errors import QueryError
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnKey, ColumnOrder, NormalizedQuery, normalize
 from predicates.parser import parse_queries
+from predicates.records import CompiledQuery, from_normalized
 from predicates.semantic import bind
 
 
@@ -82,7 +84,33 @@ def compile_queries(
     taken: Container[str] = (),
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
 ) -> list[NormalizedQuery]:
-    """Parse, name, bind and normalize every query of ``text`` (all or nothing)."""
-    queries = parse_queries(text, source_name, first_position=first_position)
-    names = name_queries(queries, first_position=first_position, taken=taken)
+    """Parse, name, bind and normalize every query of ``text`` (all or nothing); an
+    aggregate query is an error here (:func:`front_end` takes both kinds)."""
+    queries, names = _parsed(text, source_name, first_position, taken)
     return compile_parsed(queries, catalog, names, max_disjuncts=max_disjuncts)
+
+
+def front_end(
+    text: str,
+    catalog: Catalog,
+    *,
+    source_name: str = "<string>",
+    first_position: int = 1,
+    taken: Container[str] = (),
+    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+) -> list[CompiledQuery | AggregateQuery]:
+    """Every query of ``text`` as the record :func:`predicates.compile` gives, of both
+    kinds, with no cache (all or nothing; errors carry their position in ``text``)."""
+    queries, names = _parsed(text, source_name, first_position, taken)
+    order = column_order(catalog)
+    return [
+        compile_aggregate(q, catalog, name, order, max_disjuncts)
+        if q.is_aggregate
+        else from_normalized(normalize(bind(q, catalog, name), order, max_disjuncts))
+        for q, name in zip(queries, names, strict=True)
+    ]
+
+
+def _parsed(text: str, source_name: str, first_position: int, taken: Container[str]) -> tuple[list[Query], list[str]]:
+    queries = parse_queries(text, source_name, first_position=first_position)
+    return queries, name_queries(queries, first_position=first_position, taken=taken)

@@ -72,7 +72,7 @@ def test_one_entry_compiles_aggregate_and_match_queries_alike():
     got = predicates.compile(text, catalog, source_name="f.mqo")
     assert [type(q).__name__ for q in got] == ["AggregateQuery", "CompiledQuery", "AggregateQuery"]
     assert [q.name for q in got] == ["1", "m", "3"]
-    want = predicates.front_end(text, catalog, "f.mqo")
+    want = predicates.front_end(text, catalog, source_name="f.mqo")
     for k in (0, 2):  # (spans differ: the entry parses each query's own text)
         assert got[k].filter_key == want[k].filter_key and got[k].text.strip() == want[k].text.strip()
         assert (got[k].window.size, got[k].window.slide, got[k].group_by, got[k].calls) == (

@@ -19,7 +19,9 @@ c. publish/subscribe intervals (the Rein/TAMA workload): 20 attributes, subscrip
    against the same queries written out as text.
 c'. live registration: 20,000 subscriptions, batches of 100 events with one
    subscription registered and one removed before each, against the same batches
-   without changes (two matchers, batches timed alternately). Its table goes to
+   without changes (two matchers, batches timed alternately); and events pushed one
+   at a time, 1,000 per second of event time, with 1% of the subscriptions replaced
+   per second of event time, against the same events without changes. Its table goes to
    ``churn.md`` and ``churn.csv`` (``--only "c'"`` runs it alone).
 d. bounded memory: many tuples through 100 windowed queries; resident memory after
    warm-up must grow by less than 10%.
@@ -60,6 +62,14 @@ import numpy as np
 import mqo
 from experiments import _common as C
 from experiments._common import row
+from experiments.bench_pubsub import (
+    bench_churn,
+    bench_churn_push,
+    bench_pubsub,
+    bench_table_registration,
+    progress,
+    rss_mb,
+)
 from experiments.startup import bench_startup
 
 DESCRIPTION = "performance benchmarks: shared vs unshared, vs DuckDB, pub/sub intervals, memory, push latency"
@@ -75,20 +85,6 @@ def icu_matcher(**settings: Any) -> mqo.Matcher:
     for silent in ("T", "K"):
         m.set_idle(silent)
     return m
-
-
-def rss_mb() -> float:
-    """Resident memory of this process (Linux /proc), in MiB."""
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def progress(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-# ------------------------------------------------------------------ workloads
 
 
 def thesis_queries(n: int, rng: np.random.Generator) -> list[str]:
@@ -300,237 +296,6 @@ def bench_duckdb(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any
         ),
         row("b", "speed-up mqo / set-based DuckDB", set_s / mqo_s, target=">= 1.5x", met=set_s / mqo_s >= 1.5),
     ]
-
-
-def pubsub_intervals(
-    n: int, rng: np.random.Generator, attributes: int = 20, size: int = 10, width: float = 0.5
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Subscription q tests attributes ``attrs[q]``, each within ``[lo[q], hi[q]]``."""
-    domain = 1_000_000
-    attrs = np.empty((n, size), np.int64)
-    lo = np.empty((n, size))
-    for q in range(n):
-        attrs[q] = rng.choice(attributes, size, replace=False)
-        lo[q] = rng.uniform(0, domain * (1 - width), size).round(1)
-    return attrs, lo, lo + domain * width
-
-
-def pubsub_queries(
-    n: int, rng: np.random.Generator, attributes: int = 20, size: int = 10, width: float = 0.5
-) -> list[str]:
-    return pubsub_texts(*pubsub_intervals(n, rng, attributes, size, width))
-
-
-def pubsub_texts(attrs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[str]:
-    return [
-        f"Query ID: s{q}\nSELECT * FROM E WHERE "
-        + " AND ".join(f"E.a{a} >= {lo[q, j]} AND E.a{a} <= {hi[q, j]}" for j, a in enumerate(attrs[q]))
-        for q in range(len(attrs))
-    ]
-
-
-def pubsub_brute_force(attrs: np.ndarray, lo: np.ndarray, hi: np.ndarray, event: dict[str, float]) -> set[str]:
-    """The subscriptions an event matches, by plain numpy over every subscription."""
-    values = np.array([event[f"a{a}"] for a in range(int(attrs.max()) + 1)])[attrs]
-    return {f"s{q}" for q in np.flatnonzero(((values >= lo) & (values <= hi)).all(axis=1)).tolist()}
-
-
-def pubsub_table(n: int, rng: np.random.Generator, size: int = 10, width: float = 0.5) -> tuple[str, dict[str, Any]]:
-    """Template-shaped subscriptions (how they live in a database): one template with an
-    interval on each of ``size`` attributes, and a table of their bounds, one row each."""
-    domain = 1_000_000
-    template = "SELECT * FROM E WHERE " + " AND ".join(f"E.a{a} >= :lo{a} AND E.a{a} <= :hi{a}" for a in range(size))
-    table: dict[str, Any] = {"id": np.array([f"s{q}" for q in range(n)], dtype=object)}
-    for a in range(size):
-        lo = rng.uniform(0, domain * (1 - width), n).round(1)
-        table[f"lo{a}"] = lo
-        table[f"hi{a}"] = lo + domain * width
-    return template, table
-
-
-def bench_table_registration(sizes: list[int], seed: int) -> list[dict[str, Any]]:
-    """``Matcher.register_table`` against ``register_queries`` of the same queries
-    written out (at the smallest size), CPU time; resident memory of the queries and
-    their compiled plan at each size."""
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
-    rows = []
-    for k, n in enumerate(sizes):
-        template, table = pubsub_table(n, np.random.default_rng(seed + n))
-        gc.collect()
-        before = rss_mb()
-        m = mqo.Matcher(ddl)
-        progress(f"c: registering {n} subscriptions from a table")
-        c0 = time.process_time()
-        m.register_table(template, table, id_column="id")
-        table_cpu = time.process_time() - c0
-        m.plan  # noqa: B018
-        gc.collect()
-        memory = rss_mb() - before
-        rate = n / table_cpu
-        rows += [
-            row("c", f"{n:,} subscriptions from a table (one template): registration, queries/s (CPU)", rate,
-                target=">= 1,000,000/s", met=rate >= 1_000_000, note=f"{table_cpu:.2f} s CPU"),
-            row("c", f"{n:,} subscriptions from a table: resident memory with the compiled plan, MiB", memory,
-                target="<= 1,024 MiB" if n >= 1_000_000 else "", met=memory <= 1024 if n >= 1_000_000 else None,
-                note=f"{memory * 2**20 / n:,.0f} bytes per subscription"),
-        ]  # fmt: skip
-        if k == 0:
-            # the same queries written out as text, through the text path
-            names = table["id"].tolist()
-            columns = {c: v.tolist() for c, v in table.items() if c != "id"}
-            texts = []
-            for q, name in enumerate(names):
-                text = template
-                for c in sorted(columns, key=len, reverse=True):  # a longer name first: no prefix is cut
-                    text = text.replace(f":{c}", repr(columns[c][q]))
-                texts.append(f"Query ID: {name}\n{text}")
-            m2 = mqo.Matcher(ddl)
-            c0 = time.process_time()
-            m2.register_queries(texts)
-            text_cpu = time.process_time() - c0
-            rows.append(
-                row("c", f"{n:,} subscriptions from a table: the same queries from text, queries/s (CPU)", n / text_cpu,
-                    note=f"table path {text_cpu / table_cpu:.1f}x faster")
-            )  # fmt: skip
-            del m2, texts
-        del m
-        gc.collect()
-    return rows
-
-
-def warm_kernels(ddl: str, texts: list[str], columns: list[str]) -> None:
-    """Compile (or load from cache) the numba kernels, so that their code is not
-    counted as the memory of the subscriptions measured after."""
-    m = mqo.Matcher(ddl)
-    m.register_queries(texts)
-    data = {c: np.linspace(0, 1_000_000, 64) for c in columns}
-    data["ts"] = np.arange(64, dtype=np.float64)
-    m.push_batch("E", data)
-    m.push("E", 100.0, {c: 1.0 for c in columns})
-
-
-def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any]]:
-    rows = []
-    targets = {20_000: 0.10, 1_000_000: 5.0}
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
-    warm_kernels(ddl, pubsub_queries(5000, np.random.default_rng(seed)), [f"a{i}" for i in range(20)])
-    for n in sizes:
-        rng = np.random.default_rng(seed + n)
-        progress(f"c: generating {n} subscriptions")
-        intervals = pubsub_intervals(n, rng)
-        texts = pubsub_texts(*intervals)
-        gc.collect()
-        before = rss_mb()
-        m = mqo.Matcher(ddl)
-        progress(f"c: registering {n} subscriptions")
-        t0, c0 = time.perf_counter(), time.process_time()
-        m.register_queries(texts)
-        register_s, register_cpu = time.perf_counter() - t0, time.process_time() - c0
-        t0 = time.perf_counter()
-        m.plan  # noqa: B018
-        compile_s = time.perf_counter() - t0
-        gc.collect()
-        memory = rss_mb() - before  # the texts were counted in before
-        data = {f"a{i}": rng.uniform(0, 1_000_000, events + 1) for i in range(20)}
-        data["ts"] = np.arange(events + 1, dtype=np.float64)
-        t0 = time.perf_counter()
-        m.push_batch("E", {c: v[:1] for c, v in data.items()})  # builds the kernel tables
-        first_ms = (time.perf_counter() - t0) * 1000
-        gc.collect()
-        tables = rss_mb() - before - memory
-        del texts
-        progress(f"c: matching {events} events against {n} subscriptions")
-        batch = 100
-        t0 = time.perf_counter()
-        matched = 0
-        for start in range(1, events + 1, batch):
-            matched += len(m.push_batch("E", {c: v[start : start + batch] for c, v in data.items()}))
-        match_ms = (time.perf_counter() - t0) / events * 1000
-        single = min(events, 200)
-        pushed = [{f"a{a}": float(data[f"a{a}"][i + 1]) for a in range(20)} for i in range(single)]
-        found = []
-        t0 = time.perf_counter()
-        for i, event in enumerate(pushed):
-            found.append(m.push("E", float(events + 1 + i), event))
-        single_ms = (time.perf_counter() - t0) / single * 1000
-        progress(f"c: checking {single} events' match sets against brute force")
-        for event, got in zip(pushed, found, strict=True):
-            if {r.query for r in got} != pubsub_brute_force(*intervals, event):
-                raise AssertionError(f"c: {n} subscriptions: push's match set differs from brute force")
-        batched = m.push_batch(
-            "E", {"ts": np.arange(single) + 2.0 * events, **{c: [e[c] for e in pushed] for c in pushed[0]}}
-        )
-        by_event: dict[float, set[str]] = {}
-        for r in batched:
-            by_event.setdefault(r.ts, set()).add(r.query)
-        if [by_event.get(2.0 * events + i, set()) for i in range(single)] != [{r.query for r in got} for got in found]:
-            raise AssertionError(f"c: {n} subscriptions: push_batch's match sets differ from push's")
-        target = targets.get(n)
-        rows += [
-            row("c", f"{n:,} subscriptions: registration from text, queries/s (CPU)", n / register_cpu,
-                target=">= 100,000/s", met=n / register_cpu >= 100_000,
-                note=f"{register_cpu:.1f} s CPU ({register_s:.1f} s wall) to register, {compile_s:.1f} s to compile the plan"),
-            row("c", f"{n:,} subscriptions: memory per subscription, bytes", memory * 2**20 / n,
-                note=f"{memory:.0f} MiB resident for the queries and the compiled plan"),
-            row("c", f"{n:,} subscriptions: kernel tables, MiB", tables,
-                note="the batch kernels' checkpoint bitsets, capped at 256 MiB per stream (faster matching for memory)"),
-            row("c", f"{n:,} subscriptions: insert, ms per subscription", (register_s + compile_s) / n * 1000),
-            row("c", f"{n:,} subscriptions: first event after registration (kernel tables built), ms", first_ms),
-            row("c", f"{n:,} subscriptions: match, ms per event (push, one at a time)", single_ms,
-                target=f"<= {target} ms" if target else "", met=single_ms <= target if target else None,
-                note=f"{single} events; match sets checked against brute force and against push_batch"),
-            row("c", f"{n:,} subscriptions: match, ms per event (batches of {batch}, beside)", match_ms,
-                note=f"{matched / events:.1f} matches per event"),
-        ]  # fmt: skip
-        del m
-        gc.collect()
-    return rows
-
-
-def bench_churn(n: int, batches: int, seed: int) -> list[dict[str, Any]]:
-    """(c') live registration: ``n`` subscriptions, batches of 100 events; between
-    batches one subscription is registered and one removed. ms per batch against the
-    same batches without changes, measured alternately in one run."""
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
-    rng = np.random.default_rng(seed + 5)
-    texts = pubsub_queries(n + batches, rng)
-    spare = texts[n:]
-    batch = 100
-    data = {f"a{i}": rng.uniform(0, 1_000_000, batch * batches) for i in range(20)}
-    data["ts"] = np.arange(batch * batches, dtype=np.float64)
-    cut = [{c: v[k * batch : (k + 1) * batch] for c, v in data.items()} for k in range(batches)]
-    times: dict[str, list[float]] = {"still": [], "churn": []}
-    register_ms: list[float] = []
-    matched = {"still": 0, "churn": 0}
-    progress(f"c': {n} subscriptions, {batches} batches of {batch} events, with and without churn")
-    matchers = {}
-    for name in times:
-        m = mqo.Matcher(ddl)
-        m.register_queries(texts[:n])
-        m.push_batch("E", {c: v[:1] for c, v in data.items()})  # plan and kernel tables built
-        matchers[name] = m
-    for k in range(1, batches):
-        for name, m in matchers.items():
-            t0 = time.perf_counter()
-            if name == "churn":
-                m.register_query(spare[k])
-                m.unregister_query(f"s{k}")
-                register_ms.append((time.perf_counter() - t0) * 1000)
-            matched[name] += len(m.push_batch("E", cut[k]))
-            times[name].append((time.perf_counter() - t0) * 1000)
-    still, churn = float(np.median(times["still"])), float(np.median(times["churn"]))
-    worst = float(np.max(times["churn"]))
-    ratio = churn / still
-    return [
-        row("c'", f"{n:,} subscriptions: ms per batch of {batch} events, no changes (median)", still,
-            note=f"{batches - 1} batches, {matched['still'] / (batches - 1) / batch:.1f} matches per event"),
-        row("c'", f"{n:,} subscriptions: ms per batch of {batch}, 1 registered + 1 removed before each (median)", churn,
-            note=f"mean {float(np.mean(times['churn'])):.1f} ms (no changes: {float(np.mean(times['still'])):.1f} ms); "
-                 f"worst batch {worst:.1f} ms (a whole recompile every ~2*sqrt(subscriptions) changes)"),
-        row("c'", "churn / no churn, ms per batch", ratio, target="<= 2x", met=ratio <= 2),
-        row("c'", "register + unregister call, ms (median)", float(np.median(register_ms)), target="<= 1 ms",
-            met=float(np.median(register_ms)) <= 1, note="the plan is updated lazily, in the next batch's time"),
-    ]  # fmt: skip
 
 
 def bench_memory(n_tuples: int, batch: int, seed: int) -> list[dict[str, Any]]:
@@ -767,7 +532,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             + bench_table_registration([2000] if q else [int(x) for x in args.subscriptions.split(",")], args.seed)
         ),
-        "c'": lambda: bench_churn(2000 if q else 20_000, 30 if q else 200, args.seed),
+        "c'": lambda: (
+            bench_churn(2000 if q else 20_000, 30 if q else 200, args.seed)
+            + bench_churn_push(2000 if q else 20_000, 1000 if q else 5000, args.seed)
+        ),
         "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),
         "e": lambda: bench_latency(100 if q else 1000, 2000 if q else 10_000, args.seed),
         "g": lambda: bench_startup(1 if q else 3),

@@ -284,3 +284,14 @@ def test_every_experiment_is_an_installed_entry_point() -> None:
 
     declared = {e.name: e.value for e in importlib.metadata.entry_points(group="mqo.experiments")}
     assert declared == {name: f"experiments.{name}" for name in experiments.EXPERIMENTS}
+
+
+def test_pubsub_benchmarks_check_their_match_sets_against_brute_force() -> None:
+    # the benchmarks raise when a match set differs from brute force: with
+    # subscriptions replaced while events flow (c') and pushed one at a time or batched (c)
+    from experiments.bench_pubsub import bench_churn_push, bench_pubsub
+
+    rows = bench_churn_push(300, 400, seed=1, churn=0.05)
+    assert [r["metric"].split(":")[0] for r in rows][:2] == ["300 subscriptions, events one at a time"] * 2
+    assert any("register + unregister" in r["metric"] for r in rows)
+    assert any("push, one at a time" in r["metric"] for r in bench_pubsub([300], 120, seed=2))

@@ -264,19 +264,22 @@ def bench_churn(n: int, batches: int, seed: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def bench_churn_push(n: int, events: int, seed: int, rate: float = 1000.0, churn: float = 0.01) -> list[dict[str, Any]]:
+def bench_churn_push(
+    n: int, events: int, seed: int, rate: float = 1000.0, churn: float = 0.01, width: float = 0.5, check_every: int = 50
+) -> list[dict[str, Any]]:
     """(c') as the target states it: ``n`` subscriptions, events pushed one at a time,
     ``rate`` events per second of event time, and ``churn`` of the subscriptions
     replaced (one registered and one removed) per second of event time. ms per event
     (every cost counted: the registration calls, plan updates and recompiles that land
     in the next push) against the same events without changes, pushed alternately in
-    one run. Every 50th event's match set is checked against brute force over the
-    subscriptions registered at that moment."""
+    one run. Every ``check_every``-th event's match set is checked against brute force
+    over the subscriptions registered at that moment (``width``: of each interval, as
+    a share of the domain)."""
     ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
     rng = np.random.default_rng(seed + 11)
     every = max(1, round(rate / (churn * n)))  # events between two changes
     changes = events // every
-    attrs, lo, hi = pubsub_intervals(n + changes, rng)
+    attrs, lo, hi = pubsub_intervals(n + changes, rng, width=width)
     texts = pubsub_texts(attrs, lo, hi)
     data = {f"a{i}": rng.uniform(0, 1_000_000, events) for i in range(20)}
     pushed = [{c: float(v[i]) for c, v in data.items()} for i in range(events)]
@@ -303,7 +306,7 @@ def bench_churn_push(n: int, events: int, seed: int, rate: float = 1000.0, churn
                 active[n + k], active[k] = True, False
             got = m.push("E", ts, event)
             times[name].append((time.perf_counter() - t0) * 1000)
-            if name == "churn" and i % 50 == 0:
+            if name == "churn" and i % check_every == 0:
                 want = pubsub_brute_force(attrs[active], lo[active], hi[active], event)
                 names = np.flatnonzero(active)
                 want = {f"s{names[int(q[1:])]}" for q in want}

@@ -291,7 +291,7 @@ def test_pubsub_benchmarks_check_their_match_sets_against_brute_force() -> None:
     # subscriptions replaced while events flow (c') and pushed one at a time or batched (c)
     from experiments.bench_pubsub import bench_churn_push, bench_pubsub
 
-    rows = bench_churn_push(300, 400, seed=1, churn=0.05)
+    rows = bench_churn_push(300, 400, seed=1, churn=0.5, width=0.9, check_every=1)
     assert [r["metric"].split(":")[0] for r in rows][:2] == ["300 subscriptions, events one at a time"] * 2
     assert any("register + unregister" in r["metric"] for r in rows)
     assert any("push, one at a time" in r["metric"] for r in bench_pubsub([300], 120, seed=2))

@@ -58,7 +58,7 @@ class Levels:
 
     @classmethod
     def of(cls, per_record: list[Any]) -> Levels:
-        distinct = sorted(set(per_record), key=_ascending)
+        distinct = sorted(set(per_record))  # (a float and a Fraction compare exactly)
         number = {v: i for i, v in enumerate(distinct)}
         level_of = np.fromiter((number[v] for v in per_record), np.int32, len(per_record))
         return cls(distinct, [to_float(v) for v in distinct], level_of)
@@ -68,13 +68,6 @@ class Levels:
 
     def exact(self, k: int) -> Fraction:
         return exact(self.values[k])
-
-
-def _ascending(value: Any) -> tuple[int, Fraction]:
-    """Sort key of an exact value that may be -inf ("since the start")."""
-    if value == -math.inf:
-        return (0, Fraction(0))
-    return (1, exact(value))
 
 
 @dataclass(eq=False)

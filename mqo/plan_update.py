@@ -29,7 +29,7 @@ from fractions import Fraction
 import numpy as np
 
 from indexes.kill_bitsets import KillBitsets
-from mqo.plan import CompiledPlan, Levels, _ascending
+from mqo.plan import CompiledPlan, Levels
 from mqo.plan_compile import arrange_lists, compile_plan
 from mqo.registry import QueryRegistry
 from predicates import Kind
@@ -101,12 +101,15 @@ def _merged(
         lists[kind] = base.lists[kind] + moved
         bits[kind] = base.bits[kind] + delta.bits[kind]
     attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, len(base.streams))
-    return CompiledPlan(
+    # the base's contexts keep their numbers, the delta's new ones follow
+    new_contexts = {key: code for key, code in delta.context_code.items() if key not in base.context_code}
+    context_code = {**base.context_code, **new_contexts}
+    plan = CompiledPlan(
         version=version,
         catalog=base.catalog,
         streams=base.streams,
         records=base.records + added,
-        context_code={**delta.context_code, **base.context_code},
+        context_code=context_code,
         residual_code={**base.residual_code, **delta.residual_code},
         slot_residuals={**base.slot_residuals, **{q + n_base: r for q, r in delta.slot_residuals.items()}},
         slot_record=slot_record,
@@ -134,13 +137,18 @@ def _merged(
         base_plan=base,
         dead_records=dead,
     )
+    # each slot's context number, from the base's (not one lookup per record again)
+    number = {key: i for i, key in enumerate(context_code)}
+    renumber = np.array([number[key] for key in delta.context_code], np.int32)
+    plan.slot_context = np.concatenate([base.slot_context, renumber[delta.slot_context]]).astype(np.int32)
+    return plan
 
 
 def _combined(first: Levels, second: Levels, zeroed: frozenset[int]) -> Levels:
     """The levels of ``first``'s records then ``second``'s; the records numbered in
     ``zeroed`` get the value 0."""
     extra = [0.0] if zeroed else []
-    distinct = sorted(set(first.values) | set(second.values) | set(extra), key=_ascending)
+    distinct = sorted(set(first.values) | set(second.values) | set(extra))  # floats and Fractions compare exactly
     number = {v: i for i, v in enumerate(distinct)}
     renumber_first = np.array([number[v] for v in first.values], np.int32)
     renumber_second = np.array([number[v] for v in second.values], np.int32)
@@ -156,6 +164,9 @@ def check_plan(plan: CompiledPlan, registry: QueryRegistry) -> None:
     kernel tables that prune exactly as tables built whole over the plan's lists."""
     fresh = compile_plan(registry, -1)
     assert plan.retention_window_exact == fresh.retention_window_exact, "retention window differs"
+    codes = plan.context_codes
+    for record, context in zip(plan.slot_record.tolist(), plan.slot_context.tolist(), strict=True):
+        assert codes[context] is plan.context_code[id(plan.records[record].context)], "a slot's context differs"
     assert _slot_facts(plan) == _slot_facts(fresh), "an updated plan differs from the plan compiled whole"
     rng = np.random.default_rng(plan.version)
     for s, lists in enumerate(plan.attr_lists):

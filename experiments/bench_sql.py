@@ -16,24 +16,28 @@ statement runs. (b') is heterogeneous: 10,000 queries of seven shapes (different
 columns, join conditions such as ``B.pressure <= k * H.vib`` and ``B.temp + c <
 H.beatrate``, windows of 5 to 20 seconds in either order or none, one-stream filters
 among the joins), so the SQL user writes seven set-based statements, run in one
-process; the per-query statements are timed on a sample of each shape and scaled
-shape by shape (the load, and the ``COPY`` by results). Results are checked equal:
+process; the per-query statements are timed on a sample of each shape and scaled:
+each shape's statements by its queries, the ``COPY`` by results, the start-up and
+loading counted once. Results are checked equal:
 (query, ids) as a multiset against the per-query SQL (on its sample), and (query, ts,
 ids, values) as a multiset against the set-based statements.
 
 Where mqo's time goes: a second, instrumented ``mqo match`` process
-(:data:`PHASES_SCRIPT`) times the phases of the command in self time: registering the
-queries (parsing, templates), compiling the plan, reading the CSV files, loading the
-numba kernels from their cache, matching, writing JSON; start-up is the rest of the
-process (interpreter, imports of numba, Arrow and mqo, exit). On (b) at full size
-(2 x 50,000 tuples, 742,760 results) the run behind the committed table split about
-0.8 s start-up, 0.7 s registering 10,000 queries (+ 0.05 s plan), 0.35 s loading
-kernels, 0.4 s matching and 0.45 s writing JSON, with reading about 0.05 s. The set-based
-DuckDB statement spends most of its 0.6 s on its own start-up and the JSON it writes:
-one join of two pre-cut tables with a 10,000-row table is what it computes. Matching
-is the smallest of mqo's phases; what the gap to set-based SQL consists of is fixed
-costs (start-up, kernels) and per-query costs (registering text) that a single
-statement over a constants table does not pay.
+(:data:`PHASES_SCRIPT`) times the command's phases in self time: the imports (numba,
+Arrow, mqo), registering the queries (parsing, templates), compiling the plan, reading
+the CSV files, loading the numba kernels from their cache, matching, writing JSON lines,
+the rest of the command, and what is left of the process's wall time (interpreter
+start and exit; the exit tears down the matcher's objects). On (b) at full size, in
+quiet runs on the 2-core machine (whole process 1.7 to 1.9 s): imports 0.5 s, register
+10,000 queries 0.25 s, plan 0.01 s, read 0.05 s, kernels 0.2 s, match 0.18 s, write
+742,760 results 0.3 to 0.45 s, rest 0.06 s, start and exit 0.2 s (0.04 s when the
+process ends with ``os._exit``). The set-based DuckDB process takes 0.6 to 0.7 s:
+interpreter and ``import duckdb`` 0.13 s, loading the CSV files 0.07 s, the statement
+with its JSON 0.45 to 0.6 s. So mqo's fixed costs (imports, kernels, start and exit:
+0.9 s) alone exceed DuckDB's whole run, and its per-run work (register, match, write:
+0.8 s) is about DuckDB's statement; matching is its smallest phase. On (b') register
+is 0.55 s (seven templates), match 0.9 to 1.1 s and write 0.4 to 0.9 s against seven
+statements of 0.05 to 0.2 s each.
 """
 
 from __future__ import annotations
@@ -239,9 +243,11 @@ def set_based(shapes: list[Shape], folder: Path) -> list[tuple[str, str]]:
         where = sql(shape.where, lambda c: f"q.{c}")
         source, pairs = sources(shape, cuts(shape, table)), ""
         if len(shape.streams) == 2:
-            # the window's pairs first (rows b and h as structs): left to itself, DuckDB
-            # joins the constants to one stream first and takes seconds, not hundredths
-            source, pairs = "p", f"WITH p AS MATERIALIZED (SELECT b, h FROM {source}) "
+            # the window's pairs first (the rows b and h as structs, which DuckDB does not
+            # reorder across): left to itself, it joins the constants to one stream first
+            # and takes 20 s for some shapes instead of 0.1 s; on (b) both take the same
+            # (MATERIALIZED, or the pairs' columns flattened, were slower)
+            source, pairs = "p", f"WITH p AS (SELECT b, h FROM {source}) "
         body = f"{pairs}SELECT {select_list(shape, 'q.qid')} FROM {source} JOIN {table} q ON {where}"
         out.append((shape.name, f"COPY ({body}) TO '{folder / f'set_{shape.name}.json'}' (FORMAT JSON)"))
     return out
@@ -296,14 +302,18 @@ def run_duckdb(statements: list[tuple[str, str]], folder: Path, name: str) -> tu
 # ------------------------------------------------------------------------- mqo
 
 # ``mqo match`` (runtime.cli.main) with its phases timed in self time: a phase called
-# inside another (kernels inside matching, writing inside matching) is not counted twice.
+# inside another (kernels inside matching, writing inside matching) is not counted twice;
+# "other" is the rest of the command, the imports are timed before it starts.
 PHASES_SCRIPT = """
 import json, sys, time
+started = time.perf_counter()
 import numba.core.dispatcher
 import runtime.cli as cli
 import runtime.local as local
 from runtime.outputs import JsonlWriter
-spent = dict.fromkeys(["register", "plan", "read", "kernels", "match", "write"], 0.0)
+cli._import_libraries()
+spent = {"imports": time.perf_counter() - started}
+spent.update(dict.fromkeys(["register", "plan", "read", "kernels", "match", "write"], 0.0))
 inside = []
 def timed(name, f):
     def run(*args, **kwargs):
@@ -327,7 +337,9 @@ local.read_inputs = timed("read", local.read_inputs)
 local.match_all = timed("match", local.match_all)
 JsonlWriter.write_batch = timed("write", JsonlWriter.write_batch)
 numba.core.dispatcher.Dispatcher._compile_for_args = timed("kernels", numba.core.dispatcher.Dispatcher._compile_for_args)
+began = time.perf_counter()
 assert cli.main(sys.argv[1:]) == 0
+spent["other"] = time.perf_counter() - began - sum(spent.values()) + spent["imports"]
 print(json.dumps(spent))
 """
 
@@ -353,7 +365,7 @@ def mqo_phases(folder: Path) -> str:
     )
     wall = time.perf_counter() - t0
     spent = json.loads(done.stdout.splitlines()[-1])
-    spent = {"start-up": wall - sum(spent.values()), **spent}
+    spent["interpreter start and exit"] = wall - sum(spent.values())
     return "phases (another run): " + ", ".join(f"{name} {s:.2f}" for name, s in spent.items()) + " s"
 
 
@@ -441,6 +453,8 @@ def compare(
         scaled += spent.get(s.name, 0.0) * (counts[s] / sum(q.shape is s for q in timed) - 1)
     scaled += spent["copy"] * (len(ours) / max(len(theirs), 1) - 1)
     inside = ", ".join(f"{label} {seconds:.2f}" for label, seconds in set_spent.items())
+    if len(shapes) > 1:
+        inside += f" (statements together {sum(set_spent[s.name] for s in shapes):.2f})"
     rows = [
         row(bench, "mqo match (whole process), seconds", mqo_s, note=f"{what}, {len(ours)} results; {phases}"),
         row(

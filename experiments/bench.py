@@ -643,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Callable[[], list[dict[str, Any]]]] = {
         "a": lambda: bench_shared(100 if q else 1000, 2000 if q else 10_000, 10 if q else 100, args.seed),
         "b": lambda: bench_sql.bench_duckdb(200 if q else 10_000, 5000 if q else 50_000, args.seed),
-        "b'": lambda: bench_sql.bench_hetero(210 if q else 10_000, 5000 if q else 50_000, 5 if q else 50, args.seed),
+        "b'": lambda: bench_sql.bench_hetero(210 if q else 10_000, 5000 if q else 50_000, 5 if q else 100, args.seed),
         "c": lambda: (
             bench_pubsub(
                 [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed

@@ -265,14 +265,14 @@ def per_query(queries: list[Query], folder: Path) -> list[tuple[str, str]]:
         out.append(("load", f"CREATE TABLE r_{streams} AS SELECT {empty} FROM {sources(shape)} LIMIT 0"))
     for q in queries:
         s = q.shape
-        where = sql(s.where, lambda c: q.values[c])  # noqa: B023
+        where = sql(s.where, lambda c, values=q.values: values[c])
         if len(s.streams) == 2:
             where = f"{s.window_sql()} AND {where}"
         source = ", ".join(a.lower() for a in s.streams)
         chosen = select_list(s, f"'{q.qid}'")
         out.append((s.name, f"INSERT INTO r_{s.streams} SELECT {chosen} FROM {source} WHERE {where}"))
     out += [("copy", f"COPY r_{t} TO '{folder / f'each_{t}.json'}' (FORMAT JSON)") for t in tables]
-    return out  # fmt: skip
+    return out
 
 
 # A process that runs labelled SQL statements and prints the seconds spent per label.

@@ -27,16 +27,17 @@ Where mqo's time goes: a second, instrumented ``mqo match`` process
 Arrow, mqo), registering the queries (parsing, templates), compiling the plan, reading
 the CSV files, loading the numba kernels from their cache, matching, writing JSON lines,
 the rest of the command, and what is left of the process's wall time (interpreter
-start and exit; the exit tears down the matcher's objects). On (b) at full size, in
-quiet runs on the 2-core machine (whole process 1.7 to 1.9 s): imports 0.5 s, register
-10,000 queries 0.25 s, plan 0.01 s, read 0.05 s, kernels 0.2 s, match 0.18 s, write
-742,760 results 0.3 to 0.45 s, rest 0.06 s, start and exit 0.2 s (0.04 s when the
-process ends with ``os._exit``). The set-based DuckDB process takes 0.6 to 0.7 s:
-interpreter and ``import duckdb`` 0.13 s, loading the CSV files 0.07 s, the statement
-with its JSON 0.45 to 0.6 s. So mqo's fixed costs (imports, kernels, start and exit:
-0.9 s) alone exceed DuckDB's whole run, and its per-run work (register, match, write:
-0.8 s) is about DuckDB's statement; matching is its smallest phase. On (b') register
-is 0.55 s (seven templates), match 0.9 to 1.1 s and write 0.4 to 0.9 s against seven
+start and exit). On (b) at full size, in quiet runs on the 2-core machine (whole
+process 1.7 to 1.9 s): imports 0.5 s, register 10,000 queries 0.25 s, plan 0.01 s,
+read 0.05 s, kernels 0.2 s, match 0.18 s, write 742,760 results 0.3 to 0.45 s, rest
+0.06 s, start and exit 0.2 s, of which the exit's garbage collection over the heap
+took 0.15 s until ``runtime.cli.main`` froze the heap when it runs as the program
+(now 0.06 to 0.1 s). The set-based DuckDB process takes 0.6 to 0.7 s: interpreter and
+``import duckdb`` 0.13 s, loading the CSV files 0.07 s, the statement with its JSON
+0.45 to 0.6 s. So mqo's fixed costs (imports, kernels, start and exit: 0.8 s) alone
+exceed DuckDB's whole run, and its per-run work (register, match, write: 0.8 s) is
+about DuckDB's statement; matching is its smallest phase. On (b') register is 0.55 s
+(seven templates), match 0.9 to 1.1 s and write 0.4 to 0.9 s against seven
 statements of 0.05 to 0.2 s each.
 """
 
@@ -338,7 +339,7 @@ local.match_all = timed("match", local.match_all)
 JsonlWriter.write_batch = timed("write", JsonlWriter.write_batch)
 numba.core.dispatcher.Dispatcher._compile_for_args = timed("kernels", numba.core.dispatcher.Dispatcher._compile_for_args)
 began = time.perf_counter()
-assert cli.main(sys.argv[1:]) == 0
+assert cli.main() == 0  # as the program, reading sys.argv
 spent["other"] = time.perf_counter() - began - sum(spent.values()) + spent["imports"]
 print(json.dumps(spent))
 """

@@ -1,17 +1,24 @@
 """Performance benchmarks of the matcher, each against the target it is held to.
 
-    python -m experiments.bench [--only a,b,c,c',d,e,f,g] [--quick] [--out DIR]
+    python -m experiments.bench [--only a,b,b',c,c',d,e,f,g] [--quick] [--out DIR]
 
 a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matcher,
    against the same engine with one query per matcher, over 2 x 10,000 tuples. The
    unshared side is timed on a sample of the queries and scaled (each of its matchers
    is independent, so its total is the sum); the sample's results are checked equal.
-b. against DuckDB: the ``mqo match`` command, as a whole process (start-up, reading
-   the CSV files, writing JSON lines), against DuckDB running each query as SQL over
-   the same files, and against the one set-based statement a DuckDB expert writes
-   (the queries' constants in a table, the streams pre-cut by the loosest constants,
-   ``COPY ... TO (FORMAT JSON)``), each a whole process; results asserted equal (ids
-   with the per-query SQL; query, ts, ids and values as multisets with the set-based).
+b. against DuckDB (:mod:`experiments.bench_sql`): the ``mqo match`` command, as a whole
+   process (start-up, reading the CSV files, writing JSON lines), against DuckDB
+   running each query as SQL over the same files, and against the one set-based
+   statement a DuckDB expert writes (the queries' constants in a table, the streams
+   pre-cut by the loosest constants, ``COPY ... TO (FORMAT JSON)``), each a whole
+   process; results asserted equal (ids with the per-query SQL; query, ts, ids and
+   values as multisets with the set-based). The mqo row's note splits an instrumented
+   run of the command into its phases (start-up, registering, plan, reading, kernels,
+   matching, writing).
+b'. the same, heterogeneous: queries of seven shapes (other columns, join conditions,
+   windows; one-stream filters among the joins), so SQL takes one set-based statement
+   per shape (all in one process); the per-query SQL is timed on a sample of each
+   shape and scaled.
 c. publish/subscribe intervals (the Rein/TAMA workload): 20 attributes, subscriptions
    of 10 interval predicates; registration rate, memory per subscription, matching
    time per event at 20,000 and 1,000,000 subscriptions; and the same sizes of
@@ -38,7 +45,7 @@ g. start-up (:mod:`experiments.startup`): the README demo as a whole process wit
    empty numba cache and with a warm one, and ``mqo --help``.
 
 Each measurement is taken in the same run as what it is compared with. Results of
-(a) to (e) go to ``results.md`` and ``results.csv`` in the output folder.
+(a) to (e) and (g) go to ``results.md`` and ``results.csv`` in the output folder.
 """
 
 from __future__ import annotations
@@ -46,12 +53,9 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +78,7 @@ from experiments.startup import bench_startup
 
 DESCRIPTION = "performance benchmarks: shared vs unshared, vs DuckDB, pub/sub intervals, memory, push latency"
 DEFAULT_OUT = Path(__file__).parent / "results" / "bench"
+TABLE = ("a", "b", "b'", "c", "d", "e", "g")  # the benchmarks of results.md, in its order
 ICU_DDL = (Path(__file__).parent / "workloads" / "streams.ddl").read_text()
 
 
@@ -172,129 +177,6 @@ def bench_shared(n_queries: int, n_tuples: int, sample: int, seed: int) -> list[
             note=f"timed on {len(picked)} queries, scaled x{n_queries / len(picked):.0f}",
         ),
         row("a", "speed-up shared / unshared", scaled / shared_s, target=">= 30x", met=scaled / shared_s >= 30),
-    ]
-
-
-DUCKDB_SCRIPT = """
-import json, sys, time, duckdb
-b_csv, h_csv, queries_json, out = sys.argv[1:5]
-queries = json.load(open(queries_json))
-con = duckdb.connect()
-con.execute(f"CREATE TABLE B AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{b_csv}')")
-con.execute(f"CREATE TABLE H AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{h_csv}')")
-con.execute("CREATE TABLE results (query VARCHAR, ts DOUBLE, ids STRUCT(B BIGINT, H BIGINT), "
-            "\\"values\\" STRUCT(\\"B.pressure\\" DOUBLE, \\"B.temp\\" DOUBLE, \\"B.alert\\" BIGINT, "
-            "\\"H.beatrate\\" DOUBLE, \\"H.vib\\" DOUBLE, \\"H.alert\\" BIGINT))")
-for name, c1, c2, k in queries:
-    con.execute(
-        "INSERT INTO results SELECT ?, greatest(B.ts, H.ts), {'B': B.id, 'H': H.id}, "
-        "{'B.pressure': B.pressure, 'B.temp': B.temp, 'B.alert': B.alert, 'H.beatrate': H.beatrate, "
-        "'H.vib': H.vib, 'H.alert': H.alert} FROM B, H WHERE B.ts <= H.ts AND H.ts - B.ts <= 20 "
-        "AND B.pressure < ? AND H.beatrate > ? AND B.pressure <= ? * H.vib",
-        [name, c1, c2, k],
-    )
-con.execute(f"COPY results TO '{out}' (FORMAT JSON)")
-"""
-
-
-DUCKDB_SET_SCRIPT = """
-import sys, duckdb
-b_csv, h_csv, queries_csv, out = sys.argv[1:5]
-con = duckdb.connect()
-con.execute(f"CREATE TABLE b AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{b_csv}')")
-con.execute(f"CREATE TABLE h AS SELECT row_number() OVER () - 1 AS id, * FROM read_csv_auto('{h_csv}')")
-con.execute(f"CREATE TABLE q AS SELECT * FROM read_csv_auto('{queries_csv}')")
-con.execute(
-    "COPY (SELECT q.qid AS query, greatest(b.ts, h.ts) AS ts, {'B': b.id, 'H': h.id} AS ids, "
-    "{'B.pressure': b.pressure, 'B.temp': b.temp, 'B.alert': b.alert, 'H.beatrate': h.beatrate, "
-    "'H.vib': h.vib, 'H.alert': h.alert} AS \\"values\\" "
-    "FROM (SELECT * FROM b WHERE pressure < (SELECT max(c1) FROM q)) b "
-    "JOIN (SELECT * FROM h WHERE beatrate > (SELECT min(c2) FROM q)) h "
-    "ON b.ts <= h.ts AND h.ts - b.ts <= 20 "
-    "JOIN q ON b.pressure < q.c1 AND h.beatrate > q.c2 AND b.pressure <= q.k * h.vib) "
-    f"TO '{out}' (FORMAT JSON)"
-)
-"""
-
-
-def timed_process(args: list[str], folder: Path) -> float:
-    """Seconds a DuckDB script takes as a process (its arguments: the B and H files first)."""
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, args[0], str(folder / "B.csv"), str(folder / "H.csv"), *args[1:]], check=True)
-    return time.perf_counter() - t0
-
-
-def bench_duckdb(n_queries: int, n_tuples: int, seed: int) -> list[dict[str, Any]]:
-    try:
-        import duckdb  # noqa: F401
-    except ImportError:
-        return [row("b", "DuckDB comparison", float("nan"), note="duckdb is not installed (pip install duckdb)")]
-    rng = np.random.default_rng(seed + 1)
-    c1 = rng.uniform(0.1, 1.0, n_queries).round(3)
-    c2 = rng.uniform(199.0, 199.9, n_queries).round(3)
-    k = rng.integers(1, 5, n_queries)
-    streams = icu_streams(n_tuples, rng)
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        for stream, data in streams.items():
-            cols = list(data)
-            with open(d / f"{stream}.csv", "w", newline="") as f:
-                w = csv.writer(f)
-                w.writerow(cols)
-                w.writerows(zip(*[data[c].tolist() for c in cols], strict=True))
-        (d / "streams.ddl").write_text(ICU_DDL)
-        (d / "queries.mqo").write_text(
-            "\n".join(
-                f"Query ID: q{i}\nSELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 20 sec "
-                f"WHERE B.pressure < {c1[i]} AND H.beatrate > {c2[i]} AND B.pressure <= {k[i]} * H.vib;"
-                for i in range(n_queries)
-            )
-        )
-        (d / "queries.json").write_text(
-            json.dumps([[f"q{i}", float(c1[i]), float(c2[i]), int(k[i])] for i in range(n_queries)])
-        )
-        (d / "duck.py").write_text(textwrap.dedent(DUCKDB_SCRIPT))
-        (d / "duck_set.py").write_text(textwrap.dedent(DUCKDB_SET_SCRIPT))
-        with open(d / "q.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["qid", "c1", "c2", "k"])
-            w.writerows([f"q{i}", repr(float(c1[i])), repr(float(c2[i])), int(k[i])] for i in range(n_queries))
-        progress(f"b: mqo match, {n_queries} queries, 2 x {n_tuples} tuples")
-        t0 = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "runtime.cli", "match", "--schema", str(d / "streams.ddl"), "--queries", str(d / "queries.mqo"),
-             "--input", f"B={d / 'B.csv'}", "--input", f"H={d / 'H.csv'}", "--output", str(d / "mqo.jsonl"), "-q"],
-            check=True, cwd=Path(__file__).resolve().parent.parent,
-        )  # fmt: skip
-        mqo_s = time.perf_counter() - t0
-        progress(f"b: DuckDB, {n_queries} queries")
-        duck_s = timed_process([str(d / "duck.py"), str(d / "queries.json"), str(d / "duck.jsonl")], d)
-        progress(f"b: DuckDB, one set-based statement for {n_queries} queries")
-        set_s = timed_process([str(d / "duck_set.py"), str(d / "q.csv"), str(d / "set.jsonl")], d)
-        ours = [json.loads(line) for line in (d / "mqo.jsonl").read_text().splitlines()]
-        theirs = [json.loads(line) for line in (d / "duck.jsonl").read_text().splitlines()]
-        key = lambda r: (r["query"], r["ids"]["B"], r["ids"]["H"])  # noqa: E731
-        assert sorted(map(key, ours)) == sorted(map(key, theirs)), "mqo and DuckDB found different results"
-        as_set = [json.loads(line) for line in (d / "set.jsonl").read_text().splitlines()]
-        # a multiset of (query, ts, ids, values): the same results, written alike
-        full = lambda r: (r["query"], r["ts"], r["ids"]["B"], r["ids"]["H"], *sorted(r["values"].items()))  # noqa: E731
-        assert sorted(map(full, ours)) == sorted(map(full, as_set)), "mqo and the set-based DuckDB statement differ"
-    return [
-        row(
-            "b",
-            "mqo match (whole process), seconds",
-            mqo_s,
-            note=f"{n_queries} queries, 2 x {n_tuples} tuples, {len(ours)} results",
-        ),
-        row("b", "DuckDB, one SQL query per query (whole process), seconds", duck_s, note=f"{len(theirs)} results"),
-        row("b", "speed-up mqo / DuckDB", duck_s / mqo_s, target=">= 20x", met=duck_s / mqo_s >= 20),
-        row(
-            "b",
-            "DuckDB, one set-based statement for all queries (whole process), seconds",
-            set_s,
-            note=f"{len(as_set)} results; query constants in a table, streams pre-cut by the loosest constants",
-        ),
-        row("b", "speed-up mqo / set-based DuckDB", set_s / mqo_s, target=">= 1.5x", met=set_s / mqo_s >= 1.5),
     ]
 
 
@@ -463,7 +345,7 @@ def earlier_rows(path: Path, chosen: set[str]) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        found = [r for r in csv.DictReader(f) if r["benchmark"] in "abcdeg" and r["benchmark"] not in chosen]
+        found = [r for r in csv.DictReader(f) if r["benchmark"] in TABLE and r["benchmark"] not in chosen]
     for r in found:
         r["value"] = float(r["value"])
         r["met"] = None if r["met"] == "" else r["met"] == "True"
@@ -507,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help=f"output folder (default {DEFAULT_OUT}; with --quick a temporary one)"
     )
-    parser.add_argument("--only", default="a,b,c,c',d,e,f,g", help="which benchmarks (a,b,c,c',d,e,f,g)")
+    parser.add_argument("--only", default="a,b,b',c,c',d,e,f,g", help="which benchmarks (a,b,b',c,c',d,e,f,g)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the targets' sizes)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
@@ -525,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     q = args.quick
     runs: dict[str, Callable[[], list[dict[str, Any]]]] = {
         "a": lambda: bench_shared(100 if q else 1000, 2000 if q else 10_000, 10 if q else 100, args.seed),
-        "b": lambda: bench_duckdb(200 if q else 10_000, 5000 if q else 50_000, args.seed),
+        "b": lambda: bench_sql.bench_duckdb(200 if q else 10_000, 5000 if q else 50_000, args.seed),
+        "b'": lambda: bench_sql.bench_hetero(210 if q else 10_000, 5000 if q else 50_000, 5 if q else 100, args.seed),
         "c": lambda: (
             bench_pubsub(
                 [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed
@@ -546,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     import datetime
     import platform
 
+    # imported here: bench_sql takes the ICU streams from this module
+    from experiments import bench_sql
+
     settings = {
         "argv": " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -557,11 +443,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; choose from {', '.join(runs)}")
     rows: list[dict[str, Any]] = []
     kept = earlier_rows(args.out / "results.csv", chosen)
-    for name in "abcdeg":
+    for name in TABLE:
         if name in chosen:
             rows += runs[name]()
             # written after every benchmark, so a long run that stops keeps what it measured
-            merged = sorted(rows + kept, key=lambda r: "abcdeg".index(r["benchmark"]))  # stable: rows keep their order
+            merged = sorted(rows + kept, key=lambda r: TABLE.index(r["benchmark"]))  # stable: rows keep their order
             write_results(merged, args.out, settings, kept=sorted({r["benchmark"] for r in kept}))
     if "c'" in chosen:
         # its own table too: it runs on its own without touching the others'

@@ -8,6 +8,7 @@ input exits with status 2 and no traceback.
 from __future__ import annotations
 
 import csv
+import gc
 import json
 import re
 import subprocess
@@ -70,6 +71,21 @@ def test_running_example_jsonl_on_stdout(capsys: pytest.CaptureFixture[str]) -> 
     assert re.search(r"^results:\s+1 ", err, re.M)
     assert re.search(r"^late:\s+0$", err, re.M)
     assert re.search(r"^rejected:\s+0$", err, re.M)
+
+
+def test_the_heap_is_frozen_only_when_main_runs_as_the_program(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Called with arguments (in-process, as here) main leaves the caller's heap alone;
+    as the program it freezes it, so that the exit skips a garbage collection."""
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    assert run(capsys, *match_args(*ICU_INPUTS))[1].splitlines() == [EXPECTED_LINE]
+    assert not frozen
+    monkeypatch.setattr(sys, "argv", ["mqo", *match_args(*ICU_INPUTS)])
+    assert main() == 0
+    assert capsys.readouterr().out.splitlines() == [EXPECTED_LINE]
+    assert frozen == [True]
 
 
 def test_running_example_jsonl_file_and_quiet(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
-from mqo.results import Match, TupleError, new_match
+from mqo.results import MATCH_SETTERS, Match, TupleError
 from mqo.rows import INT64_MAX, INT64_MIN
 from predicates import ColumnType, StreamSchema
 from predicates.ast import ColumnRef
@@ -348,7 +348,10 @@ class MatchBatch:
         records, codes = plan.records, plan.context_codes
         slot_record, slot_context = plan.slot_record, plan.slot_context
         out: list[Match] = []
-        append = out.append  # the loop below runs once per result: kept lean
+        # the loop below runs once per result: kept lean (Match objects made by setting
+        # their slots, see mqo.results.MATCH_SETTERS)
+        append, new = out.append, object.__new__
+        set_query, set_ts, set_ids, set_values = MATCH_SETTERS
         for group, ts, rows in self._groups():
             # the queries of one context share their aliases and SELECT code: an
             # assignment's ids and values are computed once per context, each result
@@ -360,7 +363,12 @@ class MatchBatch:
                     code = codes[c]
                     ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
                     shared = made[c] = (ids, {name: fn(rows) for name, fn in code.outputs})
-                append(new_match(records[r].name, ts, shared[0].copy(), shared[1].copy()))
+                match = new(Match)
+                set_query(match, records[r].name)
+                set_ts(match, ts)
+                set_ids(match, shared[0].copy())
+                set_values(match, shared[1].copy())
+                append(match)
         return out
 
     def to_pylist(self) -> list[dict[str, Any]]:

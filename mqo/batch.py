@@ -352,6 +352,7 @@ class MatchBatch:
         # their slots, see mqo.results.MATCH_SETTERS)
         append, new = out.append, object.__new__
         set_query, set_ts, set_ids, set_values = MATCH_SETTERS
+        names = plan.record_names
         for group, ts, rows in self._groups():
             # the queries of one context share their aliases and SELECT code: an
             # assignment's ids and values are computed once per context, each result
@@ -363,8 +364,11 @@ class MatchBatch:
                     code = codes[c]
                     ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
                     shared = made[c] = (ids, {name: fn(rows) for name, fn in code.outputs})
+                name = names[r]
+                if name is None:
+                    name = names[r] = records[r].name
                 match = new(Match)
-                set_query(match, records[r].name)
+                set_query(match, name)
                 set_ts(match, ts)
                 set_ids(match, shared[0].copy())
                 set_values(match, shared[1].copy())

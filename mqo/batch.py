@@ -263,8 +263,9 @@ def slots_of(mask: int) -> np.ndarray:
     from indexes import kernels  # numba, on first use (importing mqo stays light)
 
     # a pushed tuple's single-stream results come as one mask over every slot: the
-    # kernel finds its few set bits for about the cost of one numpy call
-    words = np.frombuffer(mask.to_bytes(8 * ((mask.bit_length() + 63) >> 6), "little"), "<u8")
+    # kernel finds its few set bits for about the cost of one numpy call (on writable
+    # words, the batch path's kernel types: no second compiled variant to load)
+    words = np.frombuffer(bytearray(mask.to_bytes(8 * ((mask.bit_length() + 63) >> 6), "little")), "<u8")
     return kernels.select_bits(words[None, :], words, np.array([mask.bit_count()]))[1]
 
 

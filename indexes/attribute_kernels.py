@@ -12,8 +12,9 @@ exactly (:func:`mqo.prepare.attribute_ranges`).
 The kernel takes only arrays and scalars: ``values[c, i]`` (float64, NaN is NULL) is
 column ``c`` of row ``i``; list ``l`` reads column ``columns[l]`` with operator
 ``ops[l]`` (the ``OP_*`` codes) over the cuts ``lt[offsets[l]:offsets[l + 1]]`` and
-``le[...]``; it writes ``lo[l, i]``, ``hi[l, i]`` in the kernels' form (``lo = NULL``
-for a NULL value; for ``!=`` ``[lo, hi)`` is the run that fails).
+``le[...]``; it writes ``lo[rows[l], i]``, ``hi[rows[l], i]`` in the kernels' form
+(``lo = NULL`` for a NULL value; for ``!=`` ``[lo, hi)`` is the run that fails), so
+a stream's lists go straight to their rows among all its lists.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def list_ranges(
     lt: np.ndarray,
     le: np.ndarray,
     offsets: np.ndarray,
+    rows: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:
@@ -58,20 +60,21 @@ def list_ranges(
         n = end - start
         op = ops[l]
         c = columns[l]
+        r = rows[l]
         for i in range(values.shape[1]):
             x = values[c, i]
-            lo[l, i] = 0
-            hi[l, i] = n
+            lo[r, i] = 0
+            hi[r, i] = n
             if x != x:
-                lo[l, i] = NULL
+                lo[r, i] = NULL
             elif op == OP_LT:
-                lo[l, i] = _after(lt, start, end, x, True)
+                lo[r, i] = _after(lt, start, end, x, True)
             elif op == OP_LE:
-                lo[l, i] = _after(le, start, end, x, False)
+                lo[r, i] = _after(le, start, end, x, False)
             elif op == OP_GT:
-                hi[l, i] = _after(le, start, end, x, False)
+                hi[r, i] = _after(le, start, end, x, False)
             elif op == OP_GE:
-                hi[l, i] = _after(lt, start, end, x, True)
+                hi[r, i] = _after(lt, start, end, x, True)
             else:
-                lo[l, i] = _after(le, start, end, x, False)
-                hi[l, i] = _after(lt, start, end, x, True)
+                lo[r, i] = _after(le, start, end, x, False)
+                hi[r, i] = _after(lt, start, end, x, True)

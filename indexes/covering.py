@@ -245,7 +245,7 @@ class CoveringList:
             found_lo, found_hi = np.empty((1, count), np.int64), np.empty((1, count), np.int64)
             one = np.zeros(1, np.int64)
             list_ranges(
-                left.reshape(1, count), one, np.array([OP_CODES[op]]), lt, le, np.array([0, n]), found_lo, found_hi
+                left.reshape(1, count), one, np.array([OP_CODES[op]]), lt, le, np.array([0, n]), one, found_lo, found_hi
             )
             lo, hi = found_lo[0], found_hi[0]
             # integers past 2**53 are not all doubles: those rows are decided one by one

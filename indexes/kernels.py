@@ -111,13 +111,18 @@ def _prune_row(
         b = hi[l, i]
         mode = modes[l]
         s = strides[l]
+        # the empty prefix (row 0) and the empty suffix (past the end) are rows of
+        # zeros, never read: often one list of a range's two fails nothing, and reading
+        # a row of every list is most of a tuple's memory traffic
         if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
             j = a // s
-            and_not(row, w0, tab[prefix_rows[l] + j])
+            if j > 0:
+                and_not(row, w0, tab[prefix_rows[l] + j])
             clear_users(row, offsets, users, csr_base[l], j * s, a)
         if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
             j = (b + s - 1) // s
-            and_not(row, w0, tab[suffix_rows[l] + j])
+            if j * s < ns[l]:
+                and_not(row, w0, tab[suffix_rows[l] + j])
             clear_users(row, offsets, users, csr_base[l], b, min(ns[l], j * s))
         if mode == MODE_NOT_EQUAL:
             clear_users(row, offsets, users, csr_base[l], a, b)
@@ -189,21 +194,24 @@ def prune_select(
     users: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
+    start: int,
+    end: int,
+    always: int,
     flags: np.ndarray,
     kept: np.ndarray,
     first: int,
     cand: np.ndarray,
 ) -> int:
-    """:func:`prune` for N tuples in one pass that keeps only what is wanted:
-    ``flags[i]`` has bit m set when tuple i's candidates meet ``masks[m]``; the
-    candidate rows of the tuples meeting ``masks[0]`` or ``masks[1]`` are copied, in
-    order, to ``cand[0:k]`` and ``kept[i]`` is tuple i's row there (-1 if not kept);
-    returns k. (``cand`` may be allocated for N rows and never touched past k: a batch
-    where few tuples are wanted costs no candidate matrix.)"""
-    n = lo.shape[1]
+    """:func:`prune` for tuples ``start:end`` in one pass that keeps only what is
+    wanted: ``flags[i]`` has bit m set when tuple i's candidates meet ``masks[m]``, and
+    the bits of ``always``; the candidate rows of the tuples meeting ``masks[0]`` or
+    ``masks[1]`` are copied, in order, to ``cand[0:k]`` and ``kept[i]`` is ``first``
+    plus tuple i's row there (-1 if not kept); returns k. (``cand`` may be allocated
+    for every tuple and never touched past k: a batch where few tuples are wanted costs
+    no candidate matrix.)"""
     row = np.empty(base.shape[0], np.uint64)
     k = 0
-    for i in range(n):
+    for i in range(start, end):
         copy_row(row, base)
         _prune_row(
             row,
@@ -230,7 +238,7 @@ def prune_select(
                 if row[w] & masks[m, w]:
                     code |= 1 << m
                     break
-        flags[i] = code
+        flags[i] = code | always
         if code & 3:
             copy_row(cand[k], row)
             kept[i] = first + k

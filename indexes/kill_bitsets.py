@@ -75,8 +75,8 @@ class KillBitsets:
         self.words = words_for(n_slots)
         self.base = base
         self.parts = 1
-        self._set_lists(*_build(lists, 0, self.words, budget_bytes, 0, 0))
         self.table2 = np.zeros((1, 1), np.uint64)
+        self._set_lists(*_build(lists, 0, self.words, budget_bytes, 0, 0))
 
     def extended(
         self, lists: list[ListUsers], n_slots: int, base: np.ndarray, budget_bytes: int = DEFAULT_BUDGET_BYTES
@@ -101,13 +101,13 @@ class KillBitsets:
         per_list["csr_base"] += positions
         merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in per_list}
         merged["part"][count:] = 1
+        out.table2 = table2
         out._set_lists(
             merged,
             self.table,
             np.concatenate([self.offsets[:-1], offsets]) if len(lists) else self.offsets,
             np.concatenate([self.users, users]),
         )
-        out.table2 = table2
         return out
 
     def _set_lists(
@@ -125,13 +125,8 @@ class KillBitsets:
         self.table = table
         self.offsets = offsets
         self.users = users
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.table.nbytes + self.table2.nbytes + self.offsets.nbytes + self.users.nbytes)
-
-    def _arrays(self) -> tuple:
-        return (
+        # the kernels' arguments, gathered once (``table2`` is set before this)
+        self.arrays = (
             self.modes,
             self.ns,
             self.strides,
@@ -147,21 +142,29 @@ class KillBitsets:
             self.users,
         )
 
-    def select(self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    @property
+    def nbytes(self) -> int:
+        return int(self.table.nbytes + self.table2.nbytes + self.offsets.nbytes + self.users.nbytes)
+
+    def select(
+        self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray, always: int = 0
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One pass over N tuples (``lo``/``hi`` as for :meth:`prune`, up to 8 masks):
-        per tuple a code whose bit m says whether a candidate left is in ``masks[m]``
-        (int8 ``[N]``); the candidate rows of the tuples that meet ``masks[0]`` or
-        ``masks[1]``, in order; and per tuple its row there (-1: not kept)."""
+        per tuple a code whose bit m says whether a candidate left is in ``masks[m]``,
+        or'ed with ``always`` (int8 ``[N]``); the candidate rows of the tuples that meet
+        ``masks[0]`` or ``masks[1]``, in order; and per tuple its row there (-1: not
+        kept)."""
         n = lo.shape[1] if lo.ndim == 2 else 0
-        flags = np.zeros(n, np.int8)
-        kept = np.full(n, -1, np.int64)
+        # the kernel writes every tuple's flag and row (a pushed tuple's batch is one
+        # row: each array call is a good part of its cost)
+        flags = np.empty(n, np.int8)
+        kept = np.empty(n, np.int64)
         if not n:
             return flags, np.zeros((0, self.words), np.uint64), kept
-        from indexes import kernels  # numba, on first use
+        import indexes.kernels as kernels  # numba, on first use
 
         lo = np.ascontiguousarray(lo, np.int64)
         hi = np.ascontiguousarray(hi, np.int64)
-        arrays = self._arrays()
         # a buffer for every tuple's row, written only for wanted ones (untouched pages
         # are never resident), in chunks so its address space stays modest
         step = max(1, SELECT_CHUNK_BYTES // (8 * max(self.words, 1)))
@@ -170,15 +173,7 @@ class KillBitsets:
             end = min(n, start + step)
             cand = np.empty((end - start, self.words), np.uint64)
             k = kernels.prune_select(
-                masks,
-                self.base,
-                *arrays,
-                lo if end - start == n else np.ascontiguousarray(lo[:, start:end]),
-                hi if end - start == n else np.ascontiguousarray(hi[:, start:end]),
-                flags[start:end],
-                kept[start:end],
-                first,
-                cand,
+                masks, self.base, *self.arrays, lo, hi, start, end, always, flags, kept, first, cand
             )
             rows.append(cand if k == end - start else cand[:k].copy())
             first += k
@@ -195,7 +190,7 @@ class KillBitsets:
             kernels.prune(
                 cand,
                 self.base,
-                *self._arrays(),
+                *self.arrays,
                 np.ascontiguousarray(lo, np.int64),
                 np.ascontiguousarray(hi, np.int64),
             )

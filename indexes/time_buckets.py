@@ -1,11 +1,14 @@
 """Window exploitation structure: one stream's stored tuples in time buckets.
 
 Bucket ``b`` holds the tuples with ``b * width <= ts < (b + 1) * width``, sorted by
-``ts`` (ties in arrival order). Buckets exist only while they hold tuples and are
-kept in a sorted map, so:
+``ts`` (ties in arrival order). Buckets exist only while they hold tuples, in a dict
+by bucket number beside the sorted list of those numbers (buckets are made mostly in
+time order, at the end, and purged from the front: a plain list does both in O(1)
+amortized, where a sorted map costs microseconds a tuple), so:
 
-* ``add`` is O(log B) to find the bucket plus O(1) for a tuple in timestamp order
-  (appended) or O(m) for a late one (inserted into a bucket of m tuples);
+* ``add`` is O(1) to find the bucket (O(B) to make one out of order) plus O(1) for a
+  tuple in timestamp order (appended) or O(m) for a late one (inserted into a bucket
+  of m tuples);
 * ``range(lo, hi)`` visits only the buckets that overlap ``[lo, hi]``: whole buckets
   inside the range are returned without comparisons, the two end buckets are cut by
   binary search on ``ts``;
@@ -22,8 +25,6 @@ import bisect
 import math
 from collections.abc import Iterator
 
-from sortedcontainers import SortedDict
-
 from indexes.stored import StoredTuple
 
 
@@ -36,13 +37,14 @@ class _Bucket:
 
 
 class TimeBuckets:
-    __slots__ = ("_buckets", "_size", "width")
+    __slots__ = ("_buckets", "_keys", "_size", "width")
 
     def __init__(self, width: float) -> None:
         if not (width > 0 and math.isfinite(width)):
             raise ValueError(f"bucket width must be a positive number, not {width!r}")
         self.width = float(width)
-        self._buckets: SortedDict = SortedDict()
+        self._buckets: dict[int, _Bucket] = {}
+        self._keys: list[int] = []  # the bucket numbers, ascending
         self._size = 0
 
     def _key(self, ts: float) -> int:
@@ -54,6 +56,11 @@ class TimeBuckets:
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = _Bucket()
+            keys = self._keys
+            if not keys or keys[-1] < key:
+                keys.append(key)
+            else:
+                bisect.insort(keys, key)
         times = bucket.times
         if not times or times[-1] <= ts:
             times.append(ts)
@@ -68,23 +75,24 @@ class TimeBuckets:
         return self._size
 
     def __iter__(self) -> Iterator[StoredTuple]:
-        for bucket in self._buckets.values():
-            yield from bucket.tuples
+        buckets = self._buckets
+        for key in self._keys:
+            yield from buckets[key].tuples
 
     @property
     def bucket_count(self) -> int:
-        return len(self._buckets)
+        return len(self._keys)
 
     def range(
         self, lo: float | None = None, hi: float | None = None, lo_inclusive: bool = True, hi_inclusive: bool = True
     ) -> Iterator[StoredTuple]:
         """Tuples with ``lo <(=) ts <(=) hi`` in timestamp order; None is unbounded."""
-        buckets = self._buckets
-        if not buckets:
+        buckets, keys = self._buckets, self._keys
+        if not keys:
             return
-        min_key = None if lo is None else self._key(lo)
-        max_key = None if hi is None else self._key(hi)
-        for key in buckets.irange(min_key, max_key):
+        first = 0 if lo is None else bisect.bisect_left(keys, self._key(lo))
+        last = len(keys) if hi is None else bisect.bisect_right(keys, self._key(hi))
+        for key in keys[first:last]:
             bucket = buckets[key]
             times = bucket.times
             start = 0
@@ -105,15 +113,15 @@ class TimeBuckets:
         width)`` never decreases as ``ts`` grows (rounding included), every tuple in
         such a bucket has ``ts < horizon``. (Comparing with ``(k + 1) * width`` instead
         can round the wrong way.)"""
+        keys = self._keys
+        count = bisect.bisect_left(keys, self._key(horizon))
+        if not count:
+            return []
         dropped: list[StoredTuple] = []
         buckets = self._buckets
-        limit = self._key(horizon)
-        while buckets:
-            key = buckets.peekitem(0)[0]
-            if key >= limit:
-                break
-            bucket = buckets.popitem(0)[1]
-            dropped.extend(bucket.tuples)
+        for key in keys[:count]:
+            dropped.extend(buckets.pop(key).tuples)
+        del keys[:count]
         self._size -= len(dropped)
         return dropped
 
@@ -130,17 +138,20 @@ class TimeBuckets:
             raise KeyError(t)
         if not bucket.tuples:
             del self._buckets[key]
+            del self._keys[bisect.bisect_left(self._keys, key)]
         self._size -= 1
 
     def oldest_ts(self) -> float | None:
-        if not self._buckets:
+        if not self._keys:
             return None
-        return self._buckets.peekitem(0)[1].times[0]
+        return self._buckets[self._keys[0]].times[0]
 
     def _check(self) -> None:
         total = 0
         prev_key = None
-        for key, bucket in self._buckets.items():
+        assert sorted(self._buckets) == self._keys, "bucket numbers out of step"
+        for key in self._keys:
+            bucket = self._buckets[key]
             assert bucket.tuples, "empty bucket kept"
             assert len(bucket.times) == len(bucket.tuples)
             assert prev_key is None or key > prev_key

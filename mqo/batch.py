@@ -27,10 +27,10 @@ import pyarrow as pa
 
 from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
-from mqo.results import Match, TupleError
+from mqo.results import MATCH_SETTERS, Match, TupleError
 from mqo.rows import INT64_MAX, INT64_MIN
 from predicates import ColumnType, StreamSchema
-from predicates.ast import NUMERIC_TYPES, ColumnRef
+from predicates.ast import ColumnRef
 from predicates.errors import did_you_mean
 from predicates.numbers import EXACT_INTEGERS
 
@@ -71,7 +71,8 @@ def columns_of(
     batch: Any, schema: StreamSchema, missing_null: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     """(ts, ids or None, {column: values}) from any accepted batch type. Numeric columns
-    come back as float64 arrays with NaN for NULL, others as lists; an INTEGER column
+    come back as float64 arrays with NaN for NULL (rows of ``columns[NUMERIC]``),
+    others as lists; an INTEGER column
     holding values past 2**53 (which doubles cannot all tell apart) also comes back
     exactly, as an :class:`ExactIntegers` under its name in ``columns[EXACT]``.
 
@@ -141,36 +142,61 @@ def columns_of(
             f"stream {schema.name}: the batch has no column(s) {', '.join(absent)} "
             "(give NULLs, or make the Matcher with missing='null')"
         )
+    numeric = [c.name for c in schema.columns if c.ctype.is_numeric]
+    matrix = np.full((len(numeric), n), np.nan)
+    for k, name in enumerate(numeric):
+        if name in columns:
+            matrix[k] = columns[name]
+            columns[name] = matrix[k]
+    columns[NUMERIC] = matrix
     if exact:
         columns[EXACT] = exact
     return ts, ids, columns
 
 
-def row_columns(row: tuple[Any, ...], schema: StreamSchema) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RowLayout:
+    """Where a stream's stored rows keep what :func:`row_columns` takes out of them."""
+
+    schema: StreamSchema
+    numeric: list[str]  # the numeric columns' names
+    numeric_at: list[int]  # and their positions in a row
+    integer_at: list[int]  # positions of INTEGER and BYTE columns (exact past 2**53)
+    others: list[tuple[str, int]]  # the other columns: name and position
+
+
+def row_layout(plan: CompiledPlan, stream: int) -> RowLayout:
+    """A stream's :class:`RowLayout` (made once per plan, :meth:`CompiledPlan.per_stream`)."""
+    schema = plan.streams[stream]
+    numeric = [(c.name, p) for p, c in enumerate(schema.columns, 2) if c.ctype.is_numeric]
+    integer = [p for p, c in enumerate(schema.columns, 2) if c.ctype in (ColumnType.INTEGER, ColumnType.BYTE)]
+    others = [(c.name, p) for p, c in enumerate(schema.columns, 2) if not c.ctype.is_numeric]
+    return RowLayout(schema, [name for name, _ in numeric], [p for _, p in numeric], integer, others)
+
+
+def row_columns(row: tuple[Any, ...], layout: RowLayout) -> dict[str, Any]:
     """:func:`columns_of`'s columns for one stored row (``(ts, id, *values)``, values
     already checked by :mod:`mqo.rows`), without converting them again: what one pushed
     tuple takes to the kernels."""
-    columns: dict[str, Any] = {}
-    numeric: list[tuple[str, float]] = []
-    for col, v in zip(schema.columns, row[2:], strict=True):
-        if col.ctype not in NUMERIC_TYPES:
-            columns[col.name] = [v]
-        elif v is None:
-            numeric.append((col.name, math.nan))
-        elif type(v) is int and abs(v) >= EXACT_INTEGERS:
+    for p in layout.integer_at:
+        v = row[p]
+        if v is not None and abs(v) >= EXACT_INTEGERS:
             # an integer doubles round: the batch form keeps it exact
-            one = {"ts": [row[0]], **{c.name: [x] for c, x in zip(schema.columns, row[2:], strict=True)}}
-            return columns_of(one, schema)[2]
-        else:
-            numeric.append((col.name, float(v)))
-    # one array, a one-row view of it per column (a pushed tuple's cost is per call)
-    values = np.array([v for _, v in numeric])
-    for k, (name, _) in enumerate(numeric):
-        columns[name] = values[k : k + 1]
+            one = {"ts": [row[0]], **{c.name: [x] for c, x in zip(layout.schema.columns, row[2:], strict=True)}}
+            return columns_of(one, layout.schema)[2]
+    columns: dict[str, Any] = {name: [row[p]] for name, p in layout.others}
+    # one array (None is NaN), a one-row view of it per column: a pushed tuple's cost is per call
+    matrix = np.array([row[p] for p in layout.numeric_at], np.float64).reshape(-1, 1)
+    columns.update(zip(layout.numeric, matrix, strict=True))
+    columns[NUMERIC] = matrix
     return columns
 
 
 EXACT = "\x00exact"  # key of the exact INTEGER columns in a columns dict (no column has this name)
+# key of the numeric columns as the rows of one float64 array, in schema order (NaN:
+# NULL; a column the batch lacks is all NaN), whose rows are the columns' own entries:
+# the attribute kernels read it whole, with no array made per column
+NUMERIC = "\x00numeric"
 
 
 @dataclass
@@ -234,12 +260,13 @@ def slots_of(mask: int) -> np.ndarray:
             out.append(low.bit_length() - 1)
             mask ^= low
         return np.array(out, np.int64)
-    raw = np.frombuffer(mask.to_bytes((mask.bit_length() + 7) // 8, "little"), np.uint8)
-    # results are usually few among many slots: unpack only the bytes that hold some
-    nonzero = np.flatnonzero(raw)
-    bits = np.unpackbits(raw[nonzero, None], axis=1, bitorder="little")
-    rows, cols = np.nonzero(bits)
-    return nonzero[rows] * 8 + cols
+    from indexes import kernels  # numba, on first use (importing mqo stays light)
+
+    # a pushed tuple's single-stream results come as one mask over every slot: the
+    # kernel finds its few set bits for about the cost of one numpy call (on writable
+    # words, the batch path's kernel types: no second compiled variant to load)
+    words = np.frombuffer(bytearray(mask.to_bytes(8 * ((mask.bit_length() + 63) >> 6), "little")), "<u8")
+    return kernels.select_bits(words[None, :], words, np.array([mask.bit_count()]))[1]
 
 
 def _plain(values: Any) -> Any:
@@ -321,7 +348,12 @@ class MatchBatch:
         plan = self.plan
         records, codes = plan.records, plan.context_codes
         slot_record, slot_context = plan.slot_record, plan.slot_context
-        out = []
+        out: list[Match] = []
+        # the loop below runs once per result: kept lean (Match objects made by setting
+        # their slots, see mqo.results.MATCH_SETTERS)
+        append, new = out.append, object.__new__
+        set_query, set_ts, set_ids, set_values = MATCH_SETTERS
+        names = plan.record_names
         for group, ts, rows in self._groups():
             # the queries of one context share their aliases and SELECT code: an
             # assignment's ids and values are computed once per context, each result
@@ -333,7 +365,15 @@ class MatchBatch:
                     code = codes[c]
                     ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
                     shared = made[c] = (ids, {name: fn(rows) for name, fn in code.outputs})
-                out.append(Match(records[r].name, ts, shared[0].copy(), shared[1].copy()))
+                name = names[r]
+                if name is None:
+                    name = names[r] = records[r].name
+                match = new(Match)
+                set_query(match, name)
+                set_ts(match, ts)
+                set_ids(match, shared[0].copy())
+                set_values(match, shared[1].copy())
+                append(match)
         return out
 
     def to_pylist(self) -> list[dict[str, Any]]:

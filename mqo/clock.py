@@ -288,7 +288,9 @@ class Clock:
         if current == candidate:
             return False
         (base, k), w = current
-        if w == window and k == mark[1]:
+        # the window is one Fraction object while the plan stands: identity first (a
+        # Fraction's == is Python code, run once per tuple here)
+        if k == mark[1] and (w is window or w == window):
             moved = mark[0] > base
         else:  # the window or the lateness changed: compare watermark - W exactly (rare)
             moved = decimal_of(mark[0]) - self._late_exact[mark[1]] - window > (

@@ -59,7 +59,7 @@ def compile_value(
 
         def column(rows: Rows) -> Any:
             value = rows[s][pos]
-            if is_null(value):
+            if value is None or value != value:  # is_null, inline: SELECT * runs this per column and result
                 return None
             return decimal_of(value) if to_exact else value
 

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from indexes.stored import StoredTuple
-from mqo.batch import MatchBatch, SingleResults, columns_of, row_columns
+from mqo.batch import MatchBatch, SingleResults, columns_of, row_columns, row_layout
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
@@ -171,7 +171,7 @@ class Pipeline:
         assert plan is not None
         row = self.rows[s].build(ts, values, id)
         ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
-        prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.streams[s]), row)
+        prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.per_stream(s, row_layout)), row)
         return self.push_prepared(prepared, 0)
 
     def _attributes(

@@ -258,6 +258,14 @@ class CompiledPlan:
         return self.records[int(self.slot_record[q])].name
 
     @cached_property
+    def record_names(self) -> list[str | None]:
+        """Each record's query name, filled in by its first result (None until then,
+        see :meth:`mqo.batch.MatchBatch.matches`): a result's name is then one list
+        read, where the registry's objects cost several cache misses at a million
+        queries. Names never change, and every plan has its own list."""
+        return [None] * len(self.records)
+
+    @cached_property
     def json_prefixes(self) -> list[str]:
         """``{"query":<name>`` for every slot, JSON-encoded once."""
         import json

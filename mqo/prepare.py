@@ -31,7 +31,7 @@ from indexes.covering import NOTHING
 from indexes.exact import EXACT_INTEGERS
 from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
-from mqo.batch import EXACT
+from mqo.batch import EXACT, NUMERIC
 from mqo.plan import CompiledPlan
 from predicates import ColumnType, StreamSchema
 
@@ -164,22 +164,18 @@ def _prepare_one(
     store_all: bool,
 ) -> PreparedBatch:
     schema = plan.streams[stream]
-    n = len(ts)
-    words = words_for(plan.n_slots)
-    masks, matched = plan.per_stream(stream, _batch_masks)
-    single_mask, engine_mask = masks[0], masks[1]
+    masks, single_mask, engine_mask, matched = plan.per_stream(stream, _batch_masks)
     if not matched:
         # no match query reads the stream (an aggregate-only stream): no kernel work,
         # and no row is wanted, so a replay visits only the late ones
+        n = len(ts)
         flags = np.full(n, STORE if store_all else 0, np.int8)
-        cand = np.zeros((0, words), np.uint64)
+        cand = np.zeros((0, words_for(plan.n_slots)), np.uint64)
         kept = np.full(n, -1, np.int64)
         return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
     lo, hi = attribute_ranges(plan, stream, ts, ids, columns)
     # the kernel's code bits are the masks' order: SINGLE, ENGINE, STORE
-    flags, cand, kept = plan.kill_bitsets(stream).select(lo, hi, masks)
-    if store_all:
-        flags |= STORE
+    flags, cand, kept = plan.kill_bitsets(stream).select(lo, hi, masks, STORE if store_all else 0)
     return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
 
 
@@ -191,27 +187,27 @@ def attribute_work(plan: CompiledPlan, stream: int) -> tuple[int, int]:
     return sum(lst.covering.comparisons() for lst in lists), 2 * len(lists)
 
 
-def _batch_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, bool]:
+def _batch_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """A stream's slots as bitsets: [single-stream plain ones, those the engine
-    decides, multi-stream ones]; and whether any match query reads the stream. The
-    same for every batch of a plan."""
+    decides, multi-stream ones], the first two again on their own; and whether any
+    match query reads the stream. The same for every batch of a plan."""
     words = words_for(plan.n_slots)
     of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
     single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
     single_mask = bitset_of(np.flatnonzero(single), words)
     engine_mask = bitset_of(np.flatnonzero(of_stream & ~single), words)
     multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
-    return np.stack([single_mask, engine_mask, multi_mask]), bool(single_mask.any() or engine_mask.any())
+    masks = np.stack([single_mask, engine_mask, multi_mask])
+    return masks, masks[0], masks[1], bool(single_mask.any() or engine_mask.any())
 
 
 @dataclass(frozen=True)
 class _KernelLists:
     """A stream's single-column numeric lists as :func:`indexes.attribute_kernels.list_ranges`
-    takes them; the other lists (strings, booleans, two columns) go one by one."""
+    takes them; the other lists (strings, booleans, two columns, ts and id) go one by one."""
 
     chosen: np.ndarray  # list numbers in the stream's order
-    positions: list[int]  # column positions read, one per row of the values matrix
-    columns: np.ndarray  # per chosen list, its row of the values matrix
+    columns: np.ndarray  # per chosen list, its column's row in ``columns[NUMERIC]``
     ops: np.ndarray
     lt: np.ndarray
     le: np.ndarray
@@ -223,18 +219,18 @@ class _KernelLists:
 def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
     from indexes.attribute_kernels import OP_CODES
 
-    chosen, others, positions, columns, ops, lts, les = [], [], [], [], [], [], []
+    schema = plan.streams[stream]
+    row_of = {p: k for k, p in enumerate(p for p, c in enumerate(schema.columns, 2) if c.ctype.is_numeric)}
+    chosen, others, columns, ops, lts, les = [], [], [], [], [], []
     integers = []
     for l, lst in enumerate(plan.attr_lists[stream]):
-        if not lst.numeric or lst.right_pos is not None:
-            others.append(l)
+        if not lst.numeric or lst.right_pos is not None or lst.left_pos not in row_of:
+            others.append(l)  # ts and id too: they are not columns of the batch
             continue
-        if lst.left_pos not in positions:
-            positions.append(lst.left_pos)
         if lst.covering.integer:
             integers.append(len(chosen))
         chosen.append(l)
-        columns.append(positions.index(lst.left_pos))
+        columns.append(row_of[lst.left_pos])
         ops.append(OP_CODES[lst.covering.op])
         lt, le = lst.covering.cuts()
         lts.append(lt)
@@ -243,7 +239,6 @@ def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
     np.cumsum([len(lt) for lt in lts], out=offsets[1:])
     return _KernelLists(
         np.array(chosen, np.int64),
-        positions,
         np.array(columns, np.int64),
         np.array(ops, np.int64),
         np.concatenate(lts) if lts else np.zeros(0),
@@ -269,22 +264,16 @@ def attribute_ranges(
     hi = np.empty((len(lists), n), np.int64)
     table = plan.per_stream(stream, _kernel_lists)
     if len(table.chosen):
-        values = np.empty((len(table.positions), n), np.float64)
-        # one call for all columns (a pushed tuple's batch is one row: calls cost most)
-        values[:] = [_column(position, schema, ts, ids, columns) for position in table.positions]
-        k_lo = np.empty((len(table.chosen), n), np.int64)
-        k_hi = np.empty((len(table.chosen), n), np.int64)
-        list_ranges(values, table.columns, table.ops, table.lt, table.le, table.offsets, k_lo, k_hi)
+        values = columns[NUMERIC]
+        list_ranges(values, table.columns, table.ops, table.lt, table.le, table.offsets, table.chosen, lo, hi)
         for k in table.integers:
             # integers past 2**53 are not all doubles: their rows are decided exactly
             column = values[table.columns[k]]
             unsure = np.flatnonzero(np.abs(column) >= EXACT_INTEGERS)
             if len(unsure):
-                lst = lists[int(table.chosen[k])]
-                exact = _exact_values(lst.left_pos, schema, columns)
-                lst.covering.settle(unsure, k_lo[k], k_hi[k], column, None, exact)
-        lo[table.chosen] = k_lo
-        hi[table.chosen] = k_hi
+                l = int(table.chosen[k])
+                exact = _exact_values(lists[l].left_pos, schema, columns)
+                lists[l].covering.settle(unsure, lo[l], hi[l], column, None, exact)
     for l in table.others:
         lo[l], hi[l] = _ranges(lists[l], schema, ts, ids, columns)
     return lo, hi

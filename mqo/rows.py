@@ -21,7 +21,8 @@ from predicates.ast import NUMERIC_TYPES
 from predicates.errors import did_you_mean
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_INFINITIES = (math.inf, -math.inf)
+_INF = math.inf
+FLOAT = ColumnType.FLOAT
 
 
 class RowBuilder:
@@ -58,9 +59,14 @@ class RowBuilder:
         row[0] = float(ts)
         row[1] = int(id)
         if values:
-            positions = self._positions
+            positions, types = self._positions, self._types
             for key, value in values.items():
                 pos = positions.get(key)
+                # a finite float in a FLOAT column, the common case, is taken as it is
+                # here (a method call per value is most of a pushed tuple's row)
+                if pos is not None and type(value) is float and types[pos - 2] is FLOAT and -_INF < value < _INF:
+                    row[pos] = value
+                    continue
                 if pos is None:
                     pos = positions.get(key.lower()) if isinstance(key, str) else None
                     if pos is None:
@@ -84,12 +90,6 @@ class RowBuilder:
         if value is None:
             return None
         ctype = self._types[pos - 2]
-        if ctype is ColumnType.FLOAT and type(value) is float:  # the common case, first
-            if value != value:
-                return None
-            if value in _INFINITIES:
-                raise self._type_error(value, pos, "a finite number")
-            return value
         if ctype in NUMERIC_TYPES:
             if isinstance(value, bool) or not isinstance(value, Real):
                 raise self._type_error(value, pos, "a number")

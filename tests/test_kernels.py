@@ -75,13 +75,14 @@ def test_prune(data, n_slots, n_lists, n_tuples, budget):
     want = naive.prune(base, lists, lo, hi, n_tuples)
     assert got == want
     masks = [data.draw(st.integers(0, (1 << n_slots) - 1)) for _ in range(3)]
-    for chunk in (kill_bitsets.SELECT_CHUNK_BYTES, 8):  # and one tuple per kernel call
+    # one call for all tuples, and one tuple per kernel call (with a bit every tuple gets)
+    for chunk, always in ((kill_bitsets.SELECT_CHUNK_BYTES, 0), (8, 4)):
         original, kill_bitsets.SELECT_CHUNK_BYTES = kill_bitsets.SELECT_CHUNK_BYTES, chunk
         try:
-            flags, kept, row_of = tables.select(lo, hi, np.stack([int_to_bitset(m, words) for m in masks]))
+            flags, kept, row_of = tables.select(lo, hi, np.stack([int_to_bitset(m, words) for m in masks]), always)
         finally:
             kill_bitsets.SELECT_CHUNK_BYTES = original
-        assert flags.tolist() == [sum(1 << k for k, m in enumerate(masks) if c & m) for c in want]
+        assert flags.tolist() == [sum(1 << k for k, m in enumerate(masks) if c & m) | always for c in want]
         wanted = [i for i, c in enumerate(want) if c & (masks[0] | masks[1])]
         assert _rows_as_ints(kept) == [want[i] for i in wanted]
         assert row_of.tolist() == [wanted.index(i) if i in wanted else -1 for i in range(n_tuples)]
@@ -131,10 +132,11 @@ def test_list_ranges(table):
     hi = np.empty_like(lo)
     flat = lambda rows: np.array([c for row in rows for c in row], np.float64)  # noqa: E731
     codes = np.array([OP_CODES[op] for op in ops], np.int64)
-    list_ranges(values, np.array(columns, np.int64), codes, flat(lt), flat(le), offsets, lo, hi)
+    rows = np.arange(len(ops), dtype=np.int64)[::-1].copy()  # each list to its row, here in reverse
+    list_ranges(values, np.array(columns, np.int64), codes, flat(lt), flat(le), offsets, rows, lo, hi)
     want_lo, want_hi = naive.list_ranges(values, columns, ops, lt, le)
-    assert lo.tolist() == want_lo
-    assert hi.tolist() == want_hi
+    assert lo[::-1].tolist() == want_lo
+    assert hi[::-1].tolist() == want_hi
 
 
 @pytest.mark.slow

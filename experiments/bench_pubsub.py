@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import sys
 import time
 from typing import Any
@@ -79,24 +80,43 @@ def pubsub_table(n: int, rng: np.random.Generator, size: int = 10, width: float 
     return template, table
 
 
+def table_memory(n: int, seed: int) -> float:
+    """Resident memory (MiB) that ``n`` table subscriptions and their compiled plan add
+    to this process; meant for a fresh process (:func:`_in_fresh_process`), where no
+    earlier run has left freed memory for them to reuse unseen."""
+    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
+    template, table = pubsub_table(n, np.random.default_rng(seed + n))
+    m = mqo.Matcher(ddl)
+    gc.collect()
+    before = rss_mb()
+    m.register_table(template, table, id_column="id")
+    m.plan  # noqa: B018
+    gc.collect()
+    return rss_mb() - before
+
+
+def _in_fresh_process(call: str) -> float:
+    """The number a call of this module's prints in a new interpreter."""
+    code = f"from experiments.bench_pubsub import *; print({call})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
 def bench_table_registration(sizes: list[int], seed: int) -> list[dict[str, Any]]:
     """``Matcher.register_table`` against ``register_queries`` of the same queries
     written out (at the smallest size), CPU time; resident memory of the queries and
-    their compiled plan at each size."""
+    their compiled plan at each size, measured in a fresh process."""
     ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
     rows = []
     for k, n in enumerate(sizes):
         template, table = pubsub_table(n, np.random.default_rng(seed + n))
-        gc.collect()
-        before = rss_mb()
         m = mqo.Matcher(ddl)
         progress(f"c: registering {n} subscriptions from a table")
         c0 = time.process_time()
         m.register_table(template, table, id_column="id")
         table_cpu = time.process_time() - c0
         m.plan  # noqa: B018
-        gc.collect()
-        memory = rss_mb() - before
+        memory = _in_fresh_process(f"table_memory({n}, {seed})")
         rate = n / table_cpu
         rows += [
             row("c", f"{n:,} subscriptions from a table (one template): registration, queries/s (CPU)", rate,

@@ -101,7 +101,8 @@ class Registrations:
         """Compile and register query texts, all or nothing; their ids in order.
         ``one``: the texts must hold one query, named ``query_id`` if given."""
         with _no_cyclic_gc():
-            instances = self.compile_texts(sources, source_name)
+            # a query given its id is checked under that id, not the one its text gives
+            instances = self.compile_texts(sources, source_name, check_names=query_id is None)
             if one and len(instances) != 1:
                 raise QueryError(f"expected one query, found {len(instances)}; use register_queries", None, None)
             if query_id is not None:

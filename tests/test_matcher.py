@@ -281,6 +281,12 @@ def test_query_ids_given_and_taken(thesis_ddl):
         m.register_query("SELECT * FROM H", query_id="alerts")
     with pytest.raises(mqo.QueryError, match="expected one query"):
         m.register_query("SELECT * FROM B; SELECT * FROM H")
+    # a given id replaces the one the text would give (its header, or its position),
+    # so only the given id must be free
+    assert m.register_query("SELECT * FROM H", query_id="3") == "3"
+    assert m.register_query("SELECT * FROM B", query_id="b") == "b"  # its position is 3
+    assert m.register_query("Query ID: alerts\nSELECT * FROM K", query_id="k") == "k"
+    assert m.query_ids == ["alerts", "3", "b", "k"]
 
 
 def test_counters_count_the_work(thesis_ddl, running_example):

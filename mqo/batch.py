@@ -142,9 +142,9 @@ def columns_of(
             f"stream {schema.name}: the batch has no column(s) {', '.join(absent)} "
             "(give NULLs, or make the Matcher with missing='null')"
         )
-    numeric = [c.name for c in schema.columns if c.ctype.is_numeric]
+    numeric = numeric_columns(schema)
     matrix = np.full((len(numeric), n), np.nan)
-    for k, name in enumerate(numeric):
+    for k, (name, _) in enumerate(numeric):
         if name in columns:
             matrix[k] = columns[name]
             columns[name] = matrix[k]
@@ -165,10 +165,16 @@ class RowLayout:
     others: list[tuple[str, int]]  # the other columns: name and position
 
 
+def numeric_columns(schema: StreamSchema) -> list[tuple[str, int]]:
+    """The numeric columns (name, position in a stored row), in schema order: the rows
+    of ``columns[NUMERIC]``."""
+    return [(c.name, p) for p, c in enumerate(schema.columns, 2) if c.ctype.is_numeric]
+
+
 def row_layout(plan: CompiledPlan, stream: int) -> RowLayout:
     """A stream's :class:`RowLayout` (made once per plan, :meth:`CompiledPlan.per_stream`)."""
     schema = plan.streams[stream]
-    numeric = [(c.name, p) for p, c in enumerate(schema.columns, 2) if c.ctype.is_numeric]
+    numeric = numeric_columns(schema)
     integer = [p for p, c in enumerate(schema.columns, 2) if c.ctype in (ColumnType.INTEGER, ColumnType.BYTE)]
     others = [(c.name, p) for p, c in enumerate(schema.columns, 2) if not c.ctype.is_numeric]
     return RowLayout(schema, [name for name, _ in numeric], [p for _, p in numeric], integer, others)

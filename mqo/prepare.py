@@ -31,7 +31,7 @@ from indexes.covering import NOTHING
 from indexes.exact import EXACT_INTEGERS
 from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
-from mqo.batch import EXACT, NUMERIC
+from mqo.batch import EXACT, NUMERIC, row_layout
 from mqo.plan import CompiledPlan
 from predicates import ColumnType, StreamSchema
 
@@ -219,8 +219,8 @@ class _KernelLists:
 def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
     from indexes.attribute_kernels import OP_CODES
 
-    schema = plan.streams[stream]
-    row_of = {p: k for k, p in enumerate(p for p, c in enumerate(schema.columns, 2) if c.ctype.is_numeric)}
+    # a numeric column's row in ``columns[NUMERIC]``: the order the row layout gives it
+    row_of = {p: k for k, p in enumerate(plan.per_stream(stream, row_layout).numeric_at)}
     chosen, others, columns, ops, lts, les = [], [], [], [], [], []
     integers = []
     for l, lst in enumerate(plan.attr_lists[stream]):

@@ -83,6 +83,7 @@ def run_stream(spark: Any, base: Path, emit: str) -> list[list[dict[str, Any]]]:
     """Both chunks as two micro-batches (one file per stream each, availableNow); the
     rows each micro-batch wrote, and the watermark after each (from the progress)."""
     from runtime.spark_streaming import match_stream, write_files
+    from tests.test_spark_streaming import csv_streams
 
     for k, part in enumerate(chunks()):
         for stream, frame in part.items():
@@ -91,13 +92,7 @@ def run_stream(spark: Any, base: Path, emit: str) -> list[list[dict[str, Any]]]:
             path = folder / f"part{k}.csv"
             frame.to_csv(path, index=False)
             os.utime(path, (1_000_000 + k, 1_000_000 + k))
-    streams = {
-        s: spark.readStream.schema(SCHEMAS[s])
-        .option("header", True)
-        .option("maxFilesPerTrigger", 1)
-        .csv(str(base / "in" / s))
-        for s in ("A", "B")
-    }
+    streams = csv_streams(spark, base / "in", {s: SCHEMAS[s] for s in ("A", "B")})
     results = match_stream(streams, QUERIES, schema=DDL, allowed_lateness=5, emit=emit, partition_by="time")
     query = write_files(results, str(base / "out"), str(base / "ck"), available_now=True)
     query.awaitTermination()

@@ -26,7 +26,7 @@ from tests.test_spark_aggregate import make_rows
 from tests.test_spark_aggregate_stream import COLUMNS as H_COLUMNS
 from tests.test_spark_aggregate_stream import SCHEMA as H_SCHEMA
 from tests.test_spark_aggregate_stream import TWO_DDL, row_key
-from tests.test_spark_streaming import replay_last_batch
+from tests.test_spark_streaming import command_stream, csv_streams, replay_last_batch
 
 LATENESS = 2.0  # H's; B's is 5 s, from the DDL
 CHUNK = 20.0
@@ -150,18 +150,8 @@ def write_chunk(
 
 
 def run(spark: Any, base: Path) -> list[int]:
-    streams = {
-        s: spark.readStream.schema(SCHEMAS[s])
-        .option("header", True)
-        .option("maxFilesPerTrigger", 1)
-        .csv(str(base / "in" / s))
-        for s in STREAMS
-    }
-    control = (
-        spark.readStream.schema("ts double, command string, query string")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(base / "in" / "commands"))
-    )
+    streams = csv_streams(spark, base / "in", {s: SCHEMAS[s] for s in STREAMS})
+    control = command_stream(spark, base / "in" / "commands")
     rows = aggregate_stream(streams, "", schema=TWO_DDL, allowed_lateness=LATENESS, control=control)
     query = write_files(rows, str(base / "out"), str(base / "ck"), available_now=True)
     query.awaitTermination()

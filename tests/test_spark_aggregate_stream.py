@@ -24,7 +24,7 @@ from runtime.spark_aggregate_stream import aggregate_stream
 from runtime.spark_spec import SparkStageError
 from runtime.spark_streaming import write_files
 from tests.test_spark_aggregate import DDL, KEYED, ONE, TIMED, make_rows
-from tests.test_spark_streaming import replay_last_batch
+from tests.test_spark_streaming import csv_streams, replay_last_batch
 
 SCHEMA = "ts double, id bigint, patient bigint, beatrate double, vib double, alert bigint"
 COLUMNS = ["ts", "id", "patient", "beatrate", "vib", "alert"]
@@ -49,9 +49,7 @@ def write_chunk(base: Path, rows: list[dict[str, Any]], k: int) -> None:
 
 def run(spark: Any, base: Path, queries: str) -> list[dict[str, Any]]:
     """One availableNow run from the checkpoint; its progress reports."""
-    stream = (
-        spark.readStream.schema(SCHEMA).option("header", True).option("maxFilesPerTrigger", 1).csv(str(base / "in"))
-    )
+    stream = csv_streams(spark, base, {"in": SCHEMA})["in"]
     rows = aggregate_stream({"H": stream}, queries, schema=DDL, allowed_lateness=LATENESS, slots=3, span=SPAN)
     query = write_files(rows, str(base / "out"), str(base / "ck"), available_now=True)
     query.awaitTermination()
@@ -217,13 +215,7 @@ def test_two_streams_in_one_stage(spark_session: Any, tmp_path: Path) -> None:
             frame.to_csv(path, index=False)
             os.utime(path, (1_000_000 + k, 1_000_000 + k))
     schemas = {"H": SCHEMA, "B": "ts double, id bigint, patient bigint, pressure double"}
-    frames = {
-        s: spark_session.readStream.schema(schemas[s])
-        .option("header", True)
-        .option("maxFilesPerTrigger", 1)
-        .csv(str(tmp_path / "in" / s))
-        for s in ("H", "B")
-    }
+    frames = csv_streams(spark_session, tmp_path / "in", schemas)
     rows = aggregate_stream(frames, TWO, schema=TWO_DDL, allowed_lateness=LATENESS, slots=2, span=SPAN)
     query = write_files(rows, str(tmp_path / "out"), str(tmp_path / "ck"), available_now=True)
     query.awaitTermination()

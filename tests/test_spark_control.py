@@ -18,7 +18,15 @@ from mqo.batch import text_of
 from runtime.spark import SparkStageError
 from runtime.spark_streaming import match_stream, write_files
 from tests.test_spark_batch import COLUMNS, DDL, STREAMS, key_of, make_queries, make_rows
-from tests.test_spark_streaming import CHUNK, LAST, SCHEMAS, replay_last_batch, write_chunk
+from tests.test_spark_streaming import (
+    CHUNK,
+    LAST,
+    SCHEMAS,
+    command_stream,
+    csv_streams,
+    replay_last_batch,
+    write_chunk,
+)
 
 LATENESS = 4.0
 MAX_WINDOW = 8.0
@@ -104,18 +112,8 @@ def local_run(
 
 
 def run(spark: Any, base: Path, initial: list[str]) -> list[int]:
-    streams = {
-        s: spark.readStream.schema(SCHEMAS[s])
-        .option("header", True)
-        .option("maxFilesPerTrigger", 1)
-        .csv(str(base / "in" / s))
-        for s in STREAMS
-    }
-    control = (
-        spark.readStream.schema("ts double, command string, query string")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(base / "in" / "commands"))
-    )
+    streams = csv_streams(spark, base / "in", {s: SCHEMAS[s] for s in STREAMS})
+    control = command_stream(spark, base / "in" / "commands")
     results = match_stream(
         streams, initial, schema=DDL, allowed_lateness=LATENESS, control=control, max_window=MAX_WINDOW
     )

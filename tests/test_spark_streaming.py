@@ -39,15 +39,24 @@ def write_chunk(base: Path, rows: dict[str, list[dict[str, Any]]], k: int) -> No
         os.utime(path, (1_000_000 + k, 1_000_000 + k))
 
 
+def csv_streams(spark: Any, folder: Path, schemas: dict[str, str]) -> dict[str, Any]:
+    """A streaming source per stream over ``folder / name``'s CSV files, one file per
+    micro-batch (so the tests decide what each micro-batch holds)."""
+    return {
+        s: spark.readStream.schema(schema).option("header", True).option("maxFilesPerTrigger", 1).csv(str(folder / s))
+        for s, schema in schemas.items()
+    }
+
+
+def command_stream(spark: Any, folder: Path) -> Any:
+    """The control stream over ``folder``'s JSON lines of commands, one file per micro-batch."""
+    schema = "ts double, command string, query string"
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(folder))
+
+
 def run(spark: Any, base: Path, workload: Workload, lateness: float, partition_by: str) -> list[int]:
     """One availableNow run from the checkpoint; returns the batch ids it ran."""
-    streams = {
-        s: spark.readStream.schema(SCHEMAS[s])
-        .option("header", True)
-        .option("maxFilesPerTrigger", 1)
-        .csv(str(base / "in" / s))
-        for s in STREAMS
-    }
+    streams = csv_streams(spark, base / "in", {s: SCHEMAS[s] for s in STREAMS})
     results = match_stream(streams, workload.queries, schema=DDL, allowed_lateness=lateness, partition_by=partition_by)
     query = write_files(results, str(base / "out"), str(base / "ck"), available_now=True)
     query.awaitTermination()

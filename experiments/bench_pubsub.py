@@ -19,6 +19,9 @@ import numpy as np
 import mqo
 from experiments._common import row
 
+# the stream of the pub/sub workload: 20 attributes of an event
+DDL = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
+
 
 def rss_mb() -> float:
     """Resident memory of this process (Linux /proc), in MiB."""
@@ -84,9 +87,8 @@ def table_memory(n: int, seed: int) -> float:
     """Resident memory (MiB) that ``n`` table subscriptions and their compiled plan add
     to this process; meant for a fresh process (:func:`_in_fresh_process`), where no
     earlier run has left freed memory for them to reuse unseen."""
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
     template, table = pubsub_table(n, np.random.default_rng(seed + n))
-    m = mqo.Matcher(ddl)
+    m = mqo.Matcher(DDL)
     gc.collect()
     before = rss_mb()
     m.register_table(template, table, id_column="id")
@@ -106,11 +108,10 @@ def bench_table_registration(sizes: list[int], seed: int) -> list[dict[str, Any]
     """``Matcher.register_table`` against ``register_queries`` of the same queries
     written out (at the smallest size), CPU time; resident memory of the queries and
     their compiled plan at each size, measured in a fresh process."""
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
     rows = []
     for k, n in enumerate(sizes):
         template, table = pubsub_table(n, np.random.default_rng(seed + n))
-        m = mqo.Matcher(ddl)
+        m = mqo.Matcher(DDL)
         progress(f"c: registering {n} subscriptions from a table")
         c0 = time.process_time()
         m.register_table(template, table, id_column="id")
@@ -135,7 +136,7 @@ def bench_table_registration(sizes: list[int], seed: int) -> list[dict[str, Any]
                 for c in sorted(columns, key=len, reverse=True):  # a longer name first: no prefix is cut
                     text = text.replace(f":{c}", repr(columns[c][q]))
                 texts.append(f"Query ID: {name}\n{text}")
-            m2 = mqo.Matcher(ddl)
+            m2 = mqo.Matcher(DDL)
             c0 = time.process_time()
             m2.register_queries(texts)
             text_cpu = time.process_time() - c0
@@ -149,10 +150,10 @@ def bench_table_registration(sizes: list[int], seed: int) -> list[dict[str, Any]
     return rows
 
 
-def warm_kernels(ddl: str, texts: list[str], columns: list[str]) -> None:
+def warm_kernels(texts: list[str], columns: list[str]) -> None:
     """Compile (or load from cache) the numba kernels, so that their code is not
     counted as the memory of the subscriptions measured after."""
-    m = mqo.Matcher(ddl)
+    m = mqo.Matcher(DDL)
     m.register_queries(texts)
     data = {c: np.linspace(0, 1_000_000, 64) for c in columns}
     data["ts"] = np.arange(64, dtype=np.float64)
@@ -163,8 +164,7 @@ def warm_kernels(ddl: str, texts: list[str], columns: list[str]) -> None:
 def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any]]:
     rows = []
     targets = {20_000: 0.10, 1_000_000: 5.0}
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
-    warm_kernels(ddl, pubsub_queries(5000, np.random.default_rng(seed)), [f"a{i}" for i in range(20)])
+    warm_kernels(pubsub_queries(5000, np.random.default_rng(seed)), [f"a{i}" for i in range(20)])
     for n in sizes:
         rng = np.random.default_rng(seed + n)
         progress(f"c: generating {n} subscriptions")
@@ -172,7 +172,7 @@ def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any
         texts = pubsub_texts(*intervals)
         gc.collect()
         before = rss_mb()
-        m = mqo.Matcher(ddl)
+        m = mqo.Matcher(DDL)
         progress(f"c: registering {n} subscriptions")
         t0, c0 = time.perf_counter(), time.process_time()
         m.register_queries(texts)
@@ -242,7 +242,6 @@ def bench_churn(n: int, batches: int, seed: int) -> list[dict[str, Any]]:
     """(c') live registration: ``n`` subscriptions, batches of 100 events; between
     batches one subscription is registered and one removed. ms per batch against the
     same batches without changes, measured alternately in one run."""
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
     rng = np.random.default_rng(seed + 5)
     texts = pubsub_queries(n + batches, rng)
     spare = texts[n:]
@@ -256,7 +255,7 @@ def bench_churn(n: int, batches: int, seed: int) -> list[dict[str, Any]]:
     progress(f"c': {n} subscriptions, {batches} batches of {batch} events, with and without churn")
     matchers = {}
     for name in times:
-        m = mqo.Matcher(ddl)
+        m = mqo.Matcher(DDL)
         m.register_queries(texts[:n])
         m.push_batch("E", {c: v[:1] for c, v in data.items()})  # plan and kernel tables built
         matchers[name] = m
@@ -295,7 +294,6 @@ def bench_churn_push(
     one run. Every ``check_every``-th event's match set is checked against brute force
     over the subscriptions registered at that moment (``width``: of each interval, as
     a share of the domain)."""
-    ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} FLOAT" for i in range(20)) + ");"
     rng = np.random.default_rng(seed + 11)
     every = max(1, round(rate / (churn * n)))  # events between two changes
     changes = events // every
@@ -306,7 +304,7 @@ def bench_churn_push(
     progress(f"c': {n} subscriptions, {events} events pushed one at a time, a change every {every} events")
     matchers = {}
     for name in ("still", "churn"):
-        m = mqo.Matcher(ddl)
+        m = mqo.Matcher(DDL)
         m.register_queries(texts[:n])
         m.push_batch("E", {"ts": [0.0], **{c: [0.0] for c in data}})  # plan and kernel tables built
         matchers[name] = m

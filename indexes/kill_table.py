@@ -33,10 +33,10 @@ DEFAULT_BUDGET_BITS = 1 << 26  # 8 MiB of table per list at most
 def mask_of(slots: Sequence[int]) -> int:
     """A Python int with the given bits set."""
     if len(slots) > 16:
-        bits = np.zeros(int(max(slots)) // 8 + 1, np.uint8)
         arr = np.asarray(slots, np.int64)
-        np.bitwise_or.at(bits, arr >> 3, (1 << (arr & 7)).astype(np.uint8))
-        return int.from_bytes(bits.tobytes(), "little")
+        selected = np.zeros(int(arr.max()) + 1, bool)
+        selected[arr] = True
+        return int.from_bytes(np.packbits(selected, bitorder="little").tobytes(), "little")
     mask = 0
     for s in slots:
         mask |= 1 << int(s)

@@ -298,7 +298,8 @@ class CompiledPlan:
         return [tuple(r for r in roles if slots[r]) for roles in self.roles_of]
 
     def _mask(self, selected: np.ndarray) -> int:
-        return mask_of(np.flatnonzero(selected).tolist())
+        """The slots where ``selected`` (a bool per slot) holds, as an int's bits."""
+        return int.from_bytes(np.packbits(selected, bitorder="little").tobytes(), "little")
 
     # ------------------------------------------------------------- slot masks
 
@@ -326,7 +327,7 @@ class CompiledPlan:
         for kind in (Kind.JOIN, Kind.WINDOW):
             for lst in self.lists[kind]:
                 a, b = lst.left_stream, lst.right_stream
-                mask = mask_of(lst.users.tolist())
+                mask = mask_of(lst.users)
                 out[kind][a][b] |= mask  # type: ignore[index]
                 out[kind][b][a] |= mask  # type: ignore[index]
         return out

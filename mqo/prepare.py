@@ -217,18 +217,24 @@ class _KernelLists:
 
 
 def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
+    """An updated plan (:mod:`mqo.plan_update`) extends its base plan's: its lists are
+    the base's, then those of the queries registered since."""
     from indexes.attribute_kernels import OP_CODES
 
+    base = plan.base_plan
+    first = 0 if base is None else len(base.attr_lists[stream])
+    before = None if base is None else base.per_stream(stream, _kernel_lists)
     # a numeric column's row in ``columns[NUMERIC]``: the order the row layout gives it
     row_of = {p: k for k, p in enumerate(plan.per_stream(stream, row_layout).numeric_at)}
     chosen, others, columns, ops, lts, les = [], [], [], [], [], []
     integers = []
-    for l, lst in enumerate(plan.attr_lists[stream]):
+    taken = 0 if before is None else len(before.chosen)
+    for l, lst in enumerate(plan.attr_lists[stream][first:], first):
         if not lst.numeric or lst.right_pos is not None or lst.left_pos not in row_of:
             others.append(l)  # ts and id too: they are not columns of the batch
             continue
         if lst.covering.integer:
-            integers.append(len(chosen))
+            integers.append(taken + len(chosen))
         chosen.append(l)
         columns.append(row_of[lst.left_pos])
         ops.append(OP_CODES[lst.covering.op])
@@ -237,15 +243,33 @@ def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
         les.append(le)
     offsets = np.zeros(len(chosen) + 1, np.int64)
     np.cumsum([len(lt) for lt in lts], out=offsets[1:])
+    if before is not None:
+        lts.insert(0, before.lt)
+        les.insert(0, before.le)
+        offsets = np.concatenate([before.offsets[:-1], offsets + before.offsets[-1]])
+    lt = np.concatenate(lts) if lts else np.zeros(0)
+    # doubles are their own cuts (lt is le): one array, not two copies of every constant
+    le = lt if all(a is b for a, b in zip(lts, les, strict=True)) else np.concatenate(les) if les else lt
+    if before is None:
+        return _KernelLists(
+            np.array(chosen, np.int64),
+            np.array(columns, np.int64),
+            np.array(ops, np.int64),
+            lt,
+            le,
+            offsets,
+            integers,
+            others,
+        )
     return _KernelLists(
-        np.array(chosen, np.int64),
-        np.array(columns, np.int64),
-        np.array(ops, np.int64),
-        np.concatenate(lts) if lts else np.zeros(0),
-        np.concatenate(les) if les else np.zeros(0),
+        np.concatenate([before.chosen, np.array(chosen, np.int64)]),
+        np.concatenate([before.columns, np.array(columns, np.int64)]),
+        np.concatenate([before.ops, np.array(ops, np.int64)]),
+        lt,
+        le,
         offsets,
-        integers,
-        others,
+        before.integers + integers,
+        before.others + others,
     )
 
 

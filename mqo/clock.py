@@ -34,6 +34,7 @@ A watermark is kept exactly as a *mark*: the pair (``base``, lateness number) me
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -162,6 +163,11 @@ class Clock:
         self._recompute()
         return self.mark
 
+    def watermark_now(self) -> float:
+        """:attr:`watermark` as it is now (a stream may have gone idle since it last moved)."""
+        self._recompute()
+        return self.watermark
+
     def exact(self, mark: Mark) -> tuple[float, Fraction]:
         """A mark as (newest ts, lateness): the watermark is exactly the one minus the other."""
         return mark[0], self._late_exact[mark[1]]
@@ -170,6 +176,11 @@ class Clock:
         """Whether a tuple of stream ``s`` at ``ts`` is late now."""
         self._recompute()  # a stream may have gone idle since the last tuple
         return self._late_against(ts, self.mark)
+
+    def is_late_value(self, s: int, ts: Any) -> bool:
+        """:meth:`is_late` of a ``ts`` as pushed (one that is not a number is not late: the
+        tuple is rejected as invalid)."""
+        return isinstance(ts, (int, float)) and self.is_late(s, float(ts))
 
     def passed(self, ts: float, mark: Mark | None) -> bool:
         """Whether the watermark ``mark`` has passed ``ts`` (``ts`` is older than it,
@@ -272,6 +283,11 @@ class Clock:
             late[i] = self._late_against(t, self.mark)
             self.observe(s, t)
         return late, marks
+
+    def probe(self, streams: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Which of these tuples (stream numbers and ts, in arrival order) would be late
+        from here, decided on a copy: this clock does not move."""
+        return copy.deepcopy(self).late_mask(streams, ts)[0]
 
     # -------------------------------------------------------------- horizon
 

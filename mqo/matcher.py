@@ -1,18 +1,11 @@
 """The public matcher: register streams and queries, push tuples, get matches.
 
-A :class:`Matcher` is a facade over three parts: its
-:class:`~mqo.registrations.Registrations` (which queries, and the plan compiled from
-them on demand, so bulk registration compiles once), the
-:class:`~mqo.pipeline.Pipeline` (the one way every tuple is matched: rows, lateness,
-attributes, joins and windows, store and purge) and the pipeline's
-:class:`~mqo.clock.Clock`. Registration is all or nothing: a text with one bad query
-registers none of them and raises :class:`~predicates.QueryError` naming that query and
-where it is.
-"""
+A :class:`Matcher` is a facade over its :class:`~mqo.registrations.Registrations` (the
+queries, and the plan compiled from them on demand), the :class:`~mqo.pipeline.Pipeline`
+(the one way every tuple is matched) and the pipeline's :class:`~mqo.clock.Clock`."""
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -33,27 +26,23 @@ from mqo.prepare import PreparedBatch
 from mqo.registrations import NeverMatchesWarning, Registrations
 from mqo.registry import QueryRegistry
 from mqo.reorder import AdaptivePolicy
-from mqo.results import LateTuple, Match, TupleError
+from mqo.results import LateTuple, Match
+from mqo.snapshot import load_snapshot, restored_config, take_snapshot
 from mqo.state import WindowState
 from mqo.stats import Counters
 from predicates import Catalog
-from predicates.errors import did_you_mean
 from predicates.numbers import to_float
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
-
-SNAPSHOT_FORMAT = 6  # 5: per-stream clocks; 6: held results of emit='ordered'
-READABLE_FORMATS = (5, 6)
 
 
 class Matcher:
     """Shared matching of many continuous queries over a few streams.
 
-    ``schema`` is DDL text or a :class:`~predicates.Catalog` (streams can also be added
-    later with :meth:`register_streams`). The settings are those of
-    :class:`~mqo.config.MatcherConfig`, given as keywords or as ``config``;
-    ``late_sink`` receives every late tuple; ``now`` is the processing-time source the
-    ``idle_timeout`` is measured with (seconds, monotonic; injectable for tests).
+    ``schema`` is DDL text or a :class:`~predicates.Catalog` (more streams can come with
+    :meth:`register_streams`). The settings are :class:`~mqo.config.MatcherConfig`'s, as
+    keywords or as ``config``; ``late_sink`` receives every late tuple; ``now`` is the
+    processing-time source of ``idle_timeout`` (monotonic seconds; injectable for tests).
     """
 
     def __init__(
@@ -66,13 +55,9 @@ class Matcher:
         **settings: Any,
     ) -> None:
         self.config = config.with_changes(**settings) if config is not None else MatcherConfig(**settings)
-        self.catalog = schema if isinstance(schema, Catalog) else Catalog()
-        if isinstance(schema, str):
-            self.catalog.register_ddl(schema)
+        self.catalog = schema if isinstance(schema, Catalog) else Catalog.from_ddl(schema or "")
         self.pipeline = Pipeline(self.config, late_sink, now)
         self.queries = Registrations(self.catalog, self.config, self.pipeline)
-
-    # ------------------------------------------------------- parts and settings
 
     @property
     def clock(self) -> Clock:
@@ -113,8 +98,6 @@ class Matcher:
     def late_sink(self, sink: Callable[[LateTuple], None] | None) -> None:
         self.pipeline.late_sink = sink
 
-    # ------------------------------------------------------------ registration
-
     def register_streams(self, ddl: str, source_name: str = "<schema>") -> list[str]:
         """Declare streams from DDL (before any query or tuple); returns their names."""
         return self.queries.register_streams(ddl, source_name)
@@ -124,17 +107,16 @@ class Matcher:
         return self.queries.register([text], source_name, True, None if query_id is None else str(query_id))[0]
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
-        """Register many queries (a file's text, or a list of texts), all or nothing;
-        returns the ids in order."""
+        """Register many queries (a file's text, or a list of texts), all or nothing; returns the ids in order."""
         return self.queries.register([texts] if isinstance(texts, str) else list(texts), source_name)
 
     def register_table(
         self, template: str, table: Any, id_column: str | None = None, source_name: str = "<table>"
     ) -> list[str]:
         """Register one query per row of ``table`` (a pandas DataFrame, an Arrow table or
-        a mapping of columns): ``template`` is a query text whose ``:name`` parameters
-        take the row's value of column ``name`` (meaning the number as it prints). Ids
-        come from ``id_column``, else positions. All or nothing; returns the ids."""
+        a mapping of columns): ``template``'s ``:name`` parameters take the row's value of
+        column ``name`` (the number as it prints). Ids: ``id_column``, else positions. All
+        or nothing; returns the ids."""
         return self.queries.register_table(template, table, id_column, source_name)
 
     def unregister_query(self, query_id: str) -> None:
@@ -159,25 +141,20 @@ class Matcher:
 
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits, the
-        evaluation order with the statistics behind it, and the aggregate queries'
-        filters, slices and shared partials."""
-        plan = self.queries.compiled_whole()
-        return explain_matcher(self.registry, plan, self.pipeline.order, self.policy, self.aggregator)
+        evaluation order with its statistics, the aggregate queries' filters and slices."""
+        whole = self.queries.compiled_whole()  # list numbers as a fresh compile's
+        return explain_matcher(self.registry, whole, self.pipeline.order, self.policy, self.aggregator)
 
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries."""
         return value_types(self.registry)
 
-    # --------------------------------------------------------------- time
-
     @property
     def watermark(self) -> float:
-        """The smallest over the active streams of their newest ts minus their
-        lateness (``time='global'``: over all streams); older tuples are late. -inf
-        until every active stream has spoken."""
+        """The smallest over the active streams (``time='global'``: all) of their newest ts
+        minus their lateness; older tuples are late. -inf until every active one spoke."""
         self.plan  # noqa: B018 - the clock knows the streams once the plan exists
-        self.clock.current()
-        return self.clock.watermark
+        return self.clock.watermark_now()
 
     def stream_watermarks(self) -> dict[str, float]:
         """Each stream's newest ts (tuples and heartbeats; -inf before any), by name."""
@@ -194,34 +171,25 @@ class Matcher:
         return self.counters.late
 
     def late_probe(self, streams: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """Which of these tuples (stream numbers and ts, in arrival order) would be
-        late from here, without moving the clock."""
-        return copy.deepcopy(self.clock).late_mask(streams, ts)[0]
+        """Which of these tuples (stream numbers and ts, in arrival order) would be late, without moving the clock."""
+        return self.clock.probe(streams, ts)
 
     def heartbeat(self, stream_or_ts: str | float, ts: float | None = None) -> list[Match]:
-        """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B
-        has nothing more before 100 (it holds the watermark back no further);
-        ``heartbeat(100)`` says so of every stream. Quiet streams purge their state.
-        Returns the results this releases (``emit='ordered'``; else none)."""
+        """Advance event time without a tuple: ``heartbeat('B', 100)`` says stream B has
+        nothing more before 100 (so holds the watermark back no further); ``heartbeat(100)``
+        says it of every stream. Quiet streams purge; returns the results this releases."""
         stream, ts = heartbeat_args(stream_or_ts, ts)
-        s = None if stream is None else self._stream(stream)
         self.plan  # noqa: B018 - make sure the state exists
-        return self._matches(self.pipeline.heartbeat(s, ts))
+        return self._matches(self.pipeline.heartbeat(None if stream is None else self._stream(stream), ts))
 
     def set_idle(self, stream: str) -> list[Match]:
-        """Declare ``stream`` idle: it stops holding the watermark back until it
-        sends a tuple or a heartbeat (as after ``idle_timeout`` of silence). Returns
-        the results this releases (``emit='ordered'``; else none)."""
+        """Declare ``stream`` idle (as after ``idle_timeout`` of silence) until it sends a
+        tuple or a heartbeat; the results this releases (``emit='ordered'``; else none)."""
         return self._matches(self.pipeline.set_idle(self._stream(stream)))
 
-    # --------------------------------------------------------------- matching
-
     def _stream(self, stream: str) -> int:
-        plan = self.plan
-        try:
-            return plan.stream_number(stream)
-        except KeyError:
-            raise TupleError(f"unknown stream {stream!r}" + did_you_mean(stream, plan.catalog.names())) from None
+        self.plan  # noqa: B018 - streams are numbered by the current plan
+        return self.pipeline.stream_number(stream)
 
     def _matches(self, blocks: list[ResultBlock], emit_aggregates: bool = True) -> list[Match]:
         if emit_aggregates:
@@ -235,23 +203,20 @@ class Matcher:
         last tuple it is (under ``emit='ordered'``: the results the watermark releases
         now, in ``ts`` order). A late tuple finds no results and goes to the late sink."""
         number = self._stream(stream)
-        aggregating = self.queries.aggregating(stream)
-        late = aggregating and isinstance(ts, (int, float)) and self.clock.is_late(number, float(ts))
+        ingest = self.queries.aggregating(stream) and not self.clock.is_late_value(number, ts)
         blocks = self.pipeline.push(number, ts, values, id)
-        if aggregating and not late:
+        if ingest:
             self.queries.ingest_row(stream, ts, values, id)
-        return self._matches(blocks, emit_aggregates=aggregating and not late)
+        return self._matches(blocks, emit_aggregates=ingest)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
-        """Match a batch of one stream's tuples (an Arrow table or record batch, a
-        pandas DataFrame or a dict of columns: ``ts``, optional ``id``, the stream's
-        columns) in row order, as if pushed one by one; the results as a
-        :class:`~mqo.batch.MatchBatch` (``len``, ``.to_arrow()``, ``.matches()``)."""
+        """Match a batch of one stream's tuples (Arrow, pandas or a dict of columns: ``ts``,
+        optional ``id``, the stream's columns) in row order, as if pushed one by one; the
+        results as a :class:`~mqo.batch.MatchBatch` (``len``, ``to_arrow``, ``matches``)."""
         number = self._stream(stream)
         if not self.queries.aggregating(stream):
             return self.pipeline.push_batch(number, batch)
-        # the aggregator decides lateness on the clock as it is before this batch, as the
-        # pipeline does (on a copy: deciding a batch's lateness moves a clock)
+        # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
         self.queries.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
         out = self.pipeline.push_batch(number, batch)
         self.queries.emit_aggregates(self.clock)
@@ -259,8 +224,7 @@ class Matcher:
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
         """Decide the attribute predicates of a batch of one stream's tuples (no state
-        changes besides consuming automatic ids). Feed its rows, in arrival order, to
-        :meth:`replay`."""
+        changes besides consuming automatic ids); feed its rows to :meth:`replay`."""
         return self.pipeline.prepare(self._stream(stream), batch)
 
     def replay(
@@ -272,18 +236,14 @@ class Matcher:
         self.plan  # noqa: B018 - the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
-    # ------------------------------------------------------------ output
-
     def poll_aggregates(self) -> AggregateBatch:
-        """The aggregate rows not yet taken: one per (query, window, group) whose
-        window's end the watermark has passed (also after :meth:`replay`, which emits
-        nothing itself)."""
+        """The aggregate rows not yet taken, one per (query, window, group) whose window the
+        watermark has passed (also after :meth:`replay`, which emits nothing itself)."""
         self.queries.emit_aggregates(self.clock)
         return self.queries.take_aggregates()
 
     def flush(self) -> AggregateBatch:
-        """End of input: emit every window that holds data; returns every aggregate row
-        not yet taken (as :meth:`poll_aggregates`)."""
+        """End of input: emit every window that holds data; returns every aggregate row not yet taken."""
         self.queries.emit_aggregates(self.clock)
         return self.queries.take_aggregates(flush=True)
 
@@ -303,36 +263,24 @@ class Matcher:
     @property
     def next_release_ts(self) -> float | None:
         """The smallest ``ts`` of a held result (None when none is held)."""
-        held = self._held()
-        return None if held is None else held.first_ts
+        return self._held().first_ts
 
     @property
     def held_results(self) -> int:
         """How many results ``emit='ordered'`` holds (``ts`` at or after the watermark)."""
-        held = self._held()
-        return 0 if held is None else len(held)
+        return len(self._held())
 
-    def _held(self) -> HeldResults | None:
+    def _held(self) -> HeldResults:
         if self.pipeline.held is not None:
             self.plan  # noqa: B018 - a query unregistered since withdraws its held results
-        return self.pipeline.held
-
-    # ------------------------------------------------------------- snapshots
+        return self.pipeline.holding()
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:
-        """Everything needed to carry on elsewhere, as plain Python data: settings,
-        streams, queries, stored tuples, clocks, late tuples kept, held results, the
-        adaptive order's statistics (a restored matcher evaluates exactly as this one
-        would) and the aggregate queries' state (:mod:`mqo.aggregation.persist`).
+        """Everything needed to carry on elsewhere, as plain Python data (its parts:
+        :mod:`mqo.snapshot`); a restored matcher evaluates exactly as this one would.
         ``queries=False`` leaves the match queries out: restore that ``like=`` a matcher
         that has them (as a Spark worker does in every micro-batch)."""
-        self.queries.compiled_whole()  # the state exists once the plan does; list numbers as restored
-        return {
-            "format": SNAPSHOT_FORMAT,
-            "settings": self.config.as_dict(),
-            **self.queries.snapshot(queries),
-            **self.pipeline.snapshot(),
-        }
+        return take_snapshot(self.config, self.queries, self.pipeline, queries)
 
     @classmethod
     def restore(
@@ -342,18 +290,11 @@ class Matcher:
         late_sink: Callable[[LateTuple], None] | None = None,
         **overrides: Any,
     ) -> Matcher:
-        """A matcher that continues exactly where ``snapshot`` was taken.
-
-        ``like``: a matcher with the same streams and queries whose compiled plan the
-        restored one shares instead of registering and compiling them again (then
-        neither may register or unregister queries afterwards; they would diverge).
-        """
-        if snapshot.get("format") not in READABLE_FORMATS:
-            raise ValueError(f"unsupported snapshot format {snapshot.get('format')!r}")
-        if like is None and "queries" not in snapshot:
-            raise ValueError("this snapshot has no queries (snapshot(queries=False)); restore it with like=")
-        config = MatcherConfig(**{**snapshot["settings"], **overrides})
+        """A matcher that continues exactly where ``snapshot`` was taken. ``like``: a
+        matcher with the same streams and queries, whose compiled plan it shares instead
+        of compiling them again (neither may then register or unregister queries: they
+        would diverge)."""
+        config = restored_config(snapshot, like is not None, overrides)
         m = cls(snapshot["ddl"] if like is None else like.catalog, config=config, late_sink=late_sink)
-        plan = m.queries.restore(snapshot, None if like is None else like.queries)
-        m.pipeline.load(snapshot, plan)
+        load_snapshot(snapshot, m.queries, m.pipeline, None if like is None else like.queries)
         return m

@@ -52,11 +52,12 @@ from mqo.engine import Engine, ResultBlock
 from mqo.plan import CompiledPlan
 from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, attribute_work, check_prepared, prepare_batch
 from mqo.reorder import AdaptivePolicy
-from mqo.results import LateTuple
+from mqo.results import LateTuple, TupleError
 from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters
 from predicates import Kind
+from predicates.errors import did_you_mean
 from predicates.numbers import decimal_of
 
 LATE_KEPT = 10_000
@@ -147,6 +148,15 @@ class Pipeline:
                 lst.kill._check()
         assert self.state is not None
         self.state._check()
+
+    def stream_number(self, name: str) -> int:
+        """The number of the declared stream ``name`` in the plan run on (else a
+        :class:`~mqo.results.TupleError` naming the nearest stream)."""
+        assert self.plan is not None
+        try:
+            return self.plan.stream_number(name)
+        except KeyError:
+            raise TupleError(f"unknown stream {name!r}" + did_you_mean(name, self.plan.catalog.names())) from None
 
     def _process(self, t: StoredTuple, cand: int | None = None) -> list[ResultBlock]:
         """Run the engine on one tuple in the current order (adaptive or static)."""
@@ -375,6 +385,10 @@ class Pipeline:
     def flush(self) -> list[ResultBlock]:
         """End of input: every held result, in order."""
         return [] if self.held is None else self.held.release_all()
+
+    def holding(self) -> HeldResults:
+        """The results held for ordered emission (an empty holder under ``emit='arrival'``)."""
+        return HeldResults() if self.held is None else self.held
 
     def _emitted(self, blocks: list[ResultBlock]) -> list[ResultBlock]:
         """What goes out after the tuple that found ``blocks`` (the last to arrive):

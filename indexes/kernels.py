@@ -94,15 +94,21 @@ def _prune_row(
     table2: np.ndarray,
     offsets: np.ndarray,
     users: np.ndarray,
+    offsets2: np.ndarray,
+    users2: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:
     """Remove from ``row`` the users of the predicates tuple i failed, list by list.
-    A list's checkpoint rows are in ``table`` (``part`` 0) or ``table2`` (``part`` 1)
-    and cover the words from ``word_lo`` on: lists added to a matcher after its tables
-    were built live in a second, narrow table over the new slots' words."""
+    A list's checkpoint rows and CSR arrays are ``table``, ``offsets`` and ``users``
+    (``part`` 0) or ``table2``, ``offsets2`` and ``users2`` (``part`` 1), the rows
+    covering the words from ``word_lo`` on: lists added to a matcher after its tables
+    were built live in a second part, with a narrow table over the new slots' words."""
     for l in range(modes.shape[0]):
-        tab = table if part[l] == 0 else table2
+        if part[l] == 0:
+            tab, offs, us = table, offsets, users
+        else:
+            tab, offs, us = table2, offsets2, users2
         w0 = word_lo[l]
         a = lo[l, i]
         if a == NULL:
@@ -118,14 +124,14 @@ def _prune_row(
             j = a // s
             if j > 0:
                 and_not(row, w0, tab[prefix_rows[l] + j])
-            clear_users(row, offsets, users, csr_base[l], j * s, a)
+            clear_users(row, offs, us, csr_base[l], j * s, a)
         if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
             j = (b + s - 1) // s
             if j * s < ns[l]:
                 and_not(row, w0, tab[suffix_rows[l] + j])
-            clear_users(row, offsets, users, csr_base[l], b, min(ns[l], j * s))
+            clear_users(row, offs, us, csr_base[l], b, min(ns[l], j * s))
         if mode == MODE_NOT_EQUAL:
-            clear_users(row, offsets, users, csr_base[l], a, b)
+            clear_users(row, offs, us, csr_base[l], a, b)
 
 
 @njit(**JIT_OPTIONS)
@@ -145,6 +151,8 @@ def prune(
     table2: np.ndarray,
     offsets: np.ndarray,
     users: np.ndarray,
+    offsets2: np.ndarray,
+    users2: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:
@@ -170,6 +178,8 @@ def prune(
             table2,
             offsets,
             users,
+            offsets2,
+            users2,
             lo,
             hi,
         )
@@ -192,6 +202,8 @@ def prune_select(
     table2: np.ndarray,
     offsets: np.ndarray,
     users: np.ndarray,
+    offsets2: np.ndarray,
+    users2: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
     start: int,
@@ -229,6 +241,8 @@ def prune_select(
             table2,
             offsets,
             users,
+            offsets2,
+            users2,
             lo,
             hi,
         )

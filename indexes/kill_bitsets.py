@@ -52,6 +52,10 @@ def bitset_to_int(row: np.ndarray) -> int:
     return int.from_bytes(row.astype("<u8", copy=False).tobytes(), "little")
 
 
+# the second part of tables built whole: no lists (the kernels take both parts' arrays)
+_NO_PART = (np.zeros((1, 1), np.uint64), np.zeros(1, np.int64), np.zeros(0, np.int32))
+
+
 @dataclass
 class ListUsers:
     """One list, as the kernels see it: its mode, size and users in covering order."""
@@ -69,9 +73,9 @@ class KillBitsets:
     """One stream's attribute lists as checkpoint tables for the kernels.
 
     :meth:`extended` adds lists (those of queries registered since) without touching
-    the tables already built: the new lists' tables cover only the words of the new
-    slots and go to a second table, so a registration costs the size of what it adds,
-    not a rebuild of every list."""
+    or copying what is already built: the new lists' tables cover only the words of
+    the new slots and go, with their CSR arrays, to a second part, so a registration
+    costs the size of what it adds, not a rebuild (or a copy) of every list."""
 
     def __init__(
         self, lists: list[ListUsers], n_slots: int, base: np.ndarray, budget_bytes: int = DEFAULT_BUDGET_BYTES
@@ -80,8 +84,8 @@ class KillBitsets:
         self.words = words_for(n_slots)
         self.base = base
         self.parts = 1
-        self.table2 = np.zeros((1, 1), np.uint64)
-        self._set_lists(*_build(lists, 0, self.words, budget_bytes, 0, 0))
+        per_list, table, offsets, users = _build(lists, 0, self.words, budget_bytes, 0)
+        self._set_lists(per_list, (table, offsets, users), _NO_PART)
 
     def extended(
         self, lists: list[ListUsers], n_slots: int, base: np.ndarray, budget_bytes: int = DEFAULT_BUDGET_BYTES
@@ -97,27 +101,18 @@ class KillBitsets:
         out.words = words_for(n_slots)
         out.base = base
         out.parts = 2
-        first_word = self.n_slots >> 6
-        count = len(self.modes)
-        positions = int(self.ns.sum())
-        per_list, table2, offsets, users = _build(
-            lists, first_word, out.words, budget_bytes, len(self.users), positions
-        )
-        per_list["csr_base"] += positions
+        per_list, table2, offsets2, users2 = _build(lists, self.n_slots >> 6, out.words, budget_bytes, 1)
         merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in per_list}
-        merged["part"][count:] = 1
-        out.table2 = table2
-        out._set_lists(
-            merged,
-            self.table,
-            np.concatenate([self.offsets[:-1], offsets]) if len(lists) else self.offsets,
-            np.concatenate([self.users, users]),
-        )
+        out._set_lists(merged, (self.table, self.offsets, self.users), (table2, offsets2, users2))
         return out
 
     def _set_lists(
-        self, per_list: dict[str, np.ndarray], table: np.ndarray, offsets: np.ndarray, users: np.ndarray
+        self,
+        per_list: dict[str, np.ndarray],
+        first: tuple[np.ndarray, np.ndarray, np.ndarray],
+        second: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
+        """The per-list arrays, and each part's (checkpoint table, CSR offsets, users)."""
         self.modes = per_list["modes"]
         self.ns = per_list["ns"]
         self.strides = per_list["strides"]
@@ -127,10 +122,9 @@ class KillBitsets:
         self.csr_base = per_list["csr_base"]
         self.part = per_list["part"]
         self.word_lo = per_list["word_lo"]
-        self.table = table
-        self.offsets = offsets
-        self.users = users
-        # the kernels' arguments, gathered once (``table2`` is set before this)
+        self.table, self.offsets, self.users = first
+        self.table2, self.offsets2, self.users2 = second
+        # the kernels' arguments, gathered once
         self.arrays = (
             self.modes,
             self.ns,
@@ -145,11 +139,14 @@ class KillBitsets:
             self.table2,
             self.offsets,
             self.users,
+            self.offsets2,
+            self.users2,
         )
 
     @property
     def nbytes(self) -> int:
-        return int(self.table.nbytes + self.table2.nbytes + self.offsets.nbytes + self.users.nbytes)
+        parts = (self.table, self.offsets, self.users, self.table2, self.offsets2, self.users2)
+        return sum(int(a.nbytes) for a in parts)
 
     def select(
         self, lo: np.ndarray, hi: np.ndarray, masks: np.ndarray, always: int = 0
@@ -203,11 +200,10 @@ class KillBitsets:
 
 
 def _build(
-    lists: list[ListUsers], first_word: int, words: int, budget_bytes: int, users_before: int, positions_before: int
+    lists: list[ListUsers], first_word: int, words: int, budget_bytes: int, part: int
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """Per-list arrays, checkpoint table (rows over words ``[first_word, words)``) and
-    CSR arrays of ``lists``; CSR offsets start at ``users_before``, ``csr_base`` at 0
-    (the caller adds the positions before)."""
+    CSR arrays of ``lists``, the lists of kernel part ``part``."""
     from indexes import kernels  # numba, on first use
 
     count = len(lists)
@@ -221,7 +217,7 @@ def _build(
         "suffix_rows": np.zeros(count, np.int64),
         "any_rows": np.zeros(count, np.int64),
         "csr_base": np.zeros(count, np.int64),
-        "part": np.zeros(count, np.int8),
+        "part": np.full(count, part, np.int8),
         "word_lo": np.full(count, first_word, np.int64),
     }
     per_budget = max(budget_bytes // max(count, 1), 4 * width * 8)
@@ -229,7 +225,7 @@ def _build(
     offsets: list[np.ndarray] = []
     users: list[np.ndarray] = []
     rows = 0
-    users_so_far = users_before
+    users_so_far = 0
     positions_so_far = 0
     for l, lst in enumerate(lists):
         mode = per_list["modes"][l]
@@ -270,6 +266,6 @@ def _build(
         flat_offsets = np.concatenate(offsets).astype(np.int64)
         flat_users = np.concatenate(users).astype(np.int32)
     else:
-        flat_offsets = np.full(1, users_before, np.int64)
+        flat_offsets = np.zeros(1, np.int64)
         flat_users = np.zeros(0, np.int32)
     return per_list, table, flat_offsets, flat_users

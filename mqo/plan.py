@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -179,20 +180,27 @@ class ContextCode:
 
 
 class _Slots(Sequence[Slot]):
-    """``plan.slots[q]``: Slot objects made on first use."""
+    """``plan.slots[q]``: Slot objects made on first use. It refers to its plan weakly:
+    a plan replaced by the next is then freed at once, with its kernel tables, not
+    when a garbage collection finds the cycle."""
 
     def __init__(self, plan: CompiledPlan) -> None:
-        self._plan = plan
+        self._plan = weakref.ref(plan)
         self._made: dict[int, Slot] = {}
 
     def __len__(self) -> int:
-        return self._plan.n_slots
+        return self._live().n_slots
 
     def __getitem__(self, q: int) -> Slot:  # type: ignore[override]
         slot = self._made.get(q)
         if slot is None:
-            slot = self._made[q] = self._plan._make_slot(q)
+            slot = self._made[q] = self._live()._make_slot(q)
         return slot
+
+    def _live(self) -> CompiledPlan:
+        plan = self._plan()
+        assert plan is not None, "the slots of a plan that was freed"
+        return plan
 
     def __iter__(self) -> Iterator[Slot]:
         return (self[q] for q in range(len(self)))

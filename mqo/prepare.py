@@ -203,8 +203,9 @@ def _batch_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, np.ndarra
 
 @dataclass(frozen=True)
 class _KernelLists:
-    """A stream's single-column numeric lists as :func:`indexes.attribute_kernels.list_ranges`
-    takes them; the other lists (strings, booleans, two columns, ts and id) go one by one."""
+    """Some of a stream's lists: the single-column numeric ones as
+    :func:`indexes.attribute_kernels.list_ranges` takes them; the others (strings,
+    booleans, two columns, ts and id) go one by one."""
 
     chosen: np.ndarray  # list numbers in the stream's order
     columns: np.ndarray  # per chosen list, its column's row in ``columns[NUMERIC]``
@@ -213,28 +214,34 @@ class _KernelLists:
     le: np.ndarray
     offsets: np.ndarray
     integers: list[int]  # indexes into ``chosen`` of lists over integer columns
-    others: list[int]  # list numbers decided one by one
+    others: list[int]  # list numbers (among all the stream's) decided one by one
 
 
-def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
-    """An updated plan (:mod:`mqo.plan_update`) extends its base plan's: its lists are
-    the base's, then those of the queries registered since."""
+def _kernel_parts(plan: CompiledPlan, stream: int) -> list[_KernelLists]:
+    """A stream's kernel lists in parts, one :func:`~indexes.attribute_kernels.list_ranges`
+    call each: an updated plan (:mod:`mqo.plan_update`) shares its base plan's part
+    and adds one of the lists of the queries registered since, so a registration
+    costs what it adds, not a copy of every list's cuts."""
+    base = plan.base_plan
+    if base is None:
+        return [_kernel_lists(plan, stream, 0)]
+    return [*base.per_stream(stream, _kernel_parts), _kernel_lists(plan, stream, len(base.attr_lists[stream]))]
+
+
+def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
+    """The part of the stream's lists from number ``first`` on."""
     from indexes.attribute_kernels import OP_CODES
 
-    base = plan.base_plan
-    first = 0 if base is None else len(base.attr_lists[stream])
-    before = None if base is None else base.per_stream(stream, _kernel_lists)
     # a numeric column's row in ``columns[NUMERIC]``: the order the row layout gives it
     row_of = {p: k for k, p in enumerate(plan.per_stream(stream, row_layout).numeric_at)}
     chosen, others, columns, ops, lts, les = [], [], [], [], [], []
     integers = []
-    taken = 0 if before is None else len(before.chosen)
     for l, lst in enumerate(plan.attr_lists[stream][first:], first):
         if not lst.numeric or lst.right_pos is not None or lst.left_pos not in row_of:
             others.append(l)  # ts and id too: they are not columns of the batch
             continue
         if lst.covering.integer:
-            integers.append(taken + len(chosen))
+            integers.append(len(chosen))
         chosen.append(l)
         columns.append(row_of[lst.left_pos])
         ops.append(OP_CODES[lst.covering.op])
@@ -243,33 +250,18 @@ def _kernel_lists(plan: CompiledPlan, stream: int) -> _KernelLists:
         les.append(le)
     offsets = np.zeros(len(chosen) + 1, np.int64)
     np.cumsum([len(lt) for lt in lts], out=offsets[1:])
-    if before is not None:
-        lts.insert(0, before.lt)
-        les.insert(0, before.le)
-        offsets = np.concatenate([before.offsets[:-1], offsets + before.offsets[-1]])
     lt = np.concatenate(lts) if lts else np.zeros(0)
     # doubles are their own cuts (lt is le): one array, not two copies of every constant
-    le = lt if all(a is b for a, b in zip(lts, les, strict=True)) else np.concatenate(les) if les else lt
-    if before is None:
-        return _KernelLists(
-            np.array(chosen, np.int64),
-            np.array(columns, np.int64),
-            np.array(ops, np.int64),
-            lt,
-            le,
-            offsets,
-            integers,
-            others,
-        )
+    le = lt if all(a is b for a, b in zip(lts, les, strict=True)) else np.concatenate(les)
     return _KernelLists(
-        np.concatenate([before.chosen, np.array(chosen, np.int64)]),
-        np.concatenate([before.columns, np.array(columns, np.int64)]),
-        np.concatenate([before.ops, np.array(ops, np.int64)]),
+        np.array(chosen, np.int64),
+        np.array(columns, np.int64),
+        np.array(ops, np.int64),
         lt,
         le,
         offsets,
-        before.integers + integers,
-        before.others + others,
+        integers,
+        others,
     )
 
 
@@ -286,20 +278,20 @@ def attribute_ranges(
     n = len(ts)
     lo = np.empty((len(lists), n), np.int64)
     hi = np.empty((len(lists), n), np.int64)
-    table = plan.per_stream(stream, _kernel_lists)
-    if len(table.chosen):
-        values = columns[NUMERIC]
-        list_ranges(values, table.columns, table.ops, table.lt, table.le, table.offsets, table.chosen, lo, hi)
-        for k in table.integers:
-            # integers past 2**53 are not all doubles: their rows are decided exactly
-            column = values[table.columns[k]]
-            unsure = np.flatnonzero(np.abs(column) >= EXACT_INTEGERS)
-            if len(unsure):
-                l = int(table.chosen[k])
-                exact = _exact_values(lists[l].left_pos, schema, columns)
-                lists[l].covering.settle(unsure, lo[l], hi[l], column, None, exact)
-    for l in table.others:
-        lo[l], hi[l] = _ranges(lists[l], schema, ts, ids, columns)
+    for part in plan.per_stream(stream, _kernel_parts):
+        if len(part.chosen):
+            values = columns[NUMERIC]
+            list_ranges(values, part.columns, part.ops, part.lt, part.le, part.offsets, part.chosen, lo, hi)
+            for k in part.integers:
+                # integers past 2**53 are not all doubles: their rows are decided exactly
+                column = values[part.columns[k]]
+                unsure = np.flatnonzero(np.abs(column) >= EXACT_INTEGERS)
+                if len(unsure):
+                    l = int(part.chosen[k])
+                    exact = _exact_values(lists[l].left_pos, schema, columns)
+                    lists[l].covering.settle(unsure, lo[l], hi[l], column, None, exact)
+        for l in part.others:
+            lo[l], hi[l] = _ranges(lists[l], schema, ts, ids, columns)
     return lo, hi
 
 

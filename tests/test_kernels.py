@@ -88,6 +88,49 @@ def test_prune(data, n_slots, n_lists, n_tuples, budget):
         assert row_of.tolist() == [wanted.index(i) if i in wanted else -1 for i in range(n_tuples)]
 
 
+@given(st.data(), st.integers(1, 140), st.integers(1, 80), st.integers(0, 3), st.integers(0, 3))
+@settings(max_examples=100, deadline=None)
+def test_extended_tables_prune_as_tables_built_whole(data, n_first, n_added, first_lists, added_lists):
+    """A second part (the lists of slots added after the tables were built: their own
+    narrow table and CSR arrays) prunes exactly as the naive reference over all lists."""
+    n_slots = n_first + n_added
+    lists = []
+    for k in range(first_lists + added_lists):
+        op = data.draw(st.sampled_from(OPS))
+        offsets, users = data.draw(csr_lists(n_first if k < first_lists else n_added))
+        lists.append((op, offsets, users if k < first_lists else (users + n_first).astype(np.int32)))
+    n_tuples = data.draw(st.integers(1, 5))
+    lo = np.zeros((len(lists), n_tuples), np.int64)
+    hi = np.zeros((len(lists), n_tuples), np.int64)
+    for l, (op, offsets, _) in enumerate(lists):
+        n = len(offsets) - 1
+        for i in range(n_tuples):
+            a = data.draw(st.integers(-1, n))
+            lo[l, i], hi[l, i] = a, data.draw(st.integers(max(a, 0), n))
+            if op in ("<", "<="):
+                hi[l, i] = n
+            if op in (">", ">="):
+                lo[l, i] = min(a, 0)
+    budget = data.draw(st.sampled_from([1 << 30, 1]))
+    first = KillBitsets(
+        [ListUsers(*lst) for lst in lists[:first_lists]],
+        n_first,
+        bitset_of(np.arange(n_first), words_for(n_first)),
+        budget,
+    )
+    base_slots = data.draw(st.lists(st.integers(0, n_slots - 1), unique=True))
+    tables = first.extended(
+        [ListUsers(*lst) for lst in lists[first_lists:]],
+        n_slots,
+        bitset_of(np.array(base_slots, np.int64), words_for(n_slots)),
+        budget,
+    )
+    want = naive.prune(sum(1 << s for s in base_slots), lists, lo, hi, n_tuples)
+    assert _rows_as_ints(tables.prune(lo, hi)) == want
+    with pytest.raises(ValueError, match="built whole"):
+        tables.extended([], n_slots, tables.base)
+
+
 @given(st.lists(st.integers(0, (1 << 130) - 1), min_size=1, max_size=5), st.integers(0, (1 << 130) - 1))
 @settings(max_examples=150, deadline=None)
 def test_count_and_select_bits(rows, mask):

@@ -12,7 +12,9 @@ plans and tables against plans and tables built whole (``check=True`` runs
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 
 import numpy as np
 import pytest
@@ -110,3 +112,28 @@ def test_registration_keeps_the_tables_built() -> None:
     # explain (and snapshots) see a plan compiled whole
     m.explain()
     assert m.plan.base_plan is None
+
+
+def test_a_replaced_plan_is_freed_at_once() -> None:
+    """A plan replaced by the next one (updated, or compiled whole) is freed as soon as
+    nothing uses it, with its kernel tables: a service that registers and cancels all
+    the time must not keep old plans until a garbage collection runs."""
+    m = mqo.Matcher(DDL)
+    m.register_queries(subscriptions(range(100)))
+    batch = {"ts": np.arange(3.0), "a": np.array([0.0, 50, 99]), "b": np.array([650.0, 0, 700])}
+    gc.collect()
+    gc.disable()
+    try:
+        m.push_batch("E", batch)
+        replaced = []
+        for k in range(100, 104):
+            replaced.append(weakref.ref(m.plan))
+            m.register_query(subscriptions(range(k, k + 1))[0])
+            batch["ts"] = batch["ts"] + 10
+            m.push_batch("E", batch)
+        assert m.plan.base_plan is replaced[0](), "the updated plans share the first plan compiled whole"
+        assert [r() is None for r in replaced[1:]] == [True] * 3, "an updated plan outlived the next"
+        m.explain()  # a plan compiled whole replaces the updated one, and then its base
+        assert m.plan.base_plan is None and replaced[0]() is None
+    finally:
+        gc.enable()

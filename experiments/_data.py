@@ -417,3 +417,17 @@ def describe(
         shifts = "; ".join(f"{k} {d.describe()}" for k, d in p.columns.items())
         lines.append(f"From ts {p.start:g}: {shifts}.")
     return "\n".join(lines)
+
+
+# the ICU streams' declarations, as the fast-path benchmarks (experiments.bench) read them
+ICU_DDL = (Path(__file__).parent / "workloads" / "streams.ddl").read_text()
+
+
+def icu_streams(n: int, rng: np.random.Generator, rate: float = 10.0) -> dict[str, dict[str, np.ndarray]]:
+    """B and H tuples: values uniform on [0, 200], about ``rate`` tuples/s each."""
+    out = {}
+    for stream, cols in (("B", ("pressure", "temp")), ("H", ("beatrate", "vib"))):
+        ts = np.sort(rng.uniform(0, n / rate, n)).round(3)
+        data = {"ts": ts, **{c: rng.uniform(0, 200, n).round(3) for c in cols}, "alert": rng.integers(0, 2, n)}
+        out[stream] = data
+    return out

@@ -66,6 +66,7 @@ import numpy as np
 import mqo
 from experiments import _common as C
 from experiments._common import row
+from experiments._data import ICU_DDL, icu_streams
 from experiments.bench_pubsub import (
     bench_churn,
     bench_churn_push,
@@ -79,7 +80,6 @@ from experiments.startup import bench_startup
 DESCRIPTION = "performance benchmarks: shared vs unshared, vs DuckDB, pub/sub intervals, memory, push latency"
 DEFAULT_OUT = Path(__file__).parent / "results" / "bench"
 TABLE = ("a", "b", "b'", "c", "d", "e", "g")  # the benchmarks of results.md, in its order
-ICU_DDL = (Path(__file__).parent / "workloads" / "streams.ddl").read_text()
 
 
 def icu_matcher(**settings: Any) -> mqo.Matcher:
@@ -102,16 +102,6 @@ def thesis_queries(n: int, rng: np.random.Generator) -> list[str]:
         f"WHERE B.pressure < {c1[i]:.3f} AND H.beatrate > {c2[i]:.3f} AND B.pressure <= {k[i]} * H.vib"
         for i in range(n)
     ]
-
-
-def icu_streams(n: int, rng: np.random.Generator, rate: float = 10.0) -> dict[str, dict[str, np.ndarray]]:
-    """B and H tuples: values uniform on [0, 200], about ``rate`` tuples/s each."""
-    out = {}
-    for stream, cols in (("B", ("pressure", "temp")), ("H", ("beatrate", "vib"))):
-        ts = np.sort(rng.uniform(0, n / rate, n)).round(3)
-        data = {"ts": ts, **{c: rng.uniform(0, 200, n).round(3) for c in cols}, "alert": rng.integers(0, 2, n)}
-        out[stream] = data
-    return out
 
 
 def arrival(streams: dict[str, dict[str, np.ndarray]]) -> list[tuple[str, int]]:

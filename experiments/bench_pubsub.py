@@ -228,7 +228,7 @@ def bench_pubsub(sizes: list[int], events: int, seed: int) -> list[dict[str, Any
                 target=">= 100,000/s", met=n / register_cpu >= 100_000,
                 note=f"{register_cpu:.1f} s CPU ({register_s:.1f} s wall) to register, {compile_s:.1f} s to compile the plan"),
             row("c", f"{n:,} subscriptions: memory per subscription, bytes", memory * 2**20 / n,
-                note=f"{memory:.0f} MiB resident for the queries, the compiled plan and its kernel tables"),
+                note=f"{memory:.0f} MiB resident for the queries and the compiled plan"),
             row("c", f"{n:,} subscriptions: kernel tables, MiB", tables,
                 note="the batch kernels' checkpoint bitsets, capped at 256 MiB per stream (faster matching for memory)"),
             row("c", f"{n:,} subscriptions: insert, ms per subscription", (register_s + compile_s) / n * 1000),

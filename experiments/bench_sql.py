@@ -58,8 +58,8 @@ from typing import Any
 import numpy as np
 
 from experiments._common import row
-from experiments._data import ICU
-from experiments.bench import ICU_DDL, icu_streams, progress
+from experiments._data import ICU, ICU_DDL, icu_streams
+from experiments.bench_pubsub import progress
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,7 +132,7 @@ THESIS = Shape(
 )
 
 # About 50 to 150 results per query each, over the uniform 0..200 values of
-# bench.icu_streams at 10 tuples/s per stream.
+# _data.icu_streams at 10 tuples/s per stream.
 SHAPES = (
     THESIS,
     Shape(

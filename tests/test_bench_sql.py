@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from experiments import bench, bench_sql
+from experiments._data import ICU_DDL
 from experiments.bench_sql import SHAPES, THESIS, cuts, sql
 from mqo import Matcher
 
@@ -23,7 +24,7 @@ METRICS = [
 
 def test_shapes_register_with_mqo_and_differ() -> None:
     rng = np.random.default_rng(0)
-    m = Matcher(bench.ICU_DDL)
+    m = Matcher(ICU_DDL)
     for k, shape in enumerate(SHAPES):
         values = {name: draw(rng, 1)[0] for name, draw in shape.constants.items()}
         m.register_query(shape.mqo(f"s{k}", values).rstrip(";"))

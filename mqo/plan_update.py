@@ -23,14 +23,14 @@ amortized, stays O(sqrt(slots)).
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import math
 from fractions import Fraction
 
 import numpy as np
 
 from indexes.kill_bitsets import KillBitsets
-from mqo.plan import CompiledPlan, Levels
+from mqo.plan import CompiledList, CompiledPlan, Levels
 from mqo.plan_compile import arrange_lists, compile_plan
 from mqo.registry import QueryRegistry
 from predicates import Kind
@@ -73,7 +73,11 @@ def _merged(
     n_records = len(base.records)
     slot_record = np.concatenate([base.slot_record, delta.slot_record + n_records]).astype(np.int32)
     slot_disjunct = np.concatenate([base.slot_disjunct, delta.slot_disjunct])
-    base_dead_slots = np.isin(base.slot_record, np.fromiter(dead, np.int32, len(dead))) if dead else None
+    base_dead_slots = None
+    if dead:
+        dead_records = np.zeros(n_records, bool)
+        dead_records[np.fromiter(dead, np.int64, len(dead))] = True
+        base_dead_slots = dead_records[base.slot_record]
     base_masks = base.slot_stream_mask
     if base_dead_slots is not None:
         base_masks = np.where(base_dead_slots, 0, base_masks)
@@ -90,13 +94,7 @@ def _merged(
     bits = {}
     for kind in TYPES:
         moved = [
-            dataclasses.replace(
-                lst,
-                index=lst.index + len(base.lists[kind]),
-                base=lst.base + base.bits[kind],
-                users=(lst.users + n_base).astype(np.int32),
-                slot_bits=n_base + delta.n_slots,
-            )
+            _moved(lst, len(base.lists[kind]), base.bits[kind], n_base, n_base + delta.n_slots)
             for lst in delta.lists[kind]
         ]
         lists[kind] = base.lists[kind] + moved
@@ -145,6 +143,19 @@ def _merged(
     return plan
 
 
+def _moved(lst: CompiledList, lists_before: int, bits_before: int, slots_before: int, slot_bits: int) -> CompiledList:
+    """A delta plan's list numbered after the base's lists, bits and slots. A shallow
+    copy (``dataclasses.replace`` would make its search arrays anew): the covering list
+    is the same, the kill table (made from the users) is not."""
+    out = copy.copy(lst)
+    out.__dict__.pop("kill", None)
+    out.index = lst.index + lists_before
+    out.base = lst.base + bits_before
+    out.users = (lst.users + slots_before).astype(np.int32)
+    out.slot_bits = slot_bits
+    return out
+
+
 def _combined(first: Levels, second: Levels, zeroed: frozenset[int]) -> Levels:
     """The levels of ``first``'s records then ``second``'s; the records numbered in
     ``zeroed`` get the value 0."""
@@ -153,7 +164,11 @@ def _combined(first: Levels, second: Levels, zeroed: frozenset[int]) -> Levels:
     number = {v: i for i, v in enumerate(distinct)}
     renumber_first = np.array([number[v] for v in first.values], np.int32)
     renumber_second = np.array([number[v] for v in second.values], np.int32)
-    level_of = np.concatenate([renumber_first[first.level_of], renumber_second[second.level_of]]).astype(np.int32)
+    # registrations come in time order: new values usually sort after the first's,
+    # whose numbers then stay (no pass over every record to renumber them)
+    unchanged = np.array_equal(renumber_first, np.arange(len(renumber_first)))
+    level_first = first.level_of if unchanged else renumber_first[first.level_of]
+    level_of = np.concatenate([level_first, renumber_second[second.level_of]]).astype(np.int32)
     if zeroed:
         level_of[np.fromiter(zeroed, np.int64, len(zeroed))] = number[0.0]
     return Levels(distinct, [to_float(v) for v in distinct], level_of)

@@ -8,8 +8,8 @@ work per tuple and list is one row (slots / 64 words) plus the users of fewer th
 ``stride`` positions. Each list's stride is a power of two: the largest whose users
 walked still cost well under a row (:data:`WALK_SHARE`), or larger while the whole
 table would not fit in ``budget_bytes``. A smaller stride would buy almost nothing per
-tuple and cost a table many times larger, to build (each registration past a delta
-rebuilds it) and to keep in cache: at 20,000 subscriptions stride 4 meant 239 MB
+tuple and cost a table many times larger, to build (every whole compile of the plan
+builds it again) and to keep in cache: at 20,000 subscriptions stride 4 meant 239 MB
 against 15 MB at stride 64, and tuples were no faster.
 """
 

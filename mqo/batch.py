@@ -352,7 +352,7 @@ class MatchBatch:
 
     def matches(self) -> list[Match]:
         plan = self.plan
-        records, codes = plan.records, plan.context_codes
+        codes = plan.context_codes
         slot_record, slot_context = plan.slot_record, plan.slot_context
         out: list[Match] = []
         # the loop below runs once per result: kept lean (Match objects made by setting
@@ -371,11 +371,8 @@ class MatchBatch:
                     code = codes[c]
                     ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
                     shared = made[c] = (ids, {name: fn(rows) for name, fn in code.outputs})
-                name = names[r]
-                if name is None:
-                    name = names[r] = records[r].name
                 match = new(Match)
-                set_query(match, name)
+                set_query(match, names[r])
                 set_ts(match, ts)
                 set_ids(match, shared[0].copy())
                 set_values(match, shared[1].copy())
@@ -449,7 +446,7 @@ class MatchBatch:
         stamps = np.repeat(np.fromiter((g[1] for g in groups), np.float64, len(groups)), counts)
         records = plan.slot_record[slots]
         named, which = np.unique(records, return_inverse=True)
-        names = pa.array([plan.records[r].name for r in named.tolist()], pa.string()).take(pa.array(which))
+        names = pa.array([plan.record_names[r] for r in named.tolist()], pa.string()).take(pa.array(which))
 
         contexts = plan.slot_context[slots]
         codes = plan.context_codes

@@ -133,7 +133,7 @@ class HeldResults:
         out = []
         for ts, arrival, found, block in sorted(self._heap, key=lambda e: e[:3]):
             slots = [
-                [plan.records[int(plan.slot_record[q])].name, int(plan.slot_disjunct[q])]
+                [plan.record_names[int(plan.slot_record[q])], int(plan.slot_disjunct[q])]
                 for q in slots_of(block.slots).tolist()
             ]
             members = [[t.stream, list(t.row)] for t in block.tuples if t is not None]
@@ -143,7 +143,7 @@ class HeldResults:
     def load(self, data: Iterable[list[Any]], plan: CompiledPlan) -> None:
         """Hold the results of :meth:`snapshot` again, on ``plan`` (the same queries)."""
         where = {
-            (plan.records[int(plan.slot_record[q])].name, int(plan.slot_disjunct[q])): q for q in range(plan.n_slots)
+            (plan.record_names[int(plan.slot_record[q])], int(plan.slot_disjunct[q])): q for q in range(plan.n_slots)
         }
         n = len(plan.streams)
         self._heap = []

@@ -212,6 +212,9 @@ class CompiledPlan:
     catalog: Catalog
     streams: tuple[StreamSchema, ...]
     records: list[RegisteredQuery]
+    # each record's query name: a result's name is one list read, where the registry's
+    # objects cost several cache misses at a million queries
+    record_names: list[str]
     context_code: dict[int, ContextCode]
     residual_code: dict[int, TestFn]
     slot_residuals: dict[int, tuple[Residual, ...]]
@@ -263,22 +266,14 @@ class CompiledPlan:
         return per_record[self.slot_record] if self.n_slots else np.zeros(0, np.int32)
 
     def query_names(self, q: int) -> str:
-        return self.records[int(self.slot_record[q])].name
-
-    @cached_property
-    def record_names(self) -> list[str | None]:
-        """Each record's query name, filled in by its first result (None until then,
-        see :meth:`mqo.batch.MatchBatch.matches`): a result's name is then one list
-        read, where the registry's objects cost several cache misses at a million
-        queries. Names never change, and every plan has its own list."""
-        return [None] * len(self.records)
+        return self.record_names[int(self.slot_record[q])]
 
     @cached_property
     def json_prefixes(self) -> list[str]:
         """``{"query":<name>`` for every slot, JSON-encoded once."""
         import json
 
-        names = [json.dumps(rq.name, ensure_ascii=False) for rq in self.records]
+        names = [json.dumps(name, ensure_ascii=False) for name in self.record_names]
         return ['{"query":' + names[r] for r in self.slot_record.tolist()]
 
     @property

@@ -165,6 +165,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         catalog=catalog,
         streams=streams,
         records=records,
+        record_names=list(registry.queries),  # the same order as the records, by name
         context_code=context_code,
         residual_code=residual_code,
         slot_residuals=slot_residuals,

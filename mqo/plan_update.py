@@ -108,6 +108,7 @@ def _merged(
         catalog=base.catalog,
         streams=base.streams,
         records=base.records + added,
+        record_names=base.record_names + [rq.name for rq in added],
         context_code=context_code,
         residual_code={**base.residual_code, **delta.residual_code},
         slot_residuals={**base.slot_residuals, **{q + n_base: r for q, r in delta.slot_residuals.items()}},
@@ -180,6 +181,7 @@ def check_plan(plan: CompiledPlan, registry: QueryRegistry) -> None:
     kernel tables that prune exactly as tables built whole over the plan's lists."""
     fresh = compile_plan(registry, -1)
     assert plan.retention_window_exact == fresh.retention_window_exact, "retention window differs"
+    assert plan.record_names == [rq.name for rq in plan.records], "a record's name differs"
     codes = plan.context_codes
     for record, context in zip(plan.slot_record.tolist(), plan.slot_context.tolist(), strict=True):
         assert codes[context] is plan.context_code[id(plan.records[record].context)], "a slot's context differs"

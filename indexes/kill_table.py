@@ -36,11 +36,16 @@ def mask_of(slots: Sequence[int]) -> int:
         arr = np.asarray(slots, np.int64)
         selected = np.zeros(int(arr.max()) + 1, bool)
         selected[arr] = True
-        return int.from_bytes(np.packbits(selected, bitorder="little").tobytes(), "little")
+        return mask_of_flags(selected)
     mask = 0
     for s in slots:
         mask |= 1 << int(s)
     return mask
+
+
+def mask_of_flags(selected: np.ndarray) -> int:
+    """A Python int whose bit i is set where ``selected[i]`` (bools) holds."""
+    return int.from_bytes(np.packbits(selected, bitorder="little").tobytes(), "little")
 
 
 class KillTable:

@@ -37,7 +37,7 @@ import numpy as np
 from indexes.covering import NOTHING, CoveringList, Satisfied, compare, first_true
 from indexes.exact import at_least, span_sign
 from indexes.kill_bitsets import DEFAULT_BUDGET_BYTES, KillBitsets, ListUsers, bitset_of, words_for
-from indexes.kill_table import KillTable, mask_of
+from indexes.kill_table import KillTable, mask_of, mask_of_flags
 from mqo.expressions import TestFn, ValueFn
 from mqo.registry import RegisteredQuery
 from predicates import INDEXED_KINDS, Catalog, Kind, ListKey, Residual, StreamSchema
@@ -302,7 +302,7 @@ class CompiledPlan:
 
     def _mask(self, selected: np.ndarray) -> int:
         """The slots where ``selected`` (a bool per slot) holds, as an int's bits."""
-        return int.from_bytes(np.packbits(selected, bitorder="little").tobytes(), "little")
+        return mask_of_flags(selected)
 
     # ------------------------------------------------------------- slot masks
 

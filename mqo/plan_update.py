@@ -108,7 +108,7 @@ def _merged(
         catalog=base.catalog,
         streams=base.streams,
         records=base.records + added,
-        record_names=base.record_names + [rq.name for rq in added],
+        record_names=base.record_names + delta.record_names,
         context_code=context_code,
         residual_code={**base.residual_code, **delta.residual_code},
         slot_residuals={**base.slot_residuals, **{q + n_base: r for q, r in delta.slot_residuals.items()}},

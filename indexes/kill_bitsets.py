@@ -52,6 +52,31 @@ def bitset_to_int(row: np.ndarray) -> int:
     return int.from_bytes(row.astype("<u8", copy=False).tobytes(), "little")
 
 
+def set_bits(rows: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, slot) of every set bit of ``rows[i] & mask``, row-major (two passes of the
+    kernels: count, then fill)."""
+    from indexes import kernels  # numba, on first use (importing mqo stays light)
+
+    return kernels.select_bits(rows, mask, kernels.count_bits(rows, mask))
+
+
+def slots_of(mask: int) -> np.ndarray:
+    """The set bits of a mask, ascending."""
+    if mask < (1 << 64):
+        out = []
+        while mask:
+            low = mask & -mask
+            out.append(low.bit_length() - 1)
+            mask ^= low
+        return np.array(out, np.int64)
+    from indexes import kernels
+
+    # the kernel finds a wide mask's few set bits for about the cost of one numpy call
+    # (on writable words, the batch path's kernel types: no second compiled variant)
+    words = np.frombuffer(bytearray(mask.to_bytes(8 * ((mask.bit_length() + 63) >> 6), "little")), "<u8")
+    return kernels.select_bits(words[None, :], words, np.array([mask.bit_count()]))[1]
+
+
 # the second part of tables built whole: no lists (the kernels take both parts' arrays)
 _NO_PART = (np.zeros((1, 1), np.uint64), np.zeros(1, np.int64), np.zeros(0, np.int32))
 

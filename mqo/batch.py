@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
-from mqo.results import MATCH_SETTERS, Match, TupleError
+from mqo.results import MATCH_SETTERS, Match, ReadOnlyDict, TupleError
 from mqo.rows import INT64_MAX, INT64_MIN
 from predicates import ColumnType, StreamSchema
 from predicates.ast import ColumnRef
@@ -257,24 +257,6 @@ def _integers(values: Any, stream: str, column: str) -> tuple[np.ndarray, np.nda
     return out, null, wide
 
 
-def slots_of(mask: int) -> np.ndarray:
-    """The set bits of a mask, ascending."""
-    if mask < (1 << 64):
-        out = []
-        while mask:
-            low = mask & -mask
-            out.append(low.bit_length() - 1)
-            mask ^= low
-        return np.array(out, np.int64)
-    from indexes import kernels  # numba, on first use (importing mqo stays light)
-
-    # a pushed tuple's single-stream results come as one mask over every slot: the
-    # kernel finds its few set bits for about the cost of one numpy call (on writable
-    # words, the batch path's kernel types: no second compiled variant to load)
-    words = np.frombuffer(bytearray(mask.to_bytes(8 * ((mask.bit_length() + 63) >> 6), "little")), "<u8")
-    return kernels.select_bits(words[None, :], words, np.array([mask.bit_count()]))[1]
-
-
 def _plain(values: Any) -> Any:
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values.to_pylist()
@@ -342,7 +324,7 @@ class MatchBatch:
                 yield single.slots[a:b], row[0], rows
         for block in self.blocks:
             rows = [m.row if m is not None else None for m in block.tuples]
-            yield slots_of(block.slots), block.ts, rows
+            yield block.numbers(), block.ts, rows
 
     def _entries(self) -> Iterator[tuple[int, float, list[Any]]]:
         """(slot, ts, member rows by stream) of every result."""
@@ -362,20 +344,20 @@ class MatchBatch:
         names = plan.record_names
         for group, ts, rows in self._groups():
             # the queries of one context share their aliases and SELECT code: an
-            # assignment's ids and values are computed once per context, each result
-            # gets its own copies
+            # assignment's ids and values are computed once per context and shared,
+            # read-only, by its results
             made: dict[int, tuple[dict[str, int], dict[str, Any]]] = {}
             for r, c in zip(slot_record[group].tolist(), slot_context[group].tolist(), strict=True):
                 shared = made.get(c)
                 if shared is None:
                     code = codes[c]
-                    ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
-                    shared = made[c] = (ids, {name: fn(rows) for name, fn in code.outputs})
+                    ids = ReadOnlyDict({alias: rows[s][1] for s, alias in code.aliases.items()})
+                    shared = made[c] = (ids, ReadOnlyDict({name: fn(rows) for name, fn in code.outputs}))
                 match = new(Match)
                 set_query(match, names[r])
                 set_ts(match, ts)
-                set_ids(match, shared[0].copy())
-                set_values(match, shared[1].copy())
+                set_ids(match, shared[0])
+                set_values(match, shared[1])
                 append(match)
         return out
 

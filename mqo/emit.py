@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from indexes.stored import StoredTuple
-from mqo.batch import SingleResults, slots_of
+from mqo.batch import SingleResults
 from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
 
@@ -79,10 +79,7 @@ class HeldResults:
             row = singles.rows[r]
             members: list[StoredTuple | None] = [None] * n_streams
             members[singles.stream] = StoredTuple(singles.stream, -1, row)
-            mask = 0
-            for q in singles.slots[a:b].tolist():
-                mask |= 1 << q
-            self.add([ResultBlock(mask, members, row[0])], int(arrivals[r]))
+            self.add([ResultBlock(singles.slots[a:b], members, row[0])], int(arrivals[r]))
 
     def release(self, passed: Callable[[float], bool]) -> list[ResultBlock]:
         """The held blocks whose ts the watermark has passed (``passed(ts)``: ts is
@@ -116,7 +113,7 @@ class HeldResults:
         kept: list[Entry] = []
         for ts, arrival, found, block in self._heap:
             mask = 0
-            for q in slots_of(block.slots).tolist():
+            for q in block.numbers().tolist():
                 if q in moved:
                     mask |= 1 << moved[q]
             if mask:
@@ -134,7 +131,7 @@ class HeldResults:
         for ts, arrival, found, block in sorted(self._heap, key=lambda e: e[:3]):
             slots = [
                 [plan.record_names[int(plan.slot_record[q])], int(plan.slot_disjunct[q])]
-                for q in slots_of(block.slots).tolist()
+                for q in block.numbers().tolist()
             ]
             members = [[t.stream, list(t.row)] for t in block.tuples if t is not None]
             out.append([ts, arrival, found, slots, members])

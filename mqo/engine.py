@@ -45,7 +45,10 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_float
+from indexes.kill_bitsets import slots_of
 from indexes.stored import StoredTuple
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.state import WindowState
@@ -92,18 +95,27 @@ class Partial:
 
 
 class ResultBlock:
-    """Results sharing one assignment of tuples: every slot of ``slots`` (a mask) is
-    satisfied by ``tuples`` (one per stream, None where the stream is not in it)."""
+    """Results sharing one assignment of tuples: every slot of ``slots`` is satisfied by
+    ``tuples`` (one per stream, None where the stream is not in it). ``slots`` is a
+    mask (an int), or the slot numbers ascending (an int64 array): what a pushed
+    tuple's single-stream results are read off its candidate words as, with no wide
+    int made and taken apart again. :meth:`numbers` gives them either way."""
 
     __slots__ = ("slots", "ts", "tuples")
 
-    def __init__(self, slots: int, tuples: list[StoredTuple | None], ts: float) -> None:
+    def __init__(self, slots: int | np.ndarray, tuples: list[StoredTuple | None], ts: float) -> None:
         self.slots = slots
         self.tuples = tuples
         self.ts = ts
 
+    def numbers(self) -> np.ndarray:
+        """The slot numbers, ascending."""
+        slots = self.slots
+        return slots if isinstance(slots, np.ndarray) else slots_of(slots)
+
     def __len__(self) -> int:
-        return self.slots.bit_count()
+        slots = self.slots
+        return len(slots) if isinstance(slots, np.ndarray) else slots.bit_count()
 
 
 class Engine:
@@ -201,7 +213,7 @@ class Engine:
         counters.index_probes += self.probes
         counters.retrieved += self.retrieved
         counters.intermediate += self.intermediate
-        counters.results += sum(block.slots.bit_count() for block in results)
+        counters.results += sum(len(block) for block in results)
         return results
 
     def _unfed(self, s: int) -> int:

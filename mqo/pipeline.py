@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
 from mqo.batch import MatchBatch, SingleResults, columns_of, row_columns, row_layout
 from mqo.clock import Clock, Mark, clock_for
@@ -296,11 +297,7 @@ class Pipeline:
         single_rows = np.flatnonzero(flags & SINGLE)
         if len(single_rows):
             # single-stream results of all rows at once, read off the candidate bits
-            from indexes import kernels  # numba, on first use (importing mqo stays light)
-
-            sub = prepared.candidates(single_rows)
-            counts = kernels.count_bits(sub, prepared.single_mask)
-            row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
+            row_of, slots = set_bits(prepared.candidates(single_rows), prepared.single_mask)
             rows = [prepared.row(int(i)) for i in single_rows]
             singles = SingleResults(prepared.stream, rows, row_of, slots)
             if held is None:

@@ -30,7 +30,7 @@ import numpy as np
 from indexes.covering import NOTHING
 from indexes.exact import EXACT_INTEGERS
 from indexes.kernel_modes import NULL
-from indexes.kill_bitsets import bitset_of, bitset_to_int, words_for
+from indexes.kill_bitsets import bitset_of, bitset_to_int, set_bits, words_for
 from mqo.batch import EXACT, NUMERIC, row_layout
 from mqo.plan import CompiledPlan
 from predicates import ColumnType, StreamSchema
@@ -97,8 +97,10 @@ class PreparedBatch:
         """Candidate rows (``[len(rows), words]``) of flagged rows."""
         return self.cand[self.kept[rows]]
 
-    def single_slots(self, i: int) -> int:
-        return bitset_to_int(self.cand[self.kept[i]] & self.single_mask)
+    def single_slots(self, i: int) -> np.ndarray:
+        """The single-stream slots row i satisfies, ascending."""
+        k = self.kept[i]
+        return set_bits(self.cand[k : k + 1], self.single_mask)[1]
 
     def engine_cand(self, i: int) -> int:
         k = self.kept[i]

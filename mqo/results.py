@@ -9,26 +9,54 @@ from typing import Any
 from predicates import MqoError
 
 
+class ReadOnlyDict(dict):  # type: ignore[type-arg]
+    """A dict that refuses changes. The results of one assignment of tuples share
+    their ids and values: one read-only dict each, not a copy per result (a tuple
+    that matches many queries would otherwise copy its values once per query).
+    ``dict(d)`` is a copy to change."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a Match's ids and values are read-only (shared by the results of one assignment); "
+                        "copy them with dict(...) to change them")  # fmt: skip
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[dict[Any, Any]]]:
+        # pickle and copy rebuild a dict subclass item by item through __setitem__
+        return (type(self), (dict(self),))
+
+
 @dataclass(frozen=True, slots=True)
 class Match:
     """One result of one query (docs/ARCHITECTURE.md, Semantics).
 
     ``ts`` is the largest timestamp among the result's tuples, ``ids`` maps each alias
     of the query's FROM clause to the id of its tuple, ``values`` holds the SELECT
-    values by name (``alias.col`` for ``SELECT *``).
+    values by name (``alias.col`` for ``SELECT *``). Like the match, both are read-only
+    (:class:`ReadOnlyDict`).
     """
 
     query: str
     ts: float
     ids: dict[str, int]
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=ReadOnlyDict)
+
+    def __post_init__(self) -> None:
+        # a match made by hand gets read-only copies, as the matcher's own do
+        if type(self.ids) is not ReadOnlyDict:
+            object.__setattr__(self, "ids", ReadOnlyDict(self.ids))
+        if type(self.values) is not ReadOnlyDict:
+            object.__setattr__(self, "values", ReadOnlyDict(self.values))
 
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "ts": self.ts, "ids": dict(self.ids), "values": dict(self.values)}
 
 
-# A frozen dataclass's __init__ sets each field through object.__setattr__; setting the
-# slots directly makes the same object in half the time, which counts where every
+# A frozen dataclass's __init__ sets each field through object.__setattr__ (and copies
+# the dicts, __post_init__); setting the slots directly makes the same object in a
+# fraction of the time, which counts where every
 # result of a pushed tuple becomes a Match (mqo.batch.MatchBatch.matches): the setters
 # of query, ts, ids and values, in that order.
 MATCH_SETTERS = (Match.query.__set__, Match.ts.__set__, Match.ids.__set__, Match.values.__set__)  # type: ignore[attr-defined]

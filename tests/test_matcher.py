@@ -3,6 +3,9 @@ heartbeats, registration changes while tuples flow, and clear errors."""
 
 from __future__ import annotations
 
+import copy
+import json
+import pickle
 import random
 import warnings
 from functools import partial
@@ -360,3 +363,46 @@ def test_no_partial_results_grow_toward_a_stream_that_stores_nothing(order, thes
     matches = m.push("T", 1, {"fluct": 103, "degree": 101, "incr": 98})
     assert [x.query for x in matches] == ["3"]
     assert m.counters.intermediate > 0
+
+
+def test_a_matchs_ids_and_values_are_read_only() -> None:
+    # the results of one tuple share their ids and values: a change to one result's
+    # would change the others', so none is allowed; a copy can be changed
+    m = mqo.Matcher("REGISTER STREAM S (x FLOAT, y FLOAT);")
+    m.register_queries(["Query ID: a\nSELECT * FROM S WHERE S.x > 1", "Query ID: b\nSELECT * FROM S WHERE S.x > 2"])
+    a, b = m.push("S", 1.0, {"x": 5.0, "y": 1.0})
+    assert (a.query, b.query) == ("a", "b")
+    assert a.values == b.values == {"S.x": 5.0, "S.y": 1.0}
+    changes = [
+        lambda d: d.__setitem__("S.x", 0.0),
+        lambda d: d.__delitem__("S.x"),
+        lambda d: d.update({"S.x": 0.0}),
+        lambda d: d.pop("S.x"),
+        lambda d: d.popitem(),
+        lambda d: d.setdefault("S.z", 0.0),
+        lambda d: d.clear(),
+    ]
+    for change in changes:
+        for d in (a.values, a.ids):
+            with pytest.raises(TypeError, match="read-only"):
+                change(d)
+    assert b.values == {"S.x": 5.0, "S.y": 1.0} and b.ids == {"S": 0}
+    own = dict(a.values)
+    own["S.x"] = 0.0
+    assert own["S.x"] == 0.0 and a.values["S.x"] == 5.0
+    # they travel like dicts
+    assert pickle.loads(pickle.dumps(a)) == a
+    assert copy.deepcopy(a) == a and copy.copy(a) == a
+    assert json.loads(json.dumps(a.as_dict())) == {
+        "query": "a",
+        "ts": 1.0,
+        "ids": {"S": 0},
+        "values": {"S.x": 5.0, "S.y": 1.0},
+    }
+    # a match made by hand is read-only too, and keeps no tie to the dicts it was given
+    given = {"S.x": 1.0}
+    made = mqo.Match("q", 1.0, {"S": 3}, given)
+    given["S.x"] = 2.0
+    assert made.values == {"S.x": 1.0}
+    with pytest.raises(TypeError, match="read-only"):
+        made.ids["S"] = 4

@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 
 from indexes import slice_fields as K
+from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
 from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
 from mqo.aggregation.slices import SliceStore
-from mqo.batch import slots_of
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
 from mqo.plan_compile import compile_plan
@@ -225,11 +225,7 @@ class Aggregator:
         slots_out: list[np.ndarray] = []
         single = np.flatnonzero(flags & SINGLE)
         if len(single):
-            sub = prepared.candidates(single)
-            from indexes import kernels  # numba on first use
-
-            counts = kernels.count_bits(sub, prepared.single_mask)
-            row_of, slots = kernels.select_bits(sub, prepared.single_mask, counts)
+            row_of, slots = set_bits(prepared.candidates(single), prepared.single_mask)
             rows_out.append(single[row_of])
             slots_out.append(np.asarray(slots, np.int64))
         engine = self._pipeline.engine
@@ -237,7 +233,7 @@ class Aggregator:
         for i in np.flatnonzero(flags & ENGINE).tolist():
             t = StoredTuple(prepared.stream, 0, prepared.row(i))
             for block in engine.process(t, self._pipeline.order, prepared.engine_cand(i)):
-                hit = slots_of(block.slots)
+                hit = block.numbers()
                 rows_out.append(np.full(len(hit), i, np.int64))
                 slots_out.append(hit)
         if not rows_out:

@@ -220,6 +220,9 @@ class CompiledPlan:
     slot_residuals: dict[int, tuple[Residual, ...]]
     slot_record: np.ndarray
     slot_disjunct: np.ndarray
+    # each slot's context, numbered as in context_codes: made in the compile's own pass
+    # over the records (looked up on a first result, it cost 9 ms at 20,000 queries)
+    slot_context: np.ndarray
     slot_window: np.ndarray
     slot_window_level: np.ndarray
     windows: Levels
@@ -257,13 +260,6 @@ class CompiledPlan:
     def context_codes(self) -> list[ContextCode]:
         """Every context's code, numbered as in :attr:`slot_context`."""
         return list(self.context_code.values())
-
-    @cached_property
-    def slot_context(self) -> np.ndarray:
-        """The number (in :attr:`context_codes`) of each slot's context."""
-        number = {key: i for i, key in enumerate(self.context_code)}
-        per_record = np.array([number[id(rq.context)] for rq in self.records], np.int32)
-        return per_record[self.slot_record] if self.n_slots else np.zeros(0, np.int32)
 
     def query_names(self, q: int) -> str:
         return self.record_names[int(self.slot_record[q])]

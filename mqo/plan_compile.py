@@ -171,6 +171,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         slot_residuals=slot_residuals,
         slot_record=slot_record,
         slot_disjunct=slot_disjunct,
+        slot_context=record_context.astype(np.int32)[slot_record] if n_slots else np.zeros(0, np.int32),
         slot_window=slot_window,
         slot_window_level=slot_window_level,
         windows=windows,

@@ -103,6 +103,9 @@ def _merged(
     # the base's contexts keep their numbers, the delta's new ones follow
     new_contexts = {key: code for key, code in delta.context_code.items() if key not in base.context_code}
     context_code = {**base.context_code, **new_contexts}
+    # each slot's context number, from the base's (not one lookup per record again)
+    number = {key: i for i, key in enumerate(context_code)}
+    renumber = np.array([number[key] for key in delta.context_code], np.int32)
     plan = CompiledPlan(
         version=version,
         catalog=base.catalog,
@@ -114,6 +117,7 @@ def _merged(
         slot_residuals={**base.slot_residuals, **{q + n_base: r for q, r in delta.slot_residuals.items()}},
         slot_record=slot_record,
         slot_disjunct=slot_disjunct,
+        slot_context=np.concatenate([base.slot_context, renumber[delta.slot_context]]).astype(np.int32),
         slot_window=record_window[slot_record],
         slot_window_level=windows.level_of[slot_record],
         windows=windows,
@@ -137,10 +141,6 @@ def _merged(
         base_plan=base,
         dead_records=dead,
     )
-    # each slot's context number, from the base's (not one lookup per record again)
-    number = {key: i for i, key in enumerate(context_code)}
-    renumber = np.array([number[key] for key in delta.context_code], np.int32)
-    plan.slot_context = np.concatenate([base.slot_context, renumber[delta.slot_context]]).astype(np.int32)
     return plan
 
 

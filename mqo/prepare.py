@@ -100,6 +100,7 @@ class PreparedBatch:
     def single_slots(self, i: int) -> np.ndarray:
         """The single-stream slots row i satisfies, ascending."""
         k = self.kept[i]
+        # the batch path's kernels (a pushed tuple is a batch: no kernel of its own to load)
         return set_bits(self.cand[k : k + 1], self.single_mask)[1]
 
     def engine_cand(self, i: int) -> int:

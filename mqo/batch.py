@@ -191,17 +191,18 @@ def row_columns(row: tuple[Any, ...], layout: RowLayout) -> dict[str, Any]:
             one = {"ts": [row[0]], **{c.name: [x] for c, x in zip(layout.schema.columns, row[2:], strict=True)}}
             return columns_of(one, layout.schema)[2]
     columns: dict[str, Any] = {name: [row[p]] for name, p in layout.others}
-    # one array (None is NaN), a one-row view of it per column: a pushed tuple's cost is per call
-    matrix = np.array([row[p] for p in layout.numeric_at], np.float64).reshape(-1, 1)
-    columns.update(zip(layout.numeric, matrix, strict=True))
-    columns[NUMERIC] = matrix
+    # one array (None is NaN), and no view of it per column: a pushed tuple's cost is
+    # per call, and its numeric columns are read as rows of this one (the stored row
+    # itself gives its values)
+    columns[NUMERIC] = np.array([row[p] for p in layout.numeric_at], np.float64).reshape(-1, 1)
     return columns
 
 
 EXACT = "\x00exact"  # key of the exact INTEGER columns in a columns dict (no column has this name)
 # key of the numeric columns as the rows of one float64 array, in schema order (NaN:
-# NULL; a column the batch lacks is all NaN), whose rows are the columns' own entries:
-# the attribute kernels read it whole, with no array made per column
+# NULL; a column the batch lacks is all NaN): the attribute kernels read it whole, with
+# no array made per column. A batch's columns dict has each row under its column's name
+# too; a pushed row's (row_columns) has only this
 NUMERIC = "\x00numeric"
 
 

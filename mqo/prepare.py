@@ -311,11 +311,13 @@ def _column(position: int, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray
         return ts
     if position == 1:
         return ids.astype(np.float64)
-    name = schema.columns[position - 2].name
-    column = columns.get(name)
-    if column is None:
-        return np.full(len(ts), np.nan) if schema.columns[position - 2].ctype.is_numeric else [None] * len(ts)
-    return column
+    col = schema.columns[position - 2]
+    if col.ctype.is_numeric:
+        # a row of columns[NUMERIC], numbered among the numeric columns (all NaN where
+        # the batch lacks the column)
+        return columns[NUMERIC][sum(c.ctype.is_numeric for c in schema.columns[: position - 2])]
+    column = columns.get(col.name)
+    return [None] * len(ts) if column is None else column
 
 
 def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> tuple:

@@ -79,7 +79,8 @@ class HeldResults:
             row = singles.rows[r]
             members: list[StoredTuple | None] = [None] * n_streams
             members[singles.stream] = StoredTuple(singles.stream, -1, row)
-            self.add([ResultBlock(singles.slots[a:b], members, row[0])], int(arrivals[r]))
+            # a copy: a view would keep the whole batch's slots while one block is held
+            self.add([ResultBlock(singles.slots[a:b].copy(), members, row[0])], int(arrivals[r]))
 
     def release(self, passed: Callable[[float], bool]) -> list[ResultBlock]:
         """The held blocks whose ts the watermark has passed (``passed(ts)``: ts is

@@ -133,7 +133,10 @@ class Registrations:
         retention horizon now; a list gives one per match query)."""
         self._check_not_frozen()
         clock = self.pipeline.clock
-        aggregates = [q for q in instances if isinstance(q, AggregateQuery)]
+        # one pass over the records to learn their kinds (at a million table rows, every
+        # pass over them is mostly cache misses)
+        kinds = set(map(type, instances))
+        aggregates = [q for q in instances if isinstance(q, AggregateQuery)] if AggregateQuery in kinds else []
         if aggregates:
             if self.aggregator is None:
                 self.aggregator = Aggregator(self.catalog, self.config)
@@ -143,7 +146,7 @@ class Registrations:
             if not instances:
                 return
         # (a table row's query always has its one disjunct: not made here just to look)
-        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts]
+        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts] if kinds - {RowQuery} else []
         if never:
             shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
             warnings.warn(

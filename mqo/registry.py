@@ -229,9 +229,15 @@ class QueryRegistry:
         if len(first.disjuncts) != 1 or first.disjuncts[0][1] or not first.disjuncts[0][0].keys:
             return False
         block = first.block if type(first) is RowQuery else None
+        rows: list[int] = []
         if block is not None:  # a table's rows: their constants are one array already
-            if any(type(q) is not RowQuery or q.block is not block for q in queries):
-                return False
+            names = []
+            # one pass over the records (at a million, each pass is mostly cache misses)
+            for q in queries:
+                if type(q) is not RowQuery or q.block is not block:
+                    return False
+                names.append(q.name)
+                rows.append(q.row)  # type: ignore[attr-defined]
             context, keys = block.context, block.keys
         else:
             context, keys = first.context, first.disjuncts[0][0].keys
@@ -244,7 +250,7 @@ class QueryRegistry:
                     or type(d[0][0].values) is not array
                 ):
                     return False
-        names = [q.name for q in queries]
+            names = [q.name for q in queries]
         if not self.queries.keys().isdisjoint(names) or len(set(names)) != len(names):
             return False  # the usual loop names the duplicate
         kids = [self._key_number(key) for key in keys]
@@ -269,12 +275,12 @@ class QueryRegistry:
         if block is None:
             self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
         else:
-            rows = np.fromiter((q.row for q in queries), np.int64, m)  # type: ignore[attr-defined]
-            if rows[0] == 0 and len(block.values) == m * width and bool((np.diff(rows) == 1).all()):
+            row_numbers = np.array(rows, np.int64)
+            if rows[0] == 0 and len(block.values) == m * width and bool((np.diff(row_numbers) == 1).all()):
                 self._row_value.extend(block.values)  # every row, in order (the usual case)
             else:
                 table = np.frombuffer(block.values, np.float64).reshape(-1, width)
-                self._row_value.frombytes(table[rows].tobytes())
+                self._row_value.frombytes(table[row_numbers].tobytes())
         for kid in kids:
             self._key_uses[kid] += m
         self.version += 1

@@ -133,7 +133,7 @@ def table_queries(
     if any(len(c) != n for c in columns.values()):
         raise QueryError("the table's columns differ in length")
     if id_column is not None:
-        names = [str(v) for v in np.asarray(table_column(table, id_column)).tolist()]
+        names = list(map(str, np.asarray(table_column(table, id_column)).tolist()))
     else:
         names = [str(first_position + i) for i in range(n)]
     taken = registry.queries.keys()
@@ -377,7 +377,9 @@ class RowBlock:
         self.keys = keys
         self.residuals = residuals
         self.width = len(keys)
-        self.values = array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        self.values = array("d")
+        # read straight from the array, no bytes object made between
+        self.values.frombytes(np.ascontiguousarray(values, dtype=np.float64).reshape(-1).view(np.uint8))
 
 
 class RowQuery(CompiledQuery):

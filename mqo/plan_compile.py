@@ -17,6 +17,7 @@ import numpy as np
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
 from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
 from mqo.registry import QueryRegistry
+from mqo.table import RowQuery
 from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
@@ -47,7 +48,9 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     records = list(registry)
     n_records = len(records)
     compiled = [rq.compiled for rq in records]
-    n_disjuncts = np.fromiter((len(c.disjuncts) for c in compiled), np.int64, n_records)
+    # a table row's query has one disjunct and its block's residuals: read so, not made
+    # into a conjunction per look (a million rows were three million conjunctions here)
+    n_disjuncts = np.fromiter((1 if type(c) is RowQuery else len(c.disjuncts) for c in compiled), np.int64, n_records)
     slot_base = np.zeros(n_records + 1, np.int64)
     np.cumsum(n_disjuncts, out=slot_base[1:])
     n_slots = int(slot_base[-1])
@@ -77,7 +80,12 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     residual_code: dict[int, TestFn] = {}
     record_special = np.zeros(n_records, bool)
     slot_residuals: dict[int, tuple[Residual, ...]] = {}
-    for i in [i for i, c in enumerate(compiled) if len(c.disjuncts) != 1 or c.disjuncts[0][1]]:
+    special = [
+        i
+        for i, c in enumerate(compiled)
+        if (c.block.residuals if type(c) is RowQuery else len(c.disjuncts) != 1 or c.disjuncts[0][1])
+    ]
+    for i in special:
         disjuncts = compiled[i].disjuncts
         record_special[i] = len(disjuncts) > 1
         for d, (_, residuals) in enumerate(disjuncts):

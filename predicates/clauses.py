@@ -26,8 +26,11 @@ from itertools import accumulate, pairwise
 # next digit or dot instead of testing the lookbehind at every character
 NUMBER_SPLIT = re.compile(r"(?=[0-9.])(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
 HEADER = re.compile(r"\s*(?:--[^\n]*\n\s*)*query\s+id\s*:?\s*('(?:[^'\n]|'')*'|[A-Za-z_0-9.]+)", re.IGNORECASE)
+# the lookahead names every first character the alternatives can start with: the
+# scanner skips to the next such character instead of trying them all at every one
 _SCAN = re.compile(
-    r"'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max\s+window|where|and|or|not)\b",
+    r"(?=['()\-;safmnow])"
+    r"(?:'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max\s+window|where|and|or|not)\b)",
     re.IGNORECASE,
 )
 

@@ -204,3 +204,25 @@ def test_unregistering_compacts_rows_and_keeps_the_plan_right():
     assert got == sorted(str(i + 1) for i in range(36, 40))  # query i + 1 is pressure < i
     lst = m.plan.lists[Kind.ATTRIBUTE][0]
     assert list(lst.constants) == [float(i) for i in range(30, 40)]
+
+
+# every alternative of the token scan, without the lookahead that lets it skip ahead
+_PLAIN_SCAN = r"'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max\s+window|where|and|or|not)\b"
+_SCAN_WORDS = ["SELECT", "from", "Window", "MAXWINDOW", "max  window", "where", "AND", "or", "Not", "sand", "nota"]
+
+
+@given(st.lists(st.sampled_from([*_SCAN_WORDS, " ", "'", "''", "-", "--", "(", ")", ";", "\n", "x", "B.ts", "5"])))
+@settings(max_examples=300, deadline=None)
+def test_the_token_scan_skips_to_what_can_start_a_token(pieces: list[str]) -> None:
+    # the scan's lookahead must name the first character of every alternative: the
+    # tokens are those of the alternatives tried at every character
+    import re
+
+    from predicates.clauses import _SCAN
+
+    text = "".join(pieces)
+    plain = re.compile(_PLAIN_SCAN, re.IGNORECASE)
+    assert [(m.span(), m.group(1)) for m in _SCAN.finditer(text)] == [
+        (m.span(), m.group(1)) for m in plain.finditer(text)
+    ]
+    assert _SCAN.pattern.endswith("(?:" + _PLAIN_SCAN + ")")

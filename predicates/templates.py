@@ -37,6 +37,7 @@ makes are :mod:`predicates.records`.
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -83,6 +84,8 @@ from predicates.records import (
 from predicates.semantic import bind
 
 _KEPT = 8192
+# blank-separated plain number literals (digits, and a dot only between digits)
+_PLAIN_NUMBERS = re.compile(r"(?:\d+(?:\.\d+)? )*\d+(?:\.\d+)?")
 _RECIPE_TRIAL = 2048  # texts compiled before recipes must show they pay...
 _RECIPE_PAYS = 64  # ...by one hit per this many misses
 _INF = float("inf")
@@ -123,6 +126,9 @@ class _Recipe:
     context: Context
     window_index: int | None
     conditions: list[tuple[int, list[str]]]  # as in Shape
+    # a text cut by the token scan: its recipe serves texts whose numbers are all plain
+    # (digits, one inner dot), which end where the same tokens end (see _fast)
+    plain_numbers: bool = False
 
 
 class FastCompiler:
@@ -166,14 +172,14 @@ class FastCompiler:
         skeleton, numbers = tuple(parts[0::2]), parts[1::2]
         recipe = self._recipes.get(skeleton)
         compiled = None
-        if recipe is not None:
+        if recipe is not None and (not recipe.plain_numbers or _PLAIN_NUMBERS.fullmatch(" ".join(numbers))):
             compiled = self._from_recipe(recipe, name, numbers)
         if compiled is None:
             shape = split_skeleton(skeleton, numbers)
             if shape is not None:
                 compiled = self._from_shape(shape, skeleton, name, numbers)
             elif "(" in body or "'" in body or '"' in body:
-                compiled = self._fast(body, name)
+                compiled = self._fast(body, name, skeleton, numbers)
         if compiled is None:
             return self._full(text, name, position, source_name)
         if not all(type(preds.values) is array for preds, _ in compiled.disjuncts) and _has_fraction(compiled):
@@ -249,9 +255,15 @@ class FastCompiler:
     # ----------------------------------------------------------------- fast
 
     def _from_shape(
-        self, shape: Shape, skeleton: tuple[str, ...] | None, name: str, numbers: list[str]
+        self,
+        shape: Shape,
+        skeleton: tuple[str, ...] | None,
+        name: str,
+        numbers: list[str],
+        plain_numbers: bool = False,
     ) -> CompiledQuery | None:
-        """``skeleton``: the text's, to remember it as a recipe (None: do not)."""
+        """``skeleton``: the text's, to remember it as a recipe (None: do not);
+        ``plain_numbers``: the recipe serves only texts whose numbers are plain."""
         context = self._context(shape.select, shape.from_, shape.unit)
         if context is None:
             return None
@@ -264,14 +276,22 @@ class FastCompiler:
         if not shape.select_has_numbers and (
             self.recipe_misses < _RECIPE_TRIAL or self.recipe_hits * _RECIPE_PAYS >= self.recipe_misses
         ):
-            self._recipes[skeleton] = _Recipe(context, shape.window_index, shape.conditions)
+            self._recipes[skeleton] = _Recipe(context, shape.window_index, shape.conditions, plain_numbers)
             if len(self._recipes) > _KEPT:
                 self._recipes.popitem(last=False)
         return compiled
 
-    def _fast(self, body: str, name: str) -> CompiledQuery | None:
+    def _fast(self, body: str, name: str, skeleton: tuple[str, ...], body_numbers: list[str]) -> CompiledQuery | None:
         """A text with parentheses or strings whose conditions are still a flat AND:
-        its clauses are found by a token scan, then compiled as a skeleton's are."""
+        its clauses are found by a token scan, then compiled as a skeleton's are.
+
+        It is remembered as a recipe for its skeleton (``skeleton``, ``body_numbers``:
+        the text's, as the number split cuts it) when the scan's numbers are the text's,
+        in order, all plain, and none is followed by a word character or a dot. A text
+        with that skeleton and plain numbers then has its tokens where this one has
+        them (no token holds a digit outside a string, and a plain number next to the
+        same characters ends where it ends), so it is cut into the same comparisons
+        with its own numbers: what the scan would give it."""
         clauses = split_scanned(body)
         if clauses is None:
             return None
@@ -291,7 +311,12 @@ class FastCompiler:
             patterns.append(HOLE.join(parts[0::2]))
             numbers += parts[1::2]
         shape = Shape(clauses.select, clauses.from_, unit, window_index, [(first, patterns)], False)
-        return self._from_shape(shape, None, name, numbers)
+        remember = (
+            numbers == body_numbers
+            and _PLAIN_NUMBERS.fullmatch(" ".join(numbers)) is not None
+            and not any(piece and (piece[0].isalnum() or piece[0] in "_.") for piece in skeleton[1:])
+        )
+        return self._from_shape(shape, skeleton if remember else None, name, numbers, plain_numbers=True)
 
     def _context(self, select: str, from_: str, unit: str | None) -> Context | None:
         key = (select, from_, unit)

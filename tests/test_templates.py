@@ -226,3 +226,51 @@ def test_the_token_scan_skips_to_what_can_start_a_token(pieces: list[str]) -> No
         (m.span(), m.group(1)) for m in plain.finditer(text)
     ]
     assert _SCAN.pattern.endswith("(?:" + _PLAIN_SCAN + ")")
+
+
+_NUMBER_FORMS = ["5", "40", "12.25", "0.5", "7.", ".5", "1e2", "3E-1", "007"]
+_SCANNED_TEXTS = [
+    "SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW {0} sec WHERE B.temp > ({s1}{1}) AND B.temp + ({s2}{2}) < H.beatrate{end}",
+    "SELECT P.name FROM P WHERE P.name = 'x {0}' AND P.level > ({s1}{1}) AND P.level <= {2}{end}",
+    "SELECT * FROM B WHERE (B.pressure) < {0} AND B.temp * ({s1}{1}) >= {2}{end}",
+    # numbers before the conditions' own, or outside them: the scan's and the text's
+    # numbers are in another order, so no recipe is kept for them
+    "SELECT * FROM B, H WINDOW B.ts <= H.ts + {0} MAXWINDOW {1} sec WHERE B.temp > ({s1}{2}){end}",
+    "SELECT B.temp * {0} FROM B WHERE B.pressure < ({s1}{1}) AND B.alert = {2}{end}",
+]
+_WARM: dict[str, FastCompiler] = {}
+
+
+@given(
+    st.sampled_from(_SCANNED_TEXTS),
+    st.lists(st.sampled_from(_NUMBER_FORMS), min_size=3, max_size=3),
+    st.sampled_from(["", "-"]),
+    st.sampled_from(["", "-"]),
+    st.sampled_from(["", ";", " ;"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_texts_the_token_scan_cuts_compile_alike_through_recipes(form, numbers, s1, s2, end):
+    # one compiler over every example: a text may meet the recipe another one left,
+    # with numbers written otherwise (a trailing dot, an exponent) that it must refuse
+    catalog = Catalog.from_ddl(DDL)
+    fast = _WARM.setdefault("compiler", FastCompiler(catalog))
+    text = form.format(*numbers, s1=s1, s2=s2, end=end)
+    got = fast.compile(text, 1)
+    (nq,) = compile_queries(text, fast.catalog)
+    assert summary(got) == summary(from_normalized(nq)), text
+
+
+def test_texts_with_parentheses_of_one_family_compile_from_one_recipe():
+    catalog = Catalog.from_ddl(DDL)
+    fast = FastCompiler(catalog)
+    texts = [
+        f"Query ID: q{i}\nSELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 10 sec "
+        f"WHERE B.temp > {190 + i % 7}.5 AND H.vib < 0.{i + 1} AND B.temp + (-{i}.25) < H.beatrate;"
+        for i in range(100)
+    ]
+    for text in texts:
+        fast.compile(text, 1)
+    assert len(fast._recipes) == 1 and fast.recipe_hits == 99
+    for text in texts[::9]:
+        (nq,) = compile_queries(text, catalog)
+        assert summary(fast.compile(text, 1)) == summary(from_normalized(nq))

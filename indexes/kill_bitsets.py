@@ -69,12 +69,10 @@ def slots_of(mask: int) -> np.ndarray:
             out.append(low.bit_length() - 1)
             mask ^= low
         return np.array(out, np.int64)
-    from indexes import kernels
-
-    # the kernel finds a wide mask's few set bits for about the cost of one numpy call
+    # the kernels find a wide mask's few set bits for about the cost of one numpy call
     # (on writable words, the batch path's kernel types: no second compiled variant)
     words = np.frombuffer(bytearray(mask.to_bytes(8 * ((mask.bit_length() + 63) >> 6), "little")), "<u8")
-    return kernels.select_bits(words[None, :], words, np.array([mask.bit_count()]))[1]
+    return set_bits(words[None, :], words)[1]
 
 
 # the second part of tables built whole: no lists (the kernels take both parts' arrays)

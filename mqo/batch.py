@@ -163,6 +163,7 @@ class RowLayout:
     numeric_at: list[int]  # and their positions in a row
     integer_at: list[int]  # positions of INTEGER and BYTE columns (exact past 2**53)
     others: list[tuple[str, int]]  # the other columns: name and position
+    numeric_row: dict[int, int]  # a numeric column's position -> its row of columns[NUMERIC]
 
 
 def numeric_columns(schema: StreamSchema) -> list[tuple[str, int]]:
@@ -177,7 +178,9 @@ def row_layout(plan: CompiledPlan, stream: int) -> RowLayout:
     numeric = numeric_columns(schema)
     integer = [p for p, c in enumerate(schema.columns, 2) if c.ctype in (ColumnType.INTEGER, ColumnType.BYTE)]
     others = [(c.name, p) for p, c in enumerate(schema.columns, 2) if not c.ctype.is_numeric]
-    return RowLayout(schema, [name for name, _ in numeric], [p for _, p in numeric], integer, others)
+    numeric_at = [p for _, p in numeric]
+    row_of = {p: k for k, p in enumerate(numeric_at)}
+    return RowLayout(schema, [name for name, _ in numeric], numeric_at, integer, others, row_of)
 
 
 def row_columns(row: tuple[Any, ...], layout: RowLayout) -> dict[str, Any]:

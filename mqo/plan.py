@@ -296,26 +296,22 @@ class CompiledPlan:
         slots = self.stream_slots
         return [tuple(r for r in roles if slots[r]) for roles in self.roles_of]
 
-    def _mask(self, selected: np.ndarray) -> int:
-        """The slots where ``selected`` (a bool per slot) holds, as an int's bits."""
-        return mask_of_flags(selected)
-
     # ------------------------------------------------------------- slot masks
 
     @cached_property
     def stream_slots(self) -> list[int]:
         """Per stream, the slots that read it."""
-        return [self._mask((self.slot_stream_mask >> s) & 1 == 1) for s in range(len(self.streams))]
+        return [mask_of_flags((self.slot_stream_mask >> s) & 1 == 1) for s in range(len(self.streams))]
 
     @cached_property
     def special_slots(self) -> int:
         """Slots whose results need a check of their own (residuals, several disjuncts)."""
-        return self._mask(self.slot_special)
+        return mask_of_flags(self.slot_special)
 
     @cached_property
     def multi_stream_slots(self) -> int:
         """Slots over two or more streams (their tuples must be stored)."""
-        return self._mask((self.slot_stream_mask & (self.slot_stream_mask - 1)) != 0)
+        return mask_of_flags((self.slot_stream_mask & (self.slot_stream_mask - 1)) != 0)
 
     @cached_property
     def connected(self) -> dict[Kind, list[list[int]]]:
@@ -334,7 +330,7 @@ class CompiledPlan:
     @cached_property
     def _window_masks(self) -> list[int]:
         """Per window level, the slots whose MAXWINDOW is at least it."""
-        return [self._mask(self.slot_window_level >= i) for i in range(len(self.windows))]
+        return [mask_of_flags(self.slot_window_level >= i) for i in range(len(self.windows))]
 
     def slots_within(self, lo: float, hi: float) -> int:
         """Slots whose MAXWINDOW allows a result with timestamps from ``lo`` to ``hi``."""
@@ -360,7 +356,7 @@ class CompiledPlan:
     @cached_property
     def _since_masks(self) -> list[int]:
         """Per registration horizon, the slots registered at or before it."""
-        return [self._mask(self.slot_since_level <= i) for i in range(len(self.sinces))]
+        return [mask_of_flags(self.slot_since_level <= i) for i in range(len(self.sinces))]
 
     def slots_since(self, oldest_ts: float) -> int:
         """Slots registered early enough to see a tuple with timestamp ``oldest_ts``."""
@@ -378,7 +374,7 @@ class CompiledPlan:
         mask = self._covered.get(stream_mask)
         if mask is None:
             masks = self.slot_stream_mask
-            mask = self._mask(((masks & ~np.int64(stream_mask)) == 0) & (masks != 0))  # 0: a removed query
+            mask = mask_of_flags(((masks & ~np.int64(stream_mask)) == 0) & (masks != 0))  # 0: a removed query
             self._covered[stream_mask] = mask
         return mask
 

@@ -31,7 +31,7 @@ from indexes.covering import NOTHING
 from indexes.exact import EXACT_INTEGERS
 from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, set_bits, words_for
-from mqo.batch import EXACT, NUMERIC, row_layout
+from mqo.batch import EXACT, NUMERIC, RowLayout, row_layout
 from mqo.plan import CompiledPlan
 from predicates import ColumnType, StreamSchema
 
@@ -235,8 +235,7 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
     """The part of the stream's lists from number ``first`` on."""
     from indexes.attribute_kernels import OP_CODES
 
-    # a numeric column's row in ``columns[NUMERIC]``: the order the row layout gives it
-    row_of = {p: k for k, p in enumerate(plan.per_stream(stream, row_layout).numeric_at)}
+    row_of = plan.per_stream(stream, row_layout).numeric_row
     chosen, others, columns, ops, lts, les = [], [], [], [], [], []
     integers = []
     for l, lst in enumerate(plan.attr_lists[stream][first:], first):
@@ -294,7 +293,7 @@ def attribute_ranges(
                     exact = _exact_values(lists[l].left_pos, schema, columns)
                     lists[l].covering.settle(unsure, lo[l], hi[l], column, None, exact)
         for l in part.others:
-            lo[l], hi[l] = _ranges(lists[l], schema, ts, ids, columns)
+            lo[l], hi[l] = _ranges(lists[l], plan.per_stream(stream, row_layout), ts, ids, columns)
     return lo, hi
 
 
@@ -306,24 +305,23 @@ def _exact_values(position: int, schema: StreamSchema, columns: dict[str, Any]) 
     return None if found is None else found.values
 
 
-def _column(position: int, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> Any:
+def _column(position: int, layout: RowLayout, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> Any:
     if position == 0:
         return ts
     if position == 1:
         return ids.astype(np.float64)
-    col = schema.columns[position - 2]
-    if col.ctype.is_numeric:
-        # a row of columns[NUMERIC], numbered among the numeric columns (all NaN where
-        # the batch lacks the column)
-        return columns[NUMERIC][sum(c.ctype.is_numeric for c in schema.columns[: position - 2])]
-    column = columns.get(col.name)
+    row = layout.numeric_row.get(position)
+    if row is not None:
+        return columns[NUMERIC][row]  # all NaN where the batch lacks the column
+    column = columns.get(layout.schema.columns[position - 2].name)
     return [None] * len(ts) if column is None else column
 
 
-def _ranges(lst: Any, schema: StreamSchema, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> tuple:
+def _ranges(lst: Any, layout: RowLayout, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any]) -> tuple:
     """Each row's satisfied range in one list, as the kernels take it."""
-    left = _column(lst.left_pos, schema, ts, ids, columns)
-    right = None if lst.right_pos is None else _column(lst.right_pos, schema, ts, ids, columns)
+    schema = layout.schema
+    left = _column(lst.left_pos, layout, ts, ids, columns)
+    right = None if lst.right_pos is None else _column(lst.right_pos, layout, ts, ids, columns)
     if lst.numeric:
         exact_right = None if lst.right_pos is None else _exact_values(lst.right_pos, schema, columns)
         return lst.covering.satisfied_many(left, right, _exact_values(lst.left_pos, schema, columns), exact_right)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -372,24 +372,34 @@ class MatchBatch:
         """One newline-terminated JSON object per result, in the order of :meth:`matches`."""
         for chunk in self._json_chunks():
             # JSON escapes newlines inside strings, so every "\n" ends a result
-            for line in chunk[:-1].split("\n"):
+            for line in chunk[:-1].decode().split("\n"):
                 yield line + "\n"
 
     def json_text(self) -> str:
         """All of :meth:`json_lines` as one string (non-finite values as ``Infinity``
         and ``NaN``, as Python's json module writes them)."""
-        return "".join(self._json_chunks())
+        return b"".join(self._json_chunks()).decode()
 
     def strict_json_text(self) -> tuple[str, int]:
         """:meth:`json_text` as strict JSON, what a JSONL file gets: every non-finite
         value written as null; and how many were."""
         replaced = [0]
-        return "".join(self._json_chunks(replaced)), replaced[0]
+        return b"".join(self._json_chunks(replaced)).decode(), replaced[0]
 
-    def _json_chunks(self, replaced: list[int] | None = None) -> Iterator[str]:
-        """Runs of whole JSON lines. The results of one assignment share (ts, ids,
-        values): that part is encoded once per query context, then prefixed with each
-        query's id. With ``replaced``, non-finite values become null, counted there."""
+    def write_json(self, write: Callable[[bytes], object]) -> int:
+        """:meth:`strict_json_text` encoded as UTF-8 and given to ``write`` in runs of
+        whole lines (a file's ``write``): no string of the whole batch is made. Returns
+        how many non-finite values were written as null."""
+        replaced = [0]
+        for chunk in self._json_chunks(replaced):
+            write(chunk)
+        return replaced[0]
+
+    def _json_chunks(self, replaced: list[int] | None = None) -> Iterator[bytes]:
+        """Runs of whole JSON lines, UTF-8 encoded. The results of one assignment share
+        (ts, ids, values): that part is encoded once per query context, then prefixed
+        with each query's id. With ``replaced``, non-finite values become null, counted
+        there."""
         plan = self.plan
         slot_context = plan.slot_context
         codes = plan.context_codes
@@ -410,8 +420,8 @@ class MatchBatch:
                         bad = [k for k, v in values.items() if isinstance(v, float) and not math.isfinite(v)]
                         encoded = _dumps_strict({k: None if k in bad else v for k, v in values.items()})
                         replaced[0] += len(bad) * len(chosen)
-                tail = ',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + encoded + "}\n"
-                yield tail.join([prefix[q] for q in chosen.tolist()]) + tail
+                tail = (',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + encoded + "}\n").encode()
+                yield tail.join(prefix[chosen].tolist()) + tail
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """query string, ts double, ids map<string,int64>, then the SELECT values, one

@@ -169,15 +169,41 @@ def _open_text(path: str) -> IO[str]:
     return open(path, "w", encoding="utf-8", newline="")
 
 
+class _EncodingWriter:
+    """A text stream with no byte buffer (an ``io.StringIO`` put in place of standard
+    output) taking bytes."""
+
+    def __init__(self, f: IO[str]) -> None:
+        self._f = f
+
+    def write(self, data: bytes) -> None:
+        self._f.write(data.decode())
+
+    def flush(self) -> None:
+        self._f.flush()
+
+
+def _stdout_bytes() -> IO[bytes] | _EncodingWriter:
+    sys.stdout.flush()  # what was printed before goes first
+    buffer = getattr(sys.stdout, "buffer", None)
+    return buffer if buffer is not None else _EncodingWriter(sys.stdout)
+
+
 class JsonlWriter(ResultWriter):
+    """Writes UTF-8 bytes: a batch's lines are encoded run by run, never made into one
+    string (standard output gets them through its byte buffer)."""
+
     def __init__(self, path: str) -> None:
         super().__init__(path)
         with _writing(self.what, path):
-            self._f = _open_text(path)
+            if path == "-":
+                self._f = _stdout_bytes()
+            else:
+                self._f = open(path, "wb")  # noqa: SIM115 - open across writes
 
     def _put(self, text: str) -> None:
         with _writing(self.what, self.path):
-            self._f.write(text)
+            self._f.write(text.encode())
             self._f.flush()
 
     def write(self, matches: Iterable[Match]) -> None:
@@ -189,9 +215,9 @@ class JsonlWriter(ResultWriter):
         self._put("".join(parts))
 
     def write_batch(self, batch: MatchBatch) -> int:
-        text, n = batch.strict_json_text()
-        self.nonfinite += n
-        self._put(text)
+        with _writing(self.what, self.path):
+            self.nonfinite += batch.write_json(self._f.write)
+            self._f.flush()
         return len(batch)
 
     def write_aggregates(self, batch: AggregateBatch) -> int:

@@ -73,6 +73,25 @@ def test_running_example_jsonl_on_stdout(capsys: pytest.CaptureFixture[str]) -> 
     assert re.search(r"^rejected:\s+0$", err, re.M)
 
 
+def test_jsonl_on_a_standard_output_without_a_byte_buffer(tmp_path: Path) -> None:
+    """Results are written as UTF-8 bytes; a standard output put in place as text only
+    (``io.StringIO``) still gets every line, non-ASCII text included, after what was
+    printed before."""
+    import contextlib
+    import io
+
+    ddl = write(tmp_path / "s.ddl", "REGISTER STREAM A (tag STRING);\n")
+    queries = write(tmp_path / "q.mqo", "Query ID: q\nSELECT * FROM A;\n")
+    data = write(tmp_path / "a.csv", "ts,tag\n1,naïve\n2,日本\n")
+    out = io.StringIO()
+    out.write("before\n")
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(match_args(f"A={data}", schema=ddl, queries=queries)) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "before"
+    assert [(r["query"], r["values"]["A.tag"]) for r in jsonl("\n".join(lines[1:]))] == [("q", "naïve"), ("q", "日本")]
+
+
 def test_the_heap_is_frozen_only_when_main_runs_as_the_program(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,12 +15,16 @@ from __future__ import annotations
 import gc
 import random
 import weakref
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mqo
 import mqo.plan_update
+from mqo.plan import Levels
 from tests.exact_workloads import Push, Register, Unregister, Workload, many_queries
 from tests.test_exact_differential import matcher, run_batches, run_push, run_replay
 
@@ -137,3 +141,22 @@ def test_a_replaced_plan_is_freed_at_once() -> None:
         assert m.plan.base_plan is None and replaced[0]() is None
     finally:
         gc.enable()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 3.0, Fraction(1, 3), Fraction(7, 3), 10.0]), min_size=0, max_size=8),
+    st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0, Fraction(1, 3), Fraction(10, 3), 20.0]), min_size=0, max_size=8),
+    st.data(),
+)
+def test_levels_of_two_parts_are_the_levels_of_all(first: list, second: list, data: st.DataObject) -> None:
+    """A merged plan's MAXWINDOW and horizon levels (both the path that appends new
+    values and the one that renumbers) are what numbering every record at once gives:
+    distinct values ascending, each record's own value, removed records at 0."""
+    zeroed = frozenset(data.draw(st.sets(st.integers(0, len(first) - 1))) if first else ())
+    got = mqo.plan_update._combined(Levels.of(first), Levels.of(second), zeroed)
+    every = [0.0 if i in zeroed else v for i, v in enumerate(first)] + second
+    want = Levels.of(every)
+    assert [got.values[k] for k in got.level_of.tolist()] == every
+    assert got.values == sorted(set(got.values)) and set(want.values) <= set(got.values)
+    assert got.floats == [float(v) for v in got.values]

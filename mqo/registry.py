@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mqo.table import RowQuery
+from mqo.table import RowBlock, RowQuery
 from predicates import Catalog, Kind, ListKey
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
@@ -117,6 +117,9 @@ class QueryRegistry:
         self._row_key = array("i")
         self._row_value = array("d")
         self._row_objects: dict[int, Any] = {}
+        # a table's rows are not copied into the columns above: their rows are made
+        # from the block when the plan is compiled (22 bytes a predicate fewer to keep)
+        self._blocks: list[_BlockRows] = []
         self._dead: set[int] = set()
         self._dead_rows = 0
         self._order = 0
@@ -269,18 +272,17 @@ class QueryRegistry:
                 strict=False,
             )
         )
-        self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
-        self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())
-        self._row_key.frombytes(np.tile(np.array(kids, np.int32), m).tobytes())
         if block is None:
+            self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
+            self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())
+            self._row_key.frombytes(np.tile(np.array(kids, np.int32), m).tobytes())
             self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
         else:
             row_numbers = np.array(rows, np.int64)
-            if rows[0] == 0 and len(block.values) == m * width and bool((np.diff(row_numbers) == 1).all()):
-                self._row_value.extend(block.values)  # every row, in order (the usual case)
-            else:
-                table = np.frombuffer(block.values, np.float64).reshape(-1, width)
-                self._row_value.frombytes(table[row_numbers].tobytes())
+            every = rows[0] == 0 and len(block.values) == m * width and bool((np.diff(row_numbers) == 1).all())
+            self._blocks.append(
+                _BlockRows(len(self._row_key), block, None if every else row_numbers, start, np.array(kids, np.int32))
+            )
         for kid in kids:
             self._key_uses[kid] += m
         self.version += 1
@@ -309,7 +311,7 @@ class QueryRegistry:
                 if not self._key_uses[kid]:
                     del self._key_id[key]
                     self._keys[kid] = None
-        if self._dead_rows > _COMPACT_WHEN_DEAD * max(len(self._row_key), 1):
+        if self._dead_rows > _COMPACT_WHEN_DEAD * max(self._n_rows(), 1):
             self._compact()
         self.version += 1
         return rq
@@ -342,9 +344,13 @@ class QueryRegistry:
         found.reverse()
         return found
 
+    def _n_rows(self) -> int:
+        return len(self._row_key) + sum(b.n_rows for b in self._blocks)
+
     def _compact(self) -> None:
         """Drop the rows of unregistered queries (amortized O(1) per removal)."""
-        keep = np.fromiter((q not in self._dead for q in self._row_query), bool, len(self._row_query))
+        dead = np.fromiter(self._dead, np.int64, len(self._dead))
+        keep = ~np.isin(np.frombuffer(self._row_query, np.int64), dead) if len(self._row_query) else np.ones(0, bool)
         objects = {}
         new_index = np.cumsum(keep) - 1
         for row, value in self._row_objects.items():
@@ -354,6 +360,14 @@ class QueryRegistry:
             column = getattr(self, name)
             kept = np.frombuffer(column, dtype=column.typecode if column.typecode != "h" else "int16")[keep]
             setattr(self, name, array(column.typecode, kept.tobytes()))
+        before = np.concatenate(([0], np.cumsum(keep)))  # kept columns' rows before each row
+        blocks = []
+        for b in self._blocks:
+            b.at = int(before[b.at])
+            b.drop(dead)
+            if b.n_queries:
+                blocks.append(b)
+        self._blocks = blocks
         self._row_objects = objects
         self._dead = set()
         self._dead_rows = 0
@@ -361,11 +375,14 @@ class QueryRegistry:
     def rows(self) -> dict[str, Any]:
         """The live predicate rows as arrays: ``order`` (query), ``disjunct``, ``key``
         (list key id), ``value`` (numeric constant) and ``objects`` (other constants
-        by row number)."""
+        by row number), in the order the queries were registered."""
         order = np.frombuffer(self._row_query, np.int64) if len(self._row_query) else np.zeros(0, np.int64)
         disjunct = np.frombuffer(self._row_disjunct, np.int16) if len(self._row_disjunct) else np.zeros(0, np.int16)
         key = np.frombuffer(self._row_key, np.int32) if len(self._row_key) else np.zeros(0, np.int32)
         value = np.frombuffer(self._row_value, np.float64) if len(self._row_value) else np.zeros(0, np.float64)
+        objects = self._row_objects
+        if self._blocks:
+            order, disjunct, key, value, objects = self._with_blocks(order, disjunct, key, value)
         live = np.ones(len(order), bool)
         if self._dead:
             live = ~np.isin(order, np.fromiter(self._dead, np.int64, len(self._dead)))
@@ -374,9 +391,29 @@ class QueryRegistry:
             "disjunct": disjunct,
             "key": key,
             "value": value,
-            "objects": self._row_objects,
+            "objects": objects,
             "live": live,
         }
+
+    def _with_blocks(
+        self, order: np.ndarray, disjunct: np.ndarray, key: np.ndarray, value: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, Any]]:
+        """The columns with the tables' rows made from their blocks, each where it was
+        registered; the other constants renumbered to match."""
+        pieces: list[tuple[np.ndarray, ...]] = []
+        at = 0
+        shift = np.zeros(len(order) + 1, np.int64)  # block rows before each column row
+        made = 0
+        for b in self._blocks:
+            pieces.append((order[at : b.at], disjunct[at : b.at], key[at : b.at], value[at : b.at]))
+            pieces.append(b.columns())
+            shift[b.at :] += b.n_rows
+            made += b.n_rows
+            at = b.at
+        pieces.append((order[at:], disjunct[at:], key[at:], value[at:]))
+        columns = [np.concatenate([piece[k] for piece in pieces]) for k in range(4)]
+        objects = {row + int(shift[row]): v for row, v in self._row_objects.items()}
+        return columns[0], columns[1], columns[2], columns[3], objects
 
     @property
     def key_ids(self) -> int:
@@ -415,3 +452,56 @@ class QueryRegistry:
         assert all(live.values()), "an unused list is kept"
         rows = self.rows()
         assert int(rows["live"].sum()) == sum(counts.values()), "predicate rows out of step with the queries"
+        # the live rows are the queries' predicates, in registration order
+        objects, keys, value = rows["objects"], self._keys, rows["value"]
+        got = [
+            (int(rows["order"][r]), int(rows["disjunct"][r]), keys[rows["key"][r]], objects.get(r, float(value[r])))
+            for r in np.flatnonzero(rows["live"]).tolist()
+        ]
+        want = [(rq.order, d, key, value) for rq in self for d, key, value in rq.predicates()]
+        assert got == want, "predicate rows differ from the queries' predicates"
+
+
+class _BlockRows:
+    """The predicate rows of table queries registered together, kept as their block:
+    query ``k`` is number ``first_order + k`` and block row ``block_rows[k]`` (all the
+    block's rows in order when None); ``at``: how many column rows precede them."""
+
+    __slots__ = ("at", "block", "block_rows", "kids", "orders")
+
+    def __init__(self, at: int, block: RowBlock, block_rows: np.ndarray | None, first_order: int, kids: np.ndarray):
+        self.at = at
+        self.block = block
+        self.block_rows = block_rows
+        self.kids = kids
+        m = len(block.values) // block.width if block_rows is None else len(block_rows)
+        self.orders = np.arange(first_order, first_order + m, dtype=np.int64)
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.orders)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.orders) * len(self.kids)
+
+    def drop(self, dead: np.ndarray) -> None:
+        """Forget the queries numbered in ``dead``."""
+        keep = ~np.isin(self.orders, dead)
+        if keep.all():
+            return
+        rows = self.block_rows if self.block_rows is not None else np.arange(len(self.orders), dtype=np.int64)
+        self.block_rows = rows[keep]
+        self.orders = self.orders[keep]
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(order, disjunct, key, value) of every row, query after query."""
+        width = len(self.kids)
+        table = np.frombuffer(self.block.values, np.float64).reshape(-1, width)
+        values = table if self.block_rows is None else table[self.block_rows]
+        return (
+            np.repeat(self.orders, width),
+            np.zeros(self.n_rows, np.int16),
+            np.tile(self.kids, len(self.orders)),
+            values.reshape(-1),
+        )

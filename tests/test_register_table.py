@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import warnings
 
 import numpy as np
@@ -188,3 +189,48 @@ def test_a_placeholder_glued_to_a_number_is_left_to_the_written_text():
     with pytest.raises(mqo.QueryError) as got:
         mqo.Matcher(DDL).register_table("SELECT * FROM B WHERE B.pressure < :c1.5", table)
     assert got.value.message == want.value.message
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_registry_rows_stay_the_queries_predicates_through_changes(seed: int) -> None:
+    """Tables (kept as their blocks), texts (some with exact and string-free constants
+    past the doubles) and removals, interleaved until the registry compacts more than
+    once: after every change the registry's rows are its queries' predicates in
+    registration order (``QueryRegistry._check``), and the matches are those of the
+    same queries registered and removed as written-out texts."""
+    rnd = random.Random(seed)
+    template = "SELECT * FROM B WHERE B.pressure < :c1 AND B.temp >= :c2"
+    got, want = mqo.Matcher(DDL), mqo.Matcher(DDL)
+    live: list[str] = []
+    for step in range(30):
+        roll = rnd.random()
+        if roll < 0.35:
+            n = rnd.randint(2, 30)
+            table = {
+                "c1": np.array([round(rnd.uniform(-10, 10), 1) for _ in range(n)]),
+                "c2": np.array([round(rnd.uniform(-10, 10), 1) for _ in range(n)]),
+                "id": np.array([f"t{step}_{i}" for i in range(n)], dtype=object),
+            }
+            got.register_table(template, table, id_column="id")
+            full = {**table, "k": [1] * n, "w": [1] * n}
+            want.register_queries([f"Query ID: t{step}_{i}\n" + text_of(template, full, i) for i in range(n)])
+            live += [f"t{step}_{i}" for i in range(n)]
+        elif roll < 0.6:
+            texts = [
+                f"Query ID: x{step}_{i}\nSELECT * FROM B WHERE B.pressure * 3 < {rnd.randint(-9, 9)} AND B.alert = 1"
+                if i % 2
+                else f"Query ID: x{step}_{i}\nSELECT * FROM B, H MAXWINDOW 3 WHERE B.temp <= 2 * H.vib + {i}"
+                for i in range(rnd.randint(1, 6))
+            ]
+            for m in (got, want):
+                m.register_queries(texts)
+            live += [t.split("\n")[0].removeprefix("Query ID: ") for t in texts]
+        else:
+            for name in rnd.sample(live, k=min(len(live), rnd.randint(1, 25))):
+                live.remove(name)
+                for m in (got, want):
+                    m.unregister_query(name)
+        got.registry._check()
+        if step % 10 == 9:
+            assert matches(got, step) == matches(want, step)
+    assert got.query_ids == want.query_ids == live

@@ -81,15 +81,23 @@ _NO_PART = (np.zeros((1, 1), np.uint64), np.zeros(1, np.int64), np.zeros(0, np.i
 
 @dataclass
 class ListUsers:
-    """One list, as the kernels see it: its mode, size and users in covering order."""
+    """One list, as the kernels see it: its mode, size and users in covering order,
+    ``users[offsets[p]:offsets[p + 1]]`` for position ``p``. ``offsets`` may be a view
+    (from position ``csr_base`` on) of an array of positions that other lists share,
+    with ``users``: lists that all share theirs are read in place, not copied."""
 
     op: str
     offsets: np.ndarray  # int64, n + 1
     users: np.ndarray  # int32 slot numbers
+    csr_base: int = 0
 
     @property
     def n(self) -> int:
         return len(self.offsets) - 1
+
+    @property
+    def n_users(self) -> int:
+        return int(self.offsets[-1] - self.offsets[0])
 
 
 class KillBitsets:
@@ -245,29 +253,27 @@ def _build(
     }
     per_budget = max(budget_bytes // max(count, 1), 4 * width * 8)
     tables: list[np.ndarray] = []
-    offsets: list[np.ndarray] = []
-    users: list[np.ndarray] = []
+    flat_offsets, flat_users, bases = _shared_csr(lists)
+    per_list["csr_base"][:] = bases
+    shifted_users: dict[int, np.ndarray] = {}
     rows = 0
-    users_so_far = 0
-    positions_so_far = 0
     for l, lst in enumerate(lists):
         mode = per_list["modes"][l]
         n = lst.n
         sides = 2 if mode == modes.MODE_EQUAL else 1
-        per_position = len(lst.users) / max(n, 1)
+        per_position = lst.n_users / max(n, 1)
         stride = 1
         while 2 * stride * per_position * WALK_SHARE <= width and stride < max(n, 1):
             stride *= 2
         while (n // stride + 2) * sides * width * 8 > per_budget and stride < max(n, 1):
             stride *= 2
         per_list["strides"][l] = stride
-        per_list["csr_base"][l] = positions_so_far
-        offsets.append(lst.offsets[:-1] + users_so_far if l < count - 1 else lst.offsets + users_so_far)
-        users.append(lst.users.astype(np.int32, copy=False))
-        positions_so_far += n
-        users_so_far += len(lst.users)
         # the table's rows cover words [first_word, words): slot numbers shift with them
-        shifted = lst.users.astype(np.int32) - shift if shift else lst.users
+        shifted = lst.users
+        if shift:
+            shifted = shifted_users.get(id(lst.users))
+            if shifted is None:
+                shifted = shifted_users[id(lst.users)] = lst.users.astype(np.int32) - shift
         if mode in (modes.MODE_LESS, modes.MODE_EQUAL):
             table = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, False)
             per_list["prefix_rows"][l] = rows
@@ -282,13 +288,37 @@ def _build(
             rows += table.shape[0]
         if mode == modes.MODE_NOT_EQUAL:
             per_list["any_rows"][l] = rows
-            tables.append(bitset_of(shifted, width)[None, :])
+            tables.append(bitset_of(shifted[lst.offsets[0] : lst.offsets[-1]], width)[None, :])
             rows += 1
     table = np.concatenate(tables) if tables else np.zeros((1, max(width, 1)), np.uint64)
-    if offsets:
-        flat_offsets = np.concatenate(offsets).astype(np.int64)
-        flat_users = np.concatenate(users).astype(np.int32)
-    else:
-        flat_offsets = np.zeros(1, np.int64)
-        flat_users = np.zeros(0, np.int32)
     return per_list, table, flat_offsets, flat_users
+
+
+def _shared_csr(lists: list[ListUsers]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """One array of positions and one of users for the kernels, and each list's first
+    position in it: the lists' own when they all share one pair (a plan's lists do,
+    :func:`mqo.plan.share_csr`), else the lists' entries copied into new ones."""
+    if not lists:
+        return np.zeros(1, np.int64), np.zeros(0, np.int32), []
+    users, positions = lists[0].users, lists[0].offsets.base
+    if (
+        positions is not None
+        and users.dtype == np.int32
+        and positions.dtype == np.int64
+        and all(lst.users is users and lst.offsets.base is positions for lst in lists)
+    ):
+        return positions, users, [lst.csr_base for lst in lists]
+    offsets: list[np.ndarray] = []
+    own: list[np.ndarray] = []
+    bases = []
+    users_so_far = 0
+    positions_so_far = 0
+    for lst in lists:
+        first = int(lst.offsets[0])
+        offsets.append(lst.offsets[:-1] - first + users_so_far)
+        own.append(lst.users[first : int(lst.offsets[-1])].astype(np.int32, copy=False))
+        bases.append(positions_so_far)
+        positions_so_far += lst.n
+        users_so_far += lst.n_users
+    offsets.append(np.array([users_so_far], np.int64))
+    return np.concatenate(offsets).astype(np.int64), np.concatenate(own).astype(np.int32), bases

@@ -77,7 +77,12 @@ class CompiledList:
 
     ``constants`` are in exact ascending order: floats that mean what they print as,
     or Fractions (:func:`predicates.numbers.faithful`), or strings and booleans.
-    ``integer``: the left column holds integers."""
+    ``integer``: the left column holds integers.
+
+    The users of position ``p`` are ``users[offsets[p]:offsets[p + 1]]``: ``users`` is
+    the plan's one array of every list's users and ``offsets`` a view of the plan's one
+    array of positions, from position ``csr_base`` on (``plan_compile.SharedCsr``), so
+    the kernel tables read the plan's arrays instead of keeping a copy."""
 
     kind: Kind
     index: int
@@ -95,10 +100,16 @@ class CompiledList:
     numeric: bool
     integer: bool = False
     doubles: bool = False  # every constant a float that means what it prints as
+    csr_base: int = 0
 
     @property
     def n(self) -> int:
         return len(self.constants)
+
+    @property
+    def own_users(self) -> np.ndarray:
+        """The users of every position, in covering order (a view)."""
+        return self.users[self.offsets[0] : self.offsets[-1]]
 
     @cached_property
     def covering(self) -> CoveringList:
@@ -110,10 +121,10 @@ class CompiledList:
 
     @cached_property
     def kill(self) -> KillTable:
-        return KillTable.from_csr(self.offsets, self.users, self.slot_bits)
+        return KillTable.from_csr(self.offsets - self.offsets[0], self.own_users, self.slot_bits)
 
     def as_users(self) -> ListUsers:
-        return ListUsers(self.key.op, self.offsets, self.users)
+        return ListUsers(self.key.op, self.offsets, self.users, self.csr_base)
 
     def users_of(self, position: int) -> np.ndarray:
         return self.users[self.offsets[position] : self.offsets[position + 1]]
@@ -323,7 +334,7 @@ class CompiledPlan:
         for kind in (Kind.JOIN, Kind.WINDOW):
             for lst in self.lists[kind]:
                 a, b = lst.left_stream, lst.right_stream
-                mask = mask_of(lst.users)
+                mask = mask_of(lst.own_users)
                 out[kind][a][b] |= mask  # type: ignore[index]
                 out[kind][b][a] |= mask  # type: ignore[index]
         return out

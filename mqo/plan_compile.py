@@ -116,6 +116,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     by_key = np.argsort(narrow, kind="stable")
     bounds = np.searchsorted(row_key[by_key], np.arange(registry.key_ids + 1, dtype=row_key.dtype))
 
+    csr = SharedCsr(len(row_key))
     exact_row_numbers = np.fromiter((r for r, v in rows["objects"].items() if isinstance(v, Fraction)), np.int64)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}
@@ -141,6 +142,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         else:
             values = [objects[int(row_numbers[c])] for c in chosen]
             constants, offsets, users = _distinct_objects(values, slots)
+        offsets, users, csr_base = csr.add(offsets, users)
         right_stream = right_pos = None
         if key.right is not None:
             right_stream = stream_number(key.right.stream)
@@ -162,6 +164,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
             numeric=key.family == "number",
             integer=_holds_integers(schema_of(key.left.stream), key.left.column),
             doubles=doubles,
+            csr_base=csr_base,
         )
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n
@@ -237,6 +240,32 @@ def _context_code(context: Context, stream_number: Any, schema_of: Any) -> Conte
         mask |= 1 << s
     outputs = tuple((out.name, compile_value(out.expr, stream_number, schema_of)) for out in bound.outputs)
     return ContextCode(aliases, ids, mask, outputs)
+
+
+class SharedCsr:
+    """Every list's users in one array, and its positions' offsets (into it) in
+    another, written as the lists are made: a list's ``offsets`` is a view, so the
+    kernel tables read the plan's arrays in place (:mod:`indexes.kill_bitsets`), and no
+    list keeps arrays of its own. ``rows``: the users of all lists; the offsets array
+    is made that long too (a position has at least one user), and its unused end is
+    never written, so never resident."""
+
+    def __init__(self, rows: int) -> None:
+        self.users = np.empty(rows, np.int32)
+        self.offsets = np.empty(rows + 1, np.int64)
+        self.offsets[0] = 0
+        self.positions = 0
+        self.used = 0
+
+    def add(self, offsets: np.ndarray, users: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """A list's CSR arrays (offsets from 0) written in: its offsets view, the
+        shared users and its first position."""
+        n, m = len(offsets) - 1, len(users)
+        p, u = self.positions, self.used
+        self.users[u : u + m] = users
+        np.add(offsets, u, out=self.offsets[p : p + n + 1])  # its end is the next list's start
+        self.positions, self.used = p + n, u + m
+        return self.offsets[p : p + n + 1], self.users, p
 
 
 def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[array, np.ndarray, np.ndarray]:

@@ -93,9 +93,10 @@ def _merged(
 
     lists = {}
     bits = {}
+    users: dict[int, np.ndarray] = {}  # the delta's users (one array, shared) numbered after the base's slots
     for kind in TYPES:
         moved = [
-            _moved(lst, len(base.lists[kind]), base.bits[kind], n_base, n_base + delta.n_slots)
+            _moved(lst, len(base.lists[kind]), base.bits[kind], n_base, n_base + delta.n_slots, users)
             for lst in delta.lists[kind]
         ]
         lists[kind] = base.lists[kind] + moved
@@ -145,16 +146,22 @@ def _merged(
     return plan
 
 
-def _moved(lst: CompiledList, lists_before: int, bits_before: int, slots_before: int, slot_bits: int) -> CompiledList:
+def _moved(
+    lst: CompiledList, lists_before: int, bits_before: int, slots_before: int, slot_bits: int, users: dict
+) -> CompiledList:
     """A delta plan's list numbered after the base's lists, bits and slots. A shallow
     copy (``dataclasses.replace`` would make its search arrays anew): the covering list
-    is the same, the kill table (made from the users) is not."""
+    is the same, the kill table (made from the users) is not. ``users``: the delta's
+    users arrays already renumbered, by id (its lists share one)."""
     out = object.__new__(CompiledList)
     out.__dict__.update(lst.__dict__)  # copy.copy's protocol costs four times as much
     out.__dict__.pop("kill", None)
     out.index = lst.index + lists_before
     out.base = lst.base + bits_before
-    out.users = (lst.users + slots_before).astype(np.int32)
+    renumbered = users.get(id(lst.users))
+    if renumbered is None:
+        renumbered = users[id(lst.users)] = (lst.users + slots_before).astype(np.int32)
+    out.users = renumbered
     out.slot_bits = slot_bits
     return out
 

@@ -11,8 +11,9 @@ exactly (:func:`mqo.prepare.attribute_ranges`).
 
 The kernel takes only arrays and scalars: ``values[c, i]`` (float64, NaN is NULL) is
 column ``c`` of row ``i``; list ``l`` reads column ``columns[l]`` with operator
-``ops[l]`` (the ``OP_*`` codes) over the cuts ``lt[offsets[l]:offsets[l + 1]]`` and
-``le[...]``; it writes ``lo[rows[l], i]``, ``hi[rows[l], i]`` in the kernels' form
+``ops[l]`` (the ``OP_*`` codes) over the cuts ``lt[starts[l]:ends[l]]`` and ``le[...]``
+(the lists' cuts may lie anywhere in ``lt``: a plan's doubles are one array, read in
+place); it writes ``lo[rows[l], i]``, ``hi[rows[l], i]`` in the kernels' form
 (``lo = NULL`` for a NULL value; for ``!=`` ``[lo, hi)`` is the run that fails), so
 a stream's lists go straight to their rows among all its lists.
 """
@@ -50,13 +51,14 @@ def list_ranges(
     ops: np.ndarray,
     lt: np.ndarray,
     le: np.ndarray,
-    offsets: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
     rows: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:
     for l in range(ops.shape[0]):
-        start, end = offsets[l], offsets[l + 1]
+        start, end = starts[l], ends[l]
         n = end - start
         op = ops[l]
         c = columns[l]

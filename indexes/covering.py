@@ -109,8 +109,11 @@ class CoveringList:
         if op not in _OPS:
             raise ValueError(f"unknown operator {op!r}")
         self.op = op
+        shared = None
+        if isinstance(constants, np.ndarray):  # doubles in a plan's one array: read in place
+            shared, constants = constants, constants.data  # a memoryview bisects as fast as an array
         # an array of doubles stays as it is (a list would take four times the memory)
-        self.constants = constants if isinstance(constants, array) else list(constants)
+        self.constants = constants if isinstance(constants, (array, memoryview)) else list(constants)
         self.n = len(self.constants)
         self.integer = integer
         self.factor = factor
@@ -120,11 +123,12 @@ class CoveringList:
             self.floats = self.constants
             self._lt = self._le = self.constants  # a faithful float is its own cut (float_cut)
             if factor is None:
-                cuts = (
-                    np.frombuffer(self.constants, np.float64)
-                    if isinstance(self.constants, array)
-                    else np.array(self.constants, np.float64)
-                )
+                if shared is not None:
+                    cuts = shared
+                elif isinstance(self.constants, array):
+                    cuts = np.frombuffer(self.constants, np.float64)
+                else:
+                    cuts = np.array(self.constants, np.float64)
                 self._arrays = (cuts, cuts)
             return
         numeric = all(isinstance(c, (float, int, Fraction)) and not isinstance(c, bool) for c in self.constants)
@@ -243,10 +247,9 @@ class CoveringList:
 
             lt, le = self._cut_arrays()
             found_lo, found_hi = np.empty((1, count), np.int64), np.empty((1, count), np.int64)
-            one = np.zeros(1, np.int64)
-            list_ranges(
-                left.reshape(1, count), one, np.array([OP_CODES[op]]), lt, le, np.array([0, n]), one, found_lo, found_hi
-            )
+            one, ends = np.zeros(1, np.int64), np.array([n], np.int64)
+            codes = np.array([OP_CODES[op]], np.int64)
+            list_ranges(left.reshape(1, count), one, codes, lt, le, one, ends, one, found_lo, found_hi)
             lo, hi = found_lo[0], found_hi[0]
             # integers past 2**53 are not all doubles: those rows are decided one by one
             unsure = (np.abs(left) >= EXACT_INTEGERS) if self.integer else None

@@ -102,7 +102,7 @@ def explain_text(
             out.append("  (none)")
         for lst in lists:
             out.append(f"  list {lst.index}: {lst.key.describe()}    [{_covering_note(lst)}]")
-            constants = lst.constants
+            constants = lst.values
             width = max(len(_predicate_text(lst, c)) for c in constants)
             for i, c in enumerate(constants):
                 text = _predicate_text(lst, c)

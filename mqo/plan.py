@@ -88,7 +88,7 @@ class CompiledList:
     index: int
     key: ListKey
     base: int
-    constants: Sequence[Any]  # an array("d") when ``doubles``
+    constants: Sequence[Any]  # a float64 view of the plan's constants when ``doubles``
     offsets: np.ndarray
     users: np.ndarray
     slot_bits: int
@@ -105,6 +105,11 @@ class CompiledList:
     @property
     def n(self) -> int:
         return len(self.constants)
+
+    @property
+    def values(self) -> Sequence[Any]:
+        """The constants as Python values (a view of doubles read as floats)."""
+        return self.constants.data if isinstance(self.constants, np.ndarray) else self.constants
 
     @property
     def own_users(self) -> np.ndarray:

@@ -7,7 +7,6 @@ slots using each. Compiling is O(P log P) for P predicate occurrences.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -142,7 +141,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         else:
             values = [objects[int(row_numbers[c])] for c in chosen]
             constants, offsets, users = _distinct_objects(values, slots)
-        offsets, users, csr_base = csr.add(offsets, users)
+        constants, offsets, users, csr_base = csr.add(constants, offsets, users)
         right_stream = right_pos = None
         if key.right is not None:
             right_stream = stream_number(key.right.stream)
@@ -243,40 +242,46 @@ def _context_code(context: Context, stream_number: Any, schema_of: Any) -> Conte
 
 
 class SharedCsr:
-    """Every list's users in one array, and its positions' offsets (into it) in
-    another, written as the lists are made: a list's ``offsets`` is a view, so the
-    kernel tables read the plan's arrays in place (:mod:`indexes.kill_bitsets`), and no
-    list keeps arrays of its own. ``rows``: the users of all lists; the offsets array
-    is made that long too (a position has at least one user), and its unused end is
+    """Every list's users in one array, its positions' offsets (into it) in another,
+    and the constants of lists of doubles in a third, position for position, written
+    as the lists are made: a list's ``offsets`` (and such ``constants``) are views, so
+    the kernel tables and the attribute kernel read the plan's arrays in place
+    (:mod:`indexes.kill_bitsets`, :func:`mqo.prepare.attribute_ranges`), and no list
+    keeps arrays of its own. ``rows``: the users of all lists; the other arrays are
+    made that long too (a position has at least one user), and their unused ends are
     never written, so never resident."""
 
     def __init__(self, rows: int) -> None:
         self.users = np.empty(rows, np.int32)
         self.offsets = np.empty(rows + 1, np.int64)
         self.offsets[0] = 0
+        self.constants = np.empty(rows, np.float64)
         self.positions = 0
         self.used = 0
 
-    def add(self, offsets: np.ndarray, users: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """A list's CSR arrays (offsets from 0) written in: its offsets view, the
-        shared users and its first position."""
+    def add(self, constants: Any, offsets: np.ndarray, users: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, int]:
+        """A list's constants (a float64 array when doubles) and CSR arrays (offsets
+        from 0) written in: its constants, offsets view, the shared users and its first
+        position."""
         n, m = len(offsets) - 1, len(users)
         p, u = self.positions, self.used
         self.users[u : u + m] = users
         np.add(offsets, u, out=self.offsets[p : p + n + 1])  # its end is the next list's start
+        if isinstance(constants, np.ndarray):
+            self.constants[p : p + n] = constants
+            constants = self.constants[p : p + n]
         self.positions, self.used = p + n, u + m
-        return self.offsets[p : p + n + 1], self.users, p
+        return constants, self.offsets[p : p + n + 1], self.users, p
 
 
-def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[array, np.ndarray, np.ndarray]:
-    """Distinct constants (ascending; ``values`` is sorted) as an array of doubles (8
-    bytes each, where Python floats in a list take 32: a million subscriptions have
-    twenty million constants) and, as CSR arrays, the slots using each."""
+def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct constants (ascending; ``values`` is sorted) as doubles and, as CSR
+    arrays, the slots using each."""
     if not len(values):
-        return array("d"), np.zeros(1, np.int64), np.zeros(0, np.int32)
+        return np.zeros(0, np.float64), np.zeros(1, np.int64), np.zeros(0, np.int32)
     starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
     offsets = np.append(starts, len(values)).astype(np.int64)
-    return array("d", values[starts].astype(np.float64).tobytes()), offsets, slots.astype(np.int32)
+    return values[starts].astype(np.float64), offsets, slots.astype(np.int32)
 
 
 def _holds_integers(schema: StreamSchema, column: str) -> bool:

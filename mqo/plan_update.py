@@ -253,9 +253,10 @@ def _slot_facts(plan: CompiledPlan) -> dict:
     predicates: dict[int, list] = {}
     for kind in TYPES:
         for lst in plan.lists[kind]:
+            values = lst.values
             for position in range(lst.n):
                 for u in lst.users_of(position).tolist():
-                    predicates.setdefault(u, []).append((repr(lst.key), repr(lst.constants[position])))
+                    predicates.setdefault(u, []).append((repr(lst.key), repr(values[position])))
     facts = {}
     for q in range(plan.n_slots):
         mask = int(plan.slot_stream_mask[q])

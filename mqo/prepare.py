@@ -215,7 +215,8 @@ class _KernelLists:
     ops: np.ndarray
     lt: np.ndarray
     le: np.ndarray
-    offsets: np.ndarray
+    starts: np.ndarray  # per chosen list, where its cuts are in ``lt`` and ``le``
+    ends: np.ndarray
     integers: list[int]  # indexes into ``chosen`` of lists over integer columns
     others: list[int]  # list numbers (among all the stream's) decided one by one
 
@@ -236,7 +237,7 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
     from indexes.attribute_kernels import OP_CODES
 
     row_of = plan.per_stream(stream, row_layout).numeric_row
-    chosen, others, columns, ops, lts, les = [], [], [], [], [], []
+    chosen, others, columns, ops, lts, les, bases = [], [], [], [], [], [], []
     integers = []
     for l, lst in enumerate(plan.attr_lists[stream][first:], first):
         if not lst.numeric or lst.right_pos is not None or lst.left_pos not in row_of:
@@ -250,18 +251,27 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
         lt, le = lst.covering.cuts()
         lts.append(lt)
         les.append(le)
-    offsets = np.zeros(len(chosen) + 1, np.int64)
-    np.cumsum([len(lt) for lt in lts], out=offsets[1:])
-    lt = np.concatenate(lts) if lts else np.zeros(0)
-    # doubles are their own cuts (lt is le): one array, not two copies of every constant
-    le = lt if all(a is b for a, b in zip(lts, les, strict=True)) else np.concatenate(les)
+        bases.append(lst.csr_base)
+    sizes = np.fromiter(map(len, lts), np.int64, len(lts))
+    shared = lts[0].base if lts else None
+    if shared is not None and all(a is b and a.base is shared for a, b in zip(lts, les, strict=True)):
+        # doubles are their own cuts, views of the plan's one array: read in place
+        lt = le = shared
+        starts = np.array(bases, np.int64)
+    else:
+        starts = np.zeros(len(lts), np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        lt = np.concatenate(lts) if lts else np.zeros(0)
+        # doubles are their own cuts (lt is le): one array, not two copies of every constant
+        le = lt if all(a is b for a, b in zip(lts, les, strict=True)) else np.concatenate(les)
     return _KernelLists(
         np.array(chosen, np.int64),
         np.array(columns, np.int64),
         np.array(ops, np.int64),
         lt,
         le,
-        offsets,
+        starts,
+        starts + sizes,
         integers,
         others,
     )
@@ -283,7 +293,7 @@ def attribute_ranges(
     for part in plan.per_stream(stream, _kernel_parts):
         if len(part.chosen):
             values = columns[NUMERIC]
-            list_ranges(values, part.columns, part.ops, part.lt, part.le, part.offsets, part.chosen, lo, hi)
+            list_ranges(values, part.columns, part.ops, part.lt, part.le, part.starts, part.ends, part.chosen, lo, hi)
             for k in part.integers:
                 # integers past 2**53 are not all doubles: their rows are decided exactly
                 column = values[part.columns[k]]

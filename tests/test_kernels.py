@@ -169,14 +169,23 @@ def test_list_ranges(table):
     from indexes.attribute_kernels import OP_CODES, list_ranges
 
     values, columns, ops, lt, le = table
-    offsets = np.zeros(len(ops) + 1, np.int64)
-    offsets[1:] = np.cumsum([len(c) for c in lt])
+    # the lists' cuts anywhere in the arrays, in another order and with other values
+    # between them (as a plan's one array of doubles holds them)
+    order = list(range(len(ops)))[::2] + list(range(len(ops)))[1::2]
+    starts = np.zeros(len(ops), np.int64)
+    flat_lt: list[float] = [-1e300]
+    flat_le: list[float] = [-1e300]
+    for l in order:
+        starts[l] = len(flat_lt)
+        flat_lt += lt[l] + [1e300, -1e300]
+        flat_le += le[l] + [1e300, -1e300]
+    ends = starts + np.array([len(c) for c in lt], np.int64)
     lo = np.empty((len(ops), values.shape[1]), np.int64)
     hi = np.empty_like(lo)
-    flat = lambda rows: np.array([c for row in rows for c in row], np.float64)  # noqa: E731
     codes = np.array([OP_CODES[op] for op in ops], np.int64)
     rows = np.arange(len(ops), dtype=np.int64)[::-1].copy()  # each list to its row, here in reverse
-    list_ranges(values, np.array(columns, np.int64), codes, flat(lt), flat(le), offsets, rows, lo, hi)
+    flat = lambda cuts: np.array(cuts, np.float64)  # noqa: E731
+    list_ranges(values, np.array(columns, np.int64), codes, flat(flat_lt), flat(flat_le), starts, ends, rows, lo, hi)
     want_lo, want_hi = naive.list_ranges(values, columns, ops, lt, le)
     assert lo[::-1].tolist() == want_lo
     assert hi[::-1].tolist() == want_hi

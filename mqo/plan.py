@@ -39,6 +39,7 @@ from indexes.exact import at_least, span_sign
 from indexes.kill_bitsets import DEFAULT_BUDGET_BYTES, KillBitsets, ListUsers, bitset_of, words_for
 from indexes.kill_table import KillTable, mask_of, mask_of_flags
 from mqo.expressions import TestFn, ValueFn
+from mqo.memory import release_freed_memory
 from mqo.registry import RegisteredQuery
 from predicates import INDEXED_KINDS, Catalog, Kind, ListKey, Residual, StreamSchema
 from predicates.normalize import to_float
@@ -458,6 +459,7 @@ class CompiledPlan:
             lists = [lst.as_users() for lst in self.attr_lists[stream]]
             if self.base_plan is None:
                 tables = KillBitsets(lists, self.n_slots, base, budget_bytes)
+                release_freed_memory(self.n_slots)
             else:
                 shared = self.base_plan.kill_bitsets(stream, budget_bytes)
                 added = lists[len(self.base_plan.attr_lists[stream]) :]

@@ -29,6 +29,7 @@ from mqo.aggregation import AggregateBatch, Aggregator
 from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
 from mqo.clock import Clock
 from mqo.config import MatcherConfig
+from mqo.memory import release_freed_memory
 from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
@@ -110,6 +111,7 @@ class Registrations:
                     raise QueryError(f"query id {query_id} is already registered", None, None)
                 instances = [_renamed(instances[0], query_id)]
             self.add(instances)
+        release_freed_memory(len(instances))
         return [inst.name for inst in instances]
 
     def register_table(self, template: str, table: Any, id_column: str | None, source_name: str) -> list[str]:
@@ -126,6 +128,7 @@ class Registrations:
                 template, table, id_column, source_name, self.registry, self.next_position, compile_text
             )
             self.add(instances)
+        release_freed_memory(len(names))
         return names
 
     def add(self, instances: list[Query], since_ts: Any = None) -> None:
@@ -206,6 +209,7 @@ class Registrations:
             if plan is None:  # past a limit of changes: compile it whole
                 plan = compile_plan(registry, self._version)
                 registry.forget_removals(plan.removal_mark)
+                release_freed_memory(plan.n_slots)
             if self.config.check:
                 registry._check()
                 check_plan(plan, registry)

@@ -348,12 +348,12 @@ def _instantiate(
     distinct_keys = len(set(keys)) == len(keys)
     if numeric and distinct_keys and value_columns:
         block = RowBlock(context, maxwindow, key_tuple, residuals, np.column_stack(value_columns))
-        made = list(map(RowQuery, [names[row] for row in rows.tolist()], repeat(block), range(len(rows))))
         if len(rows) == len(out) and rows[0] == 0 and rows[-1] == len(out) - 1:
-            out[:] = made  # all rows, in order (the usual case)
+            # all rows, in order (the usual case): no list of row numbers made between
+            out[:] = map(RowQuery, names, repeat(block), range(len(rows)))
         else:
-            for row, query in zip(rows.tolist(), made, strict=True):
-                out[row] = query
+            for k, row in enumerate(rows.tolist()):
+                out[row] = RowQuery(names[row], block, k)
         return
     for j, row in enumerate(rows.tolist()):
         pairs = dict.fromkeys((k, _plain(c[j])) for k, c in zip(keys, value_columns, strict=True))

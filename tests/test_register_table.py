@@ -234,3 +234,38 @@ def test_registry_rows_stay_the_queries_predicates_through_changes(seed: int) ->
         if step % 10 == 9:
             assert matches(got, step) == matches(want, step)
     assert got.query_ids == want.query_ids == live
+
+
+def test_large_builds_give_their_freed_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk registration, a whole compile and the kernel tables of a large plan each
+    hand the C heap's freed pages back (the threshold lowered here so that a small
+    workload counts as large); small ones do not call it at all."""
+    import mqo.memory
+
+    calls: list[int] = []
+    monkeypatch.setattr(mqo.memory, "_looked", True)
+    monkeypatch.setattr(mqo.memory, "_trim", lambda pad: calls.append(pad) or 1)
+    table = {"c1": np.arange(50.0), "c2": np.arange(50.0)}
+    template = "SELECT * FROM B WHERE B.pressure < :c1 AND B.temp >= :c2"
+    m = mqo.Matcher(DDL)
+    m.register_table(template, table)
+    m.push("B", 1.0, {"pressure": 1.0, "temp": 1.0, "alert": 0})
+    assert calls == []
+    monkeypatch.setattr(mqo.memory, "LARGE_BUILD", 50)
+    m = mqo.Matcher(DDL)
+    m.register_table(template, table)
+    assert calls == [0]
+    got = m.push("B", 1.0, {"pressure": 1.0, "temp": 100.0, "alert": 0})  # compile, then kernel tables
+    assert calls == [0, 0, 0]
+    assert sorted(int(r.query) for r in got) == list(range(3, 51))
+
+
+def test_releasing_freed_memory_is_real_on_glibc_and_a_no_op_elsewhere() -> None:
+    import ctypes
+    import sys
+
+    import mqo.memory
+
+    assert mqo.memory.release_freed_memory(10) is False
+    glibc = sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "malloc_trim")
+    assert mqo.memory.release_freed_memory(mqo.memory.LARGE_BUILD) is glibc

@@ -182,12 +182,22 @@ class CoveringList:
         k, kf, cs, floats = self.factor, self._kf, self.constants, self.floats
         assert k is not None
         n = self.n
-        diff = left - kf * right
+        term = kf * right
+        diff = left - term
+        g = bisect.bisect_left(floats, diff)
+        # Usually the doubles decide both neighbours of the guess as linear_sign would
+        # (the same difference against the same band, computed alike): then both
+        # boundaries are the guess (the sign is + before it, - from it on), no exact test.
+        scale = abs(left) + abs(term)
+        if (g == 0 or diff - floats[g - 1] > RELATIVE_BAND * (scale + abs(floats[g - 1])) + ABSOLUTE_BAND) and (
+            g == n or floats[g] - diff > RELATIVE_BAND * (scale + abs(floats[g])) + ABSOLUTE_BAND
+        ):
+            return g, g
 
         def sign(i: int) -> int:
             return linear_sign(left, k, kf, right, cs[i], floats[i])
 
-        below = first_true(0, n, lambda i: sign(i) <= 0, bisect.bisect_left(floats, diff))
+        below = first_true(0, n, lambda i: sign(i) <= 0, g)
         above = first_true(below, n, lambda i: sign(i) < 0, bisect.bisect_right(floats, diff))
         return below, above
 

@@ -141,6 +141,17 @@ class CoveringList:
         else:
             self._lt = self._le = self.constants  # strings and booleans compare as they are
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = {name: getattr(self, name) for name in self.__slots__}
+        if isinstance(self.constants, memoryview):  # doubles read in place: pickled as their own
+            own = array("d", self.constants.tobytes())
+            state.update(constants=own, floats=own, _lt=own, _le=own)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
     def _check(self) -> None:
         cs = self.constants
         assert self.n == len(cs)

@@ -302,10 +302,10 @@ def _shared_csr(lists: list[ListUsers]) -> tuple[np.ndarray, np.ndarray, list[in
         return np.zeros(1, np.int64), np.zeros(0, np.int32), []
     users, positions = lists[0].users, lists[0].offsets.base
     if (
-        positions is not None
+        isinstance(positions, np.ndarray)
         and users.dtype == np.int32
         and positions.dtype == np.int64
-        and all(lst.users is users and lst.offsets.base is positions for lst in lists)
+        and all(lst.users is users and is_view_at(lst.offsets, positions, lst.csr_base) for lst in lists)
     ):
         return positions, users, [lst.csr_base for lst in lists]
     offsets: list[np.ndarray] = []
@@ -322,3 +322,14 @@ def _shared_csr(lists: list[ListUsers]) -> tuple[np.ndarray, np.ndarray, list[in
         users_so_far += lst.n_users
     offsets.append(np.array([users_so_far], np.int64))
     return np.concatenate(offsets).astype(np.int64), np.concatenate(own).astype(np.int32), bases
+
+
+def is_view_at(view: np.ndarray, whole: np.ndarray, at: int) -> bool:
+    """``view`` is ``whole[at : at + len(view)]``, the very memory."""
+    step = whole.itemsize
+    return (
+        view.base is whole
+        and view.dtype == whole.dtype
+        and view.strides == (step,)
+        and view.ctypes.data - whole.ctypes.data == at * step
+    )

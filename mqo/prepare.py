@@ -30,7 +30,7 @@ import numpy as np
 from indexes.covering import NOTHING
 from indexes.exact import EXACT_INTEGERS
 from indexes.kernel_modes import NULL
-from indexes.kill_bitsets import bitset_of, bitset_to_int, set_bits, words_for
+from indexes.kill_bitsets import bitset_of, bitset_to_int, is_view_at, set_bits, words_for
 from mqo.batch import EXACT, NUMERIC, RowLayout, row_layout
 from mqo.plan import CompiledPlan
 from predicates import ColumnType, StreamSchema
@@ -254,7 +254,9 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
         bases.append(lst.csr_base)
     sizes = np.fromiter(map(len, lts), np.int64, len(lts))
     shared = lts[0].base if lts else None
-    if shared is not None and all(a is b and a.base is shared for a, b in zip(lts, les, strict=True)):
+    if isinstance(shared, np.ndarray) and all(
+        a is b and is_view_at(a, shared, base) for a, b, base in zip(lts, les, bases, strict=True)
+    ):
         # doubles are their own cuts, views of the plan's one array: read in place
         lt = le = shared
         starts = np.array(bases, np.int64)

@@ -120,6 +120,7 @@ class QueryRegistry:
         # a table's rows are not copied into the columns above: their rows are made
         # from the block when the plan is compiled (22 bytes a predicate fewer to keep)
         self._blocks: list[_BlockRows] = []
+        self._block_rows = 0  # rows held by the blocks
         self._dead: set[int] = set()
         self._dead_rows = 0
         self._order = 0
@@ -283,6 +284,7 @@ class QueryRegistry:
             self._blocks.append(
                 _BlockRows(len(self._row_key), block, None if every else row_numbers, start, np.array(kids, np.int32))
             )
+            self._block_rows += self._blocks[-1].n_rows
         for kid in kids:
             self._key_uses[kid] += m
         self.version += 1
@@ -345,7 +347,7 @@ class QueryRegistry:
         return found
 
     def _n_rows(self) -> int:
-        return len(self._row_key) + sum(b.n_rows for b in self._blocks)
+        return len(self._row_key) + self._block_rows
 
     def _compact(self) -> None:
         """Drop the rows of unregistered queries (amortized O(1) per removal)."""
@@ -368,6 +370,7 @@ class QueryRegistry:
             if b.n_queries:
                 blocks.append(b)
         self._blocks = blocks
+        self._block_rows = sum(b.n_rows for b in blocks)
         self._row_objects = objects
         self._dead = set()
         self._dead_rows = 0
@@ -402,17 +405,21 @@ class QueryRegistry:
         registered; the other constants renumbered to match."""
         pieces: list[tuple[np.ndarray, ...]] = []
         at = 0
-        shift = np.zeros(len(order) + 1, np.int64)  # block rows before each column row
-        made = 0
         for b in self._blocks:
             pieces.append((order[at : b.at], disjunct[at : b.at], key[at : b.at], value[at : b.at]))
             pieces.append(b.columns())
-            shift[b.at :] += b.n_rows
-            made += b.n_rows
             at = b.at
         pieces.append((order[at:], disjunct[at:], key[at:], value[at:]))
         columns = [np.concatenate([piece[k] for piece in pieces]) for k in range(4)]
-        objects = {row + int(shift[row]): v for row, v in self._row_objects.items()}
+        objects = self._row_objects
+        if objects:
+            # a column row's number grows by the block rows placed before it (a block
+            # goes before the column row numbered its ``at``)
+            ats = np.array([b.at for b in self._blocks], np.int64)
+            before = np.concatenate(([0], np.cumsum([b.n_rows for b in self._blocks])))
+            rows = np.fromiter(objects, np.int64, len(objects))
+            moved = rows + before[np.searchsorted(ats, rows, "right")]
+            objects = dict(zip(moved.tolist(), objects.values(), strict=True))
         return columns[0], columns[1], columns[2], columns[3], objects
 
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import pickle
 import random
 from fractions import Fraction
 
@@ -85,6 +86,14 @@ def check(op: str, exact_constants: list[Fraction], left: object, k: Fraction | 
     want = model(op, constants, left, k, right)
     sat = cl.satisfied(left) if k is None else cl.satisfied_pair(left, right)
     assert as_bools(sat, len(constants)) == want, f"{op} {constants} left={left!r} k={k} right={right!r}: {sat}"
+    if all(type(c) is float for c in constants):
+        # doubles read in place from a plan's one array (a view between other values),
+        # as compiled plans give them: the same answers, and after a pickle round trip
+        whole = np.array([-1e308, *constants, 1e308], np.float64)
+        shared = CoveringList(op, whole[1:-1], integer=integer, factor=k, doubles=True)
+        for cl_view in (shared, pickle.loads(pickle.dumps(shared))):
+            got_view = cl_view.satisfied(left) if k is None else cl_view.satisfied_pair(left, right)
+            assert as_bools(got_view, len(constants)) == want, f"view: {op} {constants} left={left!r}"
     if left is None or isinstance(left, (float, int)):
         lefts = np.array([NAN if left is None else float(left)])
         rights = None if k is None else np.array([NAN if right is None else float(right)])

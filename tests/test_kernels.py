@@ -46,9 +46,36 @@ def test_build_checkpoints(data, n_slots, stride, suffix):
     assert _rows_as_ints(table) == naive.checkpoints(offsets, users, n, stride, suffix)
 
 
-@given(st.data(), st.integers(1, 200), st.integers(1, 4), st.integers(1, 6), st.sampled_from([1 << 30, 600, 1]))
+def as_list_users(lists: list, how: str) -> list[ListUsers]:
+    """The kernels' lists with their own CSR arrays (``own``); cut from one pair of
+    arrays behind another list, as a compiled plan's are (``shared``: read in place);
+    or so, but the last with arrays of its own (``mixed``: copied, from offsets that do
+    not start at 0)."""
+    if how == "own":
+        return [ListUsers(op, o, u) for op, o, u in lists]
+    from mqo.plan_compile import SharedCsr
+
+    csr = SharedCsr(3 + sum(len(o) + len(u) for _, o, u in lists))
+    csr.add(None, np.array([0, 3], np.int64), np.zeros(3, np.int32))  # another list first
+    out = []
+    for op, o, u in lists:
+        _, offsets, users, base = csr.add(None, o, u)
+        out.append(ListUsers(op, offsets, users, base))
+    if how == "mixed":
+        out[-1] = ListUsers(*lists[-1])
+    return out
+
+
+@given(
+    st.data(),
+    st.integers(1, 200),
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.sampled_from([1 << 30, 600, 1]),
+    st.sampled_from(["own", "shared", "mixed"]),
+)
 @settings(max_examples=150, deadline=None)
-def test_prune(data, n_slots, n_lists, n_tuples, budget):
+def test_prune(data, n_slots, n_lists, n_tuples, budget, how):
     lists = []
     lo = np.zeros((n_lists, n_tuples), np.int64)
     hi = np.zeros((n_lists, n_tuples), np.int64)
@@ -67,9 +94,10 @@ def test_prune(data, n_slots, n_lists, n_tuples, budget):
             lo[l, i], hi[l, i] = a, b
     base_slots = data.draw(st.lists(st.integers(0, n_slots - 1), unique=True))
     words = words_for(n_slots)
-    tables = KillBitsets(
-        [ListUsers(op, o, u) for op, o, u in lists], n_slots, bitset_of(np.array(base_slots, np.int64), words), budget
-    )
+    given = as_list_users(lists, how)
+    tables = KillBitsets(given, n_slots, bitset_of(np.array(base_slots, np.int64), words), budget)
+    if how == "shared":  # read in place, not copied
+        assert tables.users is given[0].users and tables.offsets is given[0].offsets.base
     got = _rows_as_ints(tables.prune(lo, hi))
     base = sum(1 << s for s in base_slots)
     want = naive.prune(base, lists, lo, hi, n_tuples)
@@ -214,3 +242,33 @@ def test_kernels_pass_without_jit_and_are_covered():
     total = int(report.stdout.strip() or 0)
     print(f"kernel coverage without JIT: {total}%")
     assert total >= 90, f"kernel coverage without JIT is {total}%"
+
+
+@pytest.mark.parametrize("how", ["shared", "mixed"])
+def test_prune_lists_cut_from_shared_arrays_seeded(how: str) -> None:
+    """Seeded stress of the no-copy and the copying paths at the smallest budget (every
+    list one checkpoint stride, so partial strides walk the CSR users): as the naive
+    reference, which reads each list's own arrays."""
+    rng = np.random.default_rng(17)
+    for _ in range(200):
+        n_slots = int(rng.integers(1, 100))
+        lists = []
+        for _ in range(3):
+            n = int(rng.integers(1, 12))
+            per = [sorted(set(rng.integers(0, n_slots, int(rng.integers(1, 4))).tolist())) for _ in range(n)]
+            offsets = np.zeros(n + 1, np.int64)
+            offsets[1:] = np.cumsum([len(u) for u in per])
+            lists.append((str(rng.choice(OPS)), offsets, np.array([x for u in per for x in u], np.int32)))
+        lo = np.zeros((3, 2), np.int64)
+        hi = np.zeros((3, 2), np.int64)
+        for l, (op, offsets, _) in enumerate(lists):
+            n = len(offsets) - 1
+            for i in range(2):
+                a = int(rng.integers(-1, n + 1))
+                lo[l, i], hi[l, i] = a, int(rng.integers(max(a, 0), n + 1))
+                if op in ("<", "<="):
+                    hi[l, i] = n
+                if op in (">", ">="):
+                    lo[l, i] = min(a, 0)
+        tables = KillBitsets(as_list_users(lists, how), n_slots, bitset_of(np.arange(n_slots), words_for(n_slots)), 1)
+        assert _rows_as_ints(tables.prune(lo, hi)) == naive.prune((1 << n_slots) - 1, lists, lo, hi, 2)

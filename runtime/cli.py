@@ -20,11 +20,14 @@ import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from itertools import permutations
 from typing import TYPE_CHECKING
 
 from runtime.workload import CliError, load_matcher, warn, workload_warnings
+
+_LARGE_QUERY_FILE = 1 << 20  # bytes: about 5,000 queries
 
 if TYPE_CHECKING:
     pass
@@ -53,6 +56,12 @@ def cmd_match(args: argparse.Namespace) -> int:
     # For the local engine the queries are fixed for the run, so tuples no query can
     # use need not be stored.
     store = "all" if args.engine == "spark" else "candidates"
+    # a large query file takes seconds to register and compile (a million queries, a
+    # minute): say so as it happens, where the progress bar would be shown
+    announce = args.progress if args.progress is not None else not args.quiet and _large_on_a_terminal(args.queries)
+    started = time.perf_counter()
+    if announce:
+        print(f"mqo match: registering the queries of {args.queries}...", file=sys.stderr, flush=True)
     matcher = load_matcher(
         args.schema,
         args.queries,
@@ -62,6 +71,16 @@ def cmd_match(args: argparse.Namespace) -> int:
         time=args.time,
         emit=args.emit,
     )
+    if announce:
+        registered = time.perf_counter()
+        count = len(matcher.query_ids)
+        print(
+            f"mqo match: {count:,} queries registered in {registered - started:.1f} s; compiling the plan...",
+            file=sys.stderr,
+            flush=True,
+        )
+        matcher.plan  # noqa: B018 - compiled here, to be timed
+        print(f"mqo match: plan compiled in {time.perf_counter() - registered:.1f} s", file=sys.stderr, flush=True)
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
     if args.engine == "spark":
@@ -90,6 +109,15 @@ def cmd_match(args: argparse.Namespace) -> int:
         print(f"mqo match: {stopped}", file=sys.stderr)
         return exit_status(summary.interrupted)  # type: ignore[arg-type]
     return 0
+
+
+def _large_on_a_terminal(queries_path: str) -> bool:
+    """Standard error is a terminal and the query file is large (a few thousand
+    queries and up, whose registering a user would otherwise wait through unseen)."""
+    try:
+        return sys.stderr.isatty() and os.path.getsize(queries_path) >= _LARGE_QUERY_FILE
+    except OSError:
+        return False  # load_matcher says what is wrong with the file
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -338,11 +338,18 @@ def test_header_order_case_and_crlf_line_endings(capsys: pytest.CaptureFixture[s
 
 
 def test_progress_bar_on_request(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """With progress, registering and compiling are announced as they happen (a large
+    query file takes seconds), then the tuples' bar; without, none of it."""
     rc, _, err = run(capsys, *match_args(*ICU_INPUTS, extra=("--progress", "--output", str(tmp_path / "o.jsonl"))))
     assert rc == 0
     assert "16/16 tuples" in err and "100.0%" in err
+    lines = err.splitlines()
+    assert lines[0] == f"mqo match: registering the queries of {QUERIES}..."
+    assert re.fullmatch(r"mqo match: 3 queries registered in \d+\.\d s; compiling the plan\.\.\.", lines[1])
+    assert re.fullmatch(r"mqo match: plan compiled in \d+\.\d s", lines[2])
+    assert err.index("plan compiled") < err.index("16/16 tuples")
     rc, _, err = run(capsys, *match_args(*ICU_INPUTS, extra=("--no-progress", "--output", str(tmp_path / "o.jsonl"))))
-    assert "tuples/s" not in err
+    assert "tuples/s" not in err and "registering" not in err and "compiling" not in err
 
 
 def test_csv_with_byte_order_mark(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

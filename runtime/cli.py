@@ -56,7 +56,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     # For the local engine the queries are fixed for the run, so tuples no query can
     # use need not be stored.
     store = "all" if args.engine == "spark" else "candidates"
-    # a large query file takes seconds to register and compile (a million queries, a
+    # a large query file takes seconds to register and compile (a million queries, half a
     # minute): say so as it happens, where the progress bar would be shown
     announce = args.progress if args.progress is not None else not args.quiet and _large_on_a_terminal(args.queries)
     started = time.perf_counter()

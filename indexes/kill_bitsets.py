@@ -297,7 +297,7 @@ def _build(
 def _shared_csr(lists: list[ListUsers]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """One array of positions and one of users for the kernels, and each list's first
     position in it: the lists' own when they all share one pair (a plan's lists do,
-    :func:`mqo.plan.share_csr`), else the lists' entries copied into new ones."""
+    ``mqo.plan_compile.SharedCsr``), else the lists' entries copied into new ones."""
     if not lists:
         return np.zeros(1, np.int64), np.zeros(0, np.int32), []
     users, positions = lists[0].users, lists[0].offsets.base

@@ -380,16 +380,11 @@ class MatchBatch:
         and ``NaN``, as Python's json module writes them)."""
         return b"".join(self._json_chunks()).decode()
 
-    def strict_json_text(self) -> tuple[str, int]:
-        """:meth:`json_text` as strict JSON, what a JSONL file gets: every non-finite
-        value written as null; and how many were."""
-        replaced = [0]
-        return b"".join(self._json_chunks(replaced)).decode(), replaced[0]
-
     def write_json(self, write: Callable[[bytes], object]) -> int:
-        """:meth:`strict_json_text` encoded as UTF-8 and given to ``write`` in runs of
-        whole lines (a file's ``write``): no string of the whole batch is made. Returns
-        how many non-finite values were written as null."""
+        """:meth:`json_lines` as strict JSON, what a JSONL file gets (every non-finite
+        value written as null), encoded as UTF-8 and given to ``write`` in runs of whole
+        lines (a file's ``write``): no string of the whole batch is made. Returns how
+        many non-finite values were written as null."""
         replaced = [0]
         for chunk in self._json_chunks(replaced):
             write(chunk)

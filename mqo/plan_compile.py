@@ -15,13 +15,12 @@ import numpy as np
 
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
 from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
-from mqo.registry import QueryRegistry
-from mqo.table import RowQuery
+from mqo.registry import QueryRegistry, RegisteredRow
 from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
 from predicates.numbers import exact
-from predicates.records import Context
+from predicates.records import CompiledQuery, Context
 
 
 def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
@@ -46,10 +45,11 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
 
     records = list(registry)
     n_records = len(records)
-    compiled = [rq.compiled for rq in records]
     # a table row's query has one disjunct and its block's residuals: read so, not made
     # into a conjunction per look (a million rows were three million conjunctions here)
-    n_disjuncts = np.fromiter((1 if type(c) is RowQuery else len(c.disjuncts) for c in compiled), np.int64, n_records)
+    n_disjuncts = np.fromiter(
+        (1 if type(rq) is RegisteredRow else len(rq.compiled.disjuncts) for rq in records), np.int64, n_records
+    )
     slot_base = np.zeros(n_records + 1, np.int64)
     np.cumsum(n_disjuncts, out=slot_base[1:])
     n_slots = int(slot_base[-1])
@@ -60,11 +60,12 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     number_of_context: dict[int, int] = {}
     distinct: list[Context] = []
     numbers: list[int] = []
-    for c in compiled:
-        k = number_of_context.get(id(c.context))
+    for rq in records:
+        context = rq.context
+        k = number_of_context.get(id(context))
         if k is None:
-            k = number_of_context[id(c.context)] = len(distinct)
-            distinct.append(c.context)
+            k = number_of_context[id(context)] = len(distinct)
+            distinct.append(context)
         numbers.append(k)
     record_context = np.array(numbers, np.int64)
     context_code = {id(ctx): _context_code(ctx, stream_number, schema_of) for ctx in distinct}
@@ -72,7 +73,8 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     context_multi = np.array([ctx.multi_stream for ctx in distinct], bool)
     record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
     multi = context_multi[record_context] if n_records else np.zeros(0, bool)
-    windows = Levels.of([c.maxwindow or 0.0 if m else 0.0 for c, m in zip(compiled, multi.tolist(), strict=True)])
+    exact_windows = [rq.exact_maxwindow or 0.0 if m else 0.0 for rq, m in zip(records, multi.tolist(), strict=True)]
+    windows = Levels.of(exact_windows)
     record_window = np.array(windows.floats, np.float64)[windows.level_of] if n_records else np.zeros(0)
 
     # queries with residuals or several disjuncts are the special ones
@@ -81,11 +83,11 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     slot_residuals: dict[int, tuple[Residual, ...]] = {}
     special = [
         i
-        for i, c in enumerate(compiled)
-        if (c.block.residuals if type(c) is RowQuery else len(c.disjuncts) != 1 or c.disjuncts[0][1])
+        for i, rq in enumerate(records)
+        if (rq.block.residuals if type(rq) is RegisteredRow else _special(rq.compiled))
     ]
     for i in special:
-        disjuncts = compiled[i].disjuncts
+        disjuncts = records[i].disjuncts
         record_special[i] = len(disjuncts) > 1
         for d, (_, residuals) in enumerate(disjuncts):
             if residuals:
@@ -272,6 +274,12 @@ class SharedCsr:
             constants = self.constants[p : p + n]
         self.positions, self.used = p + n, u + m
         return constants, self.offsets[p : p + n + 1], self.users, p
+
+
+def _special(query: CompiledQuery) -> bool:
+    """Whether a query is more than one conjunction of indexed predicates."""
+    disjuncts = query.disjuncts
+    return len(disjuncts) != 1 or bool(disjuncts[0][1])
 
 
 def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ import dataclasses
 import gc
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
 from mqo.registry import QueryRegistry
-from mqo.table import RowQuery, table_queries
+from mqo.table import RowQueries, RowQuery, table_queries
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
@@ -131,14 +131,14 @@ class Registrations:
         release_freed_memory(len(names))
         return names
 
-    def add(self, instances: list[Query], since_ts: Any = None) -> None:
+    def add(self, instances: Sequence[Query], since_ts: Any = None) -> None:
         """Register compiled queries, seeing tuples from ``since_ts`` (default: the
         retention horizon now; a list gives one per match query)."""
         self._check_not_frozen()
         clock = self.pipeline.clock
         # one pass over the records to learn their kinds (at a million table rows, every
-        # pass over them is mostly cache misses)
-        kinds = set(map(type, instances))
+        # pass over them is mostly cache misses); a table's block holds only match queries
+        kinds = {RowQuery} if type(instances) is RowQueries else set(map(type, instances))
         aggregates = [q for q in instances if isinstance(q, AggregateQuery)] if AggregateQuery in kinds else []
         if aggregates:
             if self.aggregator is None:

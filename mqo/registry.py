@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from mqo.table import RowBlock, RowQuery
-from predicates import Catalog, Kind, ListKey
+from mqo.table import RowBlock, RowQueries, RowQuery, first_repeated
+from predicates import Catalog, Kind, ListKey, QueryError
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
@@ -50,13 +50,12 @@ class RegisteredQuery:
     (docs/ARCHITECTURE.md, Semantics).
     """
 
-    __slots__ = ("__dict__", "_catalog", "compiled", "order", "since_ts")
+    __slots__ = ("compiled", "order", "since_ts")
 
-    def __init__(self, compiled: CompiledQuery, since_ts: float | Fraction, order: int, catalog: Catalog) -> None:
+    def __init__(self, compiled: CompiledQuery, since_ts: float | Fraction, order: int) -> None:
         self.compiled = compiled
         self.since_ts = since_ts
         self.order = order
-        self._catalog = catalog
 
     @property
     def name(self) -> str:
@@ -77,7 +76,12 @@ class RegisteredQuery:
     @property
     def maxwindow(self) -> float:
         """MAXWINDOW in seconds (the nearest double; 0 without one)."""
-        return to_float(self.compiled.maxwindow or 0.0)
+        return to_float(self.exact_maxwindow or 0.0)
+
+    @property
+    def exact_maxwindow(self) -> float | Fraction | None:
+        """MAXWINDOW as written (None without one)."""
+        return self.compiled.maxwindow
 
     @property
     def is_multi_stream(self) -> bool:
@@ -100,6 +104,39 @@ class RegisteredQuery:
 
     def __repr__(self) -> str:
         return f"RegisteredQuery({self.name!r}, since_ts={self.since_ts})"
+
+
+class RegisteredRow(RegisteredQuery):
+    """A table row's registration (:class:`~mqo.table.RowQueries`): its constants are
+    row ``row`` of ``block``. It is the row's only object, where a query of text has
+    its record and its compiled query; the :class:`~mqo.table.RowQuery` is made when
+    asked for."""
+
+    __slots__ = ("block", "name", "row")
+
+    def __init__(self, name: str, block: RowBlock, row: int, since_ts: float | Fraction, order: int) -> None:
+        self.name = name  # type: ignore[misc]
+        self.block = block
+        self.row = row
+        self.since_ts = since_ts
+        self.order = order
+
+    @property  # type: ignore[override]
+    def compiled(self) -> RowQuery:
+        return RowQuery(self.name, self.block, self.row)
+
+    @property
+    def context(self) -> Context:
+        return self.block.context
+
+    @property
+    def exact_maxwindow(self) -> float | Fraction | None:
+        return self.block.maxwindow
+
+    def predicates(self) -> Iterator[tuple[int, ListKey, Any]]:
+        block, start = self.block, self.row * self.block.width
+        for key, value in zip(block.keys, block.values[start : start + block.width], strict=True):
+            yield 0, key, value
 
 
 class QueryRegistry:
@@ -149,6 +186,8 @@ class QueryRegistry:
     def add(self, queries: Iterable[CompiledQuery], since_ts: float | Fraction | Iterable[float | Fraction]) -> None:
         """Register compiled queries (their names are already checked to be free)."""
         since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
+        if since is None and type(queries) is RowQueries and self._add_rows(queries, since_ts):  # type: ignore[arg-type]
+            return
         if since is None and isinstance(queries, list) and self._add_uniform(queries, since_ts):  # type: ignore[arg-type]
             return
         object_keys, key_id = self._object_keys, self._key_id
@@ -166,14 +205,13 @@ class QueryRegistry:
         kids_of: dict[int, tuple[bytes, bool]] = {}
         last_context = None
         queries_by_name = self.queries
-        catalog = self.catalog
         for compiled in queries:
             if compiled.name in queries_by_name:
                 raise ValueError(f"query id {compiled.name} is already registered")
             when = next(since) if since is not None else since_ts
             order = self._order
             self._order += 1
-            queries_by_name[compiled.name] = RegisteredQuery(compiled, when, order, catalog)  # type: ignore[arg-type]
+            queries_by_name[compiled.name] = RegisteredQuery(compiled, when, order)  # type: ignore[arg-type]
             if compiled.context is not last_context:
                 last_context = compiled.context
                 if last_context.bound.self_join:
@@ -223,38 +261,55 @@ class QueryRegistry:
         del added  # a view of the array: it could not grow while one exists
         self.version += 1
 
+    def _add_rows(self, rows: RowQueries, since_ts: float | Fraction) -> bool:
+        """A table's rows registered as their block: one record per row, no predicate
+        rows copied; False (nothing done) when a list's constants are not all numbers.
+        O(rows), about a microsecond each."""
+        names, block = rows.names, rows.block
+        if not names or any(key.family != "number" for key in block.keys):
+            return False
+        queries = self.queries
+        if not queries.keys().isdisjoint(names):
+            taken = next(name for name in names if name in queries)
+            raise ValueError(f"query id {taken} is already registered")
+        m, start, before = len(names), self._order, len(queries)
+        queries.update(
+            zip(
+                names,
+                map(RegisteredRow, names, repeat(block), range(m), repeat(since_ts), range(start, start + m)),
+                strict=True,
+            )
+        )
+        if len(queries) != before + m:  # a name given twice: every name added is new, so take them all back
+            for name in names:
+                queries.pop(name, None)
+            raise QueryError(f"query id {first_repeated(names)} is given twice")
+        if block.context.bound.self_join:
+            self.need_roles(block.context.bound.roles)
+        kids = [self._key_number(key) for key in block.keys]
+        self._order += m
+        self._blocks.append(_BlockRows(len(self._row_key), block, None, start, np.array(kids, np.int32)))
+        self._block_rows += self._blocks[-1].n_rows
+        for kid in kids:
+            self._key_uses[kid] += m
+        self.version += 1
+        return True
+
     def _add_uniform(self, queries: list[CompiledQuery], since_ts: float | Fraction) -> bool:
         """Queries of one template (one context, one conjunction of the same list keys,
-        numeric constants: a table's rows) registered column-wise; False (nothing done)
-        for any other list."""
+        numeric constants: a pattern's instances) registered column-wise; False (nothing
+        done) for any other list."""
         if len(queries) < 2:
             return False
         first = queries[0]
         if len(first.disjuncts) != 1 or first.disjuncts[0][1] or not first.disjuncts[0][0].keys:
             return False
-        block = first.block if type(first) is RowQuery else None
-        rows: list[int] = []
-        if block is not None:  # a table's rows: their constants are one array already
-            names = []
-            # one pass over the records (at a million, each pass is mostly cache misses)
-            for q in queries:
-                if type(q) is not RowQuery or q.block is not block:
-                    return False
-                names.append(q.name)
-                rows.append(q.row)  # type: ignore[attr-defined]
-            context, keys = block.context, block.keys
-        else:
-            context, keys = first.context, first.disjuncts[0][0].keys
-            for q in queries:
-                d = q.disjuncts
-                if (
-                    q.context is not context
-                    or len(d) != 1
-                    or d[0][0].keys is not keys
-                    or type(d[0][0].values) is not array
-                ):
-                    return False
-            names = [q.name for q in queries]
+        context, keys = first.context, first.disjuncts[0][0].keys
+        for q in queries:
+            d = q.disjuncts
+            if q.context is not context or len(d) != 1 or d[0][0].keys is not keys or type(d[0][0].values) is not array:
+                return False
+        names = [q.name for q in queries]
         if not self.queries.keys().isdisjoint(names) or len(set(names)) != len(names):
             return False  # the usual loop names the duplicate
         kids = [self._key_number(key) for key in keys]
@@ -265,26 +320,13 @@ class QueryRegistry:
         m, width = len(queries), len(keys)
         start = self._order
         self._order += m
-        catalog = self.catalog
         self.queries.update(
-            zip(
-                names,
-                map(RegisteredQuery, queries, repeat(since_ts), range(start, start + m), repeat(catalog)),
-                strict=False,
-            )
+            zip(names, map(RegisteredQuery, queries, repeat(since_ts), range(start, start + m)), strict=False)
         )
-        if block is None:
-            self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
-            self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())
-            self._row_key.frombytes(np.tile(np.array(kids, np.int32), m).tobytes())
-            self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
-        else:
-            row_numbers = np.array(rows, np.int64)
-            every = rows[0] == 0 and len(block.values) == m * width and bool((np.diff(row_numbers) == 1).all())
-            self._blocks.append(
-                _BlockRows(len(self._row_key), block, None if every else row_numbers, start, np.array(kids, np.int32))
-            )
-            self._block_rows += self._blocks[-1].n_rows
+        self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
+        self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())
+        self._row_key.frombytes(np.tile(np.array(kids, np.int32), m).tobytes())
+        self._row_value.frombytes(b"".join([q.disjuncts[0][0].values for q in queries]))
         for kid in kids:
             self._key_uses[kid] += m
         self.version += 1

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import repeat
@@ -105,7 +105,7 @@ def numeric_column(name: str, column: Any) -> np.ndarray:
     if values.dtype.kind not in "iuf" or values.ndim != 1:
         raise QueryError(f"parameter :{name}: its column must hold numbers (found {values.dtype})")
     if values.dtype.kind == "f":
-        values = values.astype(np.float64)
+        values = values.astype(np.float64, copy=False)
         if not np.isfinite(values).all():
             row = int(np.flatnonzero(~np.isfinite(values))[0])
             raise QueryError(f"parameter :{name}: row {row} is {values[row]}, which no query text can write")
@@ -124,7 +124,7 @@ def table_queries(
     registry: Any,
     first_position: int,
     compile_text: Callable[[str, int], CompiledQuery],
-) -> tuple[list[str], list[CompiledQuery]]:
+) -> tuple[list[str], Sequence[CompiledQuery]]:
     """(ids, query records) of ``table``'s rows under ``template`` for ``registry``
     (``Matcher.register_table``); an id given twice or already registered is an error."""
     parsed = parse_template(template, source_name)
@@ -137,13 +137,23 @@ def table_queries(
     else:
         names = [str(first_position + i) for i in range(n)]
     taken = registry.queries.keys()
-    if len(set(names)) != len(names) or not taken.isdisjoint(names):
-        seen: set[str] = set()
-        for name in names:
-            if name in taken or name in seen:
-                raise QueryError(f"query id {name} {'is already registered' if name in taken else 'is given twice'}")
-            seen.add(name)
-    return names, compile_table(registry.compiler, parsed, columns, names, compile_text)
+    if not taken.isdisjoint(names):
+        raise QueryError(f"query id {next(name for name in names if name in taken)} is already registered")
+    queries = compile_table(registry.compiler, parsed, columns, names, compile_text)
+    # (the registry finds a name given twice among a block's rows as it adds them)
+    if type(queries) is not RowQueries and len(set(names)) != len(names):
+        raise QueryError(f"query id {first_repeated(names)} is given twice")
+    return names, queries
+
+
+def first_repeated(names: Iterable[str]) -> str | None:
+    """The first name that was seen before (None when all are different)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def table_column(table: Any, name: str) -> Any:
@@ -177,10 +187,12 @@ def compile_table(
     columns: Mapping[str, np.ndarray],
     names: Sequence[str],
     compile_text: Callable[[str, int], CompiledQuery],
-) -> list[CompiledQuery]:
-    """One compiled query per row (named by ``names``). ``compile_text(text, row)``
-    compiles a row's written-out text the usual way (the fallback)."""
+) -> Sequence[CompiledQuery]:
+    """One compiled query per row (named by ``names``): a :class:`RowQueries` when one
+    block holds them all. ``compile_text(text, row)`` compiles a row's written-out text
+    the usual way (the fallback)."""
     n = len(names)
+    names = names if isinstance(names, list) else list(names)
     out: list[CompiledQuery | None] = [None] * n
     texts: dict[str, list[str] | None] = dict.fromkeys(template.names)
 
@@ -205,8 +217,8 @@ def compile_table(
         return out  # type: ignore[return-value]
     structural = [p for p in template.names if p not in parts[3]]
     if not structural:
-        _instantiate(parts, all_rows, columns, names, text_of, out, row_text)
-        return out  # type: ignore[return-value]
+        block = _instantiate(parts, all_rows, columns, names, text_of, out, row_text)
+        return RowQueries(names, block) if block is not None else out  # type: ignore[return-value]
     # group rows by the structural parameters' values; compile each group once
     keys = np.column_stack([columns[p].astype(np.float64) if columns[p].dtype.kind == "f" else columns[p]
                             for p in structural])  # fmt: skip
@@ -220,7 +232,12 @@ def compile_table(
         if group_parts is None or any(p not in group_parts[3] for p in template.names if p not in fixed):
             one_by_one(rows)
         else:
-            _instantiate(group_parts, rows, columns, names, text_of, out, row_text)
+            block = _instantiate(group_parts, rows, columns, names, text_of, out, row_text)
+            if block is not None and len(rows) == n:  # one group: every row, in order
+                return RowQueries(names, block)
+            if block is not None:
+                for k, row in enumerate(rows.tolist()):
+                    out[row] = RowQuery(names[row], block, k)
     return out  # type: ignore[return-value]
 
 
@@ -303,13 +320,15 @@ def _instantiate(
     text_of: Callable[[str, int], str],
     out: list[CompiledQuery | None],
     row_text: Callable[[int], str],
-) -> None:
-    """The queries of ``rows`` from a group's compiled parts."""
+) -> RowBlock | None:
+    """The queries of ``rows`` from a group's compiled parts: put in ``out``, or, when
+    their constants are all doubles, returned as one block (row ``k`` of the block is
+    ``rows[k]``) for the caller to read its queries from."""
     context, maxwindow, parts, _ = compiled
     if False in parts:
         for row in rows.tolist():
             out[row] = CompiledQuery(names[row], context, maxwindow, ())
-        return
+        return None
     residuals = tuple({r.text: r for r in parts if isinstance(r, Residual)}.values())
     keys: list[ListKey] = []
     value_columns: list[np.ndarray | list[Any]] = []
@@ -326,10 +345,13 @@ def _instantiate(
         # the number each formula term reads: a literal of the template or a parameter
         sources = [part.params[tmpl.params[i]] for i, _ in formula.terms]
         if formula.fast and sources[0] is not None and formula._alpha in (1.0, -1.0):
-            column = columns[sources[0]][rows]
+            column = columns[sources[0]]
+            column = column if len(rows) == len(column) else column[rows]  # all rows are in order
             if column.dtype.kind == "f" or np.abs(column).max(initial=0) < _EXACT_INTEGERS:
                 # the double of a printed double is the double: exact
-                value_columns.append(column.astype(np.float64) * formula._alpha + 0.0)
+                # (a column of doubles as it is: the block makes -0.0 a zero as it copies)
+                plain = formula._alpha == 1.0 and column.dtype.kind == "f"
+                value_columns.append(column if plain else column * formula._alpha + 0.0)
                 continue
         local = [part.numbers[i] for i in tmpl.params]
         if all(p is None for p in sources):  # only the template's own numbers: one constant
@@ -347,20 +369,14 @@ def _instantiate(
     numeric = all(isinstance(c, np.ndarray) for c in value_columns)
     distinct_keys = len(set(keys)) == len(keys)
     if numeric and distinct_keys and value_columns:
-        block = RowBlock(context, maxwindow, key_tuple, residuals, np.column_stack(value_columns))
-        if len(rows) == len(out) and rows[0] == 0 and rows[-1] == len(out) - 1:
-            # all rows, in order (the usual case): no list of row numbers made between
-            out[:] = map(RowQuery, names, repeat(block), range(len(rows)))
-        else:
-            for k, row in enumerate(rows.tolist()):
-                out[row] = RowQuery(names[row], block, k)
-        return
+        return RowBlock(context, maxwindow, key_tuple, residuals, value_columns)  # type: ignore[arg-type]
     for j, row in enumerate(rows.tolist()):
         pairs = dict.fromkeys((k, _plain(c[j])) for k, c in zip(keys, value_columns, strict=True))
         query = CompiledQuery(names[row], context, maxwindow, ((Conjunction.of(pairs), residuals),))
         if any(isinstance(v, Fraction) for _, v in pairs):
             query.source_text = row_text(row)  # a constant past the doubles: keep the text
         out[row] = query
+    return None
 
 
 class RowBlock:
@@ -370,16 +386,27 @@ class RowBlock:
     __slots__ = ("context", "keys", "maxwindow", "residuals", "values", "width")
 
     def __init__(
-        self, context: Any, maxwindow: Any, keys: tuple[ListKey, ...], residuals: tuple[Residual, ...], values: Any
+        self,
+        context: Any,
+        maxwindow: Any,
+        keys: tuple[ListKey, ...],
+        residuals: tuple[Residual, ...],
+        columns: Sequence[np.ndarray],
     ) -> None:
+        """``columns``: each key's constants, row by row (numbers a double holds exactly)."""
         self.context = context
         self.maxwindow = maxwindow
         self.keys = keys
         self.residuals = residuals
-        self.width = len(keys)
-        self.values = array("d")
-        # read straight from the array, no bytes object made between
-        self.values.frombytes(np.ascontiguousarray(values, dtype=np.float64).reshape(-1).view(np.uint8))
+        self.width = width = len(keys)
+        n = len(columns[0]) if columns else 0
+        # written column by column into the array itself: no row-major copy made between
+        self.values = array("d", [0.0]) * (n * width)
+        if n * width:
+            table = np.frombuffer(self.values, np.float64).reshape(n, width)
+            for j, column in enumerate(columns):
+                table[:, j] = column
+            table += 0.0  # -0.0 prints as a zero and is one
 
 
 class RowQuery(CompiledQuery):
@@ -410,13 +437,40 @@ class RowQuery(CompiledQuery):
         return ((Conjunction(block.keys, block.values[start : start + block.width]), block.residuals),)
 
 
+class RowQueries(Sequence[RowQuery]):
+    """A table's queries when one block holds all of them, row after row: query ``k`` is
+    named ``names[k]`` and reads row ``k``. The registry keeps such a table as its block
+    (:meth:`mqo.registry.QueryRegistry.add`); a :class:`RowQuery` is made only when one
+    is looked at."""
+
+    __slots__ = ("block", "names")
+
+    def __init__(self, names: list[str], block: RowBlock) -> None:
+        if len(block.values) != len(names) * block.width:
+            raise ValueError(f"{len(names)} names for {len(block.values) // max(block.width, 1)} rows")
+        self.names = names
+        self.block = block
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, k: int) -> RowQuery:  # type: ignore[override]
+        if not -len(self.names) <= k < len(self.names):
+            raise IndexError(k)
+        k %= len(self.names)
+        return RowQuery(self.names[k], self.block, k)
+
+    def __iter__(self) -> Iterator[RowQuery]:
+        return map(RowQuery, self.names, repeat(self.block), range(len(self.names)))
+
+
 def _constant_column(value: Any, n: int) -> np.ndarray | list[Any]:
     """One constant for every row: a column of doubles when it is one (the fast way)."""
     return np.full(n, value, np.float64) if type(value) is float else [value] * n
 
 
 def _plain(value: Any) -> Any:
-    return float(value) if isinstance(value, np.floating) else value
+    return float(value) + 0.0 if isinstance(value, np.floating) else value  # -0.0 is a zero
 
 
 def _value(formula: Any, texts: list[str]) -> float | Fraction:
@@ -430,8 +484,10 @@ def _value(formula: Any, texts: list[str]) -> float | Fraction:
 __all__ = [
     "QueryTemplate",
     "RowBlock",
+    "RowQueries",
     "RowQuery",
     "compile_table",
+    "first_repeated",
     "numeric_column",
     "parse_template",
     "printed",

@@ -269,3 +269,56 @@ def test_releasing_freed_memory_is_real_on_glibc_and_a_no_op_elsewhere() -> None
     assert mqo.memory.release_freed_memory(10) is False
     glibc = sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "malloc_trim")
     assert mqo.memory.release_freed_memory(mqo.memory.LARGE_BUILD) is glibc
+
+
+def test_a_name_given_twice_registers_nothing_and_leaves_the_names_free() -> None:
+    """A table's rows go in whole or not at all: a repeated id (found as the rows are
+    added) or an id already taken leaves the registry as it was, and its names can be
+    registered afterwards."""
+    template = "SELECT * FROM B WHERE B.pressure < :c1 AND B.temp >= :c2"
+    m = mqo.Matcher(DDL)
+    m.register_query("Query ID: x\nSELECT * FROM B WHERE B.alert = 1")
+    before = m.plan
+    table = {"c1": np.arange(6.0), "c2": np.zeros(6), "id": np.array(["a", "b", "c", "d", "b", "e"], dtype=object)}
+    with pytest.raises(mqo.QueryError, match="query id b is given twice"):
+        m.register_table(template, table, id_column="id")
+    m.registry._check()
+    assert m.query_ids == ["x"] and m.plan is before  # the registry did not change
+    table["id"] = np.array(["a", "b", "c", "d", "x", "e"], dtype=object)
+    with pytest.raises(mqo.QueryError, match="query id x is already registered"):
+        m.register_table(template, table, id_column="id")
+    table["id"] = np.array(["a", "b", "c", "d", "f", "e"], dtype=object)
+    m.register_table(template, table, id_column="id")
+    m.registry._check()
+    assert m.query_ids == ["x", "a", "b", "c", "d", "f", "e"]
+    got = m.push("B", 1.0, {"pressure": 2.5, "temp": 2.5, "alert": 1})
+    assert sorted(mt.query for mt in got) == ["d", "e", "f", "x"]
+
+
+def test_a_tables_rows_read_as_their_queries() -> None:
+    """A table held as one block reads like any list of compiled queries: by position
+    (negative too), in order, each with its row's constants; out of range is an
+    IndexError."""
+    from mqo.table import RowQueries
+
+    m = mqo.Matcher(DDL)
+    table = {"c1": np.array([1.5, -0.0, 3.0]), "c2": np.array([-2.0, 4.0, 0.25])}
+    names = m.register_table("SELECT * FROM B WHERE B.pressure < :c1 AND -B.temp < :c2", table)
+    compiled = m.registry.compiler
+    parsed_rows = mqo.table.compile_table(
+        compiled,
+        mqo.table.parse_template("SELECT * FROM B WHERE B.pressure < :c1 AND -B.temp < :c2"),
+        {"c1": table["c1"], "c2": table["c2"]},
+        ["p", "q", "r"],
+        lambda text, row: pytest.fail("a row compiled from its text"),
+    )
+    assert type(parsed_rows) is RowQueries and len(parsed_rows) == 3
+    assert [q.name for q in parsed_rows] == ["p", "q", "r"] and parsed_rows[-1].name == "r"
+    constants = [[(str(key), value) for key, value in q.disjuncts[0][0]] for q in parsed_rows]
+    assert [[v for _, v in row] for row in constants] == [[1.5, 2.0], [0.0, -4.0], [3.0, -0.25]]
+    assert all(str(v) != "-0.0" for row in constants for _, v in row)  # -0.0 prints as a zero and is one
+    with pytest.raises(IndexError):
+        parsed_rows[3]
+    # the registered rows are the same queries, under the matcher's names
+    assert [rq.name for rq in m.registry] == names
+    assert [rq.text for rq in m.registry] == [q.renamed(n).text for q, n in zip(parsed_rows, names, strict=True)]

@@ -20,7 +20,6 @@ compiled from, with another number.
 
 from __future__ import annotations
 
-import re
 from array import array
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 
 _TAIL = " " + HOLE  # a pattern whose one number ends it, after a blank
 _DIGITS = "0123456789."
-_NUMBERS = re.compile(r"(?:(?:\d+\.?\d*|\.\d+) )*(?:\d+\.?\d*|\.\d+)")  # blank-separated literals
 _MAX_PLAIN = 15  # characters of a literal that is always the shortest text of its double
 _KEPT = 8192
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_."  # as HEADER's
@@ -98,8 +96,10 @@ class FlatCompiler:
             heads = self._heads[context] = {}
         cut = [t.rpartition(" ") for t in terms]
         numbers = [n for _, _, n in cut]
-        # one scan of C code decides that every number is a plain decimal literal
-        if _NUMBERS.fullmatch(" ".join(numbers)) is None or max(map(len, numbers)) > _MAX_PLAIN:
+        # every number is ASCII digits and dots (a few scans of C code): then float()
+        # takes it exactly when it is a plain decimal literal (one dot at most, a digit)
+        digits = "".join(numbers).replace(".", "")
+        if not (digits.isascii() and digits.isdigit()) or max(map(len, numbers)) > _MAX_PLAIN:
             return None
         found = list(map(heads.get, [h for h, _, _ in cut]))
         if None in found:
@@ -109,8 +109,11 @@ class FlatCompiler:
                     if got is None:
                         return None
                     found[k] = got
-        values = array("d", map(float, numbers))  # the factor is 1: the literal's double
-        if len(set(zip(found, values, strict=False))) != len(values):
+        try:
+            values = array("d", map(float, numbers))  # the factor is 1: the literal's double
+        except ValueError:
+            return None  # "." or "1.2.3": the usual path says what is wrong
+        if len(set(found)) != len(found) and len(set(zip(found, values, strict=True))) != len(values):
             return None  # a predicate written twice: the usual path keeps it once
         return Conjunction(tuple(map(self._keys.__getitem__, found)), values)
 

@@ -34,14 +34,22 @@ _LOOKS_AGGREGATE = re.compile(
 )
 
 
+_CALLS = tuple(f"{name}(" for name in ("count", "sum", "avg", "min", "max", "stddev", "variance"))
+
+
 def looks_aggregate(text: str) -> bool:
     """Whether ``text`` may be an aggregate query (False: it is surely not one)."""
     # substring tests first: registering ten thousand match queries should not cost a
-    # case-insensitive regular expression search over each of them
-    if "[" not in text and "(" not in text:
+    # case-insensitive regular expression search over each of them (a text casefolded
+    # and without blanks holds ``max(`` wherever the expression finds ``MAX (``)
+    if "[" not in text:
         lower = text.lower()
         if "group" not in lower and "having" not in lower:
-            return False
+            if "(" not in text:
+                return False
+            squeezed = "".join(text.casefold().split())
+            if not any(call in squeezed for call in _CALLS):
+                return False
     return _LOOKS_AGGREGATE.search(text) is not None
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import predicates
 from predicates import Catalog, QueryError, compile_queries
@@ -95,3 +97,21 @@ def test_an_error_after_an_aggregate_query_is_reported_where_it_is(bad_second: b
     line = 2 if bad_second else 1
     assert str(got.value).startswith(f"f.mqo:{line}:")
     assert "unknown column" in str(got.value) and f"(in query {line})" in str(got.value)
+
+
+FRAGMENTS = ["count", "SUM", "Max", "min", "avg", "StdDev", "variance", "\u017fum", "\u212aount", "maxwindow", " ", "\t",
+             "\n", "(", ")", "[", "]", "group", "BY", "having", "B.x", ".", "*", "x"]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=12).map("".join))
+@example("SELECT MAX (B.x) FROM B")
+@example("\u017fum(")
+@example("count\n(")
+@example("[x]")
+def test_the_aggregate_prefilter_never_turns_away_what_the_expression_finds(text: str) -> None:
+    """looks_aggregate tests substrings before its regular expression: the shortcut may
+    only answer False where the expression finds nothing."""
+    from predicates.entry import _LOOKS_AGGREGATE, looks_aggregate
+
+    assert looks_aggregate(text) == (_LOOKS_AGGREGATE.search(text) is not None)

@@ -431,6 +431,13 @@ class Engine:
         if span_sign(lo, hi, window[1], window[0]) > 0:
             return None
         on = self._on
+        if on[A]:
+            # first: ``r``'s attribute outcome is decided already (by the batch kernels,
+            # or once per tuple), and it turns most candidates away before any pair test
+            cand &= ~self.attribute_kill(r, cand)
+            self.bitset_ops += 1
+            if not cand:
+                return None
         plan = self.plan
         sat_j, sat_w, rel_j, rel_w = p.sat_j, p.sat_w, p.rel_j, p.rel_w
         tuples = p.tuples
@@ -450,11 +457,6 @@ class Engine:
                         cand, sat_w, rel_w = self._evaluate_pair(lst, x, xt, r, cand, sat_w, rel_w)
                         if not cand:
                             return None
-        if on[A]:
-            cand &= ~self.attribute_kill(r, cand)
-            self.bitset_ops += 1
-            if not cand:
-                return None
         grown = list(tuples)
         grown[y] = r
         self.intermediate += 1

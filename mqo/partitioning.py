@@ -43,7 +43,7 @@ def shared_equality_key(queries: Iterable[Any]) -> dict[str, str] | None:
             continue
         for pairs in _key_pairs(rq):
             # self-joins: a stream's roles (B, B#2) each need a column; all must be one
-            roles = set(rq.compiled.context.bound.roles)
+            roles = set(rq.context.bound.roles)
             disjuncts.append((roles, [key for key, c in pairs if _is_key_equality(key, c)]))
     if not disjuncts:
         return None

@@ -15,7 +15,8 @@ import numpy as np
 
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
 from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
-from mqo.registry import QueryRegistry, RegisteredRow
+from mqo.registry import QueryRegistry, RegisteredQuery, RegisteredRow
+from mqo.table import RowBlock, RowQuery
 from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
@@ -47,8 +48,11 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     n_records = len(records)
     # a table row's query has one disjunct and its block's residuals: read so, not made
     # into a conjunction per look (a million rows were three million conjunctions here)
+    blocks = list(map(_block_of, records))
     n_disjuncts = np.fromiter(
-        (1 if type(rq) is RegisteredRow else len(rq.compiled.disjuncts) for rq in records), np.int64, n_records
+        (1 if b is not None else len(rq.compiled.disjuncts) for rq, b in zip(records, blocks, strict=True)),
+        np.int64,
+        n_records,
     )
     slot_base = np.zeros(n_records + 1, np.int64)
     np.cumsum(n_disjuncts, out=slot_base[1:])
@@ -83,9 +87,10 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     slot_residuals: dict[int, tuple[Residual, ...]] = {}
     special = [
         i
-        for i, rq in enumerate(records)
-        if (rq.block.residuals if type(rq) is RegisteredRow else _special(rq.compiled))
+        for i, (rq, b) in enumerate(zip(records, blocks, strict=True))
+        if (b.residuals if b is not None else _special(rq.compiled))
     ]
+    del blocks
     for i in special:
         disjuncts = records[i].disjuncts
         record_special[i] = len(disjuncts) > 1
@@ -274,6 +279,14 @@ class SharedCsr:
             constants = self.constants[p : p + n]
         self.positions, self.used = p + n, u + m
         return constants, self.offsets[p : p + n + 1], self.users, p
+
+
+def _block_of(record: RegisteredQuery) -> RowBlock | None:
+    """The block whose row a table row's query is (None for any other query)."""
+    if type(record) is RegisteredRow:
+        return record.block
+    compiled = record.compiled  # (a row of a table whose rows fell into several groups)
+    return compiled.block if type(compiled) is RowQuery else None
 
 
 def _special(query: CompiledQuery) -> bool:

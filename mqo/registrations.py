@@ -124,8 +124,9 @@ class Registrations:
             return compile_one(text, self.next_position + row, f"{source_name}[row {row}]")
 
         with _no_cyclic_gc():
+            aggregates = self.aggregator.queries if self.aggregator is not None else ()
             names, instances = table_queries(
-                template, table, id_column, source_name, self.registry, self.next_position, compile_text
+                template, table, id_column, source_name, self.registry, self.next_position, compile_text, aggregates
             )
             self.add(instances)
         release_freed_memory(len(names))

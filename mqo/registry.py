@@ -43,35 +43,29 @@ _COMPACT_WHEN_DEAD = 0.5
 
 
 class RegisteredQuery:
-    """A registered query and when it joined.
+    """A registered query and when it joined: a :class:`RegisteredCompiled` (a compiled
+    query of its own) or a :class:`RegisteredRow` (a row of a table's block).
 
     ``since_ts`` is the matcher's retention horizon at registration: tuples older than
     it may already have been purged, so results of this query never include them
     (docs/ARCHITECTURE.md, Semantics).
     """
 
-    __slots__ = ("compiled", "order", "since_ts")
+    __slots__ = ("order", "since_ts")
 
-    def __init__(self, compiled: CompiledQuery, since_ts: float | Fraction, order: int) -> None:
-        self.compiled = compiled
-        self.since_ts = since_ts
-        self.order = order
-
-    @property
-    def name(self) -> str:
-        return self.compiled.name
-
-    @property
-    def context(self) -> Context:
-        return self.compiled.context
+    # each kind gives these (an attribute or a property)
+    name: str
+    compiled: CompiledQuery
+    context: Context
+    exact_maxwindow: float | Fraction | None  # MAXWINDOW as written (None without one)
 
     @property
     def streams(self) -> tuple[str, ...]:
-        return self.compiled.context.streams
+        return self.context.streams
 
     @property
     def aliases(self) -> tuple[tuple[str, str], ...]:
-        return self.compiled.context.aliases
+        return self.context.aliases
 
     @property
     def maxwindow(self) -> float:
@@ -79,13 +73,8 @@ class RegisteredQuery:
         return to_float(self.exact_maxwindow or 0.0)
 
     @property
-    def exact_maxwindow(self) -> float | Fraction | None:
-        """MAXWINDOW as written (None without one)."""
-        return self.compiled.maxwindow
-
-    @property
     def is_multi_stream(self) -> bool:
-        return self.compiled.context.multi_stream
+        return self.context.multi_stream
 
     @property
     def disjuncts(self) -> tuple[Disjunct, ...]:
@@ -103,7 +92,31 @@ class RegisteredQuery:
                 yield d, key, value
 
     def __repr__(self) -> str:
-        return f"RegisteredQuery({self.name!r}, since_ts={self.since_ts})"
+        return f"{type(self).__name__}({self.name!r}, since_ts={self.since_ts})"
+
+
+class RegisteredCompiled(RegisteredQuery):
+    """A query registered as its compiled record (from a text, or a table row that is
+    not part of a block)."""
+
+    __slots__ = ("compiled",)
+
+    def __init__(self, compiled: CompiledQuery, since_ts: float | Fraction, order: int) -> None:
+        self.compiled = compiled
+        self.since_ts = since_ts
+        self.order = order
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.compiled.name
+
+    @property
+    def context(self) -> Context:  # type: ignore[override]
+        return self.compiled.context
+
+    @property
+    def exact_maxwindow(self) -> float | Fraction | None:  # type: ignore[override]
+        return self.compiled.maxwindow
 
 
 class RegisteredRow(RegisteredQuery):
@@ -115,22 +128,22 @@ class RegisteredRow(RegisteredQuery):
     __slots__ = ("block", "name", "row")
 
     def __init__(self, name: str, block: RowBlock, row: int, since_ts: float | Fraction, order: int) -> None:
-        self.name = name  # type: ignore[misc]
+        self.name = name
         self.block = block
         self.row = row
         self.since_ts = since_ts
         self.order = order
 
-    @property  # type: ignore[override]
-    def compiled(self) -> RowQuery:
+    @property
+    def compiled(self) -> RowQuery:  # type: ignore[override]
         return RowQuery(self.name, self.block, self.row)
 
     @property
-    def context(self) -> Context:
+    def context(self) -> Context:  # type: ignore[override]
         return self.block.context
 
     @property
-    def exact_maxwindow(self) -> float | Fraction | None:
+    def exact_maxwindow(self) -> float | Fraction | None:  # type: ignore[override]
         return self.block.maxwindow
 
     def predicates(self) -> Iterator[tuple[int, ListKey, Any]]:
@@ -184,10 +197,16 @@ class QueryRegistry:
         return name in self.queries
 
     def add(self, queries: Iterable[CompiledQuery], since_ts: float | Fraction | Iterable[float | Fraction]) -> None:
-        """Register compiled queries (their names are already checked to be free)."""
+        """Register compiled queries, all or nothing. Their names are checked to be free
+        and different beforehand, except a table block's (:class:`~mqo.table.RowQueries`),
+        which are checked here."""
         since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
-        if since is None and type(queries) is RowQueries and self._add_rows(queries, since_ts):  # type: ignore[arg-type]
-            return
+        if type(queries) is RowQueries:
+            if since is None and self._add_rows(queries, since_ts):  # type: ignore[arg-type]
+                return
+            repeated = first_repeated(queries.names)  # (one by one below: checked first)
+            if repeated is not None:
+                raise QueryError(f"query id {repeated} is given twice")
         if since is None and isinstance(queries, list) and self._add_uniform(queries, since_ts):  # type: ignore[arg-type]
             return
         object_keys, key_id = self._object_keys, self._key_id
@@ -211,7 +230,7 @@ class QueryRegistry:
             when = next(since) if since is not None else since_ts
             order = self._order
             self._order += 1
-            queries_by_name[compiled.name] = RegisteredQuery(compiled, when, order)  # type: ignore[arg-type]
+            queries_by_name[compiled.name] = RegisteredCompiled(compiled, when, order)  # type: ignore[arg-type]
             if compiled.context is not last_context:
                 last_context = compiled.context
                 if last_context.bound.self_join:
@@ -321,7 +340,7 @@ class QueryRegistry:
         start = self._order
         self._order += m
         self.queries.update(
-            zip(names, map(RegisteredQuery, queries, repeat(since_ts), range(start, start + m)), strict=False)
+            zip(names, map(RegisteredCompiled, queries, repeat(since_ts), range(start, start + m)), strict=False)
         )
         self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
         self._row_disjunct.frombytes(np.zeros(m * width, np.int16).tobytes())

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import repeat
@@ -124,9 +124,12 @@ def table_queries(
     registry: Any,
     first_position: int,
     compile_text: Callable[[str, int], CompiledQuery],
+    taken: Container[str] = (),
 ) -> tuple[list[str], Sequence[CompiledQuery]]:
     """(ids, query records) of ``table``'s rows under ``template`` for ``registry``
-    (``Matcher.register_table``); an id given twice or already registered is an error."""
+    (``Matcher.register_table``). An id already registered (or in ``taken``) is an
+    error; so is an id given twice, which the registry finds among the rows of a
+    :class:`RowQueries` as it adds them (the rows are compiled before it says so)."""
     parsed = parse_template(template, source_name)
     columns = {p: numeric_column(p, table_column(table, p)) for p in parsed.names}
     n = len(next(iter(columns.values())))
@@ -136,9 +139,10 @@ def table_queries(
         names = list(map(str, np.asarray(table_column(table, id_column)).tolist()))
     else:
         names = [str(first_position + i) for i in range(n)]
-    taken = registry.queries.keys()
-    if not taken.isdisjoint(names):
-        raise QueryError(f"query id {next(name for name in names if name in taken)} is already registered")
+    registered = registry.queries.keys()
+    if not registered.isdisjoint(names) or (taken and any(name in taken for name in names)):
+        name = next(name for name in names if name in registered or name in taken)
+        raise QueryError(f"query id {name} is already registered")
     queries = compile_table(registry.compiler, parsed, columns, names, compile_text)
     # (the registry finds a name given twice among a block's rows as it adds them)
     if type(queries) is not RowQueries and len(set(names)) != len(names):

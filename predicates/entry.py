@@ -35,19 +35,22 @@ _LOOKS_AGGREGATE = re.compile(
 
 
 _CALLS = tuple(f"{name}(" for name in ("count", "sum", "avg", "min", "max", "stddev", "variance"))
+# the letters other than ASCII that the expression's IGNORECASE takes for these words'
+# letters (dotted and dotless i, long s): folded so that the substrings see them too
+_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
 
 
 def looks_aggregate(text: str) -> bool:
     """Whether ``text`` may be an aggregate query (False: it is surely not one)."""
     # substring tests first: registering ten thousand match queries should not cost a
-    # case-insensitive regular expression search over each of them (a text casefolded
+    # case-insensitive regular expression search over each of them (the text folded
     # and without blanks holds ``max(`` wherever the expression finds ``MAX (``)
     if "[" not in text:
-        lower = text.lower()
-        if "group" not in lower and "having" not in lower:
+        folded = text.translate(_FOLDS).lower()
+        if "group" not in folded and "having" not in folded:
             if "(" not in text:
                 return False
-            squeezed = "".join(text.casefold().split())
+            squeezed = "".join(folded.split())
             if not any(call in squeezed for call in _CALLS):
                 return False
     return _LOOKS_AGGREGATE.search(text) is not None

@@ -101,6 +101,10 @@ class FlatCompiler:
         digits = "".join(numbers).replace(".", "")
         if not (digits.isascii() and digits.isdigit()) or max(map(len, numbers)) > _MAX_PLAIN:
             return None
+        try:
+            values = array("d", map(float, numbers))  # the factor is 1: the literal's double
+        except ValueError:
+            return None  # "." or "1.2.3": the usual path says what is wrong
         found = list(map(heads.get, [h for h, _, _ in cut]))
         if None in found:
             for k, got in enumerate(found):
@@ -109,10 +113,6 @@ class FlatCompiler:
                     if got is None:
                         return None
                     found[k] = got
-        try:
-            values = array("d", map(float, numbers))  # the factor is 1: the literal's double
-        except ValueError:
-            return None  # "." or "1.2.3": the usual path says what is wrong
         if len(set(found)) != len(found) and len(set(zip(found, values, strict=True))) != len(values):
             return None  # a predicate written twice: the usual path keeps it once
         return Conjunction(tuple(map(self._keys.__getitem__, found)), values)

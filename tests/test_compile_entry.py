@@ -99,8 +99,9 @@ def test_an_error_after_an_aggregate_query_is_reported_where_it_is(bad_second: b
     assert "unknown column" in str(got.value) and f"(in query {line})" in str(got.value)
 
 
-FRAGMENTS = ["count", "SUM", "Max", "min", "avg", "StdDev", "variance", "\u017fum", "\u212aount", "maxwindow", " ", "\t",
-             "\n", "(", ")", "[", "]", "group", "BY", "having", "B.x", ".", "*", "x"]  # fmt: skip
+FRAGMENTS = ["count", "SUM", "Max", "min", "avg", "StdDev", "variance", "\u017fum", "\u212aount", "M\u0131n",
+             "hav\u0130ng", "maxwindow", " ", "\t", "\n", "(", ")", "[", "]", "group", "BY", "having", "B.x", ".", "*",
+             "x"]  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)
@@ -109,9 +110,24 @@ FRAGMENTS = ["count", "SUM", "Max", "min", "avg", "StdDev", "variance", "\u017fu
 @example("\u017fum(")
 @example("count\n(")
 @example("[x]")
+@example("SELECT M\u0131N(B.x) FROM B")
 def test_the_aggregate_prefilter_never_turns_away_what_the_expression_finds(text: str) -> None:
     """looks_aggregate tests substrings before its regular expression: the shortcut may
     only answer False where the expression finds nothing."""
     from predicates.entry import _LOOKS_AGGREGATE, looks_aggregate
 
     assert looks_aggregate(text) == (_LOOKS_AGGREGATE.search(text) is not None)
+
+
+def test_the_aggregate_prefilter_folds_every_letter_the_expression_takes_for_ascii() -> None:
+    """Under IGNORECASE a few letters past ASCII match ASCII ones (dotless i, long s):
+    the prefilter's folding must turn each into that letter, or it would miss them."""
+    import re
+    import sys
+
+    from predicates.entry import _FOLDS
+
+    for code in range(128, sys.maxunicode + 1):
+        c = chr(code)
+        if re.fullmatch("[a-z]", c, re.IGNORECASE):
+            assert re.fullmatch("[a-z]", c.translate(_FOLDS).lower()), f"U+{code:04X}"

@@ -287,6 +287,21 @@ def test_a_name_given_twice_registers_nothing_and_leaves_the_names_free() -> Non
     table["id"] = np.array(["a", "b", "c", "d", "x", "e"], dtype=object)
     with pytest.raises(mqo.QueryError, match="query id x is already registered"):
         m.register_table(template, table, id_column="id")
+    # the registry itself takes a block's rows back (what register_table leaves to it)
+    rows = mqo.table.compile_table(
+        m.registry.compiler,
+        mqo.table.parse_template(template),
+        {"c1": table["c1"], "c2": table["c2"]},
+        ["p", "q", "p", "r", "s", "t"],
+        lambda text, row: pytest.fail("a row compiled from its text"),
+    )
+    assert type(rows) is mqo.table.RowQueries
+    with pytest.raises(mqo.QueryError, match="query id p is given twice"):
+        m.registry.add(rows, 0.0)
+    with pytest.raises(mqo.QueryError, match="query id p is given twice"):
+        m.registry.add(rows, [0.0] * 6)  # one horizon per row: added one by one, checked first
+    m.registry._check()
+    assert m.query_ids == ["x"]
     table["id"] = np.array(["a", "b", "c", "d", "f", "e"], dtype=object)
     m.register_table(template, table, id_column="id")
     m.registry._check()
@@ -322,3 +337,11 @@ def test_a_tables_rows_read_as_their_queries() -> None:
     # the registered rows are the same queries, under the matcher's names
     assert [rq.name for rq in m.registry] == names
     assert [rq.text for rq in m.registry] == [q.renamed(n).text for q, n in zip(parsed_rows, names, strict=True)]
+
+
+def test_a_table_row_cannot_take_an_aggregate_querys_id() -> None:
+    m = mqo.Matcher(DDL)
+    m.register_query("Query ID: agg\nSELECT COUNT(*) FROM B [RANGE 5 SECONDS]")
+    with pytest.raises(mqo.QueryError, match="query id agg is already registered"):
+        m.register_table("SELECT * FROM B WHERE B.pressure < :c", {"c": [1.0, 2.0], "id": ["x", "agg"]}, id_column="id")
+    assert m.query_ids == ["agg"]

@@ -410,12 +410,11 @@ def compile_bytecode() -> None:
 
 
 def forget_bytecode() -> None:
-    """Remove the project's bytecode (the state right after an editable install)."""
-    import shutil
-
+    """Remove the project's bytecode (the state right after an editable install); the
+    numba kernels' cache beside it stays."""
     for package in PACKAGES:
-        for cache in (HERE.parent / package).rglob("__pycache__"):
-            shutil.rmtree(cache, ignore_errors=True)
+        for compiled in (HERE.parent / package).rglob("__pycache__/*.pyc"):
+            compiled.unlink(missing_ok=True)
 
 
 def dirty_tree() -> bool:

@@ -491,6 +491,8 @@ def most_covering_first(op: str) -> bool:
 
 def format_constant(value: object) -> str:
     """Short, exact-where-possible text of a constant."""
+    if type(value) is float:  # the usual constant first: a table's million rows print so
+        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
     if isinstance(value, Fraction):
         if value.denominator == 1:
             return str(value.numerator)

@@ -21,7 +21,7 @@ from predicates.normalize import (
     format_constant,
     to_float,
 )
-from predicates.numbers import exact, faithful
+from predicates.numbers import EXACT_INTEGERS, exact, faithful
 from predicates.semantic import BoundQuery
 
 _INF = float("inf")
@@ -220,7 +220,11 @@ class CompiledQuery:
             parts.append("WHERE 1 = 0")
         else:
             (preds, residuals), *_ = self.disjuncts
-            conds = [_predicate_text(key, _exact(value, key), self.context.bound) for key, value in preds]
+            bound = self.context.bound
+            if bound.self_join:
+                conds = [_predicate_text(key, _exact(value, key), bound) for key, value in preds]
+            else:
+                conds = [f"{key.left} {key.op} {key.rhs_text(_exact(value, key))}" for key, value in preds]
             conds += [r.text for r in residuals]
             if conds:
                 parts.append("WHERE " + " AND ".join(conds))
@@ -228,10 +232,9 @@ class CompiledQuery:
 
 
 def _predicate_text(key: ListKey, constant: Any, bound: BoundQuery) -> str:
-    """A predicate as query text: columns of a stream read under several aliases are
-    named by the alias of their role (``b2.pressure``, not the role ``B#2.pressure``)."""
-    if not bound.self_join:
-        return f"{key.left} {key.op} {key.rhs_text(constant)}"
+    """A predicate of a self-join as query text: columns of a stream read under several
+    aliases are named by the alias of their role (``b2.pressure``, not the role
+    ``B#2.pressure``)."""
     alias_of = {role.lower(): alias for alias, role in bound.role_aliases}
 
     def named(col: ColumnKey) -> ColumnKey:
@@ -243,8 +246,11 @@ def _predicate_text(key: ListKey, constant: Any, bound: BoundQuery) -> str:
 
 
 def _exact(value: Any, key: ListKey) -> Any:
+    """A constant as its text is printed from: what it means (a double below 2**53
+    as it is: it prints as its shortest decimal, or as its integer, either way what
+    it means; no Fraction made for each of a million table rows' constants)."""
     if key.family == "number" and value is not None:
-        return exact(value)
+        return value if type(value) is float and -EXACT_INTEGERS < value < EXACT_INTEGERS else exact(value)
     return value
 
 

@@ -295,3 +295,27 @@ def test_push_not_flips_operators_and_swaps_connectives():
     assert isinstance(nnf, And)
     assert [c.op for c in nnf.items] == [">=", "="]
     assert not isinstance(nnf, Or)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-1e307, 1e307), st.sampled_from([1, -1, 3]))
+def test_a_query_with_double_constants_prints_them_as_what_they_mean(value: float, sign: int) -> None:
+    """A compiled query's text prints a double constant straight from the double; it
+    must be the very text printed from the exact number the double means (its
+    shortest decimal), for one-column and two-column (``+ c`` / ``- c``) predicates."""
+    from predicates.numbers import exact
+    from predicates.records import CompiledQuery, Conjunction
+    from predicates.templates import FastCompiler
+
+    catalog = Catalog.from_ddl(
+        "REGISTER STREAM B (pressure FLOAT, temp FLOAT); REGISTER STREAM H (vib FLOAT, beatrate FLOAT);"
+    )
+    query = FastCompiler(catalog).compile(
+        "SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure < 1 AND B.temp <= 2 * H.vib + 1", 1
+    )
+    ((preds, residuals),) = query.disjuncts
+    doubles = Conjunction.of([(key, sign * value) for key, _ in preds], numeric=True)
+    exacts = Conjunction.of([(key, exact(sign * value)) for key, _ in preds], numeric=False)
+    as_doubles = CompiledQuery("q", query.context, query.maxwindow, ((doubles, residuals),))
+    as_exact = CompiledQuery("q", query.context, query.maxwindow, ((exacts, residuals),))
+    assert as_doubles.text == as_exact.text

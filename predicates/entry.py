@@ -46,7 +46,7 @@ def looks_aggregate(text: str) -> bool:
     # case-insensitive regular expression search over each of them (the text folded
     # and without blanks holds ``max(`` wherever the expression finds ``MAX (``)
     if "[" not in text:
-        folded = text.translate(_FOLDS).lower()
+        folded = text.lower() if text.isascii() else text.translate(_FOLDS).lower()
         if "group" not in folded and "having" not in folded:
             if "(" not in text:
                 return False

@@ -17,6 +17,7 @@ import dataclasses
 import gc
 import math
 import warnings
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -33,8 +34,8 @@ from mqo.memory import release_freed_memory
 from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
-from mqo.registry import QueryRegistry
-from mqo.table import RowQueries, RowQuery, table_queries
+from mqo.registry import QueryRegistry, RegisteredRow
+from mqo.table import RowQueries, RowQuery, block_template, compile_table, parse_template, table_queries
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
@@ -271,18 +272,80 @@ class Registrations:
         if queries:
             data["ddl"] = self.catalog.ddl()
             data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
-            data["queries"] = [(rq.name, rq.text, _since_text(rq.since_ts)) for rq in self.registry]
+            data["queries"], data["tables"] = self._query_entries()
         return data
+
+    def _query_entries(self) -> tuple[list[tuple[str, str, float | str]], list[dict[str, Any]]]:
+        """The match queries as snapshot data: texts ``(name, text, since)``, and each
+        run of a table's rows (one block, one horizon) as its block's template with
+        the rows' names and constants, to be registered after the ``at`` first texts
+        (a million rows print and compile again in seconds, not minutes)."""
+        texts: list[tuple[str, str, float | str]] = []
+        tables: list[dict[str, Any]] = []
+        run: list[RegisteredRow] = []
+
+        def close_run() -> None:
+            if run:
+                block = run[0].block
+                rows = np.fromiter((rq.row for rq in run), np.int64, len(run))
+                constants = np.frombuffer(block.values, np.float64).reshape(-1, block.width)[rows]
+                tables.append(
+                    {
+                        "at": len(texts),
+                        "template": block_template(block),
+                        "names": [rq.name for rq in run],
+                        "constants": array("d", constants.reshape(-1).tobytes()),  # row after row
+                        "since": _since_text(run[0].since_ts),
+                    }
+                )
+                run.clear()
+
+        for rq in self.registry:
+            if type(rq) is RegisteredRow:
+                if run and rq.block is run[0].block and rq.since_ts == run[0].since_ts:
+                    run.append(rq)
+                    continue
+                close_run()
+                if not rq.context.bound.self_join:  # (a self-join's rows are kept as texts)
+                    run.append(rq)
+                    continue
+            else:
+                close_run()
+            texts.append((rq.name, rq.text, _since_text(rq.since_ts)))
+        close_run()
+        return texts, tables
+
+    def _restore_texts(self, entries: Sequence[tuple[str, str, float | str]]) -> None:
+        if not entries:
+            return
+        instances = self.compile_texts([text for _, text, _ in entries], "<snapshot>", check_names=False)
+        instances = [query.renamed(name) for (name, _, _), query in zip(entries, instances, strict=True)]
+        self.add(instances, since_ts=[_since_value(since) for _, _, since in entries])
+
+    def _restore_table(self, table: Mapping[str, Any]) -> None:
+        names = list(table["names"])
+        template = parse_template(table["template"], "<snapshot>")
+        constants = np.frombuffer(table["constants"], np.float64).reshape(len(names), -1)
+        compile_one = self.registry.compiler.compile
+
+        def compile_text(text: str, row: int) -> CompiledQuery:
+            return compile_one(text, self.next_position + row, f"<snapshot>[row {row}]")
+
+        columns = {f"c{j}": constants[:, j] for j in range(constants.shape[1])}
+        queries = compile_table(self.registry.compiler, template, columns, names, compile_text)
+        self.add(queries, _since_value(table["since"]))
 
     def restore(self, snapshot: Mapping[str, Any], like: Registrations | None) -> CompiledPlan:
         """Take the queries of ``snapshot`` (or share ``like``'s); the plan they make."""
         if like is None:
             self.registry.roles = list(snapshot.get("roles", ()))  # numbered as the stored tuples are
-            names = [name for name, _, _ in snapshot["queries"]]
-            texts = [text for _, text, _ in snapshot["queries"]]
-            instances = self.compile_texts(texts, "<snapshot>", check_names=False)
-            instances = [query.renamed(name) for name, query in zip(names, instances, strict=True)]
-            self.add(instances, since_ts=[_since_value(since) for _, _, since in snapshot["queries"]])
+            entries, start = snapshot["queries"], 0
+            for table in [*snapshot.get("tables", ()), None]:  # in registration order
+                stop = len(entries) if table is None else table["at"]
+                self._restore_texts(entries[start:stop])
+                start = stop
+                if table is not None:
+                    self._restore_table(table)
             self._version += 1
             plan = self._plan = self._previous = compile_plan(self.registry, self._version)
         else:

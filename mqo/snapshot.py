@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from mqo.pipeline import Pipeline
     from mqo.registrations import Registrations
 
-SNAPSHOT_FORMAT = 6  # 5: per-stream clocks; 6: held results of emit='ordered'
-READABLE_FORMATS = (5, 6)
+# 5: per-stream clocks; 6: held results of emit='ordered'; 7: a table's rows as one entry
+SNAPSHOT_FORMAT = 7
+READABLE_FORMATS = (5, 6, 7)
 
 
 def take_snapshot(

@@ -38,9 +38,9 @@ import numpy as np
 from predicates.clauses import HOLE, NUMBER_SPLIT, split_header, split_skeleton
 from predicates.errors import QueryError, Source, Span
 from predicates.lexer import T, tokenize
-from predicates.normalize import ListKey, Residual
+from predicates.normalize import PLACEHOLDER, ListKey, Residual
 from predicates.numbers import faithful
-from predicates.records import _INF, CompiledQuery, Conjunction, _duration
+from predicates.records import _INF, CompiledQuery, Conjunction, _duration, predicate_text, query_text
 from predicates.templates import _UNKNOWN, FastCompiler, _Template
 
 _PLACEHOLDER = "1"
@@ -468,6 +468,18 @@ class RowQueries(Sequence[RowQuery]):
         return map(RowQuery, self.names, repeat(self.block), range(len(self.names)))
 
 
+def block_template(block: RowBlock) -> str:
+    """A template whose query for a row of the block's constants (parameter ``c{j}``
+    for key ``j``) is that row's query: how a snapshot keeps a table's rows."""
+    bound = block.context.bound
+    conds = []
+    for j, key in enumerate(block.keys):
+        pattern = predicate_text(key, PLACEHOLDER, bound)  # ends with the placeholder c
+        conds.append(f"{pattern[:-1]}:c{j}")
+    conds += [r.text for r in block.residuals]
+    return query_text(block.context, block.maxwindow, conds)
+
+
 def _constant_column(value: Any, n: int) -> np.ndarray | list[Any]:
     """One constant for every row: a column of doubles when it is one (the fast way)."""
     return np.full(n, value, np.float64) if type(value) is float else [value] * n
@@ -490,6 +502,7 @@ __all__ = [
     "RowBlock",
     "RowQueries",
     "RowQuery",
+    "block_template",
     "compile_table",
     "first_repeated",
     "numeric_column",

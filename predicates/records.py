@@ -213,28 +213,37 @@ class CompiledQuery:
         header = f"Query ID: {_quote_name(self.name)}\n"
         if self.source_text is not None:
             return header + split_header(self.source_text)[1].strip()
-        parts = [f"SELECT {self.context.select_text} FROM {self.context.from_text}"]
-        if self.maxwindow is not None and self.context.window_scale is not None:
-            parts.append(f"MAXWINDOW {format_constant(exact(self.maxwindow))}")
         if not self.disjuncts:
-            parts.append("WHERE 1 = 0")
+            return header + query_text(self.context, self.maxwindow, None)
+        (preds, residuals), *_ = self.disjuncts
+        bound = self.context.bound
+        if bound.self_join:
+            conds = [predicate_text(key, _exact(value, key), bound) for key, value in preds]
         else:
-            (preds, residuals), *_ = self.disjuncts
-            bound = self.context.bound
-            if bound.self_join:
-                conds = [_predicate_text(key, _exact(value, key), bound) for key, value in preds]
-            else:
-                conds = [f"{key.left} {key.op} {key.rhs_text(_exact(value, key))}" for key, value in preds]
-            conds += [r.text for r in residuals]
-            if conds:
-                parts.append("WHERE " + " AND ".join(conds))
-        return header + " ".join(parts)
+            conds = [f"{key.left} {key.op} {key.rhs_text(_exact(value, key))}" for key, value in preds]
+        conds += [r.text for r in residuals]
+        return header + query_text(self.context, self.maxwindow, conds)
 
 
-def _predicate_text(key: ListKey, constant: Any, bound: BoundQuery) -> str:
-    """A predicate of a self-join as query text: columns of a stream read under several
-    aliases are named by the alias of their role (``b2.pressure``, not the role
-    ``B#2.pressure``)."""
+def query_text(context: Context, maxwindow: float | Fraction | None, conditions: list[str] | None) -> str:
+    """The text (without a header) of a query of ``context`` and ``maxwindow`` whose
+    WHERE clause is ``conditions`` joined by AND (None: a query that never matches)."""
+    parts = [f"SELECT {context.select_text} FROM {context.from_text}"]
+    if maxwindow is not None and context.window_scale is not None:
+        parts.append(f"MAXWINDOW {format_constant(exact(maxwindow))}")
+    if conditions is None:
+        parts.append("WHERE 1 = 0")
+    elif conditions:
+        parts.append("WHERE " + " AND ".join(conditions))
+    return " ".join(parts)
+
+
+def predicate_text(key: ListKey, constant: Any, bound: BoundQuery) -> str:
+    """A predicate as query text (``constant``: its exact value, or ``PLACEHOLDER`` for
+    a ``c``): columns of a stream read under several aliases are named by the alias of
+    their role (``b2.pressure``, not the role ``B#2.pressure``)."""
+    if not bound.self_join:
+        return f"{key.left} {key.op} {key.rhs_text(constant)}"
     alias_of = {role.lower(): alias for alias, role in bound.role_aliases}
 
     def named(col: ColumnKey) -> ColumnKey:

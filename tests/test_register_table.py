@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import pickle
 import random
 import warnings
 
@@ -13,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
+from mqo.registry import RegisteredRow
 from tests.test_templates import summary
 
 DDL = """
@@ -232,7 +235,15 @@ def test_registry_rows_stay_the_queries_predicates_through_changes(seed: int) ->
                     m.unregister_query(name)
         got.registry._check()
         if step % 10 == 9:
-            assert matches(got, step) == matches(want, step)
+            # a snapshot keeps each table's rows as one entry (template, names, constants)
+            snap = got.snapshot()
+            assert len(snap["queries"]) + sum(len(t["names"]) for t in snap["tables"]) == len(live)
+            assert not any(name.startswith("t") for name, _, _ in snap["queries"])
+            restored = mqo.Matcher.restore(pickle.loads(pickle.dumps(snap)))
+            restored.registry._check()
+            assert restored.query_ids == got.query_ids
+            assert [q.text for q in restored.registry] == [q.text for q in got.registry]
+            assert matches(got, step) == matches(want, step) == matches(restored, step)
     assert got.query_ids == want.query_ids == live
 
 
@@ -345,3 +356,25 @@ def test_a_table_row_cannot_take_an_aggregate_querys_id() -> None:
     with pytest.raises(mqo.QueryError, match="query id agg is already registered"):
         m.register_table("SELECT * FROM B WHERE B.pressure < :c", {"c": [1.0, 2.0], "id": ["x", "agg"]}, id_column="id")
     assert m.query_ids == ["agg"]
+
+
+def test_a_snapshot_of_texts_only_restores_a_tables_rows_alike() -> None:
+    """A snapshot written before tables had entries of their own (every query a text)
+    restores the same queries as one that keeps a table as its template and rows."""
+    m = mqo.Matcher(DDL)
+    m.register_query("Query ID: x\nSELECT * FROM B WHERE B.alert = 1")
+    m.register_table(
+        "SELECT * FROM B, H MAXWINDOW 4 WHERE B.pressure < :c1 AND B.temp <= 2 * H.vib + :c2 AND B.pressure * B.temp > -9",
+        {"c1": np.array([1.5, -2.0, 0.1]), "c2": np.array([-3.0, 0.0, 1e20]), "id": ["a", "b", "c"]},
+        id_column="id",
+    )
+    m.register_query("Query ID: y\nSELECT * FROM H WHERE H.vib > 0.3")
+    snap = m.snapshot()
+    assert [t["names"] for t in snap["tables"]] == [["a", "b", "c"]] and snap["tables"][0]["at"] == 1
+    old = {**snap, "format": 6, "queries": [(rq.name, rq.text, -math.inf) for rq in m.registry]}
+    del old["tables"]
+    restored = mqo.Matcher.restore(snap)
+    for r in (restored, mqo.Matcher.restore(old)):
+        assert r.query_ids == ["x", "a", "b", "c", "y"]
+        assert [q.text for q in r.registry] == [q.text for q in m.registry]
+    assert isinstance(restored.registry.queries["b"], RegisteredRow)  # registered as a block again

@@ -325,7 +325,7 @@ class Registrations:
     def _restore_table(self, table: Mapping[str, Any]) -> None:
         names = list(table["names"])
         template = parse_template(table["template"], "<snapshot>")
-        constants = np.frombuffer(table["constants"], np.float64).reshape(len(names), -1)
+        constants = np.asarray(table["constants"], np.float64).reshape(len(names), -1)
         compile_one = self.registry.compiler.compile
 
         def compile_text(text: str, row: int) -> CompiledQuery:

@@ -474,7 +474,9 @@ def block_template(block: RowBlock) -> str:
     bound = block.context.bound
     conds = []
     for j, key in enumerate(block.keys):
-        pattern = predicate_text(key, PLACEHOLDER, bound)  # ends with the placeholder c
+        pattern = predicate_text(key, PLACEHOLDER, bound)
+        if not pattern.endswith(" c"):  # (a numeric key's text ends with its constant)
+            raise AssertionError(f"no constant to make a parameter of in {pattern!r}")
         conds.append(f"{pattern[:-1]}:c{j}")
     conds += [r.text for r in block.residuals]
     return query_text(block.context, block.maxwindow, conds)

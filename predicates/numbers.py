@@ -46,6 +46,22 @@ def faithful(value: Fraction) -> float | Fraction:
     return f if Fraction(repr(f)) == value else value
 
 
+def decimal_text(value: Fraction) -> str | None:
+    """``value`` written as an exact decimal (``0.1234567890123456789``), or None when
+    it has none (a denominator with a prime factor other than 2 and 5: ``1/3``)."""
+    d, k2, k5 = value.denominator, 0, 0
+    while d % 2 == 0:
+        d, k2 = d // 2, k2 + 1
+    while d % 5 == 0:
+        d, k5 = d // 5, k5 + 1
+    if d != 1:
+        return None
+    places = max(k2, k5)
+    digits = str(abs(value.numerator) * 10**places // value.denominator).rjust(places + 1, "0")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[: len(digits) - places]}.{digits[len(digits) - places :]}" if places else f"{sign}{digits}"
+
+
 def exact(constant: Fraction | float | int) -> Fraction:
     """What a stored constant (see :func:`faithful`) means."""
     if isinstance(constant, Fraction):

@@ -21,7 +21,7 @@ from predicates.normalize import (
     format_constant,
     to_float,
 )
-from predicates.numbers import EXACT_INTEGERS, exact, faithful
+from predicates.numbers import EXACT_INTEGERS, decimal_text, exact, faithful
 from predicates.semantic import BoundQuery
 
 _INF = float("inf")
@@ -230,7 +230,10 @@ def query_text(context: Context, maxwindow: float | Fraction | None, conditions:
     WHERE clause is ``conditions`` joined by AND (None: a query that never matches)."""
     parts = [f"SELECT {context.select_text} FROM {context.from_text}"]
     if maxwindow is not None and context.window_scale is not None:
-        parts.append(f"MAXWINDOW {format_constant(exact(maxwindow))}")
+        seconds = exact(maxwindow)
+        # a window past the doubles as its exact decimal: a/b does not parse
+        shown = decimal_text(seconds) if isinstance(maxwindow, Fraction) else None
+        parts.append(f"MAXWINDOW {shown or format_constant(seconds)}")
     if conditions is None:
         parts.append("WHERE 1 = 0")
     elif conditions:

@@ -136,6 +136,7 @@ def apply_commands(
     # group's horizon cannot be in a new result anyway, and then a group's state never
     # depends on when it happened to register a query
     snap["queries"] = [(name, text, -math.inf) for name, text, _ in snap["queries"]]
+    snap["tables"] = [{**table, "since": -math.inf} for table in snap.get("tables", ())]
     matcher = Matcher.restore(snap)
     errors: list[tuple[str | None, float, str]] = []
     shared = dict(spec.settings).get("shared_control", False)

@@ -319,3 +319,30 @@ def test_a_query_with_double_constants_prints_them_as_what_they_mean(value: floa
     as_doubles = CompiledQuery("q", query.context, query.maxwindow, ((doubles, residuals),))
     as_exact = CompiledQuery("q", query.context, query.maxwindow, ((exacts, residuals),))
     assert as_doubles.text == as_exact.text
+
+
+@given(st.integers(-(10**30), 10**30), st.integers(0, 40), st.integers(0, 40), st.sampled_from([1, 3, 7]))
+def test_decimal_text_is_the_exact_decimal_or_none(numerator: int, twos: int, fives: int, other: int) -> None:
+    from predicates.numbers import decimal_text
+
+    value = Fraction(numerator, 2**twos * 5**fives * other)
+    text = decimal_text(value)
+    if value.denominator % 3 == 0 or value.denominator % 7 == 0:
+        assert text is None
+    else:
+        assert text is not None and Fraction(text) == value and "e" not in text
+
+
+def test_a_window_past_the_doubles_prints_as_its_decimal_and_reads_back() -> None:
+    """A MAXWINDOW no double holds exactly is printed as its exact decimal (not a/b,
+    which does not parse): a query's text, and so a snapshot, reads back the same."""
+    import mqo
+
+    ddl = "REGISTER STREAM B (pressure FLOAT); REGISTER STREAM H (vib FLOAT);"
+    for window in ("0.1234567890123456789", "0.1234567890123456789 MINUTES", "2.5", "3 HOURS"):
+        m = mqo.Matcher(ddl)
+        m.register_query(f"Query ID: a\nSELECT * FROM B, H MAXWINDOW {window} WHERE B.pressure < H.vib")
+        first = m.registry.queries["a"]
+        assert "/" not in first.text
+        again = mqo.Matcher.restore(m.snapshot()).registry.queries["a"]
+        assert again.exact_maxwindow == first.exact_maxwindow and again.text == first.text

@@ -220,6 +220,33 @@ def split_query_texts(text: str) -> list[str]:
     lower = text.lower()
     if lower.count("select") == 1 and lower.count("query") <= 1 and ";" not in text.rstrip().rstrip(";"):
         return [text] if _BLANK.fullmatch(text) is None else []
+    pieces = _cut_at_semicolons(text, lower)
+    if pieces is None:
+        pieces = _cut_by_scanning(text)
+    return [p for p in pieces if _BLANK.fullmatch(p) is None]
+
+
+def _cut_at_semicolons(text: str, lower: str) -> list[str] | None:
+    """The cut of a file whose queries all end with ``;`` (the usual query file), by
+    splitting at them; None when something else could end a query there: a string or a
+    comment anywhere, or a piece with a second SELECT or header, or its header after
+    its SELECT (counted as substrings: a word in a name counts too, and then the
+    scan decides)."""
+    if "'" in text or "--" in text or not text.isascii():  # (ASCII: lower keeps positions)
+        return None
+    parts = text.split(";")
+    for low in lower.split(";"):
+        if low.count("select") > 1 or low.count("query") > 1:
+            return None
+        header = low.find("query")
+        if header >= 0 and low.find("select") >= 0 and header > low.find("select"):
+            return None
+    return [part + ";" for part in parts[:-1]] + [parts[-1]]
+
+
+def _cut_by_scanning(text: str) -> list[str]:
+    """The cut at every ``;``, ``Query ID`` header and SELECT that ends a query,
+    outside strings and comments."""
     pieces: list[str] = []
     start = 0
     seen_select = False
@@ -247,4 +274,4 @@ def split_query_texts(text: str) -> list[str]:
                 seen_header = False
             seen_select = True
     pieces.append(text[start:])
-    return [p for p in pieces if _BLANK.fullmatch(p) is None]
+    return pieces

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mqo
@@ -192,6 +192,23 @@ def test_split_query_texts_cuts_like_the_parser():
     pieces = split_query_texts(text)
     assert len(pieces) == 7
     assert pieces[-1].strip() == "SELECT 'select' FROM B"
+
+
+_CUT_FRAGMENTS = ["SELECT * FROM B", "select", "Query ID: q", "query", "QUERY  ID", ";", " ", "\n", "x", "'",
+                  "--", "selected", "myquery", "B.x", "\u0130", "WHERE"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_CUT_FRAGMENTS), max_size=14).map("".join))
+@example("SELECT * FROM B;\nSELECT * FROM H\nQuery ID: q\n")
+@example("Query ID: a\nSELECT * FROM B;Query ID: b SELECT * FROM H; ;")
+@settings(max_examples=400, deadline=None)
+def test_cutting_at_semicolons_cuts_as_the_scan_does(text: str) -> None:
+    """The shortcut for files whose queries all end with ``;`` answers only where the
+    scan would cut exactly so."""
+    from predicates.clauses import _cut_at_semicolons, _cut_by_scanning
+
+    fast = _cut_at_semicolons(text, text.lower())
+    assert fast is None or fast == _cut_by_scanning(text)
 
 
 def test_unregistering_compacts_rows_and_keeps_the_plan_right():

@@ -146,11 +146,6 @@ class RegisteredRow(RegisteredQuery):
     def exact_maxwindow(self) -> float | Fraction | None:  # type: ignore[override]
         return self.block.maxwindow
 
-    def predicates(self) -> Iterator[tuple[int, ListKey, Any]]:
-        block, start = self.block, self.row * self.block.width
-        for key, value in zip(block.keys, block.values[start : start + block.width], strict=True):
-            yield 0, key, value
-
 
 class QueryRegistry:
     def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
@@ -307,7 +302,7 @@ class QueryRegistry:
             self.need_roles(block.context.bound.roles)
         kids = [self._key_number(key) for key in block.keys]
         self._order += m
-        self._blocks.append(_BlockRows(len(self._row_key), block, None, start, np.array(kids, np.int32)))
+        self._blocks.append(_BlockRows(len(self._row_key), block, start, np.array(kids, np.int32)))
         self._block_rows += self._blocks[-1].n_rows
         for kid in kids:
             self._key_uses[kid] += m
@@ -532,17 +527,18 @@ class QueryRegistry:
 
 class _BlockRows:
     """The predicate rows of table queries registered together, kept as their block:
-    query ``k`` is number ``first_order + k`` and block row ``block_rows[k]`` (all the
-    block's rows in order when None); ``at``: how many column rows precede them."""
+    query ``k`` is number ``orders[k]`` and block row ``block_rows[k]`` (all the
+    block's rows in order while None: none removed yet); ``at``: how many column rows
+    precede them."""
 
     __slots__ = ("at", "block", "block_rows", "kids", "orders")
 
-    def __init__(self, at: int, block: RowBlock, block_rows: np.ndarray | None, first_order: int, kids: np.ndarray):
+    def __init__(self, at: int, block: RowBlock, first_order: int, kids: np.ndarray):
         self.at = at
         self.block = block
-        self.block_rows = block_rows
+        self.block_rows: np.ndarray | None = None
         self.kids = kids
-        m = len(block.values) // block.width if block_rows is None else len(block_rows)
+        m = len(block.values) // block.width
         self.orders = np.arange(first_order, first_order + m, dtype=np.int64)
 
     @property

@@ -491,7 +491,7 @@ def most_covering_first(op: str) -> bool:
 
 def format_constant(value: object) -> str:
     """Short, exact-where-possible text of a constant."""
-    if type(value) is float:  # the usual constant first: a table's million rows print so
+    if isinstance(value, float):  # the usual constant first: a table's million rows print so
         return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
     if isinstance(value, Fraction):
         if value.denominator == 1:
@@ -502,8 +502,6 @@ def format_constant(value: object) -> str:
         return f"{value.numerator}/{value.denominator}"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     return str(value)

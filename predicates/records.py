@@ -217,10 +217,8 @@ class CompiledQuery:
             return header + query_text(self.context, self.maxwindow, None)
         (preds, residuals), *_ = self.disjuncts
         bound = self.context.bound
-        if bound.self_join:
-            conds = [predicate_text(key, _exact(value, key), bound) for key, value in preds]
-        else:
-            conds = [f"{key.left} {key.op} {key.rhs_text(_exact(value, key))}" for key, value in preds]
+        aliased = bound if bound.self_join else None  # (decided once, not per predicate)
+        conds = [predicate_text(key, _exact(value, key), aliased) for key, value in preds]
         conds += [r.text for r in residuals]
         return header + query_text(self.context, self.maxwindow, conds)
 
@@ -241,11 +239,12 @@ def query_text(context: Context, maxwindow: float | Fraction | None, conditions:
     return " ".join(parts)
 
 
-def predicate_text(key: ListKey, constant: Any, bound: BoundQuery) -> str:
+def predicate_text(key: ListKey, constant: Any, bound: BoundQuery | None) -> str:
     """A predicate as query text (``constant``: its exact value, or ``PLACEHOLDER`` for
     a ``c``): columns of a stream read under several aliases are named by the alias of
-    their role (``b2.pressure``, not the role ``B#2.pressure``)."""
-    if not bound.self_join:
+    their role (``b2.pressure``, not the role ``B#2.pressure``); ``bound`` None: the
+    query reads no stream twice."""
+    if bound is None or not bound.self_join:
         return f"{key.left} {key.op} {key.rhs_text(constant)}"
     alias_of = {role.lower(): alias for alias, role in bound.role_aliases}
 

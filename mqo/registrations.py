@@ -75,18 +75,15 @@ class Registrations:
         """Compile query texts (each may hold many queries) through the one compile
         entry, numbered from the next position, all or nothing. ``check_names``: no id
         may be registered already or given twice."""
-        registered = _Taken(self) if check_names else ()
-        instances: list[Query] = []
-        for k, text in enumerate(sources):
-            instances += predicates.compile(
-                text,
-                self.catalog,
-                source_name=source_name if len(sources) == 1 else f"{source_name}[{k}]",
-                first_position=self.next_position + len(instances),
-                taken=registered,
-                max_disjuncts=self.config.max_disjuncts,
-                compiler=self.registry.compiler,
-            )
+        instances: list[Query] = predicates.compile_many(
+            sources,
+            self.catalog,
+            source_name=source_name,
+            first_position=self.next_position,
+            taken=_Taken(self) if check_names else (),
+            max_disjuncts=self.config.max_disjuncts,
+            compiler=self.registry.compiler,
+        )
         if check_names and len(sources) > 1:
             seen: set[str] = set()
             for query in instances:

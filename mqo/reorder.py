@@ -182,15 +182,23 @@ class AdaptivePolicy:
         """One tuple's phases, in the order they ran: (type, partials in, partials
         out, work)."""
         stats = self.stats[stream]
+        changed = []
         for position, (kind, entered, left, work) in enumerate(phases):
-            stats[(kind, position)].observe(entered, left, work)
-            stats[(kind, None)].observe(entered, left, work)
+            if entered:  # (no partial in: nothing measured)
+                at = stats[(kind, position)]
+                at.observe(entered, left, work)
+                stats[(kind, None)].observe(entered, left, work)
+                changed.append(at)
         self.seen[stream] += 1
         self.total += 1
         seen = self.seen[stream]
         if seen < self.warmup:
             return
-        if any(key[1] is not None and ts.drifted(self.drift) for key, ts in stats.items()):
+        if seen == self.warmup:  # the first look: every position's figures
+            changed = [ts for key, ts in stats.items() if key[1] is not None]
+        # the figures that did not change were looked at when they last did (a drift
+        # then refreshed them all): only the changed ones can have drifted since
+        if any(ts.drifted(self.drift) for ts in changed):
             for ts in stats.values():
                 ts.refresh()
             self.reset_at[stream] = seen

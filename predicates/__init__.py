@@ -10,7 +10,7 @@ the registry keeps, or the front end's positioned error; all or nothing).
 from predicates.aggregate import AggregateQuery
 from predicates.ast import Aggregate, BoolLit, ColumnRef, ColumnType, Number, StringLit
 from predicates.catalog import Catalog, Column, StreamSchema
-from predicates.entry import compile, looks_aggregate
+from predicates.entry import compile, compile_many, looks_aggregate
 from predicates.errors import MqoError, QueryError, Source, Span, did_you_mean
 from predicates.frontend import column_order, compile_parsed, compile_queries, front_end, name_queries
 from predicates.normalize import (
@@ -58,6 +58,7 @@ __all__ = [
     "bind",
     "column_order",
     "compile",
+    "compile_many",
     "compile_parsed",
     "compile_queries",
     "did_you_mean",

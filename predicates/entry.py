@@ -14,7 +14,7 @@ calls to keep its caches.
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Container, Sequence
 
 from predicates.aggregate import AggregateQuery, compile_aggregate
 from predicates.catalog import Catalog
@@ -69,10 +69,10 @@ def compile(
     """Every query of ``text`` as a record, all or nothing; queries without a ``Query
     ID`` header are named by their position from ``first_position``; ``taken``: names
     already used (a query named so is an error)."""
-    if compiler is None:
-        compiler = FastCompiler(catalog, max_disjuncts)
-    elif compiler.catalog is not catalog or compiler.max_disjuncts != max_disjuncts:
-        raise ValueError("the compiler was made for another catalog or disjunct limit")
+    compiler = _compiler_for(catalog, max_disjuncts, compiler)
+    flat = compiler.flat.compile(text, first_position)
+    if flat is not None and flat.name not in taken:
+        return [flat]  # one plain match query (a subscription): nothing to cut or check
     out: list[Record] = []
     try:
         for piece in split_query_texts(text):
@@ -92,6 +92,47 @@ def compile(
     )
 
 
+def compile_many(
+    texts: Sequence[str],
+    catalog: Catalog,
+    *,
+    source_name: str = "<string>",
+    first_position: int = 1,
+    taken: Container[str] = (),
+    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+    compiler: FastCompiler | None = None,
+) -> list[Record]:
+    """:func:`compile` of each text in turn, numbered on from one to the next; an
+    error names its text as ``source_name[k]`` (just ``source_name`` if there is one
+    text). Names are checked against ``taken`` only, not against each other."""
+    compiler = _compiler_for(catalog, max_disjuncts, compiler)
+    flat = compiler.flat
+    out: list[Record] = []
+    for k, text in enumerate(texts):
+        query = flat.compile(text, first_position + len(out))  # (as compile does first)
+        if query is not None and query.name not in taken:
+            out.append(query)
+            continue
+        out += compile(
+            text,
+            catalog,
+            source_name=source_name if len(texts) == 1 else f"{source_name}[{k}]",
+            first_position=first_position + len(out),
+            taken=taken,
+            max_disjuncts=max_disjuncts,
+            compiler=compiler,
+        )
+    return out
+
+
+def _compiler_for(catalog: Catalog, max_disjuncts: int, compiler: FastCompiler | None) -> FastCompiler:
+    if compiler is None:
+        return FastCompiler(catalog, max_disjuncts)
+    if compiler.catalog is not catalog or compiler.max_disjuncts != max_disjuncts:
+        raise ValueError("the compiler was made for another catalog or disjunct limit")
+    return compiler
+
+
 def _aggregate_piece(
     text: str, catalog: Catalog, position: int, source_name: str, max_disjuncts: int
 ) -> AggregateQuery | None:
@@ -107,4 +148,4 @@ def _aggregate_piece(
     return compile_aggregate(queries[0], catalog, name, column_order(catalog), max_disjuncts)
 
 
-__all__ = ["Record", "compile", "looks_aggregate"]
+__all__ = ["Record", "compile", "compile_many", "looks_aggregate"]

@@ -62,9 +62,10 @@ class FlatCompiler:
         self._key_numbers.clear()
         self._keys.clear()
 
-    def compile(self, text: str) -> tuple[str | None, CompiledQuery] | None:
-        """(the text's header name or None, its query named ``""``), or None (not
-        taken). The caller names an unnamed query by its position."""
+    def compile(self, text: str, position: int) -> CompiledQuery | None:
+        """The one query of ``text`` (named by its header, else by ``position``), or
+        None (not taken). A text taken holds one match query: its prefix starts one
+        query and holds no aggregate, and its terms are single comparisons."""
         if len(self.compiler.catalog) != self._streams_seen or self.compiler._streams_seen != self._streams_seen:
             self._check_catalog()
         if text.startswith("Query ID: "):  # the usual header, cut without the regex
@@ -88,7 +89,7 @@ class FlatCompiler:
         conjunction = self._terms(context, body[i + 7 :].rstrip().split(" AND "))  # type: ignore[arg-type]
         if conjunction is None:
             return None
-        return name, CompiledQuery("", context, None, ((conjunction, ()),))  # type: ignore[arg-type]
+        return CompiledQuery(name if name is not None else str(position), context, None, ((conjunction, ()),))  # type: ignore[arg-type]
 
     def _terms(self, context: Context, terms: list[str]) -> Conjunction | None:
         heads = self._heads.get(context)

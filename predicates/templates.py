@@ -162,10 +162,9 @@ class FastCompiler:
 
     def compile(self, text: str, position: int, source_name: str = "<query>") -> CompiledQuery:
         """One query text; ``position`` names it when it has no header."""
-        taken = self.flat.compile(text)  # (it checks the catalog)
+        taken = self.flat.compile(text, position)  # (it checks the catalog)
         if taken is not None:
-            taken[1].name = taken[0] if taken[0] is not None else str(position)
-            return taken[1]
+            return taken
         name, body = split_header(text)
         name = name if name is not None else str(position)
         parts = NUMBER_SPLIT.split(body)

@@ -68,6 +68,33 @@ def test_taken_names_and_positions_follow_the_front_end():
 AGGREGATE = "SELECT B.alert, AVG(B.pressure) FROM B [RANGE 10 SLIDE 5] WHERE B.temp > {} GROUP BY B.alert"
 
 
+def test_many_texts_compile_as_each_in_turn():
+    """compile_many numbers on from text to text, takes the flat ones first, and names
+    a text's error by its place in the list."""
+    catalog = Catalog.from_ddl(DDL)
+    texts = [FLAT.format(1), f"Query ID: q\n{FLAT.format(2)}", f"{FLAT.format(3)};\n{FLAT.format(4)};",
+             AGGREGATE.format(5), FLAT.format(6), "Query ID: 9\n" + FLAT.format(7), FLAT.format(8)]  # fmt: skip
+    for compiler in (None, FastCompiler(catalog), FastCompiler(catalog)):  # the last one warm
+        got = predicates.compile_many(texts, catalog, first_position=3, compiler=compiler)
+        want, position = [], 3
+        for text in texts:
+            want += predicates.front_end(text, catalog, first_position=position)
+            position = 3 + len(want)
+        assert [q.name for q in got] == ["3", "q", "5", "6", "7", "8", "9", "10"]
+        assert [type(q) for q in got] == [type(q) for q in want]
+        assert [summary(q) for q in got if q.name != "7"] == [summary(q) for q in want if q.name != "7"]
+    compiler = FastCompiler(catalog)
+    with pytest.raises(QueryError, match="already registered") as taken:
+        predicates.compile_many(texts, catalog, taken=["q"], compiler=compiler)
+    with pytest.raises(QueryError) as bad:
+        predicates.compile_many([*texts[:5], FLAT.format(1).replace("B.temp", "B.tmp")], catalog, source_name="s")
+    assert (
+        str(taken.value).startswith("<string>[1]:")
+        and str(bad.value).startswith("s[5]:1:")
+        and "unknown column" in str(bad.value)
+    )
+
+
 def test_one_entry_compiles_aggregate_and_match_queries_alike():
     catalog = Catalog.from_ddl(DDL)
     text = f"{AGGREGATE.format(1)};\nQuery ID: m\n{FLAT.format(2)};\n{AGGREGATE.format(3)};"

@@ -6,9 +6,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
+import predicates
 from predicates import Catalog, compile_queries
 from predicates.flat import FlatCompiler
-from predicates.records import from_normalized
+from predicates.frontend import front_end
+from predicates.records import CompiledQuery, from_normalized
 from predicates.templates import FastCompiler
 from tests.test_templates import DDL, summary
 
@@ -47,18 +49,15 @@ def test_flat_path_equals_the_full_front_end(prefix, terms, joins, tail):
     try:
         (nq,) = compile_queries(text, catalog)
     except mqo.QueryError:
-        fast_failed = flat.compile(text)
+        fast_failed = flat.compile(text, 1)
         assert fast_failed is None  # an error is the front end's to report
         return
     want = from_normalized(nq)
     fast.compile(text, 1)  # learns the patterns, as the matcher's usual path does
     for _ in range(2):
-        got = flat.compile(text)
-        if got is None:
-            continue
-        header, query = got
-        query.name = header if header is not None else "1"
-        assert summary(query) == summary(want), text
+        got = flat.compile(text, 1)
+        if got is not None:
+            assert summary(got) == summary(want), text
 
 
 def test_plain_subscriptions_take_the_flat_path_and_register_alike():
@@ -67,9 +66,9 @@ def test_plain_subscriptions_take_the_flat_path_and_register_alike():
     quick = mqo.Matcher(ddl)
     quick.register_queries(texts)
     slow = mqo.Matcher(ddl)
-    slow.registry.compiler.flat.compile = lambda text: None  # type: ignore[method-assign]
+    slow.registry.compiler.flat.compile = lambda text, position: None  # type: ignore[method-assign]
     slow.register_queries(texts)
-    taken = [quick.registry.compiler.flat.compile(t) is not None for t in texts]
+    taken = [quick.registry.compiler.flat.compile(t, 1) is not None for t in texts]
     assert sum(taken) >= 190  # all but the first few, which teach it the patterns
     assert [summary(q.compiled) for q in quick.registry] == [summary(q.compiled) for q in slow.registry]
     events = {"a0": [1.0, 50.0, 300.0], "a1": [0.0, 20.0, 1e9], "a2": [5.0, 5.0, 5.0], "ts": [1.0, 2.0, 3.0]}
@@ -88,7 +87,7 @@ def test_only_plain_decimal_literals_take_the_flat_path() -> None:
     odd = [".", "1.2.3", "..5", "1_000", "inf", "nan", "+7", "0x10", "1e3", "\u00b2", "1234567890123456", "", "\u0663"]
     for number in odd:
         text = f"SELECT * FROM B WHERE B.pressure < 1 AND B.temp >= {number}"
-        got = flat.compile(text)
+        got = flat.compile(text, 1)
         try:
             (nq,) = compile_queries(text, catalog)
         except mqo.QueryError:
@@ -97,6 +96,37 @@ def test_only_plain_decimal_literals_take_the_flat_path() -> None:
         want = from_normalized(nq)
         want.name = "1"
         if got is not None:  # the front end reads digits of other scripts as float() does
-            got[1].name = "1"
-            assert summary(got[1]) == summary(want), number
-    assert flat.compile("SELECT * FROM B WHERE B.pressure < 1 AND B.temp >= 2.5") is not None
+            assert summary(got) == summary(want), number
+    assert flat.compile("SELECT * FROM B WHERE B.pressure < 1 AND B.temp >= 2.5", 1) is not None
+
+
+ENTRY_PREFIXES = st.sampled_from(
+    ["SELECT * FROM B", "Query ID: q7\nSELECT * FROM B", "Query ID: a\nQuery ID: b\nSELECT * FROM B",
+     "SELECT * FROM B -- SELECT\n", "SELECT * FROM B -- query id x\n", "SELECT * FROM B\nSELECT * FROM B",
+     "SELECT * FROM B[RANGE 5 SECONDS]", "SELECT max(B.temp) FROM B", "SELECT * FROM B\nQuery ID: b\nSELECT * FROM B"]
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ENTRY_PREFIXES, TERMS, st.sampled_from(["", ";", "; SELECT * FROM B WHERE B.temp > 1", " GROUP BY B.temp"]))
+def test_the_entry_takes_a_flat_text_only_when_it_is_one_match_query(prefix, terms, tail):
+    """The compile entry tries the flat path on a whole text before cutting it into
+    queries or looking for aggregates: it must give what the front end gives."""
+    catalog = Catalog.from_ddl(DDL)
+    fast = FastCompiler(catalog)
+    text = text_of(prefix, terms, [" AND "] * 5, tail)
+    try:
+        want = front_end(text, catalog)
+    except mqo.QueryError:
+        want = None
+    for _ in range(2):  # the second time, the fast compiler knows the patterns
+        try:
+            got = predicates.compile(text, catalog, compiler=fast)
+        except mqo.QueryError:
+            assert want is None, text
+            continue
+        assert want is not None, text
+        assert [type(q) for q in got] == [type(q) for q in want], text
+        assert [summary(q) for q in got if isinstance(q, CompiledQuery)] == [
+            summary(q) for q in want if isinstance(q, CompiledQuery)
+        ], text

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import warnings
 from collections import Counter
 from functools import partial
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mqo
 from mqo.reorder import ALL_ORDERS, AdaptivePolicy, order_name
@@ -55,6 +57,61 @@ def test_hysteresis_keeps_the_order_when_alternatives_are_close():
     policy = AdaptivePolicy(["B"], hysteresis=0.2)
     feed(policy, 0, 1000, {A: (0.5, 10), J: (0.5, 10.5), W: (0.5, 10.2)})
     assert len(policy.switches) <= 1
+
+
+class LooksAtEverything(AdaptivePolicy):
+    """The reorderer as first written: every position's figures tested for drift
+    after every tuple (the policy tests only the figures that tuple changed)."""
+
+    def observe(self, stream, phases):
+        stats = self.stats[stream]
+        for position, (kind, entered, left, work) in enumerate(phases):
+            stats[(kind, position)].observe(entered, left, work)
+            stats[(kind, None)].observe(entered, left, work)
+        self.seen[stream] += 1
+        self.total += 1
+        seen = self.seen[stream]
+        if seen < self.warmup:
+            return
+        if any(key[1] is not None and ts.drifted(self.drift) for key, ts in stats.items()):
+            for ts in stats.values():
+                ts.refresh()
+            self.reset_at[stream] = seen
+            self.changes += 1
+            return
+        if (
+            seen == self.warmup
+            or seen == self.reset_at[stream] + self.settle
+            or self.running[stream] != self.orders[stream]
+        ):
+            self._repick(stream)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([4, 32, 80]), st.sampled_from([0.3, 1.0]))
+def test_drift_is_found_as_when_every_figure_is_looked_at(seed, warmup, drift):
+    """Regimes change under two streams (some tuples leave a phase empty); both
+    policies pick the same orders, find the same changes and make the same switches."""
+    rng = random.Random(seed)
+    fast = AdaptivePolicy(["B", "H"], warmup=warmup, drift=drift, explore_every=7)
+    slow = LooksAtEverything(["B", "H"], warmup=warmup, drift=drift, explore_every=7)
+    costs, period = None, rng.choice([45, 300])
+    for t in range(1500):
+        if t % period == 0:
+            costs = {k: (rng.choice([0.0, 0.02, 0.5, 1.0, 4.0]), rng.choice([1, 3, 10, 40])) for k in (A, J, W)}
+        stream = rng.randrange(2)
+        order = fast.order_for(stream)
+        assert slow.order_for(stream) == order
+        carried, phases = 1.0, []
+        for kind in order:
+            fanout, work = costs[kind]
+            entered = round(carried * rng.choice([0, 5, 10, 20]))
+            phases.append((kind, entered, round(entered * fanout), round(entered * work)))
+            carried *= fanout
+        fast.observe(stream, phases)
+        slow.observe(stream, phases)
+    assert (fast.orders, fast.changes, fast.switches) == (slow.orders, slow.changes, slow.switches)
+    assert fast.changes  # the regimes did move the figures
 
 
 def test_exploration_runs_every_order_now_and_then():

@@ -173,6 +173,9 @@ class Engine:
             # (the QED test needs the lists' satisfied bits: they are decided again)
             t.attr_done = 0 if self.check_qed else plan.attr_list_mask[t.stream]
             t.attr_kill = stream_slots & ~cand
+        phases = self.phases
+        if measure:
+            phases.clear()  # (before any return: the policy reads them after every tuple)
         cand = stream_slots & ~self._unfed(t.stream)
         if not cand:
             return results
@@ -184,9 +187,6 @@ class Engine:
         tuples[t.stream] = t
         ts = t.row[0]
         frontier = [Partial(tuples, 1 << t.stream, cand, 0, 0, 0, 0, ts, ts)]
-        phases = self.phases
-        if measure:
-            phases.clear()
         for kind in order:
             entered = len(frontier)
             counters.phase_in[kind.value] += entered

@@ -158,9 +158,15 @@ class AdaptivePolicy:
         self.explored = [0] * n
         self.reset_at = [-1] * n
         self.running: list[tuple[Kind, Kind, Kind]] = [initial] * n
+        # per stream, the (drift, warmup) its figures were all last tested with
+        self._looked_with: list[tuple[float, int] | None] = [None] * n
         self.total = 0
         self.changes = 0
         self.switches: list[Switch] = []
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_looked_with", [None] * len(self.streams))  # (pickled before it was kept)
 
     # ------------------------------------------------------------ the engine side
 
@@ -182,7 +188,7 @@ class AdaptivePolicy:
         """One tuple's phases, in the order they ran: (type, partials in, partials
         out, work)."""
         stats = self.stats[stream]
-        changed = []
+        changed: list[TypeStats] = []
         for position, (kind, entered, left, work) in enumerate(phases):
             if entered:  # (no partial in: nothing measured)
                 at = stats[(kind, position)]
@@ -194,7 +200,9 @@ class AdaptivePolicy:
         seen = self.seen[stream]
         if seen < self.warmup:
             return
-        if seen == self.warmup:  # the first look: every position's figures
+        looking_with = (self.drift, self.warmup)
+        if self._looked_with[stream] != looking_with:  # the first look (or new settings): all
+            self._looked_with[stream] = looking_with
             changed = [ts for key, ts in stats.items() if key[1] is not None]
         # the figures that did not change were looked at when they last did (a drift
         # then refreshed them all): only the changed ones can have drifted since

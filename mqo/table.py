@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from predicates.clauses import HOLE, NUMBER_SPLIT, split_header, split_skeleton
+from predicates.clauses import HOLE, NUMBER_SPLIT, lexer_blanks_only, split_header, split_skeleton
 from predicates.errors import QueryError, Source, Span
 from predicates.lexer import T, tokenize
 from predicates.normalize import PLACEHOLDER, ListKey, Residual
@@ -271,7 +271,7 @@ def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mappi
         offset += len(number)
     if any(p is not None and n != _PLACEHOLDER for p, n in zip(param_of, numbers, strict=False)):
         return None  # the placeholder ran into what follows it (``:lo.5``): the texts decide
-    if starts or any(c in text for c in "('\""):
+    if starts or any(c in text for c in "('\"") or not lexer_blanks_only(text):
         return None  # a parameter the number split does not see as one number, or a text to scan
     shape = split_skeleton(skeleton, numbers)
     if shape is None or shape.select_has_numbers:

@@ -25,14 +25,35 @@ from itertools import accumulate, pairwise
 # a number not inside a word; the lookahead first lets the scanner skip ahead to the
 # next digit or dot instead of testing the lookbehind at every character
 NUMBER_SPLIT = re.compile(r"(?=[0-9.])(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
-HEADER = re.compile(r"\s*(?:--[^\n]*\n\s*)*query\s+id\s*:?\s*('(?:[^'\n]|'')*'|[A-Za-z_0-9.]+)", re.IGNORECASE)
+# a header as the lexer reads it: its blanks (not Python's wider whitespace), and a name
+# that is one token (a word, a number or a string), not the start of a longer one
+HEADER = re.compile(
+    r"[ \t\r\n\f]*(?:--[^\n]*\n[ \t\r\n\f]*)*query[ \t\r\n\f]+id[ \t\r\n\f]*:?[ \t\r\n\f]*"
+    r"('(?:[^'\n]|'')*'|[A-Za-z_][A-Za-z_0-9]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?![A-Za-z_0-9.'])",
+    re.IGNORECASE,
+)
+NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")  # a header's name, unquoted
+_QUOTED_OR_COMMENT = re.compile(r"'(?:[^'\n]|'')*'|\"(?:[^\"\n]|\"\")*\"|--[^\n]*")
 # the lookahead names every first character the alternatives can start with: the
 # scanner skips to the next such character instead of trying them all at every one
 _SCAN = re.compile(
     r"(?=['()\-;safmnow])"
-    r"(?:'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max\s+window|where|and|or|not)\b)",
+    r"(?:'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max[ \t\r\n\f]+window|where|and|or|not)\b)",
     re.IGNORECASE,
 )
+
+
+def lexer_blanks_only(text: str) -> bool:
+    """Whether every character of ``text`` outside strings and comments that is not
+    printable is one of the lexer's blanks (space, tab, CR, LF, form feed). The cutters
+    below use Python's string methods, which take more for blanks (a no-break space,
+    a vertical tab, U+2028) and would read past characters the lexer rejects: a text
+    that fails this goes to the full front end, which says where the character is."""
+    if "\t" in text or "\r" in text or "\f" in text:
+        text = text.replace("\t", " ").replace("\r", " ").replace("\f", " ")
+    if text.replace("\n", " ").isprintable():
+        return True
+    return _QUOTED_OR_COMMENT.sub("", text).replace("\n", " ").isprintable()
 
 
 def split_header(text: str) -> tuple[str | None, str]:
@@ -209,8 +230,9 @@ def split_scanned(body: str) -> Clauses | None:
     )
 
 
-_BOUNDARIES = re.compile(r"'(?:[^'\n]|'')*'|--[^\n]*|;|\bquery\s+id\b|\bselect\b", re.IGNORECASE)
-_BLANK = re.compile(r"(?:\s|;|--[^\n]*)*")
+# (the lexer's blanks, not \s: a piece of a no-break space is not blank to the lexer)
+_BOUNDARIES = re.compile(r"'(?:[^'\n]|'')*'|--[^\n]*|;|\bquery[ \t\r\n\f]+id\b|\bselect\b", re.IGNORECASE)
+_BLANK = re.compile(r"(?:[ \t\r\n\f]|;|--[^\n]*)*")
 
 
 def split_query_texts(text: str) -> list[str]:

@@ -104,15 +104,12 @@ def compile_many(
 ) -> list[Record]:
     """:func:`compile` of each text in turn, numbered on from one to the next; an
     error names its text as ``source_name[k]`` (just ``source_name`` if there is one
-    text). Names are checked against ``taken`` only, not against each other."""
+    text). Names are checked against ``taken``, not across texts."""
+    if isinstance(texts, str):
+        raise TypeError("compile_many takes a list of texts (compile takes one)")
     compiler = _compiler_for(catalog, max_disjuncts, compiler)
-    flat = compiler.flat
     out: list[Record] = []
     for k, text in enumerate(texts):
-        query = flat.compile(text, first_position + len(out))  # (as compile does first)
-        if query is not None and query.name not in taken:
-            out.append(query)
-            continue
         out += compile(
             text,
             catalog,

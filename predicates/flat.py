@@ -23,7 +23,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from predicates.clauses import HOLE, NUMBER_SPLIT, split_header, split_skeleton
+from predicates.clauses import HOLE, NUMBER_SPLIT, lexer_blanks_only, split_header, split_skeleton
 from predicates.normalize import ListKey
 from predicates.records import CompiledQuery, Conjunction, Context
 
@@ -34,7 +34,7 @@ _TAIL = " " + HOLE  # a pattern whose one number ends it, after a blank
 _DIGITS = "0123456789."
 _MAX_PLAIN = 15  # characters of a literal that is always the shortest text of its double
 _KEPT = 8192
-_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_."  # as HEADER's
+_BLANKS = " \t\r\n\f"  # the lexer's
 _MISSING = object()
 
 
@@ -64,17 +64,19 @@ class FlatCompiler:
 
     def compile(self, text: str, position: int) -> CompiledQuery | None:
         """The one query of ``text`` (named by its header, else by ``position``), or
-        None (not taken). A text taken holds one match query: its prefix starts one
-        query and holds no aggregate, and its terms are single comparisons."""
+        None (not taken). A text taken is one match query: its prefix was read as one
+        query's SELECT and FROM, without an aggregate, and each term's head is a pattern
+        the parser read as one comparison, so no term can hide a ``;``, a SELECT, a
+        header or a clause."""
         if len(self.compiler.catalog) != self._streams_seen or self.compiler._streams_seen != self._streams_seen:
             self._check_catalog()
         if text.startswith("Query ID: "):  # the usual header, cut without the regex
             j = text.find("\n", 10)
             name = text[10:j]
-            if j < 0 or not name or name.strip(_NAME_CHARS):
-                name, body = split_header(text)
-            else:
+            if j > 0 and name.isascii() and name.isidentifier():  # (ASCII: as the lexer's words)
                 body = text[j:]
+            else:
+                name, body = split_header(text)
         else:
             name, body = split_header(text)
         i = body.find(" WHERE ")
@@ -86,7 +88,13 @@ class FlatCompiler:
             context = self._learn_prefix(prefix)
         if context is None:
             return None
-        conjunction = self._terms(context, body[i + 7 :].rstrip().split(" AND "))  # type: ignore[arg-type]
+        # the lexer's blanks, not rstrip()'s wider whitespace (a trailing no-break space
+        # stays in the last number, which is then not taken); the prefix and the heads
+        # were read by the lexer, so no other character the lexer rejects gets through
+        terms = body[i + 7 :].rstrip(_BLANKS)
+        if ";" in terms or "\n" in terms:
+            return None  # a query file given as one text (or a term over two lines): not cut
+        conjunction = self._terms(context, terms.split(" AND "))  # type: ignore[arg-type]
         if conjunction is None:
             return None
         return CompiledQuery(name if name is not None else str(position), context, None, ((conjunction, ()),))  # type: ignore[arg-type]
@@ -145,7 +153,7 @@ class FlatCompiler:
         context: Any = None
         lower = prefix.lower()
         plain = not any(c in prefix for c in "([;'\"") and "group" not in lower and "having" not in lower
-        if plain and len(NUMBER_SPLIT.split(prefix)) == 1:
+        if plain and lexer_blanks_only(prefix) and len(NUMBER_SPLIT.split(prefix)) == 1:
             shape = split_skeleton((prefix + " WHERE x",), ())
             if (
                 shape is not None

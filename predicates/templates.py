@@ -51,6 +51,7 @@ from predicates.clauses import (
     HOLE,
     NUMBER_SPLIT,
     Shape,
+    lexer_blanks_only,
     split_header,
     split_numbers,
     split_query_texts,
@@ -167,6 +168,8 @@ class FastCompiler:
             return taken
         name, body = split_header(text)
         name = name if name is not None else str(position)
+        if not lexer_blanks_only(text):
+            return self._full(text, name, position, source_name)
         parts = NUMBER_SPLIT.split(body)
         skeleton, numbers = tuple(parts[0::2]), parts[1::2]
         recipe = self._recipes.get(skeleton)

@@ -74,7 +74,8 @@ def test_many_texts_compile_as_each_in_turn():
     catalog = Catalog.from_ddl(DDL)
     texts = [FLAT.format(1), f"Query ID: q\n{FLAT.format(2)}", f"{FLAT.format(3)};\n{FLAT.format(4)};",
              AGGREGATE.format(5), FLAT.format(6), "Query ID: 9\n" + FLAT.format(7), FLAT.format(8)]  # fmt: skip
-    for compiler in (None, FastCompiler(catalog), FastCompiler(catalog)):  # the last one warm
+    fast = FastCompiler(catalog)
+    for compiler in (None, fast, fast):  # the last one warm
         got = predicates.compile_many(texts, catalog, first_position=3, compiler=compiler)
         want, position = [], 3
         for text in texts:

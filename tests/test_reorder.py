@@ -7,6 +7,7 @@ import warnings
 from collections import Counter
 from functools import partial
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,7 +64,7 @@ class LooksAtEverything(AdaptivePolicy):
     """The reorderer as first written: every position's figures tested for drift
     after every tuple (the policy tests only the figures that tuple changed)."""
 
-    def observe(self, stream, phases):
+    def observe(self, stream: int, phases: list) -> None:
         stats = self.stats[stream]
         for position, (kind, entered, left, work) in enumerate(phases):
             stats[(kind, position)].observe(entered, left, work)
@@ -97,6 +98,9 @@ def test_drift_is_found_as_when_every_figure_is_looked_at(seed, warmup, drift):
     slow = LooksAtEverything(["B", "H"], warmup=warmup, drift=drift, explore_every=7)
     costs, period = None, rng.choice([45, 300])
     for t in range(1500):
+        if t == 700 and rng.random() < 0.5:  # settings changed on a live policy
+            fast.drift = slow.drift = drift / 4
+            fast.warmup = slow.warmup = warmup // 2
         if t % period == 0:
             costs = {k: (rng.choice([0.0, 0.02, 0.5, 1.0, 4.0]), rng.choice([1, 3, 10, 40])) for k in (A, J, W)}
         stream = rng.randrange(2)
@@ -112,6 +116,58 @@ def test_drift_is_found_as_when_every_figure_is_looked_at(seed, warmup, drift):
         slow.observe(stream, phases)
     assert (fast.orders, fast.changes, fast.switches) == (slow.orders, slow.changes, slow.switches)
     assert fast.changes  # the regimes did move the figures
+
+
+@pytest.mark.parametrize("setting", ["drift", "warmup"])
+def test_new_settings_on_a_live_policy_look_at_every_figure(setting):
+    """A lower drift threshold (or warmup) can make a figure that no tuple changes
+    count as drifted: the next tuple finds it, as when every figure is looked at."""
+    warmup, slow_w = (32, 15) if setting == "drift" else (1000, 400)
+    got = []
+    for policy in (AdaptivePolicy(["B"], warmup=warmup, explore_every=10**9),
+                   LooksAtEverything(["B"], warmup=warmup, explore_every=10**9)):  # fmt: skip
+        for n, w in ((300, 10), (30, slow_w)):
+            for _ in range(n):
+                policy.order_for(0)
+                policy.observe(0, [(A, 10, 10, 10), (J, 10, 10, 10), (W, 10, 10, 10 * w)])
+        setattr(policy, setting, 0.1 if setting == "drift" else 1)
+        for _ in range(5):
+            policy.order_for(0)
+            policy.observe(0, [(A, 0, 0, 0), (J, 0, 0, 0), (W, 0, 0, 0)])  # (no figure changes)
+        got.append((policy.changes, policy.reset_at))
+    assert got[0] == got[1] and got[0][0]
+
+
+def test_a_policy_pickled_before_it_kept_its_looks_restores_and_runs():
+    policy = AdaptivePolicy(["B"])
+    feed(policy, 0, 100, {A: (0.5, 1), J: (1.0, 10), W: (1.0, 10)})
+    state = dict(policy.__dict__)
+    del state["_looked_with"]
+    restored = AdaptivePolicy.__new__(AdaptivePolicy)
+    restored.__setstate__(state)
+    feed(restored, 0, 100, {A: (0.5, 1), J: (1.0, 10), W: (1.0, 10)})
+    assert restored.seen[0] == 200
+
+
+def test_a_tuple_that_meets_no_query_reports_no_phases(monkeypatch):
+    """A tuple that starts no partial (its queries' other stream stores nothing) gives
+    the reorderer no phases, not the previous tuple's (of another stream, maybe)."""
+    ddl = "REGISTER STREAM B (x FLOAT); REGISTER STREAM H (y FLOAT); REGISTER STREAM P (z FLOAT); REGISTER STREAM Q (w FLOAT);"
+    m = mqo.Matcher(ddl, order="adaptive")
+    m.register_query("SELECT * FROM B, H WHERE B.x > 1 AND H.y < B.x MAXWINDOW 10", "q")
+    m.register_query("SELECT * FROM P, Q WHERE P.z > 1 AND Q.w < P.z MAXWINDOW 10", "r")
+    seen = []
+    observe = AdaptivePolicy.observe
+
+    def spy(policy: AdaptivePolicy, stream: int, phases: list) -> None:
+        seen.append((stream, list(phases)))
+        observe(policy, stream, phases)
+
+    monkeypatch.setattr(AdaptivePolicy, "observe", spy)
+    for stream, ts, values in [("B", 1.0, {"x": 5.0}), ("H", 2.0, {"y": 1.0}), ("P", 3.0, {"z": 5.0})]:
+        m.push(stream, ts, values)
+    assert seen[1][1], "H's tuple joins B's: it has phases"
+    assert seen[2] == (2, []), "P's tuple meets no stored Q tuple"
 
 
 def test_exploration_runs_every_order_now_and_then():

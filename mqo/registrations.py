@@ -35,7 +35,15 @@ from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
 from mqo.registry import QueryRegistry, RegisteredRow
-from mqo.table import RowQueries, RowQuery, block_template, compile_table, parse_template, table_queries
+from mqo.table import (
+    RowQueries,
+    RowQuery,
+    block_template,
+    compile_table,
+    first_repeated,
+    parse_template,
+    table_queries,
+)
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
@@ -85,11 +93,9 @@ class Registrations:
             compiler=self.registry.compiler,
         )
         if check_names and len(sources) > 1:
-            seen: set[str] = set()
-            for query in instances:
-                if query.name in seen:
-                    raise QueryError(f"query id {query.name} is given twice", None, None)
-                seen.add(query.name)
+            repeated = first_repeated(q.name for q in instances)
+            if repeated is not None:
+                raise QueryError(f"query id {repeated} is given twice", None, None)
         return instances
 
     # ---------------------------------------------------------- registering

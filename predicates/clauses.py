@@ -22,23 +22,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 
+from predicates.lexer import BLANK, NUMBER_LITERAL, WORD
+
 # a number not inside a word; the lookahead first lets the scanner skip ahead to the
 # next digit or dot instead of testing the lookbehind at every character
-NUMBER_SPLIT = re.compile(r"(?=[0-9.])(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+NUMBER_SPLIT = re.compile(rf"(?=[0-9.])(?<![\w.])({NUMBER_LITERAL})")
 # a header as the lexer reads it: its blanks (not Python's wider whitespace), and a name
 # that is one token (a word, a number or a string), not the start of a longer one
 HEADER = re.compile(
-    r"[ \t\r\n\f]*(?:--[^\n]*\n[ \t\r\n\f]*)*query[ \t\r\n\f]+id[ \t\r\n\f]*:?[ \t\r\n\f]*"
-    r"('(?:[^'\n]|'')*'|[A-Za-z_][A-Za-z_0-9]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?![A-Za-z_0-9.'])",
+    rf"{BLANK}*(?:--[^\n]*\n{BLANK}*)*query{BLANK}+id{BLANK}*:?{BLANK}*"
+    rf"('(?:[^'\n]|'')*'|{WORD}|{NUMBER_LITERAL})(?![A-Za-z_0-9.'])",
     re.IGNORECASE,
 )
-NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")  # a header's name, unquoted
 _QUOTED_OR_COMMENT = re.compile(r"'(?:[^'\n]|'')*'|\"(?:[^\"\n]|\"\")*\"|--[^\n]*")
 # the lookahead names every first character the alternatives can start with: the
 # scanner skips to the next such character instead of trying them all at every one
 _SCAN = re.compile(
     r"(?=['()\-;safmnow])"
-    r"(?:'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max[ \t\r\n\f]+window|where|and|or|not)\b)",
+    rf"(?:'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max{BLANK}+window|where|and|or|not)\b)",
     re.IGNORECASE,
 )
 
@@ -231,8 +232,8 @@ def split_scanned(body: str) -> Clauses | None:
 
 
 # (the lexer's blanks, not \s: a piece of a no-break space is not blank to the lexer)
-_BOUNDARIES = re.compile(r"'(?:[^'\n]|'')*'|--[^\n]*|;|\bquery[ \t\r\n\f]+id\b|\bselect\b", re.IGNORECASE)
-_BLANK = re.compile(r"(?:[ \t\r\n\f]|;|--[^\n]*)*")
+_BOUNDARIES = re.compile(rf"'(?:[^'\n]|'')*'|--[^\n]*|;|\bquery{BLANK}+id\b|\bselect\b", re.IGNORECASE)
+_BLANK = re.compile(rf"(?:{BLANK}|;|--[^\n]*)*")
 
 
 def split_query_texts(text: str) -> list[str]:

@@ -24,6 +24,7 @@ from array import array
 from typing import TYPE_CHECKING, Any
 
 from predicates.clauses import HOLE, NUMBER_SPLIT, lexer_blanks_only, split_header, split_skeleton
+from predicates.lexer import BLANK_CHARS
 from predicates.normalize import ListKey
 from predicates.records import CompiledQuery, Conjunction, Context
 
@@ -34,7 +35,6 @@ _TAIL = " " + HOLE  # a pattern whose one number ends it, after a blank
 _DIGITS = "0123456789."
 _MAX_PLAIN = 15  # characters of a literal that is always the shortest text of its double
 _KEPT = 8192
-_BLANKS = " \t\r\n\f"  # the lexer's
 _MISSING = object()
 
 
@@ -91,7 +91,7 @@ class FlatCompiler:
         # the lexer's blanks, not rstrip()'s wider whitespace (a trailing no-break space
         # stays in the last number, which is then not taken); the prefix and the heads
         # were read by the lexer, so no other character the lexer rejects gets through
-        terms = body[i + 7 :].rstrip(_BLANKS)
+        terms = body[i + 7 :].rstrip(BLANK_CHARS)
         if ";" in terms or "\n" in terms:
             return None  # a query file given as one text (or a term over two lines): not cut
         conjunction = self._terms(context, terms.split(" AND "))  # type: ignore[arg-type]

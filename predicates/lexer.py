@@ -51,13 +51,20 @@ class Token:
         return f"'{self.text}'"
 
 
+# what the lexer reads as a blank, a number and a word: the text cutters of the fast
+# compiler (predicates.clauses, predicates.flat) read them the same way
+BLANK_CHARS = " \t\r\n\f"
+BLANK = r"[ \t\r\n\f]"
+NUMBER_LITERAL = r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+WORD = r"[A-Za-z_][A-Za-z_0-9]*"
+
 _TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>[ \t\r\n\f]+)
+    rf"""
+    (?P<ws>{BLANK}+)
   | (?P<comment>--[^\n]*)
-  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<number>{NUMBER_LITERAL})
   | (?P<thesis_op>(?i:lt=|gt=)(?![=<>]))
-  | (?P<ident>[A-Za-z_][A-Za-z_0-9]*)
+  | (?P<ident>{WORD})
   | (?P<quoted_ident>"(?:[^"\n]|"")*")
   | (?P<string>'(?:[^'\n]|'')*')
   | (?P<op><=|>=|<>|!=|==|<|>|=|\+|-|\*|/)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -77,6 +78,18 @@ def test_plain_subscriptions_take_the_flat_path_and_register_alike():
     got = sorted((m.query, m.ids["E"]) for m in quick.push_batch("E", events).matches())
     want = sorted((m.query, m.ids["E"]) for m in slow.push_batch("E", events).matches())
     assert got == want and got
+
+
+def test_an_id_given_twice_across_texts_registers_nothing():
+    """Each flat text is returned whole by the compile entry: the repeat is found
+    across the list, and no query of it is registered."""
+    ddl = "REGISTER STREAM E (a0 FLOAT, a1 FLOAT);"
+    m = mqo.Matcher(ddl)
+    texts = [f"Query ID: s{i % 3}\nSELECT * FROM E WHERE E.a0 >= {i} AND E.a1 <= 5" for i in range(5)]
+    with pytest.raises(mqo.QueryError, match="query id s0 is given twice"):
+        m.register_queries(texts)
+    assert list(m.registry) == []
+    assert m.register_queries(texts[:3]) == ["s0", "s1", "s2"]
 
 
 def test_only_plain_decimal_literals_take_the_flat_path() -> None:

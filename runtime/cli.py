@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from itertools import permutations
 from typing import TYPE_CHECKING
 
-from runtime.workload import CliError, load_matcher, warn, workload_warnings
+from runtime.workload import EXTRAS, CliError, load_matcher, require, warn, workload_warnings
 
 _LARGE_QUERY_FILE = 1 << 20  # bytes: about 5,000 queries
 
@@ -84,6 +84,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
     if args.engine == "spark":
+        require(["pyspark", "pandas"], "--engine spark")
         from runtime.spark_cli import run_spark_match
 
         summary = run_spark_match(args, inputs, fmt, matcher)
@@ -172,6 +173,7 @@ def _serve_on_spark(args: argparse.Namespace, schema: str, inputs: dict[str, str
             "--engine spark needs --max-window SECONDS: the largest MAXWINDOW a query may have (the stage "
             "cuts time and keeps window for it before it knows the queries)"
         )
+    require(["pyspark", "pandas"], "--engine spark")
     from runtime.serve_spark import SparkService
     from runtime.spark_cli import spark_session
 
@@ -208,6 +210,16 @@ def _serve_on_spark(args: argparse.Namespace, schema: str, inputs: dict[str, str
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
+    try:
+        return _run_experiment(args)
+    except ModuleNotFoundError as err:
+        if err.name is None or err.name.partition(".")[0] not in EXTRAS:
+            raise
+        require([err.name.partition(".")[0]], f"mqo experiment {args.name or '--list'}")
+        raise
+
+
+def _run_experiment(args: argparse.Namespace) -> int:
     experiments = installed_experiments()
     if args.list or args.name is None:
         for name, entry in experiments.items():

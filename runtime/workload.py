@@ -21,6 +21,25 @@ class CliError(Exception):
     because that class sits behind the heavy imports; :func:`main` treats both alike.)"""
 
 
+# The optional dependencies by extra (pyproject.toml): the local engine needs none of them.
+EXTRAS = {"pyspark": "spark", "pandas": "spark", "matplotlib": "plots", "duckdb": "bench"}
+
+
+def require(modules: Sequence[str], what: str) -> None:
+    """Stop with the install command when a module ``what`` needs is not installed,
+    instead of a ModuleNotFoundError from deep inside the run."""
+    import importlib.util
+
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        extras = ",".join(sorted({EXTRAS.get(name, name) for name in missing}))
+        raise CliError(
+            f"{what} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
+            f"pip install 'mqo[{extras}]' "
+            f"(or, in a clone, pip install -e '.[{extras}]')"
+        )
+
+
 def read_text(path: str, what: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")

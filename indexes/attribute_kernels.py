@@ -21,16 +21,15 @@ a stream's lists go straight to their rows among all its lists.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from indexes.kernel_modes import NULL
-from indexes.numba_config import JIT_OPTIONS
+from indexes.numba_config import kernel
 
 OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE = 0, 1, 2, 3, 4, 5
 OP_CODES = {"<": OP_LT, "<=": OP_LE, ">": OP_GT, ">=": OP_GE, "=": OP_EQ, "!=": OP_NE}
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def _after(cuts: np.ndarray, start: int, end: int, x: float, strict: bool) -> int:
     """How many of ``cuts[start:end]`` (ascending) are <= x (``strict``) or < x:
     numpy's searchsorted 'right' and 'left', relative to ``start``."""
@@ -44,7 +43,7 @@ def _after(cuts: np.ndarray, start: int, end: int, x: float, strict: bool) -> in
     return a - start
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def list_ranges(
     values: np.ndarray,
     columns: np.ndarray,

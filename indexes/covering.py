@@ -98,7 +98,7 @@ class CoveringList:
     def __init__(
         self,
         op: str,
-        constants: Sequence[Any],
+        constants: Sequence[Any] | np.ndarray,
         *,
         integer: bool = False,
         factor: Fraction | None = None,
@@ -135,9 +135,9 @@ class CoveringList:
         self.floats = [to_float(c) for c in self.constants] if numeric else self.constants
         if factor is None and numeric:
             cut = integer_cut if integer else float_cut
-            cuts = [cut(c) for c in self.constants]
-            self._lt = [lt for lt, _ in cuts]
-            self._le = [le for _, le in cuts]
+            pairs = [cut(c) for c in self.constants]
+            self._lt = [lt for lt, _ in pairs]
+            self._le = [le for _, le in pairs]
         else:
             self._lt = self._le = self.constants  # strings and booleans compare as they are
 

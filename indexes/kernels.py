@@ -16,10 +16,9 @@ has a plain reference for each. Settings live in :mod:`indexes.numba_config`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from indexes.kernel_modes import MODE_EQUAL, MODE_GREATER, MODE_LESS, MODE_NOT_EQUAL, NULL
-from indexes.numba_config import JIT_OPTIONS
+from indexes.numba_config import kernel
 
 __all__ = ["MODE_EQUAL", "MODE_GREATER", "MODE_LESS", "MODE_NOT_EQUAL", "NULL"]
 
@@ -27,7 +26,7 @@ __all__ = ["MODE_EQUAL", "MODE_GREATER", "MODE_LESS", "MODE_NOT_EQUAL", "NULL"]
 ONE = np.uint64(1)
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: int, lo: int, hi: int) -> None:
     """Clear the bits of the users of positions [lo, hi) of one list (CSR at ``base``)."""
     for p in range(lo, hi):
@@ -36,14 +35,14 @@ def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: i
             row[u >> 6] &= ~(ONE << np.uint64(u & 63))
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def and_not(row: np.ndarray, start: int, bits: np.ndarray) -> None:
     """``row[start:start + len(bits)] &= ~bits``."""
     for w in range(bits.shape[0]):
         row[start + w] &= ~bits[w]
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def copy_row(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[:] = src`` as a loop: numba's slice assignment compiles a shape-mismatch
     error path whose typing costs seconds on a cold cache."""
@@ -51,7 +50,7 @@ def copy_row(dst: np.ndarray, src: np.ndarray) -> None:
         dst[w] = src[w]
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def build_checkpoints(
     offsets: np.ndarray, users: np.ndarray, n: int, stride: int, words: int, suffix: bool
 ) -> np.ndarray:
@@ -77,7 +76,7 @@ def build_checkpoints(
     return table
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def _prune_row(
     row: np.ndarray,
     i: int,
@@ -134,7 +133,7 @@ def _prune_row(
             clear_users(row, offs, us, csr_base[l], a, b)
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def prune(
     cand: np.ndarray,
     base: np.ndarray,
@@ -185,7 +184,7 @@ def prune(
         )
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def prune_select(
     masks: np.ndarray,
     base: np.ndarray,
@@ -262,7 +261,7 @@ def prune_select(
     return k
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def count_bits(cand: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Per row, how many bits of ``cand[i] & mask`` are set."""
     out = np.zeros(cand.shape[0], np.int64)
@@ -277,7 +276,7 @@ def count_bits(cand: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(**JIT_OPTIONS)
+@kernel
 def select_bits(cand: np.ndarray, mask: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row, bit) of every set bit of ``cand[i] & mask``, row-major; ``counts`` from
     :func:`count_bits`."""

@@ -240,7 +240,7 @@ def _build(
     count = len(lists)
     width = words - first_word
     shift = first_word * 64
-    per_list = {
+    per_list: dict[str, np.ndarray] = {
         "modes": np.array([MODE_OF_OP[lst.op] for lst in lists], np.int8),
         "ns": np.array([lst.n for lst in lists], np.int64),
         "strides": np.ones(count, np.int64),
@@ -271,9 +271,10 @@ def _build(
         # the table's rows cover words [first_word, words): slot numbers shift with them
         shifted = lst.users
         if shift:
-            shifted = shifted_users.get(id(lst.users))
-            if shifted is None:
-                shifted = shifted_users[id(lst.users)] = lst.users.astype(np.int32) - shift
+            known = shifted_users.get(id(lst.users))
+            if known is None:
+                known = shifted_users[id(lst.users)] = lst.users.astype(np.int32) - shift
+            shifted = known
         if mode in (modes.MODE_LESS, modes.MODE_EQUAL):
             table = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, False)
             per_list["prefix_rows"][l] = rows

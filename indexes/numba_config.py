@@ -20,6 +20,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+KernelT = TypeVar("KernelT", bound=Callable[..., Any])
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") == "1"
 
@@ -38,7 +42,7 @@ def _cache_found() -> bool:
     except ImportError:
         return True
     try:
-        FunctionCache(_probe)
+        FunctionCache(_probe)  # type: ignore[no-untyped-call]
     except RuntimeError:
         return False
     return True
@@ -65,10 +69,11 @@ def _choose_cache() -> bool:
     from numba.core import config
 
     fallback = fallback_cache_dir()
-    places = [config.CACHE_DIR] if config.CACHE_DIR else []
+    configured: str = getattr(config, "CACHE_DIR", "")  # numba's settings are module attributes, untyped
+    places = [configured] if configured else []
     tried = ", ".join([*places, os.path.join(os.path.dirname(__file__), "__pycache__"), "the user cache"])
     if _writable_dir(fallback):
-        config.CACHE_DIR = fallback
+        setattr(config, "CACHE_DIR", fallback)  # noqa: B010
         if _cache_found():
             sys.stderr.write(f"mqo: warning: numba cannot cache in {tried}; kernels are cached in {fallback}\n")
             return True
@@ -79,4 +84,13 @@ def _choose_cache() -> bool:
     return False
 
 
-JIT_OPTIONS: dict[str, bool] = {"cache": _choose_cache(), "nogil": True, "fastmath": False, "error_model": "numpy"}
+CACHE: bool = _choose_cache()
+
+
+def kernel(function: KernelT) -> KernelT:
+    """``function`` compiled by numba with the project's settings (cached where
+    :data:`CACHE` allows; no fastmath, so NaN compares as IEEE says), typed as the
+    plain function: callers see the signature they wrote, not numba's dispatcher."""
+    from numba import njit
+
+    return cast(KernelT, njit(cache=CACHE, nogil=True, fastmath=False, error_model="numpy")(function))

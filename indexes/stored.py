@@ -16,7 +16,7 @@ twice while the plan stands.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 TS = 0
 ID = 1
@@ -37,11 +37,11 @@ class StoredTuple:
 
     @property
     def ts(self) -> float:
-        return self.row[TS]
+        return cast(float, self.row[TS])  # as stored: no conversion on the hot path
 
     @property
     def id(self) -> int:
-        return self.row[ID]
+        return cast(int, self.row[ID])
 
     def __repr__(self) -> str:
         return f"StoredTuple(stream={self.stream}, seq={self.seq}, row={self.row!r})"

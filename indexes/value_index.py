@@ -55,7 +55,8 @@ class ValueIndex:
         # with a value equal to the bound.
         min_key = None if lo is None else (lo, -1 if lo_inclusive else _POS)
         max_key = None if hi is None else (hi, _POS if hi_inclusive else -1)
-        return self._items.irange_key(min_key, max_key)
+        found: Iterator[StoredTuple] = self._items.irange_key(min_key, max_key)
+        return found
 
     def _check(self) -> None:
         self._items._check()

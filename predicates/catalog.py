@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from predicates.ast import ColumnType, StreamDecl
-from predicates.errors import QueryError, Source, did_you_mean
+from predicates.errors import QueryError, Source, Span, did_you_mean
 from predicates.parser import parse_ddl
 
 IMPLICIT_COLUMNS: dict[str, ColumnType] = {"ts": ColumnType.FLOAT, "id": ColumnType.INTEGER}
@@ -104,7 +104,7 @@ class Catalog:
     def get(self, name: str) -> StreamSchema | None:
         return self._streams.get(name.lower())
 
-    def require(self, name: str, source: Source | None = None, span=None) -> StreamSchema:
+    def require(self, name: str, source: Source | None = None, span: Span | None = None) -> StreamSchema:
         schema = self.get(name)
         if schema is None:
             known = [s.name for s in self]

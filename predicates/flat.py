@@ -21,7 +21,7 @@ compiled from, with another number.
 from __future__ import annotations
 
 from array import array
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from predicates.clauses import HOLE, NUMBER_SPLIT, lexer_blanks_only, split_header, split_skeleton
 from predicates.lexer import BLANK_CHARS
@@ -72,8 +72,9 @@ class FlatCompiler:
             self._check_catalog()
         if text.startswith("Query ID: "):  # the usual header, cut without the regex
             j = text.find("\n", 10)
-            name = text[10:j]
-            if j > 0 and name.isascii() and name.isidentifier():  # (ASCII: as the lexer's words)
+            head = text[10:j]
+            name: str | None = head
+            if j > 0 and head.isascii() and head.isidentifier():  # (ASCII: as the lexer's words)
                 body = text[j:]
             else:
                 name, body = split_header(text)
@@ -124,7 +125,8 @@ class FlatCompiler:
                     found[k] = got
         if len(set(found)) != len(found) and len(set(zip(found, values, strict=True))) != len(values):
             return None  # a predicate written twice: the usual path keeps it once
-        return Conjunction(tuple(map(self._keys.__getitem__, found)), values)
+        numbers_of_keys = cast(list[int], found)  # every head is known now
+        return Conjunction(tuple(map(self._keys.__getitem__, numbers_of_keys)), values)
 
     def _learn_head(self, context: Context, heads: dict[str, int], head: str) -> int | None:
         """The shortcut of ``head NUMBER`` if the fast compiler made one (it does when
@@ -150,7 +152,7 @@ class FlatCompiler:
         without numbers, parentheses, strings or aggregate words (else None)."""
         if len(self._prefixes) >= _KEPT:
             self._prefixes.clear()
-        context: Any = None
+        context: Context | None = None
         lower = prefix.lower()
         plain = not any(c in prefix for c in "([;'\"") and "group" not in lower and "having" not in lower
         if plain and lexer_blanks_only(prefix) and len(NUMBER_SPLIT.split(prefix)) == 1:

@@ -26,7 +26,7 @@ def column_order(catalog: Catalog) -> ColumnOrder:
     column order (declared columns first, then ``ts``, then ``id``)."""
     stream_rank = {name.lower(): i for i, name in enumerate(catalog.names())}
 
-    def order(col: ColumnKey) -> tuple:
+    def order(col: ColumnKey) -> tuple[int, int, int, str]:
         stream, role = split_role(col.stream)
         schema = catalog.get(stream)
         rank = stream_rank.get(stream.lower(), len(stream_rank))

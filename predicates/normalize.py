@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
+from typing import Any
 
 from predicates.ast import (
     And,
@@ -240,7 +241,7 @@ class NormalizedQuery:
         return self.bound.outputs
 
 
-ColumnOrder = Callable[[ColumnKey], tuple]
+ColumnOrder = Callable[[ColumnKey], tuple[Any, ...]]
 
 
 # ----------------------------------------------------------------- NNF and DNF
@@ -351,18 +352,18 @@ def _add(
 # ------------------------------------------------------------- canonical forms
 
 
-def _truth(lhs: object, op: str, rhs: object) -> bool:
+def _truth(lhs: Any, op: str, rhs: Any) -> bool:
     if op == "<":
-        return lhs < rhs  # type: ignore[operator]
+        return bool(lhs < rhs)
     if op == "<=":
-        return lhs <= rhs  # type: ignore[operator]
+        return bool(lhs <= rhs)
     if op == ">":
-        return lhs > rhs  # type: ignore[operator]
+        return bool(lhs > rhs)
     if op == ">=":
-        return lhs >= rhs  # type: ignore[operator]
+        return bool(lhs >= rhs)
     if op == "=":
-        return lhs == rhs
-    return lhs != rhs
+        return bool(lhs == rhs)
+    return bool(lhs != rhs)
 
 
 def _kind_of_pair(x: ColumnKey, y: ColumnKey) -> Kind:
@@ -382,10 +383,10 @@ def canonicalize(cmp: Comparison, order: ColumnOrder) -> Predicate | Residual | 
         return False  # x / 0 is NULL, and a comparison with NULL never holds
     lin = linearize(Arith("-", left, right, cmp.span))
     if lin is None:
-        return Residual(cmp, frozenset(referenced_aliases(cmp)))  # type: ignore[arg-type]
+        return Residual(cmp, frozenset(referenced_aliases(cmp)))
     coeffs, const = lin
     if any(a == 0 for a in coeffs.values()) or len(coeffs) > 2:
-        return Residual(cmp, frozenset(referenced_aliases(cmp)))  # type: ignore[arg-type]
+        return Residual(cmp, frozenset(referenced_aliases(cmp)))
     if not coeffs:
         return _truth(const, cmp.op, 0)
     cols = sorted(coeffs, key=order)
@@ -455,7 +456,7 @@ def _normalize(bound: BoundQuery, order: ColumnOrder, max_disjuncts: int) -> Nor
     if bound.condition is None:
         return NormalizedQuery(bound, (Conjunct((), ()),))
     conjuncts: list[Conjunct] = []
-    seen_conjuncts: set[tuple] = set()
+    seen_conjuncts: set[tuple[Any, ...]] = set()
     for comparisons in to_dnf(bound.condition, max_disjuncts):
         preds: dict[Predicate, None] = {}
         residuals: dict[str, Residual] = {}
@@ -470,7 +471,7 @@ def _normalize(bound: BoundQuery, order: ColumnOrder, max_disjuncts: int) -> Nor
             if isinstance(canon, Residual):
                 residuals.setdefault(canon.text, canon)
             else:
-                preds[canon] = None  # type: ignore[index]
+                preds[canon] = None
         if not possible:
             continue
         identity = (frozenset(preds), frozenset(residuals))

@@ -17,7 +17,7 @@ EXACT_INTEGERS = 2**53  # every integer of smaller magnitude is a double
 Number = int | float
 
 
-def decimal_of(value: Number) -> Fraction:
+def decimal_of(value: Number | Integral) -> Fraction:
     """The exact number a value means: an int itself, a float its shortest decimal."""
     if isinstance(value, float):
         return Fraction(float.__repr__(value))  # numpy's float64 repr adds its type name

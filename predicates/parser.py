@@ -542,7 +542,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
             cls = And if op == "AND" else Or
             items: list[Condition] = []
             for side in (left, right):
-                items.extend(side.items if isinstance(side, cls) else (side,))  # type: ignore[union-attr]
+                items.extend(side.items if isinstance(side, cls) else (side,))  # type: ignore[arg-type]
             return cls(tuple(items), span)
         if op in COMPARISON_OPERATORS:
             if isinstance(left, Comparison):

@@ -19,9 +19,8 @@ from predicates.normalize import (
     NormalizedQuery,
     Residual,
     format_constant,
-    to_float,
 )
-from predicates.numbers import EXACT_INTEGERS, decimal_text, exact, faithful
+from predicates.numbers import EXACT_INTEGERS, decimal_text, exact, faithful, to_float
 from predicates.semantic import BoundQuery
 
 _INF = float("inf")
@@ -45,7 +44,7 @@ class LinearConst:
             for i, a in other.terms.items():
                 terms[i] = terms.get(i, Fraction(0)) + sign * a
             return LinearConst(self.beta + sign * other.beta, terms)
-        return LinearConst(self.beta + sign * Fraction(other), dict(self.terms))  # type: ignore[arg-type]
+        return LinearConst(self.beta + sign * Fraction(other), dict(self.terms))  # type: ignore[call-overload]
 
     def __add__(self, other: object) -> LinearConst:
         return self._combine(other, 1)
@@ -61,7 +60,7 @@ class LinearConst:
     def __mul__(self, k: object) -> LinearConst:
         if isinstance(k, LinearConst):
             raise TypeError("a product of two parameters is not linear")
-        f = Fraction(k)  # type: ignore[arg-type]
+        f = Fraction(k)  # type: ignore[call-overload]
         return LinearConst(self.beta * f, {i: a * f for i, a in self.terms.items()})
 
     __rmul__ = __mul__
@@ -69,7 +68,8 @@ class LinearConst:
     def __truediv__(self, k: object) -> LinearConst:
         if isinstance(k, LinearConst):
             raise TypeError("a division by a parameter is not linear")
-        return self * (1 / Fraction(k))  # type: ignore[arg-type]
+        divisor: Fraction = Fraction(k)  # type: ignore[call-overload]
+        return self * (1 / divisor)
 
     def __neg__(self) -> LinearConst:
         return self * -1
@@ -104,7 +104,7 @@ class Formula:
     def of(cls, value: object) -> Formula:
         if isinstance(value, LinearConst):
             return cls(value.beta, tuple(sorted(value.terms.items())))
-        return cls(Fraction(value), ())  # type: ignore[arg-type]
+        return cls(Fraction(value), ())  # type: ignore[call-overload]
 
     def value(self, texts: Sequence[str]) -> float | Fraction:
         if not self.terms:
@@ -157,7 +157,7 @@ class Conjunction(Sequence[tuple[ListKey, Any]]):
     def __iter__(self) -> Iterator[tuple[ListKey, Any]]:
         return zip(self.keys, self.values, strict=True)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
         if isinstance(i, slice):
             return list(self)[i]
         return (self.keys[i], self.values[i])
@@ -200,7 +200,7 @@ class CompiledQuery:
 
     name: str
     context: Context
-    maxwindow: float | None
+    maxwindow: float | Fraction | None
     disjuncts: tuple[Disjunct, ...]
     source_text: str | None = None
 

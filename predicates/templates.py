@@ -151,13 +151,13 @@ class FastCompiler:
         self._streams_seen = len(self.catalog)
         self._order = column_order(self.catalog)
         self._contexts: OrderedDict[tuple[str, str, str | None], Context | None] = OrderedDict()
-        self._structure: OrderedDict[tuple, tuple[int, ...] | None] = OrderedDict()
-        self._templates: OrderedDict[tuple, _Template] = OrderedDict()
+        self._structure: OrderedDict[tuple[Any, ...], tuple[int, ...] | None] = OrderedDict()
+        self._templates: OrderedDict[tuple[Any, ...], _Template] = OrderedDict()
         # per context, pattern -> (list key, which number, factor, numbers in the pattern)
         self._shortcuts: dict[Context, dict[str, tuple[ListKey, int, float, int]]] = {}
         self._shortcut_count = 0
         self._recipes: OrderedDict[tuple[str, ...], _Recipe] = OrderedDict()
-        self._full_contexts: OrderedDict[tuple, Context] = OrderedDict()
+        self._full_contexts: OrderedDict[tuple[Any, ...], Context] = OrderedDict()
         self.recipe_hits = 0
         self.recipe_misses = 0
 
@@ -337,7 +337,7 @@ class FastCompiler:
             self._contexts.popitem(last=False)
         return context
 
-    def _comparison(self, context: Context, text: str | None, split: tuple | None = None) -> Any:
+    def _comparison(self, context: Context, text: str | None, split: tuple[str, list[str]] | None = None) -> Any:
         """A comparison's compiled form, from its text or its (pattern, numbers)."""
         if split is None:
             assert text is not None
@@ -348,8 +348,8 @@ class FastCompiler:
         # the context object itself (not its id) is in the key: an evicted context's id
         # could be reused by a new one
         struct_key = (context, pattern)
-        structural = self._structure.get(struct_key, _UNKNOWN)
-        if structural is not _UNKNOWN and structural is not None:
+        structural = self._structure.get(struct_key)  # None: not seen, or seen with no template
+        if structural is not None:
             key = (struct_key, tuple([numbers[i] for i in structural])) if structural else (struct_key, ())
             template = self._templates.get(key)
             if template is not None:
@@ -367,7 +367,7 @@ class FastCompiler:
         self._structure[struct_key] = structural_ix
         self._templates[(struct_key, tuple(numbers[i] for i in structural_ix))] = template
         formula = template.formula
-        if not structural_ix and formula is not None and formula.fast and formula.terms:
+        if not structural_ix and formula is not None and formula.fast and formula.terms and template.key is not None:
             # the usual comparison, ``column OP number``: one lookup and a multiplication
             shortcut = (template.key, template.params[formula._index], formula._alpha, len(numbers))
             of_context = self._shortcuts.setdefault(context, {})
@@ -381,7 +381,7 @@ class FastCompiler:
                 cache.popitem(last=False)
         return template.instance(numbers)
 
-    def _build(self, context: Context, text: str, numbers: tuple[str, ...]) -> _Template | None:
+    def _build(self, context: Context, text: str, numbers: Sequence[str]) -> _Template | None:
         self.pattern_compiles += 1
         prefix = f"SELECT {context.select_text} FROM {context.from_text}"
         if context.window_scale is not None:
@@ -415,7 +415,7 @@ class FastCompiler:
         if concrete.key.family != "number" or not params:
             return _Template(params=(), key=concrete.key, constant=concrete.value)
         param_of = {offsets[p]: i for i, p in enumerate(params)}
-        symbolic = canonicalize(_with_symbols(cmp, param_of), self._order)  # type: ignore[arg-type]
+        symbolic = canonicalize(_with_symbols(cmp, param_of), self._order)
         if not isinstance(symbolic, Predicate) or symbolic.key != concrete.key:
             return _Template(params=(), key=concrete.key, constant=concrete.value)
         return _Template(params=tuple(params), key=concrete.key, formula=Formula.of(symbolic.constant))
@@ -449,7 +449,7 @@ class FastCompiler:
         return CompiledQuery(compiled.name, shared, compiled.maxwindow, compiled.disjuncts, compiled.source_text)
 
 
-def _number_offsets(full: str, start: int, text: str, numbers: tuple[str, ...]) -> tuple[int, ...] | None:
+def _number_offsets(full: str, start: int, text: str, numbers: Sequence[str]) -> tuple[int, ...] | None:
     """Offsets (in ``full``) of the comparison's NUMBER tokens, if the fast split
     finds exactly the lexer's numbers (else the pattern cannot be parameterized)."""
     from predicates.errors import Source

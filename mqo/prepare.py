@@ -4,7 +4,8 @@ A tuple's attribute predicates depend on nothing but the tuple, so for a batch o
 stream they are decided for all rows together: every single-column numeric list's
 satisfied range per row in one kernel call (:func:`attribute_ranges`, one binary search
 per list and row; a pushed tuple is a batch of one), the other lists one by one, then
-every row's candidate slots by one :func:`indexes.kernels.prune` call. From its candidates
+every row's candidate slots and flags by one :meth:`indexes.kill_bitsets.KillBitsets.select`
+call (the :func:`indexes.kernels.prune_select` kernel). From its candidates
 each row is classified:
 
 * **single**: it satisfies single-stream queries that need nothing more, reported

@@ -1,6 +1,7 @@
 """Running a matcher over files on this machine: the engine behind ``mqo match``.
 
-Reads every input, merges them in arrival order, pushes each tuple, writes the matches
+Reads every input, merges them in arrival order, matches them in batches (each stream's
+attribute phase at once, then the rows in the merged order), writes the matches
 as they come, sets bad rows and late tuples aside in files of their own (nothing is
 dropped silently), shows progress on stderr for long inputs, and returns a summary.
 

@@ -1,4 +1,4 @@
-"""Workloads that hunt the boundaries of exact arithmetic (DESIGN.md §5 "Numbers (revised)").
+"""Workloads that hunt the boundaries of exact arithmetic (docs/ARCHITECTURE.md, "Exact numbers").
 
 The data come first; the queries are then built around a **witness**: one pushed tuple
 per alias, close in time. Every constant is derived from the witness's exact values so

@@ -7,7 +7,7 @@ reference evaluates the structure and prints it as query language (:meth:`Query.
 no parser, binder, normalizer or index of the engine stands between a query and its
 answer here.
 
-The rules (DESIGN.md §3 and §5 "Numbers (revised)", made precise; the same rules as
+The rules (docs/ARCHITECTURE.md, "Semantics" and "Exact numbers", made precise; the same rules as
 ``tests/naive.py``, but exact):
 
 1. Numbers are exact rationals (:class:`fractions.Fraction`): an INTEGER value is the

@@ -35,7 +35,6 @@ from tests.strategies import (
 sparse_matcher = partial(mqo.Matcher, missing="null", time="global")  # tests/naive.py keeps one clock
 
 pytestmark = [
-    pytest.mark.skipif(not hasattr(mqo.Matcher, "push"), reason="the engine has no Matcher.push yet"),
     pytest.mark.filterwarnings("ignore:late tuple:UserWarning"),  # late tuples are expected here
 ]
 
@@ -157,15 +156,6 @@ def test_engine_matches_reference_on_thesis_workloads(name: str, data) -> None:
     replay(workload, data.draw(st.sampled_from(ORDERS), label="order"))
 
 
-def _adaptive_supported() -> bool:
-    try:
-        sparse_matcher("REGISTER STREAM S (x FLOAT);", order="adaptive")
-    except ValueError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _adaptive_supported(), reason="the engine does not offer order='adaptive' yet")
 @settings(max_examples=100, **SETTINGS)
 @given(workload=workloads(max_tuples=60))
 def test_adaptive_order_matches_reference(workload: Workload) -> None:

@@ -2,8 +2,8 @@
 
 Workloads (tests/exact_workloads.py) put data on the boundaries of predicates with
 non-dyadic factors and offsets, decimal timestamps, windows and lateness; the reference
-(tests/reference.py) decides them in exact arithmetic, as DESIGN.md §5 "Numbers
-(revised)" requires, without any of the engine's code. Results are compared as
+(tests/reference.py) decides them in exact arithmetic, as docs/ARCHITECTURE.md's
+"Exact numbers" requires, without any of the engine's code. Results are compared as
 multisets of (query, ts, ids, values) with every number exact (``Fraction(repr(x))`` of
 a reported float), and late counts after every operation (after every batch or segment
 where the path takes many tuples at once).

@@ -1,4 +1,4 @@
-"""The examples of the exact-arithmetic issue, pinned (DESIGN.md §5 "Numbers (revised)").
+"""The examples of the exact-arithmetic issue, pinned (docs/ARCHITECTURE.md, "Exact numbers").
 
 Each case is a schema, queries as structures (tests/reference.py prints them; the
 printed text is pinned too) and tuples, with the results exact arithmetic gives. Every

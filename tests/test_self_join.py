@@ -1,4 +1,4 @@
-"""Self-joins: a stream read under several aliases (DESIGN.md §3 and §5).
+"""Self-joins: a stream read under several aliases (docs/ARCHITECTURE.md, "Data model" and "Semantics").
 
 Every scenario runs through ``push`` (the six static orders and adaptive), ``push_batch``
 and ``prepare`` + ``replay``, against the exact reference (tests/reference.py), which

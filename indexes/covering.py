@@ -119,7 +119,7 @@ class CoveringList:
         self.factor = factor
         self._kf = to_float(factor) if factor is not None else 1.0
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
-        if doubles and not integer:
+        if doubles:
             self.floats = self.constants
             self._lt = self._le = self.constants  # a faithful float is its own cut (float_cut)
             if factor is None:
@@ -130,6 +130,11 @@ class CoveringList:
                 else:
                     cuts = np.array(self.constants, np.float64)
                 self._arrays = (cuts, cuts)
+                if integer and not self._integer_cuts(cuts):
+                    pairs = [integer_cut(c) for c in self.constants]
+                    self._lt = [lt for lt, _ in pairs]
+                    self._le = [le for _, le in pairs]
+                    self._arrays = None
             return
         numeric = all(isinstance(c, (float, int, Fraction)) and not isinstance(c, bool) for c in self.constants)
         self.floats = [to_float(c) for c in self.constants] if numeric else self.constants
@@ -141,11 +146,27 @@ class CoveringList:
         else:
             self._lt = self._le = self.constants  # strings and booleans compare as they are
 
+    def _integer_cuts(self, doubles: np.ndarray) -> bool:
+        """The cuts of an integer column's list of doubles, all at once, if every
+        constant is finite and below 2**53 in magnitude (else False, and nothing is set).
+
+        There ``integer_cut``'s ``ceil`` and ``floor`` of the constant's shortest decimal
+        are those of the double itself: an integer between the two would be a double
+        nearer the decimal than the double it reads back as. Cuts below 2**53 are
+        doubles, and Python compares an int with a double exactly, so the per-value
+        bisection reads the same arrays as the kernels."""
+        if len(doubles) and not bool((np.abs(doubles) < EXACT_INTEGERS).all()):
+            return False  # past 2**53 the decimal is not the double: integer_cut decides
+        lt, le = np.ceil(doubles), np.floor(doubles)
+        self._lt, self._le = memoryview(lt), memoryview(le)
+        self._arrays = (lt, le)
+        return True
+
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in self.__slots__}
-        if isinstance(self.constants, memoryview):  # doubles read in place: pickled as their own
-            own = array("d", self.constants.tobytes())
-            state.update(constants=own, floats=own, _lt=own, _le=own)
+        for name in ("constants", "floats", "_lt", "_le"):  # doubles read in place: pickled as their own
+            if isinstance(state[name], memoryview):
+                state[name] = array("d", state[name].tobytes())
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -220,6 +220,7 @@ class _KernelLists:
     ends: np.ndarray
     integers: list[int]  # indexes into ``chosen`` of lists over integer columns
     others: list[int]  # list numbers (among all the stream's) decided one by one
+    integer_rows: np.ndarray  # the rows of ``columns[NUMERIC]`` those lists read, once each
 
 
 def _kernel_parts(plan: CompiledPlan, stream: int) -> list[_KernelLists]:
@@ -277,6 +278,7 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
         starts + sizes,
         integers,
         others,
+        np.unique(np.array(columns, np.int64)[integers]) if integers else np.zeros(0, np.int64),
     )
 
 
@@ -297,14 +299,16 @@ def attribute_ranges(
         if len(part.chosen):
             values = columns[NUMERIC]
             list_ranges(values, part.columns, part.ops, part.lt, part.le, part.starts, part.ends, part.chosen, lo, hi)
-            for k in part.integers:
-                # integers past 2**53 are not all doubles: their rows are decided exactly
-                column = values[part.columns[k]]
-                unsure = np.flatnonzero(np.abs(column) >= EXACT_INTEGERS)
-                if len(unsure):
-                    l = int(part.chosen[k])
-                    exact = _exact_values(lists[l].left_pos, schema, columns)
-                    lists[l].covering.settle(unsure, lo[l], hi[l], column, None, exact)
+            # integers past 2**53 are not all doubles: their rows are decided exactly
+            # (one test over every integer column first: such values are rare)
+            if len(part.integer_rows) and (np.abs(values[part.integer_rows]) >= EXACT_INTEGERS).any():
+                for k in part.integers:
+                    column = values[part.columns[k]]
+                    unsure = np.flatnonzero(np.abs(column) >= EXACT_INTEGERS)
+                    if len(unsure):
+                        l = int(part.chosen[k])
+                        exact = _exact_values(lists[l].left_pos, schema, columns)
+                        lists[l].covering.settle(unsure, lo[l], hi[l], column, None, exact)
         for l in part.others:
             lo[l], hi[l] = _ranges(lists[l], plan.per_stream(stream, row_layout), ts, ids, columns)
     return lo, hi

@@ -23,6 +23,7 @@ from predicates.errors import did_you_mean
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _INF = math.inf
 FLOAT = ColumnType.FLOAT
+INTEGER = ColumnType.INTEGER
 
 
 class RowBuilder:
@@ -66,6 +67,14 @@ class RowBuilder:
                 # here (a method call per value is most of a pushed tuple's row)
                 if pos is not None and type(value) is float and types[pos - 2] is FLOAT and -_INF < value < _INF:
                     row[pos] = value
+                    continue
+                if (
+                    pos is not None
+                    and type(value) is int
+                    and types[pos - 2] is INTEGER
+                    and INT64_MIN <= value <= INT64_MAX
+                ):
+                    row[pos] = value  # and an int in an INTEGER column
                     continue
                 if pos is None:
                     pos = positions.get(key.lower()) if isinstance(key, str) else None

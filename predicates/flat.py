@@ -70,6 +70,8 @@ class FlatCompiler:
         header or a clause."""
         if len(self.compiler.catalog) != self._streams_seen or self.compiler._streams_seen != self._streams_seen:
             self._check_catalog()
+        if text[:1] in BLANK_CHARS:  # a piece of a query file starts after the last ';'
+            text = text.lstrip(BLANK_CHARS)
         if text.startswith("Query ID: "):  # the usual header, cut without the regex
             j = text.find("\n", 10)
             head = text[10:j]
@@ -93,6 +95,8 @@ class FlatCompiler:
         # stays in the last number, which is then not taken); the prefix and the heads
         # were read by the lexer, so no other character the lexer rejects gets through
         terms = body[i + 7 :].rstrip(BLANK_CHARS)
+        if terms[-1:] == ";":  # the query's own end, as a query file writes it
+            terms = terms[:-1].rstrip(BLANK_CHARS)
         if ";" in terms or "\n" in terms:
             return None  # a query file given as one text (or a term over two lines): not cut
         conjunction = self._terms(context, terms.split(" AND "))  # type: ignore[arg-type]

@@ -240,3 +240,32 @@ def test_extreme_and_comparisons() -> None:
     assert CoveringList(">=", cs).extreme_for(0, 4) == 1.0
     assert CoveringList("<", []).comparisons() >= 1
     assert CoveringList("<", list(range(1000))).comparisons() <= 11
+
+
+integer_doubles = st.one_of(
+    st.floats(min_value=-(2.0**54), max_value=2.0**54, allow_nan=False),
+    st.integers(-(2**54), 2**54).map(float),
+    st.integers(-(2**20), 2**20).map(lambda n: n / 2),
+    st.sampled_from([0.1, -0.1, 0.5, -0.5, -0.0, 2.0**53 - 1, 2.0**53, -(2.0**53), 2.0**53 + 2, 1e300, -1e300]),
+)
+
+
+@SETTINGS
+@given(op=st.sampled_from(OPS), cs=st.lists(integer_doubles, max_size=12), data=st.data())
+def test_integer_lists_of_doubles_cut_all_at_once_as_one_by_one(op: str, cs: list[float], data) -> None:
+    """An INTEGER column's list of double constants (a plan's one array) is cut in
+    numpy; its cuts and answers are those of integer_cut applied constant by constant."""
+    constants = sorted(set(cs))
+    whole = np.array([-1e308, *constants, 1e308], np.float64)
+    at_once = CoveringList(op, whole[1:-1], integer=True, doubles=True)
+    one_by_one = CoveringList(op, constants, integer=True)
+    at_once._check()
+    assert [float(t) for t in at_once._lt] == [float(integer_cut(c)[0]) for c in constants]
+    assert [float(t) for t in at_once._le] == [float(integer_cut(c)[1]) for c in constants]
+    lt, le = at_once.cuts()
+    want_lt, want_le = one_by_one.cuts()
+    assert lt.tolist() == want_lt.tolist() and le.tolist() == want_le.tolist()
+    near = [math.floor(meaning(c)) + d for c in constants for d in (-1, 0, 1)] or [0]
+    x = data.draw(st.one_of(st.sampled_from(near), st.integers(-(2**63), 2**63 - 1)))
+    for cl in (at_once, pickle.loads(pickle.dumps(at_once))):
+        assert as_bools(cl.satisfied(x), len(constants)) == model(op, constants, x, None, None)

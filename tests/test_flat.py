@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import mqo
 import predicates
 from predicates import Catalog, compile_queries
+from predicates.clauses import split_query_texts
 from predicates.flat import FlatCompiler
 from predicates.frontend import front_end
 from predicates.records import CompiledQuery, from_normalized
@@ -78,6 +79,25 @@ def test_plain_subscriptions_take_the_flat_path_and_register_alike():
     got = sorted((m.query, m.ids["E"]) for m in quick.push_batch("E", events).matches())
     want = sorted((m.query, m.ids["E"]) for m in slow.push_batch("E", events).matches())
     assert got == want and got
+
+
+@pytest.mark.parametrize("column_type", ["FLOAT", "INTEGER"])
+def test_a_query_file_takes_the_flat_path_as_a_list_does(column_type: str) -> None:
+    """The pieces of a query file (each after a line break, each ending with ';') are
+    plain subscriptions too: they take the same path as a list of texts, and register
+    the same queries."""
+    ddl = f"REGISTER STREAM E (a0 {column_type}, a1 {column_type}, a2 {column_type});"
+    texts = [
+        f"Query ID: s{i}\nSELECT * FROM E WHERE E.a{i % 3} >= {i} AND E.a{(i + 1) % 3} <= {i * 7}" for i in range(200)
+    ]
+    from_file = mqo.Matcher(ddl)
+    from_file.register_queries("\n".join(t + ";" for t in texts))
+    from_list = mqo.Matcher(ddl)
+    from_list.register_queries(texts)
+    flat = from_file.registry.compiler.flat
+    pieces = split_query_texts("\n".join(t + ";" for t in texts))
+    assert sum(flat.compile(piece, 1) is not None for piece in pieces) == len(pieces)
+    assert [summary(q.compiled) for q in from_file.registry] == [summary(q.compiled) for q in from_list.registry]
 
 
 def test_an_id_given_twice_across_texts_registers_nothing():

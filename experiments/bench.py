@@ -1,6 +1,6 @@
 """Performance benchmarks of the matcher, each against the target it is held to.
 
-    python -m experiments.bench [--only a,b,b',c,c',d,e,f,g] [--quick] [--out DIR]
+    python -m experiments.bench [--only a,b,b',c,c',d,e,f,g,h] [--quick] [--out DIR]
 
 a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matcher,
    against the same engine with one query per matcher, over 2 x 10,000 tuples. The
@@ -43,6 +43,11 @@ f. linear growth of ``mqo match``: the command (``runtime.cli.main``, in this pr
    touching the others.
 g. start-up (:mod:`experiments.startup`): the README demo as a whole process with an
    empty numba cache and with a warm one, and ``mqo --help``.
+h. the shape matrix (:mod:`experiments.bench_shapes`): column type {INTEGER, FLOAT} x
+   texts {list, query file with ';', table} x queries {filters, 2-way join, 3-way join,
+   self-join}, 20,000 subscriptions, each cell in a fresh process; per query kind and
+   figure (registration, first event, push mean and p99, peak memory) the worst cell
+   beside the best. Its table goes to ``shapes.md`` and ``shapes.csv`` (``--only h``).
 
 Each measurement is taken in the same run as what it is compared with. Results of
 (a) to (e) and (g) go to ``results.md`` and ``results.csv`` in the output folder.
@@ -75,6 +80,7 @@ from experiments.bench_pubsub import (
     progress,
     rss_mb,
 )
+from experiments.bench_shapes import bench_shapes
 from experiments.startup import bench_startup
 
 DESCRIPTION = "performance benchmarks: shared vs unshared, vs DuckDB, pub/sub intervals, memory, push latency"
@@ -379,11 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help=f"output folder (default {DEFAULT_OUT}; with --quick a temporary one)"
     )
-    parser.add_argument("--only", default="a,b,b',c,c',d,e,f,g", help="which benchmarks (a,b,b',c,c',d,e,f,g)")
+    parser.add_argument("--only", default="a,b,b',c,c',d,e,f,g,h", help="which benchmarks (a,b,b',c,c',d,e,f,g,h)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the targets' sizes)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
     parser.add_argument("--memory-tuples", type=int, default=10_000_000, help="tuples for (d)")
+    parser.add_argument("--shape-subscriptions", type=int, default=20_000, help="subscriptions per cell of (h)")
     parser.add_argument("--linear-sizes", default=",".join(map(str, LINEAR_SIZES)), help="tuples per stream for (f)")
     args = parser.parse_args(argv)
     if args.out is None:
@@ -412,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         "d": lambda: bench_memory(100_000 if q else args.memory_tuples, 2000 if q else 20_000, args.seed),
         "e": lambda: bench_latency(100 if q else 1000, 2000 if q else 10_000, args.seed),
         "g": lambda: bench_startup(1 if q else 3),
+        "h": lambda: bench_shapes(500 if q else args.shape_subscriptions, 60 if q else 300, args.seed, progress),
         "f": lambda: bench_linear(
             [1000, 4000, 16_000] if q else [int(x) for x in args.linear_sizes.split(",")], args.seed
         ),
@@ -443,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     if "c'" in chosen:
         # its own table too: it runs on its own without touching the others'
         write_results(runs["c'"](), args.out, settings, stem="churn", title="Live registration (c')")
+    if "h" in chosen:
+        write_results(runs["h"](), args.out, settings, stem="shapes", title="The shape matrix (h)")
     if "f" in chosen:
         # a table of its own: running (f) alone leaves the results of (a) to (e) as they are
         write_results(runs["f"](), args.out, settings, stem="linear", title="Linear growth of mqo match")

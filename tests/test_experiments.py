@@ -295,3 +295,15 @@ def test_pubsub_benchmarks_check_their_match_sets_against_brute_force() -> None:
     assert [r["metric"].split(":")[0] for r in rows][:2] == ["300 subscriptions, events one at a time"] * 2
     assert any("register + unregister" in r["metric"] for r in rows)
     assert any("push, one at a time" in r["metric"] for r in bench_pubsub([300], 120, seed=2))
+
+
+def test_the_shape_matrix_registers_the_same_queries_in_every_form() -> None:
+    """(h) holds the text forms of one column type to the same matches: a list, a
+    query file and a table of the same subscriptions find the same results."""
+    from experiments.bench_shapes import FORMS, KINDS, TYPES, measure_cell
+
+    for kind in KINDS:
+        for ctype in TYPES:
+            counts = {form: measure_cell(kind, ctype, form, 400, 12, 3)["results"] for form in FORMS}
+            assert len(set(counts.values())) == 1, (kind, ctype, counts)
+            assert counts["list"] > 0, (kind, ctype)

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from experiments._data import Event
 from mqo import Match, Matcher
-from runtime.profile import query_predicates
+from runtime.local.profile import query_predicates
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE / "workloads"

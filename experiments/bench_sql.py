@@ -310,8 +310,8 @@ import json, sys, time
 started = time.perf_counter()
 import numba.core.dispatcher
 import runtime.cli as cli
-import runtime.local as local
-from runtime.outputs import JsonlWriter
+import runtime.local.match as local
+from runtime.io.writers import JsonlWriter
 cli._import_libraries()
 spent = {"imports": time.perf_counter() - started}
 spent.update(dict.fromkeys(["register", "plan", "read", "kernels", "match", "write"], 0.0))

@@ -44,7 +44,7 @@ from experiments._data import ICU, Column, Event, Normal, Phase, StreamSpec, Uni
 from mqo import ORDERS, Matcher
 from mqo.plan import CompiledPlan
 from predicates import Kind
-from runtime.profile import query_predicates, stored_constant
+from runtime.local.profile import query_predicates, stored_constant
 
 DESCRIPTION = "thesis §5.1: intermediate tuples and output measured against equations 5.7, 5.9-5.11, 5.13, 5.14"
 

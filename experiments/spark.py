@@ -186,7 +186,7 @@ def written(df: Any, key: str, started: float) -> tuple[float, Counter[str]]:
 
 
 def run_stage(frames: dict[str, Any], ddl: str, texts: list[str], partitions: int) -> tuple[float, Counter[str]]:
-    from runtime.spark import match_batch
+    from runtime.spark.batch import match_batch
 
     started = time.perf_counter()
     return written(match_batch(frames, texts, schema=ddl, partitions=partitions), "query", started)
@@ -284,8 +284,8 @@ def replication(frames: dict[str, Any], ddl: str, texts: list[str], partitions: 
     from pyspark.sql import functions as F
 
     import mqo
-    from runtime.spark import time_buckets, unify
-    from runtime.spark_spec import build_spec
+    from runtime.spark.batch import time_buckets, unify
+    from runtime.spark.spec import build_spec
 
     m = mqo.Matcher(ddl)
     m.register_queries(texts)
@@ -305,7 +305,7 @@ def replication(frames: dict[str, Any], ddl: str, texts: list[str], partitions: 
 
 def session(master: str, driver_memory: str | None = None) -> Any:
     """A quiet Spark session (errors only on the console) for the benchmark."""
-    from runtime.spark_cli import spark_session
+    from runtime.spark.cli import spark_session
 
     conf = {
         "spark.app.name": "mqo experiment spark",

@@ -8,7 +8,7 @@ s from 1 to 15 min (whole minutes).
 
 Engines, timed side by side in one run after a warm-up on the first tenth of the data:
 
-* **stage**: :func:`runtime.spark_aggregate.aggregate_batch` on the cached stream
+* **stage**: :func:`runtime.spark.aggregate.aggregate_batch` on the cached stream
   DataFrame, its result rows written to Parquet;
 * **per-query SQL**: what a Spark user writes for one sliding window: the query's
   filter, ``groupBy(window(...)[, patient])`` with its aggregates, collected. Spark
@@ -108,7 +108,7 @@ def write(df: Any, started: float) -> tuple[float, str]:
 def run_stage(frame: Any, queries: list[dict[str, Any]], prefix: str, args: argparse.Namespace) -> tuple[float, str]:
     from pyspark.sql import functions as F
 
-    from runtime.spark_aggregate import aggregate_batch
+    from runtime.spark.aggregate import aggregate_batch
 
     started = time.perf_counter()
     rows = aggregate_batch({"H": frame}, texts(queries, prefix), schema=DDL, partitions=args.parts, span=args.span)
@@ -324,9 +324,9 @@ def stage_partitioning(frame: Any, queries: list[dict[str, Any]], args: argparse
     from pyspark.sql import functions as F
 
     import mqo
-    from runtime.spark import unify
-    from runtime.spark_aggregate import _partitioned, stream_plans
-    from runtime.spark_spec import build_spec
+    from runtime.spark.aggregate import _partitioned, stream_plans
+    from runtime.spark.batch import unify
+    from runtime.spark.spec import build_spec
 
     m = mqo.Matcher(DDL)
     m.register_queries(texts(queries, "p"))
@@ -392,7 +392,7 @@ def session(master: str, driver_memory: str | None) -> tuple[Any, bool]:
     """A quiet Spark session (or the running one, not ours to stop) and whether we own it."""
     import os
 
-    from runtime.spark_cli import spark_session
+    from runtime.spark.cli import spark_session
 
     conf = {
         "spark.app.name": "mqo experiment spark_aggregation",

@@ -45,9 +45,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_match(args: argparse.Namespace) -> int:
-    from runtime.inputs import InputSpec
-    from runtime.local import run_match
-    from runtime.outputs import guess_format
+    from runtime.io.inputs import InputSpec
+    from runtime.io.writers import guess_format
+    from runtime.local.match import run_match
 
     if not args.input:
         raise CliError("give at least one --input STREAM=FILE")
@@ -85,7 +85,7 @@ def cmd_match(args: argparse.Namespace) -> int:
         warn("match", message)
     if args.engine == "spark":
         require(["pyspark", "pandas"], "--engine spark")
-        from runtime.spark_cli import run_spark_match
+        from runtime.spark.cli import run_spark_match
 
         summary = run_spark_match(args, inputs, fmt, matcher)
     else:
@@ -139,7 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _serve_on_spark(args, schema, inputs)
     if args.max_window is not None:
         raise CliError("--max-window is for --engine spark (the local engine keeps what its queries need)")
-    from runtime.serve import LocalService
+    from runtime.local.serve import LocalService
 
     service = LocalService(
         schema,
@@ -174,8 +174,8 @@ def _serve_on_spark(args: argparse.Namespace, schema: str, inputs: dict[str, str
             "cuts time and keeps window for it before it knows the queries)"
         )
     require(["pyspark", "pandas"], "--engine spark")
-    from runtime.serve_spark import SparkService
-    from runtime.spark_cli import spark_session
+    from runtime.spark.cli import spark_session
+    from runtime.spark.serve import SparkService
 
     spark, owned = spark_session(args.master)
     try:
@@ -248,7 +248,7 @@ def installed_experiments() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from runtime.profile import run_profile
+    from runtime.local.profile import run_profile
 
     return run_profile(args)
 
@@ -429,7 +429,7 @@ def _import_libraries() -> None:
     """What every command needs: the matcher (numba, numpy) and the runtime's readers
     and writers (Arrow)."""
     import mqo  # noqa: F401
-    import runtime.local  # noqa: F401
+    import runtime.local.match  # noqa: F401
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -380,7 +380,7 @@ def _explain(tmp_path: Any) -> str:
 
 def test_spark_stage_refuses_aggregate_queries_clearly() -> None:
     pytest.importorskip("pyspark")
-    from runtime.spark_spec import SparkStageError, _source
+    from runtime.spark.spec import SparkStageError, _source
 
     with pytest.raises(SparkStageError, match=r"aggregate queries \(1\) do not run in the match stages; run them wi"):
         _source(["SELECT COUNT(*) FROM H [RANGE 1 min]"], DDL, {}, None)

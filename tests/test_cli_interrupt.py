@@ -21,10 +21,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-import runtime.local as local
+import runtime.local.match as local
 from mqo import Matcher
-from runtime import outputs
-from runtime.inputs import InputSpec
+from runtime.io import writers as outputs
+from runtime.io.inputs import InputSpec
 from tests.clirun import COMMAND, strict_lines, write
 from tests.conftest import EXAMPLES
 

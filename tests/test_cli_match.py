@@ -1,4 +1,4 @@
-"""``mqo match`` and ``mqo explain`` end to end: runtime/cli.py, inputs.py, outputs.py, local.py.
+"""``mqo match`` and ``mqo explain`` end to end: runtime/cli.py, io/inputs.py, io/writers.py, local/match.py.
 
 The CLI runs in-process (``runtime.cli.main``, output captured with ``capsys``) on real
 files written to ``tmp_path``; one test runs it as a separate process to show that a bad

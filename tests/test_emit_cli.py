@@ -20,7 +20,7 @@ import pytest
 import mqo
 from predicates import QueryError
 from runtime.cli import main
-from runtime.serve import LocalService
+from runtime.local.serve import LocalService
 from runtime.workload import CliError
 
 pytestmark = pytest.mark.filterwarnings("ignore:late tuple:UserWarning")

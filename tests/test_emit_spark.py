@@ -63,7 +63,7 @@ def key(row: Any) -> str:
 
 
 def test_batch_stage_ordered(spark_session: Any) -> None:
-    from runtime.spark import match_batch
+    from runtime.spark.batch import match_batch
 
     frames = {s: spark_session.createDataFrame(pd.concat([c[s] for c in chunks()])) for s in ("A", "B")}
     found = {}
@@ -82,7 +82,7 @@ def test_batch_stage_ordered(spark_session: Any) -> None:
 def run_stream(spark: Any, base: Path, emit: str) -> list[list[dict[str, Any]]]:
     """Both chunks as two micro-batches (one file per stream each, availableNow); the
     rows each micro-batch wrote, and the watermark after each (from the progress)."""
-    from runtime.spark_streaming import match_stream, write_files
+    from runtime.spark.streaming import match_stream, write_files
     from tests.test_spark_streaming import csv_streams
 
     for k, part in enumerate(chunks()):

@@ -2,7 +2,7 @@
 
 The batch stage (``runtime.spark.match_batch``) matches as if every tuple arrived in
 ``(ts, stream in DDL order, id)`` order, where none is late; the streaming stage
-(``runtime.spark_streaming.match_stream``) does the same within a micro-batch, and a
+(``runtime.spark.streaming.match_stream``) does the same within a micro-batch, and a
 run here is one micro-batch (one file per stream, ``availableNow``). The reference is
 fed the workload's tuples in that order, with every query registered at the start.
 Partitioning by time buckets (with the bucket width at the largest MAXWINDOW, so that
@@ -105,7 +105,7 @@ def test_spark_batch(spark_session: Any, workload: Workload, how: str) -> None:
     """``narrow``: buckets just wider than the largest MAXWINDOW W, so many results
     straddle a bucket's edge; ``width=W``: exactly W, which the contract allows (B >= W)
     and the decimal W as a double means (FLOAT values mean their shortest decimal)."""
-    from runtime.spark import match_batch
+    from runtime.spark.batch import match_batch
 
     record(workload)
     frames = {
@@ -125,7 +125,7 @@ def test_spark_batch(spark_session: Any, workload: Workload, how: str) -> None:
 @settings(max_examples=4, **EXPENSIVE)
 @given(workload=workloads(churn=False, max_tuples=30), how=st.sampled_from(("auto", "time")))
 def test_spark_streaming(spark_session: Any, workload: Workload, how: str) -> None:
-    from runtime.spark_streaming import match_stream, write_files
+    from runtime.spark.streaming import match_stream, write_files
 
     record(workload)
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,7 @@ from experiments._data import ICU, Constant, Phase, Uniform, by_stream, columns_
 from experiments._queries import QueryShape, diff_constant, make_queries
 from mqo import Matcher
 from runtime.cli import main as cli_main
-from runtime.inputs import InputSpec, read_stream
+from runtime.io.inputs import InputSpec, read_stream
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ("costmodel", "multijoin", "overlap", "sweeps")

@@ -1,5 +1,5 @@
-"""One set of rules for input values, whichever reader runs (runtime/input_rows.py,
-csv_input.py, parquet_input.py).
+"""One set of rules for input values, whichever reader runs (runtime/io/stream_rows.py,
+csv_reader.py, parquet_reader.py).
 
 CSV files are read by Arrow's reader unless a row breaks the rules; then the whole
 file is read again by the exact reader. Each case is checked on both paths: once as
@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from predicates import Catalog
-from runtime.csv_input import split_records
-from runtime.input_rows import INT64_MAX, INT64_MIN, InputError
-from runtime.inputs import InputSpec, StreamData, read_stream
+from runtime.io.csv_reader import split_records
+from runtime.io.inputs import InputSpec, StreamData, read_stream
+from runtime.io.stream_rows import INT64_MAX, INT64_MIN, InputError
 from tests.clirun import match, strict_lines, write
 
 DDL = "REGISTER STREAM S (x FLOAT, n INTEGER, s STRING, b BOOLEAN);"

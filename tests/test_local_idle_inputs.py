@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import runtime.local as local
+import runtime.local.match as local
 from mqo import Matcher
-from runtime.inputs import InputSpec
+from runtime.io.inputs import InputSpec
 from tests.clirun import write
 
 STREAMS = "REGISTER STREAM B (x FLOAT);\nREGISTER STREAM H (vib FLOAT);\n"

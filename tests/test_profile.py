@@ -10,7 +10,7 @@ import pytest
 
 from experiments._data import generate, write_csv
 from runtime.cli import main as cli_main
-from runtime.profile import window_pairs
+from runtime.local.profile import window_pairs
 
 REPO = Path(__file__).resolve().parent.parent
 ICU = REPO / "examples" / "icu"

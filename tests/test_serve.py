@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.serve import LocalService
+from runtime.local.serve import LocalService
 from runtime.stopping import StopFlag
 from tests.exact_workloads import Heartbeat, Push, Register, Unregister, Workload, csv_cell, workloads
 from tests.reference import Result, exact_result

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
-from runtime.serve import LocalService
+from runtime.local.serve import LocalService
 from runtime.stopping import StopFlag
 
 DDL = "REGISTER STREAM H (patient INTEGER, vib FLOAT);"

@@ -13,8 +13,8 @@ import pytest
 
 import mqo
 from mqo.batch import text_of
-from runtime.spark_aggregate import aggregate_batch, plan_stream
-from runtime.spark_spec import SparkStageError
+from runtime.spark.aggregate import aggregate_batch, plan_stream
+from runtime.spark.spec import SparkStageError
 
 DDL = "REGISTER STREAM H (patient INTEGER, beatrate FLOAT, vib FLOAT, alert INTEGER);"
 KEYED = """

@@ -19,9 +19,9 @@ import pytest
 import mqo
 from mqo.batch import text_of
 from predicates import looks_aggregate
-from runtime.spark_aggregate_stream import aggregate_stream
-from runtime.spark_spec import SparkStageError
-from runtime.spark_streaming import write_files
+from runtime.spark.aggregate_streaming import aggregate_stream
+from runtime.spark.spec import SparkStageError
+from runtime.spark.streaming import write_files
 from tests.test_spark_aggregate import make_rows
 from tests.test_spark_aggregate_stream import COLUMNS as H_COLUMNS
 from tests.test_spark_aggregate_stream import SCHEMA as H_SCHEMA

@@ -19,10 +19,10 @@ import pytest
 
 import mqo
 from mqo.batch import text_of
-from runtime.spark_aggregate import plan_stream
-from runtime.spark_aggregate_stream import aggregate_stream
-from runtime.spark_spec import SparkStageError
-from runtime.spark_streaming import write_files
+from runtime.spark.aggregate import plan_stream
+from runtime.spark.aggregate_streaming import aggregate_stream
+from runtime.spark.spec import SparkStageError
+from runtime.spark.streaming import write_files
 from tests.test_spark_aggregate import DDL, KEYED, ONE, TIMED, make_rows
 from tests.test_spark_streaming import csv_streams, replay_last_batch
 

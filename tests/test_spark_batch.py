@@ -23,8 +23,8 @@ import pytest
 
 import mqo
 from mqo.partitioning import shared_equality_key
-from runtime.spark import SparkStageError, match_batch
-from runtime.spark_spec import build_spec
+from runtime.spark.batch import SparkStageError, match_batch
+from runtime.spark.spec import build_spec
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "icu"
 

@@ -15,8 +15,8 @@ import pytest
 
 import mqo
 from mqo.batch import text_of
-from runtime.spark import SparkStageError
-from runtime.spark_streaming import match_stream, write_files
+from runtime.spark.batch import SparkStageError
+from runtime.spark.streaming import match_stream, write_files
 from tests.test_spark_batch import COLUMNS, DDL, STREAMS, key_of, make_queries, make_rows
 from tests.test_spark_streaming import (
     CHUNK,

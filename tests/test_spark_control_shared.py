@@ -1,7 +1,7 @@
 """One command stream read by the match stage and the aggregate stage
 (``shared_control``): each takes the queries of its kind, an id is taken once across
 both, and every refused command is reported by exactly one stage. The rule itself
-(:func:`runtime.spark_control.apply_shared`), without Spark."""
+(:func:`runtime.spark.control.apply_shared`), without Spark."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import mqo
 
 pytest.importorskip("pyspark")
 
-from runtime.spark_control import apply_shared
+from runtime.spark.control import apply_shared
 
 DDL = "REGISTER STREAM B (pressure FLOAT, pid INTEGER);\nREGISTER STREAM H (vib FLOAT, pid INTEGER);"
 MAX_WINDOW = 10.0

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from runtime.spark import SparkStageError
-from runtime.spark_streaming import match_stream, write_files
+from runtime.spark.batch import SparkStageError
+from runtime.spark.streaming import match_stream, write_files
 from tests.test_spark_batch import COLUMNS, DDL, STREAMS, Workload, key_of, make_workload, reference
 
 SCHEMAS = {

@@ -92,7 +92,7 @@ def only_kind(matcher: Matcher, kind: str) -> None:
         names = ", ".join(list(matcher.aggregator.queries)[:5])
         raise SparkStageError(
             f"aggregate queries ({names}) do not run in the match stages; run them with "
-            "runtime.spark_aggregate.aggregate_batch (batch), runtime.spark_aggregate_stream.aggregate_stream "
+            "runtime.spark.aggregate.aggregate_batch (batch), runtime.spark.aggregate_streaming.aggregate_stream "
             "(streaming), mqo match --engine local or Matcher.push_batch"
         )
     if kind == "aggregate" and len(matcher.registry):
@@ -152,7 +152,7 @@ def build_spec(
     watermarks; ``emit``: its emission).
 
     ``max_window``: the largest MAXWINDOW any query may have, for a stage whose
-    queries come and go (:mod:`runtime.spark_control`): buckets are cut for it, every
+    queries come and go (:mod:`runtime.spark.control`): buckets are cut for it, every
     group keeps that much window, and tuples no query wants yet are kept too."""
     if partition_by not in PARTITION_MODES:
         raise SparkStageError(f"partition_by must be one of {', '.join(PARTITION_MODES)}, got {partition_by!r}")

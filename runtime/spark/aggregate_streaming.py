@@ -1,12 +1,12 @@
 """Aggregate queries as a Structured Streaming stage, each window's slices and partials
 in Spark's state store.
 
->>> from runtime.spark_aggregate_stream import aggregate_stream
+>>> from runtime.spark.aggregate_streaming import aggregate_stream
 >>> rows = aggregate_stream({"H": heart_stream}, aggregate_queries_text, schema=ddl_text,
 ...                         allowed_lateness=5)
 >>> rows.writeStream.format("parquet").option("checkpointLocation", ck).start(out_dir)
 
-**Output** (append mode): the batch stage's schema (:func:`runtime.spark_aggregate.aggregate_schema`),
+**Output** (append mode): the batch stage's schema (:func:`runtime.spark.aggregate.aggregate_schema`),
 ``query, window_start, window_end, group map<string,string>, values map<string,string>``,
 one row per (query, window, group) whose window holds data, written in the micro-batch
 whose watermark passes the window's end. A **late tuple** (older than the watermark of
@@ -15,12 +15,12 @@ its micro-batch) is aggregated into nothing and comes out as a row with a NULL
 (the id as text) and NULL ``values``: reported, never dropped silently.
 
 **Queries that come and go**: with ``control=`` (a streaming DataFrame of register and
-unregister commands) the stage runs :mod:`runtime.spark_aggregate_control` instead:
+unregister commands) the stage runs :mod:`runtime.spark.aggregate_control` instead:
 one state group per stream, the local engine's own clock; what follows is the stage
 with a fixed query set.
 
 **Grouping** (state groups, keyed by stream and ``_p``), per stream as the batch stage
-partitions it (:func:`runtime.spark_aggregate.plan_stream`), so every window is whole
+partitions it (:func:`runtime.spark.aggregate.plan_stream`), so every window is whole
 in one group and nothing is combined across groups:
 
 * **key**: the common GROUP BY column's hash modulo ``slots`` (default
@@ -48,7 +48,7 @@ it), so every window ending before ``W`` comes out, then saves the matcher
 column. The rows are exactly those of a local ``mqo.Matcher`` (per-stream time, the
 same lateness) fed the same accepted tuples in timestamp order, at the same watermark,
 however the input is cut into micro-batches (``tests/test_spark_aggregate_stream.py``).
-As for matches (:mod:`runtime.spark_streaming`), Spark has no idle timeout: a source
+As for matches (:mod:`runtime.spark.streaming`), Spark has no idle timeout: a source
 that falls silent holds the watermark back.
 
 **Windows of groups without new rows** come out through an event-time timeout: every
@@ -62,10 +62,10 @@ matcher to tell when its next window closes. An event-time timeout makes Spark d
 input rows older than the watermark before the function sees them, judged on the
 column that carries the watermark; late tuples must be reported, so that column is
 replaced, after the watermark is computed on the real event time, by a constant that
-is never late (the trick of the ordered emission in :mod:`runtime.spark_streaming`). A
+is never late (the trick of the ordered emission in :mod:`runtime.spark.streaming`). A
 processing-time timeout would run micro-batches without data at every trigger.
 
-**Exactly once across restarts**, as :func:`runtime.spark_streaming.match_stream`: the
+**Exactly once across restarts**, as :func:`runtime.spark.streaming.match_stream`: the
 function is deterministic in its input and state, Spark re-runs an uncommitted
 micro-batch from the state of the previous one, and the file sink (its
 ``_spark_metadata`` log) ignores a re-run batch it already committed, so a query killed
@@ -87,8 +87,7 @@ import numpy as np
 import pandas as pd
 
 from mqo import LateTuple, Matcher
-from runtime.spark import unify
-from runtime.spark_aggregate import (
+from runtime.spark.aggregate import (
     StreamPlan,
     aggregate_schema,
     late_row,
@@ -100,8 +99,9 @@ from runtime.spark_aggregate import (
     stream_columns,
     stream_plans,
 )
-from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
-from runtime.spark_streaming import stream_lateness
+from runtime.spark.batch import unify
+from runtime.spark.spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
+from runtime.spark.streaming import stream_lateness
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -151,7 +151,7 @@ def aggregate_stream(
     ``control``: a streaming DataFrame of commands (``ts``, ``command``, ``query``)
     that register and unregister aggregate queries while the stage runs, ``queries``
     being those active from the start (may be empty): one state group per stream, see
-    :mod:`runtime.spark_aggregate_control` (``shared_control`` and ``max_window`` are
+    :mod:`runtime.spark.aggregate_control` (``shared_control`` and ``max_window`` are
     for a match stage reading the same commands)."""
     from pyspark.sql import functions as F
 
@@ -163,7 +163,7 @@ def aggregate_stream(
     if control is not None:
         if slots is not None or span is not None:
             raise SparkStageError("slots and span are for a fixed query set; with control= each stream is one group")
-        from runtime.spark_aggregate_control import aggregate_control_stream
+        from runtime.spark.aggregate_control import aggregate_control_stream
 
         return aggregate_control_stream(
             streams,

@@ -1,5 +1,5 @@
 """``mqo serve --engine local``: a long-running matcher over directories
-(:mod:`runtime.serve_spark` runs the same contract on Spark).
+(:mod:`runtime.spark.serve` runs the same contract on Spark).
 
 The directory contract:
 
@@ -19,7 +19,7 @@ The directory contract:
   watermark has passed by its end (the watermark goes on across steps; there is no end
   of input, so windows still open wait for later steps). With JSON lines they are in
   the results file; with CSV and Parquet, whose columns differ from the matches', in
-  ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.agg_outputs`). The checkpoint holds their
+  ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.io.aggregate_writers`). The checkpoint holds their
   slices, partials and count-window rows (:mod:`mqo.aggregation.persist`).
 * ``--checkpoint DIR``: the state after the last completed step (the matcher with its
   queries and window, which files were taken). A restart carries on from it, exactly
@@ -52,15 +52,15 @@ from typing import IO, Any
 
 from mqo import Matcher
 from predicates import MqoError
-from runtime.agg_outputs import open_aggregate_writer
-from runtime.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
-from runtime.local import Progress, Summary, arrival_order, match_all, number_in_arrival_order
-from runtime.outputs import LinesFile, open_writer, write_jsonl
+from runtime.io.aggregate_writers import open_aggregate_writer
+from runtime.io.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
+from runtime.io.writers import LinesFile, open_writer, write_jsonl
+from runtime.local.match import Progress, Summary, arrival_order, match_all, number_in_arrival_order
 from runtime.stopping import StopFlag, deferred_stop
 from runtime.workload import CliError
 
 CHECKPOINT_FORMAT = 1
-# an UNREGISTER statement (the id is group 1); runtime.serve_spark reads files with it too
+# an UNREGISTER statement (the id is group 1); runtime.spark.serve reads files with it too
 UNREGISTER_STATEMENT = r"UNREGISTER\s+(?:QUERY\s+)?([^\s;]+)\s*;?"
 _UNREGISTER = re.compile(rf"^\s*{UNREGISTER_STATEMENT}\s*$", re.IGNORECASE)
 _COMMENT = re.compile(r"--[^\n]*")

@@ -1,6 +1,6 @@
 """Reading a CSV stream file.
 
-Two paths, one set of rules (:mod:`runtime.input_rows`):
+Two paths, one set of rules (:mod:`runtime.io.stream_rows`):
 
 * the fast path: Arrow's CSV reader converts whole columns at once;
 * the exact path, taken when Arrow refuses the file or lets a value through that the
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from predicates import ColumnType, StreamSchema
-from runtime.input_rows import (
+from runtime.io.stream_rows import (
     FALSE_TEXTS,
     NULL_TEXTS,
     TRUE_TEXTS,

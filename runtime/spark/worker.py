@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from mqo import Match, MatchBatch, Matcher, QueryError
 from predicates import Catalog
-from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout
+from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout
 
 _OUT_ROWS = 8192
 
@@ -47,7 +47,7 @@ def template(spec: StageSpec) -> Matcher:
         ddl = spec.ddl
         if "stream_lateness" in settings:
             # the streaming stage: Spark's watermark is the matcher's, given by a
-            # heartbeat in every micro-batch (runtime.spark_streaming, "Time")
+            # heartbeat in every micro-batch (runtime.spark.streaming, "Time")
             options.update(time="external", idle_timeout=None, emit=settings.get("emit", "arrival"))
         else:
             # a batch task gets its rows in ts order, late tuples already decided by the

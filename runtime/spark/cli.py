@@ -1,7 +1,7 @@
 """``mqo match --engine spark``: the batch stage on a Spark session, same files in and out.
 
 The inputs are read and checked exactly as the local engine reads them
-(:func:`runtime.inputs.read_stream`: bad rows named by file, line and column, or set
+(:func:`runtime.io.inputs.read_stream`: bad rows named by file, line and column, or set
 aside with ``--on-bad-row skip``). The driver then walks the inputs once in the local
 engine's arrival order (smallest next ``ts`` first, ties by ``--input`` order) to decide
 what only arrival order can: which tuples are late (older than the newest ``ts`` seen
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from mqo import ARROW_TYPES, LateTuple, Match, Matcher, clock_for
-from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
-from runtime.local import Summary
-from runtime.outputs import check_output_paths, open_writer, side_paths, write_jsonl
-from runtime.spark_spec import output_names
+from runtime.io.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
+from runtime.io.writers import check_output_paths, open_writer, side_paths, write_jsonl
+from runtime.local.match import Summary
+from runtime.spark.spec import output_names
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,7 +43,7 @@ def run_spark_match(
     """Run ``mqo match`` on Spark; returns the same summary as the local engine. The
     output paths are checked (and side files of an earlier run removed) before any
     input is read, as the local engine does."""
-    from runtime.spark import match_batch
+    from runtime.spark.batch import match_batch
     from runtime.workload import load_matcher
 
     started = time.perf_counter()

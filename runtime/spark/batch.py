@@ -1,6 +1,6 @@
 """The matcher as a Spark batch stage: stream DataFrames in, a results DataFrame out.
 
->>> from runtime.spark import match_batch
+>>> from runtime.spark.batch import match_batch
 >>> results = match_batch({"B": blood_df, "H": heart_df}, queries_text, schema=ddl_text)
 
 **Result schema** (:func:`result_schema`)::
@@ -43,8 +43,8 @@ evenly spread timestamps) is shuffled twice: replication factor ``1 + W / B``. A
 bucket (time skew), or one hot key in key mode, is one task's sequential work and
 bounds the stage's wall time. See ``docs/spark.md``.
 
-The stage's spec is built on the driver (:mod:`runtime.spark_spec`); the plan is built
-once per Python worker and cached there (:mod:`runtime.spark_worker`).
+The stage's spec is built on the driver (:mod:`runtime.spark.spec`); the plan is built
+once per Python worker and cached there (:mod:`runtime.spark.worker`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqo import Matcher
 from predicates import ColumnType, did_you_mean
-from runtime.spark_spec import (
+from runtime.spark.spec import (
     SparkStageError,
     StageSpec,
     _family,
@@ -63,7 +63,7 @@ from runtime.spark_spec import (
     build_spec,
     ddl_from_frames,
 )
-from runtime.spark_worker import match_partition
+from runtime.spark.worker import match_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -246,7 +246,7 @@ def time_buckets(unified: DataFrame, spec: StageSpec) -> DataFrame:
     """Adds ``_home`` (the tuple's bucket) and ``_b`` (the bucket this copy goes to):
     one copy per tuple, more for a tuple within MAXWINDOW of its bucket's end (a result
     spans at most MAXWINDOW, lateness or not; the width's lateness margin is for the
-    streaming stage, see :mod:`runtime.spark_streaming`)."""
+    streaming stage, see :mod:`runtime.spark.streaming`)."""
     width, window = _double(spec.bucket_width), spec.max_window
     out = unified.selectExpr("*", f"CAST(FLOOR(ts / {width}) AS BIGINT) AS _home")
     if window <= 0:

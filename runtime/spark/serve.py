@@ -1,4 +1,4 @@
-"""``mqo serve --engine spark``: the directory contract of :mod:`runtime.serve` on
+"""``mqo serve --engine spark``: the directory contract of :mod:`runtime.local.serve` on
 Structured Streaming.
 
 * ``--input S=DIR``: a file source per stream (CSV with a header, or Parquet when the
@@ -6,18 +6,18 @@ Structured Streaming.
   ``id`` columns (a distributed stream has no arrival order to number tuples by) and
   ``ts >= 0``. Names starting with ``.`` or ``_`` are ignored, as by the local engine.
 * ``--queries DIR``: a text source over the ``*.mqo`` files, each file one command (see
-  :mod:`runtime.spark_control`): a file of ``UNREGISTER id;`` lines unregisters those
+  :mod:`runtime.spark.control`): a file of ``UNREGISTER id;`` lines unregisters those
   ids, any other file registers its queries. A file takes effect at the micro-batch
   that finds it, files of one micro-batch in the order of their modification time.
   Spark's file source sees each file name once, so, unlike the local engine, a changed
   or deleted file changes nothing: remove queries with an ``UNREGISTER`` file.
 * ``--output DIR``: Spark's file sink (``part-*`` files, JSON lines or Parquet, and its
-  ``_spark_metadata`` log); the rows of :func:`runtime.spark_control.control_schema`:
+  ``_spark_metadata`` log); the rows of :func:`runtime.spark.control.control_schema`:
   results, late tuples (``query`` NULL) and refused commands (``error`` set).
 * Windowed aggregate queries run too, in a second streaming query over the same
-  directories (:mod:`runtime.spark_aggregate_control`: one state group per stream):
+  directories (:mod:`runtime.spark.aggregate_control`: one state group per stream):
   their rows go to ``DIR/aggregates`` (a file sink of its own, since its columns
-  differ: :func:`runtime.spark_aggregate_control.aggregate_control_schema`), written
+  differ: :func:`runtime.spark.aggregate_control.aggregate_control_schema`), written
   once the watermark passes a window's end, with the late tuples of the streams they
   read (``query`` NULL) and the commands only that stage can refuse (a landmark window
   after the first tuple, a stream without ``--input``). A file holds queries of one
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from mqo import Catalog
 from predicates import ColumnType
-from runtime.serve import UNREGISTER_STATEMENT
+from runtime.local.serve import UNREGISTER_STATEMENT
 from runtime.workload import CliError
 
 if TYPE_CHECKING:
@@ -132,8 +132,8 @@ class SparkService:
 
     def start(self, *, once: bool = False, poll: float = 1.0) -> dict[str, StreamingQuery]:
         """Start both stages: ``matches`` and ``aggregates``, by name."""
-        from runtime.spark_aggregate_stream import aggregate_stream
-        from runtime.spark_streaming import match_stream
+        from runtime.spark.aggregate_streaming import aggregate_stream
+        from runtime.spark.streaming import match_stream
 
         results = match_stream(
             self.streams(),

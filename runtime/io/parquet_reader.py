@@ -19,7 +19,7 @@ Dictionary-encoded columns count as their value type, and a column of only NULLs
 fits any declared type. Any other column type is an error naming the column, its type
 and what the declared type takes; like a bad CSV header, it is not excused by
 ``--on-bad-row skip`` (every row would be bad). Values are checked by the same rules
-as CSV fields (:mod:`runtime.input_rows`): a NULL or non-finite ``ts``, a NULL ``id``,
+as CSV fields (:mod:`runtime.io.stream_rows`): a NULL or non-finite ``ts``, a NULL ``id``,
 an infinite FLOAT are bad rows, named by row number (1-based) and column, and set
 aside with ``skip``.
 """
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from predicates import ColumnType, StreamSchema
-from runtime.input_rows import (
+from runtime.io.stream_rows import (
     INT64_MAX,
     InputError,
     StreamData,

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from mqo import ARROW_TYPES, AggregateBatch
 from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
-from runtime.outputs import OutputError, ParquetWriter, ResultWriter, _open_text, _writing
+from runtime.io.writers import OutputError, ParquetWriter, ResultWriter, _open_text, _writing
 
 FIXED = ("query", "window_start", "window_end")
 

@@ -1,10 +1,10 @@
 """Aggregate queries that come and go while the streaming aggregate stage runs: a
-control stream of commands, as :mod:`runtime.spark_control` is for match queries.
+control stream of commands, as :mod:`runtime.spark.control` is for match queries.
 
 >>> commands = spark.readStream.schema("ts double, command string, query string").json("in/commands")
 >>> rows = aggregate_stream({"H": h, "B": b}, "", schema=ddl, control=commands)
 
-Commands are the rows ``(ts, command, query)`` of :mod:`runtime.spark_control`
+Commands are the rows ``(ts, command, query)`` of :mod:`runtime.spark.control`
 (``register`` with query text, ``unregister`` with an id), applied at the start of the
 micro-batch that brings them, those of one micro-batch in ``(ts, command, query)``
 order.
@@ -41,22 +41,22 @@ would hold the watermark back for ever); one given but silent holds it back, as
 locally without an idle timeout.
 
 **Bad commands never stop the job**: a query that does not compile (its line and
-column), a match query (they go to :func:`runtime.spark_streaming.match_stream`), a
+column), a match query (they go to :func:`runtime.spark.streaming.match_stream`), a
 query on a stream without a DataFrame, a landmark window after the first tuple, an id
 already registered, an unregister of an unknown id, an unknown command: each is a row
 with ``error`` set (``query`` the id when known, ``window_end`` the command's ``ts``)
 and changes nothing. One group reports it.
 
 **Shared with the match stage** (``shared_control=True``, as ``mqo serve --engine
-spark`` runs them): the match stage (:func:`~runtime.spark_streaming.match_stream` with
+spark`` runs them): the match stage (:func:`~runtime.spark.streaming.match_stream` with
 ``shared_control=True``) and this one read the same commands; each takes the queries of
 its kind and leaves the others', keeping their ids so that an id is taken once across
-both stages (:func:`runtime.spark_control.apply_shared`). The match stage reports what
+both stages (:func:`runtime.spark.control.apply_shared`). The match stage reports what
 belongs to neither: a text that does not compile, one mixing both kinds, an
 unregister of an id neither has.
 
 **Output** (:func:`aggregate_control_schema`): the aggregate stage's columns
-(:func:`runtime.spark_aggregate.aggregate_schema`) and ``error string``.
+(:func:`runtime.spark.aggregate.aggregate_schema`) and ``error string``.
 """
 
 from __future__ import annotations
@@ -72,8 +72,7 @@ import numpy as np
 import pandas as pd
 
 from mqo import Matcher
-from runtime.spark import unify
-from runtime.spark_aggregate import (
+from runtime.spark.aggregate import (
     aggregate_schema,
     late_row,
     numbers_as_text,
@@ -81,9 +80,10 @@ from runtime.spark_aggregate import (
     output_rows,
     stream_columns,
 )
-from runtime.spark_control import COMMANDS, apply_shared, command_rows, ordered_commands
-from runtime.spark_spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
-from runtime.spark_streaming import stream_lateness
+from runtime.spark.batch import unify
+from runtime.spark.control import COMMANDS, apply_shared, command_rows, ordered_commands
+from runtime.spark.spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
+from runtime.spark.streaming import stream_lateness
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,7 +1,7 @@
 """Aggregate queries as a Spark batch stage: stream DataFrames in, a DataFrame of
 aggregate rows out.
 
->>> from runtime.spark_aggregate import aggregate_batch
+>>> from runtime.spark.aggregate import aggregate_batch
 >>> rows = aggregate_batch({"H": heart_df}, aggregate_queries_text, schema=ddl_text)
 
 **Output schema** (:func:`aggregate_schema`)::
@@ -47,8 +47,8 @@ import pyarrow as pa
 
 from mqo import AggregateBatch, Matcher, text_of
 from predicates import AggregateQuery, ColumnType
-from runtime.spark import unify
-from runtime.spark_spec import SparkStageError, StageSpec, StreamLayout, _source, build_spec
+from runtime.spark.batch import unify
+from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, _source, build_spec
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -3,8 +3,8 @@
 A file has a ``ts`` column, an optional ``id`` column and the stream's columns (every
 declared column must be there; an unknown column is an error, so a misspelt header
 never silently becomes NULLs). What a value may be, and what is NULL, is one set of
-rules for every reader (:mod:`runtime.input_rows`); CSV files are read by
-:mod:`runtime.csv_input`, Parquet files by :mod:`runtime.parquet_input`. A bad row is
+rules for every reader (:mod:`runtime.io.stream_rows`); CSV files are read by
+:mod:`runtime.io.csv_reader`, Parquet files by :mod:`runtime.io.parquet_reader`. A bad row is
 an error naming file, line (or Parquet row) and column; with ``on_bad_row='skip'`` every
 bad row is set aside with its reason instead, and the good rows are matched.
 
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from predicates import Catalog, StreamSchema, did_you_mean
-from runtime.csv_input import read_csv
-from runtime.input_rows import (
+from runtime.io.csv_reader import read_csv
+from runtime.io.parquet_reader import read_parquet
+from runtime.io.stream_rows import (
     FALSE_TEXTS,
     NULL_TEXTS,
     TRUE_TEXTS,
@@ -31,7 +32,6 @@ from runtime.input_rows import (
     InputError,
     StreamData,
 )
-from runtime.parquet_input import read_parquet
 
 __all__ = [
     "FALSE_TEXTS",

@@ -39,7 +39,7 @@ from mqo import ORDERS, Matcher
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.rows import RowBuilder
 from predicates import Kind, ListKey, did_you_mean
-from runtime.inputs import InputSpec, StreamData, merge, read_stream
+from runtime.io.inputs import InputSpec, StreamData, merge, read_stream
 from runtime.workload import CliError, load_matcher
 
 MAX_PAIRS = 200_000

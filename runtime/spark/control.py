@@ -28,7 +28,7 @@ rebuild).
 
 **Bad commands never stop the job.** A query that does not compile (reported with its
 line and column), one whose MAXWINDOW exceeds ``max_window``, an aggregate query (they
-run in :mod:`runtime.spark_aggregate_control`), an id already registered, an unregister
+run in :mod:`runtime.spark.aggregate_control`), an id already registered, an unregister
 of an unknown id, an unknown command: each becomes a row of the output with ``error``
 set (``query`` the id when known, ``ts`` the command's) and changes nothing. Only state
 group 0 reports it, so it is reported once. With ``shared_control`` the aggregate stage
@@ -52,8 +52,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mqo import Matcher, MqoError, text_of
-from runtime.spark_spec import SparkStageError, StageSpec
-from runtime.spark_worker import spawn
+from runtime.spark.spec import SparkStageError, StageSpec
+from runtime.spark.worker import spawn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -166,8 +166,8 @@ def ordered_commands(commands: pd.DataFrame) -> list[tuple[float, Any, Any]]:
 
 
 OTHER_STAGE = {
-    "match": "aggregate queries run in runtime.spark_aggregate_stream.aggregate_stream(control=...)",
-    "aggregate": "match queries run in runtime.spark_streaming.match_stream(control=...)",
+    "match": "aggregate queries run in runtime.spark.aggregate_streaming.aggregate_stream(control=...)",
+    "aggregate": "match queries run in runtime.spark.streaming.match_stream(control=...)",
 }
 
 

@@ -27,9 +27,9 @@ from typing import IO
 import numpy as np
 
 from mqo import LateTuple, MatchBatch, Matcher
-from runtime import agg_outputs
-from runtime.inputs import InputSpec, StreamData, merge, read_inputs
-from runtime.outputs import (
+from runtime.io import aggregate_writers
+from runtime.io.inputs import InputSpec, StreamData, merge, read_inputs
+from runtime.io.writers import (
     LinesFile,
     ResultWriter,
     check_output_paths,
@@ -125,7 +125,7 @@ class Progress:
 
 
 def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:
-    """(input, row) of every tuple in arrival order (see :func:`runtime.inputs.merge`).
+    """(input, row) of every tuple in arrival order (see :func:`runtime.io.inputs.merge`).
     When every input is in timestamp order, that is a sort by (ts, input, row)."""
     if all(np.all(np.diff(np.asarray(d.ts, np.float64)) >= 0) for d in data):
         ts = np.concatenate([np.asarray(d.ts, np.float64) for d in data]) if data else np.zeros(0)
@@ -177,7 +177,7 @@ def run_match(
     aggregates_path: str | None = None,
 ) -> Summary:
     """``aggregates_path``: where aggregate rows go with CSV or Parquet (a file of
-    their own, :mod:`runtime.agg_outputs`; default beside the output); JSON lines hold
+    their own, :mod:`runtime.io.aggregate_writers`; default beside the output); JSON lines hold
     them in the output."""
     started = time.perf_counter()
     late_path, rejects_path = side_paths(output, late_path, rejects_path)
@@ -185,14 +185,14 @@ def run_match(
     aggregates = [aq.query for aq in matcher.aggregator.queries.values()] if matcher.aggregator is not None else []
     separate = bool(aggregates) and fmt != "jsonl"
     if separate:
-        aggregates_path = agg_outputs.aggregates_path(output, fmt, aggregates_path)
+        aggregates_path = aggregate_writers.aggregates_path(output, fmt, aggregates_path)
         named.append(("the aggregate file", aggregates_path, False))
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     summary = Summary(output=output, aggregates_path=aggregates_path if separate else None)
     with (
         open_writer(output, fmt, matcher.value_types()) as writer,
         (
-            agg_outputs.open_aggregate_writer(aggregates_path, fmt, aggregates)  # type: ignore[arg-type]
+            aggregate_writers.open_aggregate_writer(aggregates_path, fmt, aggregates)  # type: ignore[arg-type]
             if separate
             else nullcontext(writer)
         ) as aggregate_writer,

@@ -1,11 +1,11 @@
 """The matcher as a Structured Streaming stage, its window state in Spark's state store.
 
->>> from runtime.spark_streaming import match_stream
+>>> from runtime.spark.streaming import match_stream
 >>> results = match_stream({"B": blood_stream, "H": heart_stream}, queries_text, schema=ddl_text,
 ...                        allowed_lateness=5)
 >>> results.writeStream.format("parquet").option("checkpointLocation", ck).start(out_dir)
 
-The output has the batch stage's schema (:func:`runtime.spark.result_schema`). A **late
+The output has the batch stage's schema (:func:`runtime.spark.batch.result_schema`). A **late
 tuple** (see below) is not matched and comes out as a row with a NULL ``query``, its
 ``ts`` and ``ids = {stream: id}``, so it is reported, never dropped silently.
 
@@ -100,8 +100,8 @@ import pandas as pd
 
 from mqo import LateTuple, Match, Matcher, MatcherConfig, clock_for, text_of
 from predicates import ColumnType
-from runtime.spark import key_column, result_schema, time_buckets, unify
-from runtime.spark_control import (
+from runtime.spark.batch import key_column, result_schema, time_buckets, unify
+from runtime.spark.control import (
     active_queries,
     apply_commands,
     command_rows,
@@ -112,8 +112,8 @@ from runtime.spark_control import (
     result_row,
     with_queries,
 )
-from runtime.spark_control import frame as control_frame
-from runtime.spark_spec import (
+from runtime.spark.control import frame as control_frame
+from runtime.spark.spec import (
     SparkStageError,
     StageSpec,
     _source,
@@ -122,7 +122,7 @@ from runtime.spark_spec import (
     save_state,
     saved_state,
 )
-from runtime.spark_worker import Rows, freeze, spawn
+from runtime.spark.worker import Rows, freeze, spawn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -159,9 +159,9 @@ def match_stream(
     ``control``: a streaming DataFrame of commands (``ts``, ``command``, ``query``)
     that register and unregister queries while the stage runs, ``queries`` being the
     ones active from the start (may be empty); ``max_window`` (required with it)
-    bounds their MAXWINDOW. See :mod:`runtime.spark_control` for the rule and the
+    bounds their MAXWINDOW. See :mod:`runtime.spark.control` for the rule and the
     output schema. ``shared_control``: the aggregate stage reads the same commands
-    (:mod:`runtime.spark_aggregate_control`); aggregate queries are its, not errors."""
+    (:mod:`runtime.spark.aggregate_control`); aggregate queries are its, not errors."""
     from pyspark.sql import functions as F
 
     for name, df in streams.items():
@@ -292,7 +292,7 @@ def match_group(
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else None
     out: list[tuple[Any, ...]] = []
     if dynamic and rows is not None and rows["_cmd"].notna().any():
-        # commands first, at the micro-batch's start (runtime.spark_control)
+        # commands first, at the micro-batch's start (runtime.spark.control)
         is_command = rows["_cmd"].notna().to_numpy()
         matcher, errors = apply_commands(spec, frozen, queries, rows[is_command], foreign)
         queries = active_queries(matcher)

@@ -1,5 +1,5 @@
 """What a stream file becomes, and the rules for one value: shared by the CSV and
-Parquet readers (:mod:`runtime.csv_input`, :mod:`runtime.parquet_input`).
+Parquet readers (:mod:`runtime.io.csv_reader`, :mod:`runtime.io.parquet_reader`).
 
 The rules, the same for both readers and for both CSV paths (Arrow's fast reader and
 the exact row-by-row reader), so an answer never depends on which reader ran:

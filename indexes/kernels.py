@@ -9,7 +9,7 @@ in covering order, the slots a tuple rules out in a list are one checkpoint row 
 the users of fewer than ``stride`` positions.
 
 Kernels take arrays and scalars only and are driven by thin Python in
-:mod:`indexes.kill_bitsets` and :mod:`indexes.covering`; ``tests/naive_kernels.py``
+:mod:`indexes.kill_bitsets` and :mod:`indexes.covering`; ``tests/references/naive_kernels.py``
 has a plain reference for each. Settings live in :mod:`indexes.numba_config`.
 """
 

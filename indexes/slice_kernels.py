@@ -14,7 +14,7 @@ Partials of one slice store are arrays indexed ``[slice, group, column, field]``
 :func:`fold_windows` folds all of a query's closed windows in one call (prefix/suffix
 folds per block of slices: MIN and MAX are not subtractable, so no running sums);
 :func:`windows_with_data` finds the windows holding data.
-Arrays and scalars only, so the kernels cache (``cache=True``). ``tests/naive_slices.py``
+Arrays and scalars only, so the kernels cache (``cache=True``). ``tests/references/naive_slices.py``
 is the plain-Python reference they are tested against.
 """
 

@@ -54,3 +54,12 @@ def spark_session():
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     spark.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/spark/ runs a real Spark: marked so, whatever its module
+    says, so that ``-m "not spark"`` leaves them all out."""
+    spark_tests = REPO / "tests" / "spark"
+    for item in items:
+        if spark_tests in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.spark)

@@ -16,7 +16,7 @@ maps because queries differ in them; each value is the text it prints as (exact,
 
 **Semantics.** As the batch match stage: every tuple arrives in ``(ts, id)`` order (ids
 from an ``id`` column, or numbered in row order), so none is late, and the rows equal
-the local engine's fed in that order (``tests/test_spark_aggregate.py``).
+the local engine's fed in that order (``tests/spark/test_spark_aggregate.py``).
 
 **Partitioning keeps every window whole.** Each task runs an ordinary
 :class:`mqo.Matcher` over its rows and reports only windows it holds entirely, so

@@ -20,7 +20,7 @@ matcher takes as the local engine takes their tuples. So each group's matcher ke
 the local engine's own per-stream clock (the lateness as ``stream_lateness``, else the
 DDL's ``ALLOWED LATENESS``, else ``allowed_lateness``; no idle timeout), fed each
 micro-batch's commands, then its tuples in ``(ts, stream, id)`` order: the rows are
-exactly those of a local matcher fed the same (``tests/test_spark_aggregate_control.py``).
+exactly those of a local matcher fed the same (``tests/spark/test_spark_aggregate_control.py``).
 Spark's watermark plays no part. The cost: a stream's aggregation runs in one task,
 and every tuple is copied, as a marker of three columns, to every other stream's group.
 

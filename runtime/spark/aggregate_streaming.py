@@ -47,7 +47,7 @@ it), so every window ending before ``W`` comes out, then saves the matcher
 (:meth:`mqo.Matcher.snapshot`, aggregate state included) pickled in one binary state
 column. The rows are exactly those of a local ``mqo.Matcher`` (per-stream time, the
 same lateness) fed the same accepted tuples in timestamp order, at the same watermark,
-however the input is cut into micro-batches (``tests/test_spark_aggregate_stream.py``).
+however the input is cut into micro-batches (``tests/spark/test_spark_aggregate_stream.py``).
 As for matches (:mod:`runtime.spark.streaming`), Spark has no idle timeout: a source
 that falls silent holds the watermark back.
 

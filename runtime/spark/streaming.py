@@ -64,7 +64,7 @@ and the output must go to a sink that is idempotent per micro-batch: the file si
 (its ``_spark_metadata`` log ignores a re-run batch it already committed) or
 ``foreachBatch`` writing by ``batch_id`` (overwrite that batch's partition). Then a
 query stopped or killed at any point and restarted from its checkpoint neither loses
-nor duplicates a result; ``tests/test_spark_streaming.py`` deletes a commit-log entry
+nor duplicates a result; ``tests/spark/test_spark_streaming.py`` deletes a commit-log entry
 to replay a batch whose output was already written.
 
 **Why applyInPandasWithState, not transformWithStateInPandas.** Both were tried (pyspark

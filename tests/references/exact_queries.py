@@ -1,0 +1,317 @@
+"""Queries built around a witness (see tests/references/exact_workloads.py): predicates whose
+constants put the witness exactly on their boundary, or a small step off it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from tests.references.exact_ops import Chooser, Op, Push
+from tests.references.reference import (
+    COMPARISONS,
+    SPELLINGS,
+    STRING,
+    And,
+    Bin,
+    Cmp,
+    Col,
+    Cond,
+    Duration,
+    Expr,
+    Item,
+    Neg,
+    Not,
+    Num,
+    Or,
+    Query,
+    Schema,
+    Star,
+    Str,
+    const,
+    decimal_text,
+    evaluate,
+    exact,
+)
+
+TAGS = ("a", "b", "ab", "B")  # no "" or "NULL": a CSV file would read those as NULL
+FACTORS = ("1", "3", "-3", "0.1", "1.5", "7", "0.3333333333", "1/3", "-0.5", "2")
+OFFSETS = ("1", "0.1", "0.3", "2", "1.5", "0.001", "4")
+BIASES = (Fraction(0),) * 6 + (Fraction(1, 1000), Fraction(-1, 1000), Fraction(1, 10), Fraction(-1), Fraction(1, 3))
+FIXED_WINDOWS = (Duration("0.3", "sec"), Duration("100", "ms"), Duration("1.5", "sec"), Duration("0.1", "min"))
+
+
+def factor_value(text: str) -> Fraction:
+    return Fraction(1, 3) if text == "1/3" else Fraction(text)
+
+
+def scaled(c: Chooser, expr: Expr, factor: str) -> Expr:
+    """``factor`` times ``expr``, in one of its spellings."""
+    if factor == "1":
+        return expr
+    if factor == "1/3":
+        return c.pick((Bin("/", expr, Num("3")), Bin("*", Bin("/", Num("1"), Num("3")), expr)))
+    lit: Expr = Neg(Num(factor[1:])) if factor.startswith("-") else Num(factor)
+    return c.pick((Bin("*", lit, expr), Bin("*", expr, lit)))
+
+
+def linear(c: Chooser, ref: Col) -> Expr:
+    """``ref`` with a boundary-prone factor and/or offset."""
+    form = c.pick(("plain", "factor", "factor", "offset", "divide", "negate", "inner"))
+    factor = c.pick(FACTORS)
+    offset = Num(c.pick(OFFSETS))
+    if form == "plain":
+        return ref
+    if form == "factor":
+        return scaled(c, ref, factor)
+    if form == "offset":
+        return Bin(c.pick(("+", "-")), scaled(c, ref, factor), offset)
+    if form == "divide":
+        return Bin("/", ref, Num(c.pick(("3", "7", "0.1", "1.5"))))
+    if form == "negate":
+        return Neg(ref)
+    return scaled(c, Bin(c.pick(("+", "-")), ref, offset), factor)
+
+
+def place(c: Chooser, left: Expr, right: Expr | None) -> Any:
+    """A function from a constant expression to (left, right) sides with the constant
+    somewhere in them, linearly with coefficient +-1 (or /3): solved for in :func:`atom`."""
+    if right is None:
+        return c.pick((lambda k: (left, k), lambda k: (k, left)))
+    return c.pick(
+        (
+            lambda k: (Bin("+", left, k), right),
+            lambda k: (left, Bin("+", right, k)),
+            lambda k: (Bin("+", k, left), right),
+            lambda k: (left, Bin("-", k, right)),
+            lambda k: (Bin("/", Bin("+", left, k), Num("3")), right),
+            lambda k: (Bin("-", left, k), right),
+        )
+    )
+
+
+def atom(c: Chooser, env: dict[str, dict[str, Any]], left: Expr, right: Expr | None, want: bool | None) -> Cond:
+    """A comparison of ``left`` and ``right`` with a constant derived from the witness
+    ``env`` so that it lies exactly on the boundary (plus a bias, sometimes). ``want``:
+    the truth it must have on the witness (True/False), or None for any."""
+    sides = place(c, left, right)
+    bias = c.pick(BIASES)
+    lo0, ro0 = (evaluate(e, env) for e in sides(Num("0")))
+    lo1, ro1 = (evaluate(e, env) for e in sides(Num("1")))
+    if None in (lo0, ro0, lo1, ro1) or (ro1 - lo1) == (ro0 - lo0):  # type: ignore[operator]
+        k = Fraction(c.integer(-3, 3))  # a NULL on the witness: any constant will do
+    else:
+        gap0 = ro0 - lo0  # type: ignore[operator]
+        k = -gap0 / ((ro1 - lo1) - gap0) + bias  # type: ignore[operator]
+    lhs, rhs = sides(const(k))
+    op = c.pick(("<=", ">=", "=", "<", ">", "!=", "<=", ">="))
+    lv, rv = evaluate(lhs, env), evaluate(rhs, env)
+    if want is not None and lv is not None and rv is not None:
+        ok = [o for o in COMPARISONS if _holds(o, lv, rv) == want]
+        if op not in ok:
+            op = c.pick(ok)
+    spelling = c.pick(SPELLINGS[op]) if c.chance(10) else None
+    return Cmp(op, lhs, rhs, spelling)
+
+
+def _holds(op: str, left: Any, right: Any) -> bool:
+    return {
+        "<": left < right,
+        "<=": left <= right,
+        ">": left > right,
+        ">=": left >= right,
+        "=": left == right,
+        "!=": left != right,
+    }[op]
+
+
+def numeric(schema: Schema, stream: str) -> list[str]:
+    return [col.name for col in schema.stream(stream).columns if col.type != STRING]
+
+
+def predicate(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]], env: Any, want: bool | None) -> Cond:
+    """One boundary predicate over the query's aliases."""
+    aliases = [a for a, _ in sources]
+    stream_of = dict(sources)
+    kinds = ["attribute", "attribute", "same", "ts", "residual_one", "string"]
+    if len(aliases) > 1:
+        kinds += ["join", "join", "join", "window", "window", "residual"]
+    kind = c.pick(kinds)
+    a = c.pick(aliases)
+    others = [x for x in aliases if x != a]
+    b = c.pick(others) if others else a
+    ra = Col(a, c.pick(numeric(schema, stream_of[a])))
+    rb = Col(b, c.pick(numeric(schema, stream_of[b])))
+    if kind == "attribute":
+        return atom(c, env, linear(c, ra), None, want)
+    if kind == "same":
+        rb = Col(a, c.pick(numeric(schema, stream_of[a])))
+        return atom(c, env, linear(c, ra), linear(c, rb), want)
+    if kind == "ts":
+        return atom(c, env, Col(a, c.pick(("ts", "ts", "id"))), None, want)
+    if kind == "join":
+        return atom(c, env, linear(c, ra), linear(c, rb), want)
+    if kind == "window":
+        left: Expr = Col(a, "ts")
+        if c.chance(10):
+            left = scaled(c, left, c.pick(("2", "0.5", "3")))
+        return atom(c, env, left, Col(b, "ts"), want)
+    if kind == "residual_one":
+        rb = Col(a, c.pick(numeric(schema, stream_of[a])))
+        return atom(c, env, Bin(c.pick(("*", "/")), ra, rb), None, want)  # x / y: division by zero is NULL
+    if kind == "residual":
+        form = c.pick(("+", "-", "*", "three"))
+        if form == "three" and len(aliases) > 2:
+            third = next(x for x in aliases if x not in (a, b))
+            rc = Col(third, c.pick(numeric(schema, stream_of[third])))
+            return atom(c, env, Bin("+", ra, rb), rc, want)
+        return atom(c, env, Bin(form if form != "three" else "+", ra, rb), None, want)
+    # strings: a tag against a literal (the witness's, mostly) or another tag
+    tagged = [x for x in aliases if "tag" in [col.name for col in schema.stream(stream_of[x]).columns]]
+    if not tagged:
+        return atom(c, env, linear(c, ra), None, want)
+    t = c.pick(tagged)
+    mine = env[t]["tag"]
+    other = [x for x in tagged if x != t]
+    right: Expr = (
+        Col(other[0], "tag") if other and c.chance(40) else Str(mine if mine and c.chance(70) else c.pick(TAGS))
+    )
+    op = c.pick(("=", "!=", "<", ">=")) if want is None else "="
+    cond = Cmp(op, Col(t, "tag"), right)
+    if want is not None and mine is not None and evaluate(right, env) is not None:
+        cond = Cmp("=" if mine == evaluate(right, env) else "!=", Col(t, "tag"), right)
+    return cond
+
+
+def window_duration(c: Chooser, span: Fraction, must_cover: bool, narrow: bool = False) -> Duration:
+    """MAXWINDOW: the witness's span exactly (in sec, ms, min or bare), a step more, or
+    a fixed decimal; at least the span when ``must_cover``; ``narrow``: no wider than
+    needed (many queries over dense data would otherwise have results by the million)."""
+    options: list[Duration] = []
+    for unit, scale in (("sec", 1), ("ms", Fraction(1, 1000)), ("", 1), ("min", 60)):
+        text = decimal_text(span / scale)
+        if text is not None and span > 0:
+            options.append(Duration(text, unit))
+    if not narrow:
+        options.append(Duration(decimal_text(span + Fraction(1, 10)) or "1", "sec"))
+    fixed = [d for d in FIXED_WINDOWS[: 2 if narrow else None] if not must_cover or d.seconds >= span]
+    choice = c.pick(options + fixed) if options or fixed else Duration("1", "sec")
+    if must_cover and choice.seconds < span:
+        return Duration(decimal_text(span) or "1", "sec")
+    return choice
+
+
+def make_query(
+    c: Chooser,
+    schema: Schema,
+    name: str,
+    ops: Sequence[Op],
+    candidates: Sequence[int],
+    designated: bool,
+    narrow: bool = False,
+    self_joins: int = 30,
+) -> Query:
+    """A query around a witness drawn from the pushes ``candidates`` (indexes into ops).
+    ``designated``: AND of predicates all TRUE on the witness, MAXWINDOW covering it.
+    ``narrow``: at most two aliases and tight windows (see :func:`window_duration`).
+    ``self_joins``: the percentage of queries reading a stream under two or three aliases."""
+    streams = [s.name for s in schema.streams]
+    if designated:  # only streams with a tuple to be the witness
+        streams = [s for s in streams if any(ops[i].stream == s for i in candidates)] or streams  # type: ignore[union-attr]
+    if c.chance(self_joins):
+        # a self-join: a stream read under two or three aliases (and maybe another stream)
+        k = c.integer(2, 2 if narrow else 3)
+        chosen = [c.pick(streams) for _ in range(k)]
+        chosen[1] = chosen[0]  # at least one stream twice
+    else:
+        k = c.integer(1, min(len(streams), 2 if narrow else 3))
+        chosen = [streams.pop(c.integer(0, len(streams) - 1)) for _ in range(k)]
+    # an alias of its own for each reading of a stream read several times
+    aliases = [s if chosen.index(s) == i and not c.chance(20) else f"{s.lower()}{i}" for i, s in enumerate(chosen)]
+    sources = tuple(zip(aliases, chosen, strict=True))
+    env = witness(c, schema, sources, ops, candidates)
+    stamps = [row["ts"] for row in env.values()]
+    maxwindow = window_duration(c, max(stamps) - min(stamps), designated, narrow) if k > 1 else None
+    want = True if designated else (True if c.chance(50) else None)
+    preds = [predicate(c, schema, sources, env, want) for _ in range(c.integer(1, 4 if k > 1 else 3))]
+    window_preds = [p for p in preds if _is_window(p)]
+    where_preds = [p for p in preds if not _is_window(p)]
+    where: Cond | None = And(tuple(where_preds)) if len(where_preds) > 1 else (where_preds or [None])[0]
+    if not designated and where is not None and c.chance(25):
+        # OR with another boundary predicate (a result is reported once however many hold)
+        where = Or((where, predicate(c, schema, sources, env, None)))
+    if not designated and where is not None and c.chance(10):
+        where = Not(where)
+    window: Cond | None = None
+    if window_preds and c.chance(60):
+        window = And(tuple(window_preds)) if len(window_preds) > 1 else window_preds[0]
+    elif window_preds:
+        where = And((*window_preds, where)) if where is not None else And(tuple(window_preds))
+    select: tuple[Item | Star, ...] | None = None
+    if c.chance(25):
+        items: list[Item | Star] = []
+        for i in range(c.integer(1, 3)):
+            alias, stream = c.pick(sources)
+            if c.chance(20) and Star(alias) not in items:
+                items.append(Star(alias))
+            else:
+                cols = [col.name for col in schema.stream(stream).columns] + ["ts", "id"]
+                items.append(Item(Col(alias, c.pick(cols)), f"v{i}"))
+        select = tuple(items)
+    return Query(name, sources, maxwindow, where, window, select)
+
+
+def _is_window(cond: Cond) -> bool:
+    return (
+        isinstance(cond, Cmp)
+        and {x.name for x in _cols(cond.left) + _cols(cond.right)} == {"ts"}
+        and len({x.alias for x in _cols(cond.left) + _cols(cond.right)}) == 2
+    )
+
+
+def _cols(expr: Expr) -> list[Col]:
+    if isinstance(expr, Col):
+        return [expr]
+    if isinstance(expr, Neg):
+        return _cols(expr.operand)
+    if isinstance(expr, Bin):
+        return _cols(expr.left) + _cols(expr.right)
+    return []
+
+
+def witness(
+    c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]], ops: Sequence[Op], candidates: Sequence[int]
+) -> dict[str, dict[str, Any]]:
+    """One accepted tuple per alias (exact values, ts and id), near an anchor in time."""
+    ids = _ids(schema, ops)
+    rows: dict[str, dict[str, Any]] = {}
+    anchor: Fraction | None = None
+    order = list(range(len(sources)))
+    for n in order:
+        alias, stream = sources[n]
+        mine = [i for i in candidates if ops[i].stream == stream]  # type: ignore[union-attr]
+        if anchor is not None and mine:
+            mine.sort(key=lambda i: abs(Fraction(repr(ops[i].ts)) - anchor))  # type: ignore[union-attr]
+            mine = mine[:3]
+        if not mine:
+            rows[alias] = {col.name: None for col in schema.stream(stream).columns}
+            rows[alias].update(ts=anchor or Fraction(0), id=0)
+            continue
+        index = c.pick(mine)
+        op = ops[index]
+        assert isinstance(op, Push)
+        spec = schema.stream(stream)
+        rows[alias] = {col.name: exact(op.values.get(col.name), col.type) for col in spec.columns}
+        rows[alias].update(ts=Fraction(repr(op.ts)), id=ids[index])
+        anchor = rows[alias]["ts"] if anchor is None else anchor
+    return rows
+
+
+def _ids(schema: Schema, ops: Sequence[Op]) -> dict[int, int]:
+    pushed = {s.name: 0 for s in schema.streams}
+    out = {}
+    for i, op in enumerate(ops):
+        if isinstance(op, Push):
+            out[i] = pushed[op.stream] if op.id is None else op.id
+            pushed[op.stream] += 1
+    return out

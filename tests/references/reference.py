@@ -1,0 +1,658 @@
+"""An exact reference matcher that cannot share a bug with the engine.
+
+Queries and schemas are **structures** here (the dataclasses below), not text: the
+reference evaluates the structure and prints it as query language (:meth:`Query.to_text`,
+:meth:`Schema.ddl`) for the engine to parse. It imports nothing from ``predicates``,
+``mqo``, ``indexes`` or ``runtime`` (``tests/differential/test_exact_differential.py`` checks that), so
+no parser, binder, normalizer or index of the engine stands between a query and its
+answer here.
+
+The rules (docs/ARCHITECTURE.md, "Semantics" and "Exact numbers", made precise; the same rules as
+``tests/references/naive.py``, but exact):
+
+1. Numbers are exact rationals (:class:`fractions.Fraction`): an INTEGER value is the
+   integer itself; a FLOAT value (and every ``ts``, heartbeat and the allowed lateness)
+   is the shortest decimal that reads back as the same double, ``Fraction(repr(x))``, so
+   2.3 means 23/10; a literal of a query means exactly what is written (``0.1`` is 1/10,
+   ``1 / 3`` is 1/3). Durations are exact: ``100 ms`` is 1/10 s, ``0.1 min`` is 6 s.
+2. SQL three-valued logic: a missing column, ``None`` and a FLOAT NaN are NULL; arithmetic
+   with NULL is NULL, division by zero is NULL; a comparison with NULL is UNKNOWN; NOT,
+   AND, OR are Kleene's. A query reports an assignment only if its condition is TRUE.
+3. ``id`` is the given one, else the number of tuples pushed before on that stream (late
+   ones included).
+4. Time (``time='per-stream'``, the default): each stream has ``M_s``, the largest ts of
+   its tuples (late ones included) and heartbeats, and a lateness ``L_s`` (its own, else
+   the allowed lateness L). A stream is *active* unless declared idle (it is active again
+   once it sends a tuple or a heartbeat). The watermark ``W`` starts at -inf; after each
+   tuple, heartbeat and idle declaration it becomes ``max(W, min over active s of
+   M_s - L_s)`` when there is an active stream and every active stream has an ``M_s``
+   (else it stays). A tuple is late iff ``ts < W`` (W before it arrives); a late tuple is
+   counted and nothing else. ``time='global'``: one ``M`` over all streams, ``W = M - L``.
+   A heartbeat without a stream is a heartbeat of every stream.
+5. After each accepted tuple (after matching it) and each heartbeat or idle declaration
+   the retention horizon becomes ``H = max(H, W - Wmax)``, ``Wmax`` the largest MAXWINDOW
+   of the registered queries over 2+ aliases (0 if none).
+6. A query registered when the horizon is ``H`` sees only tuples with ``ts >= H``
+   (``since``); a query registered before any horizon sees everything.
+7. When a tuple is accepted, each registered query reading its stream reports every
+   assignment of accepted tuples to its aliases (a tuple of alias a's stream to a) that
+   gives the new tuple to at least one alias and earlier accepted tuples to the others
+   (a stream read under several aliases, a self-join, may give the new tuple to several
+   of them, or earlier tuples of its stream to some), such that every member has
+   ``ts >= since``, ``max ts - min ts <= MAXWINDOW``
+   (queries over 2+ aliases), and WINDOW AND WHERE is TRUE. One result per assignment
+   and query, however many disjuncts hold. ``ts`` of a result is the largest member ts;
+   its values are the SELECT items (``*``: every declared column of every alias, named
+   ``alias.col``; ``alias.*`` likewise for one alias).
+
+Idleness after a processing-time timeout is modelled as a declaration (``set_idle``) at
+the point the timeout passes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+from typing import Any, Union
+
+INTEGER, FLOAT, STRING = "INTEGER", "FLOAT", "STRING"
+COMPARISONS = ("<", "<=", ">", ">=", "=", "!=")
+# The engine's spellings of each operator (thesis spellings included).
+SPELLINGS = {"<": ("lt",), "<=": ("le", "lt="), ">": ("gt",), ">=": ("ge", "gt="), "=": ("==",), "!=": ("<>",)}
+UNITS = {"": Fraction(1), "ms": Fraction(1, 1000), "sec": Fraction(1), "s": Fraction(1), "min": Fraction(60)}
+UNITS.update({"h": Fraction(3600), "seconds": Fraction(1), "minutes": Fraction(60)})
+
+
+# ------------------------------------------------------------------ numbers
+
+
+def exact(value: Any, ctype: str = FLOAT) -> Fraction | str | None:
+    """A pushed value as the contract reads it (rule 1 and 2): None for NULL/NaN."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"booleans are not modelled: {value!r}")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Fraction):
+        return value
+    if ctype == INTEGER and isinstance(value, int):
+        return Fraction(value)
+    number = float(value)
+    if math.isnan(number):
+        return None
+    return Fraction(repr(number))
+
+
+def decimal_text(value: Fraction) -> str | None:
+    """``value`` as a plain decimal (``-0.3``, ``12``), or None when it has no finite one."""
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    if den != 1:
+        return None
+    digits = max(twos, fives)
+    scaled = abs(value) * 10**digits
+    assert scaled.denominator == 1
+    text = str(scaled.numerator).rjust(digits + 1, "0")
+    if digits:
+        text = f"{text[:-digits]}.{text[-digits:]}".rstrip("0").rstrip(".")
+    return ("-" if value < 0 else "") + text
+
+
+# -------------------------------------------------------------- structures
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # INTEGER, FLOAT or STRING
+    spelling: str | None = None  # the type as written in the DDL (INT, DOUBLE, ...)
+
+
+@dataclass(frozen=True)
+class Stream:
+    name: str
+    columns: tuple[Column, ...]
+
+    def ddl(self) -> str:
+        cols = ", ".join(f"{c.name} {c.spelling or c.type}" for c in self.columns)
+        return f"REGISTER STREAM {self.name} ({cols});"
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"stream {self.name} has no column {name}")
+
+
+@dataclass(frozen=True)
+class Schema:
+    streams: tuple[Stream, ...]
+
+    def ddl(self) -> str:
+        return "\n".join(s.ddl() for s in self.streams)
+
+    def stream(self, name: str) -> Stream:
+        for s in self.streams:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stream {name}")
+
+
+@dataclass(frozen=True)
+class Col:
+    """``alias.name``; ``name`` may be ``ts`` or ``id``."""
+
+    alias: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Num:
+    """A non-negative numeric literal, kept as written (``0.3333333333``, ``7``)."""
+
+    text: str
+
+    @cached_property
+    def value(self) -> Fraction:
+        return Fraction(self.text)
+
+
+@dataclass(frozen=True)
+class Str:
+    value: str
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Bin:
+    op: str  # + - * /
+    left: Expr
+    right: Expr
+
+
+Expr = Union[Col, Num, Str, Neg, Bin]  # noqa: UP007 - a runtime alias, used before Python 3.12's `type`
+
+
+@dataclass(frozen=True)
+class Cmp:
+    op: str  # one of COMPARISONS
+    left: Expr
+    right: Expr
+    spelling: str | None = None  # how the operator is written, if not as ``op``
+
+
+@dataclass(frozen=True)
+class And:
+    items: tuple[Cond, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    items: tuple[Cond, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    item: Cond
+
+
+Cond = Union[Cmp, And, Or, Not]  # noqa: UP007
+
+
+@dataclass(frozen=True)
+class Duration:
+    """``amount unit`` as written (``0.3 sec``, ``100 ms``, ``5``)."""
+
+    amount: str
+    unit: str = ""
+
+    @property
+    def seconds(self) -> Fraction:
+        return Fraction(self.amount) * UNITS[self.unit]
+
+    def text(self) -> str:
+        return f"{self.amount} {self.unit}".strip()
+
+
+@dataclass(frozen=True)
+class Star:
+    """``alias.*``."""
+
+    alias: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """A column in the SELECT list, optionally renamed."""
+
+    col: Col
+    name: str | None = None
+
+    @property
+    def output(self) -> str:
+        return self.name or f"{self.col.alias}.{self.col.name}"
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    sources: tuple[tuple[str, str], ...]  # (alias, stream) in FROM order
+    maxwindow: Duration | None = None
+    where: Cond | None = None
+    window: Cond | None = None
+    select: tuple[Item | Star, ...] | None = None  # None: SELECT *
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        return tuple(s for _, s in self.sources)
+
+    def to_text(self) -> str:
+        """The query in the engine's language, with a ``Query ID:`` header."""
+        if self.select is None:
+            select = "*"
+        else:
+            parts = []
+            for item in self.select:
+                if isinstance(item, Star):
+                    parts.append(f"{item.alias}.*")
+                else:
+                    parts.append(expr_text(item.col) + (f" AS {item.name}" if item.name else ""))
+            select = ", ".join(parts)
+        sources = ", ".join(s if a == s else f"{s} {a}" for a, s in self.sources)
+        lines = [f"Query ID: {self.name}", f"SELECT {select}", f"FROM {sources}"]
+        if self.window is not None:
+            lines.append(f"WINDOW {cond_text(self.window)}")
+        if self.maxwindow is not None:
+            lines.append(f"MAXWINDOW {self.maxwindow.text()}")
+        if self.where is not None:
+            lines.append(f"WHERE {cond_text(self.where)}")
+        return "\n".join(lines) + ";"
+
+
+def const(value: Fraction) -> Expr:
+    """An exact constant as an expression: a decimal literal if it has one, else ``p / q``."""
+    text = decimal_text(abs(value))
+    expr: Expr = (
+        Num(text) if text is not None else Bin("/", Num(str(abs(value.numerator))), Num(str(value.denominator)))
+    )
+    return Neg(expr) if value < 0 else expr
+
+
+# ---------------------------------------------------------------- printing
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+
+
+def expr_text(expr: Expr) -> str:
+    if isinstance(expr, Col):
+        return f"{expr.alias}.{expr.name}"
+    if isinstance(expr, Num):
+        return expr.text
+    if isinstance(expr, Str):
+        return "'" + expr.value.replace("'", "''") + "'"
+    if isinstance(expr, Neg):
+        inner = expr_text(expr.operand)
+        return f"-({inner})" if isinstance(expr.operand, (Bin, Neg)) else f"-{inner}"
+    mine = _PRECEDENCE[expr.op]
+    left = expr_text(expr.left)
+    right = expr_text(expr.right)
+    if isinstance(expr.left, Bin) and _PRECEDENCE[expr.left.op] < mine:
+        left = f"({left})"
+    # a - (b + c), a / (b * c): the right operand binds tighter than it would alone
+    if isinstance(expr.right, Bin) and (
+        _PRECEDENCE[expr.right.op] < mine or (_PRECEDENCE[expr.right.op] == mine and expr.op in "-/")
+    ):
+        right = f"({right})"
+    return f"{left} {expr.op} {right}"
+
+
+def cond_text(cond: Cond) -> str:
+    if isinstance(cond, Cmp):
+        return f"{expr_text(cond.left)} {cond.spelling or cond.op} {expr_text(cond.right)}"
+    if isinstance(cond, Not):
+        return f"NOT ({cond_text(cond.item)})"
+    joiner = " AND " if isinstance(cond, And) else " OR "
+    return joiner.join(cond_text(i) if isinstance(i, (Cmp, Not)) else f"({cond_text(i)})" for i in cond.items)
+
+
+# -------------------------------------------------------------- evaluation
+
+Row = dict[str, Any]  # column -> exact value, plus "ts" (Fraction) and "id" (int)
+Env = Mapping[str, Row]  # alias -> row
+Value = Union[Fraction, str, None]  # noqa: UP007
+
+
+def _arith(op: str, left: Fraction, right: Fraction) -> Fraction | None:
+    if op == "+":
+        return left + right
+    if op == "-":
+        return left - right
+    if op == "*":
+        return left * right
+    return None if right == 0 else left / right  # division by zero is NULL
+
+
+def evaluate(expr: Expr, env: Env) -> Value:
+    """The exact value of an expression, None for NULL."""
+    if isinstance(expr, Col):
+        return env[expr.alias][expr.name]
+    if isinstance(expr, Num):
+        return expr.value
+    if isinstance(expr, Str):
+        return expr.value
+    if isinstance(expr, Neg):
+        value = evaluate(expr.operand, env)
+        return None if value is None else -value  # type: ignore[operator]
+    left = evaluate(expr.left, env)
+    right = evaluate(expr.right, env)
+    if left is None or right is None:
+        return None
+    return _arith(expr.op, left, right)  # type: ignore[arg-type]
+
+
+def _compare(op: str, left: Any, right: Any) -> bool:
+    if op == "<":
+        return left < right
+    if op == "<=":
+        return left <= right
+    if op == ">":
+        return left > right
+    if op == ">=":
+        return left >= right
+    if op == "=":
+        return left == right
+    return left != right
+
+
+def truth(cond: Cond, env: Env) -> bool | None:
+    """Kleene truth of a condition: True, False or None (UNKNOWN)."""
+    if isinstance(cond, Cmp):
+        left = evaluate(cond.left, env)
+        right = evaluate(cond.right, env)
+        if left is None or right is None:
+            return None
+        return _compare(cond.op, left, right)
+    if isinstance(cond, Not):
+        value = truth(cond.item, env)
+        return None if value is None else not value
+    values = [truth(i, env) for i in cond.items]
+    if isinstance(cond, And):
+        return False if False in values else (None if None in values else True)
+    return True if True in values else (None if None in values else False)
+
+
+@dataclass(frozen=True)
+class Result:
+    query: str
+    ts: Fraction
+    ids: tuple[tuple[str, int], ...]  # sorted (alias, id)
+    values: tuple[tuple[str, Value], ...]  # sorted (name, exact value)
+
+    def __str__(self) -> str:
+        ids = ", ".join(f"{a}={i}" for a, i in self.ids)
+        values = ", ".join(f"{k}={_show(v)}" for k, v in self.values)
+        return f"{self.query} ts={_show(self.ts)} ids({ids}) values({values})"
+
+
+def _show(value: Value) -> str:
+    if isinstance(value, Fraction):
+        text = decimal_text(value)
+        return text if text is not None else f"{value.numerator}/{value.denominator}"
+    return repr(value)
+
+
+def exact_result(query: Any, ts: Any, ids: Mapping[str, Any], values: Mapping[str, Any]) -> Result:
+    """A result reported by the engine (or read back from a file), made comparable with
+    the reference's: numbers as exact Fractions of what was reported, NaN kept visible."""
+
+    def one(v: Any) -> Any:
+        if isinstance(v, float) and math.isnan(v):
+            return "NaN (should be NULL)"
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, int):
+            return Fraction(v)
+        if hasattr(v, "item"):  # numpy scalars
+            return one(v.item())
+        return Fraction(repr(float(v)))
+
+    return Result(
+        str(query),
+        one(ts),
+        tuple(sorted((str(a), int(i)) for a, i in ids.items())),
+        tuple(sorted((str(k), one(v)) for k, v in values.items())),
+    )
+
+
+def engine_results(matches: Iterable[Any]) -> list[Result]:
+    """``mqo.Match`` objects (anything with query, ts, ids, values) as results."""
+    return [exact_result(m.query, m.ts, m.ids, m.values) for m in matches]
+
+
+@dataclass
+class Registered:
+    query: Query
+    since: Fraction | None  # None: before any horizon (sees everything)
+    check: Callable[[Env], bool] = field(repr=False, default=lambda env: True)
+
+
+class Reference:
+    """The contract computed the slow, exact way (see the module docstring)."""
+
+    def __init__(
+        self,
+        schema: Schema,
+        allowed_lateness: Any = 0,
+        *,
+        prune: bool = True,
+        time: str = "per-stream",
+        stream_lateness: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.schema = schema
+        self.lateness = exact(allowed_lateness)
+        assert isinstance(self.lateness, Fraction) and self.lateness >= 0
+        assert time in ("per-stream", "global")
+        # global time is per-stream time with one clock every tuple belongs to
+        self.clocks = [s.name for s in schema.streams] if time == "per-stream" else ["*"]
+        own = {name: exact(v) for name, v in (stream_lateness or {}).items()}
+        self.stream_late: dict[str, Fraction] = {c: own.get(c, self.lateness) for c in self.clocks}  # type: ignore[misc]
+        self.newest: dict[str, Fraction | None] = dict.fromkeys(self.clocks)
+        self.idle: set[str] = set()
+        self.watermark: Fraction | None = None  # W; None is -inf
+        self.queries: dict[str, Registered] = {}
+        # accepted tuples per stream, sorted by ts, and their ts (for bisect)
+        self.stored: dict[str, list[Row]] = {s.name: [] for s in schema.streams}
+        self.stamps: dict[str, list[Fraction]] = {s.name: [] for s in schema.streams}
+        self.pushed: dict[str, int] = dict.fromkeys(self.stored, 0)
+        self.late: list[tuple[str, Fraction, int]] = []
+        self.horizon: Fraction | None = None  # H; None is -inf
+        # Pruning drops stored tuples older than H. It only saves time: such a tuple is
+        # in no result (a query registered before H was reached has MAXWINDOW <= Wmax,
+        # and every later tuple has ts >= H + Wmax; a query registered after has since
+        # >= H). tests/differential/test_exact_differential.py checks that pruning changes nothing.
+        self.prune = prune
+
+    # --------------------------------------------------------------- queries
+
+    def register(self, query: Query) -> str:
+        if query.name in self.queries:
+            raise ValueError(f"query id {query.name} is already registered")
+        if len({a.lower() for a, _ in query.sources}) != len(query.sources):
+            raise ValueError("an alias is used twice")
+        for _, stream in query.sources:
+            self.schema.stream(stream)
+        if len(query.sources) > 1 and query.maxwindow is None:
+            raise ValueError("MAXWINDOW is required with two or more streams")
+        conds = [c for c in (query.window, query.where) if c is not None]
+        whole = conds[0] if len(conds) == 1 else And(tuple(conds)) if conds else None
+        check = (lambda env: True) if whole is None else (lambda env: truth(whole, env) is True)
+        self.queries[query.name] = Registered(query, self.horizon, check)
+        return query.name
+
+    def unregister(self, name: str) -> None:
+        del self.queries[name]
+
+    # ---------------------------------------------------------------- tuples
+
+    def push(
+        self, stream: str, ts: float, values: Mapping[str, Any] | None = None, id: int | None = None
+    ) -> list[Result]:
+        spec = self.schema.stream(stream)
+        exact_ts = exact(ts)
+        assert isinstance(exact_ts, Fraction), f"ts must be a number, got {ts!r}"
+        if id is None:
+            id = self.pushed[stream]
+        self.pushed[stream] += 1
+        late = self.watermark is not None and exact_ts < self.watermark
+        self._speak(stream, exact_ts)
+        if late:
+            self.late.append((stream, exact_ts, id))
+            return []
+        given = dict(values or {})
+        row: Row = {}
+        for col in spec.columns:
+            row[col.name] = exact(given.pop(col.name, None), col.type)
+        if given:
+            raise KeyError(f"stream {stream} has no column(s) {sorted(given)}")
+        row["ts"] = exact_ts
+        row["id"] = int(id)
+        results: list[Result] = []
+        for reg in self.queries.values():
+            if stream in reg.query.streams:
+                results.extend(self._results(reg, stream, row))
+        at = bisect.bisect_right(self.stamps[stream], exact_ts)
+        self.stamps[stream].insert(at, exact_ts)
+        self.stored[stream].insert(at, row)
+        self._advance()
+        return results
+
+    def heartbeat(self, ts: float, stream: str | None = None) -> None:
+        """One event: every stream named has nothing more before ``ts`` (all of them at
+        once: the watermark is settled after, not between, the streams)."""
+        exact_ts = exact(ts)
+        assert isinstance(exact_ts, Fraction)
+        for name in [stream] if stream is not None else [s.name for s in self.schema.streams]:
+            c = self._clock(name)
+            old = self.newest[c]
+            self.newest[c] = exact_ts if old is None else max(old, exact_ts)
+            self.idle.discard(c)
+        self._settle()
+        self._advance()
+
+    def set_idle(self, stream: str) -> None:
+        self.idle.add(self._clock(stream))
+        self._settle()
+        self._advance()
+
+    def _clock(self, stream: str) -> str:
+        return stream if self.clocks != ["*"] else "*"
+
+    def _speak(self, stream: str, ts: Fraction) -> None:
+        c = self._clock(stream)
+        old = self.newest[c]
+        self.newest[c] = ts if old is None else max(old, ts)
+        self.idle.discard(c)
+        self._settle()
+
+    def _settle(self) -> None:
+        active = [c for c in self.clocks if c not in self.idle]
+        if not active:
+            return
+        marks = []
+        for c in active:
+            newest = self.newest[c]
+            if newest is None:
+                return
+            marks.append(newest - self.stream_late[c])
+        low = min(marks)
+        if self.watermark is None or low > self.watermark:
+            self.watermark = low
+
+    @property
+    def late_count(self) -> int:
+        return len(self.late)
+
+    # ------------------------------------------------------------- internals
+
+    def _advance(self) -> None:
+        if self.watermark is None:
+            return
+        windows = [r.query.maxwindow.seconds for r in self.queries.values() if len(r.query.sources) > 1]
+        wmax = max(windows, default=Fraction(0))  # type: ignore[arg-type]
+        candidate = self.watermark - wmax
+        if self.horizon is None or candidate > self.horizon:
+            self.horizon = candidate
+            if self.prune:
+                for name, stamps in self.stamps.items():
+                    cut = bisect.bisect_left(stamps, candidate)
+                    del stamps[:cut], self.stored[name][:cut]
+
+    def _results(self, reg: Registered, stream: str, new: Row) -> list[Result]:
+        query, since = reg.query, reg.since
+        multi = len(query.sources) > 1
+        window = query.maxwindow.seconds if multi else None  # type: ignore[union-attr]
+        choices: list[list[Row]] = []
+        for _, alias_stream in query.sources:
+            if not multi:
+                choices.append([new])
+                continue
+            # Only a speed-up: the tests below reject whatever this skips.
+            stamps = self.stamps[alias_stream]
+            lo = new["ts"] - window if since is None else max(since, new["ts"] - window)
+            first = bisect.bisect_left(stamps, lo)
+            pool = self.stored[alias_stream][first : bisect.bisect_right(stamps, new["ts"] + window)]
+            # every alias of the new tuple's stream may hold it (several at once, too)
+            choices.append([*pool, new] if alias_stream == stream else pool)
+        out = []
+        for combo in itertools.product(*choices):
+            if not any(r is new for r in combo):
+                continue  # its last tuple arrived before: reported then
+            stamps = [r["ts"] for r in combo]
+            if since is not None and min(stamps) < since:
+                continue
+            if multi and max(stamps) - min(stamps) > window:  # type: ignore[operator]
+                continue
+            env = {alias: r for (alias, _), r in zip(query.sources, combo, strict=True)}
+            if not reg.check(env):
+                continue
+            out.append(
+                Result(
+                    query.name,
+                    max(stamps),
+                    tuple(sorted((alias, r["id"]) for alias, r in env.items())),
+                    tuple(sorted(self._values(query, env).items())),
+                )
+            )
+        return out
+
+    def _values(self, query: Query, env: Env) -> dict[str, Value]:
+        return {name: evaluate(ref, env) for name, ref in outputs(self.schema, query)}
+
+
+def outputs(schema: Schema, query: Query) -> list[tuple[str, Col]]:
+    """The SELECT values of a query: (name, column) in order (rule 7)."""
+    out: list[tuple[str, Col]] = []
+    items: Sequence[Item | Star] = query.select or tuple(Star(a) for a, _ in query.sources)
+    for item in items:
+        if isinstance(item, Star):
+            stream = dict(query.sources)[item.alias]
+            out.extend((f"{item.alias}.{col.name}", Col(item.alias, col.name)) for col in schema.stream(stream).columns)
+        else:
+            out.append((item.output, item.col))
+    return out

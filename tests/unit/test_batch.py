@@ -1,0 +1,249 @@
+"""The batch path (push_batch, prepare/replay) against pushing one by one.
+
+Random workloads from tests/references/strategies.py are replayed twice: once tuple by tuple, once
+with runs of consecutive tuples of one stream cut into random batches (given as dicts
+of columns, Arrow tables or pandas frames). Every batch must give exactly the results
+of its tuples pushed one by one, and late counts must agree. The per-tuple path is
+itself checked against the reference evaluator in test_differential.py.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import Counter
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mqo
+from mqo.batch import MatchBatch
+from mqo.results import TupleError
+from tests.references.strategies import Heartbeat, Push, Register, Unregister, Workload, workloads
+
+# these tests push sparse tuples: a column left out is NULL
+sparse_matcher = partial(mqo.Matcher, missing="null", time="global")  # tests/references/naive.py keeps one clock
+
+SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+
+
+def canonical(m: mqo.Match | dict) -> tuple:
+    d = m.as_dict() if not isinstance(m, dict) else m
+    values = tuple(
+        sorted(
+            (k, None if v is None else (float(v) if isinstance(v, (int, float)) else v)) for k, v in d["values"].items()
+        )
+    )
+    return (d["query"], float(d["ts"]), tuple(sorted(d["ids"].items())), values)
+
+
+def as_batch(pushes: list[Push], columns: list[str], kind: str):
+    data = {"ts": [p.ts for p in pushes]}
+    if pushes[0].id is not None:
+        data["id"] = [p.id for p in pushes]
+    for col in columns:
+        data[col] = [p.values.get(col) for p in pushes]
+    if kind == "arrow":
+        return pa.table({k: pa.array(v) for k, v in data.items()})
+    if kind == "pandas":
+        return pd.DataFrame(data)
+    return data
+
+
+def _same(a: object, b: object) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b))
+
+
+def assert_conversions_agree(found: MatchBatch, m: mqo.Matcher) -> None:
+    """to_arrow and json_lines say what matches() says, row for row."""
+
+    types = m.value_types()
+    matches = found.matches()
+    rows = found.to_arrow(types).to_pylist()
+    assert len(rows) == len(matches)
+    for row, match in zip(rows, matches, strict=True):
+        assert (row["query"], row["ts"], dict(row["ids"])) == (match.query, match.ts, match.ids)
+        for name, dtype in types.items():
+            want = match.values.get(name)
+            if want is not None and dtype == pa.string():
+                want = str(want)
+            assert _same(row[name], want), (name, row[name], want)
+    lines = [json.loads(line) for line in found.json_lines()]
+    assert found.json_text() == "".join(found.json_lines())
+    as_text = lambda d: json.dumps(d, sort_keys=True)  # noqa: E731  (NaN-safe equality)
+    assert Counter(map(as_text, lines)) == Counter(as_text(match.as_dict()) for match in matches)
+
+
+def columns_of(ddl: str, stream: str) -> list[str]:
+    schema = mqo.Catalog.from_ddl(ddl).get(stream)
+    assert schema is not None
+    return list(schema.column_names)
+
+
+def replay(workload: Workload, cuts: list[int], kinds: list[str], store: str = "all") -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
+        many = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
+        ops = workload.ops
+        i = 0
+        cut = 0
+        while i < len(ops):
+            op = ops[i]
+            if isinstance(op, Push):
+                run = [op]
+                j = i + 1
+                while (
+                    j < len(ops)
+                    and isinstance(ops[j], Push)
+                    and ops[j].stream == op.stream
+                    and len(run) < cuts[cut % len(cuts)]
+                    and (ops[j].id is None) == (op.id is None)
+                ):
+                    run.append(ops[j])
+                    j += 1
+                want = Counter()
+                for p in run:
+                    want.update(canonical(m) for m in one.push(p.stream, p.ts, dict(p.values), id=p.id))
+                batch = as_batch(run, columns_of(workload.ddl, op.stream), kinds[cut % len(kinds)])
+                got_batch = many.push_batch(op.stream, batch)
+                got = Counter(canonical(m) for m in got_batch.matches())
+                assert len(got_batch) == sum(got.values())
+                assert_conversions_agree(got_batch, many)
+                assert got == want, (
+                    f"batch of {len(run)} {op.stream} tuples at op {i}: {got - want} extra, {want - got} missing"
+                )
+                assert one.late_count == many.late_count
+                cut += 1
+                i = j
+                continue
+            for m in (one, many):
+                if isinstance(op, Heartbeat):
+                    m.heartbeat(op.ts)
+                elif isinstance(op, Register):
+                    text, qid = op.call_args()
+                    m.register_query(text, qid)
+                elif isinstance(op, Unregister):
+                    m.unregister_query(op.query_id)
+            i += 1
+        assert one.counters.results == many.counters.results
+        many.state._check()
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(
+    workloads(),
+    st.lists(st.integers(1, 8), min_size=1, max_size=4),
+    st.lists(st.sampled_from(["dict", "arrow", "pandas"]), min_size=1, max_size=3),
+)
+def test_push_batch_equals_pushing_one_by_one(workload, cuts, kinds):
+    replay(workload, cuts, kinds)
+
+
+def fixed_queries(workload: Workload) -> Workload:
+    """The workload with every registration moved to the start and no removals."""
+    registers = [op for op in workload.ops if isinstance(op, Register)]
+    rest = [op for op in workload.ops if isinstance(op, (Push, Heartbeat))]
+    return Workload(workload.ddl, workload.lateness, registers + rest)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(workloads(), st.lists(st.integers(1, 8), min_size=1, max_size=4))
+def test_storing_only_candidates_changes_no_result_when_queries_are_fixed(workload, cuts):
+    fixed = fixed_queries(workload)
+    replay(fixed, cuts, ["dict"], store="candidates")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = sparse_matcher(fixed.ddl, allowed_lateness=fixed.lateness)
+        b = sparse_matcher(fixed.ddl, allowed_lateness=fixed.lateness, store="candidates")
+        for op in fixed.ops:
+            for m in (a, b):
+                if isinstance(op, Register):
+                    text, qid = op.call_args()
+                    m.register_query(text, qid)
+                elif isinstance(op, Heartbeat):
+                    m.heartbeat(op.ts)
+            if isinstance(op, Push):
+                got_a = Counter(canonical(m) for m in a.push(op.stream, op.ts, dict(op.values), id=op.id))
+                got_b = Counter(canonical(m) for m in b.push(op.stream, op.ts, dict(op.values), id=op.id))
+                assert got_a == got_b
+        assert len(b.state) <= len(a.state)
+
+
+def test_batch_results_convert_to_arrow_json_and_matches(thesis_ddl, running_example):
+    m = sparse_matcher(thesis_ddl, allowed_lateness=8)
+    m.register_queries(running_example)
+    m.register_query("Query ID: hot\nSELECT B.pressure * 2 AS twice, B.alert FROM B WHERE B.pressure > 100")
+    got = m.push_batch(
+        "B", {"ts": [1, 2, 4, 5, 8], "pressure": [150, 97, 35, 100, 150], "temp": [101] * 5, "alert": [0] * 5}
+    )
+    assert len(got) == 2
+    table = got.to_arrow(m.value_types())
+    assert table.column_names[:3] == ["query", "ts", "ids"]
+    assert table.column("query").to_pylist() == ["hot", "hot"]
+    assert table.column("twice").to_pylist() == [300.0, 300.0]
+    assert table.column("ids").to_pylist() == [[("B", 0)], [("B", 4)]]
+    assert [json.loads(line) for line in got.json_lines()] == got.to_pylist()
+    assert got.json_text() == "".join(got.json_lines())
+    assert [r["values"]["twice"] for r in got.to_pylist()] == [300.0, 300.0]
+    m.push_batch(
+        "H",
+        pa.table(
+            {"ts": [0.0, 1, 2, 3, 4], "beatrate": [6.0, 1, 7, 2, 8], "vib": [98.0, 90, 98, 98, 89], "alert": [1] * 5}
+        ),
+    )
+    t = m.push_batch("T", pd.DataFrame({"ts": [1.0], "fluct": [103.0], "degree": [101.0], "incr": [98.0]}))
+    assert [x.as_dict() for x in t] == [{"query": "3", "ts": 1.0, "ids": {"T": 0, "H": 0}, "values": {"H.alert": 1}}]
+
+
+@pytest.mark.parametrize(
+    ("batch", "fragment"),
+    [
+        ({"pressure": [1.0]}, "has no 'ts' column"),
+        ({"ts": [1.0], "presure": [1.0]}, "has no column 'presure' (did you mean 'pressure'?)"),
+        ({"ts": [1.0, 2.0], "pressure": [1.0]}, "column pressure has 1 values but ts has 2"),
+        ({"ts": [1.0, float("nan")]}, "row 1: ts must be a finite number"),
+        ([1, 2, 3], "takes an Arrow table, a pandas DataFrame or a dict of columns"),
+    ],
+)
+def test_bad_batches_are_clear_errors(batch, fragment, thesis_ddl):
+    m = sparse_matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    with pytest.raises(TupleError) as err:
+        m.push_batch("B", batch)
+    assert fragment in str(err.value)
+
+
+def test_late_rows_inside_a_batch_are_reported(thesis_ddl):
+    seen = []
+    m = sparse_matcher(thesis_ddl, late_sink=seen.append)
+    m.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    got = m.push_batch("B", {"ts": [5.0, 3.0, 6.0, 1.0], "pressure": [1.0, 1.0, 1.0, 1.0]})
+    assert sorted(r.ids["B"] for r in got) == [0, 2]
+    assert [(t.ts, t.id) for t in seen] == [(3.0, 1), (1.0, 3)]
+    assert m.late_count == 2
+
+
+def test_empty_batch(thesis_ddl):
+    m = sparse_matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    got = m.push_batch("B", {"ts": np.zeros(0), "pressure": np.zeros(0)})
+    assert isinstance(got, MatchBatch) and len(got) == 0
+    assert got.to_arrow().num_rows == 0
+
+
+def test_json_lines_are_one_per_result_whatever_the_strings_hold():
+    m = sparse_matcher("REGISTER STREAM S (tag STRING);")
+    m.register_query("Query ID: a\nSELECT S.tag FROM S")
+    m.register_query("Query ID: b\nSELECT S.tag FROM S")
+    tags = ["two\nlines", "sep\u2028arator", 'quote"d', "plain"]
+    got = m.push_batch("S", {"ts": [1.0, 2.0, 3.0, 4.0], "tag": tags})
+    lines = list(got.json_lines())
+    assert len(lines) == len(got) == 8 and all(line.endswith("}\n") for line in lines)
+    assert [json.loads(line)["values"]["S.tag"] for line in lines] == [t for t in tags for _ in "ab"]
+    assert got.json_text() == "".join(lines)

@@ -1,0 +1,162 @@
+"""Registration changes between batches: plans updated from the previous plan
+(mqo/plan_update.py) instead of compiled whole.
+
+The updated plan shares the whole-compiled plan's lists and kernel tables, appends the
+new queries' own, and takes removed queries' streams away. These tests run hundreds of
+queries with queries removed and registered again between batches against the exact
+reference (tests/references/reference.py), with the whole-compile limit at its default and forced
+low (so both updates and whole compiles happen mid-stream), and check the updated
+plans and tables against plans and tables built whole (``check=True`` runs
+``mqo.plan_update.check_plan`` on every plan).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import weakref
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mqo
+import mqo.plan_update
+from mqo.plan import Levels
+from tests.differential.test_exact_differential import matcher, run_batches, run_push, run_replay
+from tests.references.exact_workloads import Push, Register, Unregister, Workload, many_queries
+
+pytestmark = pytest.mark.filterwarnings("ignore:late tuple:UserWarning")
+
+
+def churned(workload: Workload, seed: int, every: int = 40) -> Workload:
+    """``workload`` with, every ``every`` pushes, one query removed and (mostly) one
+    removed earlier registered again: the long run of one stream becomes batches with
+    registration changes between them."""
+    rnd = random.Random(seed)
+    live = {op.query.name: op.query for op in workload.ops if isinstance(op, Register)}
+    gone: dict = {}
+    ops = []
+    pushes = 0
+    for op in workload.ops:
+        if isinstance(op, Push):
+            pushes += 1
+            if pushes % every == 0 and live:
+                name = rnd.choice(sorted(live))
+                gone[name] = live.pop(name)
+                ops.append(Unregister(name))
+                if rnd.random() < 0.7:
+                    back = rnd.choice(sorted(gone))
+                    live[back] = gone.pop(back)
+                    ops.append(Register(live[back]))
+        ops.append(op)
+    return Workload(workload.schema, workload.lateness, ops)
+
+
+@pytest.mark.parametrize("min_delta", [mqo.plan_update.MIN_DELTA, 4])
+def test_churn_between_batches(min_delta: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mqo.plan_update, "MIN_DELTA", min_delta)
+    run_batches(churned(many_queries(1, n_queries=100, run=300), 1, every=20), matcher(order="AJW"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("min_delta", [mqo.plan_update.MIN_DELTA, 4])
+def test_churn_between_batches_large(min_delta: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mqo.plan_update, "MIN_DELTA", min_delta)
+    run_batches(churned(many_queries(2, n_queries=150, run=600), 2), matcher(order="adaptive"))
+
+
+@pytest.mark.slow
+def test_churn_replay() -> None:
+    run_replay(churned(many_queries(3, n_queries=150, run=600), 3, every=25), matcher(order="JWA"))
+
+
+def test_churn_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every plan (updated or whole) checked against one compiled whole, kernel tables
+    included, while the results are checked against the reference."""
+    monkeypatch.setattr(mqo.plan_update, "MIN_DELTA", 6)
+    run_push(churned(many_queries(4, n_queries=60, run=150), 4, every=15), matcher(check=True))
+
+
+DDL = "REGISTER STREAM E (a FLOAT, b FLOAT);"
+
+
+def subscriptions(names: range) -> list[str]:
+    return [f"Query ID: s{i}\nSELECT * FROM E WHERE E.a >= {i} AND E.b <= {1000 - i}" for i in names]
+
+
+def expected(live: list[int], batch: dict) -> list[tuple[str, float]]:
+    return sorted(
+        (f"s{i}", float(ts))
+        for ts, a, b in zip(batch["ts"], batch["a"], batch["b"], strict=True)
+        for i in live
+        if a >= i and b <= 1000 - i
+    )
+
+
+def test_registration_keeps_the_tables_built() -> None:
+    """A registration or removal after the kernel tables are built reuses them: the
+    next plan shares the whole-compiled plan's table, and only the new query's lists
+    are built (in a second table)."""
+    m = mqo.Matcher(DDL)
+    m.register_queries(subscriptions(range(300)))
+    batch = {"ts": np.arange(5.0), "a": np.array([0.0, 100, 200, 299, 400]), "b": np.array([650.0, 0, 700, 650, 1])}
+    found = m.push_batch("E", batch).matches()
+    assert sorted((r.query, r.ts) for r in found) == expected(list(range(300)), batch)
+    whole = m.plan
+    table = whole.kill_bitsets(0).table
+    m.register_query(subscriptions(range(300, 301))[0])
+    m.unregister_query("s0")
+    batch["ts"] = batch["ts"] + 10
+    found = m.push_batch("E", batch).matches()
+    assert m.plan.base_plan is whole and m.plan.kill_bitsets(0).table is table
+    assert sorted((r.query, r.ts) for r in found) == expected(list(range(1, 301)), batch)
+    # explain (and snapshots) see a plan compiled whole
+    m.explain()
+    assert m.plan.base_plan is None
+
+
+def test_a_replaced_plan_is_freed_at_once() -> None:
+    """A plan replaced by the next one (updated, or compiled whole) is freed as soon as
+    nothing uses it, with its kernel tables: a service that registers and cancels all
+    the time must not keep old plans until a garbage collection runs."""
+    m = mqo.Matcher(DDL)
+    m.register_queries(subscriptions(range(100)))
+    batch = {"ts": np.arange(3.0), "a": np.array([0.0, 50, 99]), "b": np.array([650.0, 0, 700])}
+    gc.collect()
+    gc.disable()
+    try:
+        m.push_batch("E", batch)
+        replaced = []
+        for k in range(100, 104):
+            replaced.append(weakref.ref(m.plan))
+            m.register_query(subscriptions(range(k, k + 1))[0])
+            batch["ts"] = batch["ts"] + 10
+            m.push_batch("E", batch)
+        assert m.plan.base_plan is replaced[0](), "the updated plans share the first plan compiled whole"
+        assert [r() is None for r in replaced[1:]] == [True] * 3, "an updated plan outlived the next"
+        m.explain()  # a plan compiled whole replaces the updated one, and then its base
+        assert m.plan.base_plan is None and replaced[0]() is None
+    finally:
+        gc.enable()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 3.0, Fraction(1, 3), Fraction(7, 3), 10.0]), min_size=0, max_size=8),
+    st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0, Fraction(1, 3), Fraction(10, 3), 20.0]), min_size=0, max_size=8),
+    st.data(),
+)
+def test_levels_of_two_parts_are_the_levels_of_all(first: list, second: list, data: st.DataObject) -> None:
+    """A merged plan's MAXWINDOW and horizon levels (both the path that appends new
+    values and the one that renumbers) are what numbering every record at once gives:
+    distinct values ascending, each record's own value, removed records at 0."""
+    zeroed = frozenset(data.draw(st.sets(st.integers(0, len(first) - 1))) if first else ())
+    got = mqo.plan_update._combined(Levels.of(first), Levels.of(second), zeroed)
+    every = [0.0 if i in zeroed else v for i, v in enumerate(first)] + second
+    want = Levels.of(every)
+    assert [got.values[k] for k in got.level_of.tolist()] == every
+    assert got.values == sorted(set(got.values)) and set(want.values) <= set(got.values)
+    assert got.floats == [float(v) for v in got.values]

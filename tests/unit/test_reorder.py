@@ -1,0 +1,260 @@
+"""The adaptive reorderer: its choices, and that changing orders never changes results."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from collections import Counter
+from functools import partial
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mqo
+from mqo.reorder import ALL_ORDERS, AdaptivePolicy, order_name
+from predicates import Kind
+from tests.references.naive import ReferenceMatcher
+from tests.references.strategies import Heartbeat, Push, Register, Unregister, Workload, workloads
+
+# these tests push sparse tuples: a column left out is NULL
+sparse_matcher = partial(mqo.Matcher, missing="null", time="global")  # tests/references/naive.py keeps one clock
+
+A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
+
+
+def feed(policy: AdaptivePolicy, stream: int, n: int, costs: dict) -> None:
+    """Tuples whose phases cost what ``costs`` says: {type: (fan-out, work per partial)}."""
+    for _ in range(n):
+        order = policy.order_for(stream)
+        carried = 1.0
+        phases = []
+        for kind in order:
+            fanout, work = costs[kind]
+            entered = max(1, round(carried * 10))
+            phases.append((kind, entered, round(entered * fanout), round(entered * work)))
+            carried *= fanout
+        policy.observe(stream, phases)
+
+
+def test_the_cheapest_order_is_chosen():
+    policy = AdaptivePolicy(["B"])
+    # window filters hard and is cheap; joins multiply
+    feed(policy, 0, 400, {A: (1.0, 1), J: (5.0, 20), W: (0.05, 2)})
+    assert policy.orders[0][0] is W
+    assert order_name(policy.orders[0]) in ("WAJ", "WJA")
+
+
+def test_orders_follow_a_change_in_the_data():
+    policy = AdaptivePolicy(["B"])
+    feed(policy, 0, 400, {A: (0.05, 1), J: (1.0, 10), W: (1.0, 10)})
+    assert policy.orders[0][0] is A
+    feed(policy, 0, 600, {A: (1.0, 1), J: (0.02, 3), W: (3.0, 10)})
+    assert policy.orders[0][:2] in ((J, A), (A, J))
+    assert policy.switches, "the change was not acted on"
+
+
+def test_hysteresis_keeps_the_order_when_alternatives_are_close():
+    policy = AdaptivePolicy(["B"], hysteresis=0.2)
+    feed(policy, 0, 1000, {A: (0.5, 10), J: (0.5, 10.5), W: (0.5, 10.2)})
+    assert len(policy.switches) <= 1
+
+
+class LooksAtEverything(AdaptivePolicy):
+    """The reorderer as first written: every position's figures tested for drift
+    after every tuple (the policy tests only the figures that tuple changed)."""
+
+    def observe(self, stream: int, phases: list) -> None:
+        stats = self.stats[stream]
+        for position, (kind, entered, left, work) in enumerate(phases):
+            stats[(kind, position)].observe(entered, left, work)
+            stats[(kind, None)].observe(entered, left, work)
+        self.seen[stream] += 1
+        self.total += 1
+        seen = self.seen[stream]
+        if seen < self.warmup:
+            return
+        if any(key[1] is not None and ts.drifted(self.drift) for key, ts in stats.items()):
+            for ts in stats.values():
+                ts.refresh()
+            self.reset_at[stream] = seen
+            self.changes += 1
+            return
+        if (
+            seen == self.warmup
+            or seen == self.reset_at[stream] + self.settle
+            or self.running[stream] != self.orders[stream]
+        ):
+            self._repick(stream)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([4, 32, 80]), st.sampled_from([0.3, 1.0]))
+def test_drift_is_found_as_when_every_figure_is_looked_at(seed, warmup, drift):
+    """Regimes change under two streams (some tuples leave a phase empty); both
+    policies pick the same orders, find the same changes and make the same switches."""
+    rng = random.Random(seed)
+    fast = AdaptivePolicy(["B", "H"], warmup=warmup, drift=drift, explore_every=7)
+    slow = LooksAtEverything(["B", "H"], warmup=warmup, drift=drift, explore_every=7)
+    costs, period = None, rng.choice([45, 300])
+    for t in range(1500):
+        if t == 700 and rng.random() < 0.5:  # settings changed on a live policy
+            fast.drift = slow.drift = drift / 4
+            fast.warmup = slow.warmup = warmup // 2
+        if t % period == 0:
+            costs = {k: (rng.choice([0.0, 0.02, 0.5, 1.0, 4.0]), rng.choice([1, 3, 10, 40])) for k in (A, J, W)}
+        stream = rng.randrange(2)
+        order = fast.order_for(stream)
+        assert slow.order_for(stream) == order
+        carried, phases = 1.0, []
+        for kind in order:
+            fanout, work = costs[kind]
+            entered = round(carried * rng.choice([0, 5, 10, 20]))
+            phases.append((kind, entered, round(entered * fanout), round(entered * work)))
+            carried *= fanout
+        fast.observe(stream, phases)
+        slow.observe(stream, phases)
+    assert (fast.orders, fast.changes, fast.switches) == (slow.orders, slow.changes, slow.switches)
+    assert fast.changes  # the regimes did move the figures
+
+
+@pytest.mark.parametrize("setting", ["drift", "warmup"])
+def test_new_settings_on_a_live_policy_look_at_every_figure(setting):
+    """A lower drift threshold (or warmup) can make a figure that no tuple changes
+    count as drifted: the next tuple finds it, as when every figure is looked at."""
+    warmup, slow_w = (32, 15) if setting == "drift" else (1000, 400)
+    got = []
+    for policy in (AdaptivePolicy(["B"], warmup=warmup, explore_every=10**9),
+                   LooksAtEverything(["B"], warmup=warmup, explore_every=10**9)):  # fmt: skip
+        for n, w in ((300, 10), (30, slow_w)):
+            for _ in range(n):
+                policy.order_for(0)
+                policy.observe(0, [(A, 10, 10, 10), (J, 10, 10, 10), (W, 10, 10, 10 * w)])
+        setattr(policy, setting, 0.1 if setting == "drift" else 1)
+        for _ in range(5):
+            policy.order_for(0)
+            policy.observe(0, [(A, 0, 0, 0), (J, 0, 0, 0), (W, 0, 0, 0)])  # (no figure changes)
+        got.append((policy.changes, policy.reset_at))
+    assert got[0] == got[1] and got[0][0]
+
+
+def test_a_policy_pickled_before_it_kept_its_looks_restores_and_runs():
+    policy = AdaptivePolicy(["B"])
+    feed(policy, 0, 100, {A: (0.5, 1), J: (1.0, 10), W: (1.0, 10)})
+    state = dict(policy.__dict__)
+    del state["_looked_with"]
+    restored = AdaptivePolicy.__new__(AdaptivePolicy)
+    restored.__setstate__(state)
+    feed(restored, 0, 100, {A: (0.5, 1), J: (1.0, 10), W: (1.0, 10)})
+    assert restored.seen[0] == 200
+
+
+def test_a_tuple_that_meets_no_query_reports_no_phases(monkeypatch):
+    """A tuple that starts no partial (its queries' other stream stores nothing) gives
+    the reorderer no phases, not the previous tuple's (of another stream, maybe)."""
+    ddl = "REGISTER STREAM B (x FLOAT); REGISTER STREAM H (y FLOAT); REGISTER STREAM P (z FLOAT); REGISTER STREAM Q (w FLOAT);"
+    m = mqo.Matcher(ddl, order="adaptive")
+    m.register_query("SELECT * FROM B, H WHERE B.x > 1 AND H.y < B.x MAXWINDOW 10", "q")
+    m.register_query("SELECT * FROM P, Q WHERE P.z > 1 AND Q.w < P.z MAXWINDOW 10", "r")
+    seen = []
+    observe = AdaptivePolicy.observe
+
+    def spy(policy: AdaptivePolicy, stream: int, phases: list) -> None:
+        seen.append((stream, list(phases)))
+        observe(policy, stream, phases)
+
+    monkeypatch.setattr(AdaptivePolicy, "observe", spy)
+    for stream, ts, values in [("B", 1.0, {"x": 5.0}), ("H", 2.0, {"y": 1.0}), ("P", 3.0, {"z": 5.0})]:
+        m.push(stream, ts, values)
+    assert seen[1][1], "H's tuple joins B's: it has phases"
+    assert seen[2] == (2, []), "P's tuple meets no stored Q tuple"
+
+
+def test_exploration_runs_every_order_now_and_then():
+    policy = AdaptivePolicy(["B"], explore_every=5)
+    seen = Counter()
+    for _ in range(200):
+        order = policy.order_for(0)
+        seen[order] += 1
+        policy.observe(0, [(k, 1, 1, 1) for k in order])
+    assert set(seen) == set(ALL_ORDERS)
+    assert seen[policy.orders[0]] > 100
+
+
+def test_attribute_lists_most_selective_first():
+    policy = AdaptivePolicy(["B"])
+
+    class L:
+        def __init__(self, index):
+            self.index = index
+
+    lists = [L(0), L(1), L(2)]
+    for _ in range(50):
+        policy.observe_list(0, 0.9)
+        policy.observe_list(1, 0.05)
+        policy.observe_list(2, 0.5)
+    assert [lst.index for lst in policy.list_order(lists, lists)] == [1, 2, 0]
+
+
+def test_explain_shows_the_order_and_its_statistics(thesis_ddl, running_example):
+    m = sparse_matcher(thesis_ddl, allowed_lateness=10)
+    m.register_queries(running_example)
+    for ts in range(60):
+        m.push("B", ts, {"pressure": ts % 200, "temp": 100})
+        m.push("H", ts + 0.5, {"beatrate": 52, "vib": ts % 100})
+        m.push("T", ts + 0.7, {"fluct": 103, "degree": 1, "incr": ts % 100})
+    text = m.explain()
+    assert "Evaluation order: adaptive" in text
+    assert "T tuples (60 seen): order" in text
+    assert "fan-out" in text and "estimated work per tuple" in text
+    static = sparse_matcher(thesis_ddl, order="WJA")
+    static.register_queries(running_example)
+    assert "Evaluation order: static WJA" in static.explain()
+
+
+def replay_with_restless_orders(workload: Workload) -> None:
+    """Engine under an adaptive policy that explores every other tuple (so the order
+    changes all the time), against the reference."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness)
+        eng.plan  # noqa: B018 - creates the policy
+        assert eng.policy is not None
+        eng.policy.explore_every = 2
+        eng.policy.warmup = 1
+        ref = ReferenceMatcher(workload.ddl, allowed_lateness=workload.lateness)
+        used = set()
+        for op in workload.ops:
+            if isinstance(op, Register):
+                text, qid = op.call_args()
+                eng.register_query(text, qid)
+                ref.register_query(text, qid)
+                eng.plan  # noqa: B018
+                eng.policy.explore_every = 2
+                eng.policy.warmup = 1
+            elif isinstance(op, Unregister):
+                eng.unregister_query(op.query_id)
+                ref.unregister_query(op.query_id)
+            elif isinstance(op, Heartbeat):
+                eng.heartbeat(op.ts)
+                ref.heartbeat(op.ts)
+            else:
+                assert isinstance(op, Push)
+                got = Counter(
+                    (m.query, tuple(sorted(m.ids.items())))
+                    for m in eng.push(op.stream, op.ts, dict(op.values), id=op.id)
+                )
+                want = Counter(
+                    (r["query"], tuple(sorted(r["ids"].items())))
+                    for r in ref.push(op.stream, op.ts, dict(op.values), id=op.id)
+                )
+                assert got == want
+                if eng.policy is not None:
+                    used.update(eng.policy.running)
+        assert eng.late_count == len(ref.late)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(workloads())
+def test_changing_orders_mid_stream_changes_no_result(workload):
+    replay_with_restless_orders(workload)

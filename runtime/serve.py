@@ -10,30 +10,46 @@ The directory contract:
   ``query-errors`` file with the error and its position, and registers nothing.
 * ``--input S=DIR``: every file there (CSV with a header, or Parquet) is a batch of
   stream S's tuples. A file is read once; write files elsewhere and move them in, since
-  names starting with ``.`` or ``_`` are ignored (as Spark's file source does).
-* ``--output DIR``: each step that finds anything writes ``results-NNNNNN.<fmt>``, and
-  when there are any, ``late-NNNNNN.jsonl``, ``rejected-NNNNNN.jsonl`` (bad rows, with
-  ``--on-bad-row skip``) and ``query-errors-NNNNNN.jsonl``. A file appears whole (it is
-  written under a temporary name first).
+  names starting with ``.`` or ``_`` are ignored (as Spark's file source does). A file
+  written in place is taken once its size and modification time have stood still for
+  ``settle`` seconds (the CLI's ``--poll``; query files too), one written to while it
+  was read is read again later, and one written to after it was taken is reported in
+  the step's ``input-errors`` file and on the log, naming it (what was added is not
+  read): :mod:`runtime.serve_files`.
+* ``--output DIR``: each step (one that takes a query or data file, or finds a taken
+  file changed) writes ``results-NNNNNN.<fmt>``, empty when it found no result (CSV
+  with its header, Parquet with its schema), and when there are any,
+  ``late-NNNNNN.jsonl``, ``rejected-NNNNNN.jsonl`` (bad rows, with ``--on-bad-row
+  skip``), ``input-errors-NNNNNN.jsonl`` (unreadable or changed files) and
+  ``query-errors-NNNNNN.jsonl``. A file appears whole (it is written under a temporary
+  name first). The CLI refuses an ``--output`` or ``--checkpoint`` in an input directory.
 * Windowed aggregate queries run too: a step writes the rows of the windows the
   watermark has passed by its end (the watermark goes on across steps; there is no end
   of input, so windows still open wait for later steps). With JSON lines they are in
   the results file; with CSV and Parquet, whose columns differ from the matches', in
-  ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.agg_outputs`). The checkpoint holds their
-  slices, partials and count-window rows (:mod:`mqo.aggregation.persist`).
+  ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.agg_outputs`; every step writes it, as
+  the results file). The checkpoint holds their slices, partials and count-window rows
+  (:mod:`mqo.aggregation.persist`).
 * ``--checkpoint DIR``: the state after the last completed step (the matcher with its
   queries and window, which files were taken). A restart carries on from it, exactly
   once: a step stopped half-way (Ctrl-C, a crash) is done again from the start and
-  writes the same files.
+  writes the same files. A checkpoint that cannot be written (a full or read-only file
+  system) stops the service with a one-line error; its temporary file is removed and
+  the last checkpoint stays as it was. One service per checkpoint directory: the CLI
+  holds a lock on it (:func:`runtime.serve_files.checkpoint_lock`, for either engine).
 
 A step takes the query files first, then the new data files of every stream, merged in
 timestamp order (ties: streams as given by ``--input``, then file name); so a query
 registered in a step sees that step's tuples, and earlier tuples still in its window
 (docs/ARCHITECTURE.md, Semantics). A tuple older than the matcher's watermark is late:
-written to the late file, not matched. With ``--emit ordered`` a step writes the
-results the watermark has released by its end, in ``ts`` order; the held ones are
-part of the checkpoint and come out in a later step (a step without data releases
-nothing: it is not committed).
+written to the late file, not matched. A declared stream that has sent nothing and has
+nothing on the way (no ``--input``, or no file taken from its folder yet and none
+settling) is idle, as in ``mqo match``: it does not hold the watermark back, so windows
+close, state is purged and late tuples are found; once it sends tuples it holds time
+again (those older than the watermark then are late). With ``--emit ordered`` a step
+writes the results the watermark has released by its end, in ``ts`` order; the held
+ones are part of the checkpoint and come out in a later step (a step without data
+releases nothing: it is not committed).
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ The directory contract:
 * ``--checkpoint DIR``: the state after the last completed step (the matcher with its
   queries and window, which files were taken). A restart carries on from it, exactly
   once: a step stopped half-way (Ctrl-C, a crash) is done again from the start and
-  writes the same files. A checkpoint that cannot be written (a full or read-only file
-  system) stops the service with a one-line error; its temporary file is removed and
-  the last checkpoint stays as it was. One service per checkpoint directory: the CLI
+  writes the same files. A step whose files or checkpoint cannot be written (a full or
+  read-only file system) stops the service with a one-line error; its temporary files
+  are removed and the last checkpoint stays as it was. One service per checkpoint directory: the CLI
   holds a lock on it (:func:`runtime.serve_files.checkpoint_lock`, for either engine).
 
 A step takes the query files first, then the new data files of every stream, merged in
@@ -248,13 +248,8 @@ class LocalService:
             for kind, records in (("query-errors", errors), ("input-errors", [*bad_files, *changed])):
                 if records:
                     self._publish(self._path(kind, "jsonl", report.step), lambda p, r=records: write_jsonl(str(p), r))
-            try:
-                # the step's files reach the disk before the checkpoint that says they exist
-                _sync([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
-            except OSError as err:
-                raise CliError(
-                    f"cannot write the files of step {report.step} in {self.output_dir} ({err.strerror or err})"
-                ) from None
+            # the step's files reach the disk before the checkpoint that says they exist
+            _sync([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
             self.state.step = report.step
             try:
                 _write_atomically(
@@ -266,11 +261,16 @@ class LocalService:
                     f"cannot write the checkpoint {self.checkpoint} ({err.strerror or err}); step {report.step} is not"
                     f" committed (the checkpoint is {kept}) and a restart does it again"
                 ) from None
-        except BaseException:
+        except BaseException as err:
             # nothing of a step that failed stays half written (its files, once whole, are written again)
             for partial in self.output_dir.glob(f".*-{report.step:06d}.*"):
                 with suppress(OSError):
                     partial.unlink()
+            if isinstance(err, OSError):  # a full or read-only disk, as the step's files were written
+                raise CliError(
+                    f"cannot write the files of step {report.step} in {self.output_dir} ({err.strerror or err});"
+                    " it is not committed and a restart does it again"
+                ) from None
             raise
         self._stopped = False
         return report

@@ -187,40 +187,56 @@ def test_a_second_service_on_one_checkpoint_is_refused(tmp_path: Path) -> None:
 
 FULL_DISK = """
 import errno, os, sys
-real = os.write
-checkpoints = os.path.realpath(sys.argv[1])
+write, replace = os.write, os.replace
+full = os.path.realpath(sys.argv[1])
 
-def write(fd, data):
-    # the file system fills up half-way through the checkpoint's temporary file
-    path = os.readlink(f"/proc/self/fd/{fd}")
-    if path.startswith(checkpoints + os.sep) and path.endswith(".tmp"):
-        real(fd, bytes(data)[: len(data) // 2])
+def fails(path):
+    return os.path.realpath(path).startswith(full + os.sep)
+
+def write_half(fd, data):
+    # the file system fills up half-way through a temporary file there
+    if fails(os.readlink(f"/proc/self/fd/{fd}")):
+        write(fd, bytes(data)[: len(data) // 2])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    return real(fd, data)
+    return write(fd, data)
 
-os.write = write
+def replace_none(src, dst):
+    if fails(dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return replace(src, dst)
+
+os.write, os.replace = write_half, replace_none
 from runtime.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
 
-def test_a_checkpoint_that_cannot_be_written_keeps_the_last_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("full", ["ck", "out"])
+def test_a_step_that_cannot_be_written_keeps_the_last_checkpoint(tmp_path: Path, full: str) -> None:
+    """A full disk under the checkpoint (or the step's output files): a one-line error,
+    no temporary file left, the last checkpoint as it was; a restart does the step again."""
     made = folders(tmp_path)
     (made["in"] / "1.csv").write_text("ts,pressure\n1,10\n")
     assert mqo(*serve_args(tmp_path, "--once", "--poll", "0.1")).returncode == 0
     good = {p.name: p.read_bytes() for p in made["ck"].iterdir() if p.name != LOCK_NAME}
     (made["in"] / "2.csv").write_text("ts,pressure\n2,20\n")
-    full = subprocess.run(
-        [COMMAND[0], "-c", FULL_DISK, str(made["ck"]), *serve_args(tmp_path, "--once", "--poll", "0.1")],
+    failed = subprocess.run(
+        [COMMAND[0], "-c", FULL_DISK, str(made[full]), *serve_args(tmp_path, "--once", "--poll", "0.1")],
         capture_output=True,
         text=True,
         timeout=WAIT,
     )
-    assert full.returncode == 2, full.stderr
-    last = full.stderr.splitlines()[-1]
-    assert last.startswith(f"mqo serve: error: cannot write the checkpoint {made['ck']}")
-    assert "No space left on device" in last and "step 2 is not committed" in last and "step 1's" in last
-    assert "Traceback" not in full.stderr
+    assert failed.returncode == 2, failed.stderr
+    assert "Traceback" not in failed.stderr
+    last = failed.stderr.splitlines()[-1]
+    if full == "ck":
+        assert last.startswith(f"mqo serve: error: cannot write the checkpoint {made['ck']}")
+        assert "(No space left on device); step 2 is not committed (the checkpoint is still step 1's)" in last
+    else:
+        assert last == (
+            f"mqo serve: error: cannot write the files of step 2 in {made['out']} (No space left on device); it is"
+            " not committed and a restart does it again"
+        )
     # no temporary file anywhere, the last good checkpoint as it was
     assert {p.name: p.read_bytes() for p in made["ck"].iterdir() if p.name != LOCK_NAME} == good
     assert not [p for p in (*made["ck"].iterdir(), *made["out"].iterdir()) if p.name.startswith(".")]

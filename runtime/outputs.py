@@ -426,12 +426,12 @@ def check_output_paths(named: list[tuple[str, str, bool]], inputs: Iterable[str]
     another output, and each side file left by an earlier run is removed (this run
     writes its own, or none). ``named`` holds (what, path, is a side file)."""
     seen: dict[str, str] = {}
-    input_keys = {_key(p): p for p in inputs}
+    inputs = list(inputs)
     for what, path, _ in named:
         if path == "-":
             continue
         key = _key(path)
-        if key in input_keys:
+        if input_holding(path, inputs) is not None:
             raise OutputError(f"{what} {path} is also an input file; writing it would destroy the input")
         if key in seen:
             raise OutputError(f"{what} and {seen[key]} are the same file, {path}; give them different names")
@@ -451,6 +451,17 @@ def check_output_paths(named: list[tuple[str, str, bool]], inputs: Iterable[str]
 
 def _key(path: str) -> str:
     return os.path.realpath(path)
+
+
+def input_holding(path: str, inputs: Iterable[str]) -> str | None:
+    """The input that ``path`` is, or lies inside (an input directory, as ``mqo serve``
+    reads), after links are followed; None when it is none of them."""
+    key = _key(path)
+    for given in inputs:
+        folder = _key(given)
+        if key == folder or key.startswith(folder.rstrip(os.sep) + os.sep):
+            return given
+    return None
 
 
 def _probe(what: str, path: str, *, remove: bool) -> None:

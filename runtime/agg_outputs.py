@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mqo import ARROW_TYPES, AggregateBatch
-from mqo.aggregation.results import AggregateChunk
+from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk
 from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
 from runtime.outputs import OutputError, ParquetWriter, ResultWriter, _open_text, _writing
 

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from mqo import ARROW_TYPES, AggregateBatch, LateTuple, Match, Matcher, clock_for
-from mqo.aggregation.results import AggregateChunk
+from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, LateTuple, Match, Matcher, clock_for
 from predicates import AggregateQuery
 from runtime import agg_outputs
 from runtime.inputs import BadRow, InputSpec, StreamData, merge, read_inputs

@@ -7,6 +7,7 @@
 """
 
 from mqo.aggregation import AggregateBatch
+from mqo.aggregation.results import AggregateChunk
 from mqo.batch import ARROW_TYPES, MatchBatch, text_of
 from mqo.clock import clock_for
 from mqo.config import ORDERS, MatcherConfig
@@ -20,6 +21,7 @@ __all__ = [
     "ARROW_TYPES",
     "ORDERS",
     "AggregateBatch",
+    "AggregateChunk",
     "Catalog",
     "LateTuple",
     "Match",

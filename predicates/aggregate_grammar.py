@@ -16,8 +16,12 @@ from fractions import Fraction
 from typing import Any
 
 from predicates.ast import Aggregate, Expr, WindowSpec
-from predicates.errors import Span
+from predicates.errors import Span, did_you_mean
 from predicates.lexer import T, Token
+
+# The aggregate functions of aggregate queries, in the order error messages list them.
+# The query language has no other functions, so any other name before '(' is an error.
+AGGREGATE_FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE")
 
 
 class AggregateGrammar:
@@ -90,6 +94,16 @@ class AggregateGrammar:
             )
         self.advance()
         return Fraction(int(tok.text))
+
+    def unknown_function(self, tok: Token) -> Exception:
+        """The error for ``name(`` where name is no aggregate function (``MEDIAN(S.temp)``):
+        without it the parser would read a column ``MEDIAN`` and stumble on the '('."""
+        supported = ", ".join(AGGREGATE_FUNCTIONS)
+        return self.error(
+            f"unknown function {tok.text}{did_you_mean(tok.text, AGGREGATE_FUNCTIONS)}; "
+            f"the functions are the aggregates {supported}",
+            tok.span,
+        )
 
     def aggregate(self, tok: Token) -> Aggregate:
         self.advance()

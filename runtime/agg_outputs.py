@@ -22,12 +22,15 @@ digits; a computed value that is not a finite number is NULL and counted.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from mqo import ARROW_TYPES, AggregateBatch
+from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk
 from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
 from runtime.outputs import OutputError, ParquetWriter, ResultWriter, _open_text, _writing
 
@@ -66,6 +69,59 @@ def _output_type(aq: AggregateQuery, expr: Any) -> pa.DataType:
     if isinstance(expr, BoolLit):
         return pa.bool_()
     return pa.float64()
+
+
+def output_types(aq: AggregateQuery) -> dict[str, pa.DataType]:
+    """The type of each SELECT value of an aggregate query, by name (see the module docstring)."""
+    return {name: _output_type(aq, expr) for name, expr in aq.outputs}
+
+
+def in_file_order(batch: AggregateBatch) -> AggregateBatch:
+    """The rows as files hold them, whichever engine made them: by window end, then
+    query registration order, then group key (NULL first); the windows of one group
+    with one end (count windows over tied timestamps) keep their emission order.
+    Emission orders groups by first arrival and puts the windows a flush completes
+    after those completed before, which a partitioned engine cannot know, so files
+    use an order both engines can give. Returns one part of one chunk per query."""
+    by_query: dict[int, list[AggregateChunk]] = {}
+    for part in batch.parts:
+        for chunk in part:
+            if len(chunk):
+                by_query.setdefault(chunk.position, []).append(chunk)
+    return AggregateBatch([[_sorted_chunk(chunks) for _, chunks in sorted(by_query.items())]])
+
+
+def _sorted_chunk(chunks: list[AggregateChunk]) -> AggregateChunk:
+    """One query's chunks (in emission order) as one, its rows by window end, then
+    group key; stable."""
+    keys: dict[tuple[Any, ...], int] = {}
+    codes = []
+    for chunk in chunks:
+        remap = np.array([keys.setdefault(key, len(keys)) for key in chunk.keys], np.int64)
+        codes.append(remap[np.asarray(chunk.codes, np.int64)])
+    code = np.concatenate(codes)
+    ends = np.concatenate([c.ends for c in chunks])
+    key_list = list(keys)
+    ranks = np.empty(len(key_list), np.int64)
+    ranks[sorted(range(len(key_list)), key=lambda k: _key_order(key_list[k]))] = np.arange(len(key_list))
+    order = np.lexsort((ranks[code], ends))
+    first = chunks[0]
+    if len(chunks) == 1 and np.array_equal(order, np.arange(len(order))):
+        return first
+    pick = itemgetter(*order.tolist()) if len(order) > 1 else lambda column: tuple(column)
+    values = [list(pick([v for c in chunks for v in c.values[k]])) for k in range(len(first.names))]
+    return dataclasses.replace(
+        first,
+        starts=np.concatenate([c.starts for c in chunks])[order],
+        ends=ends[order],
+        keys=key_list,
+        codes=code[order],
+        values=values,
+    )
+
+
+def _key_order(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    return tuple((v is not None, v) for v in key)
 
 
 def aggregate_columns(queries: list[AggregateQuery]) -> tuple[dict[str, pa.DataType], dict[str, pa.DataType]]:

@@ -316,7 +316,7 @@ def match_all(
         pending.blocks.extend((matcher.flush_results() if end_of_input else matcher.release()).blocks)
     flush()
     if aggregating and not stopped:
-        emitted = matcher.flush() if end_of_input else matcher.poll_aggregates()
+        emitted = agg_outputs.in_file_order(matcher.flush() if end_of_input else matcher.poll_aggregates())
         with stop.writing():
             if aggregate_writer is None or aggregate_writer is writer:
                 summary.results += writer.write_aggregates(emitted)

@@ -9,5 +9,6 @@ import numpy as np
 
 SUM_HI, SUM_LO, MIN, MAX, MEAN, M2 = range(6)  # fpart[..., field]: doubles
 N, ISUM, IMIN, IMAX = range(4)  # ipart[..., field]: the count, exact int64 partials
+FLOAT_FIELDS, INT_FIELDS = 6, 4  # the last axis of fpart and ipart
 INT_MAX = np.iinfo(np.int64).max
 INT_MIN = np.iinfo(np.int64).min

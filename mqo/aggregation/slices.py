@@ -242,6 +242,39 @@ class SliceStore:
         if self.nums.dtype == object:
             self.nums = ints(self.nums)
 
+    def state(self) -> dict[str, Any]:
+        """The store as plain data (str keys, lists, numbers, numeric arrays): what
+        :meth:`from_state` takes back, also after a JSON round trip (lists for tuples
+        and arrays)."""
+        P, G = len(self.nums), len(self.group_keys)
+        return {
+            "columns": list(self.columns),
+            "integer": list(self.integer),
+            "grid": str(self.grid),
+            "landmark": self.landmark,
+            "group_keys": [[plain(v) for v in key] for key in self.group_keys],
+            # slice numbers past int64 are Python ints (a list), else an int64 array
+            "nums": self.nums.tolist() if self.nums.dtype == object else self.nums.copy(),
+            "rows": self.rows[:P, :G].copy(),
+            "fpart": self.fpart[:P, :G].copy(),
+            "ipart": self.ipart[:P, :G].copy(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> SliceStore:
+        store = cls(list(state["columns"]), [bool(i) for i in state["integer"]], Fraction(state["grid"]))
+        store.landmark = bool(state["landmark"])
+        keys = [tuple(key) for key in state["group_keys"]]
+        store.group_index(keys)
+        nums = ints(state["nums"])
+        P, G, C = len(nums), len(keys), len(store.columns)
+        store._alloc(max(16, P), max(4, G))
+        store.rows[:P, :G] = np.asarray(state["rows"], np.int64).reshape(P, G)
+        store.fpart[:P, :G] = np.asarray(state["fpart"], np.float64).reshape(P, G, C, store.fpart.shape[3])
+        store.ipart[:P, :G] = np.asarray(state["ipart"], np.int64).reshape(P, G, C, store.ipart.shape[3])
+        store.nums = nums
+        return store
+
     def data_slices(self) -> np.ndarray:
         """The slice numbers holding a tuple, ascending."""
         return self.nums
@@ -267,6 +300,11 @@ class SliceStore:
                 block[1:] = np.cumsum(number[1:] != number[:-1])
         P, G = len(nums), len(self.group_keys)  # the output holds the groups made, not the room for more
         return K.fold_windows(self.rows[:P, :G], self.fpart[:P, :G], self.ipart[:P, :G], block, los, his)
+
+
+def plain(value: Any) -> Any:
+    """A value as plain Python (a numpy scalar as its Python number)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _search(nums: np.ndarray, value: int) -> int:

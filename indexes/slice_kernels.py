@@ -7,8 +7,10 @@ Partials of one slice store are arrays indexed ``[slice, group, column, field]``
   compensated sum (``SUM_HI`` + ``SUM_LO``: the sum of the doubles to about one
   rounding, whatever the order), ``MIN``, ``MAX``, and ``MEAN``/``M2`` (Welford, merged
   with Chan's formula: variances without the cancellation of sum-of-squares);
-* ``ipart[S, G, C, 4]``: ``N`` the non-NULL count, and for INTEGER columns the exact
-  int64 ``ISUM``, ``IMIN``, ``IMAX``.
+* ``ipart[S, G, C, 5]``: ``N`` the non-NULL count, and for INTEGER columns the exact
+  ``IMIN``, ``IMAX`` and sum: ``ICARRY * 2**64 + ISUM`` (``ISUM`` wraps around in
+  int64 and ``ICARRY`` counts the wraps, so 2^62 + 2^62 - 5 is exact, and so is a
+  sum past 64 bits).
 
 :func:`update` adds a batch's tuples to their slices (one call per store and batch);
 :func:`fold_windows` folds all of a query's closed windows in one call (prefix/suffix
@@ -24,9 +26,35 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from indexes.slice_fields import IMAX, IMIN, INT_MAX, INT_MIN, ISUM, M2, MAX, MEAN, MIN, SUM_HI, SUM_LO, N
+from indexes.slice_fields import ICARRY, IMAX, IMIN, INT_MAX, INT_MIN, ISUM, M2, MAX, MEAN, MIN, SUM_HI, SUM_LO, N
 
-__all__ = ["IMAX", "IMIN", "INT_MAX", "INT_MIN", "ISUM", "M2", "MAX", "MEAN", "MIN", "SUM_HI", "SUM_LO", "N"]
+__all__ = [
+    "ICARRY",
+    "IMAX",
+    "IMIN",
+    "INT_MAX",
+    "INT_MIN",
+    "ISUM",
+    "M2",
+    "MAX",
+    "MEAN",
+    "MIN",
+    "SUM_HI",
+    "SUM_LO",
+    "N",
+]
+
+
+@njit(cache=True, inline="always")
+def _add(a: int, b: int) -> tuple[int, int]:
+    """``a + b`` wrapped around int64, and +1 when it passed the largest int64, -1 the
+    smallest, else 0. No step overflows: the compiler may assume signed addition does
+    not, so ``a + b < a`` is no test of it."""
+    if b > 0 and a > INT_MAX - b:
+        return (a + INT_MIN) + (b + INT_MIN), 1
+    if b < 0 and a < INT_MIN - b:
+        return (a + INT_MAX) + (b + INT_MAX) + 2, -1
+    return a + b, 0
 
 
 @njit(cache=True, inline="always")
@@ -73,7 +101,9 @@ def update(
             f[MEAN] += delta / k
             f[M2] += delta * (x - f[MEAN])
             v = ivals[i, c]
-            p[ISUM] += v
+            total, carry = _add(p[ISUM], v)
+            p[ISUM] = total
+            p[ICARRY] += carry
             if k == 1 or v < p[IMIN]:
                 p[IMIN] = v
             if k == 1 or v > p[IMAX]:
@@ -113,7 +143,9 @@ def _merge(dr, df, di, a, ga, sr, sf, si, b, gb) -> None:
         mean = df[a, ga, c, MEAN] + delta * nb / t
         df[a, ga, c, M2] = m2 if some else df[a, ga, c, M2]
         df[a, ga, c, MEAN] = mean if some else df[a, ga, c, MEAN]
-        di[a, ga, c, ISUM] += si[b, gb, c, ISUM]
+        total_sum, carry = _add(di[a, ga, c, ISUM], si[b, gb, c, ISUM])
+        di[a, ga, c, ISUM] = total_sum
+        di[a, ga, c, ICARRY] += si[b, gb, c, ICARRY] + carry
         di[a, ga, c, N] = total
 
 

@@ -381,7 +381,8 @@ class Aggregator:
                 columns[(call.func, None)] = n.tolist()
                 continue
             c = store.columns.index(call.column)
-            columns[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], aq.name)
+            what = f"query {aq.name}: {call.func}({aq.alias}.{call.column})"
+            columns[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], what)
         keys = store.group_keys
         codes = grps.tolist()
         names = [name for name, _ in aq.outputs]
@@ -496,17 +497,16 @@ def _aggregate_key(expr: Any) -> tuple[str, str | None]:
     return (expr.func, None if expr.arg is None else expr.arg.name)
 
 
-def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -> list[Any]:
-    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 4])
-    as Python values, NULL (None) where the group has too few values."""
+def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, what: str) -> list[Any]:
+    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 5])
+    as Python values, NULL (None) where the group has too few values; ``what`` names the
+    query and the aggregate in a warning."""
     n = p[:, K.N]
     if func == "COUNT":
         return n.tolist()
-    if func == "SUM" and integer and len(f) and np.abs(f[:, K.SUM_HI]).max() > 2.0**62:
-        raise OverflowError(f"query {name}: an INTEGER sum passes 64 bits")
-    if func == "AVG" and integer and len(p) and np.abs(p[:, K.ISUM]).max() >= 2**53:
-        # int64 / int64 in doubles is not the correctly rounded quotient here
-        return [_final(func, integer, f[g], p[g], name) for g in range(len(p))]
+    if integer and func in ("SUM", "AVG") and len(p) and (p[:, K.ICARRY].any() or np.abs(p[:, K.ISUM]).max() >= 2**53):
+        # a sum that wrapped around int64, or an AVG whose int64 sum is no exact double
+        return _integer_sums(func, p, what)
     with np.errstate(divide="ignore", invalid="ignore"):
         if func == "SUM":
             values = p[:, K.ISUM] if integer else f[:, K.SUM_HI] + f[:, K.SUM_LO]
@@ -527,27 +527,24 @@ def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -
     return out
 
 
-def _final(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -> Any:
-    n = int(p[K.N])
-    if func == "COUNT":
-        return n
-    if n == 0:
-        return None
-    if func == "SUM":
-        if integer:
-            if abs(f[K.SUM_HI]) > 2.0**62:
-                raise OverflowError(f"query {name}: an INTEGER sum passes 64 bits")
-            return int(p[K.ISUM])
-        return float(f[K.SUM_HI] + f[K.SUM_LO])
-    if func == "AVG":
-        if integer:
-            return float(Fraction(int(p[K.ISUM]), n))
-        return float(f[K.SUM_HI] + f[K.SUM_LO]) / n
-    if func == "MIN":
-        return int(p[K.IMIN]) if integer else float(f[K.MIN])
-    if func == "MAX":
-        return int(p[K.IMAX]) if integer else float(f[K.MAX])
-    if n < 2:
-        return None
-    variance = max(float(f[K.M2]), 0.0) / (n - 1)
-    return variance if func == "VARIANCE" else math.sqrt(variance)
+def _integer_sums(func: str, p: np.ndarray, what: str) -> list[Any]:
+    """SUM or AVG of INTEGER partials from their exact sums: AVG correctly rounded; a
+    SUM past 64 bits (the INTEGER it is) is NULL, with a warning, as a FLOAT that
+    overflows is written as NULL: one window's overflow loses no other row."""
+    out: list[Any] = []
+    passed = 0
+    for total, count in zip(K.exact_sums(p), p[:, K.N].tolist(), strict=True):
+        if not count:
+            out.append(None)
+        elif func == "AVG":
+            out.append(float(Fraction(total, count)))
+        elif K.INT_MIN <= total <= K.INT_MAX:
+            out.append(total)
+        else:
+            out.append(None)
+            passed += 1
+    if passed:
+        warnings.warn(
+            f"{what}: the sum passes 64 bits in {passed} row(s) (an INTEGER is 64-bit); written as NULL", stacklevel=6
+        )
+    return out

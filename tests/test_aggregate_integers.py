@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import mqo
 from tests.agg_reference import RefQuery, evaluate
 from tests.clirun import match
-from tests.test_aggregation import DDL, run_engine
+from tests.test_aggregation import DDL, compare, run_engine
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 near_edges = st.one_of(
@@ -118,3 +118,56 @@ def test_cli_an_overflowing_sum_loses_no_other_row(tmp_path: Path, fmt: str) -> 
         assert big["SUM(H.alert)"] == "" and n["COUNT(*)"] == "2"
     else:
         assert '"SUM(H.alert)":null' in text and '"COUNT(*)":2' in text
+
+
+# ------------------------------------------------- ts and id are columns too
+
+TS_ID_CALLS = [
+    ("COUNT", "H.ts"),
+    ("MAX", "H.ts"),
+    ("MIN", "H.ts"),
+    ("SUM", "H.ts"),
+    ("AVG", "H.ts"),
+    ("MIN", "H.id"),
+    ("MAX", "H.id"),
+    ("SUM", "H.id"),
+    ("AVG", "H.id"),
+    ("COUNT", "H.id"),
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_ts_and_id_in_aggregates_equal_the_reference(data: Any) -> None:
+    """``GROUP BY H.ts``, ``MAX(H.ts)``, ``MIN(H.id)``, ``COUNT(H.ts)``, ... as for any
+    column (they gave NULL and 0)."""
+    n = data.draw(st.integers(1, 15))
+    # ids past 2**53 (no exact double), but sums of 15 that fit: a SUM past 64 bits is the test above's
+    ids = data.draw(st.lists(st.integers(-(2**59), 2**59), min_size=n, max_size=n, unique=True))
+    ts, tuples = 0.0, []
+    for tid in ids:
+        ts = max(0.0, ts + data.draw(st.sampled_from([0.0, 0.25, 1.0, 3.0, -1.0])))
+        tuples.append((ts, {"ts": ts, "id": tid, "alert": data.draw(st.integers(-2, 2))}))
+    calls = [("COUNT", None), *data.draw(st.lists(st.sampled_from(TS_ID_CALLS), min_size=1, max_size=4, unique=True))]
+    group_by = data.draw(st.sampled_from([[], ["H.ts"], ["H.id"], ["H.ts", "H.alert"]]))
+    slide = data.draw(st.sampled_from([Fraction(1, 2), Fraction(1), Fraction(2)]))
+    q = RefQuery("q", "H", slide * data.draw(st.integers(1, 3)), slide, [], group_by, calls)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compare([q], tuples, data.draw(st.sampled_from([0.0, 1.0])), batch=data.draw(st.booleans()))
+
+
+def test_ts_and_id_group_and_aggregate_in_count_windows() -> None:
+    m = mqo.Matcher(DDL, missing="null")
+    m.register_query("Query ID: r SELECT H.id, MAX(H.ts), COUNT(H.ts), MIN(H.id) FROM H [ROWS 2] GROUP BY H.id;")
+    for i, tid in enumerate([7, 2**62, 7]):
+        m.push("H", ts=float(i), values={}, id=tid if i < 2 else None)
+    rows = [(r.group["id"], r.values["MAX(H.ts)"], r.values["COUNT(H.ts)"], r.values["MIN(H.id)"]) for r in m.flush()]
+    assert rows == [(7, 0.0, 1, 7), (2**62, 1.0, 1, 2**62), (2, 2.0, 1, 2)]
+
+
+def test_ids_at_the_int64_ends_are_groups_of_their_own() -> None:
+    m = mqo.Matcher(DDL, missing="null")
+    m.register_query("SELECT H.id, COUNT(*) FROM H [RANGE 10] GROUP BY H.id;")
+    m.push_batch("H", {"ts": [1.0, 1.0, 1.0], "id": [INT_MIN, INT_MIN + 1, INT_MAX]})
+    assert sorted(r.group["id"] for r in m.flush()) == [INT_MIN, INT_MIN + 1, INT_MAX]

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
+from mqo.aggregation import aggregator
 from predicates import QueryError
 from tests.agg_reference import RefQuery, evaluate
 from tests.clirun import COMMAND, strict_lines
@@ -181,9 +182,10 @@ def test_windows_a_tuple_falls_in_are_limited_at_registration(window: str, many:
 
 
 @pytest.mark.parametrize("window", ["RANGE 10 SLIDE 1", "RANGE UNBOUNDED SLIDE 1", "ROWS 2"])
-def test_far_heartbeats_leave_the_matcher_working(window: str) -> None:
+def test_far_heartbeats_leave_the_matcher_working(window: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """heartbeat(1e19) and heartbeat(1e300) pass every window; later calls work (a
     landmark reports its windows a step at a time, never all of 1e19 at once)."""
+    monkeypatch.setattr(aggregator, "LANDMARK_STEP", 1000)  # the step, small enough for a test
     m = mqo.Matcher(DDL)
     m.register_query(f"SELECT COUNT(*) FROM S [{window}]")
     m.push("S", 1.0, {"sensor": 1, "temp": 1.5, "name": "a"})
@@ -191,6 +193,10 @@ def test_far_heartbeats_leave_the_matcher_working(window: str) -> None:
     m.heartbeat(1e19)
     first = m.poll_aggregates().to_pylist()
     assert first and first[0]["values"]["COUNT(*)"] in (1, 2)
+    if "UNBOUNDED" in window:  # ends 1, 2, ..., a thousand per emission, in order
+        # (end 1 after the push at 2, then the heartbeat's thousand and the poll's)
+        assert [r["window_end"] for r in first] == [float(k) for k in range(1, 2002)]
+        assert [r.window_end for r in m.poll_aggregates()] == [float(k) for k in range(2002, 3002)]
     m.heartbeat(1e300)
     assert m.poll_aggregates() is not None
     for bad in (math.nan, math.inf, -math.inf):

@@ -51,7 +51,7 @@ from predicates.aggregate import AggregateQuery, filter_text
 from predicates.ast import Aggregate, ColumnRef
 from predicates.numbers import decimal_of
 
-LANDMARK_STEP = 2**16  # landmark windows one emission reports per query, at most
+LANDMARK_STEP = 2**20  # landmark windows one emission reports per query, at most
 
 
 def _gcd(a: Fraction, b: Fraction) -> Fraction:

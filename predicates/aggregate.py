@@ -18,7 +18,9 @@ are allowed). Errors carry positions as every other error of the language.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from predicates.ast import (
     Aggregate,
@@ -43,6 +45,10 @@ from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnOrder, NormalizedQ
 from predicates.semantic import _Binder, _Scope, bind
 
 FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE")
+# windows one tuple may fall in (RANGE / SLIDE): each is a row of output, and the
+# end of input reports every window holding data, so [RANGE 1e15 SLIDE 1] would
+# report 1e15 rows per tuple; a week in seconds (604,800) is within it
+MAX_WINDOWS_PER_TUPLE = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +122,18 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
             item.span,
             hint=f"e.g. FROM {item.stream} [RANGE 10 min SLIDE 1 min], [RANGE 1 h], [ROWS 50]",
         )
+    window = item.window
+    if window.size is not None and window.size / window.slide > MAX_WINDOWS_PER_TUPLE:
+        unit = "rows" if window.kind == "rows" else "s"
+        many = math.ceil(window.size / window.slide)
+        raise QueryError(
+            f"a tuple would fall in {f'{many:,}' if many < 10**12 else f'{float(many):.3g}'} windows of this one"
+            f" ({_number(window.size)} {unit} long, one every {_number(window.slide)} {unit});"
+            f" at most {MAX_WINDOWS_PER_TUPLE:,} are supported",
+            source,
+            window.span,
+            hint=f"make SLIDE at least {'ROWS' if window.kind == 'rows' else 'RANGE'} / 1,000,000",
+        )
     for clause, what in ((query.window, "WINDOW"), (query.maxwindow, "MAXWINDOW")):
         if clause is not None:
             raise QueryError(
@@ -169,6 +187,11 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
         where=where,
         text=source.text[query.span.start : query.span.end],
     )
+
+
+def _number(value: Fraction) -> str:
+    """A duration or count as a short text: 1e+15, 1e-09, 3600."""
+    return f"{float(value):g}"
 
 
 def _find_aggregate(node: Expr | Condition) -> Aggregate | None:

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqo.config import MatcherConfig
-from mqo.registry import QueryRegistry
+from mqo.registry import QueryRegistry, RegisteredQuery, RegisteredRow
 from mqo.snapshot_codec import SnapshotError
+from mqo.table import block_template
 
 if TYPE_CHECKING:
     from mqo.pipeline import Pipeline
@@ -92,11 +93,12 @@ _FINGERPRINTS: weakref.WeakKeyDictionary[QueryRegistry, tuple[int, dict[str, Any
 
 
 def query_fingerprint(registry: QueryRegistry) -> dict[str, Any]:
-    """The match queries' fingerprint: ``queries`` maps each id to the first 16 hex
-    digits of its text's sha256, ``sha256`` digests the sorted (id, text digest) pairs."""
+    """The match queries' fingerprint: ``queries`` maps each id to a digest of its text
+    (:func:`_query_digest`), ``sha256`` digests the sorted (id, digest) pairs."""
     cached = _FINGERPRINTS.get(registry)
     if cached is None or cached[0] != registry.version:
-        by_id = {rq.name: hashlib.sha256(rq.text.encode()).hexdigest()[:16] for rq in registry}
+        templates: dict[int, bytes] = {}
+        by_id = {rq.name: _query_digest(rq, templates) for rq in registry}
         whole = hashlib.sha256()
         for name in sorted(by_id):
             whole.update(f"{len(name)}:{name}:{by_id[name]};".encode())
@@ -104,6 +106,20 @@ def query_fingerprint(registry: QueryRegistry) -> dict[str, Any]:
         _FINGERPRINTS[registry] = cached
     fingerprint = cached[1]
     return {"sha256": fingerprint["sha256"], "queries": dict(fingerprint["queries"])}
+
+
+def _query_digest(rq: RegisteredQuery, templates: dict[int, bytes]) -> str:
+    """The first 16 hex digits of the sha256 of a query's text; a table row's (as a
+    snapshot keeps it: its block's template and its constants) is digested from those,
+    since printing a million rows' texts would take a minute."""
+    if type(rq) is RegisteredRow and not rq.context.bound.self_join:
+        block = rq.block
+        template = templates.get(id(block))
+        if template is None:
+            template = templates[id(block)] = block_template(block).encode() + b"\0"
+        width = block.width
+        return hashlib.sha256(template + block.values[rq.row * width : (rq.row + 1) * width].tobytes()).hexdigest()[:16]
+    return hashlib.sha256(rq.text.encode()).hexdigest()[:16]
 
 
 def check_same_queries(taken: Mapping[str, Any], here: Mapping[str, Any]) -> None:

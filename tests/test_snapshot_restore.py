@@ -304,3 +304,21 @@ def test_serve_refuses_a_checkpoint_it_cannot_trust_in_one_line(tmp_path: Path, 
     assert done.returncode == 2
     assert expected in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_tables_rows_are_fingerprinted_by_template_and_constants() -> None:
+    """A matcher restored from a snapshot (its table rows registered again as a block)
+    takes the first's snapshot like=; a row with another constant is named as changed."""
+    template = "SELECT * FROM B, H MAXWINDOW 4 WHERE B.pressure < :c AND B.alert = H.alert"
+    first = mqo.Matcher(DDL, missing="null")
+    first.register_table(template, {"c": np.array([10.0, 20.0, 30.0]), "id": ["a", "b", "c"]}, id_column="id")
+    first.register_query("Query ID: t\nSELECT * FROM H WHERE H.vib > 1")
+    first.push("B", 1.0, {"pressure": 15.0, "alert": 1})
+    again = mqo.Matcher.restore(decode_snapshot(encode_snapshot(first.snapshot())))
+    restored = mqo.Matcher.restore(first.snapshot(queries=False), like=again)
+    assert sorted(r.query for r in restored.push("H", 2.0, {"vib": 5.0, "alert": 1})) == ["b", "c", "t"]
+    other = mqo.Matcher(DDL, missing="null")
+    other.register_table(template, {"c": np.array([10.0, 25.0, 30.0]), "id": ["a", "b", "c"]}, id_column="id")
+    other.register_query("Query ID: t\nSELECT * FROM H WHERE H.vib > 1")
+    with pytest.raises(SnapshotError, match=r"other match queries .*; changed \(another text\): b$"):
+        mqo.Matcher.restore(first.snapshot(queries=False), like=other)

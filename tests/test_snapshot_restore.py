@@ -147,13 +147,9 @@ def test_a_snapshot_is_plain_data(monkeypatch: pytest.MonkeyPatch) -> None:
     m = new_matcher("ordered", aggregates=False)
     run(m, events(4, 80), set(), batches=True)
     assert not_plain(m.snapshot()) == []
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("pickle was called")
-
     blob = encode_snapshot(m.snapshot())
     for name in ("loads", "load", "Unpickler"):
-        monkeypatch.setattr(pickle, name, refuse)
+        monkeypatch.setattr(pickle, name, refuse_pickle)
     restored = mqo.Matcher.restore(decode_snapshot(blob))
     assert restored.held_results == m.held_results
 
@@ -165,6 +161,10 @@ def test_a_snapshot_with_aggregates_holds_no_bytes() -> None:
     m = new_matcher("arrival", aggregates=True)
     run(m, events(5, 60), set(), batches=False)
     assert not_plain(m.snapshot(), allow_numpy_scalars=False) == []
+
+
+def refuse_pickle(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("pickle was called")
 
 
 def not_plain(x: Any, where: str = "snapshot", allow_numpy_scalars: bool = True) -> list[str]:
@@ -322,3 +322,42 @@ def test_a_tables_rows_are_fingerprinted_by_template_and_constants() -> None:
     other.register_query("Query ID: t\nSELECT * FROM H WHERE H.vib > 1")
     with pytest.raises(SnapshotError, match=r"other match queries .*; changed \(another text\): b$"):
         mqo.Matcher.restore(first.snapshot(queries=False), like=other)
+
+
+# ------------------------------------------------- the Spark streaming state
+
+
+class GroupStateLike:
+    """What :func:`runtime.spark_spec.saved_state` and ``save_state`` use of Spark's
+    ``GroupState``: ``exists``, ``get`` and ``update``."""
+
+    def __init__(self, blob: bytes | None = None) -> None:
+        self.get = None if blob is None else (blob,)
+
+    @property
+    def exists(self) -> bool:
+        return self.get is not None
+
+    def update(self, row: tuple[bytes]) -> None:
+        self.get = row
+
+
+def test_spark_state_is_a_snapshot_file_and_an_old_pickle_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.spark_spec import SparkStageError, save_state, saved_state
+
+    m = new_matcher("ordered", aggregates=False)
+    run(m, events(6, 40), set(), batches=False)
+    state = GroupStateLike()
+    save_state(state, 3, "abc", matcher=m.snapshot(), queries=(("j1", "text"),))
+    assert state.get is not None and state.get[0].startswith(b"MQOSNAP\x00")
+    for name in ("loads", "load", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse_pickle)
+    saved = saved_state(state, 3, "abc")
+    assert saved is not None and saved["queries"] == [["j1", "text"]]
+    assert mqo.Matcher.restore(saved["matcher"]).held_results == m.held_results
+    monkeypatch.undo()
+    old = GroupStateLike(pickle.dumps({"format": 3, "fingerprint": "abc"}))
+    with pytest.raises(
+        SparkStageError, match=r"made by an older version of mqo .*start from a new checkpoint location"
+    ):
+        saved_state(old, 3, "abc")

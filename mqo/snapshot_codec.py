@@ -280,6 +280,8 @@ class _Tags:
         column = self._column(about["column"])
         dtype = np.dtype(about["dtype"])
         shape = tuple(int(n) for n in about["shape"])
+        if any(n < 0 for n in shape):  # (reshape would infer a -1)
+            raise ValueError(f"$array of shape {list(shape)}")
         if dtype.kind not in _ARRAY_KINDS or not pa.types.is_large_list(column.type):
             raise ValueError(f"$array of dtype {dtype} in column {about['column']}, which holds {column.type}")
         values = column.values.to_numpy(zero_copy_only=False)

@@ -149,6 +149,16 @@ def test_a_crafted_body_with_a_good_checksum_is_refused_as_corrupt(body: bytes) 
         decode_snapshot(with_body(body), "ck")
 
 
+def test_an_array_whose_shape_does_not_fit_its_column_is_corrupt() -> None:
+    blob = encode_snapshot({"a": np.arange(6)})
+    start = blob.index(b'"shape":[6]')
+    for shape in (b"[-1]", b"[7]", b"[2,2]"):
+        tree = blob[HEADER_SIZE:start] + b'"shape":' + shape + b"}}}"
+        columns = blob[HEADER_SIZE + struct.unpack("<Q", blob[12:20])[0] :]
+        with pytest.raises(SnapshotError, match=r"^ck: corrupt"):
+            decode_snapshot(with_body(tree, columns), "ck")
+
+
 def test_a_newer_version_is_refused() -> None:
     blob = bytearray(good())
     blob[8:12] = struct.pack("<I", FILE_VERSION + 1)

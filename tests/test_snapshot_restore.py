@@ -361,3 +361,27 @@ def test_spark_state_is_a_snapshot_file_and_an_old_pickle_is_refused(monkeypatch
         SparkStageError, match=r"made by an older version of mqo .*start from a new checkpoint location"
     ):
         saved_state(old, 3, "abc")
+
+
+def test_stored_rows_of_numpy_columns_travel_as_python_values() -> None:
+    """A batch of numpy columns stores numpy scalars (np.str_, np.bool_) in its rows:
+    they are written as the str and bool they equal, and match alike after restore."""
+    m = mqo.Matcher(DDL)
+    m.register_query("Query ID: q\nSELECT * FROM B, H MAXWINDOW 10 WHERE B.alert = H.alert AND B.tag = 'x'")
+    batch = {
+        "ts": np.array([1.0, 2.0]),
+        "pressure": np.array([1.0, 2.0]),
+        "temp": np.array([0.5, -0.0]),
+        "alert": np.array([2**62 + 1, 7]),
+        "tag": np.array(["x", "y"]),
+        "ok": np.array([True, False]),
+    }
+    m.push_batch("B", batch)
+    rows = [t.row for t in m.state]
+    assert {type(v) for row in rows for v in row} >= {np.str_, np.bool_}
+    restored = through_bytes(m)
+    assert sorted(t.row for t in restored.state) == sorted(rows)
+    assert {type(v) for t in restored.state for v in t.row} <= {float, int, str, bool}
+    push = ("H", 3.0, {"vib": 1.0, "alert": 2**62 + 1})
+    want = [(r.query, dict(r.ids), dict(r.values)) for r in m.push(*push)]
+    assert want and [(r.query, dict(r.ids), dict(r.values)) for r in restored.push(*push)] == want

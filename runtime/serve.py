@@ -381,7 +381,7 @@ class LocalService:
             raise CliError(str(err)) from None
         except Exception as err:  # a checkpoint that cannot be read: say so, do not start over silently
             raise CliError(f"{self.checkpoint}: cannot read the checkpoint ({err})") from None
-        if data.get("format") != CHECKPOINT_FORMAT:
+        if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
             raise CliError(f"{self.checkpoint}: written by another version of mqo serve; use a new --checkpoint")
         if data.get("schema") != self.schema_digest:
             raise CliError(f"{self.checkpoint}: written for another --schema; use a new --checkpoint")

@@ -246,7 +246,7 @@ def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dic
         saved = decode_snapshot(state.get[0], "the checkpoint's streaming state")
     except SnapshotError as err:
         raise SparkStageError(f"{err}; start from a new checkpoint location") from None
-    if saved.get("format") != fmt or saved.get("fingerprint") != fingerprint:
+    if not isinstance(saved, dict) or saved.get("format") != fmt or saved.get("fingerprint") != fingerprint:
         raise SparkStageError(
             f"the checkpoint's state was written for other streams, queries or settings{covers}; "
             "start from a new checkpoint location"

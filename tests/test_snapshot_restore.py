@@ -283,7 +283,7 @@ def test_serve_checkpoints_are_snapshot_files_that_restart_the_service(tmp_path:
     assert "step 2: 1 data file(s), 2 tuples, 2 results" in second.stderr  # B's stored tuples came back
 
 
-@pytest.mark.parametrize("kind", ["old pickle", "corrupt", "foreign"])
+@pytest.mark.parametrize("kind", ["old pickle", "corrupt", "foreign", "another snapshot"])
 def test_serve_refuses_a_checkpoint_it_cannot_trust_in_one_line(tmp_path: Path, kind: str) -> None:
     serve_dirs(tmp_path)
     (tmp_path / "ck").mkdir()
@@ -297,9 +297,12 @@ def test_serve_refuses_a_checkpoint_it_cannot_trust_in_one_line(tmp_path: Path, 
         blob[-3] ^= 0xFF
         path.write_bytes(bytes(blob))
         expected = "checkpoint.mqosnap: corrupt (its checksum does not match its contents)"
-    else:
+    elif kind == "foreign":
         (tmp_path / "ck" / "checkpoint.mqosnap").write_text('{"format": 2}')
         expected = "checkpoint.mqosnap: not an mqo snapshot"
+    else:  # a snapshot file, but not of a checkpoint
+        (tmp_path / "ck" / "checkpoint.mqosnap").write_bytes(encode_snapshot([2, {"format": 2}]))
+        expected = "checkpoint.mqosnap: written by another version of mqo serve"
     done = serve_once(tmp_path)
     assert done.returncode == 2
     assert expected in done.stderr and "Traceback" not in done.stderr

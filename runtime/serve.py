@@ -50,8 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from mqo import Matcher
-from mqo.snapshot_codec import SnapshotError, decode_snapshot, encode_snapshot
+from mqo import Matcher, SnapshotError, decode_snapshot, encode_snapshot
 from predicates import MqoError
 from runtime.agg_outputs import open_aggregate_writer
 from runtime.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from mqo import Matcher, MqoError, shared_equality_key
-from mqo.snapshot_codec import SnapshotError, decode_snapshot, encode_snapshot
+from mqo import Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
 from predicates import ColumnType
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from mqo.matcher import Matcher
 from mqo.partitioning import shared_equality_key
 from mqo.registrations import NeverMatchesWarning
 from mqo.results import LateTuple, Match, TupleError
+from mqo.snapshot_codec import SnapshotError, decode_snapshot, encode_snapshot
 from predicates import Catalog, MqoError, QueryError
 
 __all__ = [
@@ -31,8 +32,11 @@ __all__ = [
     "MqoError",
     "NeverMatchesWarning",
     "QueryError",
+    "SnapshotError",
     "TupleError",
     "clock_for",
+    "decode_snapshot",
+    "encode_snapshot",
     "shared_equality_key",
     "text_of",
 ]

@@ -54,9 +54,9 @@ releases nothing: it is not committed).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import pickle
 import re
 import sys
 import time
@@ -67,7 +67,7 @@ from pathlib import Path
 from time import monotonic
 from typing import IO, Any
 
-from mqo import Matcher
+from mqo import Matcher, SnapshotError, decode_snapshot, encode_snapshot
 from predicates import MqoError
 from runtime.agg_outputs import open_aggregate_writer
 from runtime.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
@@ -77,7 +77,9 @@ from runtime.serve_files import Settling, Signature, signature
 from runtime.stopping import StopFlag, deferred_stop
 from runtime.workload import CliError
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: the snapshot format of mqo.snapshot_codec (1 was a pickle)
+CHECKPOINT_FILE = "checkpoint.mqosnap"
+OLD_CHECKPOINT_FILE = "state.pickle"
 # an UNREGISTER statement (the id is group 1); runtime.serve_spark reads files with it too
 UNREGISTER_STATEMENT = r"UNREGISTER\s+(?:QUERY\s+)?([^\s;]+)\s*;?"
 _UNREGISTER = re.compile(rf"^\s*{UNREGISTER_STATEMENT}\s*$", re.IGNORECASE)
@@ -102,10 +104,6 @@ class ServeState:
     # stream -> data file -> [size, modification time in ns, step]: each taken file as it
     # was read, to find one written to after it was taken
     read_as: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-
-    def __setstate__(self, saved: dict[str, Any]) -> None:
-        # a checkpoint of an earlier version keeps no read_as: its files are compared from now on
-        self.__dict__.update({"read_as": {}, **saved})
 
 
 @dataclass
@@ -172,7 +170,7 @@ class LocalService:
         self.inputs = dict(inputs)
         self.queries_dir = Path(queries_dir)
         self.output_dir = Path(output_dir)
-        self.checkpoint = Path(checkpoint_dir) / "state.pickle"
+        self.checkpoint = Path(checkpoint_dir) / CHECKPOINT_FILE
         self.fmt = fmt
         self.on_bad_row = on_bad_row
         self.log = log if log is not None else sys.stderr
@@ -187,6 +185,11 @@ class LocalService:
         self._settling = Settling(settle, clock if clock is not None else monotonic)
         self.schema_digest = _digest(schema_text)
         self._stopped = False
+        if not self.checkpoint.exists() and (self.checkpoint.parent / OLD_CHECKPOINT_FILE).exists():
+            raise CliError(
+                f"{self.checkpoint.parent / OLD_CHECKPOINT_FILE}: a checkpoint made by an older version of mqo "
+                "(a pickle, which this version does not load); use a new --checkpoint"
+            )
         if self.checkpoint.exists():
             self.matcher, self.state = self._load(schema_text)
             if self.matcher.config.emit != emit:
@@ -252,9 +255,7 @@ class LocalService:
             _sync([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
             self.state.step = report.step
             try:
-                _write_atomically(
-                    self.checkpoint, pickle.dumps(self._checkpoint_data(), protocol=pickle.HIGHEST_PROTOCOL)
-                )
+                _write_atomically(self.checkpoint, encode_snapshot(self._checkpoint_data()))
             except OSError as err:
                 kept = f"still step {report.step - 1}'s" if report.step > 1 else "not written yet"
                 raise CliError(
@@ -489,15 +490,17 @@ class LocalService:
             "format": CHECKPOINT_FORMAT,
             "schema": self.schema_digest,
             "matcher": self.matcher.snapshot(),
-            "state": self.state,
+            "state": dataclasses.asdict(self.state),
         }
 
     def _load(self, schema_text: str) -> tuple[Matcher, ServeState]:
         try:
-            data = pickle.loads(self.checkpoint.read_bytes())
+            data = decode_snapshot(self.checkpoint.read_bytes(), str(self.checkpoint))
+        except SnapshotError as err:
+            raise CliError(str(err)) from None
         except Exception as err:  # a checkpoint that cannot be read: say so, do not start over silently
             raise CliError(f"{self.checkpoint}: cannot read the checkpoint ({err})") from None
-        if data.get("format") != CHECKPOINT_FORMAT:
+        if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
             raise CliError(f"{self.checkpoint}: written by another version of mqo serve; use a new --checkpoint")
         if data.get("schema") != self.schema_digest:
             raise CliError(f"{self.checkpoint}: written for another --schema; use a new --checkpoint")
@@ -505,7 +508,9 @@ class LocalService:
 
 
 def _restore(data: Mapping[str, Any]) -> tuple[Matcher, ServeState]:
-    return Matcher.restore(data["matcher"]), data["state"]
+    state = dict(data["state"])
+    state["query_files"] = {name: QueryFile(**entry) for name, entry in state["query_files"].items()}
+    return Matcher.restore(data["matcher"]), ServeState(**state)
 
 
 def _unregister_commands(text: str) -> list[str] | None:

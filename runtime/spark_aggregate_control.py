@@ -229,7 +229,7 @@ def control_group(
     mine = {q for q, reg in (matcher.aggregator.queries.items() if matcher.aggregator else ()) if _is(reg, layout)}
     out += [(*r, None) for r in output_rows(matcher.poll_aggregates()) if r[0] in mine]
     out += [(*late_row(t.stream, t.ts, t.id), None) for t in late]
-    save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot(), foreign=foreign)
+    save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot(), foreign=sorted(foreign))
     if out:
         yield output_frame(out)
 

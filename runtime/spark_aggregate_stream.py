@@ -44,10 +44,11 @@ micro-batch and group the function restores the group's matcher, reports the tup
 with ``ts < W`` as late, pushes the rest in ``(ts, id)`` order into a matcher that runs
 on Spark's watermark (``time='external'``: a heartbeat at ``W``; its tuples do not move
 it), so every window ending before ``W`` comes out, then saves the matcher
-(:meth:`mqo.Matcher.snapshot`, aggregate state included) pickled in one binary state
-column. The rows are exactly those of a local ``mqo.Matcher`` (per-stream time, the
-same lateness) fed the same accepted tuples in timestamp order, at the same watermark,
-however the input is cut into micro-batches (``tests/test_spark_aggregate_stream.py``).
+(:meth:`mqo.Matcher.snapshot`, aggregate state included) written by
+:mod:`mqo.snapshot_codec` into one binary state column. The rows are exactly those of
+a local ``mqo.Matcher`` (per-stream time, the same lateness) fed the same accepted
+tuples in timestamp order, at the same watermark, however the input is cut into
+micro-batches (``tests/test_spark_aggregate_stream.py``).
 As for matches (:mod:`runtime.spark_streaming`), Spark has no idle timeout: a source
 that falls silent holds the watermark back.
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from mqo import Matcher, MqoError, shared_equality_key
+from mqo import Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
 from predicates import ColumnType
 
 if TYPE_CHECKING:
@@ -242,8 +241,11 @@ def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dic
     ``covers``: what else the fingerprint covers, for the message."""
     if not state.exists:
         return None
-    saved = pickle.loads(state.get[0])
-    if saved.get("format") != fmt or saved.get("fingerprint") != fingerprint:
+    try:
+        saved = decode_snapshot(state.get[0], "the checkpoint's streaming state")
+    except SnapshotError as err:
+        raise SparkStageError(f"{err}; start from a new checkpoint location") from None
+    if not isinstance(saved, dict) or saved.get("format") != fmt or saved.get("fingerprint") != fingerprint:
         raise SparkStageError(
             f"the checkpoint's state was written for other streams, queries or settings{covers}; "
             "start from a new checkpoint location"
@@ -254,7 +256,7 @@ def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dic
 def save_state(state: Any, fmt: int, fingerprint: str, **fields: Any) -> None:
     """Save a streaming state group's fields for :func:`saved_state`."""
     blob = {"format": fmt, "fingerprint": fingerprint, **fields}
-    state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
+    state.update((encode_snapshot(blob),))
 
 
 def _with_fingerprint(spec: StageSpec) -> StageSpec:

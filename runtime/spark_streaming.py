@@ -18,10 +18,10 @@ bucket's number, modulo ``slots``. Each slot runs one continuous matcher over it
 or over its buckets in time order (consecutive buckets land in different slots, so no
 tuple is pushed twice into one matcher), so state is bounded by ``slots`` windows
 without any timeouts. Between micro-batches a slot's matcher lives in the state store as
-the changing part of :meth:`mqo.Matcher.snapshot` (clocks, ids, stored tuples), pickled
-into one binary column; the compiled plan is rebuilt once per Python worker, never per
-group. ``slots`` is part of the checkpointed state: restarting with another value is an
-error.
+the changing part of :meth:`mqo.Matcher.snapshot` (clocks, ids, stored tuples), written
+by :mod:`mqo.snapshot_codec` (never pickled) into one binary column; the compiled plan
+is rebuilt once per Python worker, never per group. ``slots`` is part of the
+checkpointed state: restarting with another value is an error.
 
 **Time, watermark and lateness.** Stream DataFrames need ``ts`` (seconds, >= 0, as
 Spark's watermark starts at 0), an ``id`` column (a distributed stream has no global

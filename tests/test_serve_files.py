@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import runtime.serve as serve
-from runtime.serve import LocalService
+from runtime.serve import CHECKPOINT_FILE, LocalService
 from runtime.serve_files import LOCK_NAME
 from tests.clirun import COMMAND, mqo, strict_lines
 
@@ -169,7 +169,7 @@ def test_a_second_service_on_one_checkpoint_is_refused(tmp_path: Path) -> None:
     made = folders(tmp_path)
     (made["in"] / "1.csv").write_text("ts,pressure\n1,10\n")
     with running(tmp_path, "--poll", "0.2") as (proc, _):
-        wait_for("first step", lambda: (made["ck"] / "state.pickle").exists(), proc)
+        wait_for("first step", lambda: (made["ck"] / CHECKPOINT_FILE).exists(), proc)
         for engine in (["--once"], ["--engine", "spark", "--max-window", "10"]):
             second = mqo(*serve_args(tmp_path, *engine))
             assert second.returncode == 2, second.stderr

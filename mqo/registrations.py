@@ -270,7 +270,7 @@ class Registrations:
         match queries, which a matcher restored ``like=`` another shares)."""
         data: dict[str, Any] = {"next_position": self.next_position}
         if self.aggregator is not None:  # with its queries either way: no other matcher shares them
-            data["aggregates"] = _plain_aggregates(aggregate_snapshot(self.aggregator, self.emitted))
+            data["aggregates"] = aggregate_snapshot(self.aggregator, self.emitted)
         if queries:
             data["ddl"] = self.catalog.ddl()
             data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
@@ -359,7 +359,7 @@ class Registrations:
         if "aggregates" in snapshot:
             compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>", check_names=False)  # noqa: E731
             self.aggregator, self.emitted = restore_aggregator(
-                _unplain_aggregates(snapshot["aggregates"]), self.catalog, self.config, compile_texts
+                snapshot["aggregates"], self.catalog, self.config, compile_texts
             )
         return plan
 
@@ -403,54 +403,3 @@ def _since_text(since: float | Fraction) -> float | str:
 
 def _since_value(data: float | str) -> float | Fraction:
     return Fraction(data) if isinstance(data, str) else float(data)
-
-
-# Transitional, until mqo.aggregation.persist writes plain data itself: the layout it
-# writes now (its stores pickled under "state") keys filters and stores by tuples that
-# hold Fractions, which a snapshot cannot hold. Only that layout is converted, both ways
-# (an entry as a list, the tuples in it as {"tuple": [...]}, Fractions as
-# {"fraction": "n/d"}); any other layout passes as it is.
-
-
-def _is_pickled_layout(part: Any) -> bool:
-    return isinstance(part, Mapping) and isinstance(part.get("state"), bytes) and "plain_keys" not in part
-
-
-def _plain_aggregates(part: dict[str, Any]) -> dict[str, Any]:
-    if not _is_pickled_layout(part):
-        return part
-    return {
-        **part,
-        "filters": [[_plain_keys(v) for v in entry] for entry in part["filters"]],
-        "queries": [[_plain_keys(v) for v in entry] for entry in part["queries"]],
-        "plain_keys": True,
-    }
-
-
-def _unplain_aggregates(part: Mapping[str, Any]) -> Mapping[str, Any]:
-    if not (isinstance(part, Mapping) and part.get("plain_keys") is True):
-        return part
-    out = {k: v for k, v in part.items() if k != "plain_keys"}
-    out["filters"] = [[_unplain_keys(v) for v in entry] for entry in part["filters"]]
-    out["queries"] = [[_unplain_keys(v) for v in entry] for entry in part["queries"]]
-    return out
-
-
-def _plain_keys(x: Any) -> Any:
-    if isinstance(x, tuple):
-        return {"tuple": [_plain_keys(v) for v in x]}
-    if isinstance(x, list):
-        return [_plain_keys(v) for v in x]
-    if isinstance(x, Fraction):
-        return {"fraction": str(x)}
-    return x
-
-
-def _unplain_keys(x: Any) -> Any:
-    if isinstance(x, list):
-        return [_unplain_keys(v) for v in x]
-    if isinstance(x, Mapping) and set(x) == {"tuple"}:
-        return tuple(_unplain_keys(v) for v in x["tuple"])
-    if isinstance(x, Mapping) and set(x) == {"fraction"}:
-        return Fraction(x["fraction"])
-    return x

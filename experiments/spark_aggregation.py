@@ -324,7 +324,7 @@ def stage_partitioning(frame: Any, queries: list[dict[str, Any]], args: argparse
     from pyspark.sql import functions as F
 
     import mqo
-    from runtime.spark.aggregate import _partitioned, stream_plans
+    from runtime.spark.aggregate import partitioned, stream_plans
     from runtime.spark.batch import unify
     from runtime.spark.spec import build_spec
 
@@ -332,7 +332,7 @@ def stage_partitioning(frame: Any, queries: list[dict[str, Any]], args: argparse
     m.register_queries(texts(queries, "p"))
     (plan,) = stream_plans(m, {"H": frame}, args.span)
     spec = build_spec(mqo.Matcher(DDL), partition_by="time")
-    shipped = _partitioned(unify({"H": frame}, spec), plan, spec, args.parts)
+    shipped = partitioned(unify({"H": frame}, spec), plan, spec, args.parts)
     per = [r["count"] for r in shipped.groupBy(F.spark_partition_id().alias("p")).count().collect()]
     mean = sum(per) / args.parts
     return {

@@ -7,13 +7,16 @@ Partials of one slice store are arrays indexed ``[slice, group, column, field]``
   compensated sum (``SUM_HI`` + ``SUM_LO``: the sum of the doubles to about one
   rounding, whatever the order), ``MIN``, ``MAX``, and ``MEAN``/``M2`` (Welford, merged
   with Chan's formula: variances without the cancellation of sum-of-squares);
-* ``ipart[S, G, C, 4]``: ``N`` the non-NULL count, and for INTEGER columns the exact
-  int64 ``ISUM``, ``IMIN``, ``IMAX``.
+* ``ipart[S, G, C, 5]``: ``N`` the non-NULL count, and for INTEGER columns the exact
+  ``IMIN``, ``IMAX`` and sum: ``ICARRY * 2**64 + ISUM`` (``ISUM`` wraps around in
+  int64 and ``ICARRY`` counts the wraps, so 2^62 + 2^62 - 5 is exact, and so is a
+  sum past 64 bits).
 
 :func:`update` adds a batch's tuples to their slices (one call per store and batch);
 :func:`fold_windows` folds all of a query's closed windows in one call (prefix/suffix
-folds per block of slices: MIN and MAX are not subtractable, so no running sums);
-:func:`windows_with_data` finds the windows holding data.
+folds per block of slices: MIN and MAX are not subtractable, so no running sums).
+A store holds only the slices that hold data (``mqo.aggregation.slices``): the
+kernels see positions, never slice numbers, so a gap in time costs nothing.
 Arrays and scalars only, so the kernels cache (``cache=True``). ``tests/references/naive_slices.py``
 is the plain-Python reference they are tested against.
 """
@@ -23,9 +26,35 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from indexes.slice_fields import IMAX, IMIN, INT_MAX, INT_MIN, ISUM, M2, MAX, MEAN, MIN, SUM_HI, SUM_LO, N
+from indexes.slice_fields import ICARRY, IMAX, IMIN, INT_MAX, INT_MIN, ISUM, M2, MAX, MEAN, MIN, SUM_HI, SUM_LO, N
 
-__all__ = ["IMAX", "IMIN", "INT_MAX", "INT_MIN", "ISUM", "M2", "MAX", "MEAN", "MIN", "SUM_HI", "SUM_LO", "N"]
+__all__ = [
+    "ICARRY",
+    "IMAX",
+    "IMIN",
+    "INT_MAX",
+    "INT_MIN",
+    "ISUM",
+    "M2",
+    "MAX",
+    "MEAN",
+    "MIN",
+    "SUM_HI",
+    "SUM_LO",
+    "N",
+]
+
+
+@njit(cache=True, inline="always")
+def _add(a: int, b: int) -> tuple[int, int]:
+    """``a + b`` wrapped around int64, and +1 when it passed the largest int64, -1 the
+    smallest, else 0. No step overflows: the compiler may assume signed addition does
+    not, so ``a + b < a`` is no test of it."""
+    if b > 0 and a > INT_MAX - b:
+        return (a + INT_MIN) + (b + INT_MIN), 1
+    if b < 0 and a < INT_MIN - b:
+        return (a + INT_MAX) + (b + INT_MAX) + 2, -1
+    return a + b, 0
 
 
 @njit(cache=True, inline="always")
@@ -72,7 +101,9 @@ def update(
             f[MEAN] += delta / k
             f[M2] += delta * (x - f[MEAN])
             v = ivals[i, c]
-            p[ISUM] += v
+            total, carry = _add(p[ISUM], v)
+            p[ISUM] = total
+            p[ICARRY] += carry
             if k == 1 or v < p[IMIN]:
                 p[IMIN] = v
             if k == 1 or v > p[IMAX]:
@@ -80,7 +111,18 @@ def update(
 
 
 @njit(cache=True, inline="always")
-def _merge(dr, df, di, a, ga, sr, sf, si, b, gb) -> None:
+def _merge(
+    dr: np.ndarray,
+    df: np.ndarray,
+    di: np.ndarray,
+    a: int,
+    ga: int,
+    sr: np.ndarray,
+    sf: np.ndarray,
+    si: np.ndarray,
+    b: int,
+    gb: int,
+) -> None:
     """The partial of group ``gb`` at ``b`` of ``(sr, sf, si)`` folded into that of
     group ``ga`` at ``a`` of ``(dr, df, di)`` (arrays shaped as a slice store's).
 
@@ -112,30 +154,24 @@ def _merge(dr, df, di, a, ga, sr, sf, si, b, gb) -> None:
         mean = df[a, ga, c, MEAN] + delta * nb / t
         df[a, ga, c, M2] = m2 if some else df[a, ga, c, M2]
         df[a, ga, c, MEAN] = mean if some else df[a, ga, c, MEAN]
-        di[a, ga, c, ISUM] += si[b, gb, c, ISUM]
+        total_sum, carry = _add(di[a, ga, c, ISUM], si[b, gb, c, ISUM])
+        di[a, ga, c, ISUM] = total_sum
+        di[a, ga, c, ICARRY] += si[b, gb, c, ICARRY] + carry
         di[a, ga, c, N] = total
 
 
 @njit(cache=True, inline="always")
-def _copy(dr, df, di, a, sr, sf, si, b) -> None:
+def _copy(
+    dr: np.ndarray, df: np.ndarray, di: np.ndarray, a: int, sr: np.ndarray, sf: np.ndarray, si: np.ndarray, b: int
+) -> None:
     """Every group's partial at ``b`` of ``(sr, sf, si)`` over that at ``a`` of ``(dr, df, di)``."""
     for g in range(sr.shape[1]):
         dr[a, g] = sr[b, g]
         for c in range(sf.shape[2]):
-            for k in range(6):
+            for k in range(sf.shape[3]):
                 df[a, g, c, k] = sf[b, g, c, k]
-            for k in range(4):
+            for k in range(si.shape[3]):
                 di[a, g, c, k] = si[b, g, c, k]
-
-
-@njit(cache=True, inline="always")
-def _block(origin: int, width: int, length: int, p: int) -> tuple[int, int]:
-    """The block of position ``p`` (numbered on slice numbers, ``origin`` being the
-    slice number of position 0) and the position it starts at."""
-    if length == 0:
-        return 0, 0
-    b = (origin + p) // width
-    return b, b * width - origin
 
 
 @njit(cache=True)
@@ -143,73 +179,74 @@ def fold_windows(
     rows: np.ndarray,
     fpart: np.ndarray,
     ipart: np.ndarray,
-    npos: int,
-    origin: int,
-    length: int,
+    block: np.ndarray,
+    los: np.ndarray,
     his: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Many windows of one length folded at once, per group: window ``w`` is the
-    positions ``his[w] - length + 1 .. his[w]`` (``length`` 0: ``0 .. his[w]``, a
-    landmark), clipped to the ``npos`` positions held; ``his`` ascending.
+    """Many windows of one length folded at once, per group: window ``w`` is the held
+    positions ``los[w] .. his[w]`` (empty when ``his[w] < los[w]``); ``block[p]`` numbers
+    the block of slice numbers position ``p`` falls in (non-decreasing; blocks are as
+    long as the windows, aligned on slice numbers, so a window's fold does not depend on
+    when it is emitted, and a window meets at most two blocks); windows ascending.
 
-    MIN and MAX cannot be subtracted, so windows are not running sums: positions are
-    cut into blocks of ``length`` (aligned on slice numbers, ``origin`` being the slice
-    number of position 0, so a window's fold does not depend on when it is emitted).
-    A window starting inside block ``b`` ends inside ``b + 1`` and is the suffix fold
-    of ``b`` from its start merged with the prefix fold of ``b + 1`` up to its end (the
-    prefix/suffix method); a window within one block from the start of its data is
-    that block's prefix.
-    One backward running fold per block gives every suffix, one forward fold every
-    prefix, each read off where a window needs it: every position is folded at most
-    twice, O((positions + windows) x groups x columns) for all the windows, against
-    O(windows x length x groups x columns) for folding each window's slices.
-    Returns per window and group ``rows[W, G]``, ``fpart[W, G, C, 6]``, ``ipart[W, G, C, 4]``."""
+    Positions are the store's occupied slices only (a store is sparse in time), so the
+    blocks are read off ``block``, not off the positions. MIN and MAX cannot be
+    subtracted, so windows are not running sums: a window starting inside block ``b``
+    (after its first position) is the suffix fold of ``b`` from its start merged with
+    the prefix fold of the next block up to its end (the prefix/suffix method); a window
+    starting at its block's first position is that block's prefix. One backward running
+    fold per block gives every suffix, one forward fold every prefix, each read off
+    where a window needs it: every position is folded at most twice,
+    O((positions + windows) x groups x columns) for all the windows.
+    Returns per window and group ``rows[W, G]``, ``fpart[W, G, C, F]``, ``ipart[W, G, C, I]``."""
     W = len(his)
+    P = len(block)
     G = rows.shape[1]
     C = fpart.shape[2]
+    F = fpart.shape[3]
+    I = ipart.shape[3]
     out_r = np.zeros((W, G), np.int64)
-    out_f = np.zeros((W, G, C, 6))
-    out_i = np.zeros((W, G, C, 4), np.int64)
+    out_f = np.zeros((W, G, C, F))
+    out_i = np.zeros((W, G, C, I), np.int64)
     acc_r = np.zeros((1, G), np.int64)
-    acc_f = np.zeros((1, G, C, 6))
-    acc_i = np.zeros((1, G, C, 4), np.int64)
-    width = length if length > 0 else max(npos, 1)
+    acc_f = np.zeros((1, G, C, F))
+    acc_i = np.zeros((1, G, C, I), np.int64)
     NONE = np.iinfo(np.int64).min
     # suffixes: windows from the last, each block folded backwards from its end
-    block, at = NONE, 0
+    current, at = NONE, 0
     for w in range(W - 1, -1, -1):
-        hi = min(his[w], npos - 1)
-        lo = max(his[w] - length + 1, 0) if length > 0 else 0
+        lo, hi = los[w], his[w]
         if hi < lo:
             continue
-        bl, start = _block(origin, width, length, lo)
-        if _block(origin, width, length, hi)[0] == bl and (lo <= start or lo == 0):
-            continue  # within one block, from the start of its data: a prefix alone
-        if bl != block:
-            block, at = bl, start + width - 1
+        bl = block[lo]
+        if block[hi] == bl and (lo == 0 or block[lo - 1] != bl):
+            continue  # within one block, from its first position: a prefix alone
+        if bl != current:
+            current, at = bl, lo
+            while at + 1 < P and block[at + 1] == bl:
+                at += 1  # the block's last position
             acc_r[:] = 0
             acc_f[:] = 0.0
             acc_i[:] = 0
         while at >= lo:
-            if at < npos:
-                for g in range(G):
-                    _merge(acc_r, acc_f, acc_i, 0, g, rows, fpart, ipart, at, g)
+            for g in range(G):
+                _merge(acc_r, acc_f, acc_i, 0, g, rows, fpart, ipart, at, g)
             at -= 1
         _copy(out_r, out_f, out_i, w, acc_r, acc_f, acc_i, 0)
     # prefixes: windows from the first, each block folded forwards from its start
-    block, at = NONE, 0
+    current, at = NONE, 0
     for w in range(W):
-        hi = min(his[w], npos - 1)
-        lo = max(his[w] - length + 1, 0) if length > 0 else 0
+        lo, hi = los[w], his[w]
         if hi < lo:
             continue
-        bl, start_l = _block(origin, width, length, lo)
-        bh, start = _block(origin, width, length, hi)
-        head = bh == bl and (lo <= start_l or lo == 0)
+        bl, bh = block[lo], block[hi]
+        head = bh == bl and (lo == 0 or block[lo - 1] != bl)
         if bh == bl and not head:
-            continue  # ends before its block's end only for want of data: the suffix is all
-        if bh != block:
-            block, at = bh, max(start, 0)
+            continue  # no position in the next block: the suffix is all
+        if bh != current:
+            current, at = bh, hi
+            while at > 0 and block[at - 1] == bh:
+                at -= 1  # the block's first position
             acc_r[:] = 0
             acc_f[:] = 0.0
             acc_i[:] = 0
@@ -223,30 +260,3 @@ def fold_windows(
             for g in range(G):
                 _merge(out_r, out_f, out_i, w, g, acc_r, acc_f, acc_i, 0, g)
     return out_r, out_f, out_i
-
-
-@njit(cache=True)
-def windows_with_data(data: np.ndarray, step: int, length: int, k_from: int, k_to: int) -> np.ndarray:
-    """The windows ``k`` in ``k_from .. k_to`` holding one of the slices ``data``
-    (ascending slice numbers), window ``k`` being the slices ``k*step - length + 1 ..
-    k*step`` (``length`` 0: every slice up to ``k*step``); ascending. Slice ``j`` is in
-    the windows ``ceil(j/step) .. floor((j+length-1)/step)``: O(data + windows)."""
-    out = np.empty(0, np.int64)
-    count = 0
-    last = k_from - 1
-    for j in data:
-        first = max(-((-j) // step), last + 1)
-        final = (j + length - 1) // step if length > 0 else k_to
-        final = min(final, k_to)
-        if final < first:
-            continue
-        need = count + final - first + 1
-        if need > len(out):
-            grown = np.empty(max(need, 2 * len(out)), np.int64)
-            grown[:count] = out[:count]
-            out = grown
-        for k in range(first, final + 1):
-            out[count] = k
-            count += 1
-        last = final
-    return out[:count]

@@ -7,6 +7,7 @@
 """
 
 from mqo.aggregation import AggregateBatch
+from mqo.aggregation.results import AggregateChunk
 from mqo.batch import ARROW_TYPES, MatchBatch, text_of
 from mqo.clock import clock_for
 from mqo.config import ORDERS, MatcherConfig
@@ -14,12 +15,14 @@ from mqo.matcher import Matcher
 from mqo.partitioning import shared_equality_key
 from mqo.registrations import NeverMatchesWarning
 from mqo.results import LateTuple, Match, TupleError
+from mqo.snapshot_codec import SnapshotError, decode_snapshot, encode_snapshot
 from predicates import Catalog, MqoError, QueryError
 
 __all__ = [
     "ARROW_TYPES",
     "ORDERS",
     "AggregateBatch",
+    "AggregateChunk",
     "Catalog",
     "LateTuple",
     "Match",
@@ -29,8 +32,11 @@ __all__ = [
     "MqoError",
     "NeverMatchesWarning",
     "QueryError",
+    "SnapshotError",
     "TupleError",
     "clock_for",
+    "decode_snapshot",
+    "encode_snapshot",
     "shared_equality_key",
     "text_of",
 ]

@@ -117,7 +117,8 @@ class MatcherConfig:
         return parse_order(self.order)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as plain data (a snapshot's part)."""
+        return {**asdict(self), "stream_lateness": dict(self.stream_lateness)}
 
     def with_changes(self, **changes: Any) -> MatcherConfig:
         return replace(self, **changes)

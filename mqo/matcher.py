@@ -276,8 +276,10 @@ class Matcher:
         return self.pipeline.holding()
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:
-        """Everything needed to carry on elsewhere, as plain Python data (its parts:
-        :mod:`mqo.snapshot`); a restored matcher evaluates exactly as this one would.
+        """Everything needed to carry on elsewhere, as plain data (dicts, lists, numbers,
+        strings, numpy arrays; its parts: :mod:`mqo.snapshot`), which
+        :func:`mqo.encode_snapshot` writes as bytes (docs/SNAPSHOTS.md); a restored
+        matcher evaluates exactly as this one would.
         ``queries=False`` leaves the match queries out: restore that ``like=`` a matcher
         that has them (as a Spark worker does in every micro-batch)."""
         return take_snapshot(self.config, self.queries, self.pipeline, queries)
@@ -293,7 +295,8 @@ class Matcher:
         """A matcher that continues exactly where ``snapshot`` was taken. ``like``: a
         matcher with the same streams and queries, whose compiled plan it shares instead
         of compiling them again (neither may then register or unregister queries: they
-        would diverge)."""
+        would diverge); its match queries must be the snapshot's (ids and texts), else a
+        :class:`~mqo.SnapshotError` names the ids that differ."""
         config = restored_config(snapshot, like is not None, overrides)
         m = cls(snapshot["ddl"] if like is None else like.catalog, config=config, late_sink=late_sink)
         load_snapshot(snapshot, m.queries, m.pipeline, None if like is None else like.queries)

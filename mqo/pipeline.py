@@ -34,7 +34,6 @@ row builders and the clock.
 
 from __future__ import annotations
 
-import pickle
 import time
 import warnings
 from collections import deque
@@ -481,7 +480,7 @@ class Pipeline:
         if order is not None and self.policy is not None and self.engine is not None:
             # the adaptive order's statistics and the engine's list order: with them
             # the restored matcher evaluates, and orders results, as this one would
-            self.policy = pickle.loads(order["policy"])
+            self.policy = AdaptivePolicy.from_state(order["policy"])
             self.engine.list_observer = self.policy.observe_list
             by_index = plan.lists[Kind.ATTRIBUTE]
             self.engine.attr_lists = [[by_index[i] for i in per_stream] for per_stream in order["attribute_lists"]]
@@ -490,7 +489,7 @@ class Pipeline:
         if self.policy is None or self.engine is None:
             return None
         lists = [[lst.index for lst in per_stream] for per_stream in self.engine.attr_lists]
-        return {"policy": pickle.dumps(self.policy), "attribute_lists": lists}
+        return {"policy": self.policy.state(), "attribute_lists": lists}
 
 
 def _renumbered(state: Mapping[str, Any], names: list[str] | None, plan: CompiledPlan) -> tuple[Any, bool]:

@@ -17,7 +17,6 @@ import dataclasses
 import gc
 import math
 import warnings
-from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -297,7 +296,7 @@ class Registrations:
                         "at": len(texts),
                         "template": block_template(block),
                         "names": [rq.name for rq in run],
-                        "constants": array("d", constants.reshape(-1).tobytes()),  # row after row
+                        "constants": np.ascontiguousarray(constants.reshape(-1)),  # row after row
                         "since": _since_text(run[0].since_ts),
                     }
                 )

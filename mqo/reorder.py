@@ -39,11 +39,14 @@ engine under ``adaptive`` against the reference).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
+from typing import Any
 
-from mqo.config import order_name
+from mqo.config import order_name, parse_order
 from predicates import INDEXED_KINDS, Kind
 
 TYPES = INDEXED_KINDS
@@ -164,9 +167,50 @@ class AdaptivePolicy:
         self.changes = 0
         self.switches: list[Switch] = []
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.__dict__.setdefault("_looked_with", [None] * len(self.streams))  # (pickled before it was kept)
+    # ------------------------------------------------------------ snapshots
+
+    def state(self) -> dict[str, Any]:
+        """The statistics and orders as plain data (a matcher snapshot's part), exact:
+        :meth:`from_state` gives a policy that decides as this one would."""
+        return {
+            "streams": list(self.streams),
+            "orders": [order_name(o) for o in self.orders],
+            "running": [order_name(o) for o in self.running],
+            # per stream, each (type, position) in the order of _STAT_KEYS
+            "stats": [[_type_stats_data(per[key]) for key in _STAT_KEYS] for per in self.stats],
+            "list_pass": [[index, *_average_data(avg)] for index, avg in self.list_pass.items()],
+            "settings": {name: getattr(self, name) for name in _SETTINGS},
+            "seen": list(self.seen),
+            "explored": list(self.explored),
+            "reset_at": list(self.reset_at),
+            "looked_with": [None if looked is None else list(looked) for looked in self._looked_with],
+            "total": self.total,
+            "changes": self.changes,
+            "switches": [dataclasses.asdict(switch) for switch in self.switches],
+        }
+
+    @classmethod
+    def from_state(cls, data: Mapping[str, Any]) -> AdaptivePolicy:
+        """The policy of :meth:`state` data (lists where tuples were are fine)."""
+        policy = cls(list(data["streams"]), **data["settings"])
+        n = len(policy.streams)
+        policy.orders = [_order(name) for name in data["orders"]]
+        policy.running = [_order(name) for name in data["running"]]
+        stats = data["stats"]
+        if not len(policy.orders) == len(policy.running) == len(stats) == n:
+            raise ValueError("the adaptive order's statistics do not cover its streams")
+        policy.stats = [{key: _type_stats(item) for key, item in zip(_STAT_KEYS, per, strict=True)} for per in stats]
+        policy.list_pass = {int(index): _average(rest) for index, *rest in data["list_pass"]}
+        policy.seen = [int(x) for x in data["seen"]]
+        policy.explored = [int(x) for x in data["explored"]]
+        policy.reset_at = [int(x) for x in data["reset_at"]]
+        policy._looked_with = [
+            None if looked is None else (float(looked[0]), int(looked[1])) for looked in data["looked_with"]
+        ]
+        policy.total = int(data["total"])
+        policy.changes = int(data["changes"])
+        policy.switches = [Switch(**switch) for switch in data["switches"]]
+        return policy
 
     # ------------------------------------------------------------ the engine side
 
@@ -282,3 +326,34 @@ class AdaptivePolicy:
                 f"{last.stream} {last.old} -> {last.new}"
             )
         return lines
+
+
+# ---------------------------------------------------------------- snapshot data
+
+_STAT_KEYS: tuple[tuple[Kind, int | None], ...] = tuple((k, p) for k in TYPES for p in (0, 1, 2, None))
+_SETTINGS = ("hysteresis", "drift", "explore_every", "settle", "warmup")
+
+
+def _average_data(avg: Average) -> list[Any]:
+    return [avg.rate, avg.value, avg.fresh]
+
+
+def _average(data: Sequence[Any]) -> Average:
+    rate, value, fresh = data
+    return Average(float(rate), None if value is None else float(value), int(fresh))
+
+
+def _type_stats_data(ts: TypeStats) -> list[Any]:
+    return [*map(_average_data, (ts.fanout, ts.cost, ts.slow_fanout, ts.slow_cost)), ts.samples]
+
+
+def _type_stats(data: Sequence[Any]) -> TypeStats:
+    fanout, cost, slow_fanout, slow_cost, samples = data
+    return TypeStats(_average(fanout), _average(cost), _average(slow_fanout), _average(slow_cost), int(samples))
+
+
+def _order(name: str) -> tuple[Kind, Kind, Kind]:
+    order = parse_order(name)
+    if order is None:
+        raise ValueError(f"the adaptive order's statistics name the order {name!r}")
+    return order

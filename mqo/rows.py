@@ -46,10 +46,17 @@ class RowBuilder:
         self._next_id = next_id
 
     def build(self, ts: Any, values: Mapping[str, Any] | None, id: Any = None) -> tuple[Any, ...]:
-        """A row for ``values`` at ``ts``; consumes one automatic id either way."""
+        """A row for ``values`` at ``ts``; consumes one automatic id when the row is
+        good (a refused tuple leaves the numbering as it was)."""
         auto_id = self._next_id
-        self._next_id += 1
         name = self.schema.name
+        if values is not None and not isinstance(values, Mapping):
+            # a list in column order is the usual slip (and a pandas row, a Series, is no mapping)
+            columns = ", ".join(f"'{c}': ..." for c in self.schema.column_names)
+            raise TupleError(
+                f"stream {name}: values must be a mapping of column -> value such as {{{columns}}}, "
+                f"got {type(values).__name__}{_shown(values)}"
+            )
         if isinstance(ts, bool) or not isinstance(ts, Real) or not math.isfinite(ts):
             raise TupleError(f"stream {name}: ts must be a finite number, got {ts!r}")
         if id is None:
@@ -93,6 +100,7 @@ class RowBuilder:
                     f"stream {name}: no value for column(s) {', '.join(missing)} "
                     "(give None for NULL, or make the Matcher with missing='null')"
                 )
+        self._next_id += 1
         return tuple(row)
 
     def _coerce(self, value: Any, pos: int) -> Any:
@@ -129,3 +137,12 @@ class RowBuilder:
         return TupleError(
             f"stream {self.schema.name}, column {col.name} ({col.ctype.value}): expected {expected}, got {value!r}"
         )
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """`` value`` as it prints, for an error message, when it prints on one short line
+    (a pushed value may be huge, or a pandas object over many lines)."""
+    text = repr(value)
+    if "\n" in text:
+        return ""
+    return " " + (text if len(text) <= limit else text[: limit - 3] + "...")

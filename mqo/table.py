@@ -40,8 +40,8 @@ from predicates.errors import QueryError, Source, Span
 from predicates.lexer import T, tokenize
 from predicates.normalize import PLACEHOLDER, ListKey, Residual
 from predicates.numbers import faithful
-from predicates.records import _INF, CompiledQuery, Conjunction, _duration, predicate_text, query_text
-from predicates.templates import _UNKNOWN, FastCompiler, _Template
+from predicates.records import INF, CompiledQuery, Conjunction, maxwindow_value, predicate_text, query_text
+from predicates.templates import UNKNOWN, ComparisonTemplate, FastCompiler
 
 _PLACEHOLDER = "1"
 _EXACT_INTEGERS = 2**53
@@ -180,7 +180,7 @@ def table_column(table: Any, name: str) -> Any:
 class _Part:
     """One comparison of a compiled template group: how each row's predicate follows."""
 
-    template: _Template
+    template: ComparisonTemplate
     numbers: list[str]  # the pattern's numbers in the placeholder text
     params: list[str | None]  # per number: the parameter it stands for, or None (a literal)
 
@@ -287,8 +287,8 @@ def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mappi
         if window_param is not None:
             structural.add(window_param)  # a window length: the groups write it in
         else:
-            maxwindow = _duration(numbers[shape.window_index], context.window_scale)  # type: ignore[arg-type]
-            if maxwindow == _INF:
+            maxwindow = maxwindow_value(numbers[shape.window_index], context.window_scale)  # type: ignore[arg-type]
+            if maxwindow == INF:
                 return None
     parts: list[_Part | Residual | bool] = []
     for k, patterns in shape.conditions:
@@ -298,7 +298,7 @@ def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mappi
             params = param_of[k : k + count]
             k += count
             got = compiler._comparison(context, None, (pattern, nums))
-            if got is _UNKNOWN:
+            if got is UNKNOWN:
                 return None
             tmpl = compiler._templates.get(
                 ((context, pattern), tuple(nums[i] for i in compiler._structure[(context, pattern)]))

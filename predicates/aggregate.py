@@ -18,7 +18,10 @@ are allowed). Errors carry positions as every other error of the language.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
 
 from predicates.ast import (
     Aggregate,
@@ -40,9 +43,13 @@ from predicates.ast import (
 from predicates.catalog import Catalog
 from predicates.errors import QueryError
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnOrder, NormalizedQuery, normalize, push_not
-from predicates.semantic import _Binder, _Scope, bind
+from predicates.semantic import Binder, Scope, bind
 
 FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE")
+# windows one tuple may fall in (RANGE / SLIDE): each is a row of output, and the
+# end of input reports every window holding data, so [RANGE 1e15 SLIDE 1] would
+# report 1e15 rows per tuple; a week in seconds (604,800) is within it
+MAX_WINDOWS_PER_TUPLE = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +79,12 @@ class AggregateQuery:
     text: str = field(default="", compare=False)
 
     @property
-    def filter_key(self) -> tuple:
+    def filter_key(self) -> tuple[Any, ...]:
         """Queries whose WHERE normalizes alike share one filter."""
         return (self.stream.lower(), _disjuncts_key(self.where))
 
 
-def _disjuncts_key(nq: NormalizedQuery) -> tuple:
+def _disjuncts_key(nq: NormalizedQuery) -> tuple[Any, ...]:
     return tuple(
         sorted(
             (tuple(sorted(p.describe() for p in c.predicates)), tuple(sorted(r.text for r in c.residuals)))
@@ -116,6 +123,18 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
             item.span,
             hint=f"e.g. FROM {item.stream} [RANGE 10 min SLIDE 1 min], [RANGE 1 h], [ROWS 50]",
         )
+    window = item.window
+    if window.size is not None and window.size / window.slide > MAX_WINDOWS_PER_TUPLE:
+        unit = "rows" if window.kind == "rows" else "s"
+        many = math.ceil(window.size / window.slide)
+        raise QueryError(
+            f"a tuple would fall in {f'{many:,}' if many < 10**12 else f'{float(many):.3g}'} windows of this one"
+            f" ({_number(window.size)} {unit} long, one every {_number(window.slide)} {unit});"
+            f" at most {MAX_WINDOWS_PER_TUPLE:,} are supported",
+            source,
+            window.span,
+            hint=f"make SLIDE at least {'ROWS' if window.kind == 'rows' else 'RANGE'} / 1,000,000",
+        )
     for clause, what in ((query.window, "WINDOW"), (query.maxwindow, "MAXWINDOW")):
         if clause is not None:
             raise QueryError(
@@ -125,8 +144,8 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
         raise QueryError("an aggregate query selects aggregates and GROUP BY columns, not *", source, query.span)
     plain = replace(query, from_=(replace(item, window=None),), select=None, group_by=(), having=None)
     where = normalize(bind(plain, catalog, name), order, max_disjuncts)
-    scope = _Scope(plain, catalog)
-    binder = _Binder(scope)
+    scope = Scope(plain, catalog)
+    binder = Binder(scope)
     alias, schema = scope.entries[0]
     if query.where is not None and _find_aggregate(query.where) is not None:
         found = _find_aggregate(query.where)
@@ -171,6 +190,11 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
     )
 
 
+def _number(value: Fraction) -> str:
+    """A duration or count as a short text: 1e+15, 1e-09, 3600."""
+    return f"{float(value):g}"
+
+
 def _find_aggregate(node: Expr | Condition) -> Aggregate | None:
     if isinstance(node, Aggregate):
         return node
@@ -186,7 +210,7 @@ def _find_aggregate(node: Expr | Condition) -> Aggregate | None:
     return None
 
 
-def _check(expr: Expr, group: list[str], calls: dict, source: object) -> Expr:
+def _check(expr: Expr, group: list[str], calls: dict[Any, Any], source: object) -> Expr:
     """A SELECT or HAVING value: aggregates of columns, GROUP BY columns, numbers."""
     if isinstance(expr, Aggregate):
         column = None
@@ -219,7 +243,7 @@ def _check(expr: Expr, group: list[str], calls: dict, source: object) -> Expr:
     return expr
 
 
-def _check_condition(cond: Condition, group: list[str], calls: dict, source: object) -> Condition:
+def _check_condition(cond: Condition, group: list[str], calls: dict[Any, Any], source: object) -> Condition:
     if isinstance(cond, Comparison):
         left = _check(cond.left, group, calls, source)
         right = _check(cond.right, group, calls, source)

@@ -16,8 +16,12 @@ from fractions import Fraction
 from typing import Any
 
 from predicates.ast import Aggregate, Expr, WindowSpec
-from predicates.errors import Span
+from predicates.errors import Span, did_you_mean
 from predicates.lexer import T, Token
+
+# The aggregate functions of aggregate queries, in the order error messages list them.
+# The query language has no other functions, so any other name before '(' is an error.
+AGGREGATE_FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE")
 
 
 class AggregateGrammar:
@@ -80,7 +84,8 @@ class AggregateGrammar:
         duration = self.parse_duration()
         if duration.seconds <= 0:
             raise self.error(f"{what} must be longer than zero", duration.span)
-        return duration.seconds
+        seconds: Fraction = duration.seconds
+        return seconds
 
     def _row_count(self, what: str) -> Fraction:
         tok = self.peek()
@@ -90,6 +95,17 @@ class AggregateGrammar:
             )
         self.advance()
         return Fraction(int(tok.text))
+
+    def unknown_function(self, tok: Token) -> Exception:
+        """The error for ``name(`` where name is no aggregate function (``MEDIAN(S.temp)``):
+        without it the parser would read a column ``MEDIAN`` and stumble on the '('."""
+        supported = ", ".join(AGGREGATE_FUNCTIONS)
+        error: Exception = self.error(
+            f"unknown function {tok.text}{did_you_mean(tok.text, AGGREGATE_FUNCTIONS)}; "
+            f"the functions are the aggregates {supported}",
+            tok.span,
+        )
+        return error
 
     def aggregate(self, tok: Token) -> Aggregate:
         self.advance()

@@ -352,7 +352,7 @@ def _add(
 # ------------------------------------------------------------- canonical forms
 
 
-def _truth(lhs: Any, op: str, rhs: Any) -> bool:
+def truth(lhs: Any, op: str, rhs: Any) -> bool:
     if op == "<":
         return bool(lhs < rhs)
     if op == "<=":
@@ -388,7 +388,7 @@ def canonicalize(cmp: Comparison, order: ColumnOrder) -> Predicate | Residual | 
     if any(a == 0 for a in coeffs.values()) or len(coeffs) > 2:
         return Residual(cmp, frozenset(referenced_aliases(cmp)))
     if not coeffs:
-        return _truth(const, cmp.op, 0)
+        return truth(const, cmp.op, 0)
     cols = sorted(coeffs, key=order)
     x = cols[0]
     a = coeffs[x]
@@ -427,7 +427,7 @@ def _canonicalize_plain(cmp: Comparison, order: ColumnOrder) -> Predicate | bool
     elif isinstance(right, ColumnRef) and right.ctype is not None:
         family = right.ctype.family
     if not isinstance(left, ColumnRef) and not isinstance(right, ColumnRef):
-        return _truth(left.value, op, right.value)  # type: ignore[union-attr]
+        return truth(left.value, op, right.value)  # type: ignore[union-attr]
     if not isinstance(left, ColumnRef):
         left, right, op = right, left, MIRRORED[op]
     assert isinstance(left, ColumnRef) and left.stream is not None

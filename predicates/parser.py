@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from predicates.aggregate_grammar import AggregateGrammar
+from predicates.aggregate_grammar import AGGREGATE_FUNCTIONS, AggregateGrammar
 from predicates.ast import (
     And,
     Arith,
@@ -91,7 +91,7 @@ INFIX: dict[str, tuple[int, int]] = {
 CLAUSES = ("WINDOW", "MAXWINDOW", "WHERE", "GROUP", "HAVING")
 
 # aggregate functions of aggregate queries (the aggregation issue)
-AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE"})
+AGGREGATES = frozenset(AGGREGATE_FUNCTIONS)
 
 MAX_LITERAL = Fraction(1.7976931348623157e308)
 
@@ -518,8 +518,10 @@ class _Parser(AggregateGrammar, DdlGrammar):
                 return BoolLit(word == "TRUE", tok.span)
             if word in RESERVED:
                 raise self.error(f"expected a value, found keyword {word}", tok.span)
-            if word in AGGREGATES and self.peek(1).kind is T.PUNCT and self.peek(1).text == "(":
-                return self.aggregate(tok)
+            if self.peek(1).kind is T.PUNCT and self.peek(1).text == "(":
+                if word in AGGREGATES:
+                    return self.aggregate(tok)
+                raise self.unknown_function(tok)
             self.advance()
             if self.at_punct("."):
                 self.advance()

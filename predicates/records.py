@@ -23,7 +23,7 @@ from predicates.normalize import (
 from predicates.numbers import EXACT_INTEGERS, decimal_text, exact, faithful, to_float
 from predicates.semantic import BoundQuery
 
-_INF = float("inf")
+INF = float("inf")
 
 
 # ------------------------------------------------------------ symbolic constants
@@ -122,7 +122,7 @@ def scaled_number(text: str, alpha: float) -> float | Fraction:
     value = float(text) * alpha + 0.0  # + 0.0: no negative zero
     if (alpha == 1.0 or alpha == -1.0) and len(text) <= 15:
         return value
-    if (value == _INF or value == -_INF) and float(text) in (_INF, -_INF):
+    if (value == INF or value == -INF) and float(text) in (INF, -INF):
         return value  # a literal out of range: the full front end reports it
     return faithful(Fraction(text) * Fraction(alpha))
 
@@ -265,15 +265,15 @@ def _exact(value: Any, key: ListKey) -> Any:
     return value
 
 
-def _duration(text: str, scale: Fraction) -> float | Fraction:
+def maxwindow_value(text: str, scale: Fraction) -> float | Fraction:
     """A MAXWINDOW of ``text`` units of ``scale`` seconds, as the engine keeps it."""
     if scale == 1 and len(text) <= 15:
         return float(text)
     seconds = Fraction(text) * scale
-    return _INF if to_float(seconds) == _INF else faithful(seconds)
+    return INF if to_float(seconds) == INF else faithful(seconds)
 
 
-def _has_fraction(compiled: CompiledQuery) -> bool:
+def has_fraction(compiled: CompiledQuery) -> bool:
     return any(isinstance(v, Fraction) for preds, _ in compiled.disjuncts for v in preds.values)
 
 

@@ -96,7 +96,7 @@ class BoundQuery:
         raise KeyError(alias)
 
 
-class _Scope:
+class Scope:
     """Aliases of one query's FROM clause."""
 
     def __init__(self, query: Query, catalog: Catalog) -> None:
@@ -205,8 +205,8 @@ def _describe(expr: Expr, family: str) -> str:
     return f"{expr_text(expr)} ({article} {family})"
 
 
-class _Binder:
-    def __init__(self, scope: _Scope) -> None:
+class Binder:
+    def __init__(self, scope: Scope) -> None:
         self.scope = scope
         self.source = scope.source
 
@@ -268,8 +268,8 @@ def _bind(query: Query, catalog: Catalog, name: str) -> BoundQuery:
             hint="register aggregate queries with Matcher.register_query or mqo match; "
             "the Spark stages do not run them yet",
         )
-    scope = _Scope(query, catalog)
-    binder = _Binder(scope)
+    scope = Scope(query, catalog)
+    binder = Binder(scope)
     outputs: list[OutputColumn] = []
     if query.select is None:
         for alias, schema in scope.entries:

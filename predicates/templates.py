@@ -77,9 +77,9 @@ from predicates.records import (
     Disjunct,
     Formula,
     LinearConst,
-    _duration,
-    _has_fraction,
     from_normalized,
+    has_fraction,
+    maxwindow_value,
     scaled_number,
 )
 from predicates.semantic import bind
@@ -90,12 +90,12 @@ _PLAIN_NUMBERS = re.compile(r"(?:\d+(?:\.\d+)? )*\d+(?:\.\d+)?")
 _RECIPE_TRIAL = 2048  # texts compiled before recipes must show they pay...
 _RECIPE_PAYS = 64  # ...by one hit per this many misses
 _INF = float("inf")
-_UNKNOWN = object()
+UNKNOWN = object()
 _NO_SHORTCUTS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
-class _Template:
+class ComparisonTemplate:
     """One comparison pattern: an indexed predicate with a formula, a residual, or a
     constant truth value."""
 
@@ -152,7 +152,7 @@ class FastCompiler:
         self._order = column_order(self.catalog)
         self._contexts: OrderedDict[tuple[str, str, str | None], Context | None] = OrderedDict()
         self._structure: OrderedDict[tuple[Any, ...], tuple[int, ...] | None] = OrderedDict()
-        self._templates: OrderedDict[tuple[Any, ...], _Template] = OrderedDict()
+        self._templates: OrderedDict[tuple[Any, ...], ComparisonTemplate] = OrderedDict()
         # per context, pattern -> (list key, which number, factor, numbers in the pattern)
         self._shortcuts: dict[Context, dict[str, tuple[ListKey, int, float, int]]] = {}
         self._shortcut_count = 0
@@ -184,7 +184,7 @@ class FastCompiler:
                 compiled = self._fast(body, name, skeleton, numbers)
         if compiled is None:
             return self._full(text, name, position, source_name)
-        if not all(type(preds.values) is array for preds, _ in compiled.disjuncts) and _has_fraction(compiled):
+        if not all(type(preds.values) is array for preds, _ in compiled.disjuncts) and has_fraction(compiled):
             # a constant past the doubles (2e308, 1/3): written back, it could read
             # differently; keep the text as given
             compiled.source_text = text
@@ -208,7 +208,7 @@ class FastCompiler:
         must decide, e.g. an infinite window or a condition the shortcuts do not know)."""
         maxwindow = None
         if window_index is not None:
-            maxwindow = _duration(numbers[window_index], context.window_scale)  # type: ignore[arg-type]
+            maxwindow = maxwindow_value(numbers[window_index], context.window_scale)  # type: ignore[arg-type]
             if maxwindow == _INF:
                 return None
         disjuncts = self._conditions(context, conditions, numbers)
@@ -241,7 +241,7 @@ class FastCompiler:
                 count = pattern.count(HOLE)
                 got = self._comparison(context, None, (pattern, numbers[k : k + count]))
                 k += count
-                if got is _UNKNOWN:
+                if got is UNKNOWN:
                     return None
                 if got is True:
                     continue
@@ -355,14 +355,14 @@ class FastCompiler:
             if template is not None:
                 got = template.instance(numbers)
                 if type(got) is tuple and type(got[1]) is float and abs(got[1]) == _INF:
-                    return _UNKNOWN  # a literal out of range: the exact path reports it
+                    return UNKNOWN  # a literal out of range: the exact path reports it
                 return got
         if text is None:
             pieces = pattern.split(HOLE)
             text = pieces[0] + "".join(n + p for n, p in zip(numbers, pieces[1:], strict=True))
         template = self._build(context, text, numbers)
         if template is None:
-            return _UNKNOWN
+            return UNKNOWN
         structural_ix = tuple(i for i in range(len(numbers)) if i not in set(template.params))
         self._structure[struct_key] = structural_ix
         self._templates[(struct_key, tuple(numbers[i] for i in structural_ix))] = template
@@ -381,7 +381,7 @@ class FastCompiler:
                 cache.popitem(last=False)
         return template.instance(numbers)
 
-    def _build(self, context: Context, text: str, numbers: Sequence[str]) -> _Template | None:
+    def _build(self, context: Context, text: str, numbers: Sequence[str]) -> ComparisonTemplate | None:
         self.pattern_compiles += 1
         prefix = f"SELECT {context.select_text} FROM {context.from_text}"
         if context.window_scale is not None:
@@ -401,9 +401,9 @@ class FastCompiler:
             return None
         concrete = canonicalize(cmp, self._order)
         if isinstance(concrete, bool):
-            return _Template(params=(), truth=concrete)
+            return ComparisonTemplate(params=(), truth=concrete)
         if isinstance(concrete, Residual):
-            return _Template(params=(), residual=concrete)
+            return ComparisonTemplate(params=(), residual=concrete)
         assert isinstance(concrete, Predicate)
         index_of = {off: i for i, off in enumerate(offsets)}
         params = sorted(
@@ -413,12 +413,12 @@ class FastCompiler:
             if _token_start(n) in index_of
         )
         if concrete.key.family != "number" or not params:
-            return _Template(params=(), key=concrete.key, constant=concrete.value)
+            return ComparisonTemplate(params=(), key=concrete.key, constant=concrete.value)
         param_of = {offsets[p]: i for i, p in enumerate(params)}
         symbolic = canonicalize(_with_symbols(cmp, param_of), self._order)
         if not isinstance(symbolic, Predicate) or symbolic.key != concrete.key:
-            return _Template(params=(), key=concrete.key, constant=concrete.value)
-        return _Template(params=tuple(params), key=concrete.key, formula=Formula.of(symbolic.constant))
+            return ComparisonTemplate(params=(), key=concrete.key, constant=concrete.value)
+        return ComparisonTemplate(params=tuple(params), key=concrete.key, formula=Formula.of(symbolic.constant))
 
     # ----------------------------------------------------------------- full
 

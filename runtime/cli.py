@@ -134,9 +134,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if stream.strip() in inputs:
             raise CliError(f"--input {stream.strip()} is given twice (one directory per stream)")
         inputs[stream.strip()] = folder.strip()
+    from runtime.io.writers import input_holding
+    from runtime.local.serve_files import checkpoint_lock
+
+    for option in ("--output", "--checkpoint"):
+        folder = getattr(args, option[2:])
+        inside = input_holding(folder, inputs.values())
+        if inside is not None:
+            stream = next(s for s, f in inputs.items() if f == inside)
+            raise CliError(
+                f"{option} {folder} is in the input directory of --input {stream}={inside}: the service would read"
+                " what it writes there as data; give a directory outside the inputs"
+            )
     schema = read_text(args.schema, "the schema")
-    if args.engine == "spark":
-        return _serve_on_spark(args, schema, inputs)
+    with checkpoint_lock(args.checkpoint):  # one service per checkpoint, on either engine
+        if args.engine == "spark":
+            return _serve_on_spark(args, schema, inputs)
+        return _serve_locally(args, schema, inputs)
+
+
+def _serve_locally(args: argparse.Namespace, schema: str, inputs: dict[str, str]) -> int:
     if args.max_window is not None:
         raise CliError("--max-window is for --engine spark (the local engine keeps what its queries need)")
     from runtime.local.serve import LocalService
@@ -153,10 +170,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         order=args.order,
         on_bad_row=args.on_bad_row,
         emit=args.emit,
+        settle=args.poll,  # a file is taken once it has not changed for a poll interval
     )
+    idle = service.idle_note()
     print(
         f"mqo serve: watching {args.queries} and {len(inputs)} input folder(s); results in {args.output}"
-        + ("" if args.once else " (Ctrl-C stops)"),
+        + ("" if args.once else " (Ctrl-C stops)")
+        + (f"; idle, not holding time back until they send tuples: {idle}" if idle else ""),
         file=sys.stderr,
     )
     reports = service.run(once=args.once, poll=args.poll)
@@ -283,6 +303,20 @@ def lateness_option(text: str) -> float:
     return value
 
 
+MIN_POLL = 0.1  # seconds: looking more often only keeps a core busy
+
+
+def poll_option(text: str) -> float:
+    """``--poll``: seconds between looks at the directories, finite and at least ``MIN_POLL``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < MIN_POLL:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a poll interval; give seconds >= {MIN_POLL} (such as 1)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mqo",
@@ -385,7 +419,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --engine spark: the largest MAXWINDOW a query may have",
     )
     serve.add_argument("--master", default="local[*]", help="Spark master URL with --engine spark")
-    serve.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look (default 1)")
+    serve.add_argument(
+        "--poll",
+        type=poll_option,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often to look (default 1, at least 0.1); a file is taken once unchanged for this long",
+    )
     serve.add_argument("--format", choices=["jsonl", "csv", "parquet"], default="jsonl", help="result file format")
     serve.add_argument("--order", type=order_option, default="adaptive", metavar="ORDER", help="as for match")
     serve.add_argument("--allowed-lateness", type=lateness_option, default=0.0, metavar="SECONDS")

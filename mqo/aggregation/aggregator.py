@@ -26,6 +26,7 @@ more is reported; stores no query reads are dropped.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -39,7 +40,7 @@ from indexes.stored import StoredTuple
 from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
-from mqo.aggregation.slices import SliceStore
+from mqo.aggregation.slices import SliceStore, scaled, windows_with_data
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
 from mqo.plan_compile import compile_plan
@@ -50,13 +51,15 @@ from predicates.aggregate import AggregateQuery, filter_text
 from predicates.ast import Aggregate, ColumnRef
 from predicates.numbers import decimal_of
 
+LANDMARK_STEP = 2**20  # landmark windows one emission reports per query, at most
+
 
 def _gcd(a: Fraction, b: Fraction) -> Fraction:
     return Fraction(math.gcd(a.numerator * b.denominator, b.numerator * a.denominator), a.denominator * b.denominator)
 
 
 @dataclass
-class _Registered:
+class RegisteredAggregate:
     query: AggregateQuery
     store_key: tuple
     since: Fraction | None  # the newest timestamp at registration (None: before any)
@@ -74,7 +77,7 @@ class _Registered:
 class Aggregator:
     def __init__(self, catalog: Catalog, config: MatcherConfig) -> None:
         self.catalog = catalog
-        self.queries: dict[str, _Registered] = {}
+        self.queries: dict[str, RegisteredAggregate] = {}
         self.stores: dict[tuple, SliceStore] = {}
         self.count_stores: dict[tuple, CountStore] = {}  # [ROWS n SLIDE m] (mqo.aggregation.counts)
         self.filters: dict[tuple, str] = {}  # filter key -> filter query id
@@ -119,7 +122,9 @@ class Aggregator:
         self.filter_users.setdefault(fid, set()).add(aq.name)
         window = aq.window
         if window.kind == "rows":
-            self.queries[aq.name] = _Registered(aq, add_count_query(self.count_stores, self.catalog, aq, fid), since)
+            self.queries[aq.name] = RegisteredAggregate(
+                aq, add_count_query(self.count_stores, self.catalog, aq, fid), since
+            )
             return
         grid = window.slide if window.size is None else _gcd(window.size, window.slide)
         columns = list(dict.fromkeys(c.column for c in aq.calls if c.column is not None))
@@ -136,7 +141,7 @@ class Aggregator:
             self.stores[store_key] = SliceStore([], [], grid)
             self.stores[store_key].landmark = window.kind == "unbounded"
         self.stores[store_key].add_columns(columns, integer)
-        reg = _Registered(aq, store_key, since)
+        reg = RegisteredAggregate(aq, store_key, since)
         if since is not None and window.size is not None:
             reg.next_k = math.ceil((since + window.size) / window.slide)
         self.queries[aq.name] = reg
@@ -248,18 +253,19 @@ class Aggregator:
         codes, keys = shared.groups(store_key[2])
         store.add(slices, codes[rows], keys, fvals, ivals, self._first_needed(store_key))
 
-    def _first_needed(self, store_key: tuple) -> int:
-        """The first slice a pending window of the store's queries can need."""
+    def _first_needed(self, store_key: tuple) -> int | None:
+        """The first slice a pending window of the store's queries can need (None: any,
+        as long as a query has not emitted its first window)."""
         store = self.stores[store_key]
         first: int | None = None
         for reg in self.queries.values():
             if reg.store_key != store_key:
                 continue
             if reg.next_k is None or reg.size is None:
-                return -(2**62)
+                return None
             lo = int((reg.next_k * reg.slide - reg.size) / store.grid) + 1
             first = lo if first is None else min(first, lo)
-        return -(2**62) if first is None else first
+        return first
 
     # -------------------------------------------------------------- emission
 
@@ -283,31 +289,42 @@ class Aggregator:
             store = self.stores.get(reg.store_key)  # None: a count query's
             if store is None or store.empty:
                 continue
-            s, d, g = reg.slide, reg.size, store.grid
+            # in slice units (the grid divides RANGE and SLIDE): window k is slices
+            # k*S - D + 1 .. k*S (D 0: a landmark, every slice up to k*S)
+            S = int(reg.slide / store.grid)
+            D = 0 if reg.size is None else int(reg.size / store.grid)
+            top = store.last_slice
             if threshold is None:
-                span = d if d is not None else Fraction(0)
-                k_max = math.ceil((store.top * g + span) / s) - 1 if d is not None else math.ceil(store.top * g / s)
+                k_max = -(-top // S) if D == 0 else (top + D - 1) // S  # the last window holding data
             else:
-                k_max = math.ceil(threshold / s) - 1
+                k_max = math.ceil(threshold / reg.slide) - 1
             if reg.next_k is None:
                 # the first window with data; none ending at or after the threshold is
                 # closed yet (a tuple within the lateness may still come before the first)
-                first = math.ceil(store.base * g / s)
+                first = -(-store.first_slice // S)
                 reg.next_k = first if threshold is None else min(first, k_max + 1)
-            # in slice units (the grid divides RANGE and SLIDE): window k is slices
-            # k*S - D + 1 .. k*S; the windows holding data found on arrays, and all of
-            # them folded in one kernel call
-            S = int(s / g)
-            D = 0 if d is None else int(d / g)
+            if D:
+                # no later window holds data: the windows of a gap in time are never visited
+                k_to = min(k_max, (top + D - 1) // S)
+                k_next = max(reg.next_k, k_max + 1)
+            else:
+                # every landmark window holds data: a far watermark (a heartbeat of 1e19)
+                # emits them LANDMARK_STEP at a time, the rest on the next calls
+                k_to = min(k_max, reg.next_k + LANDMARK_STEP - 1)
+                k_next = max(reg.next_k, k_to + 1)
+                if threshold is None and k_to < k_max:
+                    warnings.warn(
+                        f"query {reg.query.name}: its landmark window has {_many(k_max - k_to)} more ends to report"
+                        f" than one call reports ({LANDMARK_STEP:,}); flush() again for the next ones",
+                        stacklevel=4,
+                    )
             data = filled.get(reg.store_key)
             if data is None:
                 data = filled[reg.store_key] = store.data_slices()
-            from indexes import slice_kernels as SK  # numba on first use
-
-            ks = SK.windows_with_data(data, S, D, reg.next_k, k_max)
-            reg.next_k = max(reg.next_k, k_max + 1)
+            ks = windows_with_data(data, S, D, reg.next_k, k_to)
+            reg.next_k = k_next
             if len(ks):
-                out.append(self._chunk(reg, position, store, ks, *store.fold(ks * S, D)))
+                out.append(self._chunk(reg, position, store, ks, *store.fold(scaled(ks, S), D)))
         for key, store in self.stores.items():
             if not store.landmark:
                 store.drop_before(self._first_needed(key))
@@ -317,7 +334,7 @@ class Aggregator:
 
     def _chunk(
         self,
-        reg: _Registered,
+        reg: RegisteredAggregate,
         position: int,
         store: SliceStore,
         ks: np.ndarray,
@@ -336,7 +353,9 @@ class Aggregator:
         starts, ends = _bounds(ks, reg.slide, reg.size)
         return self._finish(reg, position, store, starts[w], ends[w], grps, n, fpart, ipart)
 
-    def _count_chunk(self, reg: _Registered, position: int, store: CountStore, windows: list[Window]) -> AggregateChunk:
+    def _count_chunk(
+        self, reg: RegisteredAggregate, position: int, store: CountStore, windows: list[Window]
+    ) -> AggregateChunk:
         """The rows of a query's complete count windows (batches of one group each), by window end."""
         starts, ends, n, fpart, ipart = (np.concatenate([w[k] for w in windows]) for k in (0, 1, 3, 4, 5))
         grps = np.concatenate([np.full(len(w[0]), w[2], np.int64) for w in windows])
@@ -347,7 +366,7 @@ class Aggregator:
 
     def _finish(
         self,
-        reg: _Registered,
+        reg: RegisteredAggregate,
         position: int,
         store: SliceStore | CountStore,
         starts: np.ndarray,
@@ -366,7 +385,8 @@ class Aggregator:
                 columns[(call.func, None)] = n.tolist()
                 continue
             c = store.columns.index(call.column)
-            columns[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], aq.name)
+            what = f"query {aq.name}: {call.func}({aq.alias}.{call.column})"
+            columns[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], what)
         keys = store.group_keys
         codes = grps.tolist()
         names = [name for name, _ in aq.outputs]
@@ -451,11 +471,25 @@ def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.
         ends = end.astype(np.float64)
         starts = np.full(len(ks), -math.inf) if size is None else (end - dn).astype(np.float64)
         return starts, ends
-    ends = np.array([k * sn / sd for k in ks.tolist()], np.float64)
+    ends = np.array([_quotient(k * sn, sd) for k in ks.tolist()], np.float64)
     if size is None:
         return np.full(len(ks), -math.inf), ends
-    starts = np.array([(k * sn * dd - dn * sd) / (sd * dd) for k in ks.tolist()], np.float64)
+    starts = np.array([_quotient(k * sn * dd - dn * sd, sd * dd) for k in ks.tolist()], np.float64)
     return starts, ends
+
+
+def _quotient(a: int, b: int) -> float:
+    """``a / b`` correctly rounded; past the largest double, infinity (a window bound
+    beyond the doubles, as a timestamp near 1.8e308 on a coarse grid has)."""
+    try:
+        return a / b
+    except OverflowError:
+        return math.inf if (a > 0) == (b > 0) else -math.inf
+
+
+def _many(count: int) -> str:
+    """A count as a short text: 65,536, 1e+292."""
+    return f"{count:,}" if count < 10**12 else f"{float(count):.3g}"
 
 
 def _plain(expr: Any, group_by: tuple[str, ...]) -> bool:
@@ -467,17 +501,16 @@ def _aggregate_key(expr: Any) -> tuple[str, str | None]:
     return (expr.func, None if expr.arg is None else expr.arg.name)
 
 
-def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -> list[Any]:
-    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 4])
-    as Python values, NULL (None) where the group has too few values."""
+def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, what: str) -> list[Any]:
+    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 5])
+    as Python values, NULL (None) where the group has too few values; ``what`` names the
+    query and the aggregate in a warning."""
     n = p[:, K.N]
     if func == "COUNT":
         return n.tolist()
-    if func == "SUM" and integer and len(f) and np.abs(f[:, K.SUM_HI]).max() > 2.0**62:
-        raise OverflowError(f"query {name}: an INTEGER sum passes 64 bits")
-    if func == "AVG" and integer and len(p) and np.abs(p[:, K.ISUM]).max() >= 2**53:
-        # int64 / int64 in doubles is not the correctly rounded quotient here
-        return [_final(func, integer, f[g], p[g], name) for g in range(len(p))]
+    if integer and func in ("SUM", "AVG") and len(p) and (p[:, K.ICARRY].any() or np.abs(p[:, K.ISUM]).max() >= 2**53):
+        # a sum that wrapped around int64, or an AVG whose int64 sum is no exact double
+        return _integer_sums(func, p, what)
     with np.errstate(divide="ignore", invalid="ignore"):
         if func == "SUM":
             values = p[:, K.ISUM] if integer else f[:, K.SUM_HI] + f[:, K.SUM_LO]
@@ -498,27 +531,24 @@ def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -
     return out
 
 
-def _final(func: str, integer: bool, f: np.ndarray, p: np.ndarray, name: str) -> Any:
-    n = int(p[K.N])
-    if func == "COUNT":
-        return n
-    if n == 0:
-        return None
-    if func == "SUM":
-        if integer:
-            if abs(f[K.SUM_HI]) > 2.0**62:
-                raise OverflowError(f"query {name}: an INTEGER sum passes 64 bits")
-            return int(p[K.ISUM])
-        return float(f[K.SUM_HI] + f[K.SUM_LO])
-    if func == "AVG":
-        if integer:
-            return float(Fraction(int(p[K.ISUM]), n))
-        return float(f[K.SUM_HI] + f[K.SUM_LO]) / n
-    if func == "MIN":
-        return int(p[K.IMIN]) if integer else float(f[K.MIN])
-    if func == "MAX":
-        return int(p[K.IMAX]) if integer else float(f[K.MAX])
-    if n < 2:
-        return None
-    variance = max(float(f[K.M2]), 0.0) / (n - 1)
-    return variance if func == "VARIANCE" else math.sqrt(variance)
+def _integer_sums(func: str, p: np.ndarray, what: str) -> list[Any]:
+    """SUM or AVG of INTEGER partials from their exact sums: AVG correctly rounded; a
+    SUM past 64 bits (the INTEGER it is) is NULL, with a warning, as a FLOAT that
+    overflows is written as NULL: one window's overflow loses no other row."""
+    out: list[Any] = []
+    passed = 0
+    for total, count in zip(K.exact_sums(p), p[:, K.N].tolist(), strict=True):
+        if not count:
+            out.append(None)
+        elif func == "AVG":
+            out.append(float(Fraction(total, count)))
+        elif K.INT_MIN <= total <= K.INT_MAX:
+            out.append(total)
+        else:
+            out.append(None)
+            passed += 1
+    if passed:
+        warnings.warn(
+            f"{what}: the sum passes 64 bits in {passed} row(s) (an INTEGER is 64-bit); written as NULL", stacklevel=6
+        )
+    return out

@@ -11,6 +11,7 @@ import numpy as np
 from mqo.aggregation.slices import slice_of
 from mqo.batch import EXACT
 from mqo.prepare import PreparedBatch
+from predicates import ColumnType
 
 
 class BatchColumns:
@@ -30,7 +31,8 @@ class BatchColumns:
     def groups(self, group_by: tuple[str, ...]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
         if group_by not in self._groups:
             rows = np.arange(len(self.prepared), dtype=np.int64)
-            self._groups[group_by] = group_codes(group_columns(self.prepared, group_by), rows)
+            floats = [name == "ts" or _is_float(self.prepared, name) for name in group_by]
+            self._groups[group_by] = group_codes(group_columns(self.prepared, group_by), rows, floats)
         return self._groups[group_by]
 
 
@@ -45,14 +47,19 @@ def filter_rows(rows_of: np.ndarray, fids: np.ndarray, slots: list[int]) -> np.n
 def value_columns(
     columns: list[str], integer: list[bool], prepared: PreparedBatch, rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The value columns of ``rows``: as doubles (NaN: NULL) and INTEGER ones exactly."""
+    """The value columns of ``rows`` (``ts`` and ``id`` too): as doubles (NaN: NULL)
+    and INTEGER ones exactly."""
     C = len(columns)
     fvals = np.full((len(rows), C), np.nan)
     ivals = np.zeros((len(rows), C), np.int64)
     exact = prepared.columns.get(EXACT, {})
     numeric = {col.name: col.ctype.is_numeric for col in prepared.schema.columns}
     for c, (name, is_int) in enumerate(zip(columns, integer, strict=True)):
-        col = prepared.columns.get(name)
+        if name == "id":  # the implicit columns are columns like any other
+            fvals[:, c] = prepared.ids[rows].astype(np.float64)
+            ivals[:, c] = prepared.ids[rows]
+            continue
+        col = prepared.ts if name == "ts" else prepared.columns.get(name)
         if col is not None and not numeric.get(name, True):
             # a STRING or BOOLEAN column is only counted (COUNT(col)): its NULLs matter
             present = np.array([v is not None for v in col], bool)
@@ -68,12 +75,19 @@ def value_columns(
 
 
 def group_columns(prepared: PreparedBatch, names: tuple[str, ...]) -> list[Any]:
-    """The GROUP BY columns of a batch; an INTEGER one holding values past 2**53 as
-    exact Python ints (None: NULL), since its doubles would merge groups."""
+    """The GROUP BY columns of a batch (``ts`` and ``id`` too); an INTEGER one holding
+    values past 2**53 as exact Python ints (None: NULL), since its doubles would merge
+    groups."""
     exact = prepared.columns.get(EXACT, {})
     out: list[Any] = []
     for name in names:
-        if name in exact:
+        if name == "ts":
+            out.append(prepared.ts)
+        elif name == "id":  # exact: as Python ints past 2**53
+            ids = prepared.ids
+            wide = len(ids) and max(-int(ids.min()), int(ids.max())) >= 2**53  # (abs of -2**63 wraps)
+            out.append(np.array(ids.tolist(), object) if wide else ids.astype(np.float64))
+        elif name in exact:
             col = exact[name]
             values = [None if null else v for v, null in zip(col.values.tolist(), col.null.tolist(), strict=True)]
             out.append(np.array(values, object))
@@ -82,11 +96,19 @@ def group_columns(prepared: PreparedBatch, names: tuple[str, ...]) -> list[Any]:
     return out
 
 
-def group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+def _is_float(prepared: PreparedBatch, name: str) -> bool:
+    return any(col.name == name and col.ctype is ColumnType.FLOAT for col in prepared.schema.columns)
+
+
+def group_codes(
+    cols: list[Any], rows: np.ndarray, floats: list[bool] | None = None
+) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
     """Per row a code of its group key and the key of each code (codes numbered by
     first occurrence): the distinct keys are found on arrays, and only one Python
-    tuple is built per distinct key, not per row."""
+    tuple is built per distinct key, not per row. ``floats``: which columns are FLOAT
+    (their keys stay floats; the others' whole doubles are the INTEGERs they hold)."""
     n = len(rows)
+    floats = floats or [False] * len(cols)
     if not cols:
         return np.zeros(n, np.int64), [()]
     per_col: list[np.ndarray] = []
@@ -110,16 +132,21 @@ def group_codes(cols: list[Any], rows: np.ndarray) -> tuple[np.ndarray, list[tup
     order = np.argsort(first, kind="stable")  # codes by first occurrence
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
-    keys = [tuple(group_key(col, int(rows[first[u]])) for col in cols) for u in order.tolist()]
+    keys = [
+        tuple(group_key(col, int(rows[first[u]]), f) for col, f in zip(cols, floats, strict=True))
+        for u in order.tolist()
+    ]
     return rank[inverse], keys
 
 
-def group_key(col: Any, i: int) -> Any:
+def group_key(col: Any, i: int, is_float: bool = False) -> Any:
+    """Row ``i``'s key in ``col`` as a Python value (NaN: None); a whole double of a
+    column that is not FLOAT is the INTEGER it holds."""
     if col is None:
         return None
     v = col[i]
     if isinstance(v, float | np.floating):
         if v != v:
             return None
-        return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)
-    return v
+        return int(v) if not is_float and float(v).is_integer() and abs(v) < 2**53 else float(v)
+    return v.item() if isinstance(v, np.generic) else v

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from mqo.aggregation.slices import SliceStore
+from mqo.aggregation.slices import SliceStore, plain
 from predicates import Catalog, ColumnType
 from predicates.aggregate import AggregateQuery
 from predicates.numbers import decimal_of
@@ -87,7 +87,7 @@ class CountStore:
         self.readers: dict[str, tuple[int, int]] = {}  # query -> (n, m)
         self.groups: dict[tuple[Any, ...], int] = {}
         self.group_keys: list[tuple[Any, ...]] = []
-        self.state: list[_Group] = []
+        self.group_states: list[_Group] = []
         self.taken = 0  # rows taken so far
         # rows not final yet: ts, arrival number, group, values (chunks, joined on use)
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -108,7 +108,7 @@ class CountStore:
 
     @property
     def slices_kept(self) -> int:
-        return sum(s.store.slices_kept for s in self.state)
+        return sum(s.store.slices_kept for s in self.group_states)
 
     def take(
         self,
@@ -127,7 +127,9 @@ class CountStore:
             if g is None:
                 g = self.groups[key] = len(self.group_keys)
                 self.group_keys.append(key)
-                self.state.append(_Group(SliceStore(list(self.columns), list(self.integer), Fraction(self.grain))))
+                self.group_states.append(
+                    _Group(SliceStore(list(self.columns), list(self.integer), Fraction(self.grain)))
+                )
             index[c] = g
         self.taken += len(ts)
         self.pending.append((np.asarray(ts, np.float64), np.asarray(arrival, np.int64), index[codes], fv, iv))
@@ -150,7 +152,7 @@ class CountStore:
                 for part in np.split(order, bounds):
                     self._number(int(grp[part[0]]), ts[part], fv[part], iv[part], out)
         if mark is None:
-            for g, state in enumerate(self.state):
+            for g, state in enumerate(self.group_states):
                 if state.flushed != state.done:
                     state.flushed = state.done
                     for name, (n, m) in self.readers.items():
@@ -158,7 +160,7 @@ class CountStore:
         return out
 
     def _number(self, g: int, ts: np.ndarray, fv: np.ndarray, iv: np.ndarray, out: dict[str, list[Window]]) -> None:
-        state = self.state[g]
+        state = self.group_states[g]
         grain = self.grain
         d0 = state.done
         d1 = d0 + len(ts)
@@ -203,6 +205,67 @@ class CountStore:
         lo, hi = (begin - 1) // self.grain + 1, (done - 1) // self.grain + 1
         folded = _group0(state.store.fold(np.array([hi], np.int64), hi - lo + 1))
         out.append((np.array([state.first_ts[lo]]), np.array([state.last_ts]), g, *folded))
+
+    def state(self) -> dict[str, Any]:
+        """The store as plain data (see :meth:`SliceStore.state`); the rows not final
+        yet as one set of columns."""
+        C = len(self.columns)
+        if self.pending:
+            ts, seq, grp, fv, iv = (np.concatenate(parts) for parts in zip(*self.pending, strict=True))
+        else:
+            ts, seq, grp = np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
+            fv, iv = np.zeros((0, C)), np.zeros((0, C), np.int64)
+        return {
+            "group_by": list(self.group_by),
+            "columns": list(self.columns),
+            "integer": list(self.integer),
+            "grain": self.grain,
+            "readers": {name: [n, m] for name, (n, m) in self.readers.items()},
+            "group_keys": [[plain(v) for v in key] for key in self.group_keys],
+            "groups": [
+                {
+                    "store": g.store.state(),
+                    "done": g.done,
+                    "first_slices": list(g.first_ts),
+                    "first_ts": list(g.first_ts.values()),
+                    "last_ts": g.last_ts,
+                    "flushed": g.flushed,
+                }
+                for g in self.group_states
+            ],
+            "taken": self.taken,
+            "pending": {"ts": ts, "arrival": seq, "group": grp, "fvals": fv, "ivals": iv},
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> CountStore:
+        store = cls(tuple(state["group_by"]))
+        store.columns = list(state["columns"])
+        store.integer = [bool(i) for i in state["integer"]]
+        store.grain = int(state["grain"])
+        store.readers = {name: (int(n), int(m)) for name, (n, m) in state["readers"].items()}
+        store.group_keys = [tuple(key) for key in state["group_keys"]]
+        store.groups = {key: g for g, key in enumerate(store.group_keys)}
+        for g in state["groups"]:
+            first = dict(zip((int(j) for j in g["first_slices"]), map(float, g["first_ts"]), strict=True))
+            group = _Group(SliceStore.from_state(g["store"]), int(g["done"]), first, float(g["last_ts"]))
+            group.flushed = int(g["flushed"])
+            store.group_states.append(group)
+        store.taken = int(state["taken"])
+        p = state["pending"]
+        C = len(store.columns)
+        ts = np.asarray(p["ts"], np.float64).reshape(-1)
+        if len(ts):
+            store.pending = [
+                (
+                    ts,
+                    np.asarray(p["arrival"], np.int64).reshape(-1),
+                    np.asarray(p["group"], np.int64).reshape(-1),
+                    np.asarray(p["fvals"], np.float64).reshape(len(ts), C),
+                    np.asarray(p["ivals"], np.int64).reshape(len(ts), C),
+                )
+            ]
+        return store
 
     def explain(self) -> str:
         return (

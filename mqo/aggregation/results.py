@@ -25,7 +25,7 @@ from predicates.ast import (
     Number,
     StringLit,
 )
-from predicates.normalize import _truth as truth
+from predicates.normalize import truth as truth
 from predicates.numbers import decimal_of
 
 

@@ -7,9 +7,17 @@ tuple falls in is decided exactly (``ceil(ts / g)`` on the decimal ``ts`` means,
 docs/ARCHITECTURE.md's "Exact numbers" asks; doubles decide unless ``ts / g`` is
 within rounding of an integer).
 
-Memory is slices x groups x columns: slices no pending window needs are dropped as
-windows are emitted (landmark windows, ``[RANGE UNBOUNDED]``, keep every slice: that
-store grows with time, one slice per ``g``).
+**Sparse in time.** A store holds only the slices that hold data: ``nums`` their
+slice numbers, ascending, and row ``p`` of the partial arrays the slice ``nums[p]``.
+A gap of a day (or of 1e9 s) between two tuples costs nothing; a window's fold reads
+the held slices inside its range (positions found by binary search). Memory is held
+slices x groups x columns: slices no pending window needs are dropped as windows are
+emitted (landmark windows, ``[RANGE UNBOUNDED]``, keep every slice holding data).
+
+Slice numbers are int64 while they stay within ``SAFE`` (then sums of two of them
+stay in int64 too); a timestamp far from zero on a fine grid (``ts`` 1e300) gets an
+exact Python int, and the store's numbers become an object array until such slices
+are dropped: correct everywhere, only slower.
 """
 
 from __future__ import annotations
@@ -22,17 +30,79 @@ import numpy as np
 
 from predicates.numbers import decimal_of
 
+SAFE = 2**61  # int64 slice numbers stay within this, so sums of two stay in int64
+
 
 def slice_of(ts: np.ndarray, g: Fraction) -> np.ndarray:
-    """``ceil(ts / g)`` of every timestamp, exactly."""
+    """``ceil(ts / g)`` of every timestamp, exactly: int64, or an object array of
+    Python ints when one is past :data:`SAFE`."""
     gf = float(g)
-    q = ts / gf
-    j = np.ceil(q)
-    near = np.abs(q - np.round(q)) <= 1e-9 * np.maximum(1.0, np.abs(q))
-    out = j.astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = ts / gf
+        near = np.abs(q - np.round(q)) <= 1e-9 * np.maximum(1.0, np.abs(q))
+    far = ~(np.abs(q) < SAFE / 2)  # also inf: ts / g past the doubles
+    if far.any():
+        exact = [
+            math.ceil(decimal_of(float(t)) / g) if f or n else math.ceil(x)
+            for t, x, f, n in zip(ts.tolist(), q.tolist(), far.tolist(), near.tolist(), strict=True)
+        ]
+        return ints(exact)
+    out = np.ceil(q).astype(np.int64)
     for i in np.flatnonzero(near).tolist():
         out[i] = math.ceil(decimal_of(float(ts[i])) / g)
     return out
+
+
+def ints(values: Any) -> np.ndarray:
+    """Whole numbers as an int64 array when all are within :data:`SAFE`, else as an
+    object array of Python ints (exact at any size)."""
+    arr = np.asarray(values)
+    if arr.dtype == object or arr.dtype.kind not in "iu":
+        out = np.empty(len(arr), object)
+        out[:] = [int(v) for v in arr.tolist()]
+        if not len(out) or (max(out) < SAFE and min(out) > -SAFE):
+            return out.astype(np.int64)
+        return out
+    return arr.astype(np.int64, copy=False)
+
+
+def scaled(ks: np.ndarray, factor: int, offset: int = 0) -> np.ndarray:
+    """``ks * factor + offset`` exactly (object arithmetic when int64 could overflow)."""
+    if not len(ks):
+        return np.zeros(0, np.int64)
+    top = max(abs(int(ks.max())), abs(int(ks.min()))) * abs(factor) + abs(offset)
+    if ks.dtype != object and top < SAFE:
+        return ks * factor + offset
+    return ints(ks.astype(object) * factor + offset)
+
+
+def _common(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two slice-number arrays of one dtype (object if either is)."""
+    if a.dtype == b.dtype:
+        return a, b
+    return a.astype(object), b.astype(object)
+
+
+def windows_with_data(data: np.ndarray, step: int, length: int, k_from: int, k_to: int) -> np.ndarray:
+    """The windows ``k`` in ``k_from .. k_to`` holding one of the slices ``data``
+    (ascending slice numbers), window ``k`` being the slices ``k*step - length + 1 ..
+    k*step`` (``length`` 0: every slice up to ``k*step``); ascending. Slice ``j`` is in
+    the windows ``ceil(j/step) .. floor((j+length-1)/step)``: O(data + windows), on
+    arrays, whatever the gaps between the slices (exact Python ints past int64)."""
+    if not len(data) or k_to < k_from:
+        return np.zeros(0, np.int64)
+    wide = data.dtype == object or max(abs(k_from), abs(k_to), abs(step), length) >= SAFE
+    d = data.astype(object) if wide else data
+    first = np.maximum(-((-d) // step), k_from)
+    last = np.minimum((d + (length - 1)) // step, k_to) if length > 0 else np.full(len(d), k_to, d.dtype)
+    # a window already holding an earlier slice is not listed twice
+    before = np.concatenate([np.array([k_from - 1], d.dtype), np.maximum.accumulate(last)[:-1]])
+    first = np.maximum(first, before + 1)
+    counts = np.maximum(last - first + 1, 0).astype(np.int64)
+    total = int(counts.sum())
+    starts = np.repeat(first, counts)
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return ints(starts + offsets) if wide else starts + offsets
 
 
 class SliceStore:
@@ -42,21 +112,33 @@ class SliceStore:
         self.grid = grid
         self.groups: dict[tuple[Any, ...], int] = {}
         self.group_keys: list[tuple[Any, ...]] = []
-        self.base = 0  # slice number at position 0
-        self.top = -1  # largest slice number holding data (-1 with base 0: none)
-        self.empty = True
+        self.nums = np.zeros(0, np.int64)  # the slice numbers held, ascending; row p is nums[p]
         self.landmark = False
         self._alloc(16, 4)
 
     def _alloc(self, S: int, G: int) -> None:
+        from indexes.slice_fields import FLOAT_FIELDS, INT_FIELDS
+
         C = len(self.columns)
         self.rows = np.zeros((S, G), np.int64)
-        self.fpart = np.zeros((S, G, C, 6))
-        self.ipart = np.zeros((S, G, C, 4), np.int64)
+        self.fpart = np.zeros((S, G, C, FLOAT_FIELDS))
+        self.ipart = np.zeros((S, G, C, INT_FIELDS), np.int64)
+
+    @property
+    def empty(self) -> bool:
+        return len(self.nums) == 0
 
     @property
     def slices_kept(self) -> int:
-        return 0 if self.empty else self.top - self.base + 1
+        return len(self.nums)
+
+    @property
+    def first_slice(self) -> int:
+        return int(self.nums[0])
+
+    @property
+    def last_slice(self) -> int:
+        return int(self.nums[-1])
 
     def add_columns(self, columns: list[str], integer: list[bool]) -> None:
         """More value columns (a query registered later): they start empty."""
@@ -65,8 +147,8 @@ class SliceStore:
             return
         S, G = self.rows.shape
         extra = len(new)
-        self.fpart = np.concatenate([self.fpart, np.zeros((S, G, extra, 6))], axis=2)
-        self.ipart = np.concatenate([self.ipart, np.zeros((S, G, extra, 4), np.int64)], axis=2)
+        self.fpart = np.concatenate([self.fpart, np.zeros((S, G, extra, self.fpart.shape[3]))], axis=2)
+        self.ipart = np.concatenate([self.ipart, np.zeros((S, G, extra, self.ipart.shape[3]), np.int64)], axis=2)
         self.columns += [c for c, _ in new]
         self.integer += [i for _, i in new]
 
@@ -81,19 +163,18 @@ class SliceStore:
             out[i] = g
         G = len(self.group_keys)
         if self.rows.shape[1] < G:
-            self._resize(self.rows.shape[0], max(G, 2 * self.rows.shape[1]), 0)
+            self._moved(self.rows.shape[0], max(G, 2 * self.rows.shape[1]), np.arange(len(self.nums)))
         return out
 
-    def _resize(self, S: int, G: int, shift: int) -> None:
-        """New capacity; slice position p moves to p - shift."""
+    def _moved(self, S: int, G: int, where: np.ndarray) -> None:
+        """New capacity ``S`` slices x ``G`` groups; held row ``p`` moves to ``where[p]``."""
         old = (self.rows, self.fpart, self.ipart)
         self._alloc(S, G)
-        keep = min(old[0].shape[0] - shift, S)
-        if keep > 0:
-            g = old[0].shape[1]
-            self.rows[:keep, :g] = old[0][shift : shift + keep]
-            self.fpart[:keep, :g] = old[1][shift : shift + keep]
-            self.ipart[:keep, :g] = old[2][shift : shift + keep]
+        P, g = len(where), old[0].shape[1]
+        if P:
+            self.rows[where, :g] = old[0][:P]
+            self.fpart[where, :g] = old[1][:P]
+            self.ipart[where, :g] = old[2][:P]
 
     def add(
         self,
@@ -102,81 +183,134 @@ class SliceStore:
         keys: list[tuple[Any, ...]],
         fvals: np.ndarray,
         ivals: np.ndarray,
-        first: int,
+        first: int | None,
     ) -> None:
         """Tuples into their slices; row i's group key is ``keys[codes[i]]``; slices
-        before ``first`` are needed by no window."""
-        keep = slices >= first
-        if not keep.any():
-            return
-        slices, codes, fvals, ivals = slices[keep], codes[keep], fvals[keep], ivals[keep]
+        before ``first`` are needed by no window (None: every slice may be)."""
+        if first is not None:
+            keep = slices >= first
+            if not keep.any():
+                return
+            slices, codes, fvals, ivals = slices[keep], codes[keep], fvals[keep], ivals[keep]
         used, at = np.unique(codes, return_index=True)
         used = used[np.argsort(at, kind="stable")]  # new groups numbered in arrival order
         index = np.zeros(len(keys), np.int64)
         index[used] = self.group_index([keys[c] for c in used.tolist()])
         groups = index[codes]
-        lo, hi = int(slices.min()), int(slices.max())
-        if self.empty:
-            self.base, self.top, self.empty = lo, hi, False
-            self.rows[:] = 0
-            self.fpart[:] = 0
-            self.ipart[:] = 0
-        elif lo < self.base:  # a tuple within the lateness, before every kept slice
-            self._grow_front(self.base - lo)
-        self.top = max(self.top, hi)
-        need = self.top - self.base + 1
-        if need > self.rows.shape[0]:
-            self._resize(max(need, 2 * self.rows.shape[0]), self.rows.shape[1], 0)
+        nums, slices = _common(self.nums, slices)
+        distinct = np.unique(slices)
+        P = len(nums)
+        if P:
+            found = np.searchsorted(nums, distinct)
+            held = found < P
+            held[held] = nums[found[held]] == distinct[held]
+            distinct = distinct[~held]
+        if len(distinct):
+            merged = np.concatenate([nums, distinct])
+            if P and distinct[0] < nums[-1]:  # a slice before held ones (a tuple within the lateness)
+                merged = np.sort(merged, kind="stable")
+            where = np.searchsorted(merged, nums)
+            S = self.rows.shape[0]
+            if len(merged) > S or (P and where[-1] != P - 1):
+                self._moved(max(len(merged), 2 * S if len(merged) > S else S), self.rows.shape[1], where)
+            nums = merged
+        self.nums = ints(nums) if nums.dtype == object else nums
         from indexes import slice_kernels as K  # numba on first use
 
-        K.update(slices - self.base, groups, fvals, ivals, self.rows, self.fpart, self.ipart)
+        pos = np.searchsorted(*_common(self.nums, slices)).astype(np.int64)
+        K.update(pos, groups, fvals, ivals, self.rows, self.fpart, self.ipart)
 
-    def _grow_front(self, extra: int) -> None:
-        """Room for ``extra`` slices before ``base``."""
-        old = (self.rows, self.fpart, self.ipart)
-        S, G = old[0].shape
-        self._alloc(max(S + extra, 2 * S), G)
-        self.rows[extra : extra + S] = old[0]
-        self.fpart[extra : extra + S] = old[1]
-        self.ipart[extra : extra + S] = old[2]
-        self.base -= extra
-
-    def drop_before(self, first: int) -> None:
-        """Forget slices before ``first`` (no window needs them any more)."""
-        if self.empty or self.landmark or first <= self.base:
+    def drop_before(self, first: int | None) -> None:
+        """Forget slices before ``first`` (no window needs them any more; None: keep all)."""
+        if self.empty or self.landmark or first is None:
             return
-        if first > self.top:
-            self.empty = True
-            self.base = first
+        k = int(np.searchsorted(self.nums, first)) if self.nums.dtype == object else _search(self.nums, first)
+        if not k:
             return
-        shift = first - self.base
+        P = len(self.nums)
+        kept = P - k
         S = self.rows.shape[0]
-        if shift * 2 >= S or shift > 4096:
-            # move, and give back room a large batch once needed
-            kept = self.top - first + 1
-            self._resize(S if 4 * kept > S else max(16, 2 * kept), self.rows.shape[1], shift)
+        if S > 64 and 4 * kept < S:  # give back room a large batch once needed
+            old = (self.rows, self.fpart, self.ipart)
+            self._alloc(max(16, 2 * kept), old[0].shape[1])
+            self.rows[:kept], self.fpart[:kept], self.ipart[:kept] = old[0][k:P], old[1][k:P], old[2][k:P]
         else:
-            # clear and keep positions: cheaper than moving for small drops
-            self.rows = np.roll(self.rows, -shift, axis=0)
-            self.fpart = np.roll(self.fpart, -shift, axis=0)
-            self.ipart = np.roll(self.ipart, -shift, axis=0)
-            self.rows[-shift:] = 0
-            self.fpart[-shift:] = 0
-            self.ipart[-shift:] = 0
-        self.base = first
+            for a in (self.rows, self.fpart, self.ipart):
+                a[:kept] = a[k:P].copy()
+                a[kept:P] = 0
+        self.nums = self.nums[k:]
+        if self.nums.dtype == object:
+            self.nums = ints(self.nums)
+
+    def state(self) -> dict[str, Any]:
+        """The store as plain data (str keys, lists, numbers, numeric arrays): what
+        :meth:`from_state` takes back, also after a JSON round trip (lists for tuples
+        and arrays)."""
+        P, G = len(self.nums), len(self.group_keys)
+        return {
+            "columns": list(self.columns),
+            "integer": list(self.integer),
+            "grid": str(self.grid),
+            "landmark": self.landmark,
+            "group_keys": [[plain(v) for v in key] for key in self.group_keys],
+            # slice numbers past int64 are Python ints (a list), else an int64 array
+            "nums": self.nums.tolist() if self.nums.dtype == object else self.nums.copy(),
+            "rows": self.rows[:P, :G].copy(),
+            "fpart": self.fpart[:P, :G].copy(),
+            "ipart": self.ipart[:P, :G].copy(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> SliceStore:
+        store = cls(list(state["columns"]), [bool(i) for i in state["integer"]], Fraction(state["grid"]))
+        store.landmark = bool(state["landmark"])
+        keys = [tuple(key) for key in state["group_keys"]]
+        store.group_index(keys)
+        nums = ints(state["nums"])
+        P, G, C = len(nums), len(keys), len(store.columns)
+        store._alloc(max(16, P), max(4, G))
+        store.rows[:P, :G] = np.asarray(state["rows"], np.int64).reshape(P, G)
+        store.fpart[:P, :G] = np.asarray(state["fpart"], np.float64).reshape(P, G, C, store.fpart.shape[3])
+        store.ipart[:P, :G] = np.asarray(state["ipart"], np.int64).reshape(P, G, C, store.ipart.shape[3])
+        store.nums = nums
+        return store
 
     def data_slices(self) -> np.ndarray:
         """The slice numbers holding a tuple, ascending."""
-        if self.empty:
-            return np.zeros(0, np.int64)
-        return self.base + np.flatnonzero(self.rows[: self.top - self.base + 1].any(axis=1))
+        return self.nums
 
     def fold(self, ends: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Windows of ``length`` slices (0: landmark, every slice kept) ending at the
         slice numbers ``ends`` (ascending), folded per group in one kernel call:
-        ``rows[W, G]``, ``fpart[W, G, C, 6]``, ``ipart[W, G, C, 4]``."""
+        ``rows[W, G]``, ``fpart[W, G, C, F]``, ``ipart[W, G, C, I]``."""
         from indexes import slice_kernels as K
 
-        npos = 0 if self.empty else self.top - self.base + 1
-        his = np.asarray(ends, np.int64) - self.base
-        return K.fold_windows(self.rows, self.fpart, self.ipart, npos, self.base, length, his)
+        nums, ends = _common(self.nums, ints(ends))
+        his = np.searchsorted(nums, ends, "right").astype(np.int64) - 1
+        if length == 0:
+            los = np.zeros(len(ends), np.int64)
+            block = np.zeros(len(nums), np.int64)
+        else:
+            los = np.searchsorted(*_common(nums, scaled(ends, 1, 1 - length))).astype(np.int64)
+            number = (
+                nums.astype(object) if length >= SAFE else nums
+            ) // length  # block numbers: aligned on slice numbers, one window long
+            block = np.zeros(len(nums), np.int64)
+            if len(nums) > 1:
+                block[1:] = np.cumsum(number[1:] != number[:-1])
+        P, G = len(nums), len(self.group_keys)  # the output holds the groups made, not the room for more
+        return K.fold_windows(self.rows[:P, :G], self.fpart[:P, :G], self.ipart[:P, :G], block, los, his)
+
+
+def plain(value: Any) -> Any:
+    """A value as plain Python (a numpy scalar as its Python number)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _search(nums: np.ndarray, value: int) -> int:
+    """Where ``value`` (any size) goes in the int64 ``nums``."""
+    if value >= SAFE:
+        return len(nums)
+    if value <= -SAFE:
+        return 0
+    return int(np.searchsorted(nums, value))

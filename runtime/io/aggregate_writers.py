@@ -22,14 +22,17 @@ digits; a computed value that is not a finite number is NULL and counted.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from mqo import ARROW_TYPES, AggregateBatch
+from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk
 from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
-from runtime.io.writers import OutputError, ParquetWriter, ResultWriter, _open_text, _writing
+from runtime.io.writers import OutputError, ParquetWriter, ResultWriter, open_text, writing
 
 FIXED = ("query", "window_start", "window_end")
 
@@ -66,6 +69,59 @@ def _output_type(aq: AggregateQuery, expr: Any) -> pa.DataType:
     if isinstance(expr, BoolLit):
         return pa.bool_()
     return pa.float64()
+
+
+def output_types(aq: AggregateQuery) -> dict[str, pa.DataType]:
+    """The type of each SELECT value of an aggregate query, by name (see the module docstring)."""
+    return {name: _output_type(aq, expr) for name, expr in aq.outputs}
+
+
+def in_file_order(batch: AggregateBatch) -> AggregateBatch:
+    """The rows as files hold them, whichever engine made them: by window end, then
+    query registration order, then group key (NULL first); the windows of one group
+    with one end (count windows over tied timestamps) keep their emission order.
+    Emission orders groups by first arrival and puts the windows a flush completes
+    after those completed before, which a partitioned engine cannot know, so files
+    use an order both engines can give. Returns one part of one chunk per query."""
+    by_query: dict[int, list[AggregateChunk]] = {}
+    for part in batch.parts:
+        for chunk in part:
+            if len(chunk):
+                by_query.setdefault(chunk.position, []).append(chunk)
+    return AggregateBatch([[_sorted_chunk(chunks) for _, chunks in sorted(by_query.items())]])
+
+
+def _sorted_chunk(chunks: list[AggregateChunk]) -> AggregateChunk:
+    """One query's chunks (in emission order) as one, its rows by window end, then
+    group key; stable."""
+    keys: dict[tuple[Any, ...], int] = {}
+    codes = []
+    for chunk in chunks:
+        remap = np.array([keys.setdefault(key, len(keys)) for key in chunk.keys], np.int64)
+        codes.append(remap[np.asarray(chunk.codes, np.int64)])
+    code = np.concatenate(codes)
+    ends = np.concatenate([c.ends for c in chunks])
+    key_list = list(keys)
+    ranks = np.empty(len(key_list), np.int64)
+    ranks[sorted(range(len(key_list)), key=lambda k: _key_order(key_list[k]))] = np.arange(len(key_list))
+    order = np.lexsort((ranks[code], ends))
+    first = chunks[0]
+    if len(chunks) == 1 and np.array_equal(order, np.arange(len(order))):
+        return first
+    pick = itemgetter(*order.tolist()) if len(order) > 1 else lambda column: tuple(column)
+    values = [list(pick([v for c in chunks for v in c.values[k]])) for k in range(len(first.names))]
+    return dataclasses.replace(
+        first,
+        starts=np.concatenate([c.starts for c in chunks])[order],
+        ends=ends[order],
+        keys=key_list,
+        codes=code[order],
+        values=values,
+    )
+
+
+def _key_order(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    return tuple((v is not None, v) for v in key)
 
 
 def aggregate_columns(queries: list[AggregateQuery]) -> tuple[dict[str, pa.DataType], dict[str, pa.DataType]]:
@@ -133,8 +189,8 @@ class AggregateCsvWriter(ResultWriter):
     def __init__(self, path: str, queries: list[AggregateQuery]) -> None:
         super().__init__(path)
         self.table = AggregateTable(queries)
-        with _writing(self.what, path):
-            self._f = _open_text(path)
+        with writing(self.what, path):
+            self._f = open_text(path)
             self._w = csv.writer(self._f)
             self._w.writerow(self.table.schema.names)
             self._f.flush()
@@ -142,13 +198,13 @@ class AggregateCsvWriter(ResultWriter):
     def write_aggregates(self, batch: AggregateBatch) -> int:
         columns, bad = self.table.columns(batch)
         self.nonfinite += bad
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             self._w.writerows([_cell(v) for v in row] for row in zip(*columns, strict=True))
             self._f.flush()
         return len(batch)
 
     def close(self) -> None:
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             if self.path == "-":
                 self._f.flush()
             else:
@@ -179,7 +235,7 @@ class AggregateParquetWriter(ParquetWriter):
         columns, bad = self.table.columns(batch)
         self.nonfinite += bad
         arrays = [pa.array(c, f.type, from_pandas=True) for c, f in zip(columns, self.schema, strict=True)]
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
         return len(batch)
 

@@ -57,7 +57,7 @@ def shown_path(path: str) -> str:
 
 
 @contextmanager
-def _writing(what: str, path: str) -> Iterator[None]:
+def writing(what: str, path: str) -> Iterator[None]:
     """OS errors of a write as an :class:`OutputError` naming the file."""
     try:
         yield
@@ -163,7 +163,7 @@ class ResultWriter:
             self.abandon()
 
 
-def _open_text(path: str) -> IO[str]:
+def open_text(path: str) -> IO[str]:
     if path == "-":
         return sys.stdout
     return open(path, "w", encoding="utf-8", newline="")
@@ -195,14 +195,14 @@ class JsonlWriter(ResultWriter):
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
-        with _writing(self.what, path):
+        with writing(self.what, path):
             if path == "-":
                 self._f = _stdout_bytes()
             else:
                 self._f = open(path, "wb")  # noqa: SIM115 - open across writes
 
     def _put(self, text: str) -> None:
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             self._f.write(text.encode())
             self._f.flush()
 
@@ -215,7 +215,7 @@ class JsonlWriter(ResultWriter):
         self._put("".join(parts))
 
     def write_batch(self, batch: MatchBatch) -> int:
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             self.nonfinite += batch.write_json(self._f.write)
             self._f.flush()
         return len(batch)
@@ -228,7 +228,7 @@ class JsonlWriter(ResultWriter):
         return text.count("\n")
 
     def close(self) -> None:
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             if self.path == "-":
                 self._f.flush()
             else:
@@ -243,8 +243,8 @@ class CsvWriter(ResultWriter):
     def __init__(self, path: str, names: list[str]) -> None:
         super().__init__(path)
         self._names = names
-        with _writing(self.what, path):
-            self._f = _open_text(path)
+        with writing(self.what, path):
+            self._f = open_text(path)
             self._w = csv.writer(self._f)
             self._w.writerow(["query", "ts", "ids", *names])
             self._f.flush()
@@ -252,7 +252,7 @@ class CsvWriter(ResultWriter):
     def write(self, matches: Iterable[Match]) -> None:
         names = self._names
         value = self._csv_value
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             self._w.writerows(
                 [m.query, repr(m.ts), _ids_text(m.ids), *(value(m.values.get(n)) for n in names)] for m in matches
             )
@@ -269,7 +269,7 @@ class CsvWriter(ResultWriter):
         return value
 
     def close(self) -> None:
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             if self.path == "-":
                 self._f.flush()
             else:
@@ -291,7 +291,7 @@ class ParquetWriter(ResultWriter):
         # A device or pipe is written in place; a file is written beside and renamed.
         special = target.exists() and not target.is_file()
         self._temp = None if special else target.with_name(f".{target.name}.{os.getpid()}.partial")
-        with _writing(self.what, path):
+        with writing(self.what, path):
             self._writer = pq.ParquetWriter(str(self._temp or target), self.schema)
         self._pending: list[Match] = []
         self._closed = False
@@ -312,7 +312,7 @@ class ParquetWriter(ResultWriter):
             return
         table, n = _finite_columns(table)
         self.nonfinite += n
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             self._writer.write_table(table.cast(self.schema))
 
     def _flush(self) -> None:
@@ -340,7 +340,7 @@ class ParquetWriter(ResultWriter):
             self._flush()
         finally:
             # the footer is written even after a failed write, so what was written stays readable
-            with _writing(self.what, self.path):
+            with writing(self.what, self.path):
                 self._writer.close()
                 if self._temp is not None:
                     os.replace(self._temp, self.path)
@@ -383,7 +383,7 @@ class LinesFile:
         lines = [strict_json(record)[0] + "\n" for record in records]
         if not lines:
             return
-        with _writing(self.what, self.path):
+        with writing(self.what, self.path):
             if self._f is None:
                 self._f = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - open across writes
             self._f.write("".join(lines))
@@ -392,7 +392,7 @@ class LinesFile:
 
     def close(self) -> None:
         if self._f is not None:
-            with _writing(self.what, self.path):
+            with writing(self.what, self.path):
                 self._f.close()
             self._f = None
 
@@ -426,12 +426,12 @@ def check_output_paths(named: list[tuple[str, str, bool]], inputs: Iterable[str]
     another output, and each side file left by an earlier run is removed (this run
     writes its own, or none). ``named`` holds (what, path, is a side file)."""
     seen: dict[str, str] = {}
-    input_keys = {_key(p): p for p in inputs}
+    inputs = list(inputs)
     for what, path, _ in named:
         if path == "-":
             continue
         key = _key(path)
-        if key in input_keys:
+        if input_holding(path, inputs) is not None:
             raise OutputError(f"{what} {path} is also an input file; writing it would destroy the input")
         if key in seen:
             raise OutputError(f"{what} and {seen[key]} are the same file, {path}; give them different names")
@@ -453,12 +453,23 @@ def _key(path: str) -> str:
     return os.path.realpath(path)
 
 
+def input_holding(path: str, inputs: Iterable[str]) -> str | None:
+    """The input that ``path`` is, or lies inside (an input directory, as ``mqo serve``
+    reads), after links are followed; None when it is none of them."""
+    key = _key(path)
+    for given in inputs:
+        folder = _key(given)
+        if key == folder or key.startswith(folder.rstrip(os.sep) + os.sep):
+            return given
+    return None
+
+
 def _probe(what: str, path: str, *, remove: bool) -> None:
     """Show that ``path`` can be written, without leaving anything a run would not
     leave: a regular side file of an earlier run is removed, a new one is created and
     removed again; a device (``/dev/null``) is opened for appending."""
     target = Path(path)
-    with _writing(what, path):
+    with writing(what, path):
         if target.exists() and not target.is_file():
             open(path, "a").close()
         elif target.exists():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import IO
@@ -245,6 +245,7 @@ def match_all(
     aggregate_writer: ResultWriter | None = None,
     *,
     end_of_input: bool = True,
+    idle: Sequence[str] | None = None,
 ) -> int:
     """Match every tuple in arrival order, writing results and late tuples as they
     come (aggregate rows with ``aggregate_writer``, else ``writer``: then they count
@@ -255,16 +256,23 @@ def match_all(
     Under ``emit='ordered'`` the results come as the watermark releases them; at the
     end the matcher releases what time has freed since (a stream gone idle), and with
     ``end_of_input`` everything it holds (what a stopped run matched is written too:
-    it follows, in ``ts`` order, everything released before)."""
+    it follows, in ``ts`` order, everything released before).
+
+    ``idle``: the streams declared idle before the first tuple; by default, at the
+    ``end_of_input``, every declared stream with no tuple in ``data``, else none."""
     plan = matcher.plan
-    if end_of_input:
+    if idle is None:
         # A declared stream with no input sends nothing in this run: it must not hold
         # the watermark back (no purge, a window state growing with the whole input)
         # until the idle timeout. It is idle from the start.
         fed = {d.stream.lower() for d in data}
-        for name in plan.catalog.names():
-            if name.lower() not in fed:
-                matcher.set_idle(name)
+        idle = [name for name in plan.catalog.names() if name.lower() not in fed] if end_of_input else []
+    for name in idle:
+        released = matcher.set_idle(name)  # results held for ordered emission that time has freed
+        if released:
+            with stop.writing():
+                writer.write(released)
+            summary.results += len(released)
     late: list[LateTuple] = []
     matcher.late_sink = late.append
     # The attribute phase of every file runs in the batch kernels first; the rows are
@@ -308,7 +316,7 @@ def match_all(
         pending.blocks.extend((matcher.flush_results() if end_of_input else matcher.release()).blocks)
     flush()
     if aggregating and not stopped:
-        emitted = matcher.flush() if end_of_input else matcher.poll_aggregates()
+        emitted = aggregate_writers.in_file_order(matcher.flush() if end_of_input else matcher.poll_aggregates())
         with stop.writing():
             if aggregate_writer is None or aggregate_writer is writer:
                 summary.results += writer.write_aggregates(emitted)

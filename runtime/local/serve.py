@@ -10,56 +10,76 @@ The directory contract:
   ``query-errors`` file with the error and its position, and registers nothing.
 * ``--input S=DIR``: every file there (CSV with a header, or Parquet) is a batch of
   stream S's tuples. A file is read once; write files elsewhere and move them in, since
-  names starting with ``.`` or ``_`` are ignored (as Spark's file source does).
-* ``--output DIR``: each step that finds anything writes ``results-NNNNNN.<fmt>``, and
-  when there are any, ``late-NNNNNN.jsonl``, ``rejected-NNNNNN.jsonl`` (bad rows, with
-  ``--on-bad-row skip``) and ``query-errors-NNNNNN.jsonl``. A file appears whole (it is
-  written under a temporary name first).
+  names starting with ``.`` or ``_`` are ignored (as Spark's file source does). A file
+  written in place is taken once its size and modification time have stood still for
+  ``settle`` seconds (the CLI's ``--poll``; query files too), one written to while it
+  was read is read again later, and one written to after it was taken is reported in
+  the step's ``input-errors`` file and on the log, naming it (what was added is not
+  read): :mod:`runtime.local.serve_files`.
+* ``--output DIR``: each step (one that takes a query or data file, or finds a taken
+  file changed) writes ``results-NNNNNN.<fmt>``, empty when it found no result (CSV
+  with its header, Parquet with its schema), and when there are any,
+  ``late-NNNNNN.jsonl``, ``rejected-NNNNNN.jsonl`` (bad rows, with ``--on-bad-row
+  skip``), ``input-errors-NNNNNN.jsonl`` (unreadable or changed files) and
+  ``query-errors-NNNNNN.jsonl``. A file appears whole (it is written under a temporary
+  name first). The CLI refuses an ``--output`` or ``--checkpoint`` in an input directory.
 * Windowed aggregate queries run too: a step writes the rows of the windows the
   watermark has passed by its end (the watermark goes on across steps; there is no end
   of input, so windows still open wait for later steps). With JSON lines they are in
   the results file; with CSV and Parquet, whose columns differ from the matches', in
-  ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.io.aggregate_writers`). The checkpoint holds their
-  slices, partials and count-window rows (:mod:`mqo.aggregation.persist`).
+  ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.io.aggregate_writers`; every step writes it, as
+  the results file). The checkpoint holds their slices, partials and count-window rows
+  (:mod:`mqo.aggregation.persist`).
 * ``--checkpoint DIR``: the state after the last completed step (the matcher with its
   queries and window, which files were taken). A restart carries on from it, exactly
   once: a step stopped half-way (Ctrl-C, a crash) is done again from the start and
-  writes the same files.
+  writes the same files. A step whose files or checkpoint cannot be written (a full or
+  read-only file system) stops the service with a one-line error; its temporary files
+  are removed and the last checkpoint stays as it was. One service per checkpoint directory: the CLI
+  holds a lock on it (:func:`runtime.local.serve_files.checkpoint_lock`, for either engine).
 
 A step takes the query files first, then the new data files of every stream, merged in
 timestamp order (ties: streams as given by ``--input``, then file name); so a query
 registered in a step sees that step's tuples, and earlier tuples still in its window
 (docs/ARCHITECTURE.md, Semantics). A tuple older than the matcher's watermark is late:
-written to the late file, not matched. With ``--emit ordered`` a step writes the
-results the watermark has released by its end, in ``ts`` order; the held ones are
-part of the checkpoint and come out in a later step (a step without data releases
-nothing: it is not committed).
+written to the late file, not matched. A declared stream that has sent nothing and has
+nothing on the way (no ``--input``, or no file taken from its folder yet and none
+settling) is idle, as in ``mqo match``: it does not hold the watermark back, so windows
+close, state is purged and late tuples are found; once it sends tuples it holds time
+again (those older than the watermark then are late). With ``--emit ordered`` a step
+writes the results the watermark has released by its end, in ``ts`` order; the held
+ones are part of the checkpoint and come out in a later step (a step without data
+releases nothing: it is not committed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import pickle
 import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import monotonic
 from typing import IO, Any
 
-from mqo import Matcher
+from mqo import Matcher, SnapshotError, decode_snapshot, encode_snapshot
 from predicates import MqoError
 from runtime.io.aggregate_writers import open_aggregate_writer
 from runtime.io.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
 from runtime.io.writers import LinesFile, open_writer, write_jsonl
 from runtime.local.match import Progress, Summary, arrival_order, match_all, number_in_arrival_order
+from runtime.local.serve_files import Settling, Signature, signature
 from runtime.stopping import StopFlag, deferred_stop
 from runtime.workload import CliError
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: the snapshot format of mqo.snapshot_codec (1 was a pickle)
+CHECKPOINT_FILE = "checkpoint.mqosnap"
+OLD_CHECKPOINT_FILE = "state.pickle"
 # an UNREGISTER statement (the id is group 1); runtime.spark.serve reads files with it too
 UNREGISTER_STATEMENT = r"UNREGISTER\s+(?:QUERY\s+)?([^\s;]+)\s*;?"
 _UNREGISTER = re.compile(rf"^\s*{UNREGISTER_STATEMENT}\s*$", re.IGNORECASE)
@@ -81,6 +101,9 @@ class ServeState:
     taken: dict[str, list[str]] = field(default_factory=dict)  # stream -> data files read
     query_files: dict[str, QueryFile] = field(default_factory=dict)
     next_id: dict[str, int] = field(default_factory=dict)  # automatic ids per stream
+    # stream -> data file -> [size, modification time in ns, step]: each taken file as it
+    # was read, to find one written to after it was taken
+    read_as: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,11 +118,12 @@ class StepReport:
     late: int = 0
     rejected: int = 0
     bad_files: int = 0
+    changed: int = 0  # data files written to after they were taken
     interrupted: bool = False
 
     @property
     def idle(self) -> bool:
-        return not (self.registered or self.unregistered or self.query_errors or self.files)
+        return not (self.registered or self.unregistered or self.query_errors or self.files or self.changed)
 
     def line(self) -> str:
         parts = [f"step {self.step}:"]
@@ -114,6 +138,8 @@ class StepReport:
             parts.append(f"{self.rejected:,} rejected")
         if self.bad_files:
             parts.append(f"{self.bad_files} unreadable file(s)")
+        if self.changed:
+            parts.append(f"{self.changed} file(s) changed after they were read")
         return " ".join(parts)
 
 
@@ -135,21 +161,35 @@ class LocalService:
         on_bad_row: str = "skip",
         log: IO[str] | None = None,
         emit: str = "arrival",
+        settle: float = 0.0,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """``settle``: seconds a data or query file must stay unchanged before it is
+        taken (:mod:`runtime.local.serve_files`; the CLI gives ``--poll``), 0 to take files at
+        first sight; ``clock``: monotonic seconds for it (injectable for tests)."""
         self.inputs = dict(inputs)
         self.queries_dir = Path(queries_dir)
         self.output_dir = Path(output_dir)
-        self.checkpoint = Path(checkpoint_dir) / "state.pickle"
+        self.checkpoint = Path(checkpoint_dir) / CHECKPOINT_FILE
         self.fmt = fmt
         self.on_bad_row = on_bad_row
         self.log = log if log is not None else sys.stderr
         for path, what in [(queries_dir, "--queries"), *((d, f"--input {s}=") for s, d in self.inputs.items())]:
             if not Path(path).is_dir():
                 raise CliError(f"{what}{'' if what.endswith('=') else ' '}{path}: not a directory")
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        for folder, what in ((self.output_dir, "--output"), (self.checkpoint.parent, "--checkpoint")):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise CliError(f"{what} {folder}: cannot make the directory ({err.strerror or err})") from None
+        self._settling = Settling(settle, clock if clock is not None else monotonic)
         self.schema_digest = _digest(schema_text)
         self._stopped = False
+        if not self.checkpoint.exists() and (self.checkpoint.parent / OLD_CHECKPOINT_FILE).exists():
+            raise CliError(
+                f"{self.checkpoint.parent / OLD_CHECKPOINT_FILE}: a checkpoint made by an older version of mqo "
+                "(a pickle, which this version does not load); use a new --checkpoint"
+            )
         if self.checkpoint.exists():
             self.matcher, self.state = self._load(schema_text)
             if self.matcher.config.emit != emit:
@@ -169,8 +209,9 @@ class LocalService:
     # ------------------------------------------------------------ the loop
 
     def run(self, *, once: bool = False, poll: float = 1.0, stop: StopFlag | None = None) -> list[StepReport]:
-        """Step until stopped (a signal), or once with ``once``. Each step's report
-        is printed; idle steps are not."""
+        """Step until stopped (a signal), or once with ``once`` (which looks again after
+        ``poll`` while a file is still being written). Each step's report is printed;
+        idle steps are not."""
         reports = []
         with _stop_flag(stop) as flag:
             while True:
@@ -178,7 +219,7 @@ class LocalService:
                 if not report.idle or report.interrupted:
                     reports.append(report)
                     print(report.line() + (" (stopped; not committed)" if report.interrupted else ""), file=self.log)
-                if once or flag.requested:
+                if flag.requested or (once and not self._settling.waiting):
                     return reports
                 deadline = time.monotonic() + poll
                 while time.monotonic() < deadline and not flag.requested:
@@ -195,22 +236,43 @@ class LocalService:
         flag = stop if stop is not None else StopFlag()
         report = StepReport(step=self.state.step + 1)
         self._stopped = True  # until the step is committed (or found idle): memory may be ahead of the checkpoint
+        self._settling.begin()
         errors = self._take_queries(report)
-        data, bad_files = self._take_data(report)
-        report.query_errors, report.bad_files = len(errors), len(bad_files)
+        data, bad_files, changed = self._take_data(report)
+        self._settling.end()
+        report.query_errors, report.bad_files, report.changed = len(errors), len(bad_files), len(changed)
         if report.idle:
             self._stopped = False
             return report
-        self._match(data, report, flag)
-        if report.interrupted:
-            return report
-        for kind, records in (("query-errors", errors), ("input-errors", bad_files)):
-            if records:
-                self._publish(self._path(kind, "jsonl", report.step), lambda p, r=records: write_jsonl(str(p), r))
-        # the step's files reach the disk before the checkpoint that says they exist
-        _sync([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
-        self.state.step = report.step
-        _write_atomically(self.checkpoint, pickle.dumps(self._checkpoint_data(), protocol=pickle.HIGHEST_PROTOCOL))
+        try:
+            self._match(data, report, flag)
+            if report.interrupted:
+                return report
+            for kind, records in (("query-errors", errors), ("input-errors", [*bad_files, *changed])):
+                if records:
+                    self._publish(self._path(kind, "jsonl", report.step), lambda p, r=records: write_jsonl(str(p), r))
+            # the step's files reach the disk before the checkpoint that says they exist
+            _sync([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
+            self.state.step = report.step
+            try:
+                _write_atomically(self.checkpoint, encode_snapshot(self._checkpoint_data()))
+            except OSError as err:
+                kept = f"still step {report.step - 1}'s" if report.step > 1 else "not written yet"
+                raise CliError(
+                    f"cannot write the checkpoint {self.checkpoint} ({err.strerror or err}); step {report.step} is not"
+                    f" committed (the checkpoint is {kept}) and a restart does it again"
+                ) from None
+        except BaseException as err:
+            # nothing of a step that failed stays half written (its files, once whole, are written again)
+            for partial in self.output_dir.glob(f".*-{report.step:06d}.*"):
+                with suppress(OSError):
+                    partial.unlink()
+            if isinstance(err, OSError):  # a full or read-only disk, as the step's files were written
+                raise CliError(
+                    f"cannot write the files of step {report.step} in {self.output_dir} ({err.strerror or err});"
+                    " it is not committed and a restart does it again"
+                ) from None
+            raise
         self._stopped = False
         return report
 
@@ -224,6 +286,9 @@ class LocalService:
         for name in sorted(set(known) - set(present)):  # deleted files
             report.unregistered += self._drop(known.pop(name).ids)
         for name, path in sorted(present.items()):
+            sig = signature(path)
+            if sig is None or not self._settling.ready(path, sig):
+                continue  # still being written: taken once it stops changing (a known file keeps its queries)
             text = path.read_text()
             digest = _digest(text)
             if name in known and known[name].digest == digest:
@@ -267,28 +332,88 @@ class LocalService:
 
     # --------------------------------------------------------------- data
 
-    def _take_data(self, report: StepReport) -> tuple[list[StreamData], list[dict[str, Any]]]:
-        """The new data files, read; and the records of files that could not be read
-        at all (a missing column, not CSV): reported, and not read again."""
-        data, bad_files = [], []
+    def _take_data(self, report: StepReport) -> tuple[list[StreamData], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The new data files that have stopped changing, read; the records of files
+        that could not be read at all (a missing column, not CSV): reported, and not
+        read again; and the records of files taken earlier that were written to since."""
+        data, bad_files, changed = [], [], []
         for stream, folder in self.inputs.items():
             taken = self.state.taken.setdefault(stream, [])
+            read_as = self.state.read_as.setdefault(stream, {})
             done = set(taken)
             schema = self.matcher.catalog.get(stream)
             assert schema is not None
             for path in sorted(_visible(Path(folder)), key=lambda p: p.name):
-                if path.name in done or not path.is_file():
+                sig = signature(path)
+                if sig is None:
                     continue
-                taken.append(path.name)
-                report.files += 1
+                if path.name in done:
+                    record = self._compare(stream, path, sig, read_as)
+                    if record is not None:
+                        changed.append(record)
+                    continue
+                if not self._settling.ready(path, sig):
+                    continue
                 try:
-                    data.append(read_stream(InputSpec(stream, str(path)), schema, self.on_bad_row))
+                    got, failure = read_stream(InputSpec(stream, str(path)), schema, self.on_bad_row), None
                 except InputError as err:
+                    got, failure = None, err
+                now = signature(path)
+                if now != sig:  # written to while it was read: the read may end inside a row
+                    self._settling.changed(path, now)
+                    continue
+                self._settling.forget(path)
+                taken.append(path.name)
+                read_as[path.name] = [*sig, report.step]
+                report.files += 1
+                if failure is not None:
                     if self.on_bad_row != "skip":
-                        raise
-                    bad_files.append({"stream": stream, "file": str(path), "error": str(err)})
+                        raise failure
+                    bad_files.append({"stream": stream, "file": str(path), "error": str(failure)})
+                elif got is not None:
+                    data.append(got)
         check_ids_across_inputs(data, self.on_bad_row)
-        return data, bad_files
+        return data, bad_files, changed
+
+    def _compare(self, stream: str, path: Path, sig: Signature, read_as: dict[str, list[int]]) -> dict[str, Any] | None:
+        """The record of a taken file that is no longer what was read (the service
+        reads a file once, so what was written since is not read), said on the log too;
+        None when it is unchanged. A change is reported once."""
+        was = read_as.get(path.name)
+        if was is None:  # taken by an earlier version, which kept no size: compared from now on
+            read_as[path.name] = [*sig, 0]
+            return None
+        if (was[0], was[1]) == sig:
+            return None
+        read_as[path.name] = [*sig, was[2]]
+        message = (
+            f"{path}: changed after step {was[2]} read it ({was[0]:,} bytes then, {sig[0]:,} now); a data file is"
+            " read once, so what was written to it since is not read (write a file elsewhere, then move it in)"
+        )
+        print(f"mqo serve: warning: {message}", file=self.log)
+        return {"stream": stream, "file": str(path), "error": message}
+
+    def idle_streams(self) -> list[str]:
+        """The declared streams that have sent nothing and have nothing on the way: no
+        ``--input``, or no file taken from its folder yet and none waiting to settle.
+        Like ``mqo match``'s streams without input they do not hold time back (windows
+        close, state is purged, late tuples are found); one that speaks later is active
+        again (the tuples it brings older than the watermark then are late)."""
+        waiting = {p.parent for p in self._settling.waiting}
+        fed = {s.lower() for s, folder in self.inputs.items() if self.state.taken.get(s) or Path(folder) in waiting}
+        return [name for name in self.matcher.catalog.names() if name.lower() not in fed]
+
+    def idle_note(self) -> str:
+        """For the start line: the streams idle from the start, and why."""
+        given = {s.lower(): folder for s, folder in self.inputs.items()}
+        notes = []
+        for name in self.idle_streams():
+            folder = given.get(name.lower())
+            if folder is None:
+                notes.append(f"{name} (no --input)")
+            elif not self.state.taken.get(name) and not any(_visible(Path(folder))):
+                notes.append(f"{name} (nothing in {folder} yet)")
+        return ", ".join(notes)
 
     def _match(self, data: list[StreamData], report: StepReport, stop: StopFlag) -> None:
         """Match the step's tuples and write its results, late tuples and rejects."""
@@ -330,13 +455,15 @@ class LocalService:
                 summary,
                 aggregate_writer,
                 end_of_input=False,
+                idle=self.idle_streams(),
             )
         report.tuples = len(which)
         report.results, report.late = summary.results + summary.aggregates, late_file.count
         report.rejected = sum(len(d.rejected) for d in data)
+        # every step writes its results file, empty when it found none (steps can be counted)
         for path, keep in (
-            (results_path, summary.results > 0),
-            (aggregates_path, summary.aggregates > 0),
+            (results_path, True),
+            (aggregates_path, separate),
             (late_path, late_file.count > 0),
         ):
             if keep and summary.interrupted is None:
@@ -363,15 +490,17 @@ class LocalService:
             "format": CHECKPOINT_FORMAT,
             "schema": self.schema_digest,
             "matcher": self.matcher.snapshot(),
-            "state": self.state,
+            "state": dataclasses.asdict(self.state),
         }
 
     def _load(self, schema_text: str) -> tuple[Matcher, ServeState]:
         try:
-            data = pickle.loads(self.checkpoint.read_bytes())
+            data = decode_snapshot(self.checkpoint.read_bytes(), str(self.checkpoint))
+        except SnapshotError as err:
+            raise CliError(str(err)) from None
         except Exception as err:  # a checkpoint that cannot be read: say so, do not start over silently
             raise CliError(f"{self.checkpoint}: cannot read the checkpoint ({err})") from None
-        if data.get("format") != CHECKPOINT_FORMAT:
+        if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
             raise CliError(f"{self.checkpoint}: written by another version of mqo serve; use a new --checkpoint")
         if data.get("schema") != self.schema_digest:
             raise CliError(f"{self.checkpoint}: written for another --schema; use a new --checkpoint")
@@ -379,7 +508,9 @@ class LocalService:
 
 
 def _restore(data: Mapping[str, Any]) -> tuple[Matcher, ServeState]:
-    return Matcher.restore(data["matcher"]), data["state"]
+    state = dict(data["state"])
+    state["query_files"] = {name: QueryFile(**entry) for name, entry in state["query_files"].items()}
+    return Matcher.restore(data["matcher"]), ServeState(**state)
 
 
 def _unregister_commands(text: str) -> list[str] | None:
@@ -417,12 +548,24 @@ def _sync(paths: Sequence[Path]) -> None:
 
 
 def _write_atomically(path: Path, blob: bytes) -> None:
+    """``blob`` at ``path`` whole or not at all: written beside it, synced, renamed
+    over it. On a failure (a full or read-only file system) the OSError is raised with
+    the temporary file removed and ``path`` as it was."""
     tmp = _temporary(path)
-    with tmp.open("wb") as f:
-        f.write(blob)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            rest = memoryview(blob)
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 @contextmanager

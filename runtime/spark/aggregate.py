@@ -48,7 +48,7 @@ import pyarrow as pa
 from mqo import AggregateBatch, Matcher, text_of
 from predicates import AggregateQuery, ColumnType
 from runtime.spark.batch import unify
-from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, _source, build_spec
+from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, build_spec, stage_matcher
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,7 +122,7 @@ def aggregate_batch(
     docstring). ``queries`` holds aggregate queries only (match queries go to
     :func:`runtime.spark.match_batch`); ``span``: the time span width for streams
     partitioned by time (default four times the stream's largest RANGE)."""
-    matcher = _source(queries, schema, streams, None, kind="aggregate")
+    matcher = stage_matcher(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
     spark = next(iter(streams.values())).sparkSession
     n = int(partitions or spark.conf.get("spark.sql.shuffle.partitions") or 1)
@@ -135,7 +135,7 @@ def aggregate_batch(
     for plan in plans:
         stream = plan.stream
         rows = unify({stream: streams[stream]}, layout_spec)
-        part = _partitioned(rows, plan, layout_spec, n).mapInArrow(
+        part = partitioned(rows, plan, layout_spec, n).mapInArrow(
             partial(aggregate_partition, ddl, plan, layout_spec.stream(stream)), aggregate_schema()
         )
         out = part if out is None else out.unionByName(part)
@@ -157,7 +157,7 @@ def stream_plans(matcher: Matcher, streams: Mapping[str, Any], span: float | Non
     return [plan_stream(stream, stream_queries, span) for stream, stream_queries in by_stream.items()]
 
 
-def _partitioned(rows: DataFrame, plan: StreamPlan, spec: StageSpec, n: int) -> DataFrame:
+def partitioned(rows: DataFrame, plan: StreamPlan, spec: StageSpec, n: int) -> DataFrame:
     """``_p``: the partition key of each row copy; rows sorted within partitions by
     (ts, id), in time mode by (``_p``, ts, id)."""
     if plan.mode == "key":

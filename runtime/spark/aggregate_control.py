@@ -82,7 +82,7 @@ from runtime.spark.aggregate import (
 )
 from runtime.spark.batch import unify
 from runtime.spark.control import COMMANDS, apply_shared, command_rows, ordered_commands
-from runtime.spark.spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
+from runtime.spark.spec import SparkStageError, StreamLayout, build_spec, save_state, saved_state, stage_matcher
 from runtime.spark.streaming import stream_lateness
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def aggregate_control_stream(
         or not 0 <= allowed_lateness < math.inf
     ):
         raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}")
-    matcher = _source(queries, schema, streams, None, kind="aggregate", may_be_empty=True)
+    matcher = stage_matcher(queries, schema, streams, None, kind="aggregate", may_be_empty=True)
     lateness = stream_lateness(matcher, allowed_lateness)
     ddl = matcher.catalog.ddl()
     spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
@@ -229,7 +229,7 @@ def control_group(
     mine = {q for q, reg in (matcher.aggregator.queries.items() if matcher.aggregator else ()) if _is(reg, layout)}
     out += [(*r, None) for r in output_rows(matcher.poll_aggregates()) if r[0] in mine]
     out += [(*late_row(t.stream, t.ts, t.id), None) for t in late]
-    save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot(), foreign=foreign)
+    save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot(), foreign=sorted(foreign))
     if out:
         yield output_frame(out)
 

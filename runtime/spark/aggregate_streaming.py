@@ -44,10 +44,11 @@ micro-batch and group the function restores the group's matcher, reports the tup
 with ``ts < W`` as late, pushes the rest in ``(ts, id)`` order into a matcher that runs
 on Spark's watermark (``time='external'``: a heartbeat at ``W``; its tuples do not move
 it), so every window ending before ``W`` comes out, then saves the matcher
-(:meth:`mqo.Matcher.snapshot`, aggregate state included) pickled in one binary state
-column. The rows are exactly those of a local ``mqo.Matcher`` (per-stream time, the
-same lateness) fed the same accepted tuples in timestamp order, at the same watermark,
-however the input is cut into micro-batches (``tests/spark/test_spark_aggregate_stream.py``).
+(:meth:`mqo.Matcher.snapshot`, aggregate state included) written by
+:mod:`mqo.snapshot_codec` into one binary state column. The rows are exactly those of
+a local ``mqo.Matcher`` (per-stream time, the same lateness) fed the same accepted
+tuples in timestamp order, at the same watermark, however the input is cut into
+micro-batches (``tests/spark/test_spark_aggregate_stream.py``).
 As for matches (:mod:`runtime.spark.streaming`), Spark has no idle timeout: a source
 that falls silent holds the watermark back.
 
@@ -100,7 +101,7 @@ from runtime.spark.aggregate import (
     stream_plans,
 )
 from runtime.spark.batch import unify
-from runtime.spark.spec import SparkStageError, StreamLayout, _source, build_spec, save_state, saved_state
+from runtime.spark.spec import SparkStageError, StreamLayout, build_spec, save_state, saved_state, stage_matcher
 from runtime.spark.streaming import stream_lateness
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def aggregate_stream(
         )
     if shared_control or max_window is not None:
         raise SparkStageError("shared_control and max_window are for queries that come through control=")
-    matcher = _source(queries, schema, streams, None, kind="aggregate")
+    matcher = stage_matcher(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
     if allowed_lateness is not None and (
         isinstance(allowed_lateness, bool)

@@ -58,10 +58,10 @@ from predicates import ColumnType, did_you_mean
 from runtime.spark.spec import (
     SparkStageError,
     StageSpec,
-    _family,
-    _source,
     build_spec,
     ddl_from_frames,
+    stage_matcher,
+    type_family,
 )
 from runtime.spark.worker import match_partition
 
@@ -100,7 +100,7 @@ def _typed(fields: Sequence[StructField], stream: str, column: str, ctype: Colum
             + did_you_mean(column, [x.name for x in fields])
             + f" (columns: {', '.join(x.name for x in fields)})"
         )
-    family = _family(f.dataType)
+    family = type_family(f.dataType)
     want = {
         "ts": ("double", ("integral", "fractional")),
         "id": ("bigint", ("integral",)),
@@ -292,7 +292,7 @@ def match_batch(
 
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
-    matcher = _source(queries, schema, streams, order)
+    matcher = stage_matcher(queries, schema, streams, order)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
     spec = build_spec(matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0)
     spark = _session_of(streams)

@@ -11,6 +11,12 @@ timestamp-order results are exactly what the local engine gives for them (its
 lateness contract), so both engines write the same records, the same late file and
 the same summary. Results are written ordered by ``ts``, then query registration order.
 
+Aggregate queries of the same file run in the Spark aggregate stage
+(:func:`runtime.spark.aggregate.aggregate_batch`) over the same tuples (those that
+are not late), and their rows are written where and as the local engine writes them:
+in the JSON-lines output after the matches, or in the aggregate file with CSV and
+Parquet (:mod:`runtime.io.aggregate_writers`, whose file order both engines follow).
+
 ``--master`` picks the cluster (default ``local[*]``: a Spark inside this process,
 needing nothing but the pip-installed pyspark and Java 17). A session that is already
 running (a notebook, a test) is used as it is and left running.
@@ -23,11 +29,15 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
-from mqo import ARROW_TYPES, LateTuple, Match, Matcher, clock_for
+from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, LateTuple, Match, Matcher, clock_for
+from predicates import AggregateQuery
+from runtime.io import aggregate_writers
 from runtime.io.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.io.writers import check_output_paths, open_writer, side_paths, write_jsonl
 from runtime.local.match import Summary
@@ -53,6 +63,13 @@ def run_spark_match(
         )
     late_path, rejects_path = side_paths(args.output, args.late, args.rejects)
     named = [("the output", args.output, False), ("the late-tuple file", late_path, True)]
+    matching, aggregating = split_kinds(matcher)
+    registered = aggregating.aggregator.queries.values() if aggregating is not None else ()  # type: ignore[union-attr]
+    queries = [r.query for r in registered]
+    separate = bool(queries) and fmt != "jsonl"
+    aggregates_path = aggregate_writers.aggregates_path(args.output, fmt, args.aggregates) if separate else None
+    if separate:
+        named.append(("the aggregate file", aggregates_path, False))
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     plan = matcher.plan
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)
@@ -60,25 +77,41 @@ def run_spark_match(
     write_jsonl(rejects_path, (r.as_dict() for r in rejected), "the reject file")
     ids, keep, late = arrival_order(data, matcher)
 
-    summary = Summary(output=args.output)
+    summary = Summary(output=args.output, aggregates_path=aggregates_path)
     tables = stream_tables(matcher, data, ids, keep)
     found: list[Match] = []
-    if tables:
+    rows = AggregateBatch()
+    if tables and (matching is not None or any(q.stream in tables for q in queries)):
         spark, owned = spark_session(args.master)
         try:
             frames = {name: spark.createDataFrame(table) for name, table in tables.items()}
             # one partition per core: the default 200 shuffle partitions cost more in task
             # start-up than a file's worth of matching
             cores = max(1, spark.sparkContext.defaultParallelism)
-            result = match_batch(frames, matcher, partitions=cores).toArrow()
+            if matching is not None:
+                found = to_matches(match_batch(frames, matching, partitions=cores).toArrow(), matching)
+            if aggregating is not None:
+                rows = run_aggregates(aggregating, frames, cores)
         finally:
             if owned:
                 spark.stop()
-        found = to_matches(result, matcher)
-    with open_writer(args.output, fmt, matcher.value_types()) as writer:
+    with (
+        open_writer(args.output, fmt, matcher.value_types()) as writer,
+        (
+            aggregate_writers.open_aggregate_writer(aggregates_path, fmt, queries)  # type: ignore[arg-type]
+            if separate
+            else nullcontext(writer)
+        ) as aggregate_writer,
+    ):
         writer.write(found)
-    summary.results = len(found)
-    summary.nonfinite = writer.nonfinite
+        summary.results = len(found)
+        if queries:
+            # after the matches, as the local engine writes them at the end of input
+            if separate:
+                summary.aggregates = aggregate_writer.write_aggregates(rows)
+            else:
+                summary.results += writer.write_aggregates(rows)
+    summary.nonfinite = writer.nonfinite + (aggregate_writer.nonfinite if separate else 0)
     summary.tuples = summary.total = sum(len(d) for d in data)
     for d in data:
         summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
@@ -89,6 +122,100 @@ def run_spark_match(
     summary.rejects_path = rejects_path if rejected else None
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
+    """Matchers of the same streams and settings holding the match queries and the
+    aggregate queries (each kind runs in its own Spark stage); None for a kind the
+    file does not have."""
+    aggregator = matcher.aggregator
+    has_aggregates = aggregator is not None and len(aggregator) > 0
+    if not has_aggregates:
+        return (matcher if len(matcher.registry) else None), None
+    ddl = matcher.catalog.ddl()
+    matching = None
+    if len(matcher.registry):
+        matching = Matcher(ddl, config=matcher.config)
+        for rq in matcher.registry:
+            matching.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
+    aggregating = Matcher(ddl, config=matcher.config)
+    for name, registered in aggregator.queries.items():  # type: ignore[union-attr]
+        aggregating.register_query(registered.query.text, query_id=name, source_name=f"<query {name}>")
+    return matching, aggregating
+
+
+def run_aggregates(aggregating: Matcher, frames: Mapping[str, Any], partitions: int) -> AggregateBatch:
+    """The aggregate rows of the stage over the streams that have tuples (a query on a
+    stream without any has no rows, as in the local engine), in file order."""
+    from runtime.spark.aggregate import aggregate_batch
+
+    assert aggregating.aggregator is not None
+    queries = [registered.query for registered in aggregating.aggregator.queries.values()]
+    fed = [q for q in queries if q.stream in frames]
+    if not fed:
+        return AggregateBatch()
+    if len(fed) < len(queries):
+        ddl = aggregating.catalog.ddl()
+        aggregating = Matcher(ddl, config=aggregating.config)
+        for q in fed:
+            aggregating.register_query(q.text, query_id=q.name, source_name=f"<query {q.name}>")
+    streams = {q.stream for q in fed}
+    table = aggregate_batch({s: frames[s] for s in streams}, aggregating, partitions=partitions).toArrow()
+    return aggregate_writers.in_file_order(stage_rows(table, queries))
+
+
+def stage_rows(table: pa.Table, queries: list[AggregateQuery]) -> AggregateBatch:
+    """The aggregate stage's rows (groups and values as text maps) as the local
+    engine's rows: one chunk per query, each value of the type the query gives it."""
+    position = {q.name: k for k, q in enumerate(queries)}
+    by_query: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        by_query.setdefault(row["query"], []).append(row)
+    chunks = []
+    for q in queries:
+        found = by_query.get(q.name, [])
+        if not found:
+            continue
+        value_types = aggregate_writers.output_types(q)
+        group_types = [ARROW_TYPES[t] for t in q.group_types]
+        keys: dict[tuple[Any, ...], int] = {}
+        codes = []
+        for row in found:
+            group = dict(row["group"])
+            key = tuple(_typed(group.get(g), t) for g, t in zip(q.group_by, group_types, strict=True))
+            codes.append(keys.setdefault(key, len(keys)))
+        names = list(value_types)
+        texts = [dict(row["values"]) for row in found]
+        values = [[_typed(text.get(name), value_types[name]) for text in texts] for name in names]
+        starts = [-np.inf if row["window_start"] is None else row["window_start"] for row in found]
+        chunks.append(
+            AggregateChunk(
+                q.name,
+                position[q.name],
+                np.array(starts, np.float64),
+                np.array([row["window_end"] for row in found], np.float64),
+                tuple(q.group_by),
+                list(keys),
+                np.array(codes, np.int64),
+                names,
+                values,
+            )
+        )
+    return AggregateBatch([chunks])
+
+
+def _typed(text: str | None, dtype: pa.DataType) -> Any:
+    """A value the stage wrote as text (:func:`mqo.batch.text_of`: ``str`` of it) as
+    the value of its type again (``str`` of a float is its shortest decimal: exact)."""
+    if text is None:
+        return None
+    if pa.types.is_integer(dtype):
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    if pa.types.is_floating(dtype):
+        return float(text)
+    if pa.types.is_boolean(dtype):
+        return text == "True"
+    return text
 
 
 def arrival_order(

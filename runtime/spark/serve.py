@@ -26,6 +26,10 @@ Structured Streaming.
   not compile or mixes both kinds, an ``UNREGISTER`` of an unknown id).
 * ``--checkpoint DIR``: Spark's checkpoints (the aggregate stage's in
   ``DIR/aggregates``); a restart carries on exactly once, the active queries included.
+  As for the local engine, the CLI holds ``DIR/serve.lock`` for one service at a time
+  (:func:`runtime.local.serve_files.checkpoint_lock`), and refuses an ``--output`` or
+  ``--checkpoint`` in an input directory. (Files written in place and idle streams are
+  Spark's file source's and watermark's business here; see :mod:`runtime.local.serve`.)
 
 A malformed data row stops the service with Spark's error naming the file (the CSV
 source runs in FAILFAST mode) rather than being read as NULLs; the local engine's

@@ -8,14 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from mqo import Matcher, MqoError, shared_equality_key
+from mqo import Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
 from predicates import ColumnType
 
 if TYPE_CHECKING:
@@ -102,7 +101,7 @@ def only_kind(matcher: Matcher, kind: str) -> None:
         )
 
 
-def _source(
+def stage_matcher(
     queries: str | Sequence[str] | Matcher,
     schema: str | None,
     frames: Mapping[str, DataFrame],
@@ -233,7 +232,7 @@ def build_spec(
         bucket_width=width,
         key_columns=tuple(sorted(key.items())) if mode == "key" and key else (),
     )
-    return _with_fingerprint(spec)
+    return with_fingerprint(spec)
 
 
 def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dict[str, Any] | None:
@@ -242,8 +241,11 @@ def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dic
     ``covers``: what else the fingerprint covers, for the message."""
     if not state.exists:
         return None
-    saved = pickle.loads(state.get[0])
-    if saved.get("format") != fmt or saved.get("fingerprint") != fingerprint:
+    try:
+        saved = decode_snapshot(state.get[0], "the checkpoint's streaming state")
+    except SnapshotError as err:
+        raise SparkStageError(f"{err}; start from a new checkpoint location") from None
+    if not isinstance(saved, dict) or saved.get("format") != fmt or saved.get("fingerprint") != fingerprint:
         raise SparkStageError(
             f"the checkpoint's state was written for other streams, queries or settings{covers}; "
             "start from a new checkpoint location"
@@ -254,10 +256,10 @@ def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dic
 def save_state(state: Any, fmt: int, fingerprint: str, **fields: Any) -> None:
     """Save a streaming state group's fields for :func:`saved_state`."""
     blob = {"format": fmt, "fingerprint": fingerprint, **fields}
-    state.update((pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
+    state.update((encode_snapshot(blob),))
 
 
-def _with_fingerprint(spec: StageSpec) -> StageSpec:
+def with_fingerprint(spec: StageSpec) -> StageSpec:
     return replace(spec, fingerprint=_fingerprint(spec.ddl, spec.queries, spec.settings))
 
 
@@ -309,7 +311,7 @@ def ddl_from_frames(frames: Mapping[str, DataFrame]) -> str:
     return "\n".join(statements)
 
 
-def _family(dtype: DataType) -> str:
+def type_family(dtype: DataType) -> str:
     name = type(dtype).__name__
     if name in ("ByteType", "ShortType", "IntegerType", "LongType"):
         return "integral"

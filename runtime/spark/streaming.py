@@ -18,10 +18,10 @@ bucket's number, modulo ``slots``. Each slot runs one continuous matcher over it
 or over its buckets in time order (consecutive buckets land in different slots, so no
 tuple is pushed twice into one matcher), so state is bounded by ``slots`` windows
 without any timeouts. Between micro-batches a slot's matcher lives in the state store as
-the changing part of :meth:`mqo.Matcher.snapshot` (clocks, ids, stored tuples), pickled
-into one binary column; the compiled plan is rebuilt once per Python worker, never per
-group. ``slots`` is part of the checkpointed state: restarting with another value is an
-error.
+the changing part of :meth:`mqo.Matcher.snapshot` (clocks, ids, stored tuples), written
+by :mod:`mqo.snapshot_codec` (never pickled) into one binary column; the compiled plan
+is rebuilt once per Python worker, never per group. ``slots`` is part of the
+checkpointed state: restarting with another value is an error.
 
 **Time, watermark and lateness.** Stream DataFrames need ``ts`` (seconds, >= 0, as
 Spark's watermark starts at 0), an ``id`` column (a distributed stream has no global
@@ -116,11 +116,11 @@ from runtime.spark.control import frame as control_frame
 from runtime.spark.spec import (
     SparkStageError,
     StageSpec,
-    _source,
-    _with_fingerprint,
     build_spec,
     save_state,
     saved_state,
+    stage_matcher,
+    with_fingerprint,
 )
 from runtime.spark.worker import Rows, freeze, spawn
 
@@ -171,7 +171,7 @@ def match_stream(
         raise SparkStageError("a control stream needs max_window: the largest MAXWINDOW its queries may have (seconds)")
     if control is None and max_window is not None:
         raise SparkStageError("max_window is for queries that come through a control stream (control=)")
-    matcher = _source(queries, schema, streams, order, may_be_empty=control is not None)
+    matcher = stage_matcher(queries, schema, streams, order, may_be_empty=control is not None)
     first = next(iter(streams.values()))
     if slots is None:
         slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
@@ -195,7 +195,7 @@ def match_stream(
     if shared_control:
         if control is None:
             raise SparkStageError("shared_control is for queries that come through a control stream (control=)")
-        spec = _with_fingerprint(replace(spec, settings=(*spec.settings, ("shared_control", True))))
+        spec = with_fingerprint(replace(spec, settings=(*spec.settings, ("shared_control", True))))
     ring = _slots(spec)
     # one watermark per source, the operator's the smallest: the local per-stream rule
     first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")

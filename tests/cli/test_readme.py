@@ -1,117 +1,180 @@
-"""The README's examples run and print what the README says they print."""
+"""The README runs as written and prints what it says it prints.
+
+Every ```python block runs on its own (a reader copies one block) in a fresh process,
+from a fresh directory in which ``examples/`` is the repository's. Every ```bash or
+```sh block runs in order in one shell, from one fresh directory (as a reader runs
+them one after the other from a clone). What a block prints is compared with the
+output block shown right after it (a plain ``` block), or, in a Python block, with
+the ``# `` comment lines that end it (HTML comments may stand between).
+
+A block the test cannot run says so right before it, where a reader sees why:
+``<!-- readme-test: skip (reason) -->``; ``<!-- readme-test: spark -->`` runs it
+under the ``spark`` marker; ``<!-- readme-test: run-from WORD (reason) -->`` runs the
+block from the first command starting with WORD (the Quickstart's line installs first).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
+FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+MARK = re.compile(r"<!--\s*readme-test:\s*([\w-]+)\s*(.*?)\s*-->", re.S)
+MARKUP = re.compile(r"<!--.*?-->", re.S)  # comments between a block and its output
+CODE = {"python", "bash", "sh"}
+SHELL = {"bash", "sh"}
+KINDS = {"skip", "spark", "run-from"}
+END_OF_BLOCK = "@@ end of README block @@"
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README, re.S)
+@dataclass
+class Block:
+    lang: str
+    code: str
+    line: int  # of the opening fence in README.md
+    mark: str | None = None  # skip, spark or run-from
+    argument: str = ""  # the mark's reason, or run-from's word and reason
+    expected: str | None = None  # what it prints, as the README shows it
+
+    @property
+    def name(self) -> str:
+        return f"README.md:{self.line}"
 
 
-def block_with(text: str) -> str:
-    found = [b for b in python_blocks() if text in b]
-    assert len(found) == 1, f"expected one README python block using {text!r}"
-    return found[0]
+def readme_blocks(text: str = README) -> list[Block]:
+    """The code blocks, each with its mark and the output the README shows for it."""
+    blocks: list[Block] = []
+    previous_end = 0
+    last: Block | None = None
+    for fence in FENCE.finditer(text):
+        gap = text[previous_end : fence.start()]
+        previous_end = fence.end()
+        lang, body = fence.group(1), fence.group(2)
+        line = text.count("\n", 0, fence.start()) + 1
+        if lang in CODE:
+            marks = MARK.findall(gap)
+            assert len(marks) <= 1, f"README.md:{line}: more than one readme-test mark"
+            block = Block(lang, body, line)
+            if marks:
+                kind, argument = marks[0]
+                assert kind in KINDS, f"README.md:{line}: unknown readme-test mark {kind!r}"
+                assert kind == "spark" or argument.strip(), f"README.md:{line}: say why ({kind})"
+                block.mark, block.argument = kind, argument
+            blocks.append(block)
+            last = block
+        elif lang in ("", "text") and last is not None and not MARKUP.sub("", gap).strip() and last.expected is None:
+            last.expected = body  # the output shown right after a block
+            last = None
+        else:
+            last = None
+    for block in blocks:
+        if block.lang == "python" and block.expected is None:
+            ending = re.search(r"(?:^# .*\n)+\Z", block.code, re.M)
+            if ending is not None:
+                block.expected = "".join(line[2:] + "\n" for line in ending.group(0).splitlines())
+    return blocks
 
 
-@contextlib.contextmanager
-def in_repo():
-    before = os.getcwd()
-    os.chdir(REPO)
-    try:
-        yield
-    finally:
-        os.chdir(before)
+def runnable(block: Block) -> str:
+    """The code to run: all of it, or from the run-from mark's first command."""
+    if block.mark != "run-from":
+        return block.code
+    word = block.argument.split()[0]
+    found = re.search(rf"(?:^|&&|;|\|)\s*({re.escape(word)}\s)", block.code, re.M)
+    assert found is not None, f"{block.name}: no command starting with {word!r}"
+    return block.code[found.start(1) :]
 
 
-def test_python_example_prints_the_documented_match():
-    block = block_with('m.push("T"')
-    expected = re.search(r"^# (\[Match.*\])$", block, re.M)
-    assert expected is not None
-    out = io.StringIO()
-    with in_repo(), contextlib.redirect_stdout(out):
-        exec(compile(block, "README.md", "exec"), {})
-    assert out.getvalue().strip() == expected.group(1)
+def same_output(got: str, expected: str) -> bool:
+    return [line.rstrip() for line in got.strip().splitlines()] == [
+        line.rstrip() for line in expected.strip().splitlines()
+    ]
 
 
-def test_push_batch_example_prints_the_documented_table():
-    namespace: dict = {}
-    out = io.StringIO()
-    with in_repo(), contextlib.redirect_stdout(out):
-        exec(compile(block_with('m.push("T"'), "README.md", "exec"), namespace)
-        out.seek(0)
-        out.truncate()
-        exec(compile(block_with("push_batch"), "README.md", "exec"), namespace)
-    expected = re.search(r"^# (\[\{.*\])$", block_with("push_batch"), re.M)
-    assert expected is not None
-    assert out.getvalue().strip() == expected.group(1)
+def reader_directory(tmp_path: Path) -> dict[str, str]:
+    """A fresh directory holding the repository's ``examples/``, and an environment in
+    which ``mqo`` and ``import mqo`` are this tree's."""
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    bin_dir = tmp_path / ".bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "mqo"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m runtime.cli "$@"\n')
+    shim.chmod(0o755)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    env["PATH"] = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
 
 
-def test_register_table_example_prints_the_documented_lines():
-    block = block_with("register_table")
-    expected = re.findall(r"^# (.*)$", block, re.M)
-    out = io.StringIO()
-    with in_repo(), contextlib.redirect_stdout(out):
-        exec(compile(block, "README.md", "exec"), {"mqo": __import__("mqo")})
-    assert out.getvalue().strip().splitlines() == expected
+BLOCKS = readme_blocks()
+PYTHON = [
+    pytest.param(b, id=b.name, marks=[pytest.mark.spark] if b.mark == "spark" else [])
+    for b in BLOCKS
+    if b.lang == "python" and b.mark != "skip"
+]
 
 
-@pytest.mark.spark
-def test_spark_embedding_example_gives_the_running_example_result(spark_session):
-    block = block_with("match_batch(")
-    namespace: dict = {}
-    with in_repo(), contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(block, "README.md", "exec"), namespace)
-    rows = namespace["results"].collect()
-    assert [(r["query"], r["ts"], dict(r["ids"]), r["H.alert"]) for r in rows] == [("3", 1.0, {"T": 0, "H": 0}, 1)]
+def test_the_readme_has_its_blocks_and_few_exemptions() -> None:
+    assert len([b for b in BLOCKS if b.lang == "python"]) >= 8
+    assert len([b for b in BLOCKS if b.lang in SHELL]) >= 5
+    skipped = [b for b in BLOCKS if b.mark == "skip"]
+    assert len(skipped) <= 3, [f"{b.name}: {b.argument}" for b in skipped]
+    assert not [b for b in BLOCKS if b.lang in SHELL and b.mark == "spark"], "the shell session runs without Spark"
+    # most blocks show what they print, and the test holds them to it
+    assert len([b for b in BLOCKS if b.expected is not None and b.mark != "skip"]) >= 10
 
 
-@pytest.mark.parametrize("marker", ["hr_high", "last3"])
-def test_aggregation_examples_print_the_documented_rows(marker: str) -> None:
-    block = block_with(f"Query ID: {marker}")
-    expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
-    out = io.StringIO()
-    with in_repo(), contextlib.redirect_stdout(out):
-        exec(compile(block, "README.md", "exec"), {})
-    assert out.getvalue().strip() == expected.strip()
-
-
-def test_self_join_python_example_prints_the_documented_results():
-    block = block_with("B b1, B b2")
-    expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
-    out = io.StringIO()
-    with in_repo(), contextlib.redirect_stdout(out):
-        exec(compile(block, "README.md", "exec"), {})
-    assert out.getvalue().strip() == expected.strip()
-
-
-def test_ordered_emission_example_prints_the_documented_releases():
-    block = block_with('emit="ordered"')
-    expected = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
-    out = io.StringIO()
-    with in_repo(), contextlib.redirect_stdout(out):
-        exec(compile(block, "README.md", "exec"), {})
-    assert out.getvalue().strip() == expected.strip()
-
-
-def test_self_join_cli_example_prints_the_documented_lines():
-    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", README, re.S) if "pressure_rise.mqo" in b]
-    command, _, shown = block.partition("\n{")
-    argv = command.replace("\\\n", " ").split()
-    assert argv[0] == "mqo"
-    done = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", *argv[1:]], cwd=REPO, capture_output=True, text=True, check=True
+def test_blocks_and_their_marks_are_found() -> None:
+    text = (
+        "<!-- readme-test: skip (it installs) -->\n```bash\npip install x\n```\n\n"
+        "```python\nprint(1)\n# 1\n```\n\n"
+        "```bash\necho hi\n```\n\n```\nhi\n```\n\n"
+        "```bash\necho a\n```\nprose\n```\nnot its output\n```\n"
+        "<!-- readme-test: run-from mqo (install first) -->\n```bash\npip x && mqo match --q\n```\n"
     )
-    assert done.stdout.strip() == ("{" + shown).strip()
+    skip, python, echo, prose, install = readme_blocks(text)
+    assert (skip.mark, skip.argument, skip.line) == ("skip", "(it installs)", 2)
+    assert python.expected == "1\n" and echo.expected == "hi\n" and prose.expected is None
+    assert runnable(install) == "mqo match --q\n"
+
+
+@pytest.mark.parametrize("block", PYTHON)
+def test_python_block_runs_on_its_own_and_prints_what_the_readme_shows(block: Block, tmp_path: Path) -> None:
+    env = reader_directory(tmp_path)
+    script = tmp_path / "block.py"
+    script.write_text(runnable(block))
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, f"{block.name} failed:\n{done.stderr[-3000:]}"
+    if block.expected is not None:
+        assert same_output(done.stdout, block.expected), f"{block.name} printed:\n{done.stdout}"
+
+
+def test_shell_blocks_run_in_order_and_print_what_the_readme_shows(tmp_path: Path) -> None:
+    shell = [b for b in BLOCKS if b.lang in SHELL and b.mark != "skip"]
+    env = reader_directory(tmp_path)
+    parts = ["set -e"]
+    for block in shell:
+        parts += [f"# {block.name}", runnable(block), f"echo '{END_OF_BLOCK}'"]
+    parts.append("wait  # a background job (the mqo serve session) has ended cleanly")
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(parts)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    outputs = done.stdout.split(END_OF_BLOCK + "\n")
+    ran = len(outputs) - 1
+    assert done.returncode == 0 and ran == len(shell), (
+        f"{shell[min(ran, len(shell) - 1)].name} failed (status {done.returncode}):\n{done.stderr[-3000:]}"
+    )
+    for block, printed in zip(shell, outputs, strict=False):
+        if block.expected is not None:
+            assert same_output(printed, block.expected), f"{block.name} printed:\n{printed}"

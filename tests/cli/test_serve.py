@@ -261,5 +261,5 @@ def test_cli_serve_once(tmp_path: Path) -> None:
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "step 2: +0/-1 queries 1 data file(s), 1 tuples, 0 results" in done.stderr
-    bad = subprocess.run([*command, "--input", f"X={tmp_path}"], cwd=REPO, capture_output=True, text=True)
+    bad = subprocess.run([*command, "--input", f"X={tmp_path / 'B'}"], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode != 0 and "no stream 'X'" in bad.stderr

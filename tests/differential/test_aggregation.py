@@ -182,10 +182,15 @@ def run_engine(queries: list[RefQuery], tuples: list, lateness: float, batch: bo
         if i == len(tuples):
             break
         ts, values = tuples[i]
+        # "ts" and "id" among the values are for the reference (which reads them as
+        # columns); the tuple's id is given to the engine as its id
+        tid = values.get("id")
+        values = {k: v for k, v in values.items() if k not in ("ts", "id")}
         if batch:
-            m.push_batch("H", {"ts": [ts], **{k: [v] for k, v in values.items()}})
+            ids = {} if tid is None else {"id": [tid]}
+            m.push_batch("H", {"ts": [ts], **ids, **{k: [v] for k, v in values.items()}})
         else:
-            m.push("H", ts=ts, values=values)
+            m.push("H", ts=ts, values=values, id=tid)
     return out + m.flush().to_pylist()
 
 
@@ -380,10 +385,10 @@ def _explain(tmp_path: Any) -> str:
 
 def test_spark_stage_refuses_aggregate_queries_clearly() -> None:
     pytest.importorskip("pyspark")
-    from runtime.spark.spec import SparkStageError, _source
+    from runtime.spark.spec import SparkStageError, stage_matcher
 
     with pytest.raises(SparkStageError, match=r"aggregate queries \(1\) do not run in the match stages; run them wi"):
-        _source(["SELECT COUNT(*) FROM H [RANGE 1 min]"], DDL, {}, None)
+        stage_matcher(["SELECT COUNT(*) FROM H [RANGE 1 min]"], DDL, {}, None)
 
 
 def test_json_lines_are_the_rows() -> None:

@@ -159,7 +159,7 @@ def test_memory_is_bounded_by_slices_of_rows() -> None:
         # the rows within the lateness (5 s at 3 rows/s) and n/g slices (+1 partial) per group
         assert store.rows_held <= 16
         assert store.slices_kept <= 3 * (600 // 60 + 1) + 1
-        assert all(s.store.rows.shape[0] <= 64 for s in store.state)
+        assert all(s.store.rows.shape[0] <= 64 for s in store.group_states)
     rows = m.poll_aggregates().to_pylist() + m.flush().to_pylist()
     assert sum(1 for r in rows if r["query"] == "c") == math.ceil(n / 90)
     assert sum(1 for r in rows if r["query"] == "g") == 3 * math.ceil(n / 3 / 60)

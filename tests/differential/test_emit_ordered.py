@@ -15,7 +15,6 @@ processing-time idleness with an injected clock.
 
 from __future__ import annotations
 
-import pickle
 from collections import Counter
 from fractions import Fraction
 from typing import Any
@@ -27,6 +26,7 @@ from hypothesis import strategies as st
 
 import mqo
 from mqo.batch import MatchBatch
+from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from tests.differential.test_exact_differential import SETTINGS, batch_ids, compare, record, runs
 from tests.references.exact_ops import (
     Heartbeat,
@@ -129,7 +129,7 @@ def run_push(workload: Workload, order: str, restore_at: frozenset[int] = frozen
     for step, op in enumerate(workload.ops):
         where = f"step {step} ({op!r})"
         if step in restore_at:
-            eng = mqo.Matcher.restore(pickle.loads(pickle.dumps(eng.snapshot())))
+            eng = mqo.Matcher.restore(decode_snapshot(encode_snapshot(eng.snapshot())))
         if isinstance(op, Push):
             got = eng.push(op.stream, op.ts, dict(op.values), id=op.id)
         else:
@@ -391,7 +391,7 @@ def test_snapshot_right_after_unregister(emit: str) -> None:
     for i in range(6):
         m.push("A", 0.1 * (i + 1), {"x": 0.0, "y": 0.0})
     m.unregister_query("q2")
-    restored = mqo.Matcher.restore(pickle.loads(pickle.dumps(m.snapshot())))
+    restored = mqo.Matcher.restore(decode_snapshot(encode_snapshot(m.snapshot())))
     for eng in (m, restored):
         found = eng.push("B", 0.7, {"x": 0.1, "y": 0.0}) + eng.flush_results().matches()
         assert sorted((r.query, r.ts) for r in found if r.query == "q1") == [("q1", 0.7)] * 6

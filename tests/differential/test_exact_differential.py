@@ -23,7 +23,6 @@ import ast
 import csv
 import heapq
 import json
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from hypothesis.control import currently_in_test_context
 import mqo
 import mqo.pipeline
 from mqo.batch import MatchBatch
+from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from tests.references.exact_workloads import (
     Heartbeat,
     Idle,
@@ -132,7 +132,7 @@ def run_push(workload: Workload, make: Callable[[Workload], Any], restore_at: fr
     for step, op in enumerate(workload.ops):
         where = f"step {step} ({op!r})"
         if step in restore_at:
-            eng = mqo.Matcher.restore(pickle.loads(pickle.dumps(eng.snapshot())))
+            eng = mqo.Matcher.restore(decode_snapshot(encode_snapshot(eng.snapshot())))
         if isinstance(op, Push):
             got = engine_results(eng.push(op.stream, op.ts, dict(op.values), id=op.id))
             compare(where, got, apply_reference(ref, op))
@@ -304,7 +304,7 @@ def test_push_store_candidates(workload: Workload, order: str) -> None:
 @settings(max_examples=30, **SETTINGS)
 @given(workload=workloads(), data=st.data())
 def test_snapshot_restore_mid_stream(workload: Workload, data: Any) -> None:
-    """``restore(snapshot())`` (through pickle) at one or two points, then carry on."""
+    """``restore(snapshot())`` (through snapshot bytes) at one or two points, then carry on."""
     record(workload)
     points = data.draw(st.sets(st.integers(0, len(workload.ops) - 1), min_size=1, max_size=2), label="restore at")
     order = data.draw(st.sampled_from(("AJW", "JAW", "adaptive")), label="order")

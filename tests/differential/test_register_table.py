@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import pickle
 import random
 import warnings
 
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 
 import mqo
 from mqo.registry import RegisteredRow
+from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from tests.unit.test_templates import summary
 
 DDL = """
@@ -239,7 +239,7 @@ def test_registry_rows_stay_the_queries_predicates_through_changes(seed: int) ->
             snap = got.snapshot()
             assert len(snap["queries"]) + sum(len(t["names"]) for t in snap["tables"]) == len(live)
             assert not any(name.startswith("t") for name, _, _ in snap["queries"])
-            restored = mqo.Matcher.restore(pickle.loads(pickle.dumps(snap)))
+            restored = mqo.Matcher.restore(decode_snapshot(encode_snapshot(snap)))
             restored.registry._check()
             assert restored.query_ids == got.query_ids
             assert [q.text for q in restored.registry] == [q.text for q in got.registry]
@@ -359,8 +359,8 @@ def test_a_table_row_cannot_take_an_aggregate_querys_id() -> None:
 
 
 def test_a_snapshot_of_texts_only_restores_a_tables_rows_alike() -> None:
-    """A snapshot written before tables had entries of their own (every query a text)
-    restores the same queries as one that keeps a table as its template and rows."""
+    """A snapshot that keeps every query as a text (no table entries) restores the same
+    queries as one that keeps a table as its template and rows."""
     m = mqo.Matcher(DDL)
     m.register_query("Query ID: x\nSELECT * FROM B WHERE B.alert = 1")
     m.register_table(
@@ -371,7 +371,7 @@ def test_a_snapshot_of_texts_only_restores_a_tables_rows_alike() -> None:
     m.register_query("Query ID: y\nSELECT * FROM H WHERE H.vib > 0.3")
     snap = m.snapshot()
     assert [t["names"] for t in snap["tables"]] == [["a", "b", "c"]] and snap["tables"][0]["at"] == 1
-    old = {**snap, "format": 6, "queries": [(rq.name, rq.text, -math.inf) for rq in m.registry]}
+    old = {**snap, "queries": [(rq.name, rq.text, -math.inf) for rq in m.registry]}
     del old["tables"]
     restored = mqo.Matcher.restore(snap)
     for r in (restored, mqo.Matcher.restore(old)):

@@ -188,10 +188,6 @@ def evaluate(queries: list[RefQuery], tuples: list[tuple[float, dict[str, Any]]]
             continue
         times = [exact(a.ts) for a in members]
         s = q.slide
-        if q.range_ is None:
-            k_lo = math.ceil(min(times) / s)
-        else:
-            k_lo = math.ceil(min(times) / s)
         k_hi = math.ceil((max(times) + (q.range_ or 0)) / s)
         if q.range_ is None:
             # landmark windows never empty again: reported while the watermark passes
@@ -199,7 +195,13 @@ def evaluate(queries: list[RefQuery], tuples: list[tuple[float, dict[str, Any]]]
             final = max((exact(a.ts) for a in arr if not a.late), default=None)
             if final is not None:
                 k_hi = max(k_hi, math.ceil((final - late_by) / s) - 1)
-        for k in range(k_lo, k_hi + 1):
+        # only the windows holding a member (with a landmark's, every end after the
+        # first): a gap of 1e9 s between tuples is not 1e9 windows to look at
+        ks: set[int] = set()
+        for t in times:
+            last = k_hi if q.range_ is None else math.ceil((t + q.range_) / s) - 1
+            ks.update(range(math.ceil(t / s), min(last, k_hi) + 1))
+        for k in sorted(ks):
             end = k * s
             start = None if q.range_ is None else end - q.range_
             if since is not None and (start is None or start < since):

@@ -163,3 +163,19 @@ def test_runtime_is_laid_out_by_job() -> None:
         if _job(m) is not None and _job(d) is not None and RUNTIME_JOBS.index(_job(d)) > RUNTIME_JOBS.index(_job(m))
     )
     assert across == []  # io reads and writes for both engines; the local engine never loads Spark
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A name with a leading underscore is its module's own: another module that needs
+    it needs a public name (or the code moved to where it is used)."""
+    private = sorted(
+        f"{name} imports {imported}"
+        for name, path in MODULES.items()
+        for imported in _imported(path)
+        if imported not in MODULES
+        and (home := imported.rpartition(".")[0]) in MODULES
+        and home != name
+        and imported.rpartition(".")[2].startswith("_")
+        and not imported.rpartition(".")[2].startswith("__")
+    )
+    assert private == []

@@ -248,6 +248,65 @@ def test_bad_tuples_are_clear_errors(call, fragment, thesis_ddl):
     assert fragment in str(err.value)
 
 
+SENSORS = "REGISTER STREAM S (sensor INTEGER, temp FLOAT, name STRING);"
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ([1, 30.0, "a"], "got list [1, 30.0, 'a']"),
+        ((1, 30.0, "a"), "got tuple"),
+        ("sensor=1", "got str 'sensor=1'"),
+        (7, "got int 7"),
+        ({("sensor",): 1}.items(), "got dict_items"),
+    ],
+)
+def test_values_that_are_not_a_mapping_are_a_tuple_error_naming_the_stream(values, fragment):
+    m = mqo.Matcher(SENSORS)
+    m.register_query("SELECT * FROM S WHERE S.temp > 0")
+    with pytest.raises(TupleError) as err:
+        m.push("S", 2, values)
+    message = str(err.value)
+    assert message.startswith("stream S: values must be a mapping of column -> value")
+    assert "{'sensor': ..., 'temp': ..., 'name': ...}" in message and fragment in message
+
+
+def _sensor_matcher() -> mqo.Matcher:
+    m = mqo.Matcher(SENSORS, idle_timeout=None)
+    m.register_queries(
+        "Query ID: warm\nSELECT * FROM S WHERE S.temp > 20;\n"
+        "Query ID: pair\nSELECT * FROM S a, S b MAXWINDOW 5 WHERE a.sensor = b.sensor AND a.ts < b.ts;\n"
+        "Query ID: n\nSELECT S.sensor, COUNT(*), AVG(S.temp) FROM S [RANGE 10] GROUP BY S.sensor;"
+    )
+    return m
+
+
+def test_a_refused_push_leaves_the_matcher_as_it_was():
+    """Every kind of refused tuple, between good ones: the good ones get the results,
+    ids and aggregate rows they get in a matcher that never saw the refused ones."""
+    good = [(1, {"sensor": 1, "temp": 30.0, "name": "a"}), (2, {"sensor": 1, "temp": 10.0, "name": "b"})]
+    refused = [
+        [1, 30.0, "a"],
+        "a",
+        None,
+        {"sensor": 1, "temp": 30.0},
+        {"sensor": 1, "temp": 30.0, "name": "a", "humidity": 3},
+        {"sensor": 1, "temp": "warm", "name": "a"},
+    ]
+    tried, clean = _sensor_matcher(), _sensor_matcher()
+    seen: list = []
+    expected: list = []
+    for ts, values in good:
+        for bad in refused:
+            with pytest.raises(TupleError):
+                tried.push("S", ts, bad)
+        seen += tried.push("S", ts, values)
+        expected += clean.push("S", ts, values)
+    assert seen == expected and {m.query for m in seen} == {"warm", "pair"}
+    assert [m.ids for m in seen if m.query == "pair"] == [{"a": 0, "b": 1}]
+    assert tried.flush().to_pylist() == clean.flush().to_pylist() != []
+
+
 def test_a_missing_column_is_an_error_unless_asked_for(thesis_ddl):
     strict = mqo.Matcher(thesis_ddl)
     strict.register_query("SELECT * FROM B WHERE B.pressure > 0")

@@ -269,3 +269,24 @@ def test_ddl_is_all_or_nothing():
 def test_a_window_slide_may_follow_a_bare_number(window):
     [query] = parse_queries(f"SELECT COUNT(*) FROM H {window};")
     assert (query.from_[0].window.size, query.from_[0].window.slide) == (10, 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "suggestion"),
+    [
+        ("SELECT MEDIAN(S.temp) FROM S [RANGE 10]", "MEDIAN", "MIN"),
+        ("SELECT S.sensor, stdev(S.temp) FROM S [RANGE 10] GROUP BY S.sensor", "stdev", "STDDEV"),
+        ("SELECT * FROM S WHERE LOG(S.temp) > 3", "LOG", None),
+    ],
+)
+def test_an_unknown_function_is_named_with_the_supported_ones(text, name, suggestion):
+    with pytest.raises(QueryError) as err:
+        parse_query(text)
+    message = str(err.value)
+    first, shown, caret = message.splitlines()
+    column = text.index(name) + 1
+    assert first.startswith(f"<string>:1:{column}: unknown function {name}")
+    assert "COUNT, SUM, AVG, MIN, MAX, STDDEV, VARIANCE" in first
+    assert (f"(did you mean '{suggestion}'?)" in first) == (suggestion is not None)
+    assert shown.strip() == text
+    assert caret.index("^") - shown.index("S") == column - 1 and caret.strip() == "^" + "~" * (len(name) - 1)

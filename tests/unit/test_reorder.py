@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import mqo
 from mqo.reorder import ALL_ORDERS, AdaptivePolicy, order_name
+from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from predicates import Kind
 from tests.references.naive import ReferenceMatcher
 from tests.references.strategies import Heartbeat, Push, Register, Unregister, Workload, workloads
@@ -138,15 +139,23 @@ def test_new_settings_on_a_live_policy_look_at_every_figure(setting):
     assert got[0] == got[1] and got[0][0]
 
 
-def test_a_policy_pickled_before_it_kept_its_looks_restores_and_runs():
-    policy = AdaptivePolicy(["B"])
-    feed(policy, 0, 100, {A: (0.5, 1), J: (1.0, 10), W: (1.0, 10)})
-    state = dict(policy.__dict__)
-    del state["_looked_with"]
-    restored = AdaptivePolicy.__new__(AdaptivePolicy)
-    restored.__setstate__(state)
-    feed(restored, 0, 100, {A: (0.5, 1), J: (1.0, 10), W: (1.0, 10)})
-    assert restored.seen[0] == 200
+def test_a_policy_through_snapshot_bytes_decides_as_the_original():
+    """``state()`` -> snapshot bytes -> ``from_state`` keeps every figure: fed the same
+    tuples after it (a change of costs that makes both switch), the two choose the same
+    orders at the same tuples, with the same estimates."""
+    policy = AdaptivePolicy(["B", "H"], explore_every=7)
+    before = {A: (0.5, 1), J: (1.0, 10), W: (1.0, 10)}
+    feed(policy, 0, 150, before)
+    feed(policy, 1, 40, before)
+    policy.observe_list(3, 0.25)
+    restored = AdaptivePolicy.from_state(decode_snapshot(encode_snapshot(policy.state())))
+    after = {A: (1.0, 50), J: (0.1, 1), W: (1.0, 10)}
+    for p in (policy, restored):
+        feed(p, 0, 300, after)
+        feed(p, 1, 100, after)
+    assert policy.switches and restored.switches == policy.switches
+    assert (restored.orders, restored.seen, restored.changes) == (policy.orders, policy.seen, policy.changes)
+    assert restored.state() == policy.state()
 
 
 def test_a_tuple_that_meets_no_query_reports_no_phases(monkeypatch):

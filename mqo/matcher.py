@@ -1,7 +1,7 @@
 """The public matcher: register streams and queries, push tuples, get matches.
 
 A :class:`Matcher` is a facade over its :class:`~mqo.registrations.Registrations` (the
-queries, and the plan compiled from them on demand), the :class:`~mqo.pipeline.Pipeline`
+queries, and the plan compiled from them when next needed), the :class:`~mqo.pipeline.Pipeline`
 (the one way every tuple is matched) and the pipeline's :class:`~mqo.clock.Clock`."""
 
 from __future__ import annotations
@@ -127,16 +127,15 @@ class Matcher:
     def query_ids(self) -> list[str]:
         return self.queries.ids()
 
-    @property
-    def plan(self) -> CompiledPlan:
-        """The compiled plan for the current registrations (compiled on demand)."""
-        return self.queries.plan
+    def ensure_plan(self) -> CompiledPlan:
+        """The compiled plan of the current registrations: compiled now if they changed
+        since the last one (every push and heartbeat does this first), else as it is."""
+        return self.queries.ensure_plan()
 
     @property
-    def state(self) -> WindowState:
-        """The stored tuples (after the plan is compiled)."""
-        self.plan  # noqa: B018 - compiles the plan and creates the state
-        assert self.pipeline.state is not None
+    def state(self) -> WindowState | None:
+        """The stored tuples (None until the first plan is compiled; a query registered
+        since reads them in its roles once :meth:`ensure_plan` attaches its plan)."""
         return self.pipeline.state
 
     def explain(self) -> str:
@@ -152,13 +151,16 @@ class Matcher:
     @property
     def watermark(self) -> float:
         """The smallest over the active streams (``time='global'``: all) of their newest ts
-        minus their lateness; older tuples are late. -inf until every active one spoke."""
-        self.plan  # noqa: B018 - the clock knows the streams once the plan exists
+        minus their lateness; older tuples are late. -inf until every active one spoke.
+        Compiles the plan first if the registrations changed (:meth:`ensure_plan`): the
+        clock is made over the streams the plan declares."""
+        self.ensure_plan()
         return self.clock.watermark_now()
 
     def stream_watermarks(self) -> dict[str, float]:
-        """Each stream's newest ts (tuples and heartbeats; -inf before any), by name."""
-        self.plan  # noqa: B018
+        """Each stream's newest ts (tuples and heartbeats; -inf before any), by name
+        (compiling the plan first if the registrations changed, as :attr:`watermark` does)."""
+        self.ensure_plan()
         return dict(zip(self.clock.names, self.clock.newest, strict=True))
 
     @property
@@ -179,7 +181,7 @@ class Matcher:
         nothing more before 100 (so holds the watermark back no further); ``heartbeat(100)``
         says it of every stream. Quiet streams purge; returns the results this releases."""
         stream, ts = heartbeat_args(stream_or_ts, ts)
-        self.plan  # noqa: B018 - make sure the state exists
+        self.ensure_plan()  # the heartbeat purges the stored tuples of the current plan
         return self._matches(self.pipeline.heartbeat(None if stream is None else self._stream(stream), ts))
 
     def set_idle(self, stream: str) -> list[Match]:
@@ -188,13 +190,13 @@ class Matcher:
         return self._matches(self.pipeline.set_idle(self._stream(stream)))
 
     def _stream(self, stream: str) -> int:
-        self.plan  # noqa: B018 - streams are numbered by the current plan
+        self.ensure_plan()  # streams are numbered by the current plan
         return self.pipeline.stream_number(stream)
 
     def _matches(self, blocks: list[ResultBlock], emit_aggregates: bool = True) -> list[Match]:
         if emit_aggregates:
             self.queries.emit_aggregates(self.clock)
-        return MatchBatch(self.plan, blocks).matches() if blocks else []
+        return MatchBatch(self.ensure_plan(), blocks).matches() if blocks else []
 
     def push(
         self, stream: str, ts: float, values: Mapping[str, Any] | None = None, id: int | None = None
@@ -233,7 +235,7 @@ class Matcher:
         """Match prepared rows in a given arrival order (row ``rows[j]`` of batch
         ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
         blocks) for each row visited (those late or that some query wants)."""
-        self.plan  # noqa: B018 - the pipeline runs on the current plan
+        self.ensure_plan()  # the pipeline runs on the current plan
         return self.pipeline.replay(prepared, which, rows)
 
     def poll_aggregates(self) -> AggregateBatch:
@@ -250,7 +252,7 @@ class Matcher:
     def release(self) -> MatchBatch:
         """``emit='ordered'``: the held results the watermark has passed by now, in ``ts``
         order (call it when no tuple comes: a stream may have gone idle since)."""
-        plan = self.plan
+        plan = self.ensure_plan()
         blocks = self.pipeline.release()
         self.queries.emit_aggregates(self.clock)
         return MatchBatch(plan, blocks)
@@ -258,7 +260,7 @@ class Matcher:
     def flush_results(self) -> MatchBatch:
         """End of input under ``emit='ordered'``: every held result, in ``ts`` order
         (results released by later tuples start a new ordered run)."""
-        return MatchBatch(self.plan, self.pipeline.flush())
+        return MatchBatch(self.ensure_plan(), self.pipeline.flush())
 
     @property
     def next_release_ts(self) -> float | None:
@@ -272,7 +274,7 @@ class Matcher:
 
     def _held(self) -> HeldResults:
         if self.pipeline.held is not None:
-            self.plan  # noqa: B018 - a query unregistered since withdraws its held results
+            self.ensure_plan()  # a query unregistered since withdraws its held results
         return self.pipeline.holding()
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:

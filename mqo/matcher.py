@@ -57,7 +57,7 @@ class Matcher:
         self.config = config.with_changes(**settings) if config is not None else MatcherConfig(**settings)
         self.catalog = schema if isinstance(schema, Catalog) else Catalog.from_ddl(schema or "")
         self.pipeline = Pipeline(self.config, late_sink, now)
-        self.queries = Registrations(self.catalog, self.config, self.pipeline)
+        self.registrations = Registrations(self.catalog, self.config, self.pipeline)
 
     @property
     def clock(self) -> Clock:
@@ -78,13 +78,13 @@ class Matcher:
 
     @property
     def registry(self) -> QueryRegistry:
-        """The match queries."""
-        return self.queries.registry
+        """The match queries (:attr:`registrations` holds them, with the aggregate ones)."""
+        return self.registrations.registry
 
     @property
     def aggregator(self) -> Aggregator | None:
         """The windowed aggregate queries (None before the first)."""
-        return self.queries.aggregator
+        return self.registrations.aggregator
 
     @property
     def allowed_lateness(self) -> float:
@@ -100,15 +100,15 @@ class Matcher:
 
     def register_streams(self, ddl: str, source_name: str = "<schema>") -> list[str]:
         """Declare streams from DDL (before any query or tuple); returns their names."""
-        return self.queries.register_streams(ddl, source_name)
+        return self.registrations.register_streams(ddl, source_name)
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
         """Register one query; returns its id (``query_id``, else its ``Query ID:``, else its position)."""
-        return self.queries.register([text], source_name, True, None if query_id is None else str(query_id))[0]
+        return self.registrations.register([text], source_name, True, None if query_id is None else str(query_id))[0]
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
         """Register many queries (a file's text, or a list of texts), all or nothing; returns the ids in order."""
-        return self.queries.register([texts] if isinstance(texts, str) else list(texts), source_name)
+        return self.registrations.register([texts] if isinstance(texts, str) else list(texts), source_name)
 
     def register_table(
         self, template: str, table: Any, id_column: str | None = None, source_name: str = "<table>"
@@ -117,20 +117,20 @@ class Matcher:
         a mapping of columns): ``template``'s ``:name`` parameters take the row's value of
         column ``name`` (the number as it prints). Ids: ``id_column``, else positions. All
         or nothing; returns the ids."""
-        return self.queries.register_table(template, table, id_column, source_name)
+        return self.registrations.register_table(template, table, id_column, source_name)
 
     def unregister_query(self, query_id: str) -> None:
         """Remove a query; it reports nothing more."""
-        self.queries.remove(query_id)
+        self.registrations.remove(query_id)
 
     @property
     def query_ids(self) -> list[str]:
-        return self.queries.ids()
+        return self.registrations.ids()
 
     def ensure_plan(self) -> CompiledPlan:
         """The compiled plan of the current registrations: compiled now if they changed
         since the last one (every push and heartbeat does this first), else as it is."""
-        return self.queries.ensure_plan()
+        return self.registrations.ensure_plan()
 
     @property
     def state(self) -> WindowState | None:
@@ -141,7 +141,7 @@ class Matcher:
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits, the
         evaluation order with its statistics, the aggregate queries' filters and slices."""
-        whole = self.queries.compiled_whole()  # list numbers as a fresh compile's
+        whole = self.registrations.compiled_whole()  # list numbers as a fresh compile's
         return explain_matcher(self.registry, whole, self.pipeline.order, self.policy, self.aggregator)
 
     def value_types(self) -> dict[str, Any]:
@@ -195,7 +195,7 @@ class Matcher:
 
     def _matches(self, blocks: list[ResultBlock], emit_aggregates: bool = True) -> list[Match]:
         if emit_aggregates:
-            self.queries.emit_aggregates(self.clock)
+            self.registrations.emit_aggregates(self.clock)
         return MatchBatch(self.ensure_plan(), blocks).matches() if blocks else []
 
     def push(
@@ -205,10 +205,10 @@ class Matcher:
         last tuple it is (under ``emit='ordered'``: the results the watermark releases
         now, in ``ts`` order). A late tuple finds no results and goes to the late sink."""
         number = self._stream(stream)
-        ingest = self.queries.aggregating(stream) and not self.clock.is_late_value(number, ts)
+        ingest = self.registrations.aggregating(stream) and not self.clock.is_late_value(number, ts)
         blocks = self.pipeline.push(number, ts, values, id)
         if ingest:
-            self.queries.ingest_row(stream, ts, values, id)
+            self.registrations.ingest_row(stream, ts, values, id)
         return self._matches(blocks, emit_aggregates=ingest)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
@@ -216,12 +216,12 @@ class Matcher:
         optional ``id``, the stream's columns) in row order, as if pushed one by one; the
         results as a :class:`~mqo.batch.MatchBatch` (``len``, ``to_arrow``, ``matches``)."""
         number = self._stream(stream)
-        if not self.queries.aggregating(stream):
+        if not self.registrations.aggregating(stream):
             return self.pipeline.push_batch(number, batch)
         # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
-        self.queries.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
+        self.registrations.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
         out = self.pipeline.push_batch(number, batch)
-        self.queries.emit_aggregates(self.clock)
+        self.registrations.emit_aggregates(self.clock)
         return out
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
@@ -241,20 +241,20 @@ class Matcher:
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows not yet taken, one per (query, window, group) whose window the
         watermark has passed (also after :meth:`replay`, which emits nothing itself)."""
-        self.queries.emit_aggregates(self.clock)
-        return self.queries.take_aggregates()
+        self.registrations.emit_aggregates(self.clock)
+        return self.registrations.take_aggregates()
 
     def flush(self) -> AggregateBatch:
         """End of input: emit every window that holds data; returns every aggregate row not yet taken."""
-        self.queries.emit_aggregates(self.clock)
-        return self.queries.take_aggregates(flush=True)
+        self.registrations.emit_aggregates(self.clock)
+        return self.registrations.take_aggregates(flush=True)
 
     def release(self) -> MatchBatch:
         """``emit='ordered'``: the held results the watermark has passed by now, in ``ts``
         order (call it when no tuple comes: a stream may have gone idle since)."""
         plan = self.ensure_plan()
         blocks = self.pipeline.release()
-        self.queries.emit_aggregates(self.clock)
+        self.registrations.emit_aggregates(self.clock)
         return MatchBatch(plan, blocks)
 
     def flush_results(self) -> MatchBatch:
@@ -284,7 +284,7 @@ class Matcher:
         matcher evaluates exactly as this one would.
         ``queries=False`` leaves the match queries out: restore that ``like=`` a matcher
         that has them (as a Spark worker does in every micro-batch)."""
-        return take_snapshot(self.config, self.queries, self.pipeline, queries)
+        return take_snapshot(self.config, self.registrations, self.pipeline, queries)
 
     @classmethod
     def restore(
@@ -301,5 +301,5 @@ class Matcher:
         :class:`~mqo.SnapshotError` names the ids that differ."""
         config = restored_config(snapshot, like is not None, overrides)
         m = cls(snapshot["ddl"] if like is None else like.catalog, config=config, late_sink=late_sink)
-        load_snapshot(snapshot, m.queries, m.pipeline, None if like is None else like.queries)
+        load_snapshot(snapshot, m.registrations, m.pipeline, None if like is None else like.registrations)
         return m

@@ -372,12 +372,12 @@ class _Taken:
     """The ids registered now, of both kinds (a view: registering a million queries one
     at a time should not copy a million names each time)."""
 
-    def __init__(self, queries: Registrations) -> None:
-        self.queries = queries
+    def __init__(self, registrations: Registrations) -> None:
+        self.registrations = registrations
 
     def __contains__(self, name: object) -> bool:
-        aggregator = self.queries.aggregator
-        return name in self.queries.registry.queries or (aggregator is not None and name in aggregator.queries)
+        aggregator = self.registrations.aggregator
+        return name in self.registrations.registry.queries or (aggregator is not None and name in aggregator.queries)
 
 
 @contextmanager

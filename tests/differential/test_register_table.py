@@ -294,7 +294,7 @@ def test_a_name_given_twice_registers_nothing_and_leaves_the_names_free() -> Non
     with pytest.raises(mqo.QueryError, match="query id b is given twice"):
         m.register_table(template, table, id_column="id")
     m.registry._check()
-    assert m.query_ids == ["x"] and m.queries.plan is before  # the registry did not change
+    assert m.query_ids == ["x"] and m.registrations.plan is before  # the registry did not change
     table["id"] = np.array(["a", "b", "c", "d", "x", "e"], dtype=object)
     with pytest.raises(mqo.QueryError, match="query id x is already registered"):
         m.register_table(template, table, id_column="id")

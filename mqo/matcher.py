@@ -230,13 +230,13 @@ class Matcher:
         return self.pipeline.prepare(self._stream(stream), batch)
 
     def replay(
-        self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
+        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """Match prepared rows in a given arrival order (row ``rows[j]`` of batch
+        """Match prepared rows in a given arrival order (row ``row_indexes[j]`` of batch
         ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
         blocks) for each row visited (those late or that some query wants)."""
         self.ensure_plan()  # the pipeline runs on the current plan
-        return self.pipeline.replay(prepared, which, rows)
+        return self.pipeline.replay(prepared, which, row_indexes)
 
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows not yet taken, one per (query, window, group) whose window the

@@ -200,7 +200,7 @@ class Registrations:
         schemas = self.catalog.register_ddl(ddl, source_name)
         self.plan = self._previous = None
         self.pipeline.state = None  # made anew, with the new streams, on the next compile
-        self.pipeline.rows = []
+        self.pipeline.row_builders = []
         return [s.name for s in schemas]
 
     # -------------------------------------------------------------------- plan

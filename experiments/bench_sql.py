@@ -331,7 +331,7 @@ def timed(name, f):
 register = timed("register", cli.load_matcher)
 def load_matcher(*args, **kwargs):
     matcher = register(*args, **kwargs)
-    timed("plan", lambda: matcher.plan)()
+    timed("plan", matcher.ensure_plan)()
     return matcher
 cli.load_matcher = load_matcher
 local.read_inputs = timed("read", local.read_inputs)

@@ -129,7 +129,7 @@ def type_masks(matcher: Matcher, rows: dict[int, np.ndarray], index: dict[int, n
 
     Evaluates ``left OP factor*right + c`` in the same floating-point steps as
     :meth:`mqo.plan.CompiledList.evaluate_pair`; NULL (NaN) satisfies nothing."""
-    plan = matcher.plan
+    plan = matcher.ensure_plan()
     by_key = {lst.key: lst for kind in (A, J, W) for lst in plan.lists[kind]}
     (rq,) = list(matcher.registry)
     n = len(next(iter(index.values())))
@@ -168,7 +168,7 @@ class Exact:
 
 def exact_pairs(matcher: Matcher, events: list[Event]) -> Exact:
     """The pairs within MAXWINDOW of a one-query, two-stream matcher, typed."""
-    plan = matcher.plan
+    plan = matcher.ensure_plan()
     (rq,) = list(matcher.registry)
     x, y = sorted(plan.stream_number(name) for name in rq.streams)
     rows = {s: stream_rows(plan, events, plan.streams[s].name) for s in (x, y)}

@@ -160,7 +160,7 @@ def run_local(ddl: str, texts: list[str], streams: dict[str, Any]) -> tuple[floa
     which = np.concatenate([np.full(streams[name].num_rows, k) for k, name in enumerate(names)])
     rows = np.concatenate([np.arange(streams[name].num_rows) for name in names])
     order = np.lexsort((rows, which, ts))  # ts, then stream in DDL order, then id
-    found = MatchBatch(m.plan)
+    found = MatchBatch(m.ensure_plan())
     for _, blocks in m.replay(prepared, which[order], rows[order]):
         found.blocks.extend(blocks)
     counts = Counter(found.to_arrow({}).column("query").to_pylist())

@@ -1,7 +1,7 @@
 """The public matcher: register streams and queries, push tuples, get matches.
 
 A :class:`Matcher` is a facade over its :class:`~mqo.registrations.Registrations` (the
-queries, and the plan compiled from them on demand), the :class:`~mqo.pipeline.Pipeline`
+queries, and the plan compiled from them when next needed), the :class:`~mqo.pipeline.Pipeline`
 (the one way every tuple is matched) and the pipeline's :class:`~mqo.clock.Clock`."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Matcher:
         self.config = config.with_changes(**settings) if config is not None else MatcherConfig(**settings)
         self.catalog = schema if isinstance(schema, Catalog) else Catalog.from_ddl(schema or "")
         self.pipeline = Pipeline(self.config, late_sink, now)
-        self.queries = Registrations(self.catalog, self.config, self.pipeline)
+        self.registrations = Registrations(self.catalog, self.config, self.pipeline)
 
     @property
     def clock(self) -> Clock:
@@ -78,13 +78,13 @@ class Matcher:
 
     @property
     def registry(self) -> QueryRegistry:
-        """The match queries."""
-        return self.queries.registry
+        """The match queries (:attr:`registrations` holds them, with the aggregate ones)."""
+        return self.registrations.registry
 
     @property
     def aggregator(self) -> Aggregator | None:
         """The windowed aggregate queries (None before the first)."""
-        return self.queries.aggregator
+        return self.registrations.aggregator
 
     @property
     def allowed_lateness(self) -> float:
@@ -100,15 +100,15 @@ class Matcher:
 
     def register_streams(self, ddl: str, source_name: str = "<schema>") -> list[str]:
         """Declare streams from DDL (before any query or tuple); returns their names."""
-        return self.queries.register_streams(ddl, source_name)
+        return self.registrations.register_streams(ddl, source_name)
 
     def register_query(self, text: str, query_id: str | None = None, source_name: str = "<query>") -> str:
         """Register one query; returns its id (``query_id``, else its ``Query ID:``, else its position)."""
-        return self.queries.register([text], source_name, True, None if query_id is None else str(query_id))[0]
+        return self.registrations.register([text], source_name, True, None if query_id is None else str(query_id))[0]
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
         """Register many queries (a file's text, or a list of texts), all or nothing; returns the ids in order."""
-        return self.queries.register([texts] if isinstance(texts, str) else list(texts), source_name)
+        return self.registrations.register([texts] if isinstance(texts, str) else list(texts), source_name)
 
     def register_table(
         self, template: str, table: Any, id_column: str | None = None, source_name: str = "<table>"
@@ -117,32 +117,31 @@ class Matcher:
         a mapping of columns): ``template``'s ``:name`` parameters take the row's value of
         column ``name`` (the number as it prints). Ids: ``id_column``, else positions. All
         or nothing; returns the ids."""
-        return self.queries.register_table(template, table, id_column, source_name)
+        return self.registrations.register_table(template, table, id_column, source_name)
 
     def unregister_query(self, query_id: str) -> None:
         """Remove a query; it reports nothing more."""
-        self.queries.remove(query_id)
+        self.registrations.remove(query_id)
 
     @property
     def query_ids(self) -> list[str]:
-        return self.queries.ids()
+        return self.registrations.ids()
+
+    def ensure_plan(self) -> CompiledPlan:
+        """The compiled plan of the current registrations: compiled now if they changed
+        since the last one (every push and heartbeat does this first), else as it is."""
+        return self.registrations.ensure_plan()
 
     @property
-    def plan(self) -> CompiledPlan:
-        """The compiled plan for the current registrations (compiled on demand)."""
-        return self.queries.plan
-
-    @property
-    def state(self) -> WindowState:
-        """The stored tuples (after the plan is compiled)."""
-        self.plan  # noqa: B018 - compiles the plan and creates the state
-        assert self.pipeline.state is not None
+    def state(self) -> WindowState | None:
+        """The stored tuples (None until the first plan is compiled; a query registered
+        since reads them in its roles once :meth:`ensure_plan` attaches its plan)."""
         return self.pipeline.state
 
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits, the
         evaluation order with its statistics, the aggregate queries' filters and slices."""
-        whole = self.queries.compiled_whole()  # list numbers as a fresh compile's
+        whole = self.registrations.compiled_whole()  # list numbers as a fresh compile's
         return explain_matcher(self.registry, whole, self.pipeline.order, self.policy, self.aggregator)
 
     def value_types(self) -> dict[str, Any]:
@@ -152,13 +151,16 @@ class Matcher:
     @property
     def watermark(self) -> float:
         """The smallest over the active streams (``time='global'``: all) of their newest ts
-        minus their lateness; older tuples are late. -inf until every active one spoke."""
-        self.plan  # noqa: B018 - the clock knows the streams once the plan exists
+        minus their lateness; older tuples are late. -inf until every active one spoke.
+        Compiles the plan first if the registrations changed (:meth:`ensure_plan`): the
+        clock is made over the streams the plan declares."""
+        self.ensure_plan()
         return self.clock.watermark_now()
 
     def stream_watermarks(self) -> dict[str, float]:
-        """Each stream's newest ts (tuples and heartbeats; -inf before any), by name."""
-        self.plan  # noqa: B018
+        """Each stream's newest ts (tuples and heartbeats; -inf before any), by name
+        (compiling the plan first if the registrations changed, as :attr:`watermark` does)."""
+        self.ensure_plan()
         return dict(zip(self.clock.names, self.clock.newest, strict=True))
 
     @property
@@ -179,7 +181,7 @@ class Matcher:
         nothing more before 100 (so holds the watermark back no further); ``heartbeat(100)``
         says it of every stream. Quiet streams purge; returns the results this releases."""
         stream, ts = heartbeat_args(stream_or_ts, ts)
-        self.plan  # noqa: B018 - make sure the state exists
+        self.ensure_plan()  # the heartbeat purges the stored tuples of the current plan
         return self._matches(self.pipeline.heartbeat(None if stream is None else self._stream(stream), ts))
 
     def set_idle(self, stream: str) -> list[Match]:
@@ -188,13 +190,13 @@ class Matcher:
         return self._matches(self.pipeline.set_idle(self._stream(stream)))
 
     def _stream(self, stream: str) -> int:
-        self.plan  # noqa: B018 - streams are numbered by the current plan
+        self.ensure_plan()  # streams are numbered by the current plan
         return self.pipeline.stream_number(stream)
 
     def _matches(self, blocks: list[ResultBlock], emit_aggregates: bool = True) -> list[Match]:
         if emit_aggregates:
-            self.queries.emit_aggregates(self.clock)
-        return MatchBatch(self.plan, blocks).matches() if blocks else []
+            self.registrations.emit_aggregates(self.clock)
+        return MatchBatch(self.ensure_plan(), blocks).matches() if blocks else []
 
     def push(
         self, stream: str, ts: float, values: Mapping[str, Any] | None = None, id: int | None = None
@@ -203,10 +205,10 @@ class Matcher:
         last tuple it is (under ``emit='ordered'``: the results the watermark releases
         now, in ``ts`` order). A late tuple finds no results and goes to the late sink."""
         number = self._stream(stream)
-        ingest = self.queries.aggregating(stream) and not self.clock.is_late_value(number, ts)
+        ingest = self.registrations.aggregating(stream) and not self.clock.is_late_value(number, ts)
         blocks = self.pipeline.push(number, ts, values, id)
         if ingest:
-            self.queries.ingest_row(stream, ts, values, id)
+            self.registrations.ingest_row(stream, ts, values, id)
         return self._matches(blocks, emit_aggregates=ingest)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
@@ -214,12 +216,12 @@ class Matcher:
         optional ``id``, the stream's columns) in row order, as if pushed one by one; the
         results as a :class:`~mqo.batch.MatchBatch` (``len``, ``to_arrow``, ``matches``)."""
         number = self._stream(stream)
-        if not self.queries.aggregating(stream):
+        if not self.registrations.aggregating(stream):
             return self.pipeline.push_batch(number, batch)
         # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
-        self.queries.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
+        self.registrations.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
         out = self.pipeline.push_batch(number, batch)
-        self.queries.emit_aggregates(self.clock)
+        self.registrations.emit_aggregates(self.clock)
         return out
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
@@ -228,37 +230,37 @@ class Matcher:
         return self.pipeline.prepare(self._stream(stream), batch)
 
     def replay(
-        self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
+        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """Match prepared rows in a given arrival order (row ``rows[j]`` of batch
+        """Match prepared rows in a given arrival order (row ``row_indexes[j]`` of batch
         ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
         blocks) for each row visited (those late or that some query wants)."""
-        self.plan  # noqa: B018 - the pipeline runs on the current plan
-        return self.pipeline.replay(prepared, which, rows)
+        self.ensure_plan()  # the pipeline runs on the current plan
+        return self.pipeline.replay(prepared, which, row_indexes)
 
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows not yet taken, one per (query, window, group) whose window the
         watermark has passed (also after :meth:`replay`, which emits nothing itself)."""
-        self.queries.emit_aggregates(self.clock)
-        return self.queries.take_aggregates()
+        self.registrations.emit_aggregates(self.clock)
+        return self.registrations.take_aggregates()
 
     def flush(self) -> AggregateBatch:
         """End of input: emit every window that holds data; returns every aggregate row not yet taken."""
-        self.queries.emit_aggregates(self.clock)
-        return self.queries.take_aggregates(flush=True)
+        self.registrations.emit_aggregates(self.clock)
+        return self.registrations.take_aggregates(flush=True)
 
     def release(self) -> MatchBatch:
         """``emit='ordered'``: the held results the watermark has passed by now, in ``ts``
         order (call it when no tuple comes: a stream may have gone idle since)."""
-        plan = self.plan
+        plan = self.ensure_plan()
         blocks = self.pipeline.release()
-        self.queries.emit_aggregates(self.clock)
+        self.registrations.emit_aggregates(self.clock)
         return MatchBatch(plan, blocks)
 
     def flush_results(self) -> MatchBatch:
         """End of input under ``emit='ordered'``: every held result, in ``ts`` order
         (results released by later tuples start a new ordered run)."""
-        return MatchBatch(self.plan, self.pipeline.flush())
+        return MatchBatch(self.ensure_plan(), self.pipeline.flush())
 
     @property
     def next_release_ts(self) -> float | None:
@@ -272,7 +274,7 @@ class Matcher:
 
     def _held(self) -> HeldResults:
         if self.pipeline.held is not None:
-            self.plan  # noqa: B018 - a query unregistered since withdraws its held results
+            self.ensure_plan()  # a query unregistered since withdraws its held results
         return self.pipeline.holding()
 
     def snapshot(self, queries: bool = True) -> dict[str, Any]:
@@ -282,7 +284,7 @@ class Matcher:
         matcher evaluates exactly as this one would.
         ``queries=False`` leaves the match queries out: restore that ``like=`` a matcher
         that has them (as a Spark worker does in every micro-batch)."""
-        return take_snapshot(self.config, self.queries, self.pipeline, queries)
+        return take_snapshot(self.config, self.registrations, self.pipeline, queries)
 
     @classmethod
     def restore(
@@ -299,5 +301,5 @@ class Matcher:
         :class:`~mqo.SnapshotError` names the ids that differ."""
         config = restored_config(snapshot, like is not None, overrides)
         m = cls(snapshot["ddl"] if like is None else like.catalog, config=config, late_sink=late_sink)
-        load_snapshot(snapshot, m.queries, m.pipeline, None if like is None else like.queries)
+        load_snapshot(snapshot, m.registrations, m.pipeline, None if like is None else like.registrations)
         return m

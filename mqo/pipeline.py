@@ -86,7 +86,7 @@ class Pipeline:
         self.plan: CompiledPlan | None = None
         self.state: WindowState | None = None
         self.engine: Engine | None = None
-        self.rows: list[RowBuilder] = []
+        self.row_builders: list[RowBuilder] = []  # per declared stream: its tuples' values become stored rows
         self.seq = 0
         self.arrived = 0  # tuples that came in (late ones too): the arrival order of results
         self.held: HeldResults | None = HeldResults() if config.emit == "ordered" else None
@@ -104,8 +104,8 @@ class Pipeline:
         if self.state is None:
             self.state = WindowState(len(plan.streams), width)
         real = plan.streams[: plan.n_real]  # ids and clocks are the declared streams'
-        if len(self.rows) != len(real):
-            self.rows = [RowBuilder(schema, config.missing == "null") for schema in real]
+        if len(self.row_builders) != len(real):
+            self.row_builders = [RowBuilder(schema, config.missing == "null") for schema in real]
         names = [schema.name for schema in real]
         if self.clock.names != (names if config.time == "per-stream" else ["*"]) or not self.clock.declared:
             # streams are all declared before the first tuple, so the clock has no time yet
@@ -179,7 +179,7 @@ class Pipeline:
         steps as any batch; the result blocks whose last tuple it is."""
         plan = self.plan
         assert plan is not None
-        row = self.rows[s].build(ts, values, id)
+        row = self.row_builders[s].build(ts, values, id)
         ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
         prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.per_stream(s, row_layout)), row)
         return self.push_prepared(prepared, 0)
@@ -208,9 +208,9 @@ class Pipeline:
         plan = self.plan
         assert plan is not None
         ts, ids, columns = columns_of(batch, plan.streams[s], self.config.missing == "null")
-        rows = self.rows[s]
-        start = rows.next_id
-        rows.restart_ids(start + len(ts))
+        builder = self.row_builders[s]
+        start = builder.next_id
+        builder.restart_ids(start + len(ts))
         if ids is None:
             ids = np.arange(start, start + len(ts), dtype=np.int64)
         return self._attributes(s, ts, ids, columns)
@@ -231,16 +231,16 @@ class Pipeline:
         return self._emitted(blocks)
 
     def replay(
-        self, prepared: list[PreparedBatch], which: np.ndarray, rows: np.ndarray
+        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """Prepared rows in a given arrival order: row ``rows[j]`` of
+        """Prepared rows in a given arrival order: row ``row_indexes[j]`` of
         ``prepared[which[j]]`` arrives j-th. Only rows that are late or that some query
         wants are visited one by one; yields (j, result blocks) for each visited row.
 
         Under ``emit='ordered'`` the blocks yielded at row j are those released once
         row j is in (the watermark after it); what rows that are not visited release
         comes with the next visited row, and the rest with a last (n - 1, blocks)."""
-        n = len(rows)
+        n = len(row_indexes)
         if not n:
             return
         ts = np.empty(n, np.float64)
@@ -248,8 +248,8 @@ class Pipeline:
         streams = np.empty(n, np.int64)
         for k, prep in enumerate(prepared):
             chosen = which == k
-            ts[chosen] = prep.ts[rows[chosen]]
-            flags[chosen] = prep.visit_flags()[rows[chosen]]
+            ts[chosen] = prep.ts[row_indexes[chosen]]
+            flags[chosen] = prep.visit_flags()[row_indexes[chosen]]
             streams[chosen] = prep.stream
         late, marks = self.clock.late_mask(streams, ts)
         marks.append(self.clock.mark)
@@ -258,7 +258,7 @@ class Pipeline:
         self.arrived += n
         held = self.held
         for j in np.flatnonzero(late | (flags != 0)).tolist():
-            prep, i = prepared[int(which[j])], int(rows[j])
+            prep, i = prepared[int(which[j])], int(row_indexes[j])
             if late[j]:
                 self._late(prep.stream, prep.row(i), marks[j])
                 continue
@@ -293,16 +293,16 @@ class Pipeline:
         self.arrived += n
         held = self.held
         flags = np.where(late, 0, prepared.flags).astype(np.int8)
-        single_rows = np.flatnonzero(flags & SINGLE)
-        if len(single_rows):
+        single_indexes = np.flatnonzero(flags & SINGLE)
+        if len(single_indexes):
             # single-stream results of all rows at once, read off the candidate bits
-            row_of, slots = set_bits(prepared.candidates(single_rows), prepared.single_mask)
-            rows = [prepared.row(int(i)) for i in single_rows]
-            singles = SingleResults(prepared.stream, rows, row_of, slots)
+            row_of, slots = set_bits(prepared.candidates(single_indexes), prepared.single_mask)
+            stored_rows = [prepared.row(int(i)) for i in single_indexes]
+            singles = SingleResults(prepared.stream, stored_rows, row_of, slots)
             if held is None:
                 out.singles.append(singles)
             else:
-                held.add_singles(singles, first + single_rows, len(plan.streams))
+                held.add_singles(singles, first + single_indexes, len(plan.streams))
             self.counters.results += len(slots)
         rest = flags & ~SINGLE
         self.counters.tuples += n
@@ -448,7 +448,7 @@ class Pipeline:
         return {
             "clock": self.clock.snapshot(),
             "seq": self.seq,
-            "next_ids": [rows.next_id for rows in self.rows],
+            "next_ids": [builder.next_id for builder in self.row_builders],
             "counters": self.counters.as_dict(),
             "state": self.state.snapshot(),
             "streams": [schema.name for schema in self.plan.streams] if self.plan is not None else None,
@@ -463,12 +463,12 @@ class Pipeline:
         state, renumbered = _renumbered(data["state"], data.get("streams"), plan)
         self.state = WindowState.restore(state, plan.indexed_positions)
         self.plan = None  # the restored state's roles are as they were: none to fill
-        self.rows = []
+        self.row_builders = []
         self.attach(plan)
         self.clock.load(data["clock"])
         self.seq = data["seq"]
-        for rows, next_id in zip(self.rows, data["next_ids"], strict=True):
-            rows.restart_ids(next_id)
+        for builder, next_id in zip(self.row_builders, data["next_ids"], strict=True):
+            builder.restart_ids(next_id)
         self.counters.load(data["counters"])
         self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
         self.arrived = data.get("arrived", self.counters.tuples)
@@ -500,10 +500,10 @@ def _renumbered(state: Mapping[str, Any], names: list[str] | None, plan: Compile
     wanted = [schema.name for schema in plan.streams]
     if names is None or names == wanted:
         return state, False
-    rows = dict(zip(names, state["streams"], strict=False))
+    stored_of = dict(zip(names, state["streams"], strict=False))  # stream name -> its stored tuples
     live = {r for roles in plan.live_roles for r in roles}
     streams = [
-        rows.get(name, rows.get(plan.streams[plan.base_of[s]].name, []) if s in live else [])
+        stored_of.get(name, stored_of.get(plan.streams[plan.base_of[s]].name, []) if s in live else [])
         for s, name in enumerate(wanted)
     ]
     return {**state, "streams": streams}, True

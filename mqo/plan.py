@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from predicates.normalize import to_float
 from predicates.numbers import exact
 
 TYPES = INDEXED_KINDS
+Derived = TypeVar("Derived")  # what a per-stream maker derives from a plan (CompiledPlan.per_stream)
 
 
 @dataclass(eq=False)
@@ -439,12 +440,12 @@ class CompiledPlan:
             qed[kind] |= 1 << (self.lists[kind][li].base + p)
         return qed
 
-    def per_stream(self, stream: int, make: Callable[[CompiledPlan, int], Any]) -> Any:
+    def per_stream(self, stream: int, make: Callable[[CompiledPlan, int], Derived]) -> Derived:
         """``make(self, stream)``, made once per plan, stream and ``make`` (what the
         batch path derives from the plan, :func:`mqo.prepare.prepare_batch`: one pushed
         tuple is a batch too)."""
         key = (make, stream)
-        made = self._per_stream.get(key)
+        made: Derived | None = self._per_stream.get(key)
         if made is None:
             made = self._per_stream[key] = make(self, stream)
         return made

@@ -1,9 +1,9 @@
 """A matcher's registered queries and the plan compiled from them.
 
 Match queries live in a :class:`~mqo.registry.QueryRegistry` and are compiled into a
-:class:`~mqo.plan.CompiledPlan` on demand, so a bulk registration compiles once; a
-change after that updates the previous plan (:mod:`mqo.plan_update`) rather than
-compiling every list again. Windowed aggregate queries live in an
+:class:`~mqo.plan.CompiledPlan` when one is next needed (:meth:`Registrations.ensure_plan`),
+so a bulk registration compiles once; a change after that updates the previous plan
+(:mod:`mqo.plan_update`) rather than compiling every list again. Windowed aggregate queries live in an
 :class:`~mqo.aggregation.Aggregator`, made on the first one. Both kinds are numbered by
 one running position (a query's id when it names none).
 
@@ -72,7 +72,9 @@ class Registrations:
         self.emitted = AggregateBatch()  # aggregate rows emitted and not yet taken
         self.next_position = 1
         self.frozen = False  # shares its queries with another matcher (restore(like=))
-        self._plan: CompiledPlan | None = None
+        # the plan compiled from the registrations as they are; None after a change
+        # until :meth:`ensure_plan` compiles the next one
+        self.plan: CompiledPlan | None = None
         self._previous: CompiledPlan | None = None  # kept while registrations change
         self._version = 0
 
@@ -164,7 +166,7 @@ class Registrations:
             )
         self.registry.add(instances, clock.horizon if since_ts is None else since_ts)
         self.next_position += len(instances)
-        self._plan = None
+        self.plan = None
 
     def remove(self, query_id: str) -> None:
         self._check_not_frozen()
@@ -174,7 +176,7 @@ class Registrations:
         if query_id not in self.registry:
             raise KeyError(f"no query with id {query_id!r} is registered")
         self.registry.remove(query_id)
-        self._plan = None
+        self.plan = None
 
     def _check_not_frozen(self) -> None:
         if self.frozen:
@@ -196,17 +198,19 @@ class Registrations:
         if self.pipeline.seq:
             raise QueryError("streams must be declared before tuples are pushed", None, None)
         schemas = self.catalog.register_ddl(ddl, source_name)
-        self._plan = self._previous = None
+        self.plan = self._previous = None
         self.pipeline.state = None  # made anew, with the new streams, on the next compile
-        self.pipeline.rows = []
+        self.pipeline.row_builders = []
         return [s.name for s in schemas]
 
     # -------------------------------------------------------------------- plan
 
-    @property
-    def plan(self) -> CompiledPlan:
-        """The compiled plan for the current registrations (compiled on demand)."""
-        if self._plan is None:
+    def ensure_plan(self) -> CompiledPlan:
+        """The plan for the current registrations: compiled now if they changed since the
+        last one (an update of the previous plan where :mod:`mqo.plan_update` can make
+        one, else compiled whole), checked under ``check=True`` and attached to the
+        pipeline; the current plan as it is otherwise."""
+        if self.plan is None:
             self._version += 1
             previous, registry = self._previous, self.registry
             plan = update_plan(previous, registry, self._version) if previous is not None else None
@@ -218,17 +222,17 @@ class Registrations:
                 registry._check()
                 check_plan(plan, registry)
             self.pipeline.attach(plan)
-            self._plan = self._previous = plan
-        return self._plan
+            self.plan = self._previous = plan
+        return self.plan
 
     def compiled_whole(self) -> CompiledPlan:
         """The plan, compiled whole if it is an updated one (list numbers are then
         those of a fresh compile: what ``explain`` shows and snapshots record)."""
-        # (with no plan yet, ``plan`` alone could update the previous plan; right after
-        # a registration change the plan is not made yet and would be an updated one)
-        if not self.frozen and (self._plan is None or self._plan.base_plan is not None):
-            self._plan = self._previous = None
-        return self.plan
+        # (with no plan yet, ``ensure_plan`` alone could update the previous plan; right
+        # after a registration change the plan is not made yet and would be an updated one)
+        if not self.frozen and (self.plan is None or self.plan.base_plan is not None):
+            self.plan = self._previous = None
+        return self.ensure_plan()
 
     # -------------------------------------------------------------- aggregates
 
@@ -349,12 +353,12 @@ class Registrations:
                 if table is not None:
                     self._restore_table(table)
             self._version += 1
-            plan = self._plan = self._previous = compile_plan(self.registry, self._version)
+            plan = self.plan = self._previous = compile_plan(self.registry, self._version)
         else:
             self.registry = like.registry
             plan = like.compiled_whole()  # list numbers as a fresh compile's, as snapshots record
             like.frozen = self.frozen = True
-            self._plan, self._version = plan, like._version
+            self.plan, self._version = plan, like._version
         self.next_position = snapshot.get("next_position", like.next_position if like is not None else 1)
         if "aggregates" in snapshot:
             compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>", check_names=False)  # noqa: E731
@@ -368,12 +372,12 @@ class _Taken:
     """The ids registered now, of both kinds (a view: registering a million queries one
     at a time should not copy a million names each time)."""
 
-    def __init__(self, queries: Registrations) -> None:
-        self.queries = queries
+    def __init__(self, registrations: Registrations) -> None:
+        self.registrations = registrations
 
     def __contains__(self, name: object) -> bool:
-        aggregator = self.queries.aggregator
-        return name in self.queries.registry.queries or (aggregator is not None and name in aggregator.queries)
+        aggregator = self.registrations.aggregator
+        return name in self.registrations.registry.queries or (aggregator is not None and name in aggregator.queries)
 
 
 @contextmanager

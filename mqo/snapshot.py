@@ -38,16 +38,16 @@ READABLE_FORMATS = (8,)
 
 
 def take_snapshot(
-    config: MatcherConfig, queries: Registrations, pipeline: Pipeline, with_queries: bool
+    config: MatcherConfig, registrations: Registrations, pipeline: Pipeline, with_queries: bool
 ) -> dict[str, Any]:
     """The snapshot of a matcher with these parts (``with_queries=False``: without the
     match queries, for a restore ``like=`` a matcher that has them)."""
-    queries.compiled_whole()  # the state exists once the plan does; list numbers as restored
+    registrations.compiled_whole()  # the state exists once the plan does; list numbers as restored
     return {
         "format": SNAPSHOT_FORMAT,
         "settings": config.as_dict(),
-        "query_fingerprint": query_fingerprint(queries.registry),
-        **queries.snapshot(with_queries),
+        "query_fingerprint": query_fingerprint(registrations.registry),
+        **registrations.snapshot(with_queries),
         **pipeline.snapshot(),
     }
 
@@ -62,13 +62,13 @@ def restored_config(snapshot: Mapping[str, Any], shared: bool, overrides: Mappin
 
 
 def load_snapshot(
-    snapshot: Mapping[str, Any], queries: Registrations, pipeline: Pipeline, like: Registrations | None
+    snapshot: Mapping[str, Any], registrations: Registrations, pipeline: Pipeline, like: Registrations | None
 ) -> None:
-    """Continue a fresh matcher's ``queries`` and ``pipeline`` from ``snapshot``
+    """Continue a fresh matcher's ``registrations`` and ``pipeline`` from ``snapshot``
     (sharing ``like``'s compiled plan when given: it must have the snapshot's queries)."""
     if like is not None and "query_fingerprint" in snapshot:
         check_same_queries(snapshot["query_fingerprint"], query_fingerprint(like.registry))
-    pipeline.load(snapshot, queries.restore(snapshot, like))
+    pipeline.load(snapshot, registrations.restore(snapshot, like))
 
 
 def check_format(found: Any) -> None:

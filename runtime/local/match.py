@@ -200,7 +200,7 @@ def run_match(
         LinesFile(rejects_path, "the reject file") as rejects_file,
     ):
         try:
-            data = read_inputs(inputs, matcher.plan.catalog, on_bad_row)
+            data = read_inputs(inputs, matcher.ensure_plan().catalog, on_bad_row)
         except KeyboardInterrupt as err:  # nothing matched yet: the outputs close empty
             summary.interrupted = signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT
             summary.seconds = time.perf_counter() - started
@@ -260,7 +260,7 @@ def match_all(
 
     ``idle``: the streams declared idle before the first tuple; by default, at the
     ``end_of_input``, every declared stream with no tuple in ``data``, else none."""
-    plan = matcher.plan
+    plan = matcher.ensure_plan()
     if idle is None:
         # A declared stream with no input sends nothing in this run: it must not hold
         # the watermark back (no purge, a window state growing with the whole input)
@@ -335,7 +335,8 @@ def _aggregate_inputs(matcher: Matcher, data: list[StreamData], which: np.ndarra
     for k, d in enumerate(data):
         chosen = which == k
         ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
-    numbers = np.array([matcher.plan.stream_number(d.stream) for d in data], np.int64)
+    plan = matcher.ensure_plan()
+    numbers = np.array([plan.stream_number(d.stream) for d in data], np.int64)
     late = matcher.late_probe(numbers[which], ts)
     first = matcher.aggregator.arrived  # rows arrive in the merged order (count windows order ties so)
     for k, d in enumerate(data):

@@ -201,7 +201,7 @@ def _thin(pairs: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], bool]:
 
 def list_selectivity(matcher: Matcher, events: Sequence[Event]) -> tuple[list[PredicateStats], list[ListStats]]:
     """Evaluate every predicate of the plan on the sample (see the module docstring)."""
-    plan = matcher.plan
+    plan = matcher.ensure_plan()
     rows = _rows(plan, events)
     users, windows = predicate_users(matcher)
     predicates: list[PredicateStats] = []

@@ -71,7 +71,7 @@ def run_spark_match(
     if separate:
         named.append(("the aggregate file", aggregates_path, False))
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
-    plan = matcher.plan
+    plan = matcher.ensure_plan()
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)
     rejected: list[BadRow] = [row for d in data for row in d.rejected]
     write_jsonl(rejects_path, (r.as_dict() for r in rejected), "the reject file")
@@ -228,7 +228,8 @@ def arrival_order(
     late: list[LateTuple] = []
     next_id: dict[str, int] = {}
     # the matcher's own clock, so both engines call the same tuples late
-    streams = matcher.plan.streams[: matcher.plan.n_real]  # declared streams, not roles
+    plan = matcher.ensure_plan()
+    streams = plan.streams[: plan.n_real]  # declared streams, not roles
     names = [schema.name for schema in streams]
     clock = clock_for(matcher.config, streams)
     for k, i in merge(data):

@@ -259,7 +259,8 @@ def stream_lateness(matcher: Matcher, allowed_lateness: float | None) -> dict[st
         allowed_lateness=matcher.allowed_lateness if allowed_lateness is None else allowed_lateness,
         stream_lateness=matcher.config.stream_lateness,
     )
-    clock = clock_for(config, matcher.plan.streams[: matcher.plan.n_real])  # declared streams, not roles
+    plan = matcher.ensure_plan()
+    clock = clock_for(config, plan.streams[: plan.n_real])  # declared streams, not roles
     return {name: clock.lateness[k] for name, k in zip(clock.names, clock.lateness_of, strict=True)}
 
 

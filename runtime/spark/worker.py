@@ -66,7 +66,7 @@ def template(spec: StageSpec) -> Matcher:
             m = Matcher(ddl, **options)
             for name, text in spec.queries:
                 m.register_query(text, query_id=name, source_name=f"<query {name}>")
-        m.plan  # noqa: B018 - compile now, once
+        m.ensure_plan()  # compile now, once
         if len(_TEMPLATES) >= _TEMPLATES_KEPT:
             _TEMPLATES.pop(next(iter(_TEMPLATES)))
         _TEMPLATES[spec.fingerprint] = m
@@ -143,7 +143,7 @@ def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Itera
     order = np.flatnonzero(keep)
     which, rows = s[order].astype(np.int64), row_in_batch[order]
     kept_owned = owned[order]
-    found = MatchBatch(matcher.plan)
+    found = MatchBatch(matcher.ensure_plan())
     types = spec.arrow_value_types()
     waiting = 0
     for j, blocks in matcher.replay(prepared, which, rows):
@@ -152,7 +152,7 @@ def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Itera
             waiting += sum(len(block) for block in blocks)
             if waiting >= _OUT_ROWS:
                 yield from found.to_arrow(types).to_batches()
-                found = MatchBatch(matcher.plan)
+                found = MatchBatch(matcher.ensure_plan())
                 waiting = 0
     if waiting:
         yield from found.to_arrow(types).to_batches()

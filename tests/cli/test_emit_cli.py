@@ -108,7 +108,7 @@ def test_serve_emit_ordered_holds_results_across_steps(tmp_path: Path) -> None:
 def test_allowed_lateness_clause_and_how_it_combines() -> None:
     m = mqo.Matcher(DDL + "CREATE STREAM C (z FLOAT);", allowed_lateness=1, stream_lateness={"B": 2})
     m.register_query("SELECT * FROM C WHERE C.z > 0")
-    m.plan  # noqa: B018 - the clock is made with the plan
+    m.ensure_plan()  # the clock is made with the plan
     lateness = {name: m.clock.lateness[k] for name, k in zip(m.clock.names, m.clock.lateness_of, strict=True)}
     # the API's stream_lateness over the DDL clause over allowed_lateness
     assert lateness == {"A": 4.0, "B": 2.0, "C": 1.0}

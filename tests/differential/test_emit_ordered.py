@@ -188,7 +188,9 @@ def run_replay(workload: Workload, order: str) -> None:
                 model.apply(workload.ops[indexes[applied]])
                 due.extend(model.due())
                 applied += 1
-            model.check(f"segment at {step}, row {j}", engine_results(MatchBatch(eng.plan, blocks).matches()), due)
+            model.check(
+                f"segment at {step}, row {j}", engine_results(MatchBatch(eng.ensure_plan(), blocks).matches()), due
+            )
             due = []
         while applied < len(indexes):
             model.apply(workload.ops[indexes[applied]])

@@ -205,7 +205,7 @@ def run_replay(workload: Workload, make: Callable[[Workload], Any]) -> None:
             prepared.append(eng.prepare(s, arrow_batch(workload.schema.stream(s), pushes, given)))  # type: ignore[arg-type]
         which = np.array([streams.index(workload.ops[i].stream) for i in indexes], np.int64)  # type: ignore[union-attr]
         rows = np.array([mine[streams[k]].index(i) for k, i in zip(which, indexes, strict=True)], np.int64)
-        found = MatchBatch(eng.plan)
+        found = MatchBatch(eng.ensure_plan())
         for _, blocks in eng.replay(prepared, which, rows):
             found.blocks.extend(blocks)
         want = [r for i in indexes for r in apply_reference(ref, workload.ops[i])]

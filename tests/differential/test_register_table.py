@@ -289,12 +289,12 @@ def test_a_name_given_twice_registers_nothing_and_leaves_the_names_free() -> Non
     template = "SELECT * FROM B WHERE B.pressure < :c1 AND B.temp >= :c2"
     m = mqo.Matcher(DDL)
     m.register_query("Query ID: x\nSELECT * FROM B WHERE B.alert = 1")
-    before = m.plan
+    before = m.ensure_plan()
     table = {"c1": np.arange(6.0), "c2": np.zeros(6), "id": np.array(["a", "b", "c", "d", "b", "e"], dtype=object)}
     with pytest.raises(mqo.QueryError, match="query id b is given twice"):
         m.register_table(template, table, id_column="id")
     m.registry._check()
-    assert m.query_ids == ["x"] and m.plan is before  # the registry did not change
+    assert m.query_ids == ["x"] and m.registrations.plan is before  # the registry did not change
     table["id"] = np.array(["a", "b", "c", "d", "x", "e"], dtype=object)
     with pytest.raises(mqo.QueryError, match="query id x is already registered"):
         m.register_table(template, table, id_column="id")

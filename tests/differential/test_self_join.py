@@ -237,7 +237,7 @@ def test_restoring_on_a_plan_that_numbers_the_roles_otherwise():
     second = mqo.Matcher(schema.ddl(), missing="null", order="AJW")
     for q in (b_swing, c_swing):
         second.register_query(q.to_text())
-    assert first.plan.streams[3].name == "C#2" and second.plan.streams[3].name == "B#2"
+    assert first.ensure_plan().streams[3].name == "C#2" and second.ensure_plan().streams[3].name == "B#2"
     other = [Push("C", p.ts, {"pressure": 300 - p.values["pressure"]} if "pressure" in p.values else {}) for p in DATA]
     data = [*DATA, *other]
     data.sort(key=lambda p: p.ts)

@@ -201,7 +201,7 @@ def test_restore_like_a_matcher_with_other_queries_names_the_ids() -> None:
     # through bytes too, and with the queries in the snapshot as well
     with pytest.raises(SnapshotError, match=r"missing .*: s1"):
         mqo.Matcher.restore(decode_snapshot(encode_snapshot(first.snapshot())), like=other)
-    assert not other.queries.frozen, "a refused restore leaves like= as it was"
+    assert not other.registrations.frozen, "a refused restore leaves like= as it was"
     other.register_query("SELECT * FROM B WHERE B.temp > 1")
 
 

@@ -179,6 +179,23 @@ def test_unregistering_frees_unshared_predicates_and_lists(thesis_ddl):
     m.registry._check()
 
 
+def test_only_ensure_plan_and_the_calls_that_match_compile(thesis_ddl):
+    """Reading the plan or the stored tuples compiles nothing; ``ensure_plan`` compiles
+    once per registration change (the same plan until the next), and a push compiles
+    first, so a query registered since matches at once."""
+    m = sparse_matcher(thesis_ddl)
+    m.register_query("Query ID: low\nSELECT * FROM B WHERE B.pressure > 1")
+    assert m.registrations.plan is None and m.state is None
+    plan = m.ensure_plan()
+    assert m.ensure_plan() is plan and m.registrations.plan is plan and m.pipeline.plan is plan
+    assert m.state is not None and len(m.state) == 0
+    m.register_query("Query ID: high\nSELECT * FROM B WHERE B.pressure > 3")
+    assert m.registrations.plan is None and m.pipeline.plan is plan  # not compiled yet
+    assert sorted(r.query for r in m.push("B", 1, {"pressure": 5})) == ["high", "low"]
+    assert m.registrations.plan is not None and m.registrations.plan is not plan
+    assert m.pipeline.plan is m.registrations.plan
+
+
 def test_or_query_reports_each_result_once(thesis_ddl):
     m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure < 3 OR H.vib > 1 OR B.pressure < H.vib")

@@ -105,17 +105,17 @@ def test_registration_keeps_the_tables_built() -> None:
     batch = {"ts": np.arange(5.0), "a": np.array([0.0, 100, 200, 299, 400]), "b": np.array([650.0, 0, 700, 650, 1])}
     found = m.push_batch("E", batch).matches()
     assert sorted((r.query, r.ts) for r in found) == expected(list(range(300)), batch)
-    whole = m.plan
+    whole = m.ensure_plan()
     table = whole.kill_bitsets(0).table
     m.register_query(subscriptions(range(300, 301))[0])
     m.unregister_query("s0")
     batch["ts"] = batch["ts"] + 10
     found = m.push_batch("E", batch).matches()
-    assert m.plan.base_plan is whole and m.plan.kill_bitsets(0).table is table
+    assert m.ensure_plan().base_plan is whole and m.ensure_plan().kill_bitsets(0).table is table
     assert sorted((r.query, r.ts) for r in found) == expected(list(range(1, 301)), batch)
     # explain (and snapshots) see a plan compiled whole
     m.explain()
-    assert m.plan.base_plan is None
+    assert m.ensure_plan().base_plan is None
 
 
 def test_a_replaced_plan_is_freed_at_once() -> None:
@@ -131,14 +131,14 @@ def test_a_replaced_plan_is_freed_at_once() -> None:
         m.push_batch("E", batch)
         replaced = []
         for k in range(100, 104):
-            replaced.append(weakref.ref(m.plan))
+            replaced.append(weakref.ref(m.ensure_plan()))
             m.register_query(subscriptions(range(k, k + 1))[0])
             batch["ts"] = batch["ts"] + 10
             m.push_batch("E", batch)
-        assert m.plan.base_plan is replaced[0](), "the updated plans share the first plan compiled whole"
+        assert m.ensure_plan().base_plan is replaced[0](), "the updated plans share the first plan compiled whole"
         assert [r() is None for r in replaced[1:]] == [True] * 3, "an updated plan outlived the next"
         m.explain()  # a plan compiled whole replaces the updated one, and then its base
-        assert m.plan.base_plan is None and replaced[0]() is None
+        assert m.ensure_plan().base_plan is None and replaced[0]() is None
     finally:
         gc.enable()
 

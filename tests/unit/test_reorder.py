@@ -227,7 +227,7 @@ def replay_with_restless_orders(workload: Workload) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         eng = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness)
-        eng.plan  # noqa: B018 - creates the policy
+        eng.ensure_plan()  # creates the policy
         assert eng.policy is not None
         eng.policy.explore_every = 2
         eng.policy.warmup = 1
@@ -238,7 +238,7 @@ def replay_with_restless_orders(workload: Workload) -> None:
                 text, qid = op.call_args()
                 eng.register_query(text, qid)
                 ref.register_query(text, qid)
-                eng.plan  # noqa: B018
+                eng.ensure_plan()
                 eng.policy.explore_every = 2
                 eng.policy.warmup = 1
             elif isinstance(op, Unregister):

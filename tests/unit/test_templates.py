@@ -219,7 +219,7 @@ def test_unregistering_compacts_rows_and_keeps_the_plan_right():
         m.registry._check()
     got = sorted(r.query for r in m.push("B", 1, {"pressure": 35.5, "temp": 100}))
     assert got == sorted(str(i + 1) for i in range(36, 40))  # query i + 1 is pressure < i
-    lst = m.plan.lists[Kind.ATTRIBUTE][0]
+    lst = m.ensure_plan().lists[Kind.ATTRIBUTE][0]
     assert list(lst.constants) == [float(i) for i in range(30, 40)]
 
 

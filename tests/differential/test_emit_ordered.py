@@ -248,6 +248,16 @@ def test_checked(workload: Workload, how: Any) -> None:
     how(workload, "AJW", check=True)
 
 
+@settings(max_examples=10, **SETTINGS)
+@given(workload=lagging_workloads(), data=st.data())
+def test_snapshot_restore_checked(workload: Workload, data: Any) -> None:
+    """``check=True`` travels with the snapshot: a restored clock and holder are
+    checked as they are loaded and after every operation from there."""
+    record(workload)
+    at = data.draw(st.sets(st.integers(0, len(workload.ops)), max_size=3))
+    run_push(workload, "AJW", restore_at=frozenset(at), check=True)
+
+
 # ------------------------------------------------------------- by example
 
 DDL = "CREATE STREAM B (x FLOAT); CREATE STREAM H (y FLOAT);"

@@ -27,6 +27,7 @@ from mqo.aggregation.counts import CountStore
 from mqo.aggregation.slices import SliceStore
 from mqo.clock import Clock
 from mqo.emit import HeldResults
+from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 
 DDL = "REGISTER STREAM A (x FLOAT, k INTEGER); REGISTER STREAM B (y FLOAT);"
 JOIN = "Query ID: j\nSELECT * FROM A, B MAXWINDOW 5 sec WHERE A.x = B.y"
@@ -121,6 +122,15 @@ def test_a_restored_clock_starts_its_checks_afresh() -> None:
     m.clock._check()
     m.clock.load(early)
     m.clock._check()
+
+
+def test_a_restored_matcher_is_checked_from_its_first_operation() -> None:
+    m = matcher(emit="ordered")
+    restored = mqo.Matcher.restore(decode_snapshot(encode_snapshot(m.snapshot())))
+    assert restored.config.check
+    restored.clock.newest[1] -= 5.0
+    with pytest.raises(AssertionError, match="went back"):
+        restored.push("A", 30.0, {"x": 0.0, "k": 0})
 
 
 # ---------------------------------------------------------- held results

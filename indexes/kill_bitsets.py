@@ -21,6 +21,7 @@ import numpy as np
 
 from indexes import kernel_modes as modes
 
+CHECK_SAMPLE = 4  # checkpoint rows per list _check rebuilds besides the first and last two
 SELECT_CHUNK_BYTES = 64 << 20  # the candidate buffer of one select call
 DEFAULT_BUDGET_BYTES = 256 << 20
 # a list's stride doubles while a stride's users number at most 1/WALK_SHARE of a
@@ -173,6 +174,72 @@ class KillBitsets:
             self.offsets2,
             self.users2,
         )
+
+    def _check(self, sample: int = CHECK_SAMPLE) -> None:
+        """Assert the tables' invariants (``check=True``): per-list arrays of one length,
+        valid modes, strides powers of two, parts and the words their rows cover,
+        checkpoint rows in range, CSR arrays in order with users among the slots; and
+        checkpoint rows equal to the OR of the users they stand for, rebuilt from the
+        CSR arrays for the empty, the full and ``sample`` more rows of every list."""
+        per_list = (self.modes, self.ns, self.strides, self.prefix_rows, self.suffix_rows, self.any_rows)
+        count = len(self.modes)
+        assert all(len(a) == count for a in (*per_list, self.csr_base, self.part, self.word_lo)), (
+            "per-list arrays of different lengths"
+        )
+        assert self.words == words_for(self.n_slots) and self.base.shape == (self.words,), "words and slots differ"
+        assert not (bitset_to_int(self.base) >> self.n_slots), "a base candidate past the slots"
+        assert self.parts in (1, 2) and set(self.part.tolist()) <= set(range(self.parts)), "a list in no part"
+        first_words = {0: 0, 1: self.words - self.table2.shape[1]} if self.parts == 2 else {0: 0}
+        parts = ((self.table, self.offsets, self.users), (self.table2, self.offsets2, self.users2))
+        for table, offsets, users in parts[: self.parts]:
+            assert table.ndim == 2 and table.dtype == np.uint64, "a checkpoint table of the wrong shape"
+            assert offsets.dtype == np.int64 and users.dtype == np.int32, "CSR arrays of the wrong types"
+        for l in range(count):
+            mode, n, stride, part = int(self.modes[l]), int(self.ns[l]), int(self.strides[l]), int(self.part[l])
+            assert mode in MODE_OF_OP.values(), f"list {l}: mode {mode}"
+            assert stride > 0 and stride & (stride - 1) == 0 and stride < 2 * max(n, 1), f"list {l}: stride {stride}"
+            assert int(self.word_lo[l]) == first_words[part], f"list {l}: its rows start at another word"
+            table, offsets, users = parts[part]
+            at = int(self.csr_base[l])
+            assert at >= 0 and at + n < len(offsets), f"list {l}: CSR positions out of range"
+            mine = offsets[at : at + n + 1]  # shared arrays may have room past the lists
+            assert (np.diff(mine) >= 0).all() and mine[0] >= 0 and mine[-1] <= len(users), f"list {l}: CSR disorder"
+            slots = users[int(mine[0]) : int(mine[-1])]
+            low, high = first_words[part] * 64, min(self.n_slots, (first_words[part] + table.shape[1]) * 64)
+            inside = not len(slots) or (low <= int(slots.min()) and int(slots.max()) < high)
+            assert inside, f"list {l}: a user out of its part's slots"
+            self._check_rows(l, table, mine, users, sample)
+
+    def _check_rows(self, l: int, table: np.ndarray, offsets: np.ndarray, users: np.ndarray, sample: int) -> None:
+        """List ``l``'s checkpoint rows against its users (``offsets`` its positions)."""
+        mode, n, stride = int(self.modes[l]), int(self.ns[l]), int(self.strides[l])
+        lo_word = int(self.word_lo[l])
+        width = table.shape[1]
+
+        def users_of(a: int, b: int) -> np.ndarray:
+            """The OR of the users of positions [a, b), over the table's words."""
+            slots = users[int(offsets[min(a, n)]) : int(offsets[min(b, n)])]
+            return bitset_of(slots, lo_word + width)[lo_word:]
+
+        rows = n // stride + 2
+        picks = sorted({0, 1, rows - 2, rows - 1, *np.linspace(0, rows - 1, sample + 2).astype(int).tolist()})
+        if mode in (modes.MODE_LESS, modes.MODE_EQUAL):
+            first = int(self.prefix_rows[l])
+            assert first >= 0 and first + rows <= table.shape[0], f"list {l}: prefix rows out of the table"
+            if mode == modes.MODE_LESS:
+                assert int(self.any_rows[l]) == first + rows - 1, f"list {l}: its any row is not its last prefix"
+            for j in picks:
+                assert (table[first + j] == users_of(0, j * stride)).all(), f"list {l}: prefix row {j} wrong"
+        if mode in (modes.MODE_GREATER, modes.MODE_EQUAL):
+            first = int(self.suffix_rows[l])
+            assert first >= 0 and first + rows <= table.shape[0], f"list {l}: suffix rows out of the table"
+            assert int(self.any_rows[l]) == first, f"list {l}: its any row is not its first suffix"
+            for j in picks:
+                assert (table[first + j] == users_of(j * stride, n)).all(), f"list {l}: suffix row {j} wrong"
+        if mode == modes.MODE_NOT_EQUAL:
+            row = int(self.any_rows[l])
+            assert 0 <= row < table.shape[0], f"list {l}: its row out of the table"
+            assert (table[row] == users_of(0, n)).all(), f"list {l}: its row is not every user"
 
     @property
     def nbytes(self) -> int:

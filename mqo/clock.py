@@ -99,6 +99,7 @@ class Clock:
         self.idle = [False] * n  # declared idle, until it speaks
         self.mark: Mark | None = None  # the matcher's watermark; None is -inf
         self._horizon: tuple[Mark, Fraction] | None = None
+        self._checked: tuple[list[float], Mark | None, float | Fraction] | None = None  # what _check saw last
 
     def slot(self, s: int) -> int:
         """The clock's number for stream ``s`` (every stream is one under global time)."""
@@ -333,6 +334,50 @@ class Clock:
         lf, wf = self.lateness[k], to_float(window)
         return base - lf - wf - (RELATIVE_BAND * (abs(base) + lf + wf) + ABSOLUTE_BAND)
 
+    # ------------------------------------------------------------ invariants
+
+    def _check(self) -> None:
+        """Assert the clock's invariants (``check=True``, after every change of time).
+
+        Processing time is not read (an injected ``now`` is the caller's): the streams
+        that hold the watermark back are taken as those not declared idle, a superset
+        of the active ones, so the watermark is at least their lowest."""
+        n = len(self.names)
+        assert self.mode == "per-stream" or self.names == ["*"], "one clock slot under global or external time"
+        assert len(self.newest) == len(self.heard) == len(self.idle) == len(self.lateness_of) == n, (
+            "per-stream lists of different lengths"
+        )
+        assert all(isinstance(flag, bool) for flag in self.idle), "an idle flag that is not a bool"
+        assert len(self.lateness) == len(self._late_exact) == len(set(self.lateness)), "lateness values not distinct"
+        for value, exact in zip(self.lateness, self._late_exact, strict=True):
+            assert value >= 0 and exact == decimal_of(value), "a lateness and its exact value differ"
+        assert all(0 <= k < len(self.lateness) for k in self.lateness_of), "a stream's lateness number out of range"
+        mark = self.mark
+        if mark is not None:
+            assert 0 <= mark[1] < len(self.lateness), "the watermark's lateness number out of range"
+            # it was a stream's watermark when reached, and a stream's newest ts never goes back
+            assert any(self.lateness_of[s] == mark[1] and self.newest[s] >= mark[0] for s in range(n)), (
+                "the watermark is ahead of every stream's"
+            )
+        low = self._lowest([s for s in range(n) if not self.idle[s]])
+        assert low is None or (mark is not None and not self._below(mark, low)), (
+            "the watermark is behind the lowest of the streams that hold it back"
+        )
+        if self._horizon is not None:
+            (base, k), window = self._horizon
+            assert mark is not None and 0 <= k < len(self.lateness) and window >= 0, "a horizon without a watermark"
+            assert not self._below(mark, (base, k)), "the horizon's watermark is ahead of the matcher's"
+            horizon = self.horizon
+            assert self.purge_horizon() <= horizon <= self.value(mark), "the purge horizon is ahead of the watermark"
+        seen = (list(self.newest), mark, self.horizon)
+        if self._checked is not None:
+            newest, last_mark, last_horizon = self._checked
+            assert all(a >= b for a, b in zip(self.newest, newest, strict=True)), "a stream's newest ts went back"
+            went_back = last_mark is not None and (mark is None or self._below(mark, last_mark))
+            assert not went_back, "the watermark went back"
+            assert seen[2] >= last_horizon, "the horizon went back"
+        self._checked = seen
+
     # ------------------------------------------------------------ snapshots
 
     def snapshot(self) -> dict[str, Any]:
@@ -356,6 +401,7 @@ class Clock:
         self.mark = None if data["mark"] is None else (float(data["mark"][0]), int(data["mark"][1]))
         horizon = data["horizon"]
         self._horizon = None if horizon is None else ((float(horizon[0]), int(horizon[1])), Fraction(horizon[2]))
+        self._checked = None  # time continues from the snapshot's, not from this clock's
 
 
 def heartbeat_args(stream_or_ts: str | float, ts: float | None) -> tuple[str | None, float]:

@@ -96,6 +96,32 @@ class HeldResults:
         self._heap = []
         return out
 
+    # -------------------------------------------------------- invariants
+
+    def _check(
+        self, passed: Callable[[float], bool] | None = None, n_slots: int | None = None, arrived: int | None = None
+    ) -> None:
+        """Assert the holder's invariants (``check=True``): heap order on (ts, arrival,
+        found); each block keyed by its own ts (its newest member's), holding a query;
+        ``found`` numbers distinct and below the count; arrivals up to ``arrived`` (the
+        tuples in so far); slots below ``n_slots``; and, right after a release at a
+        watermark (``passed``), no held result that watermark has passed."""
+        heap = self._heap
+        for i in range(1, len(heap)):
+            assert heap[(i - 1) // 2][:3] <= heap[i][:3], "held results out of heap order"
+        found = [entry[2] for entry in heap]
+        assert len(set(found)) == len(found), "two held blocks with one found number"
+        assert all(0 <= f < self._found for f in found), "a found number past the count"
+        for ts, arrival, _, block in heap:
+            assert block.ts == ts, "a held block keyed by another ts than its own"
+            members = [t.row[0] for t in block.tuples if t is not None]
+            assert members and max(members) == ts, "a held block's ts is not its newest member's"
+            assert len(block) > 0, "a held block with no query"
+            numbers = block.numbers()
+            assert n_slots is None or int(numbers[-1]) < n_slots, "a held result of a slot the plan lacks"
+            assert arrival > 0 and (arrived is None or arrival <= arrived), "a held result from a tuple not yet in"
+            assert passed is None or not passed(ts), "a held result the watermark has passed"
+
     # ------------------------------------------------------------- plans
 
     def renumber(self, old: CompiledPlan, new: CompiledPlan) -> None:

@@ -146,8 +146,21 @@ class Pipeline:
             for lst in plan.lists[kind]:
                 lst.covering._check()
                 lst.kill._check()
+        for s in range(len(plan.streams)):
+            plan.kill_bitsets(s)._check()
         assert self.state is not None
         self.state._check()
+        if self.held is not None:
+            self.held._check(None, plan.n_slots)
+
+    def _check_time(self, released: Mark | None) -> None:
+        """``check=True``: the clock's invariants, and the held results' right after a
+        release at the watermark ``released`` (None: none just now)."""
+        self.clock._check()
+        if self.held is not None:
+            clock = self.clock
+            passed = None if released is None else (lambda ts: clock.passed(ts, released))
+            self.held._check(passed, None if self.plan is None else self.plan.n_slots, self.arrived)
 
     def stream_number(self, name: str) -> int:
         """The number of the declared stream ``name`` in the plan run on (else a
@@ -270,13 +283,16 @@ class Pipeline:
                 continue
             held.add(blocks, first + j)
             released = self._released(marks[j + 1])
+            if self.config.check:
+                self._check_time(marks[j + 1])
             if released:
                 yield j, released
         self._advance(self.clock.mark)
-        if held is not None:
-            released = self._released(self.clock.mark)
-            if released:
-                yield n - 1, released
+        released = [] if held is None else self._released(self.clock.mark)
+        if self.config.check:
+            self._check_time(self.clock.mark)
+        if released:
+            yield n - 1, released
 
     def push_batch(self, s: int, batch: Any) -> MatchBatch:
         """A batch of stream ``s``, in row order, as if pushed one by one."""
@@ -323,6 +339,8 @@ class Pipeline:
         self._advance(self.clock.mark)
         if held is not None:
             out.blocks.extend(self._released(self.clock.mark))
+        if self.config.check:
+            self._check_time(self.clock.mark)
         return out
 
     def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
@@ -390,9 +408,14 @@ class Pipeline:
         """What goes out after the tuple that found ``blocks`` (the last to arrive):
         ``blocks`` themselves, or under ``emit='ordered'`` what the watermark releases."""
         if self.held is None:
+            if self.config.check:
+                self._check_time(None)
             return blocks
         self.held.add(blocks, self.arrived)
-        return self._released(self.clock.mark)
+        released = self._released(self.clock.mark)
+        if self.config.check:
+            self._check_time(self.clock.mark)
+        return released
 
     def _released(self, mark: Mark | None) -> list[ResultBlock]:
         """The held results older than the watermark ``mark``."""
@@ -484,6 +507,8 @@ class Pipeline:
             self.engine.list_observer = self.policy.observe_list
             by_index = plan.lists[Kind.ATTRIBUTE]
             self.engine.attr_lists = [[by_index[i] for i in per_stream] for per_stream in order["attribute_lists"]]
+        if self.config.check:
+            self._check_time(None)
 
     def _order_snapshot(self) -> dict[str, Any] | None:
         if self.policy is None or self.engine is None:

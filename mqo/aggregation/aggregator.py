@@ -108,6 +108,8 @@ class Aggregator:
         for aq in queries:
             self._add(aq, since)
         self._stale = True
+        if self._config.check:
+            self._check()
 
     def _add(self, aq: AggregateQuery, since: Fraction | None) -> None:
         key = aq.filter_key
@@ -222,6 +224,15 @@ class Aggregator:
                     fvals, ivals = value_columns(count_store.columns, count_store.integer, prepared, chosen)
                     codes, keys = shared.groups(store_key[2])
                     count_store.take(prepared.ts[chosen], arrival[chosen], keys, codes[chosen], fvals, ivals)
+        if self._config.check:
+            self._check()
+
+    def _check(self) -> None:
+        """The stores' invariants (``check=True``: after every registration, ingest and emission)."""
+        for store in self.stores.values():
+            store._check()
+        for count_store in self.count_stores.values():
+            count_store._check()
 
     def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, filter slot) of every filter each kept row satisfies."""
@@ -330,6 +341,8 @@ class Aggregator:
                 store.drop_before(self._first_needed(key))
         finish = lambda name, cs, ws: self._count_chunk(self.queries[name], positions[name], cs, ws)  # noqa: E731
         out += count_windows(self.count_stores, threshold, finish)
+        if self._config.check:
+            self._check()
         return AggregateBatch([out])
 
     def _chunk(

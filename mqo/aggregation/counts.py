@@ -206,6 +206,38 @@ class CountStore:
         folded = _group0(state.store.fold(np.array([hi], np.int64), hi - lo + 1))
         out.append((np.array([state.first_ts[lo]]), np.array([state.last_ts]), g, *folded))
 
+    def _check(self) -> None:
+        """Assert the store's invariants (``check=True``, after every ingest and
+        emission): group codes those of the keys, one group state each; the grain
+        dividing every reader's n and m; pending chunks of one length over the columns,
+        in known groups; rows taken = rows numbered + rows pending; and per group a
+        slice store (checked) over the same columns at the grain, holding one group,
+        its slices those whose first row's ts is kept, every held slice whole but the
+        last, which holds the last numbered row."""
+        C, G, grain = len(self.columns), len(self.group_keys), self.grain
+        assert len(self.integer) == C, "columns and their kinds differ"
+        assert self.groups == {key: g for g, key in enumerate(self.group_keys)}, "group codes differ from the keys"
+        assert len(self.group_states) == G, "a group without its state"
+        assert all(n % grain == 0 and m % grain == 0 for n, m in self.readers.values()), "a grain not dividing a window"
+        for ts, arrival, group, fv, iv in self.pending:
+            k = len(ts)
+            assert len(arrival) == len(group) == k and fv.shape == iv.shape == (k, C), "pending columns differ"
+            assert not k or (int(group.min()) >= 0 and int(group.max()) < G), "a pending row of no group"
+        assert self.taken == self.rows_held + sum(state.done for state in self.group_states), "rows lost or doubled"
+        for state in self.group_states:
+            store = state.store
+            store._check()
+            assert store.columns == self.columns and store.grid == grain, "a group's store over other columns"
+            assert len(store.group_keys) <= 1, "a group's store holding other groups"
+            assert state.done >= 0 and state.flushed <= state.done, "a group numbered more than it took"
+            assert set(store.nums.tolist()) == set(state.first_ts), "kept first ts differ from the held slices"
+            if not store.empty:
+                last = (state.done - 1) // grain + 1
+                assert store.last_slice == last, "the last held slice does not hold the last row"
+                rows = store.rows[: store.slices_kept, 0]
+                assert (rows[:-1] == grain).all(), "a held slice missing rows"
+                assert rows[-1] == state.done - (last - 1) * grain, "the last slice's rows differ from those numbered"
+
     def state(self) -> dict[str, Any]:
         """The store as plain data (see :meth:`SliceStore.state`); the rows not final
         yet as one set of columns."""

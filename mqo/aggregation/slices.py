@@ -275,6 +275,46 @@ class SliceStore:
         store.nums = nums
         return store
 
+    def _check(self) -> None:
+        """Assert the store's invariants (``check=True``, after every ingest and
+        emission): partial arrays of one shape over the columns; group codes those of
+        the keys; held slice numbers strictly ascending (int64 unless one is past
+        :data:`SAFE`); every held slice holding a tuple; no data in the room past the
+        held slices and groups (new slices start there); and partial fields that agree:
+        counts at least 0 and at most the slice's rows, an empty partial all zeros,
+        min <= max (exact and as doubles alike for INTEGER columns)."""
+        from indexes.slice_fields import FLOAT_FIELDS, IMAX, IMIN, INT_FIELDS, MAX, MIN, N
+
+        C, P, G = len(self.columns), len(self.nums), len(self.group_keys)
+        S, room = self.rows.shape
+        assert len(self.integer) == C and self.grid > 0, "columns and their kinds differ"
+        assert self.fpart.shape == (S, room, C, FLOAT_FIELDS), "float partials of another shape"
+        assert self.ipart.shape == (S, room, C, INT_FIELDS), "integer partials of another shape"
+        assert P <= S and room >= G, "more slices or groups held than there is room for"
+        assert self.groups == {key: g for g, key in enumerate(self.group_keys)}, "group codes differ from the keys"
+        nums = self.nums
+        if nums.dtype == object:
+            assert any(not -SAFE < v < SAFE for v in nums.tolist()), "object slice numbers that fit in int64"
+            assert all(a < b for a, b in zip(nums.tolist(), nums.tolist()[1:], strict=False)), "slices out of order"
+        else:
+            assert nums.dtype == np.int64 and (np.abs(nums) < SAFE).all(), "slice numbers of another type"
+            assert (np.diff(nums) > 0).all(), "held slice numbers not strictly ascending"
+        for a in (self.rows, self.fpart, self.ipart):
+            assert not a[P:].any() and not a[:, G:].any(), "data in the room past the held slices and groups"
+        rows, f, i = self.rows[:P, :G], self.fpart[:P, :G], self.ipart[:P, :G]
+        assert (rows >= 0).all() and (rows.sum(axis=1) > 0).all(), "a held slice without data"
+        counts = i[..., N]
+        assert (counts >= 0).all() and (counts <= rows[:, :, None]).all(), "a column counted past its rows"
+        some = counts > 0
+        assert not f[~some].any() and not i[~some].any(), "an empty partial with a field set"
+        assert (f[..., MIN][some] <= f[..., MAX][some]).all(), "a partial's min above its max"
+        for c in np.flatnonzero(self.integer).tolist():
+            held = some[:, :, c]
+            low, high = i[:, :, c, IMIN][held], i[:, :, c, IMAX][held]
+            assert (low <= high).all(), "an exact min above its max"
+            assert (f[:, :, c, MIN][held] == low.astype(np.float64)).all(), "an exact min apart from its double"
+            assert (f[:, :, c, MAX][held] == high.astype(np.float64)).all(), "an exact max apart from its double"
+
     def data_slices(self) -> np.ndarray:
         """The slice numbers holding a tuple, ascending."""
         return self.nums

@@ -164,8 +164,10 @@ def _close(a: Any, b: Any, func: str) -> bool:
     return math.isclose(float(b), expected, rel_tol=tol, abs_tol=tol * 1e15)
 
 
-def run_engine(queries: list[RefQuery], tuples: list, lateness: float, batch: bool) -> list[dict[str, Any]]:
-    m = mqo.Matcher(DDL, allowed_lateness=lateness, late_sink=lambda t: None, missing="null")
+def run_engine(
+    queries: list[RefQuery], tuples: list, lateness: float, batch: bool, **options: Any
+) -> list[dict[str, Any]]:
+    m = mqo.Matcher(DDL, allowed_lateness=lateness, late_sink=lambda t: None, missing="null", **options)
     out: list[dict[str, Any]] = []
     events: dict[int, list[tuple[str, RefQuery]]] = {}
     for q in queries:
@@ -194,9 +196,9 @@ def run_engine(queries: list[RefQuery], tuples: list, lateness: float, batch: bo
     return out + m.flush().to_pylist()
 
 
-def compare(queries: list[RefQuery], tuples: list, lateness: float, batch: bool = False) -> None:
+def compare(queries: list[RefQuery], tuples: list, lateness: float, batch: bool = False, **options: Any) -> None:
     expected = evaluate(queries, tuples, lateness)
-    got = run_engine(queries, tuples, lateness, batch)
+    got = run_engine(queries, tuples, lateness, batch, **options)
     by_query = {q.name: q for q in queries}
     key = lambda r: (r["query"], r["window_end"], tuple(map(str, r["group"].values())))  # noqa: E731
     got_keys = sorted(key(r) for r in got)
@@ -226,6 +228,16 @@ def test_push_batch_equals_reference(workload: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compare(*workload, batch=True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.booleans())
+def test_engine_equals_reference_checked(workload: Any, batch: bool) -> None:
+    """``check=True``: the slice stores' invariants hold after every registration,
+    ingest and emission (``SliceStore._check``), and the answers are the reference's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compare(*workload, batch=batch, check=True)
 
 
 def test_boundaries_are_exact() -> None:

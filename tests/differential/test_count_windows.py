@@ -65,11 +65,11 @@ def workloads(draw: Any) -> tuple[list[RefQuery], list[tuple[float, dict[str, An
     return queries, tuples, lateness
 
 
-def compare(queries: list[RefQuery], tuples: list, lateness: float, batch: bool = False) -> None:
+def compare(queries: list[RefQuery], tuples: list, lateness: float, batch: bool = False, **options: Any) -> None:
     """Every window of the reference once, with its bounds and values (count windows
     may share an end, so rows are paired by their values within one key)."""
     expected = evaluate(queries, tuples, lateness)
-    got = run_engine(queries, tuples, lateness, batch)
+    got = run_engine(queries, tuples, lateness, batch, **options)
     by_query = {q.name: q for q in queries}
 
     def key(query: str, start: Any, end: Any, group: Any) -> tuple:
@@ -107,6 +107,16 @@ def test_count_windows_in_batches_equal_reference(workload: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compare(*workload, batch=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.booleans())
+def test_count_windows_equal_reference_checked(workload: Any, batch: bool) -> None:
+    """``check=True``: the count stores' invariants (``CountStore._check``, and their
+    slice stores') hold after every registration, ingest and emission."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compare(*workload, batch=batch, check=True)
 
 
 def test_count_window_bounds_and_end_of_input() -> None:

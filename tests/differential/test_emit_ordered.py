@@ -123,9 +123,9 @@ def finish(where: str, eng: mqo.Matcher, model: Expected) -> None:
     assert eng.held_results == 0
 
 
-def run_push(workload: Workload, order: str, restore_at: frozenset[int] = frozenset()) -> None:
+def run_push(workload: Workload, order: str, restore_at: frozenset[int] = frozenset(), **options: Any) -> None:
     model = Expected(workload.reference())
-    eng = ordered(workload, order=order)
+    eng = ordered(workload, order=order, **options)
     for step, op in enumerate(workload.ops):
         where = f"step {step} ({op!r})"
         if step in restore_at:
@@ -139,9 +139,9 @@ def run_push(workload: Workload, order: str, restore_at: frozenset[int] = frozen
     finish("end", eng, model)
 
 
-def run_batches(workload: Workload, order: str) -> None:
+def run_batches(workload: Workload, order: str, **options: Any) -> None:
     model = Expected(workload.reference())
-    eng = ordered(workload, order=order)
+    eng = ordered(workload, order=order, **options)
     ids = workload.effective_ids()
     for step, indexes in runs(workload, same_stream=True):
         op = workload.ops[step]
@@ -160,11 +160,11 @@ def run_batches(workload: Workload, order: str) -> None:
     finish("end", eng, model)
 
 
-def run_replay(workload: Workload, order: str) -> None:
+def run_replay(workload: Workload, order: str, **options: Any) -> None:
     """Segments of pushes through prepare + replay; after every yield the results
     released so far are those due by the watermark after that row."""
     model = Expected(workload.reference())
-    eng = ordered(workload, order=order)
+    eng = ordered(workload, order=order, **options)
     ids = workload.effective_ids()
     streams = [s.name for s in workload.schema.streams]
     for step, indexes in runs(workload, same_stream=False):
@@ -235,6 +235,29 @@ def test_push_batch(workload: Workload, order: str) -> None:
 def test_prepare_replay(workload: Workload, order: str) -> None:
     record(workload)
     run_replay(workload, order)
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(
+    workload=st.one_of(lagging_workloads(), workloads()),
+    how=st.sampled_from((run_push, run_batches, run_replay)),
+)
+def test_checked(workload: Workload, how: Any) -> None:
+    """``check=True``: the clock's and the held results' invariants hold after every
+    tuple, batch, heartbeat and idle declaration (``Clock._check``,
+    ``HeldResults._check``), and what is released is still exactly what is due."""
+    record(workload)
+    how(workload, "AJW", check=True)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(workload=lagging_workloads(), data=st.data())
+def test_snapshot_restore_checked(workload: Workload, data: Any) -> None:
+    """``check=True`` travels with the snapshot: a restored clock and holder are
+    checked as they are loaded and after every operation from there."""
+    record(workload)
+    at = data.draw(st.sets(st.integers(0, len(workload.ops)), max_size=3))
+    run_push(workload, "AJW", restore_at=frozenset(at), check=True)
 
 
 # ------------------------------------------------------------- by example

@@ -98,6 +98,7 @@ def test_prune(data, n_slots, n_lists, n_tuples, budget, how):
     tables = KillBitsets(given, n_slots, bitset_of(np.array(base_slots, np.int64), words), budget)
     if how == "shared":  # read in place, not copied
         assert tables.users is given[0].users and tables.offsets is given[0].offsets.base
+    tables._check()
     got = _rows_as_ints(tables.prune(lo, hi))
     base = sum(1 << s for s in base_slots)
     want = naive.prune(base, lists, lo, hi, n_tuples)
@@ -153,6 +154,8 @@ def test_extended_tables_prune_as_tables_built_whole(data, n_first, n_added, fir
         bitset_of(np.array(base_slots, np.int64), words_for(n_slots)),
         budget,
     )
+    first._check()
+    tables._check()
     want = naive.prune(sum(1 << s for s in base_slots), lists, lo, hi, n_tuples)
     assert _rows_as_ints(tables.prune(lo, hi)) == want
     with pytest.raises(ValueError, match="built whole"):

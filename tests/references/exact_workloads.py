@@ -229,10 +229,14 @@ def build_workload(
     run: int = 0,
     lateness: str | None = None,
     self_joins: int = 30,
+    bare: int = 0,
+    heavy_churn: bool = False,
 ) -> Workload:
     """A whole workload. ``churn``: queries may be registered and removed mid-stream;
     ``run``: that many tuples of stream A at the end (one large batch); ``self_joins``:
-    the percentage of queries reading a stream under several aliases."""
+    the percentage of queries reading a stream under several aliases; ``bare``: the
+    percentage of queries (after the first) without WINDOW or WHERE; ``heavy_churn``:
+    most queries registered mid-stream and half of them removed again."""
     schema = make_schema(c, c.integer(2, 3))
     late = Fraction(lateness if lateness is not None else c.pick(LATENESS))
     pool = make_pool(c)
@@ -244,21 +248,26 @@ def build_workload(
     # (position in the timeline to register before, query); the first at the start,
     # the others each after a "one more?" choice (see make_timeline)
     placed: list[tuple[int, Query]] = []
+    mid_stream, removed = (80, 50) if heavy_churn else (30, 20)
     for q in range(max_queries):
-        if q and not c.chance(60):
+        if q and not c.chance(80 if heavy_churn else 60):
             break
-        at = 0 if q == 0 or not churn or not c.chance(30) else c.integer(0, len(timeline) - 1)
+        at = 0 if q == 0 or not churn or not c.chance(mid_stream) else c.integer(0, len(timeline) - 1)
         later = [i for i in ok if i >= at] or ok
-        query = make_query(c, schema, f"q{q + 1}", timeline, later, designated=q == 0, self_joins=self_joins)
+        plain = q > 0 and c.chance(bare)
+        query = make_query(
+            c, schema, f"q{q + 1}", timeline, later, designated=q == 0, self_joins=self_joins, bare=plain
+        )
         placed.append((at, query))
     removals: list[tuple[int, str]] = []
     if churn:
         for at, query in placed[1:]:
-            if c.chance(20):
+            if c.chance(removed):
                 removals.append((c.integer(at, len(timeline)), query.name))
+    by_argument = {query.name: c.chance(20) for _, query in placed}
     ops: list[Op] = []
     for i, op in enumerate([*timeline, None]):
-        ops.extend(Register(q) for at, q in placed if at == i)
+        ops.extend(Register(q, by_argument[q.name]) for at, q in placed if at == i)
         ops.extend(Unregister(name) for at, name in removals if at == i)
         if op is not None:
             ops.append(op)

@@ -66,6 +66,7 @@ COMPARISONS = ("<", "<=", ">", ">=", "=", "!=")
 SPELLINGS = {"<": ("lt",), "<=": ("le", "lt="), ">": ("gt",), ">=": ("ge", "gt="), "=": ("==",), "!=": ("<>",)}
 UNITS = {"": Fraction(1), "ms": Fraction(1, 1000), "sec": Fraction(1), "s": Fraction(1), "min": Fraction(60)}
 UNITS.update({"h": Fraction(3600), "seconds": Fraction(1), "minutes": Fraction(60)})
+UNITS.update({"second": Fraction(1), "minute": Fraction(60), "hour": Fraction(3600), "hours": Fraction(3600)})
 
 
 # ------------------------------------------------------------------ numbers
@@ -250,6 +251,15 @@ class Item:
 
 
 @dataclass(frozen=True)
+class Spelling:
+    """How a query is written where the language allows several forms (no effect on
+    its meaning): the MAXWINDOW keyword, and ``FROM B AS b`` rather than ``FROM B b``."""
+
+    maxwindow: str = "MAXWINDOW"  # or "MAX WINDOW", "MaxWindow"
+    alias_as: bool = False
+
+
+@dataclass(frozen=True)
 class Query:
     name: str
     sources: tuple[tuple[str, str], ...]  # (alias, stream) in FROM order
@@ -257,13 +267,15 @@ class Query:
     where: Cond | None = None
     window: Cond | None = None
     select: tuple[Item | Star, ...] | None = None  # None: SELECT *
+    spelling: Spelling = Spelling()
 
     @property
     def streams(self) -> tuple[str, ...]:
         return tuple(s for _, s in self.sources)
 
-    def to_text(self) -> str:
-        """The query in the engine's language, with a ``Query ID:`` header."""
+    def to_text(self, header: bool = True) -> str:
+        """The query in the engine's language, with a ``Query ID:`` header (without one
+        when ``header`` is False: the id is then given beside the text)."""
         if self.select is None:
             select = "*"
         else:
@@ -274,12 +286,14 @@ class Query:
                 else:
                     parts.append(expr_text(item.col) + (f" AS {item.name}" if item.name else ""))
             select = ", ".join(parts)
-        sources = ", ".join(s if a == s else f"{s} {a}" for a, s in self.sources)
-        lines = [f"Query ID: {self.name}", f"SELECT {select}", f"FROM {sources}"]
+        join = " AS " if self.spelling.alias_as else " "
+        sources = ", ".join(s if a == s else f"{s}{join}{a}" for a, s in self.sources)
+        lines = [f"Query ID: {self.name}"] if header else []
+        lines += [f"SELECT {select}", f"FROM {sources}"]
         if self.window is not None:
             lines.append(f"WINDOW {cond_text(self.window)}")
         if self.maxwindow is not None:
-            lines.append(f"MAXWINDOW {self.maxwindow.text()}")
+            lines.append(f"{self.spelling.maxwindow} {self.maxwindow.text()}")
         if self.where is not None:
             lines.append(f"WHERE {cond_text(self.where)}")
         return "\n".join(lines) + ";"

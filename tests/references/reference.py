@@ -7,8 +7,8 @@ reference evaluates the structure and prints it as query language (:meth:`Query.
 no parser, binder, normalizer or index of the engine stands between a query and its
 answer here.
 
-The rules (docs/ARCHITECTURE.md, "Semantics" and "Exact numbers", made precise; the same rules as
-``tests/references/naive.py``, but exact):
+The rules (docs/ARCHITECTURE.md, "Semantics" and "Exact numbers", made precise;
+tests/references/test_reference.py holds hand-computed cases of them):
 
 1. Numbers are exact rationals (:class:`fractions.Fraction`): an INTEGER value is the
    integer itself; a FLOAT value (and every ``ts``, heartbeat and the allowed lateness)

@@ -53,6 +53,15 @@ def test_registration_churn(workload: Workload, order: str) -> None:
     run_push(workload, matcher(order=order))
 
 
+@settings(max_examples=80, **SETTINGS)
+@given(workload=workloads(select_expressions=True), order=st.sampled_from(("AJW", "JWA", "adaptive")))
+def test_select_expressions(workload: Workload, order: str) -> None:
+    """SELECT lists with arithmetic over one or two aliases, constants, ``expr name``
+    without AS (computed in doubles: tests/references/reference.py, rule 8)."""
+    record(workload)
+    run_push(workload, matcher(order=order))
+
+
 def restless(eng: Any) -> None:
     """An adaptive policy that explores every other tuple: the order changes all the time."""
     eng.plan  # noqa: B018 - builds the plan, and with it the policy of new registrations

@@ -268,13 +268,15 @@ def make_query(
     narrow: bool = False,
     self_joins: int = 30,
     bare: bool = False,
+    expressions: bool = False,
 ) -> Query:
     """A query around a witness drawn from the pushes ``candidates`` (indexes into ops).
     ``designated``: a condition TRUE on the witness, MAXWINDOW covering it.
     ``narrow``: at most two aliases and tight windows (see :func:`window_duration`).
     ``self_joins``: the percentage of queries reading a stream under two or three aliases.
     ``bare``: no WINDOW or WHERE, so every assignment within MAXWINDOW is a result and
-    what a query registered mid-stream may still see (the retention horizon) shows."""
+    what a query registered mid-stream may still see (the retention horizon) shows.
+    ``expressions``: the SELECT list may hold arithmetic and constants."""
     streams = [s.name for s in schema.streams]
     if designated:  # only streams with a tuple to be the witness
         streams = [s for s in streams if any(ops[i].stream == s for i in candidates)] or streams  # type: ignore[union-attr]
@@ -319,17 +321,38 @@ def make_query(
     elif window_preds:
         where = And((*window_preds, where)) if where is not None else And(tuple(window_preds))
     select: tuple[Item | Star, ...] | None = None
-    if c.chance(25):
+    if c.chance(50 if expressions else 25):
         items: list[Item | Star] = []
         for i in range(c.integer(1, 3)):
             alias, stream = c.pick(sources)
-            if c.chance(20) and Star(alias) not in items:
+            if expressions and c.chance(50):
+                items.append(Item(select_expression(c, schema, sources), f"v{i}", with_as=c.chance(70)))
+            elif c.chance(20) and Star(alias) not in items:
                 items.append(Star(alias))
             else:
                 cols = [col.name for col in schema.stream(stream).columns] + ["ts", "id"]
                 items.append(Item(Col(alias, c.pick(cols)), f"v{i}"))
         select = tuple(items)
     return Query(name, sources, maxwindow, where, window, select, spelling)
+
+
+def select_expression(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]]) -> Expr:
+    """Arithmetic over one or two aliases' columns, or a constant, for the SELECT list."""
+    (a, sa), (b, sb) = c.pick(sources), c.pick(sources)
+    x = Col(a, c.pick([*numeric(schema, sa), "ts", "id"]))
+    y = Col(b, c.pick(numeric(schema, sb)))
+    forms: list[Expr] = [
+        Bin("+", x, y),
+        Bin("*", x, y),
+        Bin("/", x, y),  # division by zero is NULL
+        Neg(x),
+        Bin("-", x, Num("1.5")),
+        Bin("*", Num("2"), x),
+        Bin("*", x, Num("0.1")),
+        Num(c.pick(("1.5", "0.1", "7"))),
+        Neg(Num("2")),
+    ]
+    return c.pick(forms)
 
 
 def _is_window(cond: Cond) -> bool:

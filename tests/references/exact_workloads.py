@@ -231,12 +231,14 @@ def build_workload(
     self_joins: int = 30,
     bare: int = 0,
     heavy_churn: bool = False,
+    select_expressions: bool = False,
 ) -> Workload:
     """A whole workload. ``churn``: queries may be registered and removed mid-stream;
     ``run``: that many tuples of stream A at the end (one large batch); ``self_joins``:
     the percentage of queries reading a stream under several aliases; ``bare``: the
     percentage of queries (after the first) without WINDOW or WHERE; ``heavy_churn``:
-    most queries registered mid-stream and half of them removed again."""
+    most queries registered mid-stream and half of them removed again;
+    ``select_expressions``: SELECT lists with arithmetic and constants."""
     schema = make_schema(c, c.integer(2, 3))
     late = Fraction(lateness if lateness is not None else c.pick(LATENESS))
     pool = make_pool(c)
@@ -256,7 +258,15 @@ def build_workload(
         later = [i for i in ok if i >= at] or ok
         plain = q > 0 and c.chance(bare)
         query = make_query(
-            c, schema, f"q{q + 1}", timeline, later, designated=q == 0, self_joins=self_joins, bare=plain
+            c,
+            schema,
+            f"q{q + 1}",
+            timeline,
+            later,
+            designated=q == 0,
+            self_joins=self_joins,
+            bare=plain,
+            expressions=select_expressions,
         )
         placed.append((at, query))
     removals: list[tuple[int, str]] = []

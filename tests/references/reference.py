@@ -45,6 +45,12 @@ tests/references/test_reference.py holds hand-computed cases of them):
    its values are the SELECT items (``*``: every declared column of every alias, named
    ``alias.col``; ``alias.*`` likewise for one alias).
 
+8. A SELECT item that is an expression (not a bare column) is computed in IEEE doubles,
+   one operation at a time, on the values as pushed: an INTEGER value and ``id`` are
+   integers (and + - * of integers stays an exact integer), a FLOAT value, ``ts`` and
+   every literal are doubles; division by zero and NaN are NULL. (Predicates are exact;
+   a reported value is a double anyway.)
+
 Idleness after a processing-time timeout is modelled as a declaration (``set_idle``) at
 the point the timeout passes.
 """
@@ -240,14 +246,19 @@ class Star:
 
 @dataclass(frozen=True)
 class Item:
-    """A column in the SELECT list, optionally renamed."""
+    """A column in the SELECT list, optionally renamed; or an expression (``col`` any
+    :data:`Expr`), which must be named."""
 
-    col: Col
+    col: Expr
     name: str | None = None
+    with_as: bool = True  # ``expr AS name``, else ``expr name``
 
     @property
     def output(self) -> str:
-        return self.name or f"{self.col.alias}.{self.col.name}"
+        if self.name is not None:
+            return self.name
+        assert isinstance(self.col, Col), "an expression in the SELECT list needs a name"
+        return f"{self.col.alias}.{self.col.name}"
 
 
 @dataclass(frozen=True)
@@ -284,7 +295,8 @@ class Query:
                 if isinstance(item, Star):
                     parts.append(f"{item.alias}.*")
                 else:
-                    parts.append(expr_text(item.col) + (f" AS {item.name}" if item.name else ""))
+                    named = "" if not item.name else f" AS {item.name}" if item.with_as else f" {item.name}"
+                    parts.append(expr_text(item.col) + named)
             select = ", ".join(parts)
         join = " AS " if self.spelling.alias_as else " "
         sources = ", ".join(s if a == s else f"{s}{join}{a}" for a, s in self.sources)
@@ -656,12 +668,51 @@ class Reference:
         return out
 
     def _values(self, query: Query, env: Env) -> dict[str, Value]:
-        return {name: evaluate(ref, env) for name, ref in outputs(self.schema, query)}
+        values: dict[str, Value] = {}
+        for name, expr in outputs(self.schema, query):
+            if isinstance(expr, Col):
+                values[name] = evaluate(expr, env)
+            else:
+                streams = {alias: self.schema.stream(stream) for alias, stream in query.sources}
+                values[name] = in_doubles(expr, env, streams)
+        return values
 
 
-def outputs(schema: Schema, query: Query) -> list[tuple[str, Col]]:
-    """The SELECT values of a query: (name, column) in order (rule 7)."""
-    out: list[tuple[str, Col]] = []
+def in_doubles(expr: Expr, env: Env, streams: Mapping[str, Stream]) -> Value:
+    """A SELECT expression's value (rule 8): IEEE doubles, one operation at a time, on
+    the values as pushed; integers stay exact integers under + - *."""
+
+    def value(e: Expr) -> int | float | str | None:
+        if isinstance(e, Col):
+            v = env[e.alias][e.name]
+            if v is None or isinstance(v, str):
+                return v
+            integer = e.name == "id" or (e.name != "ts" and streams[e.alias].column(e.name).type == INTEGER)
+            return int(v) if integer else float(v)
+        if isinstance(e, Num):
+            return float(e.value)
+        if isinstance(e, Str):
+            return e.value
+        if isinstance(e, Neg):
+            v = value(e.operand)
+            return None if v is None else -v  # type: ignore[operator]
+        left, right = value(e.left), value(e.right)
+        if left is None or right is None:
+            return None
+        if e.op == "/":
+            return None if right == 0 else left / right  # type: ignore[operator]
+        out = left + right if e.op == "+" else left - right if e.op == "-" else left * right  # type: ignore[operator]
+        return None if out != out else out  # NaN (inf - inf) is NULL
+
+    result = value(expr)
+    if result is None or isinstance(result, str):
+        return result
+    return Fraction(result) if isinstance(result, int) else Fraction(repr(result))
+
+
+def outputs(schema: Schema, query: Query) -> list[tuple[str, Expr]]:
+    """The SELECT values of a query: (name, column or expression) in order (rule 7)."""
+    out: list[tuple[str, Expr]] = []
     items: Sequence[Item | Star] = query.select or tuple(Star(a) for a, _ in query.sources)
     for item in items:
         if isinstance(item, Star):

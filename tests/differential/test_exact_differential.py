@@ -61,6 +61,7 @@ REPO = Path(__file__).resolve().parents[2]
 # the exact reference and every workload generator printed for it
 REFERENCE_MODULES = (
     "reference.py",
+    "exact_language.py",
     "exact_ops.py",
     "exact_queries.py",
     "exact_workloads.py",

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:late tuple:UserWarning")  # late
 ORDER_SPELLINGS = ORDERS + tuple(f"static:{o}" for o in ORDERS)
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=200, **SETTINGS)
 @given(workload=workloads(lateness="0"), order=st.sampled_from(ORDER_SPELLINGS))
 def test_in_order_every_order_spelling(workload: Workload, order: str) -> None:
     """Lateness 0: a tuple older than the newest is late, every tuple moves the horizon."""
@@ -35,7 +35,7 @@ def test_in_order_every_order_spelling(workload: Workload, order: str) -> None:
 
 
 @pytest.mark.parametrize("lateness", ["0.3", "1.5"])
-@settings(max_examples=50, **SETTINGS)
+@settings(max_examples=100, **SETTINGS)
 @given(data=st.data(), order=st.sampled_from(ORDER_SPELLINGS))
 def test_out_of_order_every_order_spelling(lateness: str, data: Any, order: str) -> None:
     """Positive lateness: tuples out of order within the bound give timestamp-order results."""
@@ -44,7 +44,7 @@ def test_out_of_order_every_order_spelling(lateness: str, data: Any, order: str)
     run_push(workload, matcher(order=order))
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(workload=workloads(max_queries=8, bare=70, heavy_churn=True), order=st.sampled_from((*ORDERS, "adaptive")))
 def test_registration_churn(workload: Workload, order: str) -> None:
     """Queries without conditions registered and removed mid-stream: a query registered
@@ -70,11 +70,19 @@ def restless(eng: Any) -> None:
         eng.policy.warmup = 1
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(workload=workloads(max_tuples=40))
 def test_changing_orders_mid_stream_changes_no_result(workload: Workload) -> None:
     record(workload)
     run_push(workload, matcher(order="adaptive"), tune=restless)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(workload=workloads(max_tuples=60, max_queries=6))
+def test_adaptive_order_on_longer_streams(workload: Workload) -> None:
+    """The adaptive reorderer as configured by default, long enough to explore and switch."""
+    record(workload)
+    run_push(workload, matcher(order="adaptive"))
 
 
 @pytest.mark.slow

@@ -1,9 +1,9 @@
 """The engine against the exact reference on the shapes of workload that hunt the matcher's
 own logic rather than its arithmetic: deep AND/OR/NOT conditions (DNF), every spelling
-of the six static orders, lateness 0 (every tuple out of order is late) against positive
-lateness, queries that come and go mid-stream without conditions (so every assignment
-within MAXWINDOW is a result and the retention horizon shows), and an adaptive order
-that changes all the time.
+of the six static orders, empty strings (not NULL), lateness 0 (every tuple out of
+order is late) against positive lateness, queries that come and go mid-stream without
+conditions (so every assignment within MAXWINDOW is a result and the retention horizon
+shows), SELECT arithmetic, and an adaptive order that changes all the time.
 
 Workloads come from tests/references/exact_workloads.py (witness-built boundaries,
 non-dyadic factors, NULLs, ties, strings, self-joins, residuals, late tuples);
@@ -27,7 +27,7 @@ ORDER_SPELLINGS = ORDERS + tuple(f"static:{o}" for o in ORDERS)
 
 
 @settings(max_examples=200, **SETTINGS)
-@given(workload=workloads(lateness="0"), order=st.sampled_from(ORDER_SPELLINGS))
+@given(workload=workloads(lateness="0", empty_strings=True), order=st.sampled_from(ORDER_SPELLINGS))
 def test_in_order_every_order_spelling(workload: Workload, order: str) -> None:
     """Lateness 0: a tuple older than the newest is late, every tuple moves the horizon."""
     record(workload)
@@ -39,7 +39,7 @@ def test_in_order_every_order_spelling(workload: Workload, order: str) -> None:
 @given(data=st.data(), order=st.sampled_from(ORDER_SPELLINGS))
 def test_out_of_order_every_order_spelling(lateness: str, data: Any, order: str) -> None:
     """Positive lateness: tuples out of order within the bound give timestamp-order results."""
-    workload = data.draw(workloads(lateness=lateness), label="workload")
+    workload = data.draw(workloads(lateness=lateness, empty_strings=True), label="workload")
     record(workload)
     run_push(workload, matcher(order=order))
 
@@ -54,7 +54,9 @@ def test_registration_churn(workload: Workload, order: str) -> None:
 
 
 @settings(max_examples=80, **SETTINGS)
-@given(workload=workloads(select_expressions=True), order=st.sampled_from(("AJW", "JWA", "adaptive")))
+@given(
+    workload=workloads(select_expressions=True, empty_strings=True), order=st.sampled_from(("AJW", "JWA", "adaptive"))
+)
 def test_select_expressions(workload: Workload, order: str) -> None:
     """SELECT lists with arithmetic over one or two aliases, constants, ``expr name``
     without AS (computed in doubles: tests/references/reference.py, rule 8)."""

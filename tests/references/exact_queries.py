@@ -185,7 +185,9 @@ def predicate(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]], en
     mine = env[t]["tag"]
     other = [x for x in tagged if x != t]
     right: Expr = (
-        Col(other[0], "tag") if other and c.chance(40) else Str(mine if mine and c.chance(70) else c.pick(TAGS))
+        Col(other[0], "tag")
+        if other and c.chance(40)
+        else Str(mine if mine is not None and c.chance(70) else c.pick(TAGS))
     )
     op = c.pick(("=", "!=", "<", ">=", "<=", ">")) if want is None else "="
     left: Expr = Col(t, "tag")

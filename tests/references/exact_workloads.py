@@ -123,10 +123,12 @@ def make_pool(c: Chooser) -> tuple[list[Fraction], list[int]]:
     return floats, ints
 
 
-def make_value(c: Chooser, col: Column, pool: tuple[list[Fraction], list[int]]) -> tuple[bool, Any]:
+def make_value(
+    c: Chooser, col: Column, pool: tuple[list[Fraction], list[int]], tags: Sequence[str] = TAGS
+) -> tuple[bool, Any]:
     """(given, value) for one column; ``given`` False means the key is left out (NULL)."""
     if col.type == STRING:
-        return (False, None) if c.chance(8) else (True, c.pick(TAGS))
+        return (False, None) if c.chance(8) else (True, c.pick(tags))
     if c.chance(8):
         how = c.pick(("missing", "none", "nan"))
         if how == "nan" and col.type == FLOAT:
@@ -154,7 +156,13 @@ def next_ts(c: Chooser, now: Fraction, top: Fraction | None, lateness: Fraction)
 
 
 def make_timeline(
-    c: Chooser, schema: Schema, most: int, lateness: Fraction, pool: Any, run: tuple[str, int] | None = None
+    c: Chooser,
+    schema: Schema,
+    most: int,
+    lateness: Fraction,
+    pool: Any,
+    run: tuple[str, int] | None = None,
+    tags: Sequence[str] = TAGS,
 ) -> list[Op]:
     """Pushes (3 to ``most``) and heartbeats (see :func:`next_ts`). ``run``: (stream, k)
     appends k tuples of one stream (a large batch) that revisit the times of the others,
@@ -174,7 +182,7 @@ def make_timeline(
         now = max(now, ts)
         values = {}
         for col in stream.columns:
-            given, value = make_value(c, col, pool)
+            given, value = make_value(c, col, pool, tags)
             if given:
                 values[col.name] = value
         ident = None
@@ -232,17 +240,20 @@ def build_workload(
     bare: int = 0,
     heavy_churn: bool = False,
     select_expressions: bool = False,
+    empty_strings: bool = False,
 ) -> Workload:
     """A whole workload. ``churn``: queries may be registered and removed mid-stream;
     ``run``: that many tuples of stream A at the end (one large batch); ``self_joins``:
     the percentage of queries reading a stream under several aliases; ``bare``: the
     percentage of queries (after the first) without WINDOW or WHERE; ``heavy_churn``:
     most queries registered mid-stream and half of them removed again;
-    ``select_expressions``: SELECT lists with arithmetic and constants."""
+    ``select_expressions``: SELECT lists with arithmetic and constants;
+    ``empty_strings``: tags may be '' (not NULL; a CSV file could not tell them apart)."""
     schema = make_schema(c, c.integer(2, 3))
     late = Fraction(lateness if lateness is not None else c.pick(LATENESS))
     pool = make_pool(c)
-    timeline = make_timeline(c, schema, max_tuples, late, pool, ("A", run) if run else None)
+    tags = (*TAGS, "") if empty_strings else TAGS
+    timeline = make_timeline(c, schema, max_tuples, late, pool, ("A", run) if run else None, tags)
     if run:
         stamps = [Fraction(repr(op.ts)) for op in timeline if isinstance(op, Push | Heartbeat)]
         late = max(late, max(stamps) - min(stamps))  # the run is not late

@@ -16,8 +16,17 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
 REPO = Path(__file__).resolve().parent.parent
+# The one home of the thesis' workload files (package data of ``mqo experiment``);
+# examples/icu links its schema and running example here, and the golden fixtures
+# (tests/fixtures/golden) hold only what these files must compile to.
 WORKLOADS = REPO / "experiments" / "workloads"
 EXAMPLES = REPO / "examples"
+
+
+def workload_schema(path: Path) -> Path:
+    """The DDL a thesis workload file is written against: figure 5.1's pair of streams
+    A and B for ``fig5_1_*``, the ICU streams for the others."""
+    return WORKLOADS / ("fig5_1.ddl" if path.name.startswith("fig5_1_") else "streams.ddl")
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,9 @@ import pytest
 from experiments._data import generate, write_csv
 from runtime.cli import main as cli_main
 from runtime.local.profile import window_pairs
+from tests.conftest import EXAMPLES, WORKLOADS
 
-REPO = Path(__file__).resolve().parents[2]
-ICU = REPO / "examples" / "icu"
-WORKLOADS = REPO / "experiments" / "workloads"
+ICU = EXAMPLES / "icu"
 
 
 def icu_args(out: Path, *extra: str) -> list[str]:

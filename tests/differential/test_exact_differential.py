@@ -58,6 +58,17 @@ from tests.references.exact_workloads import (
 from tests.references.reference import Reference, Result, engine_results, exact_result
 
 REPO = Path(__file__).resolve().parents[2]
+# the exact reference and every workload generator printed for it
+REFERENCE_MODULES = (
+    "reference.py",
+    "exact_language.py",
+    "exact_ops.py",
+    "exact_queries.py",
+    "exact_workloads.py",
+    "lag_workloads.py",
+    "thesis_queries.py",
+    "agg_reference.py",
+)
 ORDERS = ("AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA")
 
 pytestmark = pytest.mark.filterwarnings("ignore:late tuple:UserWarning")  # late tuples are expected
@@ -109,7 +120,7 @@ def record(workload: Workload) -> None:
 def engine_op(eng: Any, ref: Reference, op: Any, where: str) -> None:
     """A registration, removal or heartbeat on both."""
     if isinstance(op, Register):
-        assert eng.register_query(op.query.to_text()) == op.query.name, where
+        assert eng.register_query(*op.call_args()) == op.query.name, where
     elif isinstance(op, Unregister):
         eng.unregister_query(op.name)
     elif isinstance(op, Idle):
@@ -124,12 +135,20 @@ def engine_op(eng: Any, ref: Reference, op: Any, where: str) -> None:
 # --------------------------------------------------------------- the runners
 
 
-def run_push(workload: Workload, make: Callable[[Workload], Any], restore_at: frozenset[int] = frozenset()) -> None:
+def run_push(
+    workload: Workload,
+    make: Callable[[Workload], Any],
+    restore_at: frozenset[int] = frozenset(),
+    tune: Callable[[Any], None] | None = None,
+) -> None:
     """Every op through ``Matcher.push`` (and register/unregister/heartbeat); before the
-    ops in ``restore_at`` the matcher is replaced by ``restore(snapshot())``."""
+    ops in ``restore_at`` the matcher is replaced by ``restore(snapshot())``; ``tune``
+    is called with the matcher before every op."""
     ref = workload.reference()
     eng = make(workload)
     for step, op in enumerate(workload.ops):
+        if tune is not None:
+            tune(eng)
         where = f"step {step} ({op!r})"
         if step in restore_at:
             eng = mqo.Matcher.restore(decode_snapshot(encode_snapshot(eng.snapshot())))
@@ -232,7 +251,7 @@ def test_reference_imports_nothing_of_the_engine() -> None:
     """The reference (and the workloads it is printed from) must not share code with
     the engine: no import of predicates, mqo, indexes or runtime, directly or not."""
     engine = {"predicates", "mqo", "indexes", "runtime"}
-    for name in ("reference.py", "exact_ops.py", "exact_queries.py", "exact_workloads.py"):
+    for name in REFERENCE_MODULES:
         tree = ast.parse((REPO / "tests" / "references" / name).read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}

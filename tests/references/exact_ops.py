@@ -70,6 +70,13 @@ class Idle:
 @dataclass(frozen=True)
 class Register:
     query: Query
+    by_argument: bool = False  # the id given beside the text rather than in a header
+
+    def call_args(self) -> tuple[str, str | None]:
+        """The arguments of ``register_query``: (text, id or None)."""
+        if self.by_argument:
+            return self.query.to_text(header=False), self.query.name
+        return self.query.to_text(), None
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,8 @@ class Workload:
         for op in self.ops:
             if isinstance(op, Register):
                 lines.append(f"q = {op.query!r}")
-                lines.append("print(q.to_text()); eng.register_query(q.to_text()); ref.register(q)")
+                call = "q.to_text(header=False), q.name" if op.by_argument else "q.to_text()"
+                lines.append(f"print(q.to_text()); eng.register_query({call}); ref.register(q)")
             elif isinstance(op, Unregister):
                 lines.append(f"eng.unregister_query({op.name!r}); ref.unregister({op.name!r})")
             elif isinstance(op, Heartbeat):

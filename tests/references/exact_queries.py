@@ -26,6 +26,7 @@ from tests.references.reference import (
     Or,
     Query,
     Schema,
+    Spelling,
     Star,
     Str,
     const,
@@ -150,6 +151,8 @@ def predicate(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]], en
     if kind == "ts":
         return atom(c, env, Col(a, c.pick(("ts", "ts", "id"))), None, want)
     if kind == "join":
+        if c.chance(10):  # a timestamp against another stream's data column
+            ra = Col(a, "ts")
         return atom(c, env, linear(c, ra), linear(c, rb), want)
     if kind == "window":
         left: Expr = Col(a, "ts")
@@ -158,14 +161,22 @@ def predicate(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]], en
         return atom(c, env, left, Col(b, "ts"), want)
     if kind == "residual_one":
         rb = Col(a, c.pick(numeric(schema, stream_of[a])))
+        if c.chance(25):  # a square against another column of the tuple
+            return atom(c, env, Bin("*", ra, ra), rb, want)
         return atom(c, env, Bin(c.pick(("*", "/")), ra, rb), None, want)  # x / y: division by zero is NULL
     if kind == "residual":
-        form = c.pick(("+", "-", "*", "three"))
+        form = c.pick(("+", "-", "*", "three", "square", "ts"))
+        if form == "square":  # linear on one side only: x OP y * y
+            return atom(c, env, ra, Bin("*", rb, rb), want)
+        if form == "ts":  # a difference of timestamps against a constant (a window, rewritten)
+            return atom(c, env, Bin("-", Col(a, "ts"), Col(b, "ts")), None, want)
         if form == "three" and len(aliases) > 2:
             third = next(x for x in aliases if x not in (a, b))
             rc = Col(third, c.pick(numeric(schema, stream_of[third])))
+            if c.chance(50):  # x OP y - 2 * z (+ the constant)
+                return atom(c, env, ra, Bin("-", rb, Bin("*", Num("2"), rc)), want)
             return atom(c, env, Bin("+", ra, rb), rc, want)
-        return atom(c, env, Bin(form if form != "three" else "+", ra, rb), None, want)
+        return atom(c, env, Bin(form if form in ("+", "-", "*") else "+", ra, rb), None, want)
     # strings: a tag against a literal (the witness's, mostly) or another tag
     tagged = [x for x in aliases if "tag" in [col.name for col in schema.stream(stream_of[x]).columns]]
     if not tagged:
@@ -174,13 +185,58 @@ def predicate(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]], en
     mine = env[t]["tag"]
     other = [x for x in tagged if x != t]
     right: Expr = (
-        Col(other[0], "tag") if other and c.chance(40) else Str(mine if mine and c.chance(70) else c.pick(TAGS))
+        Col(other[0], "tag")
+        if other and c.chance(40)
+        else Str(mine if mine is not None and c.chance(70) else c.pick(TAGS))
     )
-    op = c.pick(("=", "!=", "<", ">=")) if want is None else "="
-    cond = Cmp(op, Col(t, "tag"), right)
+    op = c.pick(("=", "!=", "<", ">=", "<=", ">")) if want is None else "="
+    left: Expr = Col(t, "tag")
     if want is not None and mine is not None and evaluate(right, env) is not None:
-        cond = Cmp("=" if mine == evaluate(right, env) else "!=", Col(t, "tag"), right)
-    return cond
+        op = "=" if (mine == evaluate(right, env)) == want else "!="
+    # the literal on either side (the engine turns 'a' < t.tag into t.tag > 'a')
+    return Cmp(op, right, left) if isinstance(right, Str) and c.chance(25) else Cmp(op, left, right)
+
+
+MAX_DISJUNCTS = 32  # worst-case disjuncts of a generated condition; the engine's bound is larger
+
+
+def tree(
+    c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]], env: Any, want: bool | None, depth: int = 2
+) -> Cond:
+    """A predicate, or an AND/OR/NOT tree of them whose truth on the witness is ``want``
+    (None: any). Each is normalized by the engine to DNF, each disjunct a sub-query."""
+    if depth == 0 or not c.chance(35):
+        return predicate(c, schema, sources, env, want)
+    kind = c.pick(("or", "and", "not", "or"))
+    if kind == "not":
+        return Not(tree(c, schema, sources, env, None if want is None else not want, depth - 1))
+    n = c.integer(2, 3)
+    # AND is TRUE when all its items are, FALSE when one is; OR is FALSE when all are,
+    # TRUE when one is; the others may be anything (UNKNOWN included)
+    one = c.integer(0, n - 1)
+    if want is not None and want == (kind == "and"):
+        wants: list[bool | None] = [want] * n
+    else:
+        wants = [want if i == one else None for i in range(n)]
+    items = tuple(tree(c, schema, sources, env, w, depth - 1) for w in wants)
+    return And(items) if kind == "and" else Or(items)
+
+
+def dnf_size(cond: Cond) -> tuple[int, int]:
+    """(disjuncts of ``cond``, disjuncts of NOT ``cond``) at worst, ``!=`` counting as
+    two (< or >) and ``=`` negated as two."""
+    if isinstance(cond, Cmp):
+        return (2 if cond.op == "!=" else 1, 2 if cond.op == "=" else 1)
+    if isinstance(cond, Not):
+        pos, neg = dnf_size(cond.item)
+        return neg, pos
+    sizes = [dnf_size(i) for i in cond.items]
+    prod_pos, prod_neg = 1, 1
+    for pos, neg in sizes:
+        prod_pos, prod_neg = prod_pos * pos, prod_neg * neg
+    if isinstance(cond, And):
+        return prod_pos, sum(n for _, n in sizes)
+    return sum(p for p, _ in sizes), prod_neg
 
 
 def window_duration(c: Chooser, span: Fraction, must_cover: bool, narrow: bool = False) -> Duration:
@@ -188,7 +244,10 @@ def window_duration(c: Chooser, span: Fraction, must_cover: bool, narrow: bool =
     a fixed decimal; at least the span when ``must_cover``; ``narrow``: no wider than
     needed (many queries over dense data would otherwise have results by the million)."""
     options: list[Duration] = []
-    for unit, scale in (("sec", 1), ("ms", Fraction(1, 1000)), ("", 1), ("min", 60)):
+    units = (("sec", 1), ("ms", Fraction(1, 1000)), ("", 1), ("min", 60))
+    if c.chance(10):  # the other spellings of the units
+        units = ((c.pick(("s", "second", "seconds")), 1), (c.pick(("minute", "minutes")), 60))
+    for unit, scale in units:
         text = decimal_text(span / scale)
         if text is not None and span > 0:
             options.append(Duration(text, unit))
@@ -210,11 +269,16 @@ def make_query(
     designated: bool,
     narrow: bool = False,
     self_joins: int = 30,
+    bare: bool = False,
+    expressions: bool = False,
 ) -> Query:
     """A query around a witness drawn from the pushes ``candidates`` (indexes into ops).
-    ``designated``: AND of predicates all TRUE on the witness, MAXWINDOW covering it.
+    ``designated``: a condition TRUE on the witness, MAXWINDOW covering it.
     ``narrow``: at most two aliases and tight windows (see :func:`window_duration`).
-    ``self_joins``: the percentage of queries reading a stream under two or three aliases."""
+    ``self_joins``: the percentage of queries reading a stream under two or three aliases.
+    ``bare``: no WINDOW or WHERE, so every assignment within MAXWINDOW is a result and
+    what a query registered mid-stream may still see (the retention horizon) shows.
+    ``expressions``: the SELECT list may hold arithmetic and constants."""
     streams = [s.name for s in schema.streams]
     if designated:  # only streams with a tuple to be the witness
         streams = [s for s in streams if any(ops[i].stream == s for i in candidates)] or streams  # type: ignore[union-attr]
@@ -232,15 +296,26 @@ def make_query(
     env = witness(c, schema, sources, ops, candidates)
     stamps = [row["ts"] for row in env.values()]
     maxwindow = window_duration(c, max(stamps) - min(stamps), designated, narrow) if k > 1 else None
+    if k == 1 and c.chance(15):  # allowed on one stream, and without effect
+        maxwindow = c.pick(FIXED_WINDOWS)
+    spelling = Spelling(
+        maxwindow=c.pick(("MAXWINDOW", "MAX WINDOW", "MaxWindow")) if c.chance(20) else "MAXWINDOW",
+        alias_as=c.chance(30),
+    )
+    if bare:
+        return Query(name, sources, maxwindow, spelling=spelling)
     want = True if designated else (True if c.chance(50) else None)
-    preds = [predicate(c, schema, sources, env, want) for _ in range(c.integer(1, 4 if k > 1 else 3))]
+    deep = 0 if narrow else 2  # many narrow queries: plain conjunctions keep them quick
+    preds = [tree(c, schema, sources, env, want, deep) for _ in range(c.integer(1, 4 if k > 1 else 3))]
+    while len(preds) > 1 and dnf_size(And(tuple(preds)))[0] > MAX_DISJUNCTS:
+        preds.pop()
     window_preds = [p for p in preds if _is_window(p)]
     where_preds = [p for p in preds if not _is_window(p)]
     where: Cond | None = And(tuple(where_preds)) if len(where_preds) > 1 else (where_preds or [None])[0]
-    if not designated and where is not None and c.chance(25):
+    if not designated and where is not None and c.chance(25) and dnf_size(where)[0] < MAX_DISJUNCTS // 2:
         # OR with another boundary predicate (a result is reported once however many hold)
         where = Or((where, predicate(c, schema, sources, env, None)))
-    if not designated and where is not None and c.chance(10):
+    if not designated and where is not None and c.chance(10) and dnf_size(where)[1] <= MAX_DISJUNCTS:
         where = Not(where)
     window: Cond | None = None
     if window_preds and c.chance(60):
@@ -248,17 +323,38 @@ def make_query(
     elif window_preds:
         where = And((*window_preds, where)) if where is not None else And(tuple(window_preds))
     select: tuple[Item | Star, ...] | None = None
-    if c.chance(25):
+    if c.chance(50 if expressions else 25):
         items: list[Item | Star] = []
         for i in range(c.integer(1, 3)):
             alias, stream = c.pick(sources)
-            if c.chance(20) and Star(alias) not in items:
+            if expressions and c.chance(50):
+                items.append(Item(select_expression(c, schema, sources), f"v{i}", with_as=c.chance(70)))
+            elif c.chance(20) and Star(alias) not in items:
                 items.append(Star(alias))
             else:
                 cols = [col.name for col in schema.stream(stream).columns] + ["ts", "id"]
                 items.append(Item(Col(alias, c.pick(cols)), f"v{i}"))
         select = tuple(items)
-    return Query(name, sources, maxwindow, where, window, select)
+    return Query(name, sources, maxwindow, where, window, select, spelling)
+
+
+def select_expression(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]]) -> Expr:
+    """Arithmetic over one or two aliases' columns, or a constant, for the SELECT list."""
+    (a, sa), (b, sb) = c.pick(sources), c.pick(sources)
+    x = Col(a, c.pick([*numeric(schema, sa), "ts", "id"]))
+    y = Col(b, c.pick(numeric(schema, sb)))
+    forms: list[Expr] = [
+        Bin("+", x, y),
+        Bin("*", x, y),
+        Bin("/", x, y),  # division by zero is NULL
+        Neg(x),
+        Bin("-", x, Num("1.5")),
+        Bin("*", Num("2"), x),
+        Bin("*", x, Num("0.1")),
+        Num(c.pick(("1.5", "0.1", "7"))),
+        Neg(Num("2")),
+    ]
+    return c.pick(forms)
 
 
 def _is_window(cond: Cond) -> bool:

@@ -123,10 +123,12 @@ def make_pool(c: Chooser) -> tuple[list[Fraction], list[int]]:
     return floats, ints
 
 
-def make_value(c: Chooser, col: Column, pool: tuple[list[Fraction], list[int]]) -> tuple[bool, Any]:
+def make_value(
+    c: Chooser, col: Column, pool: tuple[list[Fraction], list[int]], tags: Sequence[str] = TAGS
+) -> tuple[bool, Any]:
     """(given, value) for one column; ``given`` False means the key is left out (NULL)."""
     if col.type == STRING:
-        return (False, None) if c.chance(8) else (True, c.pick(TAGS))
+        return (False, None) if c.chance(8) else (True, c.pick(tags))
     if c.chance(8):
         how = c.pick(("missing", "none", "nan"))
         if how == "nan" and col.type == FLOAT:
@@ -154,7 +156,13 @@ def next_ts(c: Chooser, now: Fraction, top: Fraction | None, lateness: Fraction)
 
 
 def make_timeline(
-    c: Chooser, schema: Schema, most: int, lateness: Fraction, pool: Any, run: tuple[str, int] | None = None
+    c: Chooser,
+    schema: Schema,
+    most: int,
+    lateness: Fraction,
+    pool: Any,
+    run: tuple[str, int] | None = None,
+    tags: Sequence[str] = TAGS,
 ) -> list[Op]:
     """Pushes (3 to ``most``) and heartbeats (see :func:`next_ts`). ``run``: (stream, k)
     appends k tuples of one stream (a large batch) that revisit the times of the others,
@@ -174,7 +182,7 @@ def make_timeline(
         now = max(now, ts)
         values = {}
         for col in stream.columns:
-            given, value = make_value(c, col, pool)
+            given, value = make_value(c, col, pool, tags)
             if given:
                 values[col.name] = value
         ident = None
@@ -229,14 +237,23 @@ def build_workload(
     run: int = 0,
     lateness: str | None = None,
     self_joins: int = 30,
+    bare: int = 0,
+    heavy_churn: bool = False,
+    select_expressions: bool = False,
+    empty_strings: bool = False,
 ) -> Workload:
     """A whole workload. ``churn``: queries may be registered and removed mid-stream;
     ``run``: that many tuples of stream A at the end (one large batch); ``self_joins``:
-    the percentage of queries reading a stream under several aliases."""
+    the percentage of queries reading a stream under several aliases; ``bare``: the
+    percentage of queries (after the first) without WINDOW or WHERE; ``heavy_churn``:
+    most queries registered mid-stream and half of them removed again;
+    ``select_expressions``: SELECT lists with arithmetic and constants;
+    ``empty_strings``: tags may be '' (not NULL; a CSV file could not tell them apart)."""
     schema = make_schema(c, c.integer(2, 3))
     late = Fraction(lateness if lateness is not None else c.pick(LATENESS))
     pool = make_pool(c)
-    timeline = make_timeline(c, schema, max_tuples, late, pool, ("A", run) if run else None)
+    tags = (*TAGS, "") if empty_strings else TAGS
+    timeline = make_timeline(c, schema, max_tuples, late, pool, ("A", run) if run else None, tags)
     if run:
         stamps = [Fraction(repr(op.ts)) for op in timeline if isinstance(op, Push | Heartbeat)]
         late = max(late, max(stamps) - min(stamps))  # the run is not late
@@ -244,21 +261,34 @@ def build_workload(
     # (position in the timeline to register before, query); the first at the start,
     # the others each after a "one more?" choice (see make_timeline)
     placed: list[tuple[int, Query]] = []
+    mid_stream, removed = (80, 50) if heavy_churn else (30, 20)
     for q in range(max_queries):
-        if q and not c.chance(60):
+        if q and not c.chance(80 if heavy_churn else 60):
             break
-        at = 0 if q == 0 or not churn or not c.chance(30) else c.integer(0, len(timeline) - 1)
+        at = 0 if q == 0 or not churn or not c.chance(mid_stream) else c.integer(0, len(timeline) - 1)
         later = [i for i in ok if i >= at] or ok
-        query = make_query(c, schema, f"q{q + 1}", timeline, later, designated=q == 0, self_joins=self_joins)
+        plain = q > 0 and c.chance(bare)
+        query = make_query(
+            c,
+            schema,
+            f"q{q + 1}",
+            timeline,
+            later,
+            designated=q == 0,
+            self_joins=self_joins,
+            bare=plain,
+            expressions=select_expressions,
+        )
         placed.append((at, query))
     removals: list[tuple[int, str]] = []
     if churn:
         for at, query in placed[1:]:
-            if c.chance(20):
+            if c.chance(removed):
                 removals.append((c.integer(at, len(timeline)), query.name))
+    by_argument = {query.name: c.chance(20) for _, query in placed}
     ops: list[Op] = []
     for i, op in enumerate([*timeline, None]):
-        ops.extend(Register(q) for at, q in placed if at == i)
+        ops.extend(Register(q, by_argument[q.name]) for at, q in placed if at == i)
         ops.extend(Unregister(name) for at, name in removals if at == i)
         if op is not None:
             ops.append(op)

@@ -1,14 +1,15 @@
 """An exact reference matcher that cannot share a bug with the engine.
 
-Queries and schemas are **structures** here (the dataclasses below), not text: the
+Queries and schemas are **structures** here (the dataclasses of
+``tests/references/exact_language.py``), not text: the
 reference evaluates the structure and prints it as query language (:meth:`Query.to_text`,
 :meth:`Schema.ddl`) for the engine to parse. It imports nothing from ``predicates``,
 ``mqo``, ``indexes`` or ``runtime`` (``tests/differential/test_exact_differential.py`` checks that), so
 no parser, binder, normalizer or index of the engine stands between a query and its
 answer here.
 
-The rules (docs/ARCHITECTURE.md, "Semantics" and "Exact numbers", made precise; the same rules as
-``tests/references/naive.py``, but exact):
+The rules (docs/ARCHITECTURE.md, "Semantics" and "Exact numbers", made precise;
+tests/references/test_reference.py holds hand-computed cases of them):
 
 1. Numbers are exact rationals (:class:`fractions.Fraction`): an INTEGER value is the
    integer itself; a FLOAT value (and every ``ts``, heartbeat and the allowed lateness)
@@ -45,6 +46,12 @@ The rules (docs/ARCHITECTURE.md, "Semantics" and "Exact numbers", made precise; 
    its values are the SELECT items (``*``: every declared column of every alias, named
    ``alias.col``; ``alias.*`` likewise for one alias).
 
+8. A SELECT item that is an expression (not a bare column) is computed in IEEE doubles,
+   one operation at a time, on the values as pushed: an INTEGER value and ``id`` are
+   integers (and + - * of integers stays an exact integer), a FLOAT value, ``ts`` and
+   every literal are doubles; division by zero and NaN are NULL. (Predicates are exact;
+   a reported value is a double anyway.)
+
 Idleness after a processing-time timeout is modelled as a declaration (``set_idle``) at
 the point the timeout passes.
 """
@@ -57,279 +64,41 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
 from typing import Any, Union
 
-INTEGER, FLOAT, STRING = "INTEGER", "FLOAT", "STRING"
-COMPARISONS = ("<", "<=", ">", ">=", "=", "!=")
-# The engine's spellings of each operator (thesis spellings included).
-SPELLINGS = {"<": ("lt",), "<=": ("le", "lt="), ">": ("gt",), ">=": ("ge", "gt="), "=": ("==",), "!=": ("<>",)}
-UNITS = {"": Fraction(1), "ms": Fraction(1, 1000), "sec": Fraction(1), "s": Fraction(1), "min": Fraction(60)}
-UNITS.update({"h": Fraction(3600), "seconds": Fraction(1), "minutes": Fraction(60)})
-
-
-# ------------------------------------------------------------------ numbers
-
-
-def exact(value: Any, ctype: str = FLOAT) -> Fraction | str | None:
-    """A pushed value as the contract reads it (rule 1 and 2): None for NULL/NaN."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"booleans are not modelled: {value!r}")
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Fraction):
-        return value
-    if ctype == INTEGER and isinstance(value, int):
-        return Fraction(value)
-    number = float(value)
-    if math.isnan(number):
-        return None
-    return Fraction(repr(number))
-
-
-def decimal_text(value: Fraction) -> str | None:
-    """``value`` as a plain decimal (``-0.3``, ``12``), or None when it has no finite one."""
-    den = value.denominator
-    twos = fives = 0
-    while den % 2 == 0:
-        den //= 2
-        twos += 1
-    while den % 5 == 0:
-        den //= 5
-        fives += 1
-    if den != 1:
-        return None
-    digits = max(twos, fives)
-    scaled = abs(value) * 10**digits
-    assert scaled.denominator == 1
-    text = str(scaled.numerator).rjust(digits + 1, "0")
-    if digits:
-        text = f"{text[:-digits]}.{text[-digits:]}".rstrip("0").rstrip(".")
-    return ("-" if value < 0 else "") + text
-
-
-# -------------------------------------------------------------- structures
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str  # INTEGER, FLOAT or STRING
-    spelling: str | None = None  # the type as written in the DDL (INT, DOUBLE, ...)
-
-
-@dataclass(frozen=True)
-class Stream:
-    name: str
-    columns: tuple[Column, ...]
-
-    def ddl(self) -> str:
-        cols = ", ".join(f"{c.name} {c.spelling or c.type}" for c in self.columns)
-        return f"REGISTER STREAM {self.name} ({cols});"
-
-    def column(self, name: str) -> Column:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        raise KeyError(f"stream {self.name} has no column {name}")
-
-
-@dataclass(frozen=True)
-class Schema:
-    streams: tuple[Stream, ...]
-
-    def ddl(self) -> str:
-        return "\n".join(s.ddl() for s in self.streams)
-
-    def stream(self, name: str) -> Stream:
-        for s in self.streams:
-            if s.name == name:
-                return s
-        raise KeyError(f"no stream {name}")
-
-
-@dataclass(frozen=True)
-class Col:
-    """``alias.name``; ``name`` may be ``ts`` or ``id``."""
-
-    alias: str
-    name: str
-
-
-@dataclass(frozen=True)
-class Num:
-    """A non-negative numeric literal, kept as written (``0.3333333333``, ``7``)."""
-
-    text: str
-
-    @cached_property
-    def value(self) -> Fraction:
-        return Fraction(self.text)
-
-
-@dataclass(frozen=True)
-class Str:
-    value: str
-
-
-@dataclass(frozen=True)
-class Neg:
-    operand: Expr
-
-
-@dataclass(frozen=True)
-class Bin:
-    op: str  # + - * /
-    left: Expr
-    right: Expr
-
-
-Expr = Union[Col, Num, Str, Neg, Bin]  # noqa: UP007 - a runtime alias, used before Python 3.12's `type`
-
-
-@dataclass(frozen=True)
-class Cmp:
-    op: str  # one of COMPARISONS
-    left: Expr
-    right: Expr
-    spelling: str | None = None  # how the operator is written, if not as ``op``
-
-
-@dataclass(frozen=True)
-class And:
-    items: tuple[Cond, ...]
-
-
-@dataclass(frozen=True)
-class Or:
-    items: tuple[Cond, ...]
-
-
-@dataclass(frozen=True)
-class Not:
-    item: Cond
-
-
-Cond = Union[Cmp, And, Or, Not]  # noqa: UP007
-
-
-@dataclass(frozen=True)
-class Duration:
-    """``amount unit`` as written (``0.3 sec``, ``100 ms``, ``5``)."""
-
-    amount: str
-    unit: str = ""
-
-    @property
-    def seconds(self) -> Fraction:
-        return Fraction(self.amount) * UNITS[self.unit]
-
-    def text(self) -> str:
-        return f"{self.amount} {self.unit}".strip()
-
-
-@dataclass(frozen=True)
-class Star:
-    """``alias.*``."""
-
-    alias: str
-
-
-@dataclass(frozen=True)
-class Item:
-    """A column in the SELECT list, optionally renamed."""
-
-    col: Col
-    name: str | None = None
-
-    @property
-    def output(self) -> str:
-        return self.name or f"{self.col.alias}.{self.col.name}"
-
-
-@dataclass(frozen=True)
-class Query:
-    name: str
-    sources: tuple[tuple[str, str], ...]  # (alias, stream) in FROM order
-    maxwindow: Duration | None = None
-    where: Cond | None = None
-    window: Cond | None = None
-    select: tuple[Item | Star, ...] | None = None  # None: SELECT *
-
-    @property
-    def streams(self) -> tuple[str, ...]:
-        return tuple(s for _, s in self.sources)
-
-    def to_text(self) -> str:
-        """The query in the engine's language, with a ``Query ID:`` header."""
-        if self.select is None:
-            select = "*"
-        else:
-            parts = []
-            for item in self.select:
-                if isinstance(item, Star):
-                    parts.append(f"{item.alias}.*")
-                else:
-                    parts.append(expr_text(item.col) + (f" AS {item.name}" if item.name else ""))
-            select = ", ".join(parts)
-        sources = ", ".join(s if a == s else f"{s} {a}" for a, s in self.sources)
-        lines = [f"Query ID: {self.name}", f"SELECT {select}", f"FROM {sources}"]
-        if self.window is not None:
-            lines.append(f"WINDOW {cond_text(self.window)}")
-        if self.maxwindow is not None:
-            lines.append(f"MAXWINDOW {self.maxwindow.text()}")
-        if self.where is not None:
-            lines.append(f"WHERE {cond_text(self.where)}")
-        return "\n".join(lines) + ";"
-
-
-def const(value: Fraction) -> Expr:
-    """An exact constant as an expression: a decimal literal if it has one, else ``p / q``."""
-    text = decimal_text(abs(value))
-    expr: Expr = (
-        Num(text) if text is not None else Bin("/", Num(str(abs(value.numerator))), Num(str(value.denominator)))
-    )
-    return Neg(expr) if value < 0 else expr
-
-
-# ---------------------------------------------------------------- printing
-
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
-
-
-def expr_text(expr: Expr) -> str:
-    if isinstance(expr, Col):
-        return f"{expr.alias}.{expr.name}"
-    if isinstance(expr, Num):
-        return expr.text
-    if isinstance(expr, Str):
-        return "'" + expr.value.replace("'", "''") + "'"
-    if isinstance(expr, Neg):
-        inner = expr_text(expr.operand)
-        return f"-({inner})" if isinstance(expr.operand, (Bin, Neg)) else f"-{inner}"
-    mine = _PRECEDENCE[expr.op]
-    left = expr_text(expr.left)
-    right = expr_text(expr.right)
-    if isinstance(expr.left, Bin) and _PRECEDENCE[expr.left.op] < mine:
-        left = f"({left})"
-    # a - (b + c), a / (b * c): the right operand binds tighter than it would alone
-    if isinstance(expr.right, Bin) and (
-        _PRECEDENCE[expr.right.op] < mine or (_PRECEDENCE[expr.right.op] == mine and expr.op in "-/")
-    ):
-        right = f"({right})"
-    return f"{left} {expr.op} {right}"
-
-
-def cond_text(cond: Cond) -> str:
-    if isinstance(cond, Cmp):
-        return f"{expr_text(cond.left)} {cond.spelling or cond.op} {expr_text(cond.right)}"
-    if isinstance(cond, Not):
-        return f"NOT ({cond_text(cond.item)})"
-    joiner = " AND " if isinstance(cond, And) else " OR "
-    return joiner.join(cond_text(i) if isinstance(i, (Cmp, Not)) else f"({cond_text(i)})" for i in cond.items)
-
+# the structures and numbers, re-exported: workloads and tests import them from here
+from tests.references.exact_language import (
+    COMPARISONS,
+    FLOAT,
+    INTEGER,
+    SPELLINGS,
+    STRING,
+    UNITS,
+    And,
+    Bin,
+    Cmp,
+    Col,
+    Column,
+    Cond,
+    Duration,
+    Expr,
+    Item,
+    Neg,
+    Not,
+    Num,
+    Or,
+    Query,
+    Schema,
+    Spelling,
+    Star,
+    Str,
+    Stream,
+    cond_text,
+    const,
+    decimal_text,
+    exact,
+    expr_text,
+)
 
 # -------------------------------------------------------------- evaluation
 
@@ -642,12 +411,51 @@ class Reference:
         return out
 
     def _values(self, query: Query, env: Env) -> dict[str, Value]:
-        return {name: evaluate(ref, env) for name, ref in outputs(self.schema, query)}
+        values: dict[str, Value] = {}
+        for name, expr in outputs(self.schema, query):
+            if isinstance(expr, Col):
+                values[name] = evaluate(expr, env)
+            else:
+                streams = {alias: self.schema.stream(stream) for alias, stream in query.sources}
+                values[name] = in_doubles(expr, env, streams)
+        return values
 
 
-def outputs(schema: Schema, query: Query) -> list[tuple[str, Col]]:
-    """The SELECT values of a query: (name, column) in order (rule 7)."""
-    out: list[tuple[str, Col]] = []
+def in_doubles(expr: Expr, env: Env, streams: Mapping[str, Stream]) -> Value:
+    """A SELECT expression's value (rule 8): IEEE doubles, one operation at a time, on
+    the values as pushed; integers stay exact integers under + - *."""
+
+    def value(e: Expr) -> int | float | str | None:
+        if isinstance(e, Col):
+            v = env[e.alias][e.name]
+            if v is None or isinstance(v, str):
+                return v
+            integer = e.name == "id" or (e.name != "ts" and streams[e.alias].column(e.name).type == INTEGER)
+            return int(v) if integer else float(v)
+        if isinstance(e, Num):
+            return float(e.value)
+        if isinstance(e, Str):
+            return e.value
+        if isinstance(e, Neg):
+            v = value(e.operand)
+            return None if v is None else -v  # type: ignore[operator]
+        left, right = value(e.left), value(e.right)
+        if left is None or right is None:
+            return None
+        if e.op == "/":
+            return None if right == 0 else left / right  # type: ignore[operator]
+        out = left + right if e.op == "+" else left - right if e.op == "-" else left * right  # type: ignore[operator]
+        return None if out != out else out  # NaN (inf - inf) is NULL
+
+    result = value(expr)
+    if result is None or isinstance(result, str):
+        return result
+    return Fraction(result) if isinstance(result, int) else Fraction(repr(result))
+
+
+def outputs(schema: Schema, query: Query) -> list[tuple[str, Expr]]:
+    """The SELECT values of a query: (name, column or expression) in order (rule 7)."""
+    out: list[tuple[str, Expr]] = []
     items: Sequence[Item | Star] = query.select or tuple(Star(a) for a, _ in query.sources)
     for item in items:
         if isinstance(item, Star):
@@ -656,3 +464,49 @@ def outputs(schema: Schema, query: Query) -> list[tuple[str, Col]]:
         else:
             out.append((item.output, item.col))
     return out
+
+
+__all__ = [
+    "COMPARISONS",
+    "FLOAT",
+    "INTEGER",
+    "SPELLINGS",
+    "STRING",
+    "UNITS",
+    "And",
+    "Bin",
+    "Cmp",
+    "Col",
+    "Column",
+    "Cond",
+    "Duration",
+    "Env",
+    "Expr",
+    "Item",
+    "Neg",
+    "Not",
+    "Num",
+    "Or",
+    "Query",
+    "Reference",
+    "Registered",
+    "Result",
+    "Row",
+    "Schema",
+    "Spelling",
+    "Star",
+    "Str",
+    "Stream",
+    "Value",
+    "cond_text",
+    "const",
+    "decimal_text",
+    "engine_results",
+    "evaluate",
+    "exact",
+    "exact_result",
+    "expr_text",
+    "in_doubles",
+    "outputs",
+    "truth",
+]

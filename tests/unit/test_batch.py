@@ -1,10 +1,10 @@
 """The batch path (push_batch, prepare/replay) against pushing one by one.
 
-Random workloads from tests/references/strategies.py are replayed twice: once tuple by tuple, once
+Random workloads from tests/references/exact_workloads.py are replayed twice: once tuple by tuple, once
 with runs of consecutive tuples of one stream cut into random batches (given as dicts
 of columns, Arrow tables or pandas frames). Every batch must give exactly the results
 of its tuples pushed one by one, and late counts must agree. The per-tuple path is
-itself checked against the reference evaluator in test_differential.py.
+itself checked against the exact reference in tests/differential/.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from hypothesis import strategies as st
 import mqo
 from mqo.batch import MatchBatch
 from mqo.results import TupleError
-from tests.references.strategies import Heartbeat, Push, Register, Unregister, Workload, workloads
+from tests.references.exact_workloads import Heartbeat, Idle, Push, Register, Unregister, Workload, workloads
+from tests.references.reference import INTEGER, Stream
 
 # these tests push sparse tuples: a column left out is NULL
-sparse_matcher = partial(mqo.Matcher, missing="null", time="global")  # tests/references/naive.py keeps one clock
+sparse_matcher = partial(mqo.Matcher, missing="null", time="global")
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
@@ -42,16 +43,18 @@ def canonical(m: mqo.Match | dict) -> tuple:
     return (d["query"], float(d["ts"]), tuple(sorted(d["ids"].items())), values)
 
 
-def as_batch(pushes: list[Push], columns: list[str], kind: str):
+def as_batch(pushes: list[Push], stream: Stream, kind: str):
     data = {"ts": [p.ts for p in pushes]}
     if pushes[0].id is not None:
         data["id"] = [p.id for p in pushes]
-    for col in columns:
-        data[col] = [p.values.get(col) for p in pushes]
+    for col in stream.columns:
+        data[col.name] = [p.values.get(col.name) for p in pushes]
     if kind == "arrow":
         return pa.table({k: pa.array(v) for k, v in data.items()})
     if kind == "pandas":
-        return pd.DataFrame(data)
+        # nullable integers: a float column would round integers past 2**53
+        integers = {c.name for c in stream.columns if c.type == INTEGER}
+        return pd.DataFrame({k: pd.array(v, dtype="Int64") if k in integers else v for k, v in data.items()})
     return data
 
 
@@ -79,17 +82,11 @@ def assert_conversions_agree(found: MatchBatch, m: mqo.Matcher) -> None:
     assert Counter(map(as_text, lines)) == Counter(as_text(match.as_dict()) for match in matches)
 
 
-def columns_of(ddl: str, stream: str) -> list[str]:
-    schema = mqo.Catalog.from_ddl(ddl).get(stream)
-    assert schema is not None
-    return list(schema.column_names)
-
-
 def replay(workload: Workload, cuts: list[int], kinds: list[str], store: str = "all") -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        one = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
-        many = sparse_matcher(workload.ddl, allowed_lateness=workload.lateness, store=store)
+        one = matcher(workload, store=store)
+        many = matcher(workload, store=store)
         ops = workload.ops
         i = 0
         cut = 0
@@ -110,7 +107,7 @@ def replay(workload: Workload, cuts: list[int], kinds: list[str], store: str = "
                 want = Counter()
                 for p in run:
                     want.update(canonical(m) for m in one.push(p.stream, p.ts, dict(p.values), id=p.id))
-                batch = as_batch(run, columns_of(workload.ddl, op.stream), kinds[cut % len(kinds)])
+                batch = as_batch(run, workload.schema.stream(op.stream), kinds[cut % len(kinds)])
                 got_batch = many.push_batch(op.stream, batch)
                 got = Counter(canonical(m) for m in got_batch.matches())
                 assert len(got_batch) == sum(got.values())
@@ -123,16 +120,33 @@ def replay(workload: Workload, cuts: list[int], kinds: list[str], store: str = "
                 i = j
                 continue
             for m in (one, many):
-                if isinstance(op, Heartbeat):
-                    m.heartbeat(op.ts)
-                elif isinstance(op, Register):
-                    text, qid = op.call_args()
-                    m.register_query(text, qid)
-                elif isinstance(op, Unregister):
-                    m.unregister_query(op.query_id)
+                apply(m, op)
             i += 1
         assert one.counters.results == many.counters.results
         many.state._check()
+
+
+def matcher(workload: Workload, **options) -> mqo.Matcher:
+    return sparse_matcher(
+        workload.schema.ddl(),
+        allowed_lateness=workload.lateness,
+        time=workload.time,
+        stream_lateness=workload.stream_lateness,
+        idle_timeout=None,
+        **options,
+    )
+
+
+def apply(m: mqo.Matcher, op: object) -> None:
+    """A registration, removal, heartbeat or idle declaration."""
+    if isinstance(op, Heartbeat):
+        m.heartbeat(*((op.ts,) if op.stream is None else (op.stream, op.ts)))
+    elif isinstance(op, Register):
+        m.register_query(*op.call_args())
+    elif isinstance(op, Unregister):
+        m.unregister_query(op.name)
+    elif isinstance(op, Idle):
+        m.set_idle(op.stream)
 
 
 @settings(max_examples=80, **SETTINGS)
@@ -149,7 +163,7 @@ def fixed_queries(workload: Workload) -> Workload:
     """The workload with every registration moved to the start and no removals."""
     registers = [op for op in workload.ops if isinstance(op, Register)]
     rest = [op for op in workload.ops if isinstance(op, (Push, Heartbeat))]
-    return Workload(workload.ddl, workload.lateness, registers + rest)
+    return Workload(workload.schema, workload.lateness, registers + rest)
 
 
 @settings(max_examples=60, **SETTINGS)
@@ -159,15 +173,11 @@ def test_storing_only_candidates_changes_no_result_when_queries_are_fixed(worklo
     replay(fixed, cuts, ["dict"], store="candidates")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = sparse_matcher(fixed.ddl, allowed_lateness=fixed.lateness)
-        b = sparse_matcher(fixed.ddl, allowed_lateness=fixed.lateness, store="candidates")
+        a = matcher(fixed)
+        b = matcher(fixed, store="candidates")
         for op in fixed.ops:
             for m in (a, b):
-                if isinstance(op, Register):
-                    text, qid = op.call_args()
-                    m.register_query(text, qid)
-                elif isinstance(op, Heartbeat):
-                    m.heartbeat(op.ts)
+                apply(m, op)
             if isinstance(op, Push):
                 got_a = Counter(canonical(m) for m in a.push(op.stream, op.ts, dict(op.values), id=op.id))
                 got_b = Counter(canonical(m) for m in b.push(op.stream, op.ts, dict(op.values), id=op.id))

@@ -12,10 +12,10 @@ import predicates
 from predicates import Catalog, QueryError, compile_queries
 from predicates.records import from_normalized
 from predicates.templates import FastCompiler
-from tests.unit.test_golden import GOLDEN, schema_for
+from tests.unit.test_golden import CASES, schema_for
 from tests.unit.test_templates import DDL, summary
 
-GOLDEN_FILES = sorted(GOLDEN.glob("*.mqo"))
+GOLDEN_FILES = CASES  # the golden fixtures and the thesis' workloads
 
 
 @pytest.mark.parametrize("path", GOLDEN_FILES, ids=lambda p: p.name)

@@ -1,8 +1,10 @@
 """Golden fixtures: query files and the normalized form they must give.
 
 Each ``tests/fixtures/golden/<name>.mqo`` is compiled against its schema (``<name>.ddl``
-if present, ``thesis.ddl`` for ``thesis_*`` files, else ``schema.ddl``) and rendered;
-the rendering must equal ``<name>.expected``. After an intended change, regenerate with
+if present, else ``schema.ddl``) and rendered; the rendering must equal
+``<name>.expected``. The thesis' workloads are read where they live
+(experiments/workloads, see tests/conftest.py); their renderings are
+``thesis_<name>.expected`` here. After an intended change, regenerate with
 ``MQO_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_golden.py`` and review the diff.
 """
 
@@ -15,16 +17,23 @@ import pytest
 
 import mqo
 from predicates import Catalog, NormalizedQuery, compile_queries, format_constant
+from tests.conftest import WORKLOADS, workload_schema
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 UPDATE = os.environ.get("MQO_UPDATE_GOLDEN") == "1"
 
 
 def schema_for(path: Path) -> Path:
+    if path.parent == WORKLOADS:
+        return workload_schema(path)
     own = path.with_suffix(".ddl")
-    if own.exists():
-        return own
-    return GOLDEN / ("thesis.ddl" if path.name.startswith("thesis_") else "schema.ddl")
+    return own if own.exists() else GOLDEN / "schema.ddl"
+
+
+def expected_for(path: Path) -> Path:
+    if path.parent == WORKLOADS:
+        return GOLDEN / f"thesis_{path.stem}.expected"
+    return path.with_suffix(".expected")
 
 
 def render(queries: list[NormalizedQuery]) -> str:
@@ -50,14 +59,14 @@ def render(queries: list[NormalizedQuery]) -> str:
     return "\n".join(lines) + "\n"
 
 
-CASES = sorted(GOLDEN.glob("*.mqo"))
+CASES = sorted(GOLDEN.glob("*.mqo")) + sorted(WORKLOADS.glob("*.mqo"))
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_golden_normalization(path: Path):
     catalog = Catalog.from_ddl(schema_for(path).read_text())
     got = render(compile_queries(path.read_text(), catalog, source_name=path.name))
-    expected_path = path.with_suffix(".expected")
+    expected_path = expected_for(path)
     if UPDATE or not expected_path.exists():
         expected_path.write_text(got)
         if not UPDATE:
@@ -66,8 +75,8 @@ def test_golden_normalization(path: Path):
 
 
 def test_golden_explain_of_the_running_example():
-    matcher = mqo.Matcher((GOLDEN / "thesis.ddl").read_text())
-    matcher.register_queries((GOLDEN / "thesis_fig3_3_running_example.mqo").read_text())
+    matcher = mqo.Matcher((WORKLOADS / "streams.ddl").read_text())
+    matcher.register_queries((WORKLOADS / "fig3_3_running_example.mqo").read_text())
     got = matcher.explain() + "\n"
     expected_path = GOLDEN / "explain_running_example.txt"
     if UPDATE or not expected_path.exists():

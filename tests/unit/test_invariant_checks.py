@@ -171,7 +171,7 @@ def _no_query(h: HeldResults) -> None:
 def test_held_results_check_catches_corruption(corrupt: Callable[[HeldResults], None]) -> None:
     m = held_matcher()
     held = m.pipeline.holding()
-    caught(lambda: held._check(None, m.plan.n_slots, m.pipeline.arrived), lambda: corrupt(held))
+    caught(lambda: held._check(None, m.ensure_plan().n_slots, m.pipeline.arrived), lambda: corrupt(held))
 
 
 def test_held_results_check_catches_a_result_the_watermark_passed() -> None:
@@ -449,8 +449,8 @@ def test_kernel_tables_check_catches_corruption(
 
 def test_a_matchers_kernel_tables_are_checked_when_a_plan_is_attached() -> None:
     m = matcher()
-    tables = m.plan.kill_bitsets(0)
+    tables = m.ensure_plan().kill_bitsets(0)
     tables._check()
     tables.strides[0] = 3
     with pytest.raises(AssertionError, match="stride"):
-        m.pipeline.attach(m.plan)
+        m.pipeline.attach(m.ensure_plan())

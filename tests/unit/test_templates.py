@@ -12,8 +12,8 @@ import mqo
 from predicates import Catalog, Kind, QueryError, compile_queries
 from predicates.records import from_normalized
 from predicates.templates import FastCompiler, split_query_texts
-from tests.conftest import WORKLOADS
-from tests.references.strategies import Register, workloads
+from tests.conftest import WORKLOADS, workload_schema
+from tests.references.exact_workloads import Register, workloads
 
 # these tests push sparse tuples: a column left out is NULL
 sparse_matcher = partial(mqo.Matcher, missing="null")
@@ -79,7 +79,7 @@ def test_fast_equals_full(text):
 
 @pytest.mark.parametrize("path", sorted(WORKLOADS.glob("fig*.mqo")), ids=lambda p: p.name)
 def test_thesis_workloads_compile_alike(path):
-    ddl = WORKLOADS / ("fig5_1.ddl" if "fig5_1_" in path.name else "streams.ddl")
+    ddl = workload_schema(path)
     catalog = Catalog.from_ddl(ddl.read_text())
     fast = FastCompiler(catalog)
     for i, piece in enumerate(split_query_texts(path.read_text())):
@@ -91,7 +91,7 @@ def test_thesis_workloads_compile_alike(path):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(workloads(max_queries=6))
 def test_generated_queries_compile_alike(workload):
-    catalog = Catalog.from_ddl(workload.ddl)
+    catalog = Catalog.from_ddl(workload.schema.ddl())
     fast = FastCompiler(catalog)
     for op in workload.ops:
         if isinstance(op, Register):

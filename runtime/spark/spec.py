@@ -113,9 +113,12 @@ def stage_matcher(
     """A driver-side matcher holding the streams and queries of a stage of ``kind``
     (``match`` or ``aggregate``; it validates them here, with the usual located
     errors, before any Spark job runs). ``may_be_empty``: no queries is fine (they
-    come later, through a control stream)."""
+    come later, through a control stream). Every stage takes its matcher from here,
+    so every stage refuses an empty ``frames`` alike."""
     if kind not in KINDS:
         raise SparkStageError(f"internal error: a stage of unknown kind {kind!r}")
+    if not frames:
+        raise SparkStageError("no stream DataFrames given")
     if isinstance(queries, Matcher):
         if schema is not None:
             raise SparkStageError("give schema= only with query texts; a Matcher brings its own streams")
@@ -311,14 +314,11 @@ def ddl_from_frames(frames: Mapping[str, DataFrame]) -> str:
     return "\n".join(statements)
 
 
+_FAMILY_OF_DDL = {"INTEGER": "integral", "FLOAT": "fractional", "STRING": "string", "BOOLEAN": "boolean"}
+
+
 def type_family(dtype: DataType) -> str:
-    name = type(dtype).__name__
-    if name in ("ByteType", "ShortType", "IntegerType", "LongType"):
-        return "integral"
-    if name in ("FloatType", "DoubleType", "DecimalType"):
-        return "fractional"
-    if name in ("StringType", "VarcharType", "CharType"):
-        return "string"
-    if name == "BooleanType":
-        return "boolean"
-    return "other"
+    """What a Spark type holds: ``integral``, ``fractional``, ``string``, ``boolean``
+    (the types :func:`ddl_from_frames` reads), else ``other``."""
+    ddl_type = _DDL_TYPES.get(type(dtype).__name__)
+    return "other" if ddl_type is None else _FAMILY_OF_DDL[ddl_type]

@@ -35,7 +35,6 @@ nothing is combined across tasks and the rows are exact. Per stream:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +47,15 @@ import pyarrow as pa
 from mqo import AggregateBatch, Matcher, text_of
 from predicates import AggregateQuery
 from runtime.spark.common import pandas_frame, runs, shuffle_partitions, unify
-from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, build_spec, stage_matcher
+from runtime.spark.spec import (
+    SparkStageError,
+    StageSpec,
+    StreamLayout,
+    register_each,
+    row_layout,
+    stage_matcher,
+    without_lateness,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,9 +132,8 @@ def aggregate_batch(
     matcher = stage_matcher(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
     n = shuffle_partitions(streams, partitions, "partitions")
-    # tuples come in (ts, id) order, none late: the DDL's lateness plays no part
-    ddl = "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in matcher.catalog)
-    layout_spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    ddl = without_lateness(matcher.catalog.ddl())  # tuples come in (ts, id) order, none late
+    layout_spec = row_layout(ddl)
     out = None
     for plan in plans:
         stream = plan.stream
@@ -265,9 +271,7 @@ def aggregate_partition(
 
 
 def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> AggregateBatch:
-    matcher = Matcher(ddl, time="global", late_sink=_never_late)
-    for name, text in plan.queries:
-        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
+    matcher = register_each(Matcher(ddl, time="global", late_sink=_never_late), plan.queries)
     data: dict[str, Any] = {"ts": table.column("ts").to_numpy(), "id": table.column("id").to_numpy()}
     for column, fname in zip(layout.columns, layout.fields, strict=True):
         data[column] = table.column(fname).to_pylist()

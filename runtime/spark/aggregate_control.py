@@ -83,7 +83,15 @@ from runtime.spark.common import (
     unify,
 )
 from runtime.spark.control import COMMANDS, apply_shared, command_rows, ordered_commands
-from runtime.spark.spec import SparkStageError, StreamLayout, build_spec, save_state, saved_state, stage_matcher
+from runtime.spark.spec import (
+    SparkStageError,
+    StreamLayout,
+    register_each,
+    row_layout,
+    save_state,
+    saved_state,
+    stage_matcher,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -147,7 +155,7 @@ def aggregate_control_stream(
     matcher = stage_matcher(queries, schema, streams, None, kind="aggregate", may_be_empty=True)
     lateness = stream_lateness(matcher, allowed_lateness)
     ddl = matcher.catalog.ddl()
-    spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    spec = row_layout(ddl)
     declared = [layout.name for layout in spec.streams]
     unknown = [name for name in streams if name not in declared]
     if unknown:
@@ -241,9 +249,7 @@ def _new_matcher(job: _ControlJob, late_sink: Any) -> Matcher:
     )
     for name in job.idle:
         matcher.set_idle(name)
-    for name, text in job.initial:
-        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
-    return matcher
+    return register_each(matcher, job.initial)
 
 
 def _apply(

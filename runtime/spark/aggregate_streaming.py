@@ -110,7 +110,15 @@ from runtime.spark.common import (
     streaming_inputs,
     unify,
 )
-from runtime.spark.spec import SparkStageError, StreamLayout, build_spec, save_state, saved_state, stage_matcher
+from runtime.spark.spec import (
+    SparkStageError,
+    StreamLayout,
+    register_each,
+    row_layout,
+    save_state,
+    saved_state,
+    stage_matcher,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -160,8 +168,6 @@ def aggregate_stream(
     being those active from the start (may be empty): one state group per stream, see
     :mod:`runtime.spark.aggregate_control` (``shared_control`` and ``max_window`` are
     for a match stage reading the same commands)."""
-    if not streams:
-        raise SparkStageError("no stream DataFrames given")
     streaming_inputs(streams, "runtime.spark.aggregate_batch")
     if control is not None:
         if slots is not None or span is not None:
@@ -184,7 +190,7 @@ def aggregate_stream(
     lateness = stream_lateness(matcher, allowed_lateness)  # per stream, as the local clock takes it
     slots = shuffle_partitions(streams, slots, "slots")
     ddl = matcher.catalog.ddl()
-    layouts = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    layouts = row_layout(ddl)
     delays = sorted((p.stream, round(lateness[p.stream] * 1000)) for p in plans)
     fingerprint = hashlib.sha256(repr((STATE_FORMAT, ddl, plans, delays, slots)).encode()).hexdigest()
     job = _Job(ddl, tuple((layouts.stream(p.stream).number, p, layouts.stream(p.stream)) for p in plans), fingerprint)
@@ -288,7 +294,4 @@ def aggregate_group(
 
 
 def _new_matcher(job: _Job, plan: StreamPlan, late_sink: Any) -> Matcher:
-    matcher = Matcher(job.ddl, time="external", late_sink=late_sink)
-    for name, text in plan.queries:
-        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
-    return matcher
+    return register_each(Matcher(job.ddl, time="external", late_sink=late_sink), plan.queries)

@@ -5,6 +5,7 @@ partitioning), built and validated on the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from mqo import Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
+from mqo import Catalog, Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
 from predicates import ColumnType
 
 if TYPE_CHECKING:
@@ -236,6 +237,26 @@ def build_spec(
         key_columns=tuple(sorted(key.items())) if mode == "key" and key else (),
     )
     return with_fingerprint(spec)
+
+
+def row_layout(ddl: str) -> StageSpec:
+    """A spec of ``ddl``'s streams alone: the unified row layout of every stream, which
+    the aggregate stages shuffle."""
+    return build_spec(Matcher(ddl), partition_by="time")
+
+
+def register_each(matcher: Matcher, queries: Sequence[tuple[str, str]]) -> Matcher:
+    """``matcher`` with every ``(id, text)`` registered under its id, one by one (an
+    error locates its text as ``<query id>``)."""
+    for name, text in queries:
+        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
+    return matcher
+
+
+def without_lateness(ddl: str) -> str:
+    """``ddl`` without any stream's ``ALLOWED LATENESS``, for a batch task: its rows come
+    in timestamp order, so no tuple is late and no lateness plays a part."""
+    return "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in Catalog.from_ddl(ddl))
 
 
 def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dict[str, Any] | None:

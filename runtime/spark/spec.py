@@ -118,8 +118,6 @@ def stage_matcher(
     so every stage refuses an empty ``frames`` alike."""
     if kind not in KINDS:
         raise SparkStageError(f"internal error: a stage of unknown kind {kind!r}")
-    if not frames:
-        raise SparkStageError("no stream DataFrames given")
     if isinstance(queries, Matcher):
         if schema is not None:
             raise SparkStageError("give schema= only with query texts; a Matcher brings its own streams")
@@ -135,6 +133,8 @@ def stage_matcher(
         raise SparkStageError(
             f"the matcher has no registered {what}" if isinstance(queries, Matcher) else f"no {what} given"
         )
+    if not frames:  # after the queries' own errors, which say more
+        raise SparkStageError("no stream DataFrames given")
     return matcher
 
 

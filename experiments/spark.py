@@ -284,7 +284,7 @@ def replication(frames: dict[str, Any], ddl: str, texts: list[str], partitions: 
     from pyspark.sql import functions as F
 
     import mqo
-    from runtime.spark.batch import time_buckets, unify
+    from runtime.spark.common import time_buckets, unify
     from runtime.spark.spec import build_spec
 
     m = mqo.Matcher(ddl)

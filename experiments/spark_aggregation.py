@@ -325,7 +325,7 @@ def stage_partitioning(frame: Any, queries: list[dict[str, Any]], args: argparse
 
     import mqo
     from runtime.spark.aggregate import partitioned, stream_plans
-    from runtime.spark.batch import unify
+    from runtime.spark.common import unify
     from runtime.spark.spec import build_spec
 
     m = mqo.Matcher(DDL)

@@ -35,7 +35,6 @@ nothing is combined across tasks and the rows are exact. Per stream:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,9 +45,17 @@ import numpy as np
 import pyarrow as pa
 
 from mqo import AggregateBatch, Matcher, text_of
-from predicates import AggregateQuery, ColumnType
-from runtime.spark.batch import unify
-from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, build_spec, stage_matcher
+from predicates import AggregateQuery
+from runtime.spark.common import pandas_frame, runs, shuffle_partitions, unify
+from runtime.spark.spec import (
+    SparkStageError,
+    StageSpec,
+    StreamLayout,
+    register_each,
+    row_layout,
+    stage_matcher,
+    without_lateness,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,6 +63,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 DEFAULT_SPANS_PER_RANGE = 4
+AGGREGATE_COLUMNS = ("query", "window_start", "window_end", "group", "values")  # the output's, see aggregate_schema
 _ARROW_SCHEMA = pa.schema(
     [
         pa.field("query", pa.string()),
@@ -71,15 +79,14 @@ def aggregate_schema() -> StructType:
     from pyspark.sql import types as T
 
     text_map = T.MapType(T.StringType(), T.StringType())
-    return T.StructType(
-        [
-            T.StructField("query", T.StringType()),
-            T.StructField("window_start", T.DoubleType()),
-            T.StructField("window_end", T.DoubleType()),
-            T.StructField("group", text_map),
-            T.StructField("values", text_map),
-        ]
-    )
+    types = {
+        "query": T.StringType(),
+        "window_start": T.DoubleType(),
+        "window_end": T.DoubleType(),
+        "group": text_map,
+        "values": text_map,
+    }
+    return T.StructType([T.StructField(name, types[name]) for name in AGGREGATE_COLUMNS])
 
 
 @dataclass(frozen=True)
@@ -124,13 +131,9 @@ def aggregate_batch(
     partitioned by time (default four times the stream's largest RANGE)."""
     matcher = stage_matcher(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
-    spark = next(iter(streams.values())).sparkSession
-    n = int(partitions or spark.conf.get("spark.sql.shuffle.partitions") or 1)
-    if n < 1:
-        raise SparkStageError(f"partitions must be >= 1, got {partitions}")
-    # tuples come in (ts, id) order, none late: the DDL's lateness plays no part
-    ddl = "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in matcher.catalog)
-    layout_spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    n = shuffle_partitions(streams, partitions, "partitions")
+    ddl = without_lateness(matcher.catalog.ddl())  # tuples come in (ts, id) order, none late
+    layout_spec = row_layout(ddl)
     out = None
     for plan in plans:
         stream = plan.stream
@@ -259,11 +262,7 @@ def aggregate_partition(
         return
     table = pa.Table.from_batches(received)
     p = table.column("_p").to_numpy()
-    if plan.mode == "time":
-        cut = np.flatnonzero(p[1:] != p[:-1]) + 1
-        bounds = list(zip(np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(p)])).tolist(), strict=True))
-    else:
-        bounds = [(0, len(p))]
+    bounds = runs(p) if plan.mode == "time" else [(0, len(p))]
     for start, end in bounds:
         rows = _run(ddl, plan, layout, table.slice(start, end - start))
         out = output_batch(rows, partial(owned, plan, int(p[start])))
@@ -272,9 +271,7 @@ def aggregate_partition(
 
 
 def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> AggregateBatch:
-    matcher = Matcher(ddl, time="global", late_sink=_never_late)
-    for name, text in plan.queries:
-        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
+    matcher = register_each(Matcher(ddl, time="global", late_sink=_never_late), plan.queries)
     data: dict[str, Any] = {"ts": table.column("ts").to_numpy(), "id": table.column("id").to_numpy()}
     for column, fname in zip(layout.columns, layout.fields, strict=True):
         data[column] = table.column(fname).to_pylist()
@@ -290,55 +287,13 @@ def _never_late(late: Any) -> None:
 # ------------------------------------------------ shared by the streaming stages
 
 
-def numbers_as_text(frame: DataFrame, layouts: Sequence[StreamLayout]) -> DataFrame:
-    """Integer and float columns handed to pandas as text. Every stream's columns are
-    NULL in the other streams' rows, and pandas holds a NULL number as a NaN double,
-    which would round integers past 2**53 and confuse a NULL float with a NaN one, a
-    difference aggregates see (COUNT(col) counts the NaN). Text round-trips exactly."""
-    numeric = {
-        fname
-        for layout in layouts
-        for ctype, fname in zip(layout.types, layout.fields, strict=True)
-        if ctype.is_numeric
-    }
-    return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in numeric else c for c in frame.columns))
-
-
-def stream_columns(rows: pd.DataFrame, layout: StreamLayout) -> dict[str, Any]:
-    """The stream's columns of sorted rows, as ``push_batch`` takes them (NULL as
-    None; numbers arrive as text, see :func:`numbers_as_text`)."""
-    data: dict[str, Any] = {
-        "ts": rows["ts"].to_numpy(dtype=np.float64),
-        "id": rows["id"].to_numpy(dtype=np.int64),
-    }
-    for column, ctype, fname in zip(layout.columns, layout.types, layout.fields, strict=True):
-        values = rows[fname].tolist()
-        if ctype in (ColumnType.INTEGER, ColumnType.BYTE):
-            data[column] = [None if v is None else int(v) for v in values]
-        elif ctype is ColumnType.FLOAT:
-            data[column] = [None if v is None else float(v) for v in values]
-        else:
-            data[column] = [None if v is None or (isinstance(v, float) and v != v) else v for v in values]
-    return data
-
-
-def late_row(stream: str, ts: float, ident: int) -> tuple[Any, ...]:
-    return (None, None, ts, [(stream, str(ident))], None)
-
-
-def output_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+def aggregate_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     """Output tuples (:func:`output_rows`, late rows; with a sixth field, the error
     column of the control-stream stage) as the pandas frame a state group yields."""
-    import pandas as pd
+    rows = [(*row[:3], _as_map(row[3]), _as_map(row[4]), *row[5:]) for row in rows]
+    names = (*AGGREGATE_COLUMNS, "error")[: len(rows[0])]
+    return pandas_frame(rows, names, ["window_start", "window_end"])
 
-    columns = list(zip(*rows, strict=True))
-    frame = {
-        "query": pd.Series(columns[0], dtype=object),
-        "window_start": pd.Series([np.nan if v is None else v for v in columns[1]], dtype="float64"),
-        "window_end": pd.Series(columns[2], dtype="float64"),
-        "group": pd.Series([None if g is None else dict(g) for g in columns[3]], dtype=object),
-        "values": pd.Series([None if v is None else dict(v) for v in columns[4]], dtype=object),
-    }
-    if len(columns) > 5:
-        frame["error"] = pd.Series(columns[5], dtype=object)
-    return pd.DataFrame(frame)
+
+def _as_map(pairs: Any) -> dict[str, Any] | None:
+    return None if pairs is None else dict(pairs)

@@ -68,29 +68,36 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from mqo import Matcher
-from runtime.spark.aggregate import (
-    aggregate_schema,
+from runtime.spark.aggregate import AGGREGATE_COLUMNS, aggregate_frame, aggregate_schema, output_rows
+from runtime.spark.common import (
+    STATE_SCHEMA,
+    gathered,
     late_row,
     numbers_as_text,
-    output_frame,
-    output_rows,
+    runs,
     stream_columns,
+    stream_lateness,
+    unify,
 )
-from runtime.spark.batch import unify
 from runtime.spark.control import COMMANDS, apply_shared, command_rows, ordered_commands
-from runtime.spark.spec import SparkStageError, StreamLayout, build_spec, save_state, saved_state, stage_matcher
-from runtime.spark.streaming import stream_lateness
+from runtime.spark.spec import (
+    SparkStageError,
+    StreamLayout,
+    register_each,
+    row_layout,
+    save_state,
+    saved_state,
+    stage_matcher,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.state import GroupState
     from pyspark.sql.types import StructType
 
-STATE_SCHEMA = "blob binary"
 STATE_FORMAT = 1
 
 
@@ -145,16 +152,10 @@ def aggregate_control_stream(
     knows which match queries that stage refuses."""
     from pyspark.sql import functions as F
 
-    if allowed_lateness is not None and (
-        isinstance(allowed_lateness, bool)
-        or not isinstance(allowed_lateness, (int, float))
-        or not 0 <= allowed_lateness < math.inf
-    ):
-        raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}")
     matcher = stage_matcher(queries, schema, streams, None, kind="aggregate", may_be_empty=True)
     lateness = stream_lateness(matcher, allowed_lateness)
     ddl = matcher.catalog.ddl()
-    spec = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    spec = row_layout(ddl)
     declared = [layout.name for layout in spec.streams]
     unknown = [name for name in streams if name not in declared]
     if unknown:
@@ -212,10 +213,9 @@ def control_group(
     else:
         matcher = _new_matcher(job, late.append)
         foreign = set()
-    parts = [f for f in frames if len(f)]
+    rows = gathered(frames)
     out: list[tuple[Any, ...]] = []
-    if parts:
-        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    if rows is not None:
         is_command = rows["_cmd"].notna().to_numpy()
         if is_command.any():
             # commands first, at the micro-batch's start
@@ -228,10 +228,10 @@ def control_group(
             _feed(matcher, job, layout, tuples)
     mine = {q for q, reg in (matcher.aggregator.queries.items() if matcher.aggregator else ()) if _is(reg, layout)}
     out += [(*r, None) for r in output_rows(matcher.poll_aggregates()) if r[0] in mine]
-    out += [(*late_row(t.stream, t.ts, t.id), None) for t in late]
+    out += [late_row(t.stream, t.ts, t.id, len(AGGREGATE_COLUMNS) + 1, aggregate=True) for t in late]
     save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot(), foreign=sorted(foreign))
     if out:
-        yield output_frame(out)
+        yield aggregate_frame(out)
 
 
 def _is(reg: Any, layout: StreamLayout) -> bool:
@@ -249,9 +249,7 @@ def _new_matcher(job: _ControlJob, late_sink: Any) -> Matcher:
     )
     for name in job.idle:
         matcher.set_idle(name)
-    for name, text in job.initial:
-        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
-    return matcher
+    return register_each(matcher, job.initial)
 
 
 def _apply(
@@ -291,10 +289,7 @@ def _feed(matcher: Matcher, job: _ControlJob, layout: StreamLayout, rows: pd.Dat
     rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
     s = rows["_s"].to_numpy()
     mine = s == layout.number
-    cut = np.flatnonzero(mine[1:] != mine[:-1]) + 1
-    starts = np.concatenate(([0], cut)).tolist()
-    ends = np.concatenate((cut, [len(rows)])).tolist()
-    for start, end in zip(starts, ends, strict=True):
+    for start, end in runs(mine):
         run = rows.iloc[start:end]
         if mine[start]:
             matcher.push_batch(layout.name, stream_columns(run, layout))

@@ -89,28 +89,42 @@ import pandas as pd
 
 from mqo import LateTuple, Matcher
 from runtime.spark.aggregate import (
+    AGGREGATE_COLUMNS,
     StreamPlan,
+    aggregate_frame,
     aggregate_schema,
-    late_row,
-    numbers_as_text,
-    output_frame,
     output_rows,
     owned,
     span_bounds,
-    stream_columns,
     stream_plans,
 )
-from runtime.spark.batch import unify
-from runtime.spark.spec import SparkStageError, StreamLayout, build_spec, save_state, saved_state, stage_matcher
-from runtime.spark.streaming import stream_lateness
+from runtime.spark.common import (
+    STATE_SCHEMA,
+    gathered,
+    late_row,
+    never_late,
+    numbers_as_text,
+    shuffle_partitions,
+    stream_columns,
+    stream_lateness,
+    streaming_inputs,
+    unify,
+)
+from runtime.spark.spec import (
+    SparkStageError,
+    StreamLayout,
+    register_each,
+    row_layout,
+    save_state,
+    saved_state,
+    stage_matcher,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.state import GroupState
 
-STATE_SCHEMA = "blob binary"
 STATE_FORMAT = 1
-NEVER_LATE = 7_000_000_000  # seconds: year 2191, after any watermark (pandas' timestamps end in 2262)
 
 
 @dataclass(frozen=True)
@@ -154,13 +168,7 @@ def aggregate_stream(
     being those active from the start (may be empty): one state group per stream, see
     :mod:`runtime.spark.aggregate_control` (``shared_control`` and ``max_window`` are
     for a match stage reading the same commands)."""
-    from pyspark.sql import functions as F
-
-    if not streams:
-        raise SparkStageError("no stream DataFrames given")
-    for name, df in streams.items():
-        if not df.isStreaming:
-            raise SparkStageError(f"stream {name}: not a streaming DataFrame; use spark_aggregate.aggregate_batch")
+    streaming_inputs(streams, "runtime.spark.aggregate_batch")
     if control is not None:
         if slots is not None or span is not None:
             raise SparkStageError("slots and span are for a fixed query set; with control= each stream is one group")
@@ -179,26 +187,16 @@ def aggregate_stream(
         raise SparkStageError("shared_control and max_window are for queries that come through control=")
     matcher = stage_matcher(queries, schema, streams, None, kind="aggregate")
     plans = stream_plans(matcher, streams, span)
-    if allowed_lateness is not None and (
-        isinstance(allowed_lateness, bool)
-        or not isinstance(allowed_lateness, (int, float))
-        or not 0 <= allowed_lateness < math.inf
-    ):
-        raise SparkStageError(f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}")
     lateness = stream_lateness(matcher, allowed_lateness)  # per stream, as the local clock takes it
-    first = next(iter(streams.values()))
-    if slots is None:
-        slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
-    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-        raise SparkStageError(f"slots must be a whole number >= 1, got {slots!r}")
+    slots = shuffle_partitions(streams, slots, "slots")
     ddl = matcher.catalog.ddl()
-    layouts = build_spec(Matcher(ddl), partition_by="time")  # the unified row layout of every stream
+    layouts = row_layout(ddl)
     delays = sorted((p.stream, round(lateness[p.stream] * 1000)) for p in plans)
     fingerprint = hashlib.sha256(repr((STATE_FORMAT, ddl, plans, delays, slots)).encode()).hexdigest()
     job = _Job(ddl, tuple((layouts.stream(p.stream).number, p, layouts.stream(p.stream)) for p in plans), fingerprint)
     # a watermark per source, on the real event time; the operator's is the smallest
     # (the local per-stream rule)
-    first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
+    next(iter(streams.values())).sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
     grouped = None
     for plan in plans:
         frame = {plan.stream: streams[plan.stream]}
@@ -209,8 +207,7 @@ def aggregate_stream(
     grouped = numbers_as_text(grouped, layouts.streams)
     # then a watermark column that is never late, so that the event-time timeout does
     # not make Spark drop the late rows the function must report
-    never = F.lit(NEVER_LATE).cast("timestamp").alias("_et", metadata={"spark.watermarkDelayMs": 0})
-    grouped = grouped.select(*(c for c in grouped.columns if c != "_et"), never)
+    grouped = never_late(grouped)
     return grouped.groupBy("_s", "_p").applyInPandasWithState(
         partial(aggregate_group, job), aggregate_schema(), STATE_SCHEMA, "append", "EventTimeTimeout"
     )
@@ -253,9 +250,8 @@ def aggregate_group(
     # a span a whole span behind the watermark has reported all of its windows
     finished = plan.mode == "time" and watermark >= (group + 2) * plan.span
     out: list[tuple[Any, ...]] = []
-    parts = [f for f in frames if len(f)]
-    if parts:
-        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    rows = gathered(frames)
+    if rows is not None:
         for column in ("ts", "id"):
             if rows[column].isna().any():
                 raise SparkStageError(f"stream {plan.stream}: a tuple has a NULL {column}")
@@ -263,7 +259,8 @@ def aggregate_group(
         late = (rows["ts"] < watermark).to_numpy()
         home = (rows["_home"] == group).to_numpy()
         for i in np.flatnonzero(late & home).tolist():
-            out.append(late_row(plan.stream, float(rows["ts"].iat[i]), int(rows["id"].iat[i])))
+            ts, ident = float(rows["ts"].iat[i]), int(rows["id"].iat[i])
+            out.append(late_row(plan.stream, ts, ident, len(AGGREGATE_COLUMNS), aggregate=True))
         fresh = rows[~late]
         if len(fresh) and not finished:
             if matcher is None:
@@ -279,7 +276,12 @@ def aggregate_group(
         out += output_rows(matcher.poll_aggregates(), partial(owned, plan, group))
     # a safety net: the matchers decide lateness on the same watermark
     mine = owned(plan, group, [t.ts for t in late_seen])
-    out += [late_row(t.stream, t.ts, t.id) for t, kept in zip(late_seen, mine.tolist(), strict=True) if kept]
+    width = len(AGGREGATE_COLUMNS)
+    out += [
+        late_row(t.stream, t.ts, t.id, width, aggregate=True)
+        for t, kept in zip(late_seen, mine.tolist(), strict=True)
+        if kept
+    ]
     if matcher is None or finished:
         if state.exists:
             state.remove()
@@ -288,11 +290,8 @@ def aggregate_group(
         # called again, without rows, once the watermark moves past the current one
         state.setTimeoutTimestamp(max(wm_ms, 1))
     if out:
-        yield output_frame(out)
+        yield aggregate_frame(out)
 
 
 def _new_matcher(job: _Job, plan: StreamPlan, late_sink: Any) -> Matcher:
-    matcher = Matcher(job.ddl, time="external", late_sink=late_sink)
-    for name, text in plan.queries:
-        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
-    return matcher
+    return register_each(Matcher(job.ddl, time="external", late_sink=late_sink), plan.queries)

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mqo import Matcher, MqoError, text_of
+from runtime.spark.common import pandas_frame
 from runtime.spark.spec import SparkStageError, StageSpec
 from runtime.spark.worker import spawn
 
@@ -61,21 +62,21 @@ if TYPE_CHECKING:
 
 COMMANDS = ("register", "unregister")
 COMMAND_COLUMNS = ("ts", "command", "query")
+CONTROL_COLUMNS = ("query", "ts", "ids", "values", "error")  # the output's, see control_schema
 
 
 def control_schema() -> StructType:
     """The stage's output schema when its queries come through a control stream."""
     from pyspark.sql import types as T
 
-    return T.StructType(
-        [
-            T.StructField("query", T.StringType()),
-            T.StructField("ts", T.DoubleType()),
-            T.StructField("ids", T.MapType(T.StringType(), T.LongType())),
-            T.StructField("values", T.MapType(T.StringType(), T.StringType())),
-            T.StructField("error", T.StringType()),
-        ]
-    )
+    types = {
+        "query": T.StringType(),
+        "ts": T.DoubleType(),
+        "ids": T.MapType(T.StringType(), T.LongType()),
+        "values": T.MapType(T.StringType(), T.StringType()),
+        "error": T.StringType(),
+    }
+    return T.StructType([T.StructField(name, types[name]) for name in CONTROL_COLUMNS])
 
 
 def command_rows(control: DataFrame, slots: int) -> DataFrame:
@@ -283,22 +284,10 @@ def result_row(query: str, ts: float, ids: dict[str, int], values: dict[str, Any
     return (query, ts, ids, {name: None if v is None else text_of(v) for name, v in values.items()}, None)
 
 
-def late_row(stream: str, ts: float, ident: int) -> tuple[Any, ...]:
-    return (None, ts, {stream: ident}, None, None)
-
-
 def error_row(query: str | None, ts: float, message: str) -> tuple[Any, ...]:
     return (query, ts, None, None, message)
 
 
-def frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
-    columns = list(zip(*rows, strict=True))
-    return pd.DataFrame(
-        {
-            "query": pd.Series(columns[0], dtype=object),
-            "ts": pd.Series(columns[1], dtype="float64"),
-            "ids": pd.Series(columns[2], dtype=object),
-            "values": pd.Series(columns[3], dtype=object),
-            "error": pd.Series(columns[4], dtype=object),
-        }
-    )
+def control_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """Results, late tuples and refused commands as a state group yields them."""
+    return pandas_frame(rows, CONTROL_COLUMNS, ["ts"])

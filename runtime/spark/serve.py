@@ -44,21 +44,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqo import Catalog
-from predicates import ColumnType
 from runtime.local.serve import UNREGISTER_STATEMENT
+from runtime.spark.common import SQL_TYPES
 from runtime.workload import CliError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-_SPARK_TYPES = {
-    ColumnType.INTEGER: "bigint",
-    ColumnType.BYTE: "bigint",
-    ColumnType.FLOAT: "double",
-    ColumnType.STRING: "string",
-    ColumnType.BOOLEAN: "boolean",
-}
 _SINK_FORMATS = {"jsonl": "json", "parquet": "parquet"}
 # a file of nothing but UNREGISTER statements (comments aside) unregisters; others register
 _UNREGISTER = "(?i)" + UNREGISTER_STATEMENT
@@ -107,7 +100,7 @@ class SparkService:
     def stream_frame(self, stream: str, folder: str) -> DataFrame:
         schema = self.catalog.get(stream)
         assert schema is not None
-        columns = ", ".join(f"`{c.name}` {_SPARK_TYPES[c.ctype]}" for c in schema.columns)
+        columns = ", ".join(f"`{c.name}` {SQL_TYPES[c.ctype]}" for c in schema.columns)
         ddl = f"ts double, id bigint, {columns}" if columns else "ts double, id bigint"
         reader = self.spark.readStream.schema(ddl)
         if any(p.suffix == ".parquet" for p in Path(folder).iterdir()):

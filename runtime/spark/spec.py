@@ -5,6 +5,7 @@ partitioning), built and validated on the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from mqo import Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
+from mqo import Catalog, Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
 from predicates import ColumnType
 
 if TYPE_CHECKING:
@@ -113,7 +114,8 @@ def stage_matcher(
     """A driver-side matcher holding the streams and queries of a stage of ``kind``
     (``match`` or ``aggregate``; it validates them here, with the usual located
     errors, before any Spark job runs). ``may_be_empty``: no queries is fine (they
-    come later, through a control stream)."""
+    come later, through a control stream). Every stage takes its matcher from here,
+    so every stage refuses an empty ``frames`` alike."""
     if kind not in KINDS:
         raise SparkStageError(f"internal error: a stage of unknown kind {kind!r}")
     if isinstance(queries, Matcher):
@@ -131,6 +133,8 @@ def stage_matcher(
         raise SparkStageError(
             f"the matcher has no registered {what}" if isinstance(queries, Matcher) else f"no {what} given"
         )
+    if not frames:  # after the queries' own errors, which say more
+        raise SparkStageError("no stream DataFrames given")
     return matcher
 
 
@@ -235,6 +239,26 @@ def build_spec(
     return with_fingerprint(spec)
 
 
+def row_layout(ddl: str) -> StageSpec:
+    """A spec of ``ddl``'s streams alone: the unified row layout of every stream, which
+    the aggregate stages shuffle."""
+    return build_spec(Matcher(ddl), partition_by="time")
+
+
+def register_each(matcher: Matcher, queries: Sequence[tuple[str, str]]) -> Matcher:
+    """``matcher`` with every ``(id, text)`` registered under its id, one by one (an
+    error locates its text as ``<query id>``)."""
+    for name, text in queries:
+        matcher.register_query(text, query_id=name, source_name=f"<query {name}>")
+    return matcher
+
+
+def without_lateness(ddl: str) -> str:
+    """``ddl`` without any stream's ``ALLOWED LATENESS``, for a batch task: its rows come
+    in timestamp order, so no tuple is late and no lateness plays a part."""
+    return "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in Catalog.from_ddl(ddl))
+
+
 def saved_state(state: Any, fmt: int, fingerprint: str, covers: str = "") -> dict[str, Any] | None:
     """What a streaming state group saved (None: nothing yet). State written by another
     stage setup is refused: restored here it would match against other queries.
@@ -311,14 +335,11 @@ def ddl_from_frames(frames: Mapping[str, DataFrame]) -> str:
     return "\n".join(statements)
 
 
+_FAMILY_OF_DDL = {"INTEGER": "integral", "FLOAT": "fractional", "STRING": "string", "BOOLEAN": "boolean"}
+
+
 def type_family(dtype: DataType) -> str:
-    name = type(dtype).__name__
-    if name in ("ByteType", "ShortType", "IntegerType", "LongType"):
-        return "integral"
-    if name in ("FloatType", "DoubleType", "DecimalType"):
-        return "fractional"
-    if name in ("StringType", "VarcharType", "CharType"):
-        return "string"
-    if name == "BooleanType":
-        return "boolean"
-    return "other"
+    """What a Spark type holds: ``integral``, ``fractional``, ``string``, ``boolean``
+    (the types :func:`ddl_from_frames` reads), else ``other``."""
+    ddl_type = _DDL_TYPES.get(type(dtype).__name__)
+    return "other" if ddl_type is None else _FAMILY_OF_DDL[ddl_type]

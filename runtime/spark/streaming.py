@@ -5,7 +5,7 @@
 ...                        allowed_lateness=5)
 >>> results.writeStream.format("parquet").option("checkpointLocation", ck).start(out_dir)
 
-The output has the batch stage's schema (:func:`runtime.spark.batch.result_schema`). A **late
+The output has the batch stage's schema (:func:`runtime.spark.common.result_schema`). A **late
 tuple** (see below) is not matched and comes out as a row with a NULL ``query``, its
 ``ts`` and ``ids = {stream: id}``, so it is reported, never dropped silently.
 
@@ -98,21 +98,36 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mqo import LateTuple, Match, Matcher, MatcherConfig, clock_for, text_of
-from predicates import ColumnType
-from runtime.spark.batch import key_column, result_schema, time_buckets, unify
+from mqo import LateTuple, Match, Matcher, text_of
+from runtime.spark.common import (
+    STATE_SCHEMA,
+    column_values,
+    gathered,
+    key_column,
+    late_row,
+    never_late,
+    numbers_as_text,
+    pandas_frame,
+    result_schema,
+    runs,
+    shuffle_partitions,
+    stream_lateness,
+    streaming_inputs,
+    time_buckets,
+    unify,
+)
 from runtime.spark.control import (
+    CONTROL_COLUMNS,
     active_queries,
     apply_commands,
     command_rows,
+    control_frame,
     control_schema,
     error_row,
     is_dynamic,
-    late_row,
     result_row,
     with_queries,
 )
-from runtime.spark.control import frame as control_frame
 from runtime.spark.spec import (
     SparkStageError,
     StageSpec,
@@ -129,9 +144,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.streaming.state import GroupState
 
-STATE_SCHEMA = "blob binary"
 STATE_FORMAT = 2  # 2: per-stream clocks, held results
-NEVER_LATE = 7_000_000_000  # seconds: year 2191, after any watermark (pandas' timestamps end in 2262)
 
 
 def match_stream(
@@ -164,19 +177,13 @@ def match_stream(
     (:mod:`runtime.spark.aggregate_control`); aggregate queries are its, not errors."""
     from pyspark.sql import functions as F
 
-    for name, df in streams.items():
-        if not df.isStreaming:
-            raise SparkStageError(f"stream {name}: not a streaming DataFrame; use runtime.spark.match_batch")
+    streaming_inputs(streams, "runtime.spark.match_batch")
     if control is not None and (max_window is None or not max_window >= 0 or not math.isfinite(max_window)):
         raise SparkStageError("a control stream needs max_window: the largest MAXWINDOW its queries may have (seconds)")
     if control is None and max_window is not None:
         raise SparkStageError("max_window is for queries that come through a control stream (control=)")
     matcher = stage_matcher(queries, schema, streams, order, may_be_empty=control is not None)
-    first = next(iter(streams.values()))
-    if slots is None:
-        slots = int(first.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
-    if slots < 1:
-        raise SparkStageError(f"slots must be >= 1, got {slots}")
+    slots = shuffle_partitions(streams, slots, "slots")
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
     lateness = stream_lateness(matcher, allowed_lateness)
@@ -198,14 +205,15 @@ def match_stream(
         spec = with_fingerprint(replace(spec, settings=(*spec.settings, ("shared_control", True))))
     ring = _slots(spec)
     # one watermark per source, the operator's the smallest: the local per-stream rule
-    first.sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
+    next(iter(streams.values())).sparkSession.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
     watermarked = unify(streams, spec, require_id=True, event_time=True, watermarks=lateness)
     if spec.mode == "key":
         grouped = watermarked.withColumn("_b", key_column(spec)).withColumn("_home", F.col("_b"))
     else:
         grouped = time_buckets(watermarked, spec)
     grouped = grouped.withColumn("_slot", F.pmod(F.col("_b"), F.lit(ring)))
-    grouped = _exact_integers(grouped, spec)
+    # integers as text: pandas would hold a NULL integer as a NaN double
+    grouped = numbers_as_text(grouped, spec.streams, floats=False)
     output = result_schema(spec)
     if control is not None:
         grouped = grouped.unionByName(command_rows(control, ring), allowMissingColumns=True)
@@ -213,32 +221,14 @@ def match_stream(
     timeout = "NoTimeout"
     if emit == "ordered":
         # A slot holding results is woken when the watermark passes them, with or
-        # without rows: an event-time timeout. Spark then drops input rows older than
-        # the watermark before the function sees them, judging by the column that
-        # carries the watermark; late tuples must be reported, so that column is
-        # replaced by one that is never late (the watermark itself is computed above,
-        # on the real event time, per source).
-        never = F.lit(NEVER_LATE).cast("timestamp").alias("_et", metadata={"spark.watermarkDelayMs": 0})
-        grouped = grouped.select(*(c for c in grouped.columns if c != "_et"), never)
+        # without rows: an event-time timeout, which would drop the late rows the
+        # function must report unless the event-time column is never late (the
+        # watermark itself is computed above, on the real event time, per source).
+        grouped = never_late(grouped)
         timeout = "EventTimeTimeout"
     return grouped.groupBy("_slot").applyInPandasWithState(
         partial(match_group, spec), output, STATE_SCHEMA, "append", timeout
     )
-
-
-def _exact_integers(frame: DataFrame, spec: StageSpec) -> DataFrame:
-    """Integer columns handed to pandas as decimal strings. Every stream's columns are
-    NULL in the other streams' rows, and pandas holds a NULL integer as a NaN double,
-    which would round integers past 2**53 (:func:`_values` reads them back)."""
-    integers = {
-        fname
-        for layout in spec.streams
-        for ctype, fname in zip(layout.types, layout.fields, strict=True)
-        if ctype in (ColumnType.INTEGER, ColumnType.BYTE)
-    }
-    if not integers:
-        return frame
-    return frame.selectExpr(*(f"CAST({c} AS STRING) AS {c}" if c in integers else c for c in frame.columns))
 
 
 def write_files(
@@ -249,19 +239,6 @@ def write_files(
     if available_now:
         writer = writer.trigger(availableNow=True)
     return writer.outputMode("append").start()
-
-
-def stream_lateness(matcher: Matcher, allowed_lateness: float | None) -> dict[str, float]:
-    """Every stream's lateness, as the matcher's clock takes it (its ``stream_lateness``
-    over the DDL's ``ALLOWED LATENESS`` over ``allowed_lateness``, the argument when
-    given, else the matcher's)."""
-    config = MatcherConfig(
-        allowed_lateness=matcher.allowed_lateness if allowed_lateness is None else allowed_lateness,
-        stream_lateness=matcher.config.stream_lateness,
-    )
-    plan = matcher.ensure_plan()
-    clock = clock_for(config, plan.streams[: plan.n_real])  # declared streams, not roles
-    return {name: clock.lateness[k] for name, k in zip(clock.names, clock.lateness_of, strict=True)}
 
 
 def _slots(spec: StageSpec) -> int:
@@ -289,8 +266,7 @@ def match_group(
         frozen = saved["matcher"]
         queries = tuple(saved.get("queries", spec.queries))
         foreign = set(saved.get("foreign", ()))
-    parts = [f for f in frames if len(f)]
-    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else None
+    rows = gathered(frames)
     out: list[tuple[Any, ...]] = []
     if dynamic and rows is not None and rows["_cmd"].notna().any():
         # commands first, at the micro-batch's start (runtime.spark.control)
@@ -323,7 +299,7 @@ def match_group(
                 out.append((m.query, m.ts, dict(m.ids), *(m.values.get(n) for n in names)))
     for t in late_seen:  # a copy's lateness is reported by the slot owning its ts, as results are
         if _owns(spec, slot, t.ts):
-            out.append(_late_row(t.stream, t.ts, t.id, len(names), dynamic))
+            out.append(late_row(t.stream, t.ts, t.id, len(CONTROL_COLUMNS) if dynamic else 3 + len(names)))
     dynamic_fields = {"queries": queries, "foreign": sorted(foreign)} if dynamic else {}
     save_state(state, STATE_FORMAT, spec.fingerprint, matcher=freeze(matcher), **dynamic_fields)
     first = matcher.next_release_ts
@@ -332,7 +308,7 @@ def match_group(
         # (Spark wakes it when its watermark, whole milliseconds, is past the timestamp)
         state.setTimeoutTimestamp(max(wm_ms, math.floor(first * 1000)))
     if out:
-        yield control_frame(out) if dynamic else _frame(out, spec.value_types)
+        yield control_frame(out) if dynamic else results_frame(out, spec.value_types)
 
 
 def _owns(spec: StageSpec, slot: int, ts: float) -> bool:
@@ -341,23 +317,13 @@ def _owns(spec: StageSpec, slot: int, ts: float) -> bool:
     return spec.mode == "key" or math.floor(ts / spec.bucket_width) % _slots(spec) == slot
 
 
-def _late_row(stream: str, ts: float, ident: int, n_values: int, dynamic: bool = False) -> tuple[Any, ...]:
-    if dynamic:
-        return late_row(stream, ts, ident)
-    return (None, ts, {stream: ident}, *([None] * n_values))
-
-
-def _frame(rows: list[tuple[Any, ...]], value_types: Sequence[tuple[str, str]]) -> pd.DataFrame:
-    columns = list(zip(*rows, strict=True))
-    data: dict[str, Any] = {
-        "query": pd.Series(columns[0], dtype=object),
-        "ts": pd.Series(columns[1], dtype="float64"),
-        "ids": pd.Series(columns[2], dtype=object),
-    }
-    for i, (name, kind) in enumerate(value_types):
-        values = columns[3 + i]
-        data[name] = pd.Series([text_of(v) for v in values] if kind == "string" else values, dtype=object)
-    return pd.DataFrame(data)
+def results_frame(rows: list[tuple[Any, ...]], value_types: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """Results and late tuples in :func:`~runtime.spark.common.result_schema`'s layout,
+    a value of a string column as the text it prints as."""
+    text = [3 + i for i, (_, kind) in enumerate(value_types) if kind == "string"]
+    if text:
+        rows = [tuple(text_of(v) if i in text else v for i, v in enumerate(row)) for row in rows]
+    return pandas_frame(rows, ["query", "ts", "ids", *(name for name, _ in value_types)], ["ts"])
 
 
 def _push_runs(matcher: Matcher, spec: StageSpec, rows: pd.DataFrame) -> list[Match]:
@@ -372,22 +338,8 @@ def _push_runs(matcher: Matcher, spec: StageSpec, rows: pd.DataFrame) -> list[Ma
     columns: dict[str, list[Any]] = {}
     for layout in spec.streams:
         for ctype, fname in zip(layout.types, layout.fields, strict=True):
-            columns[fname] = _values(rows[fname], ctype)
+            columns[fname] = column_values(rows[fname], ctype)
     pushed = Rows(rows["ts"].to_numpy(dtype=np.float64), rows["id"].to_numpy(dtype=np.int64), columns)
-    cut = np.flatnonzero(s[1:] != s[:-1]) + 1
-    starts = np.concatenate(([0], cut)).tolist()
-    ends = np.concatenate((cut, [len(rows)])).tolist()
-    for start, end in zip(starts, ends, strict=True):
+    for start, end in runs(s):
         found.extend(pushed.push(matcher, spec.streams[int(s[start])], start, end))
     return found
-
-
-def _values(series: pd.Series, ctype: ColumnType) -> list[Any]:
-    """Python values with NULL as None (integers arrive as decimal strings, see
-    :func:`_exact_integers`)."""
-    if ctype is ColumnType.FLOAT:
-        return series.to_numpy(dtype=np.float64).tolist()
-    values = series.tolist()
-    if ctype in (ColumnType.INTEGER, ColumnType.BYTE):
-        return [None if v is None or v != v else int(v) for v in values]
-    return [None if v is None or (isinstance(v, float) and v != v) else v for v in values]

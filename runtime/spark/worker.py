@@ -8,7 +8,6 @@ live in this module so that the cache is the worker's own.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -16,8 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from mqo import Match, MatchBatch, Matcher, QueryError
-from predicates import Catalog
-from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout
+from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, register_each, without_lateness
 
 _OUT_ROWS = 8192
 
@@ -54,7 +52,7 @@ def template(spec: StageSpec) -> Matcher:
             # driver: one clock purges by the newest ts, where a stream absent from a
             # partition would hold per-stream time back (and no lateness plays a part)
             options["time"] = "global"
-            ddl = "\n".join(dataclasses.replace(s, lateness=None).ddl() for s in Catalog.from_ddl(ddl))
+            ddl = without_lateness(ddl)
         m = Matcher(ddl, **options)
         names = [name for name, _ in spec.queries]
         try:
@@ -63,9 +61,7 @@ def template(spec: StageSpec) -> Matcher:
             bulk = False
         if not bulk:
             # ids given at registration, or from positions in another registry: one by one
-            m = Matcher(ddl, **options)
-            for name, text in spec.queries:
-                m.register_query(text, query_id=name, source_name=f"<query {name}>")
+            m = register_each(Matcher(ddl, **options), spec.queries)
         m.ensure_plan()  # compile now, once
         if len(_TEMPLATES) >= _TEMPLATES_KEPT:
             _TEMPLATES.pop(next(iter(_TEMPLATES)))

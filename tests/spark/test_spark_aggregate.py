@@ -115,5 +115,8 @@ def test_aggregate_stage_takes_aggregate_queries_only(spark_session: Any) -> Non
                                           "beatrate double, vib double, alert bigint")  # fmt: skip
     with pytest.raises(SparkStageError, match="match_batch"):
         aggregate_batch({"H": frame}, "SELECT * FROM H WHERE H.vib > 1;", schema=DDL)
-    with pytest.raises(SparkStageError, match="give their DataFrames"):
+    two = DDL + "\nREGISTER STREAM B (pressure FLOAT);"
+    with pytest.raises(SparkStageError, match=r"read stream\(s\) H: give their DataFrames"):
+        aggregate_batch({"B": frame}, TIMED, schema=two)
+    with pytest.raises(SparkStageError, match="no stream DataFrames given"):
         aggregate_batch({}, TIMED, schema=DDL)

@@ -23,8 +23,8 @@ import pytest
 
 import mqo
 from mqo.partitioning import shared_equality_key
-from runtime.spark.batch import SparkStageError, match_batch
-from runtime.spark.spec import build_spec
+from runtime.spark.batch import match_batch
+from runtime.spark.spec import SparkStageError, build_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "icu"
 

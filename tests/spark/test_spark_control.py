@@ -15,7 +15,7 @@ import pytest
 
 import mqo
 from mqo.batch import text_of
-from runtime.spark.batch import SparkStageError
+from runtime.spark.spec import SparkStageError
 from runtime.spark.streaming import match_stream, write_files
 from tests.spark.test_spark_batch import COLUMNS, DDL, STREAMS, key_of, make_queries, make_rows
 from tests.spark.test_spark_streaming import (

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from runtime.spark.batch import SparkStageError
+from runtime.spark.spec import SparkStageError
 from runtime.spark.streaming import match_stream, write_files
 from tests.spark.test_spark_batch import COLUMNS, DDL, STREAMS, Workload, key_of, make_workload, reference
 

@@ -124,6 +124,13 @@ def _large_on_a_terminal(queries_path: str) -> bool:
 def cmd_serve(args: argparse.Namespace) -> int:
     from runtime.workload import read_text
 
+    if args.http is not None:
+        from runtime.http.server import serve_http
+
+        return serve_http(args, read_text(args.schema, "the schema"))
+    missing = [option for option in ("queries", "output", "checkpoint") if getattr(args, option) is None]
+    if missing:
+        raise CliError(f"give --{', --'.join(missing)} (or --http HOST:PORT for the HTTP service)")
     if not args.input:
         raise CliError("give at least one --input STREAM=DIR")
     inputs: dict[str, str] = {}
@@ -403,12 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
         "to the output directory and keep a checkpoint, so a restart carries on exactly once.",
     )
     serve.add_argument("--schema", required=True, metavar="FILE", help="DDL file declaring the streams")
-    serve.add_argument("--queries", required=True, metavar="DIR", help="directory of .mqo query files")
+    serve.add_argument("--queries", metavar="DIR", help="directory of .mqo query files")
     serve.add_argument(
         "--input", action="append", metavar="STREAM=DIR", help="a stream's directory of data files (repeat)"
     )
-    serve.add_argument("--output", required=True, metavar="DIR", help="directory for results and reports")
-    serve.add_argument("--checkpoint", required=True, metavar="DIR", help="directory for the checkpoint")
+    serve.add_argument("--output", metavar="DIR", help="directory for results and reports")
+    serve.add_argument("--checkpoint", metavar="DIR", help="directory for the checkpoint")
     serve.add_argument("--engine", choices=["local", "spark"], default="local", help="where to run (default: local)")
     serve.add_argument("--once", action="store_true", help="process what is there, then stop")
     serve.add_argument(
@@ -437,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="skip",
         help="write bad rows and unreadable files to the output's reports and go on (default), or stop",
     )
+    from runtime.http.server import add_options  # standard library only, as this module
+
+    add_options(serve)
     serve.set_defaults(func=cmd_serve)
 
     experiment = sub.add_parser(

@@ -1,0 +1,1 @@
+"""``mqo serve --http``: the local engine as an HTTP service (docs/ARCHITECTURE.md)."""

@@ -1,0 +1,262 @@
+"""A posted batch of tuples (``POST /streams/{name}``) as the columns ``push_batch``
+takes, with every bad row named by its index in the post.
+
+Three formats, one set of value rules (:mod:`runtime.io.stream_rows`, shared with the
+file readers, so a value means the same whether it came in a file or a post):
+
+* JSON lines (``application/x-ndjson``): one object per line, ``ts``, optional ``id``
+  and every declared column (a missing or unknown key is a bad row, never a silent
+  NULL). JSON types must fit the column as in Parquet: a number for ``ts``, ``id``,
+  INTEGER and FLOAT (checked by the same text rules, so ``1e400`` is a bad row, not
+  infinity), a string for STRING, ``true``/``false`` for BOOLEAN, ``null`` for NULL.
+* CSV (``text/csv``): read by the file reader itself (:func:`runtime.io.inputs.read_stream`)
+  from a private temporary file.
+* An Arrow IPC stream (``application/vnd.apache.arrow.stream``): its table is written to
+  a temporary Parquet file and read by the Parquet reader, whose column-type checks
+  are the rules for typed input.
+
+A row index is 0-based over the post's data rows (for CSV, ``line`` names the line as
+well). Bad rows are left out and reported; the good rows are matched. A body that
+cannot be read at all (no ``ts`` column, not UTF-8, not Arrow) is a :class:`BodyError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from predicates import ColumnType, StreamSchema, did_you_mean
+from runtime.io.inputs import InputError, InputSpec, read_stream
+from runtime.io.stream_rows import BadRow, FieldError, convert_field
+
+NDJSON = "application/x-ndjson"
+CSV = "text/csv"
+ARROW = "application/vnd.apache.arrow.stream"
+FORMATS = {
+    NDJSON: "ndjson",
+    "application/jsonl": "ndjson",
+    "application/json": "ndjson",
+    CSV: "csv",
+    ARROW: "arrow",
+    "application/vnd.apache.arrow.file": "arrow",
+}
+BODY_NAME = "body"  # how messages name the posted body (never the temporary file)
+
+
+class BodyError(ValueError):
+    """A posted body that cannot be read as a batch of the stream at all."""
+
+
+@dataclass
+class Rejection:
+    row: int  # 0-based among the post's data rows
+    error: str
+    column: str | None = None
+    line: int | None = None  # CSV: the line of the body
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"row": self.row, "error": self.error}
+        if self.column is not None:
+            out["column"] = self.column
+        if self.line is not None:
+            out["line"] = self.line
+        return out
+
+
+@dataclass
+class Posted:
+    """The good rows as columns (``ts``, optional ``id``, the stream's columns) and the
+    bad rows' rejections."""
+
+    batch: dict[str, list[Any]]
+    rows: int
+    rejected: list[Rejection] = field(default_factory=list)
+
+
+def format_of(content_type: str | None) -> str:
+    """``ndjson``, ``csv`` or ``arrow`` for a Content-Type; BodyError otherwise."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    found = FORMATS.get(media)
+    if found is None:
+        raise BodyError(
+            f"Content-Type {media or '(none)'!r} is not a stream format; send {NDJSON} (JSON lines), {CSV} or {ARROW}"
+        )
+    return found
+
+
+def read_body(body: bytes, fmt: str, schema: StreamSchema, max_rows: int) -> Posted:
+    """The rows of ``body`` (``fmt`` from :func:`format_of`); BodyError for an unreadable
+    body, ValueError('rows') when it holds more than ``max_rows`` rows."""
+    if fmt == "ndjson":
+        return _from_ndjson(body, schema, max_rows)
+    suffix = ".csv" if fmt == "csv" else ".parquet"
+    fd, path = tempfile.mkstemp(prefix="mqo-post-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if fmt == "csv":
+                f.write(body)
+            else:
+                _arrow_to_parquet(body, f)
+        try:
+            data = read_stream(InputSpec(schema.name, path), schema, "skip")
+        except InputError as err:
+            raise BodyError(str(err).replace(path, BODY_NAME)) from None
+    finally:
+        os.unlink(path)
+    if len(data) + len(data.rejected) > max_rows:
+        raise TooManyRows(len(data) + len(data.rejected))
+    return Posted(data.as_batch(), len(data) + len(data.rejected), [_rejection(bad, path) for bad in data.rejected])
+
+
+class TooManyRows(ValueError):
+    def __init__(self, rows: int) -> None:
+        super().__init__(rows)
+        self.rows = rows
+
+
+def _arrow_to_parquet(body: bytes, f: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pa.ipc.open_stream(pa.BufferReader(body)).read_all()
+    except (pa.ArrowInvalid, OSError) as stream_err:
+        try:  # the IPC file format is taken too
+            table = pa.ipc.open_file(pa.BufferReader(body)).read_all()
+        except (pa.ArrowInvalid, OSError):
+            raise BodyError(f"{BODY_NAME}: not an Arrow IPC stream ({stream_err})") from None
+    pq.write_table(table, f)
+
+
+def _rejection(bad: BadRow, path: str) -> Rejection:
+    reason = bad.reason.replace(path, BODY_NAME)
+    if bad.unit == "line":  # CSV: a header line, then one line per row (unless a field spans lines)
+        return Rejection(bad.line - 2, reason, bad.column, bad.line)
+    return Rejection(bad.line - 1, reason, bad.column)
+
+
+class _Number(str):
+    """A JSON number's text, kept as written, so the text rules decide it exactly."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (a non-finite number is NULL: write null)")
+
+
+def _from_ndjson(body: bytes, schema: StreamSchema, max_rows: int) -> Posted:
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise BodyError(f"{BODY_NAME}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > max_rows:
+        raise TooManyRows(len(lines))
+    names = {c.name.lower(): (c.name, c.ctype) for c in schema.columns}
+    kinds: dict[str, tuple[str, ColumnType | str]] = {"ts": ("ts", "ts"), "id": ("id", "id"), **names}
+    ts: list[float] = []
+    ids: list[int] = []
+    id_given: list[bool] = []
+    columns: dict[str, list[Any]] = {c.name: [] for c in schema.columns}
+    rows: list[int] = []
+    rejected: list[Rejection] = []
+    for row, line in enumerate(lines):
+        try:
+            record = json.loads(line, parse_float=_Number, parse_int=_Number, parse_constant=_reject_constant)
+        except ValueError as err:
+            rejected.append(Rejection(row, f"not a JSON object: {err}"))
+            continue
+        if not isinstance(record, dict):
+            rejected.append(Rejection(row, f"not a JSON object but {type(record).__name__}"))
+            continue
+        try:
+            values = _row_values(record, kinds, schema)
+        except _BadField as bad:
+            rejected.append(Rejection(row, bad.reason, bad.column))
+            continue
+        ts.append(values.pop("ts"))
+        given = "id" in values
+        ids.append(values.pop("id") if given else 0)
+        id_given.append(given)
+        for name, value in values.items():
+            columns[name].append(value)
+        rows.append(row)
+    keep = _check_ids(ids, id_given, rows, rejected)
+    batch: dict[str, list[Any]] = {"ts": [ts[k] for k in keep]}
+    if any(id_given):
+        batch["id"] = [ids[k] for k in keep]
+    batch.update({name: [col[k] for k in keep] for name, col in columns.items()})
+    rejected.sort(key=lambda r: r.row)
+    return Posted(batch, len(lines), rejected)
+
+
+class _BadField(ValueError):
+    def __init__(self, column: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.column, self.reason = column, reason
+
+
+_JSON_EXPECTED = {"ts": "a number", "id": "an integer"}
+
+
+def _row_values(
+    record: dict[str, Any], kinds: dict[str, tuple[str, ColumnType | str]], schema: StreamSchema
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        found = kinds.get(key.lower())
+        if found is None:
+            hint = did_you_mean(key, schema.column_names)
+            raise _BadField(key, f"{key!r} is not a column of stream {schema.name}{hint}")
+        name, kind = found
+        if name in out:
+            raise _BadField(key, f"column {name!r} is given twice")
+        out[name] = _value(value, kind, name)
+    if "ts" not in out:
+        raise _BadField("ts", "no 'ts' (the event time)")
+    missing = [c.name for c in schema.columns if c.name not in out]
+    if missing:
+        raise _BadField(missing[0], f"no value for column(s) {', '.join(missing)} (write null for NULL)")
+    return out
+
+
+def _value(value: Any, kind: ColumnType | str, name: str) -> Any:
+    numeric = kind in ("ts", "id") or kind in (ColumnType.INTEGER, ColumnType.BYTE, ColumnType.FLOAT)
+    if value is None:
+        if kind in ("ts", "id"):
+            raise _BadField(name, f"null is not {_JSON_EXPECTED[str(kind)]} (the {name} is never NULL)")
+        return None
+    if numeric:
+        if not isinstance(value, _Number):
+            raise _BadField(name, f"{json.dumps(value)} is not a number (JSON types must fit the column)")
+        try:
+            return convert_field(str(value), False, kind)
+        except FieldError as err:
+            raise _BadField(name, err.reason) from None
+    if kind is ColumnType.BOOLEAN:
+        if not isinstance(value, bool):
+            raise _BadField(name, f"{json.dumps(value)} is not a boolean (true or false)")
+        return value
+    if not isinstance(value, str) or isinstance(value, _Number):
+        raise _BadField(name, f"{value} is not a string (JSON types must fit the column)")
+    return value
+
+
+def _check_ids(ids: list[int], id_given: list[bool], rows: list[int], rejected: list[Rejection]) -> list[int]:
+    """The good rows' positions once ids are checked: given in every row or in none, and
+    unique within the post (a later repeat is a bad row, as in a file)."""
+    if not any(id_given):
+        return list(range(len(ids)))
+    keep: list[int] = []
+    first: dict[int, int] = {}
+    for k, ident in enumerate(ids):
+        if not id_given[k]:
+            rejected.append(Rejection(rows[k], "no 'id', while other rows of this post give one", "id"))
+        elif ident in first:
+            rejected.append(Rejection(rows[k], f"id {ident} is already used by row {first[ident]}", "id"))
+        else:
+            first[ident] = rows[k]
+            keep.append(k)
+    return keep

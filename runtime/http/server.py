@@ -162,6 +162,8 @@ def _run(args: argparse.Namespace, schema_text: str, sock: socket.socket, token:
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="off")
     try:
         uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass  # uvicorn stops on SIGINT/SIGTERM, then raises the signal again: a clean stop, as mqo serve's
     finally:
         service.close()
     print(f"mqo serve: stopped at result cursor {service.next_cursor - 1}", file=sys.stderr)

@@ -14,6 +14,7 @@ from tests.cli.clirun import mqo, strict_lines
 from tests.http.running import (
     HIGH,
     QUERIES,
+    SCHEMA,
     Service,
     arrival_runs,
     post,
@@ -38,7 +39,7 @@ def test_results_equal_mqo_match_whatever_the_format(service: Service, tmp_path:
     queries.write_text(QUERIES)
     inputs = [f"{s}=" + write_csv(tmp_path / f"{s}.csv", s, r) for s, r in rows.items()]
     run = mqo(
-        "match", "--schema", service_schema(), "--queries", str(queries), *sum((["--input", i] for i in inputs), [])
+        "match", "--schema", service_schema(), "--queries", str(queries), *(a for i in inputs for a in ("--input", i))
     )
     assert run.returncode == 0, run.stderr
     expected = strict_lines(run.stdout)
@@ -63,8 +64,6 @@ def test_results_equal_mqo_match_whatever_the_format(service: Service, tmp_path:
 
 
 def service_schema() -> str:
-    from tests.http.running import SCHEMA
-
     return SCHEMA
 
 

@@ -180,6 +180,7 @@ class Service:
             raise TooMany(len(ids))
         self._commit({"op": "register", "text": text})
         self._list_queries(ids)
+        self._settle()
         return ids
 
     def unregister(self, query_id: str) -> bool:
@@ -189,6 +190,7 @@ class Service:
         self._commit({"op": "unregister", "id": query_id})
         with self.lock:
             del self.queries[query_id]
+        self._settle()
         return True
 
     def push(self, stream: str, posted: Posted, key: str | None) -> dict[str, Any]:
@@ -213,6 +215,7 @@ class Service:
         self._observe(time.perf_counter() - started)
         self._publish(lines)
         self._remember(key, reply)
+        self._settle()
         return reply
 
     def heartbeat(self, stream: str | None, ts: float) -> dict[str, Any]:
@@ -220,6 +223,7 @@ class Service:
         lines = [strict_json(m.as_dict())[0] for m in released] + self._aggregate_lines()
         self._commit({"op": "heartbeat", "stream": stream, "ts": ts})
         self._publish(lines)
+        self._settle()
         return {"results": len(lines), "watermark": _number(self.matcher.watermark)}
 
     def explain(self) -> dict[str, Any]:
@@ -249,19 +253,30 @@ class Service:
         return lines
 
     def _commit(self, record: dict[str, Any]) -> None:
-        """The operation just applied, into the log (synced) when there is one; a
-        snapshot every ``snapshot_every`` operations."""
+        """The operation just applied, into the log (synced) when there is one."""
         self.seq += 1
         if self.journal is None:
             return
         try:
             self.journal.append({"seq": self.seq, **record})
-            if self.journal.records_since_snapshot >= self.snapshot_every:
-                self.journal.write_snapshot(self._snapshot_data())
         except JournalError as err:
-            # the matcher is ahead of the log now: take nothing more, a restart recovers
-            self.failed = f"{err}; the service takes nothing more: restart it (the log holds every answered post)"
-            raise Stopped(self.failed) from None
+            self._fail(err)
+
+    def _settle(self) -> None:
+        """After an operation's results are published: a snapshot every
+        ``snapshot_every`` operations (it holds the results with their cursors, so it
+        is taken once they are in the ring)."""
+        if self.journal is None or self.journal.records_since_snapshot < self.snapshot_every:
+            return
+        try:
+            self.journal.write_snapshot(self._snapshot_data())
+        except JournalError as err:
+            self._fail(err)
+
+    def _fail(self, err: JournalError) -> None:
+        # the matcher is ahead of the disk now: take nothing more, a restart recovers
+        self.failed = f"{err}; the service takes nothing more: restart it (the log holds every answered post)"
+        raise Stopped(self.failed) from None
 
     def _publish(self, lines: list[str]) -> None:
         now = time.time()

@@ -244,6 +244,7 @@ def build_app(service: Service, limits: Limits, token: str | None = None) -> Sta
     routes = [
         Route("/", page),
         Route("/page/{name}", page_file),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
         Route("/health", health),
         Route("/queries", post_queries, methods=["POST"]),
         Route("/queries", get_queries, methods=["GET"]),

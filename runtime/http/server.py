@@ -95,7 +95,20 @@ def read_token(path: str | None) -> str | None:
     return token
 
 
+def _require_extra() -> None:
+    """Stop with the install line when the [http] extra is missing (the core install has no web server)."""
+    import importlib.util
+
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CliError(
+            f"--http needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
+            "pip install 'mqo[http]' (or, in a clone, pip install -e '.[http]')"
+        )
+
+
 def serve_http(args: argparse.Namespace, schema_text: str) -> int:
+    _require_extra()
     for option, value in (("--input", args.input), ("--queries", args.queries), ("--output", args.output)):
         if value:
             raise CliError(

@@ -143,9 +143,10 @@ def test_every_module_has_its_line_in_the_architecture() -> None:
     assert missing == []
 
 
-# runtime/ by job: files in and out, the local engine, the Spark stages; the command line
-# and what every command shares at the top. A job imports the ones before it only.
-RUNTIME_JOBS = ("runtime.io", "runtime.local", "runtime.spark")
+# runtime/ by job: files in and out, the local engine, the local engine as an HTTP
+# service, the Spark stages; the command line and what every command shares at the top.
+# A job imports the ones before it only.
+RUNTIME_JOBS = ("runtime.io", "runtime.local", "runtime.http", "runtime.spark")
 RUNTIME_TOP = {"runtime", "runtime.cli", "runtime.workload", "runtime.stopping"}
 
 

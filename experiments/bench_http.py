@@ -118,8 +118,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     (work / "B.csv").write_bytes(csv_of(tuples, 0, n))
 
     print(f"in-process push_batch of {n:,} tuples against {args.queries:,} queries...", file=sys.stderr)
-    inproc_seconds, inproc_results = in_process(queries, tuples, args.batch, encode=True)
-    bare_seconds, _ = in_process(queries, tuples, args.batch, encode=False)
+    # the machine is shared: each in-process figure is the better of a run before and one after the service's
+    inproc = [in_process(queries, tuples, args.batch, encode=True)]
+    bare = [in_process(queries, tuples, args.batch, encode=False)]
 
     cmd = [sys.executable, "-m", "runtime.cli"]
     service = subprocess.Popen(
@@ -225,6 +226,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         service.send_signal(signal.SIGINT)
         service.wait(120)
+    inproc.append(in_process(queries, tuples, args.batch, encode=True))
+    bare.append(in_process(queries, tuples, args.batch, encode=False))
+    inproc_seconds, inproc_results = min(inproc)
+    bare_seconds = min(bare)[0]
     kept = sorted(x for x in lines if not x.startswith('{"query":"tmp'))
     match = subprocess.run(
         [*cmd, "match", "--schema", str(work / "s.ddl"), "--queries", str(work / "q.mqo"), "--input",
@@ -254,6 +259,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "equal": kept == expected,
         "expected": len(expected),
         "cpus": os.cpu_count(),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }
 
 
@@ -261,7 +267,8 @@ def table(r: dict[str, Any], command: str) -> str:
     ratio = r["http_rate"] / r["inproc_rate"]
     return f"""# `mqo serve --http` under load
 
-`{command}` (loopback, {r["cpus"]} cores shared by the service, the clients and the in-process run).
+`{command}` (loopback, {r["cpus"]} cores shared by the service, the clients and, at the time, other work:
+load average {r["load"]} at the end).
 {r["clients"]} clients post {r["tuples"]:,} tuples of stream B as CSV in batches of {r["batch"]:,} while one more
 client registers and removes a query after another; {r["queries"]:,} range queries (`B.pressure >= a AND
 B.pressure < a + 10`) were registered first in one post ({r["register_seconds"]:.1f} s).
@@ -269,8 +276,8 @@ B.pressure < a + 10`) were registered first in one post ({r["register_seconds"]:
 | figure | value |
 | --- | --- |
 | service throughput (second post to last answer; the first loads the kernels) | {r["http_rate"]:,.0f} tuples/s ({r["http_seconds"]:.1f} s) |
-| in-process `push_batch`, results encoded as JSON lines | {r["inproc_rate"]:,.0f} tuples/s |
-| in-process `push_batch` alone | {r["bare_rate"]:,.0f} tuples/s |
+| in-process `push_batch`, results encoded as JSON lines (better of a run before and after) | {r["inproc_rate"]:,.0f} tuples/s |
+| in-process `push_batch` alone (better of two) | {r["bare_rate"]:,.0f} tuples/s |
 | service / in-process (with JSON) | {ratio:.0%} (target 50%) |
 | post latency p50 / p99 | {r["p50"] * 1000:.1f} ms / {r["p99"] * 1000:.1f} ms |
 | churn: registrations and removals during the posts | {r["churn_ops"]:,} (p50 {r["churn_p50"] * 1000:.1f} ms) |

@@ -89,7 +89,10 @@ class Journal:
 
     def append(self, record: dict[str, Any]) -> None:
         """One record, on the disk when this returns."""
-        line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        try:
+            line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        except (TypeError, ValueError) as err:  # not plain data: never half-logged, the service stops
+            raise JournalError(f"cannot log the operation as JSON ({err})") from None
         try:
             if self._fd is None:
                 self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -258,3 +258,19 @@ def test_another_address_needs_a_token() -> None:
     assert "reachable from other machines: give --token-file" in run.stderr
     mixed = mqo("serve", "--http", "127.0.0.1:0", "--schema", service_schema(), "--input", "B=somewhere")
     assert mixed.returncode == 2 and "--http runs on its own: --input" in mixed.stderr
+
+
+def test_results_past_the_bound_are_dropped_and_counted() -> None:
+    running = Service("--http", "127.0.0.1:0", "--keep-results", "3")
+    try:
+        c = running.client
+        c.post("/queries", content=HIGH)
+        rows = [{"ts": float(t), "pressure": 150, "temp": 1.0, "alert": 0} for t in range(5)]
+        assert post(c, "B", rows, "ndjson").json()["results"] == 5
+        page = c.get("/results", params={"after": 0}).json()
+        # cursors 1 and 2 are gone: a reader resuming at 0 is told it missed them
+        assert page["missed"] == 2 and [r["ts"] for r in page["results"]] == [2.0, 3.0, 4.0] and page["cursor"] == 5
+        assert c.get("/results", params={"after": 2}).json()["missed"] == 0
+        assert "mqo_results_dropped_total 2\n" in c.get("/metrics").text
+    finally:
+        assert running.stop() == 0

@@ -45,6 +45,8 @@ SNAPSHOT_FORMAT = 1
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 HISTORY = 600  # one sample a second: ten minutes for the page's plots
 MAX_KEYS = 100_000  # idempotency keys remembered (oldest forgotten first)
+# the counters a snapshot carries (a restart goes on counting from them)
+PERSISTED_COUNTS = ("tuples", "results", "aggregate_rows", "rejected", "posts", "duplicates", "dropped")
 
 
 class Busy(Exception):
@@ -62,7 +64,6 @@ class Stats:
     tuples: int = 0
     results: int = 0
     aggregate_rows: int = 0
-    late: int = 0
     rejected: int = 0
     posts: int = 0
     duplicates: int = 0  # posts answered from an Idempotency-Key
@@ -383,7 +384,7 @@ class Service:
                 },
                 "queries": [[q, kind, text] for q, (kind, text) in self.queries.items()],
                 "keys": [[k, json.dumps(v)] for k, v in self.keys.items()],
-                "stats": {name: getattr(self.stats, name) for name in ("tuples", "results", "aggregate_rows")},
+                "stats": {name: getattr(self.stats, name) for name in PERSISTED_COUNTS},
             }
 
     def _restore(self, data: dict[str, Any], schema_text: str) -> None:
@@ -419,6 +420,7 @@ class Service:
                 self.seq += 1
                 lines = self._match(record["stream"], record["batch"])
                 self.stats.posts += 1
+                self.stats.rejected += len(record["reply"]["rejected"])
                 self._publish(lines)
                 self._remember(record["key"], record["reply"])
             elif op == "heartbeat":

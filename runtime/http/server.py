@@ -131,6 +131,9 @@ def serve_http(args: argparse.Namespace, schema_text: str) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        # listening from here on: a client that connects once the start line is printed
+        # waits in the backlog until uvicorn accepts, instead of being refused
+        sock.listen(2048)
     except OSError as err:
         sock.close()
         raise CliError(f"--http {host}:{port}: cannot listen there ({err.strerror or err})") from None

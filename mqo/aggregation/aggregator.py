@@ -303,7 +303,8 @@ class Aggregator:
             if store is None or store.empty:
                 if store is not None and reg.relation is not None:  # the groups present may go away
                     closed = None if threshold is None else math.ceil(threshold / reg.slide) - 1
-                    out.append(self._relation_step(reg, position, None, closed))
+                    gone = self._relation_step(reg, position, None, closed)
+                    out += [] if gone is None else [gone]
                 continue
             # in slice units (the grid divides RANGE and SLIDE): window k is slices
             # k*S - D + 1 .. k*S (D 0: a landmark, every slice up to k*S)

@@ -504,15 +504,19 @@ class Aggregator:
                 w = aq.window
                 size = "UNBOUNDED" if w.size is None else f"{float(w.size):g} s"
                 calls = ", ".join(c.text() for c in aq.calls)
-                lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}")
+                op = "" if aq.stream_op == "RSTREAM" else f" ({aq.stream_op}: changes since the previous window)"
+                lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}{op}")
         for key, cs in self.count_stores.items():
             stream, fid, group = key[:3]
             lines.append(
                 f"  count store {stream} / filter {fid} / group by ({', '.join(group) or '-'}): {cs.explain()}"
             )
             for name, (n, m) in cs.readers.items():
-                calls = ", ".join(c.text() for c in self.queries[name].query.calls)
-                lines.append(f"    {name}: ROWS {n} SLIDE {m} reads {calls}")
+                aq = self.queries[name].query
+                calls = ", ".join(c.text() for c in aq.calls)
+                op = f" ({aq.stream_op}: changes since the group's previous window)"
+                op = "" if aq.stream_op == "RSTREAM" else op
+                lines.append(f"    {name}: ROWS {n} SLIDE {m} reads {calls}{op}")
         return lines
 
 

@@ -220,6 +220,19 @@ def test_dstream_reports_the_last_values_at_the_window_the_group_is_gone() -> No
     assert rows == [(1.0, 3.0, 1, 80.0), (2.0, 4.0, 2, 70.0), (4.0, 6.0, 1, 60.0), (10.0, 12.0, 1, 50.0)]
 
 
+def test_explain_names_the_operator() -> None:
+    m = mqo.Matcher(DDL)
+    m.register_queries(
+        "Query ID: a\nSELECT ISTREAM COUNT(*) FROM H [RANGE 2 SLIDE 1];"
+        "Query ID: b\nSELECT DSTREAM H.patient, COUNT(*) FROM H [ROWS 3] GROUP BY H.patient;"
+        "Query ID: c\nSELECT COUNT(*) FROM H [RANGE 2 SLIDE 1];"
+    )
+    text = m.explain()
+    assert "a: RANGE 2 s SLIDE 1 s reads COUNT(*) (ISTREAM: changes since the previous window)" in text
+    assert "b: ROWS 3 SLIDE 3 reads COUNT(*) (DSTREAM: changes since the group's previous window)" in text
+    assert "c: RANGE 2 s SLIDE 1 s reads COUNT(*)\n" in text + "\n"
+
+
 def test_rstream_is_the_default() -> None:
     points = [(0.5, 1, 80.0), (1.5, 2, 70.0), (3.5, 1, 60.0)]
     text = "SELECT H.patient, AVG(H.beatrate) FROM H [RANGE 2 SLIDE 1] GROUP BY H.patient"

@@ -1,11 +1,13 @@
-"""ISTREAM and DSTREAM queries on the Spark aggregate batch stage equal the local
-engine: by a common group key (a group's windows all in one task), else in one task
-(a time span's first window would lack the window before it)."""
+"""ISTREAM and DSTREAM queries on the Spark aggregate stages equal the local engine:
+by a common group key (a group's windows all in one task or state group), else in one
+(a time span's first window would lack the window before it). The streaming stage
+keeps each query's relation in its state across micro-batches and a restart."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,9 @@ import pytest
 import mqo
 from runtime.spark.aggregate import aggregate_batch, plan_stream
 from tests.spark.test_spark_aggregate import DDL, local_rows, make_rows
+from tests.spark.test_spark_aggregate_stream import (
+    test_aggregate_stream_equals_the_local_engine_across_a_restart as stream_equals_local_across_a_restart,
+)
 
 KEYED = """
 Query ID: rising
@@ -60,3 +65,13 @@ def test_relation_streams_on_spark_equal_the_local_engine(spark_session: Any, qu
     names = {"rising", "gone", "last5"} if mode == "key" else {"busy", "by_alert", "plain"}
     assert {key[0] for key in expected} == names  # every query reports rows
     assert got == expected
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("queries", "mode"), [(KEYED, "key"), (TIMED, "one")])
+def test_relation_streams_on_spark_streaming_equal_the_local_engine(
+    spark_session: Any, tmp_path: Path, queries: str, mode: str
+) -> None:
+    """Files as micro-batches, a restart that runs a micro-batch again, a late tuple,
+    windows closed only by the last watermark (tests/spark/test_spark_aggregate_stream.py)."""
+    stream_equals_local_across_a_restart(spark_session, tmp_path, queries, mode)

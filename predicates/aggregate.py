@@ -77,6 +77,10 @@ class AggregateQuery:
     having: Condition | None  # bound, over the same
     where: NormalizedQuery  # SELECT * FROM stream WHERE ...: the filter
     text: str = field(default="", compare=False)
+    # CQL's relation-to-stream operator: RSTREAM every group of every window (the
+    # default), ISTREAM a group new or changed since the previous window, DSTREAM a
+    # group gone since it (mqo.aggregation.relations)
+    stream_op: str = "RSTREAM"
 
     @property
     def filter_key(self) -> tuple[Any, ...]:
@@ -142,7 +146,15 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
             )
     if query.select is None or any(s.star_of is not None for s in query.select):
         raise QueryError("an aggregate query selects aggregates and GROUP BY columns, not *", source, query.span)
-    plain = replace(query, from_=(replace(item, window=None),), select=None, group_by=(), having=None)
+    plain = replace(
+        query,
+        from_=(replace(item, window=None),),
+        select=None,
+        group_by=(),
+        having=None,
+        stream_op=None,
+        stream_op_span=None,
+    )
     where = normalize(bind(plain, catalog, name), order, max_disjuncts)
     scope = Scope(plain, catalog)
     binder = Binder(scope)
@@ -187,6 +199,7 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
         having=having,
         where=where,
         text=source.text[query.span.start : query.span.end],
+        stream_op=query.stream_op or "RSTREAM",
     )
 
 

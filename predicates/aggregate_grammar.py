@@ -8,6 +8,7 @@ stays near its size::
                      | 'RANGE' duration [slide] ) ']'
     slide     := 'SLIDE' duration | ',' 'FREQUENCY' duration
     aggregate := ('COUNT' '(' '*' ')') | func '(' expr ')'
+    stream_op := 'ISTREAM' | 'DSTREAM' | 'RSTREAM'   -- right after SELECT
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from predicates.lexer import T, Token
 # The aggregate functions of aggregate queries, in the order error messages list them.
 # The query language has no other functions, so any other name before '(' is an error.
 AGGREGATE_FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE")
+STREAM_OPS = ("ISTREAM", "DSTREAM", "RSTREAM")  # CQL's relation-to-stream operators, after SELECT
 
 
 class AggregateGrammar:
@@ -95,6 +97,20 @@ class AggregateGrammar:
             )
         self.advance()
         return Fraction(int(tok.text))
+
+    def parse_stream_op(self) -> Token | None:
+        """``ISTREAM``, ``DSTREAM`` or ``RSTREAM`` right after SELECT when a select
+        item follows it (``SELECT istream FROM S`` still selects a column so named)."""
+        tok, nxt = self.peek(), self.peek(1)
+        if tok.kind is not T.IDENT or tok.upper not in STREAM_OPS:
+            return None
+        starts_item = (
+            (nxt.kind is T.IDENT and nxt.upper not in ("FROM", "AS"))
+            or nxt.kind in (T.NUMBER, T.STRING)
+            or (nxt.kind is T.OP and nxt.text in ("*", "-"))
+            or (nxt.kind is T.PUNCT and nxt.text == "(")
+        )
+        return self.advance() if starts_item else None
 
     def unknown_function(self, tok: Token) -> Exception:
         """The error for ``name(`` where name is no aggregate function (``MEDIAN(S.temp)``):

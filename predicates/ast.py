@@ -206,6 +206,10 @@ class Query:
     source: Source = field(compare=False, repr=False)
     group_by: tuple[Expr, ...] = ()
     having: Condition | None = None
+    # CQL's relation-to-stream operator after SELECT (ISTREAM, DSTREAM, RSTREAM), None
+    # when not written; only aggregate queries take one
+    stream_op: str | None = None
+    stream_op_span: Span | None = None
 
     @property
     def is_aggregate(self) -> bool:

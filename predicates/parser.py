@@ -19,7 +19,7 @@ Grammar (keywords case-insensitive, ``--`` comments)::
 
     file      := { [header] query [';'] }          -- a query also ends at the next
     header    := 'QUERY' 'ID' [':'] name            -- header or the next SELECT
-    query     := 'SELECT' ('*' | item {',' item})
+    query     := 'SELECT' [stream_op] ('*' | item {',' item})
                  'FROM' stream [['AS'] alias] {',' stream [['AS'] alias]}
                  { 'WINDOW' cond | ('MAXWINDOW' | 'MAX' 'WINDOW') duration | 'WHERE' cond }
     item      := alias '.' '*' | expr [['AS'] name]
@@ -28,6 +28,7 @@ Grammar (keywords case-insensitive, ``--`` comments)::
     ddl       := { ('REGISTER' | 'CREATE') 'STREAM' name '(' coldef {',' coldef} ')'
                    ['ALLOWED' 'LATENESS' duration] [';'] }
     coldef    := name type ['(' number ')']
+    stream_op := 'ISTREAM' | 'DSTREAM' | 'RSTREAM'  -- before a select item (aggregate queries)
 """
 
 from __future__ import annotations
@@ -237,6 +238,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
                 raise self.error(f"query header '{name}' is not followed by a query", name_span or tok.span)
             raise self.error(f"expected SELECT, found {tok.describe()}", tok.span)
         self.advance()
+        stream_op = self.parse_stream_op()
         select = self.parse_select_list()
         self.expect_word("FROM", "after the SELECT list")
         from_ = self.parse_from_list()
@@ -287,6 +289,8 @@ class _Parser(AggregateGrammar, DdlGrammar):
             source=self.source,
             group_by=clauses.get("GROUP", ()),  # type: ignore[arg-type]
             having=clauses.get("HAVING"),  # type: ignore[arg-type]
+            stream_op=None if stream_op is None else stream_op.upper,
+            stream_op_span=None if stream_op is None else stream_op.span,
         )
 
     def parse_group_by(self) -> tuple[Expr, ...]:

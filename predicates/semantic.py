@@ -268,6 +268,14 @@ def _bind(query: Query, catalog: Catalog, name: str) -> BoundQuery:
             hint="register aggregate queries with Matcher.register_query or mqo match; "
             "the Spark stages do not run them yet",
         )
+    if query.stream_op is not None:
+        raise QueryError(
+            f"{query.stream_op} applies to aggregate queries (a relation per window); a match query's results"
+            " are a stream already",
+            query.source,
+            query.stream_op_span,
+            hint="remove it, or aggregate over a window in FROM (e.g. FROM H [RANGE 1 min] ... GROUP BY ...)",
+        )
     scope = Scope(query, catalog)
     binder = Binder(scope)
     outputs: list[OutputColumn] = []

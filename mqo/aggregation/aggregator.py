@@ -39,8 +39,9 @@ from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
 from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
+from mqo.aggregation.relations import ChunkShape, Relation, relation_of
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
-from mqo.aggregation.slices import SliceStore, scaled, windows_with_data
+from mqo.aggregation.slices import SliceStore, scaled, window_bounds, windows_with_data
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
 from mqo.plan_compile import compile_plan
@@ -64,6 +65,7 @@ class RegisteredAggregate:
     store_key: tuple
     since: Fraction | None  # the newest timestamp at registration (None: before any)
     next_k: int | None = None  # the next window to emit ends at next_k * slide
+    relation: Relation | None = None  # ISTREAM/DSTREAM: the relation at the last window (mqo.aggregation.relations)
 
     @property
     def slide(self) -> Fraction:
@@ -125,7 +127,7 @@ class Aggregator:
         window = aq.window
         if window.kind == "rows":
             self.queries[aq.name] = RegisteredAggregate(
-                aq, add_count_query(self.count_stores, self.catalog, aq, fid), since
+                aq, add_count_query(self.count_stores, self.catalog, aq, fid), since, None, relation_of(aq.stream_op)
             )
             return
         grid = window.slide if window.size is None else _gcd(window.size, window.slide)
@@ -143,7 +145,7 @@ class Aggregator:
             self.stores[store_key] = SliceStore([], [], grid)
             self.stores[store_key].landmark = window.kind == "unbounded"
         self.stores[store_key].add_columns(columns, integer)
-        reg = RegisteredAggregate(aq, store_key, since)
+        reg = RegisteredAggregate(aq, store_key, since, None, relation_of(aq.stream_op))
         if since is not None and window.size is not None:
             reg.next_k = math.ceil((since + window.size) / window.slide)
         self.queries[aq.name] = reg
@@ -299,6 +301,10 @@ class Aggregator:
             positions[reg.query.name] = position
             store = self.stores.get(reg.store_key)  # None: a count query's
             if store is None or store.empty:
+                if store is not None and reg.relation is not None:  # the groups present may go away
+                    closed = None if threshold is None else math.ceil(threshold / reg.slide) - 1
+                    gone = self._relation_step(reg, position, None, closed)
+                    out += [] if gone is None else [gone]
                 continue
             # in slice units (the grid divides RANGE and SLIDE): window k is slices
             # k*S - D + 1 .. k*S (D 0: a landmark, every slice up to k*S)
@@ -334,13 +340,18 @@ class Aggregator:
                 data = filled[reg.store_key] = store.data_slices()
             ks = windows_with_data(data, S, D, reg.next_k, k_to)
             reg.next_k = k_next
-            if len(ks):
-                out.append(self._chunk(reg, position, store, ks, *store.fold(scaled(ks, S), D)))
+            chunk = self._chunk(reg, position, store, ks, *store.fold(scaled(ks, S), D)) if len(ks) else None
+            if reg.relation is not None:
+                # at the end of input every window after the data is empty (a landmark's never is)
+                closed = k_next - 1 if threshold is not None or not D else None
+                chunk = self._relation_step(reg, position, chunk, closed)
+            if chunk is not None:
+                out.append(chunk)
         for key, store in self.stores.items():
             if not store.landmark:
                 store.drop_before(self._first_needed(key))
         finish = lambda name, cs, ws: self._count_chunk(self.queries[name], positions[name], cs, ws)  # noqa: E731
-        out += count_windows(self.count_stores, threshold, finish)
+        out += [c for c in count_windows(self.count_stores, threshold, finish) if c is not None]
         if self._config.check:
             self._check()
         return AggregateBatch([out])
@@ -363,19 +374,43 @@ class Aggregator:
         n = rows[w, grps]
         fpart = fparts[w, grps]
         ipart = iparts[w, grps]
-        starts, ends = _bounds(ks, reg.slide, reg.size)
-        return self._finish(reg, position, store, starts[w], ends[w], grps, n, fpart, ipart)
+        starts, ends = window_bounds(ks, reg.slide, reg.size)
+        chunk = self._finish(reg, position, store, starts[w], ends[w], grps, n, fpart, ipart)
+        if reg.relation is not None:
+            chunk.windows = ks[w]  # every row is kept: the relation step reads HAVING's verdicts
+        return chunk
+
+    def _relation_step(
+        self, reg: RegisteredAggregate, position: int, chunk: AggregateChunk | None, closed: int | None
+    ) -> AggregateChunk | None:
+        """An ISTREAM/DSTREAM query's rows from its windows' rows (``chunk``, every
+        group holding data; None: no window with data closed) up to window ``closed``."""
+        assert reg.relation is not None
+        aq = reg.query
+        shape = ChunkShape(aq.name, position, aq.group_by, [name for name, _ in aq.outputs])
+        bounds = lambda ks: window_bounds(ks, reg.slide, reg.size)  # noqa: E731
+        if chunk is None:
+            none = np.zeros(0, np.int64)
+            return reg.relation.time_windows(None, none, none.astype(bool), closed, bounds, shape)
+        assert chunk.windows is not None and chunk.passed is not None
+        return reg.relation.time_windows(chunk, chunk.windows, chunk.passed, closed, bounds, shape)
 
     def _count_chunk(
         self, reg: RegisteredAggregate, position: int, store: CountStore, windows: list[Window]
-    ) -> AggregateChunk:
+    ) -> AggregateChunk | None:
         """The rows of a query's complete count windows (batches of one group each), by window end."""
         starts, ends, n, fpart, ipart = (np.concatenate([w[k] for w in windows]) for k in (0, 1, 3, 4, 5))
         grps = np.concatenate([np.full(len(w[0]), w[2], np.int64) for w in windows])
         order = np.lexsort((grps, ends))  # stable: a group's windows keep their order
-        return self._finish(
+        chunk = self._finish(
             reg, position, store, starts[order], ends[order], grps[order], *(a[order] for a in (n, fpart, ipart))
         )
+        if reg.relation is None:
+            return chunk
+        assert chunk.passed is not None
+        aq = reg.query
+        shape = ChunkShape(aq.name, position, aq.group_by, [name for name, _ in aq.outputs])
+        return reg.relation.count_windows(chunk, chunk.passed, shape)
 
     def _finish(
         self,
@@ -390,7 +425,8 @@ class Aggregator:
         ipart: np.ndarray,
     ) -> AggregateChunk:
         """Rows (window bounds, group code, folded partials) finished: aggregates,
-        HAVING, outputs."""
+        HAVING, outputs. An ISTREAM/DSTREAM query's chunk keeps the rows HAVING fails,
+        marked in ``passed`` (its relation step needs them)."""
         aq = reg.query
         columns: dict[tuple[str, str | None], list[Any]] = {}
         for call in aq.calls:
@@ -406,20 +442,28 @@ class Aggregator:
         if aq.having is not None or not all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
             # row by row: HAVING and output expressions on exact numbers
             kept: list[int] = []
+            passed: list[bool] = []
             shown: list[list[Any]] = [[] for _ in names]
             for r, grp in enumerate(codes):
                 values = {key: column[r] for key, column in columns.items()}
                 group = dict(zip(aq.group_by, keys[grp], strict=True))
-                if aq.having is not None and not holds(aq.having, values, group):
+                ok = aq.having is None or holds(aq.having, values, group)
+                if not ok and reg.relation is None:
                     continue
                 kept.append(r)
+                passed.append(ok)
                 for k, (_, expr) in enumerate(aq.outputs):
                     shown[k].append(output_value(expr, values, group))
             pick = np.array(kept, np.int64)
             starts, ends, grps, value_columns = starts[pick], ends[pick], grps[pick], shown
+            verdicts = np.array(passed, bool)
         else:
             value_columns = self._plain_outputs(aq, columns, keys, codes)
-        return AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, value_columns)
+            verdicts = np.ones(len(codes), bool)
+        chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, value_columns)
+        if reg.relation is not None:
+            chunk.passed = verdicts
+        return chunk
 
     @staticmethod
     def _plain_outputs(
@@ -460,44 +504,20 @@ class Aggregator:
                 w = aq.window
                 size = "UNBOUNDED" if w.size is None else f"{float(w.size):g} s"
                 calls = ", ".join(c.text() for c in aq.calls)
-                lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}")
+                op = "" if aq.stream_op == "RSTREAM" else f" ({aq.stream_op}: changes since the previous window)"
+                lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}{op}")
         for key, cs in self.count_stores.items():
             stream, fid, group = key[:3]
             lines.append(
                 f"  count store {stream} / filter {fid} / group by ({', '.join(group) or '-'}): {cs.explain()}"
             )
             for name, (n, m) in cs.readers.items():
-                calls = ", ".join(c.text() for c in self.queries[name].query.calls)
-                lines.append(f"    {name}: ROWS {n} SLIDE {m} reads {calls}")
+                aq = self.queries[name].query
+                calls = ", ".join(c.text() for c in aq.calls)
+                op = f" ({aq.stream_op}: changes since the group's previous window)"
+                op = "" if aq.stream_op == "RSTREAM" else op
+                lines.append(f"    {name}: ROWS {n} SLIDE {m} reads {calls}{op}")
         return lines
-
-
-def _bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:
-    """Window ``k``'s ``(k*slide - size, k*slide]`` as correctly rounded doubles, for all
-    ``ks`` (landmark: start -inf): on int64 arrays when the numbers are whole and small
-    enough to be exact doubles, else by Python's correctly rounded int division."""
-    sn, sd = slide.numerator, slide.denominator
-    dn, dd = (0, 1) if size is None else (size.numerator, size.denominator)
-    top = int(np.abs(ks).max()) * sn * dd + abs(dn) * sd if len(ks) else 0
-    if sd == 1 and dd == 1 and top < 2**53:
-        end = ks * sn
-        ends = end.astype(np.float64)
-        starts = np.full(len(ks), -math.inf) if size is None else (end - dn).astype(np.float64)
-        return starts, ends
-    ends = np.array([_quotient(k * sn, sd) for k in ks.tolist()], np.float64)
-    if size is None:
-        return np.full(len(ks), -math.inf), ends
-    starts = np.array([_quotient(k * sn * dd - dn * sd, sd * dd) for k in ks.tolist()], np.float64)
-    return starts, ends
-
-
-def _quotient(a: int, b: int) -> float:
-    """``a / b`` correctly rounded; past the largest double, infinity (a window bound
-    beyond the doubles, as a timestamp near 1.8e308 on a coarse grid has)."""
-    try:
-        return a / b
-    except OverflowError:
-        return math.inf if (a > 0) == (b > 0) else -math.inf
 
 
 def _many(count: int) -> str:

@@ -8,7 +8,8 @@ A snapshot holds the aggregate queries as text (with their names, registration
 horizons, next windows and the stores they read), the shared filters (their keys,
 names and texts, so the restored private pipeline numbers them alike), each slice
 store and count store as its :meth:`state` (slices, partials, group keys, the rows of
-count windows not final yet) and the rows emitted but not yet taken, as columns. A
+count windows not final yet), an ISTREAM/DSTREAM query's relation at its last window
+(:meth:`Relation.state`) and the rows emitted but not yet taken, as columns. A
 restored aggregator emits exactly what the original would have from that point on.
 
 Restoring takes lists wherever tuples or arrays were written (a JSON round trip
@@ -27,6 +28,7 @@ import numpy as np
 
 from mqo.aggregation.aggregator import Aggregator, RegisteredAggregate
 from mqo.aggregation.counts import CountStore
+from mqo.aggregation.relations import Relation, relation_of
 from mqo.aggregation.results import AggregateBatch, AggregateChunk
 from mqo.aggregation.slices import SliceStore, plain
 from mqo.config import MatcherConfig
@@ -53,6 +55,9 @@ def aggregate_snapshot(aggregator: Aggregator, pending: AggregateBatch) -> dict[
                 "store": _store_key(reg.store_key),
                 "since": None if reg.since is None else str(reg.since),
                 "next_k": reg.next_k,
+                # ISTREAM/DSTREAM: the relation at the last window (absent: RSTREAM, or a
+                # snapshot from before these operators, which had none)
+                **({} if reg.relation is None else {"relation": reg.relation.state()}),
             }
             for name, reg in aggregator.queries.items()
         ],
@@ -91,7 +96,10 @@ def restore_aggregator(
         aq = dataclasses.replace(aq, name=name)
         since = None if q["since"] is None else Fraction(q["since"])
         next_k = None if q["next_k"] is None else int(q["next_k"])
-        aggregator.queries[name] = RegisteredAggregate(aq, _key_of(q["store"]), since, next_k)
+        relation = relation_of(aq.stream_op)
+        if relation is not None and "relation" in q:
+            relation = Relation.from_state(q["relation"])
+        aggregator.queries[name] = RegisteredAggregate(aq, _key_of(q["store"]), since, next_k, relation)
     aggregator.filters_made = int(data["filters_made"])
     aggregator.arrived = int(data["arrived"])
     aggregator.stores = {_key_of(s["key"]): SliceStore.from_state(s["state"]) for s in data["stores"]}

@@ -65,6 +65,10 @@ class AggregateChunk:
     codes: np.ndarray
     names: list[str]
     values: list[list[Any]]
+    # an ISTREAM/DSTREAM query's rows before its relation step (mqo.aggregation.relations):
+    # each row's window number (time windows) and whether it passes HAVING
+    windows: np.ndarray | None = None
+    passed: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ends)

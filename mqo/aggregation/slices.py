@@ -342,6 +342,34 @@ class SliceStore:
         return K.fold_windows(self.rows[:P, :G], self.fpart[:P, :G], self.ipart[:P, :G], block, los, his)
 
 
+def window_bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:
+    """Window ``k``'s ``(k*slide - size, k*slide]`` as correctly rounded doubles, for all
+    ``ks`` (landmark: start -inf): on int64 arrays when the numbers are whole and small
+    enough to be exact doubles, else by Python's correctly rounded int division."""
+    sn, sd = slide.numerator, slide.denominator
+    dn, dd = (0, 1) if size is None else (size.numerator, size.denominator)
+    top = int(np.abs(ks).max()) * sn * dd + abs(dn) * sd if len(ks) else 0
+    if sd == 1 and dd == 1 and top < 2**53:
+        end = ks * sn
+        ends = end.astype(np.float64)
+        starts = np.full(len(ks), -math.inf) if size is None else (end - dn).astype(np.float64)
+        return starts, ends
+    ends = np.array([quotient(k * sn, sd) for k in ks.tolist()], np.float64)
+    if size is None:
+        return np.full(len(ks), -math.inf), ends
+    starts = np.array([quotient(k * sn * dd - dn * sd, sd * dd) for k in ks.tolist()], np.float64)
+    return starts, ends
+
+
+def quotient(a: int, b: int) -> float:
+    """``a / b`` correctly rounded; past the largest double, infinity (a window bound
+    beyond the doubles, as a timestamp near 1.8e308 on a coarse grid has)."""
+    try:
+        return a / b
+    except OverflowError:
+        return math.inf if (a > 0) == (b > 0) else -math.inf
+
+
 def plain(value: Any) -> Any:
     """A value as plain Python (a numpy scalar as its Python number)."""
     return value.item() if isinstance(value, np.generic) else value

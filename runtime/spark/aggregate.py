@@ -29,8 +29,9 @@ nothing is combined across tasks and the rows are exact. Per stream:
   spans of width ``P`` (default four times the largest range), a task owns the windows
   that end in its span and gets the rows from ``d`` before it: a row goes to every span
   from its own to that of ``ts + d`` (replication ``1 + d / P``);
-* **one task** for the stream otherwise (a landmark window, or count windows without
-  a common group key, need the stream's whole history in order).
+* **one task** for the stream otherwise (a landmark window, count windows without
+  a common group key, or an ISTREAM/DSTREAM query without one, which compares each
+  window with the previous, need the stream's whole history in order).
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ def plan_stream(stream: str, queries: Sequence[AggregateQuery], span: float | No
         common &= set(q.group_by)
     if common:
         return StreamPlan(stream, texts, "key", key=sorted(common)[0])
-    if all(q.window.kind == "range" for q in queries):
+    # ISTREAM/DSTREAM compare each window with the one before, which a time span's
+    # first window does not hold whole: such streams go to one task (or by group key)
+    if all(q.window.kind == "range" and q.stream_op == "RSTREAM" for q in queries):
         reach = float(max(q.window.size for q in queries))  # type: ignore[type-var]
         width = float(span) if span is not None else DEFAULT_SPANS_PER_RANGE * reach
         if not (width > 0 and math.isfinite(width)):

@@ -1,8 +1,13 @@
 #!/bin/sh
-# Debian's chromium for the page's browser test (tests/http/test_page_browser.py,
-# marker "browser"), driven by Python's playwright. Does nothing when it is there.
+# What the test suite needs beyond Python, Java and PyPI, from Debian's packages:
+# chromium for the page's browser test (tests/http/test_page_browser.py, marker
+# "browser", driven by Python's playwright) and curl for the README's HTTP session.
+# Does nothing when both are there.
 set -eu
-if [ -x /usr/bin/chromium ]; then
+missing=""
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
+command -v curl > /dev/null 2>&1 || missing="$missing curl"
+if [ -z "$missing" ]; then
     exit 0
 fi
 SUDO=""
@@ -10,4 +15,5 @@ if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
 fi
 $SUDO apt-get update
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+# shellcheck disable=SC2086 # one word per package
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y $missing

@@ -14,9 +14,9 @@ import pytest
 from tests.conftest import EXAMPLES, REPO
 
 # Import names of the distributions pyproject.toml declares (where they differ).
-IMPORT_NAME = {"pytest-timeout": "pytest_timeout"}
+IMPORT_NAME = {"pytest-timeout": "pytest_timeout", "pytest-xdist": "xdist"}
 # Tools run as commands or pytest plugins, never imported by the project's code.
-TOOLS = {"pytest", "pytest-timeout", "ruff", "coverage", "hypothesis", "mypy"}
+TOOLS = {"pytest", "pytest-timeout", "pytest-xdist", "ruff", "coverage", "hypothesis", "mypy"}
 
 
 def _declared() -> dict[str, list[str]]:

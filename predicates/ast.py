@@ -206,6 +206,7 @@ class Query:
     source: Source = field(compare=False, repr=False)
     group_by: tuple[Expr, ...] = ()
     having: Condition | None = None
+    view_span: Span | None = None  # ``CREATE VIEW name AS``: the view's name (``name`` holds it)
 
     @property
     def is_aggregate(self) -> bool:

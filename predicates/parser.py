@@ -17,8 +17,9 @@ tables below and one recursive-descent parser reads them:
 
 Grammar (keywords case-insensitive, ``--`` comments)::
 
-    file      := { [header] query [';'] }          -- a query also ends at the next
-    header    := 'QUERY' 'ID' [':'] name            -- header or the next SELECT
+    file      := { [header | view] query [';'] }   -- a query also ends at the next
+    header    := 'QUERY' 'ID' [':'] name            -- header, CREATE VIEW or SELECT
+    view      := 'CREATE' 'VIEW' name 'AS'          -- a named query others read
     query     := 'SELECT' ('*' | item {',' item})
                  'FROM' stream [['AS'] alias] {',' stream [['AS'] alias]}
                  { 'WINDOW' cond | ('MAXWINDOW' | 'MAX' 'WINDOW') duration | 'WHERE' cond }
@@ -180,6 +181,9 @@ class _Parser(AggregateGrammar, DdlGrammar):
     def at_header(self) -> bool:
         return self.at_word("QUERY") and self.at_word("ID", 1)
 
+    def at_create_view(self) -> bool:
+        return self.at_word("CREATE") and self.at_word("VIEW", 1)
+
     def at_maxwindow(self) -> bool:
         return self.at_word("MAXWINDOW") or (self.at_word("MAX") and self.at_word("WINDOW", 1))
 
@@ -191,6 +195,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
             and tok.upper not in RESERVED
             and not self.at_maxwindow()
             and not self.at_header()
+            and not self.at_create_view()
             and not self.at_group_or_having()
         )
 
@@ -231,6 +236,21 @@ class _Parser(AggregateGrammar, DdlGrammar):
             name_span = tok.span
             self.pending_name = name
             self.advance()
+        view_span: Span | None = None
+        if self.at_create_view():
+            if name is not None:
+                raise self.error(
+                    "a view is named by CREATE VIEW, not by a 'Query ID:' header",
+                    self.peek().span,
+                    hint=f"drop the header 'Query ID: {name}'",
+                )
+            self.advance()
+            self.advance()
+            view = self.expect_name("a view name after CREATE VIEW")
+            name, name_span = view.text, view.span
+            self.pending_name = name
+            self.expect_word("AS", f"after CREATE VIEW {name}")
+            view_span = view.span
         tok = self.peek()
         if not self.at_word("SELECT"):
             if name is not None and tok.kind is T.EOF:
@@ -273,7 +293,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
         tok = self.peek()
         if tok.kind is T.PUNCT and tok.text == ";":
             self.advance()
-        elif not (tok.kind is T.EOF or self.at_header() or self.at_word("SELECT")):
+        elif not (tok.kind is T.EOF or self.at_header() or self.at_word("SELECT") or self.at_create_view()):
             raise self._end_of_query_error(tok)
         return Query(
             name=name,
@@ -287,6 +307,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
             source=self.source,
             group_by=clauses.get("GROUP", ()),  # type: ignore[arg-type]
             having=clauses.get("HAVING"),  # type: ignore[arg-type]
+            view_span=view_span,
         )
 
     def parse_group_by(self) -> tuple[Expr, ...]:

@@ -21,7 +21,6 @@ from mqo.emit import HeldResults
 from mqo.engine import ResultBlock
 from mqo.explain import explain_matcher
 from mqo.pipeline import Pipeline
-from mqo.views import derive
 from mqo.plan import CompiledPlan
 from mqo.prepare import PreparedBatch
 from mqo.registrations import NeverMatchesWarning, Registrations
@@ -31,6 +30,7 @@ from mqo.results import LateTuple, Match, TupleError
 from mqo.snapshot import load_snapshot, restored_config, take_snapshot
 from mqo.state import WindowState
 from mqo.stats import Counters
+from mqo.views import derive
 from predicates import Catalog
 from predicates.numbers import to_float
 

@@ -57,8 +57,8 @@ from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters
 from predicates import Kind
-from predicates.errors import did_you_mean
 from predicates.catalog import StreamSchema
+from predicates.errors import did_you_mean
 from predicates.numbers import decimal_of
 
 LATE_KEPT = 10_000

@@ -34,7 +34,6 @@ from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
 from mqo.registry import QueryRegistry, RegisteredRow
-from mqo.views import ViewGraph, check_emit, reads_of
 from mqo.table import (
     RowQueries,
     RowQuery,
@@ -44,6 +43,7 @@ from mqo.table import (
     parse_template,
     table_queries,
 )
+from mqo.views import ViewGraph, check_emit, reads_of
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate

@@ -66,12 +66,12 @@ def compile_view(query: Query, catalog: Catalog, name: str, order: ColumnOrder, 
     if catalog.get(name) is not None:
         kind = "view" if catalog.require(name).view else "stream"
         raise QueryError(f"a {kind} named {name} exists already", source, query.view_span)
-    for item in query.from_:
-        if item.stream.lower() == name.lower():
+    for read in query.from_:
+        if read.stream.lower() == name.lower():
             raise QueryError(
                 f"view {name} reads itself; a view reads streams and views registered before it (no cycle)",
                 source,
-                item.span,
+                read.span,
             )
     if query.select is None or any(item.star_of is not None for item in query.select):
         raise QueryError(

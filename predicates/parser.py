@@ -181,9 +181,6 @@ class _Parser(AggregateGrammar, DdlGrammar):
     def at_header(self) -> bool:
         return self.at_word("QUERY") and self.at_word("ID", 1)
 
-    def at_create_view(self) -> bool:
-        return self.at_word("CREATE") and self.at_word("VIEW", 1)
-
     def at_maxwindow(self) -> bool:
         return self.at_word("MAXWINDOW") or (self.at_word("MAX") and self.at_word("WINDOW", 1))
 
@@ -236,21 +233,9 @@ class _Parser(AggregateGrammar, DdlGrammar):
             name_span = tok.span
             self.pending_name = name
             self.advance()
-        view_span: Span | None = None
-        if self.at_create_view():
-            if name is not None:
-                raise self.error(
-                    "a view is named by CREATE VIEW, not by a 'Query ID:' header",
-                    self.peek().span,
-                    hint=f"drop the header 'Query ID: {name}'",
-                )
-            self.advance()
-            self.advance()
-            view = self.expect_name("a view name after CREATE VIEW")
-            name, name_span = view.text, view.span
-            self.pending_name = name
-            self.expect_word("AS", f"after CREATE VIEW {name}")
-            view_span = view.span
+        view_span = self.parse_view_head(name)
+        if view_span is not None:
+            name, name_span = self.source.text[view_span.start : view_span.end], view_span
         tok = self.peek()
         if not self.at_word("SELECT"):
             if name is not None and tok.kind is T.EOF:

@@ -145,13 +145,22 @@ def workloads(draw: Any) -> tuple[Graph, list[tuple[str, Any]], Fraction]:
         ops.append(
             ("push", (stream, float(ts), {"x": draw(st.sampled_from(VALUES_X)), "y": draw(st.sampled_from(VALUES_Y))}))
         )
-    late_readers = [q for q in g.readers if draw(st.booleans())]
-    for q in late_readers:  # registered mid-stream
-        ops.insert(draw(st.integers(0, len(ops))), ("register", q))
+    # the views from the k-th on are created mid-stream (at ``at``), and readers of them after
+    k = draw(st.integers(0, len(g.views)))
+    at = draw(st.integers(0, len(ops)))
+    late_views = g.views[k:]
+    if late_views:
+        ops.insert(at, ("views", late_views))
+    late_names = {v.name for v in late_views}
+    for q in g.readers:
+        needs_late = any(s in late_names for _, s in q.sources)
+        if needs_late or draw(st.booleans()):  # registered mid-stream
+            first = at + 1 if needs_late and late_views else 0
+            ops.insert(draw(st.integers(first, len(ops))), ("register", q))
     removed = [q for q in g.readers if draw(st.booleans())]
     for q in removed:
-        at = [i for i, op in enumerate(ops) if op == ("register", q)]
-        ops.insert(draw(st.integers(at[0] + 1 if at else 0, len(ops))), ("unregister", q.name))
+        where = [i for i, op in enumerate(ops) if op == ("register", q)]
+        ops.insert(draw(st.integers(where[0] + 1 if where else 0, len(ops))), ("unregister", q.name))
     return g, ops, lateness
 
 
@@ -169,10 +178,13 @@ def run(workload: Any, path: str) -> None:
     reference = ViewReference(SCHEMA, lateness)
     m = mqo.Matcher(SCHEMA.ddl(), allowed_lateness=float(lateness), late_sink=lambda t: None)
     early = [q for q in g.readers if ("register", q) not in ops]
-    texts = [v.to_text() for v in g.views] + [q.to_text() for q in early]
+    late_views = [v for kind, arg in ops if kind == "views" for v in arg]
+    early_views = [v for v in g.views if v not in late_views]
+    texts = [v.to_text() for v in early_views] + [q.to_text() for q in early]
     note("\n".join(texts))
-    m.register_queries(texts)
-    for v in g.views:
+    if texts:
+        m.register_queries(texts)
+    for v in early_views:
         reference.create_view(v)
     for q in early:
         reference.register(q)
@@ -203,7 +215,12 @@ def run(workload: Any, path: str) -> None:
                 got.extend(_engine_results(m.push(stream, ts, values)))
         else:
             flush_batch()
-            if kind == "register":
+            if kind == "views":  # created while tuples flow, in one call
+                note("mid-stream:\n" + "\n".join(v.to_text() for v in arg))
+                m.register_queries([v.to_text() for v in arg])
+                for v in arg:
+                    reference.create_view(v)
+            elif kind == "register":
                 reference.register(arg)
                 m.register_query(arg.to_text())
             else:

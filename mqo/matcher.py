@@ -127,6 +127,11 @@ class Matcher:
         self.registrations.remove(query_id)
 
     @property
+    def views(self) -> list[str]:
+        """The registered views' names, in registration order (each also a query id)."""
+        return [view.name for view in self.registrations.views]
+
+    @property
     def query_ids(self) -> list[str]:
         return self.registrations.ids()
 

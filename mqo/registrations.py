@@ -409,8 +409,9 @@ class Registrations:
             self._version += 1
             plan = self.plan = self._previous = compile_plan(self.registry, self._version)
         else:
+            if like.views:  # (the views' row ids and streams would be shared by matchers that diverge)
+                raise QueryError(f"a matcher with views cannot be shared (view {next(iter(like.views)).name})")
             self.registry = like.registry
-            self.views = like.views
             plan = like.compiled_whole()  # list numbers as a fresh compile's, as snapshots record
             like.frozen = self.frozen = True
             self.plan, self._version = plan, like._version

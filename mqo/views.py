@@ -25,7 +25,7 @@ before the next row moves the watermark), and why views need ``emit='arrival'`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,7 +58,7 @@ class ViewGraph:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.lower() in self.views
 
-    def __iter__(self) -> Iterable[ViewDefinition]:
+    def __iter__(self) -> Iterator[ViewDefinition]:
         return iter(list(self.views.values()))
 
     def get(self, name: str) -> ViewDefinition | None:

@@ -131,6 +131,10 @@ class Matcher:
         """The registered views' names, in registration order (each also a query id)."""
         return [view.name for view in self.registrations.views]
 
+    def view_readers(self, view: str) -> list[str]:
+        """The ids of the queries (match, aggregate and views) reading ``view``."""
+        return self.registrations.readers(view)
+
     @property
     def query_ids(self) -> list[str]:
         return self.registrations.ids()

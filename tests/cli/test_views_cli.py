@@ -93,3 +93,60 @@ def test_bad_output_view_and_spark_are_refused(tmp_path: Path) -> None:
     assert done.returncode != 0 and "--output-view takes VIEW=FILE" in done.stderr
     done = match("--engine", "spark", schema=schema, queries=queries, inputs=inputs)
     assert done.returncode != 0 and "does not run views yet (view pairs)" in done.stderr
+
+
+def test_serve_runs_views_across_a_restart(tmp_path: Path) -> None:
+    """``mqo serve --once`` twice (the second from the checkpoint): the views' stored
+    rows and ids carry over, and the results are the library's."""
+    schema = write(tmp_path / "s.ddl", DDL)
+    (tmp_path / "q").mkdir()
+    write(tmp_path / "q" / "views.mqo", QUERIES)
+    command = ["serve", "--schema", schema, "--queries", str(tmp_path / "q"), "--output", str(tmp_path / "out")]
+    command += ["--checkpoint", str(tmp_path / "ck"), "--once"]
+    for s in "BH":
+        (tmp_path / s).mkdir()
+        command += ["--input", f"{s}={tmp_path / s}"]
+    half = len(B_ROWS) // 2
+    for part, (b_rows, h_rows) in enumerate([(B_ROWS[:half], H_ROWS[:half]), (B_ROWS[half:], H_ROWS[half:])]):
+        write(tmp_path / "B" / f"{part}.csv", "ts,pressure\n" + "".join(f"{t},{p}\n" for t, p in b_rows))
+        write(tmp_path / "H" / f"{part}.csv", "ts,beatrate,vib\n" + "".join(f"{t},{r},{v}\n" for t, r, v in h_rows))
+        done = run_mqo(*command)
+        assert done.returncode == 0, done.stderr
+    got: Counter[Any] = Counter()
+    for path in sorted((tmp_path / "out").glob("results-*.jsonl")):
+        for line in strict_lines(path.read_text()):
+            if "window_end" not in line:  # serve never flushes: windows still open are not written
+                got[(line["query"], line["ts"], tuple(sorted(line["values"].items())))] += 1
+    want, _ = expected()
+    matches = Counter({k: n for k, n in want.items() if k[0] == "alarm"})
+    assert got == matches and got
+
+
+def test_serve_keeps_a_view_other_files_read(tmp_path: Path) -> None:
+    """Deleting the file of a view that another file's queries read reports an error
+    naming them and keeps the view; once they are gone, the view goes too."""
+    import io
+
+    from runtime.local.serve import LocalService
+
+    (tmp_path / "q").mkdir()
+    (tmp_path / "in").mkdir()
+    service = LocalService(
+        DDL,
+        {"B": str(tmp_path / "in")},
+        str(tmp_path / "q"),
+        str(tmp_path / "out"),
+        str(tmp_path / "ck"),
+        log=io.StringIO(),
+    )
+    write(tmp_path / "q" / "a_view.mqo", QUERIES.split("Query ID: alarm")[0])
+    write(tmp_path / "q" / "b_reader.mqo", "Query ID: r\nSELECT f.rate FROM fast f;\n")
+    assert service.step().registered == 3
+    (tmp_path / "q" / "a_view.mqo").unlink()
+    report = service.step()
+    assert report.query_errors == 1 and service.matcher.views == ["pairs", "fast"]
+    [error] = strict_lines((tmp_path / "out" / "query-errors-000002.jsonl").read_text())
+    assert "view fast is read by r" in error["error"]
+    (tmp_path / "q" / "b_reader.mqo").unlink()
+    service.step()
+    assert service.matcher.views == [] and service.matcher.query_ids == []

@@ -159,8 +159,10 @@ class Matcher:
         return text + ("\n\n" + views + "\n" if views else "")
 
     def value_types(self) -> dict[str, Any]:
-        """Arrow types of the SELECT values over the registered queries."""
-        return value_types(self.registry)
+        """Arrow types of the SELECT values over the registered queries (not views': a
+        view's results are not output)."""
+        views = self.registrations.views
+        return value_types([rq for rq in self.registry if rq.name not in views] if views else self.registry)
 
     @property
     def watermark(self) -> float:

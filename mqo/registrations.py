@@ -146,7 +146,17 @@ class Registrations:
         retention horizon now; a list gives one per match query)."""
         self._check_not_frozen()
         if type(instances) is not RowQueries and any(isinstance(q, ViewDefinition) for q in instances):
-            instances = self._add_views(instances)
+            views = [q for q in instances if isinstance(q, ViewDefinition)]
+            self._add_views(views)
+            try:  # all or nothing: an aggregate query refused now takes the views back
+                self._add([q.query if isinstance(q, ViewDefinition) else q for q in instances], since_ts)
+            except BaseException:
+                self._drop_views(views)
+                raise
+        else:
+            self._add(instances, since_ts)
+
+    def _add(self, instances: Sequence[Query], since_ts: Any) -> None:
         clock = self.pipeline.clock
         # one pass over the records to learn their kinds (at a million table rows, every
         # pass over them is mostly cache misses); a table's block holds only match queries
@@ -174,10 +184,8 @@ class Registrations:
         self.next_position += len(instances)
         self.plan = None
 
-    def _add_views(self, instances: Sequence[Query]) -> list[Query]:
-        """Declare the views among ``instances`` (their streams, after the declared
-        ones); the records with each view replaced by its query."""
-        views = [q for q in instances if isinstance(q, ViewDefinition)]
+    def _add_views(self, views: list[ViewDefinition]) -> None:
+        """Declare ``views`` (their streams, after the declared ones), all or none."""
         for view in views:
             check_emit(self.config.emit, view)
         added: list[ViewDefinition] = []
@@ -186,13 +194,17 @@ class Registrations:
                 self.catalog.add_view(view.schema)
                 self.views.add(view)
                 added.append(view)
-        except Exception:
-            for view in added:
-                self.catalog.remove_view(view.name)
-                self.views.remove(view.name)
+        except BaseException:
+            self._drop_views(added)
             raise
         self._streams_changed()
-        return [q.query if isinstance(q, ViewDefinition) else q for q in instances]
+
+    def _drop_views(self, views: list[ViewDefinition]) -> None:
+        for view in reversed(views):
+            if view.name in self.views:
+                self.catalog.remove_view(view.name)
+                self.views.remove(view.name)
+        self._streams_changed()
 
     def _streams_changed(self) -> None:
         """A view came or went: the next plan numbers the streams anew, compiled whole
@@ -211,15 +223,14 @@ class Registrations:
 
     def remove(self, query_id: str) -> None:
         self._check_not_frozen()
-        if query_id in self.views:
+        view = self.views.get(query_id)
+        if view is not None and view.name == query_id:  # (ids are case-sensitive, stream names not)
             readers = self.readers(query_id)
             if readers:
                 shown = ", ".join(readers[:10]) + (f" and {len(readers) - 10} more" if len(readers) > 10 else "")
                 raise QueryError(f"view {query_id} is read by {shown}; unregister those first", None, None)
-            self.registry.remove(self.views.get(query_id).name)  # type: ignore[union-attr]
-            self.catalog.remove_view(query_id)
-            self.views.remove(query_id)
-            self._streams_changed()
+            self.registry.remove(query_id)
+            self._drop_views([view])
             return
         if self.aggregator is not None and query_id in self.aggregator.queries:
             self.aggregator.unregister(query_id)

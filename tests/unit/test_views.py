@@ -56,6 +56,13 @@ def test_refusals_name_the_view() -> None:
         m.register_streams("REGISTER STREAM K (x FLOAT);")
     with pytest.raises(QueryError, match="view p2 is named by its CREATE VIEW"):
         m.register_query(PAIRS.replace("pairs", "p2", 1), query_id="other")
+    fresh = mqo.Matcher(DDL)  # all or nothing: an aggregate over the view refused as it is registered
+    feed(fresh, 2)
+    with pytest.raises(QueryError, match="must be registered before the first tuple"):
+        fresh.register_queries([PAIRS, "Query ID: all\nSELECT COUNT(*) FROM pairs [RANGE UNBOUNDED SLIDE 1];"])
+    assert fresh.views == [] and fresh.query_ids == [] and "pairs" not in fresh.catalog
+    fresh.register_queries([PAIRS, FAST])
+    assert feed(fresh, 20, start=2)
     ordered = mqo.Matcher(DDL, emit="ordered")
     with pytest.raises(QueryError, match="view pairs needs emit='arrival'"):
         ordered.register_queries([PAIRS, FAST])

@@ -132,7 +132,8 @@ def graphs(draw: Any) -> Graph:
 @st.composite
 def workloads(draw: Any) -> tuple[Graph, list[tuple[str, Any]], Fraction]:
     """A graph, and operations: tuples (with late ones when there is lateness),
-    registrations of readers mid-stream, and removals of readers."""
+    views and readers registered mid-stream, removals of readers and of views no
+    query reads."""
     g = draw(graphs())
     lateness = draw(st.sampled_from((Fraction(0), Fraction(3, 2))))
     n = draw(st.integers(4, 30))
@@ -161,6 +162,11 @@ def workloads(draw: Any) -> tuple[Graph, list[tuple[str, Any]], Fraction]:
     for q in removed:
         where = [i for i, op in enumerate(ops) if op == ("register", q)]
         ops.insert(draw(st.integers(where[0] + 1 if where else 0, len(ops))), ("unregister", q.name))
+    # a view no query reads may go while tuples flow (the streams after it are renumbered)
+    read = {s for q in [*g.readers, *(v.query for v in g.views)] for _, s in q.sources}
+    for view in [v for v in g.views if v.name not in read and draw(st.booleans())]:
+        where = [i for i, op in enumerate(ops) if op[0] == "views" and view in op[1]]
+        ops.insert(draw(st.integers(where[0] + 1 if where else 0, len(ops))), ("drop_view", view.name))
     return g, ops, lateness
 
 
@@ -223,6 +229,9 @@ def run(workload: Any, path: str) -> None:
             elif kind == "register":
                 reference.register(arg)
                 m.register_query(arg.to_text())
+            elif kind == "drop_view":
+                reference.drop_view(arg)
+                m.unregister_query(arg)
             else:
                 reference.unregister(arg)
                 m.unregister_query(arg)

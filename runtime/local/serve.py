@@ -284,13 +284,10 @@ class LocalService:
         present = {p.name: p for p in _visible(self.queries_dir) if p.suffix == ".mqo"}
         known = self.state.query_files
         deleted = sorted(set(known) - set(present))
-        while deleted:  # (a file's views go once the files reading them have gone)
-            free = [name for name in deleted if self._blocked(known[name].ids) is None]
-            for name in free:
+        while free := [name for name in deleted if self._blocked(known[name].ids) is None]:
+            for name in free:  # (a file's views go once the files reading them have gone)
                 report.unregistered += self._drop(known.pop(name).ids)
             deleted = [name for name in deleted if name not in free]
-            if not free:
-                break
         for name in deleted:  # a view other files' queries read: it stays, said in the step's errors
             errors.append({"file": name, "error": f"{name} was removed, but {self._blocked(known[name].ids)}"})
         for name, path in sorted(present.items()):
@@ -425,8 +422,8 @@ class LocalService:
         again (the tuples it brings older than the watermark then are late)."""
         waiting = {p.parent for p in self._settling.waiting}
         fed = {s.lower() for s, folder in self.inputs.items() if self.state.taken.get(s) or Path(folder) in waiting}
-        views = {view.lower() for view in self.matcher.views}  # (a view's time is its inputs': no clock to idle)
-        return [name for name in self.matcher.catalog.names() if name.lower() not in fed | views]
+        # (views are not declared streams: their time is their inputs', no clock to idle)
+        return [s.name for s in self.matcher.catalog.base_streams() if s.name.lower() not in fed]
 
     def idle_note(self) -> str:
         """For the start line: the streams idle from the start, and why."""

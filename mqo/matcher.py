@@ -26,10 +26,11 @@ from mqo.prepare import PreparedBatch
 from mqo.registrations import NeverMatchesWarning, Registrations
 from mqo.registry import QueryRegistry
 from mqo.reorder import AdaptivePolicy
-from mqo.results import LateTuple, Match
+from mqo.results import LateTuple, Match, TupleError
 from mqo.snapshot import load_snapshot, restored_config, take_snapshot
 from mqo.state import WindowState
 from mqo.stats import Counters
+from mqo.views import derive
 from predicates import Catalog
 from predicates.numbers import to_float
 
@@ -58,6 +59,8 @@ class Matcher:
         self.catalog = schema if isinstance(schema, Catalog) else Catalog.from_ddl(schema or "")
         self.pipeline = Pipeline(self.config, late_sink, now)
         self.registrations = Registrations(self.catalog, self.config, self.pipeline)
+        # sees every view row as (view, ts, id, values): what ``mqo match --output-view`` writes
+        self.view_sink: Callable[[str, float, int, dict[str, Any]], None] | None = None
 
     @property
     def clock(self) -> Clock:
@@ -124,6 +127,15 @@ class Matcher:
         self.registrations.remove(query_id)
 
     @property
+    def views(self) -> list[str]:
+        """The registered views' names, in registration order (each also a query id)."""
+        return [view.name for view in self.registrations.views]
+
+    def view_readers(self, view: str) -> list[str]:
+        """The ids of the queries (match, aggregate and views) reading ``view``."""
+        return self.registrations.readers(view)
+
+    @property
     def query_ids(self) -> list[str]:
         return self.registrations.ids()
 
@@ -142,11 +154,15 @@ class Matcher:
         """Predicate lists in covering order, who uses what, each query's bits, the
         evaluation order with its statistics, the aggregate queries' filters and slices."""
         whole = self.registrations.compiled_whole()  # list numbers as a fresh compile's
-        return explain_matcher(self.registry, whole, self.pipeline.order, self.policy, self.aggregator)
+        text = explain_matcher(self.registry, whole, self.pipeline.order, self.policy, self.aggregator)
+        views = self.registrations.views.explain(self.registrations.readers)
+        return text + ("\n\n" + views + "\n" if views else "")
 
     def value_types(self) -> dict[str, Any]:
-        """Arrow types of the SELECT values over the registered queries."""
-        return value_types(self.registry)
+        """Arrow types of the SELECT values over the registered queries (not views': a
+        view's results are not output)."""
+        views = self.registrations.views
+        return value_types([rq for rq in self.registry if rq.name not in views] if views else self.registry)
 
     @property
     def watermark(self) -> float:
@@ -190,8 +206,23 @@ class Matcher:
         return self._matches(self.pipeline.set_idle(self._stream(stream)))
 
     def _stream(self, stream: str) -> int:
-        self.ensure_plan()  # streams are numbered by the current plan
-        return self.pipeline.stream_number(stream)
+        plan = self.ensure_plan()  # streams are numbered by the current plan
+        number = self.pipeline.stream_number(stream)
+        if plan.streams[number].view:
+            raise TupleError(
+                f"{plan.streams[number].name} is a view: its rows come from its query, and its time from its inputs"
+            )
+        return number
+
+    def _derived(self, blocks: list[ResultBlock]) -> list[ResultBlock]:
+        """``blocks`` with the rows of the views they make fed in (:func:`mqo.views.derive`)."""
+        return derive(
+            self.registrations.views, self.ensure_plan(), self.pipeline, blocks, self._ingest_view, self.view_sink
+        )
+
+    def _ingest_view(self, view: str, ts: float, values: dict[str, Any], id: int) -> None:
+        if self.registrations.aggregating(view):  # a view row is never late (mqo.views)
+            self.registrations.ingest_row(view, ts, values, id)
 
     def _matches(self, blocks: list[ResultBlock], emit_aggregates: bool = True) -> list[Match]:
         if emit_aggregates:
@@ -209,6 +240,8 @@ class Matcher:
         blocks = self.pipeline.push(number, ts, values, id)
         if ingest:
             self.registrations.ingest_row(stream, ts, values, id)
+        if self.registrations.views:
+            return self._matches(self._derived(blocks), emit_aggregates=self.aggregator is not None)
         return self._matches(blocks, emit_aggregates=ingest)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
@@ -216,11 +249,19 @@ class Matcher:
         optional ``id``, the stream's columns) in row order, as if pushed one by one; the
         results as a :class:`~mqo.batch.MatchBatch` (``len``, ``to_arrow``, ``matches``)."""
         number = self._stream(stream)
-        if not self.registrations.aggregating(stream):
+        views = bool(self.registrations.views)
+        if not self.registrations.aggregating(stream) and not views:
             return self.pipeline.push_batch(number, batch)
-        # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
-        self.registrations.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
-        out = self.pipeline.push_batch(number, batch)
+        if self.registrations.aggregating(stream):
+            # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
+            self.registrations.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
+        if views:
+            # row by row: a row's view rows go in before the next row moves the watermark (mqo.views)
+            prepared = self.pipeline.prepare(number, batch)
+            blocks = [b for i in range(len(prepared)) for b in self._derived(self.pipeline.push_prepared(prepared, i))]
+            out = MatchBatch(self.ensure_plan(), blocks)
+        else:
+            out = self.pipeline.push_batch(number, batch)
         self.registrations.emit_aggregates(self.clock)
         return out
 
@@ -236,7 +277,10 @@ class Matcher:
         ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
         blocks) for each row visited (those late or that some query wants)."""
         self.ensure_plan()  # the pipeline runs on the current plan
-        return self.pipeline.replay(prepared, which, row_indexes)
+        replayed = self.pipeline.replay(prepared, which, row_indexes)
+        if not self.registrations.views:
+            return replayed
+        return ((j, self._derived(blocks)) for j, blocks in replayed)
 
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows not yet taken, one per (query, window, group) whose window the

@@ -57,6 +57,7 @@ from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters
 from predicates import Kind
+from predicates.catalog import StreamSchema
 from predicates.errors import did_you_mean
 from predicates.numbers import decimal_of
 
@@ -103,13 +104,21 @@ class Pipeline:
         width = config.bucket_width or auto_bucket_width(plan.retention_window, config.allowed_lateness)
         if self.state is None:
             self.state = WindowState(len(plan.streams), width)
-        real = plan.streams[: plan.n_real]  # ids and clocks are the declared streams'
+        real = plan.streams[: plan.n_real]  # ids are the declared streams' and the views'
+        renumbered = self.plan is not None and _names(self.plan.streams) != _names(plan.streams)
+        if renumbered:  # a view came or went: streams after it moved
+            assert self.plan is not None
+            self.state = _moved_state(self.state, self.plan, plan)
+            builders = dict(zip(_names(self.plan.streams[: self.plan.n_real]), self.row_builders, strict=False))
+            self.row_builders = [builders.get(schema.name) or self._builder(schema) for schema in real]
         if len(self.row_builders) != len(real):
-            self.row_builders = [RowBuilder(schema, config.missing == "null") for schema in real]
-        names = [schema.name for schema in real]
+            self.row_builders = [self._builder(schema) for schema in real]
+        # clocks are the declared streams' (they come before views): a view's time is its inputs'
+        clocked = [schema for schema in real if not schema.view]
+        names = [schema.name for schema in clocked]
         if self.clock.names != (names if config.time == "per-stream" else ["*"]) or not self.clock.declared:
             # streams are all declared before the first tuple, so the clock has no time yet
-            self.clock = clock_for(config, real, self.now)
+            self.clock = clock_for(config, clocked, self.now)
         self.state.configure(plan.indexed_positions, width)
         if self.plan is not None:
             self._fill_roles(self.plan, plan)
@@ -118,12 +127,15 @@ class Pipeline:
         self.plan = plan
         self.engine = Engine(plan, self.state, self.counters, check_qed=config.check)
         if config.static_order is None:
-            if self.policy is None or len(self.policy.streams) != len(plan.streams):
+            if self.policy is None or len(self.policy.streams) != len(plan.streams) or renumbered:
                 self.policy = AdaptivePolicy([s.name for s in plan.streams])
             self.policy.list_pass.clear()  # list numbers change with the plan
             self.engine.list_observer = self.policy.observe_list
         if config.check:
             self._check_plan(plan)
+
+    def _builder(self, schema: StreamSchema) -> RowBuilder:
+        return RowBuilder(schema, self.config.missing == "null")
 
     def _fill_roles(self, old: CompiledPlan, new: CompiledPlan) -> None:
         """A role that a query reads now and none did before starts with its stream's
@@ -196,6 +208,20 @@ class Pipeline:
         ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
         prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.per_stream(s, row_layout)), row)
         return self.push_prepared(prepared, 0)
+
+    def push_derived(self, s: int, ts: float, values: Mapping[str, Any], id: int) -> list[ResultBlock]:
+        """One row of the view numbered ``s``, made by its query from tuples just
+        matched: matched and stored as a tuple of its stream, without the clock (a
+        view's time is its inputs': the row's ts is at or after the watermark, see
+        :mod:`mqo.views`), so never late; the result blocks whose last tuple it is."""
+        plan = self.plan
+        assert plan is not None
+        row = self.row_builders[s].build(ts, values, id)
+        ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
+        prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.per_stream(s, row_layout)), row)
+        self.counters.tuples += 1
+        self.arrived += 1
+        return self._matched_row(prepared, 0, int(prepared.flags[0]))
 
     def _attributes(
         self, s: int, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any], pushed: tuple[Any, ...] | None = None
@@ -532,6 +558,23 @@ def _renumbered(state: Mapping[str, Any], names: list[str] | None, plan: Compile
         for s, name in enumerate(wanted)
     ]
     return {**state, "streams": streams}, True
+
+
+def _names(streams: Any) -> list[str]:
+    return [schema.name for schema in streams]
+
+
+def _moved_state(state: WindowState, old: CompiledPlan, new: CompiledPlan) -> WindowState:
+    """The stored tuples of ``old``'s streams under ``new``'s numbers (by name; a
+    stream ``new`` lacks, a view removed, lets its tuples go)."""
+    number = {schema.name: s for s, schema in enumerate(new.streams)}
+    moved = WindowState(len(new.streams), state.width)
+    for s, schema in enumerate(old.streams):
+        to = number.get(schema.name)
+        if to is not None:
+            for t in state.streams[s].buckets:
+                moved.insert(StoredTuple(to, t.seq, t.row))
+    return moved
 
 
 def _late_data(late: LateTuple) -> dict[str, Any]:

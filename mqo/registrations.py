@@ -43,15 +43,18 @@ from mqo.table import (
     parse_template,
     table_queries,
 )
+from mqo.views import ViewGraph, check_emit, reads_of
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
 from predicates.records import CompiledQuery
+from predicates.templates import FastCompiler
+from predicates.views import ViewDefinition
 
 if TYPE_CHECKING:
     from mqo.pipeline import Pipeline
 
-Query = CompiledQuery | AggregateQuery
+Query = CompiledQuery | AggregateQuery | ViewDefinition
 
 
 class NeverMatchesWarning(UserWarning):
@@ -70,6 +73,7 @@ class Registrations:
         self.registry = QueryRegistry(catalog, config.max_disjuncts)
         self.aggregator: Aggregator | None = None
         self.emitted = AggregateBatch()  # aggregate rows emitted and not yet taken
+        self.views = ViewGraph()  # views: match queries whose results are streams (mqo.views)
         self.next_position = 1
         self.frozen = False  # shares its queries with another matcher (restore(like=))
         # the plan compiled from the registrations as they are; None after a change
@@ -141,6 +145,18 @@ class Registrations:
         """Register compiled queries, seeing tuples from ``since_ts`` (default: the
         retention horizon now; a list gives one per match query)."""
         self._check_not_frozen()
+        if type(instances) is not RowQueries and any(isinstance(q, ViewDefinition) for q in instances):
+            views = [q for q in instances if isinstance(q, ViewDefinition)]
+            self._add_views(views)
+            try:  # all or nothing: an aggregate query refused now takes the views back
+                self._add([q.query if isinstance(q, ViewDefinition) else q for q in instances], since_ts)
+            except BaseException:
+                self._drop_views(views)
+                raise
+        else:
+            self._add(instances, since_ts)
+
+    def _add(self, instances: Sequence[Query], since_ts: Any) -> None:
         clock = self.pipeline.clock
         # one pass over the records to learn their kinds (at a million table rows, every
         # pass over them is mostly cache misses); a table's block holds only match queries
@@ -168,8 +184,54 @@ class Registrations:
         self.next_position += len(instances)
         self.plan = None
 
+    def _add_views(self, views: list[ViewDefinition]) -> None:
+        """Declare ``views`` (their streams, after the declared ones), all or none."""
+        for view in views:
+            check_emit(self.config.emit, view)
+        added: list[ViewDefinition] = []
+        try:
+            for view in views:
+                self.catalog.add_view(view.schema)
+                self.views.add(view)
+                added.append(view)
+        except BaseException:
+            self._drop_views(added)
+            raise
+        self._streams_changed()
+
+    def _drop_views(self, views: list[ViewDefinition]) -> None:
+        for view in reversed(views):
+            if view.name in self.views:
+                self.catalog.remove_view(view.name)
+                self.views.remove(view.name)
+        self._streams_changed()
+
+    def _streams_changed(self) -> None:
+        """A view came or went: the next plan numbers the streams anew, compiled whole
+        (the pipeline moves the stored tuples by name), and the fast compiler forgets
+        what it bound against the catalog."""
+        self.registry.compiler = FastCompiler(self.catalog, self.config.max_disjuncts)
+        self.plan = self._previous = None
+
+    def readers(self, name: str) -> list[str]:
+        """The ids of the queries (match, aggregate and view queries) reading stream or view ``name``."""
+        lowered = name.lower()
+        out = [rq.name for rq in self.registry if lowered in reads_of(rq.streams)]
+        if self.aggregator is not None:
+            out += [q for q, rec in self.aggregator.queries.items() if rec.query.stream.lower() == lowered]
+        return out
+
     def remove(self, query_id: str) -> None:
         self._check_not_frozen()
+        view = self.views.get(query_id)
+        if view is not None and view.name == query_id:  # (ids are case-sensitive, stream names not)
+            readers = self.readers(query_id)
+            if readers:
+                shown = ", ".join(readers[:10]) + (f" and {len(readers) - 10} more" if len(readers) > 10 else "")
+                raise QueryError(f"view {query_id} is read by {shown}; unregister those first", None, None)
+            self.registry.remove(query_id)
+            self._drop_views([view])
+            return
         if self.aggregator is not None and query_id in self.aggregator.queries:
             self.aggregator.unregister(query_id)
             return
@@ -193,7 +255,7 @@ class Registrations:
 
     def register_streams(self, ddl: str, source_name: str) -> list[str]:
         """Declare streams from DDL; their names. The next plan is compiled whole."""
-        if len(self.registry):
+        if len(self.registry) or self.views:
             raise QueryError("streams must be declared before queries are registered", None, None)
         if self.pipeline.seq:
             raise QueryError("streams must be declared before tuples are pushed", None, None)
@@ -273,6 +335,8 @@ class Registrations:
         """The queries' part of a matcher snapshot (``queries=False``: all but the
         match queries, which a matcher restored ``like=`` another shares)."""
         data: dict[str, Any] = {"next_position": self.next_position}
+        if self.views:
+            data["view_ids"] = self.views.snapshot()  # the ids the views' rows take next
         if self.aggregator is not None:  # with its queries either way: no other matcher shares them
             data["aggregates"] = aggregate_snapshot(self.aggregator, self.emitted)
         if queries:
@@ -317,7 +381,8 @@ class Registrations:
                     continue
             else:
                 close_run()
-            texts.append((rq.name, rq.text, _since_text(rq.since_ts)))
+            view = self.views.get(rq.name)
+            texts.append((rq.name, rq.text if view is None else view.text, _since_text(rq.since_ts)))
         close_run()
         return texts, tables
 
@@ -355,11 +420,14 @@ class Registrations:
             self._version += 1
             plan = self.plan = self._previous = compile_plan(self.registry, self._version)
         else:
+            if like.views:  # (the views' row ids and streams would be shared by matchers that diverge)
+                raise QueryError(f"a matcher with views cannot be shared (view {next(iter(like.views)).name})")
             self.registry = like.registry
             plan = like.compiled_whole()  # list numbers as a fresh compile's, as snapshots record
             like.frozen = self.frozen = True
             self.plan, self._version = plan, like._version
         self.next_position = snapshot.get("next_position", like.next_position if like is not None else 1)
+        self.views.load(snapshot.get("view_ids", {}))
         if "aggregates" in snapshot:
             compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>", check_names=False)  # noqa: E731
             self.aggregator, self.emitted = restore_aggregator(

@@ -210,6 +210,7 @@ class Query:
     # when not written; only aggregate queries take one
     stream_op: str | None = None
     stream_op_span: Span | None = None
+    view_span: Span | None = None  # ``CREATE VIEW name AS``: the view's name (``name`` holds it)
 
     @property
     def is_aggregate(self) -> bool:

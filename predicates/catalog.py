@@ -34,6 +34,7 @@ class StreamSchema:
     name: str
     columns: tuple[Column, ...]
     lateness: float | None = None  # ALLOWED LATENESS in seconds, when declared
+    view: bool = False  # a view's stream (CREATE VIEW): its rows come from its query
     _by_lower: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +105,27 @@ class Catalog:
     def get(self, name: str) -> StreamSchema | None:
         return self._streams.get(name.lower())
 
+    def with_view(self, schema: StreamSchema) -> Catalog:
+        """A copy with a view's stream added after the others (what the queries after a
+        ``CREATE VIEW`` of one text are bound against)."""
+        return Catalog([*self, schema])
+
+    def add_view(self, schema: StreamSchema) -> None:
+        """Declare a view's stream (after every declared one: streams keep their order)."""
+        if schema.name.lower() in self._streams:
+            raise QueryError(f"{schema.name} is already declared as a stream or view")
+        self._add(schema)
+
+    def remove_view(self, name: str) -> None:
+        schema = self._streams.get(name.lower())
+        if schema is None or not schema.view:
+            raise KeyError(name)
+        del self._streams[name.lower()]
+
+    def base_streams(self) -> list[StreamSchema]:
+        """The declared streams, without views' streams."""
+        return [s for s in self if not s.view]
+
     def require(self, name: str, source: Source | None = None, span: Span | None = None) -> StreamSchema:
         schema = self.get(name)
         if schema is None:
@@ -136,7 +158,8 @@ class Catalog:
         raise KeyError(name)
 
     def ddl(self) -> str:
-        return "\n".join(s.ddl() for s in self)
+        """The declared streams as DDL (views' streams come with their queries)."""
+        return "\n".join(s.ddl() for s in self.base_streams())
 
 
 def _schema_of(decl: StreamDecl) -> StreamSchema:
@@ -198,4 +221,4 @@ def split_role(name: str) -> tuple[str, int]:
 
 def role_schema(schema: StreamSchema, k: int) -> StreamSchema:
     """The schema of role ``k`` of a stream: its columns under the role's name."""
-    return schema if k == 1 else StreamSchema(role_name(schema.name, k), schema.columns, schema.lateness)
+    return schema if k == 1 else StreamSchema(role_name(schema.name, k), schema.columns, schema.lateness, schema.view)

@@ -6,6 +6,7 @@ aggregate grammar is::
     ddl       := { ('REGISTER' | 'CREATE') 'STREAM' name '(' coldef {',' coldef} ')'
                    ['ALLOWED' 'LATENESS' duration] [';'] }
     coldef    := name type ['(' number ')']
+    view      := 'CREATE' 'VIEW' name 'AS'   -- before a query's SELECT (predicates.views)
 """
 
 from __future__ import annotations
@@ -47,6 +48,27 @@ class DdlGrammar:
     expect_name: Any
     parse_duration: Any
     reserved: frozenset[str]  # words of the query language, no column's name
+    pending_name: str | None
+
+    def at_create_view(self) -> bool:
+        return bool(self.at_word("CREATE") and self.at_word("VIEW", 1))
+
+    def parse_view_head(self, header: str | None) -> Span | None:
+        """``CREATE VIEW name AS`` before a query (the span of the name), or None."""
+        if not self.at_create_view():
+            return None
+        if header is not None:
+            raise self.error(
+                "a view is named by CREATE VIEW, not by a 'Query ID:' header",
+                self.peek().span,
+                hint=f"drop the header 'Query ID: {header}'",
+            )
+        self.advance()
+        self.advance()
+        view = self.expect_name("a view name after CREATE VIEW")
+        self.pending_name = view.text
+        self.expect_word("AS", f"after CREATE VIEW {view.text}")
+        return view.span  # type: ignore[no-any-return]
 
     def parse_ddl(self) -> list[StreamDecl]:
         decls: list[StreamDecl] = []

@@ -25,8 +25,9 @@ from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.parser import parse_queries
 from predicates.records import CompiledQuery
 from predicates.templates import FastCompiler
+from predicates.views import ViewDefinition, mentions_view
 
-Record = CompiledQuery | AggregateQuery
+Record = CompiledQuery | AggregateQuery | ViewDefinition
 
 # what only aggregate queries have (a window in FROM, GROUP BY, HAVING, an aggregate)
 _LOOKS_AGGREGATE = re.compile(
@@ -69,6 +70,15 @@ def compile(
     """Every query of ``text`` as a record, all or nothing; queries without a ``Query
     ID`` header are named by their position from ``first_position``; ``taken``: names
     already used (a query named so is an error)."""
+    if mentions_view(text):  # (views are few: their texts skip the caches)
+        return front_end(
+            text,
+            catalog,
+            source_name=source_name,
+            first_position=first_position,
+            taken=taken,
+            max_disjuncts=max_disjuncts,
+        )
     compiler = _compiler_for(catalog, max_disjuncts, compiler)
     flat = compiler.flat.compile(text, first_position)
     if flat is not None and flat.name not in taken:
@@ -110,7 +120,7 @@ def compile_many(
     compiler = _compiler_for(catalog, max_disjuncts, compiler)
     out: list[Record] = []
     for k, text in enumerate(texts):
-        out += compile(
+        records = compile(
             text,
             catalog,
             source_name=source_name if len(texts) == 1 else f"{source_name}[{k}]",
@@ -119,6 +129,11 @@ def compile_many(
             max_disjuncts=max_disjuncts,
             compiler=compiler,
         )
+        out += records
+        for record in records:  # the texts after a view read it as a stream
+            if isinstance(record, ViewDefinition):
+                catalog = catalog.with_view(record.schema)
+                compiler = FastCompiler(catalog, max_disjuncts)
     return out
 
 

@@ -18,6 +18,7 @@ from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnKey, ColumnOrder, 
 from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, from_normalized
 from predicates.semantic import bind
+from predicates.views import ViewDefinition, compile_view
 
 
 def column_order(catalog: Catalog) -> ColumnOrder:
@@ -98,17 +99,24 @@ def front_end(
     first_position: int = 1,
     taken: Container[str] = (),
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
-) -> list[CompiledQuery | AggregateQuery]:
-    """Every query of ``text`` as the record :func:`predicates.compile` gives, of both
-    kinds, with no cache (all or nothing; errors carry their position in ``text``)."""
+) -> list[CompiledQuery | AggregateQuery | ViewDefinition]:
+    """Every query of ``text`` as the record :func:`predicates.compile` gives, of all
+    kinds, with no cache (all or nothing; errors carry their position in ``text``). The
+    queries after a ``CREATE VIEW`` read the view as a stream."""
     queries, names = _parsed(text, source_name, first_position, taken)
     order = column_order(catalog)
-    return [
-        compile_aggregate(q, catalog, name, order, max_disjuncts)
-        if q.is_aggregate
-        else from_normalized(normalize(bind(q, catalog, name), order, max_disjuncts))
-        for q, name in zip(queries, names, strict=True)
-    ]
+    out: list[CompiledQuery | AggregateQuery | ViewDefinition] = []
+    for q, name in zip(queries, names, strict=True):
+        if q.view_span is not None:
+            view = compile_view(q, catalog, name, order, max_disjuncts)
+            out.append(view)
+            catalog = catalog.with_view(view.schema)
+            order = column_order(catalog)
+        elif q.is_aggregate:
+            out.append(compile_aggregate(q, catalog, name, order, max_disjuncts))
+        else:
+            out.append(from_normalized(normalize(bind(q, catalog, name), order, max_disjuncts)))
+    return out
 
 
 def _parsed(text: str, source_name: str, first_position: int, taken: Container[str]) -> tuple[list[Query], list[str]]:

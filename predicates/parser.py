@@ -1,24 +1,21 @@
 """Parser of the query language and the DDL (README, "The query language").
 
-Why a hand-written parser: the grammar is small (five clauses, one expression
-language, one DDL statement), errors must point at an exact column with a message
-written for this language ("a missing AND between two comparisons?"), and the
-normalizer needs exact number literals. A parsing library would add a dependency and
-a second grammar notation while giving worse messages. So the grammar lives in the
-tables below and one recursive-descent parser reads them:
+Hand-written because the grammar is small, errors must point at an exact column with a
+message written for this language ("a missing AND between two comparisons?") and the
+normalizer needs exact literals; a parsing library would add a dependency and a second
+grammar notation for worse messages. The grammar lives in these tables:
 
 * ``COMPARISON_OPERATORS`` - every accepted spelling of a comparison, thesis ones too;
-* ``INFIX`` - binding powers of the infix operators (a Pratt parser: conditions and
-  arithmetic are one operator-precedence grammar, so ``(B.x + 1) > 5`` and
-  ``(B.x > 5 OR B.y < 2)`` need no look-ahead);
+* ``INFIX`` - binding powers of the infix operators (Pratt: conditions and arithmetic are
+  one precedence grammar, so ``(B.x + 1) > 5`` and ``(B.x > 5 OR B.y < 2)`` need no look-ahead);
 * ``CLAUSES`` - the clauses after FROM, each allowed once, in any order;
-* ``DURATION_UNITS`` - the words of durations (``TYPE_NAMES``, the DDL's types, are in
-  :mod:`predicates.ddl_grammar`).
+* ``DURATION_UNITS`` - the words of durations (the DDL's are in :mod:`predicates.ddl_grammar`).
 
 Grammar (keywords case-insensitive, ``--`` comments)::
 
-    file      := { [header] query [';'] }          -- a query also ends at the next
-    header    := 'QUERY' 'ID' [':'] name            -- header or the next SELECT
+    file      := { [header | view] query [';'] }   -- a query also ends at the next
+    header    := 'QUERY' 'ID' [':'] name            -- header, CREATE VIEW or SELECT
+    view      := 'CREATE' 'VIEW' name 'AS'          -- a named query others read
     query     := 'SELECT' [stream_op] ('*' | item {',' item})
                  'FROM' stream [['AS'] alias] {',' stream [['AS'] alias]}
                  { 'WINDOW' cond | ('MAXWINDOW' | 'MAX' 'WINDOW') duration | 'WHERE' cond }
@@ -192,6 +189,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
             and tok.upper not in RESERVED
             and not self.at_maxwindow()
             and not self.at_header()
+            and not self.at_create_view()
             and not self.at_group_or_having()
         )
 
@@ -232,6 +230,9 @@ class _Parser(AggregateGrammar, DdlGrammar):
             name_span = tok.span
             self.pending_name = name
             self.advance()
+        view_span = self.parse_view_head(name)
+        if view_span is not None:
+            name, name_span = self.source.text[view_span.start : view_span.end], view_span
         tok = self.peek()
         if not self.at_word("SELECT"):
             if name is not None and tok.kind is T.EOF:
@@ -275,7 +276,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
         tok = self.peek()
         if tok.kind is T.PUNCT and tok.text == ";":
             self.advance()
-        elif not (tok.kind is T.EOF or self.at_header() or self.at_word("SELECT")):
+        elif not (tok.kind is T.EOF or self.at_header() or self.at_word("SELECT") or self.at_create_view()):
             raise self._end_of_query_error(tok)
         return Query(
             name=name,
@@ -291,6 +292,7 @@ class _Parser(AggregateGrammar, DdlGrammar):
             having=clauses.get("HAVING"),  # type: ignore[arg-type]
             stream_op=None if stream_op is None else stream_op.upper,
             stream_op_span=None if stream_op is None else stream_op.span,
+            view_span=view_span,
         )
 
     def parse_group_by(self) -> tuple[Expr, ...]:

@@ -44,6 +44,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_views(options: list[str], views: list[str]) -> dict[str, str]:
+    """``--output-view VIEW=FILE`` options as {view: file}, each naming a registered view."""
+    out: dict[str, str] = {}
+    known = {name.lower(): name for name in views}
+    for option in options:
+        name, sep, path = option.partition("=")
+        if not sep or not name or not path:
+            raise CliError(f"--output-view takes VIEW=FILE, got {option!r}")
+        if name.lower() not in known:
+            listed = ", ".join(views) if views else "none is registered"
+            raise CliError(f"--output-view {name}: no view {name} among the queries (views: {listed})")
+        out[known[name.lower()]] = path
+    return out
+
+
 def cmd_match(args: argparse.Namespace) -> int:
     from runtime.io.inputs import InputSpec
     from runtime.io.writers import guess_format
@@ -83,7 +98,10 @@ def cmd_match(args: argparse.Namespace) -> int:
         print(f"mqo match: plan compiled in {time.perf_counter() - registered:.1f} s", file=sys.stderr, flush=True)
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
+    output_views = _output_views(args.output_view or [], matcher.views)
     if args.engine == "spark":
+        if matcher.views:
+            raise CliError(f"--engine spark does not run views yet (view {matcher.views[0]}); use --engine local")
         require(["pyspark", "pandas"], "--engine spark")
         from runtime.spark.cli import run_spark_match
 
@@ -99,6 +117,7 @@ def cmd_match(args: argparse.Namespace) -> int:
             late_path=args.late,
             progress=args.progress,
             aggregates_path=args.aggregates,
+            output_views=output_views,
         )
     if not args.quiet:
         for line in summary.lines():
@@ -397,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="aggregate rows with --format csv or parquet (default: OUTPUT.aggregates.csv/.parquet; "
         "JSON lines hold them in the output)",
+    )
+    match.add_argument(
+        "--output-view",
+        action="append",
+        metavar="VIEW=FILE",
+        help="write a view's rows to FILE for inspection (JSON lines: view, ts, id, values; repeat for each view)",
     )
     match.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     match.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")

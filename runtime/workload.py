@@ -75,7 +75,7 @@ def workload_warnings(matcher: Matcher, queries_path: str, input_streams: Sequen
         return [f"{queries_path} holds no queries; nothing can match"]
     if input_streams is None:
         return []
-    given = {s.lower() for s in input_streams}
+    given = {s.lower() for s in input_streams} | {view.lower() for view in matcher.views}  # views: from queries
     starved: dict[str, list[str]] = {}
     for rq in queries:
         for stream in dict.fromkeys(rq.streams):

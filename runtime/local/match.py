@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -175,10 +175,12 @@ def run_match(
     late_path: str | None = None,
     progress: bool | None = None,
     aggregates_path: str | None = None,
+    output_views: Mapping[str, str] | None = None,
 ) -> Summary:
     """``aggregates_path``: where aggregate rows go with CSV or Parquet (a file of
     their own, :mod:`runtime.io.aggregate_writers`; default beside the output); JSON lines hold
-    them in the output."""
+    them in the output. ``output_views``: {view: file} of views whose rows are written
+    (JSON lines, as made) for inspection."""
     started = time.perf_counter()
     late_path, rejects_path = side_paths(output, late_path, rejects_path)
     named = [("the output", output, False), ("the late-tuple file", late_path, True)]
@@ -187,6 +189,8 @@ def run_match(
     if separate:
         aggregates_path = aggregate_writers.aggregates_path(output, fmt, aggregates_path)
         named.append(("the aggregate file", aggregates_path, False))
+    views = dict(output_views or {})
+    named += [(f"the rows of view {view}", path, True) for view, path in views.items()]
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     summary = Summary(output=output, aggregates_path=aggregates_path if separate else None)
     with (
@@ -198,7 +202,18 @@ def run_match(
         ) as aggregate_writer,
         LinesFile(late_path, "the late-tuple file") as late_file,
         LinesFile(rejects_path, "the reject file") as rejects_file,
+        ExitStack() as view_files,
     ):
+        if views:
+            files = {
+                view.lower(): view_files.enter_context(LinesFile(path, f"the rows of view {view}"))
+                for view, path in views.items()
+            }
+            matcher.view_sink = lambda view, ts, id, values: (
+                files[view.lower()].write([{"view": view, "ts": ts, "id": id, "values": values}])
+                if view.lower() in files
+                else None
+            )
         try:
             data = read_inputs(inputs, matcher.ensure_plan().catalog, on_bad_row)
         except KeyboardInterrupt as err:  # nothing matched yet: the outputs close empty
@@ -266,7 +281,9 @@ def match_all(
         # the watermark back (no purge, a window state growing with the whole input)
         # until the idle timeout. It is idle from the start.
         fed = {d.stream.lower() for d in data}
-        idle = [name for name in plan.catalog.names() if name.lower() not in fed] if end_of_input else []
+        # (a view's time is its inputs': it has no clock to idle)
+        declared = [schema.name for schema in plan.catalog.base_streams()]
+        idle = [name for name in declared if name.lower() not in fed] if end_of_input else []
     for name in idle:
         released = matcher.set_idle(name)  # results held for ordered emission that time has freed
         if released:

@@ -283,8 +283,13 @@ class LocalService:
         errors: list[dict[str, Any]] = []
         present = {p.name: p for p in _visible(self.queries_dir) if p.suffix == ".mqo"}
         known = self.state.query_files
-        for name in sorted(set(known) - set(present)):  # deleted files
-            report.unregistered += self._drop(known.pop(name).ids)
+        deleted = sorted(set(known) - set(present))
+        while free := [name for name in deleted if self._blocked(known[name].ids) is None]:
+            for name in free:  # (a file's views go once the files reading them have gone)
+                report.unregistered += self._drop(known.pop(name).ids)
+            deleted = [name for name in deleted if name not in free]
+        for name in deleted:  # a view other files' queries read: it stays, said in the step's errors
+            errors.append({"file": name, "error": f"{name} was removed, but {self._blocked(known[name].ids)}"})
         for name, path in sorted(present.items()):
             sig = signature(path)
             if sig is None or not self._settling.ready(path, sig):
@@ -295,6 +300,12 @@ class LocalService:
                 continue
             old = known.pop(name, None)
             commands = _unregister_commands(text)
+            blocked = self._blocked(commands if commands is not None else old.ids if old is not None else [])
+            if blocked is not None:  # the file is taken again once those readers are gone
+                errors.append({"file": str(path), "error": f"{path}: {blocked}"})
+                if old is not None:
+                    known[name] = old
+                continue
             if commands is not None:
                 missing = [q for q in commands if q not in self.matcher.query_ids]
                 if missing:
@@ -322,9 +333,19 @@ class LocalService:
             known[name] = QueryFile(digest, ids, text)
         return errors
 
+    def _blocked(self, ids: Sequence[str]) -> str | None:
+        """Why ``ids`` cannot all go: a view among them that queries not among them read."""
+        going = set(ids)
+        for view in self.matcher.views:
+            if view in going:
+                others = [q for q in self.matcher.view_readers(view) if q not in going]
+                if others:
+                    return f"view {view} is read by {', '.join(others)}; it stays until they are unregistered"
+        return None
+
     def _drop(self, ids: Sequence[str]) -> int:
         dropped = 0
-        for q in ids:
+        for q in reversed(ids):  # readers of a view before the view (a file defines it before them)
             if q in self.matcher.query_ids:
                 self.matcher.unregister_query(q)
                 dropped += 1
@@ -401,7 +422,8 @@ class LocalService:
         again (the tuples it brings older than the watermark then are late)."""
         waiting = {p.parent for p in self._settling.waiting}
         fed = {s.lower() for s, folder in self.inputs.items() if self.state.taken.get(s) or Path(folder) in waiting}
-        return [name for name in self.matcher.catalog.names() if name.lower() not in fed]
+        # (views are not declared streams: their time is their inputs', no clock to idle)
+        return [s.name for s in self.matcher.catalog.base_streams() if s.name.lower() not in fed]
 
     def idle_note(self) -> str:
         """For the start line: the streams idle from the start, and why."""

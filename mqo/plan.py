@@ -450,6 +450,17 @@ class CompiledPlan:
             made = self._per_stream[key] = make(self, stream)
         return made
 
+    def build_tables(self) -> None:
+        """Build now what the first tuple of each stream would otherwise build: every
+        list's search arrays and each stream's kernel tables (after a bulk registration,
+        so the first event costs one batch, not a table build)."""
+        for kind_lists in self.lists.values():
+            for lst in kind_lists:
+                _ = lst.covering
+        for stream, lists in enumerate(self.attr_lists):
+            if lists:
+                self.kill_bitsets(stream)
+
     def kill_bitsets(self, stream: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> KillBitsets:
         """The batch kernels' tables for one stream's attribute lists (an updated plan
         extends its base plan's tables with its own lists')."""

@@ -108,46 +108,14 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
-    rows = registry.rows()
-    live = rows["live"]
-    row_numbers = np.flatnonzero(live)
     orders = np.fromiter((rq.order for rq in records), np.int64, n_records)
-    row_record = np.searchsorted(orders, rows["order"][live])
-    row_slot = slot_base[row_record] + rows["disjunct"][live].astype(np.int64)
-    row_key = rows["key"][live]
-    row_value = rows["value"][live]
-    # rows grouped by list (a stable radix sort when list ids fit 16 bits), then each
-    # list's rows by constant: the order of a lexsort on (key, value), in less time
-    narrow = row_key.astype(np.int16) if registry.key_ids < 2**15 else row_key
-    by_key = np.argsort(narrow, kind="stable")
-    bounds = np.searchsorted(row_key[by_key], np.arange(registry.key_ids + 1, dtype=row_key.dtype))
-
-    csr = SharedCsr(len(row_key))
-    exact_row_numbers = np.fromiter((r for r, v in rows["objects"].items() if isinstance(v, Fraction)), np.int64)
+    by_list = _ListRows(registry, orders, None if n_slots == n_records else slot_base)
+    csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}
     for key in registry.lists():
-        kid = registry.key_id(key)
-        chosen = by_key[bounds[kid] : bounds[kid + 1]]
-        chosen = chosen[np.argsort(row_value[chosen], kind="stable")]
-        slots = row_slot[chosen]
-        objects = rows["objects"]
-        doubles = False
-        if key.family == "number" and not (key.right is not None and key.factor is None):
-            exact_rows = np.isin(row_numbers[chosen], exact_row_numbers) if len(exact_row_numbers) else None
-            doubles = exact_rows is None or not exact_rows.any()
-            if doubles:
-                constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
-            else:
-                # a few constants are not doubles (1/3): those lists sort exactly
-                values = [
-                    objects[int(row_numbers[c])] if is_exact else float(row_value[c])
-                    for c, is_exact in zip(chosen.tolist(), exact_rows.tolist(), strict=True)
-                ]
-                constants, offsets, users = _distinct_objects(values, slots, key=exact)
-        else:
-            values = [objects[int(row_numbers[c])] for c in chosen]
-            constants, offsets, users = _distinct_objects(values, slots)
+        numbers = key.family == "number" and not (key.right is not None and key.factor is None)
+        constants, offsets, users, doubles = by_list.of(registry.key_id(key), numbers)
         constants, offsets, users, csr_base = csr.add(constants, offsets, users)
         right_stream = right_pos = None
         if key.right is not None:
@@ -325,3 +293,84 @@ def _distinct_objects(
     offsets = np.zeros(len(distinct) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     return distinct, offsets, slots[order].astype(np.int32)
+
+
+_DOUBLE = object()  # (a row's constant is its double)
+
+
+class _ListRows:
+    """Every live predicate's constant and slot, grouped by list: the rows of queries
+    registered one by one (in the registry's columns, sorted by list once) and the
+    tables' blocks (a list's constants are a column of its block, taken as they are:
+    no row is made per predicate). ``slot_base``: each record's first slot (None when
+    every record has one slot, its number)."""
+
+    def __init__(self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None) -> None:
+        rows = registry.column_rows()
+        live = rows["live"]
+        everyone = bool(live.all())
+
+        def alive(column: np.ndarray) -> np.ndarray:
+            return column if everyone else column[live]
+
+        self.row_numbers = np.flatnonzero(live)
+        self.row_slot = _slots_of(alive(rows["order"]), orders, slot_base)
+        if slot_base is not None:
+            self.row_slot += alive(rows["disjunct"])
+        self.row_key = alive(rows["key"])
+        self.row_value = alive(rows["value"])
+        self.objects = rows["objects"]
+        self.exact_row_numbers = np.fromiter((r for r, v in self.objects.items() if isinstance(v, Fraction)), np.int64)
+        # rows grouped by list (a stable radix sort when list ids fit 16 bits), then each
+        # list's rows by constant (:meth:`of`): the order of a lexsort on (key, value)
+        narrow = self.row_key.astype(np.int16) if registry.key_ids < 2**15 else self.row_key
+        self.by_key = np.argsort(narrow, kind="stable")
+        self.bounds = np.zeros(registry.key_ids + 1, np.int64)
+        np.cumsum(np.bincount(self.row_key, minlength=registry.key_ids), out=self.bounds[1:])
+        self.blocks = [
+            (_slots_of(block_orders, orders, slot_base), kids, values)
+            for block_orders, kids, values in registry.block_parts()
+        ]
+        self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)
+
+    def of(self, kid: int, numbers: bool) -> tuple[Any, np.ndarray, np.ndarray, bool]:
+        """List ``kid``'s distinct constants in ascending order, its CSR offsets and
+        users, and whether its constants are all doubles (a list of ``numbers`` with
+        no exact constant such as 1/3)."""
+        chosen = self.by_key[self.bounds[kid] : self.bounds[kid + 1]]
+        values = [self.row_value[chosen]]
+        slots = [self.row_slot[chosen]]
+        for block_slots, kids, table in self.blocks:
+            for j in np.flatnonzero(kids == kid).tolist():
+                values.append(table[:, j])
+                slots.append(block_slots)
+        all_values = np.concatenate(values) if len(values) > 1 else values[0]
+        all_slots = np.concatenate(slots) if len(slots) > 1 else slots[0]
+        del values, slots
+        exact_rows = None
+        if numbers and len(self.exact_row_numbers):
+            exact_rows = np.isin(self.row_numbers[chosen], self.exact_row_numbers)
+        if numbers and (exact_rows is None or not exact_rows.any()):
+            # doubles sort by value alone: the order of equal constants' users is free
+            # (they are one position's set), so the fast unstable sort will do
+            by_value = np.argsort(all_values, kind="quicksort")
+            return (*_distinct_numeric(all_values[by_value], all_slots[by_value]), True)
+        # the registry's rows first (their constants as objects where kept so), then
+        # the blocks' doubles
+        objects, row_numbers = self.objects, self.row_numbers.tolist()
+        kept = [objects.get(row_numbers[c], _DOUBLE) for c in chosen.tolist()]
+        if numbers:
+            assert exact_rows is not None
+            kept = [v if is_exact else _DOUBLE for v, is_exact in zip(kept, exact_rows.tolist(), strict=True)]
+        kept += [_DOUBLE] * (len(all_values) - len(kept))
+        python = [v if k is _DOUBLE else k for v, k in zip(all_values.tolist(), kept, strict=True)]
+        return (*_distinct_objects(python, all_slots, key=exact if numbers else None), False)
+
+
+def _slots_of(row_orders: np.ndarray, orders: np.ndarray, slot_base: np.ndarray | None) -> np.ndarray:
+    """The first slot of each row's query (``orders``: the records' orders, ascending)."""
+    if len(orders) and int(orders[-1]) - int(orders[0]) == len(orders) - 1:
+        record = row_orders - orders[0]  # numbered without gaps (no removal since): no search
+    else:
+        record = np.searchsorted(orders, row_orders)
+    return record if slot_base is None else slot_base[record]

@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 Query = CompiledQuery | AggregateQuery
 
 
+# a registration call of at least this many match queries makes the plan at once
+BULK = 1000
+
+
 class NeverMatchesWarning(UserWarning):
     """A registered query whose condition can never hold."""
 
@@ -76,6 +80,7 @@ class Registrations:
         # until :meth:`ensure_plan` compiles the next one
         self.plan: CompiledPlan | None = None
         self._previous: CompiledPlan | None = None  # kept while registrations change
+        self._pending = 0  # match queries registered since the plan was last made
         self._version = 0
 
     # --------------------------------------------------------------- compiling
@@ -167,6 +172,13 @@ class Registrations:
         self.registry.add(instances, clock.horizon if since_ts is None else since_ts)
         self.next_position += len(instances)
         self.plan = None
+        self._pending += len(instances)
+        if self._pending >= BULK and self._pending >= (len(self._previous.records) if self._previous else 0):
+            # a bulk registration: the plan is made now, not by the first event; only
+            # when the queries since the last plan at least double it, so registering
+            # in many calls compiles O(queries) in all, not once per call
+            self.ensure_plan().build_tables()
+            gc.freeze()  # the queries' objects stay: no full collection scans them again
 
     def remove(self, query_id: str) -> None:
         self._check_not_frozen()
@@ -223,6 +235,7 @@ class Registrations:
                 check_plan(plan, registry)
             self.pipeline.attach(plan)
             self.plan = self._previous = plan
+            self._pending = 0
         return self.plan
 
     def compiled_whole(self) -> CompiledPlan:

@@ -1,0 +1,124 @@
+"""Ready time: from nothing to the first event matched, for many subscriptions.
+
+The pub/sub filter workload of the shape matrix (:mod:`experiments.bench_shapes`:
+ten intervals on E's 20 attributes, INTEGER or FLOAT columns) registered from text
+(a list of texts) or from a table, each cell in a fresh interpreter (its kernels
+loaded from numba's cache before the clock starts): registration seconds, the first
+event's milliseconds (what a user waits for after registering), ready = the two
+together, push mean / p99 / p99.9 over the next events (one at a time, so a garbage
+collection over the registered queries shows in the tail), and the whole process's
+peak resident memory (``ru_maxrss``).
+
+Run ``python -m experiments.bench_ready 20000 1000000`` to print the cells as JSON
+lines; ``--profile`` writes a cProfile of registration plus first event per cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from experiments.bench_shapes import ddl, events, parameters, template, texts_of
+
+FORMS = ("text", "table")
+TYPES = ("INTEGER", "FLOAT")
+
+
+def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profile: str = "") -> dict[str, Any]:
+    """One cell, in this process (meant to be a fresh one: :func:`run_ready`)."""
+    import gc
+
+    import mqo
+
+    rng = np.random.default_rng(seed)
+    query, names = template("filters")
+    table = parameters(names, n, ctype, rng)
+    stream_events = events("filters", ctype, n_events + 1, np.random.default_rng(seed + 1))
+    texts = texts_of(query, names, table, ctype) if form == "text" else []
+    columns: dict[str, Any] = {}
+    if form == "table":
+        columns["id"] = np.array([f"s{q}" for q in range(n)], dtype=object)
+        for name in names:
+            columns[name] = table[name].astype(np.int64) if ctype == "INTEGER" else table[name]
+    del table
+    warm = mqo.Matcher(ddl(ctype))
+    warm.register_queries(texts_of(query, names, parameters(names, 3, ctype, rng), ctype))
+    for stream, ts, values in events("filters", ctype, 6, rng):
+        warm.push(stream, ts, values)
+    del warm
+    gc.collect()
+    m = mqo.Matcher(ddl(ctype))
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    t0 = time.perf_counter()
+    if form == "text":
+        m.register_queries(texts)
+    else:
+        m.register_table(query, columns, id_column="id")
+    registered = time.perf_counter() - t0
+    stream, ts, values = stream_events[0]
+    t0 = time.perf_counter()
+    found = len(m.push(stream, ts, values))
+    first = time.perf_counter() - t0
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    times = np.empty(n_events)
+    for i, (stream, ts, values) in enumerate(stream_events[1:]):
+        t0 = time.perf_counter()
+        found += len(m.push(stream, ts, values))
+        times[i] = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "type": ctype,
+        "form": form,
+        "n": n,
+        "register_s": registered,
+        "first_ms": first * 1000,
+        "ready_s": registered + first,
+        "push_ms": float(times.mean() * 1000),
+        "push_p99_ms": float(np.percentile(times, 99) * 1000),
+        "push_p999_ms": float(np.percentile(times, 99.9) * 1000),
+        "peak_mib": peak,
+        "results": found,
+    }
+
+
+def run_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profile: str = "") -> dict[str, Any]:
+    """:func:`measure_ready` in a fresh interpreter."""
+    call = f"measure_ready({ctype!r}, {form!r}, {n}, {n_events}, {seed}, {profile!r})"
+    code = f"import json; from experiments.bench_ready import measure_ready; print(json.dumps({call}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("sizes", type=int, nargs="+")
+    p.add_argument("--events", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--types", default=",".join(TYPES))
+    p.add_argument("--forms", default=",".join(FORMS))
+    p.add_argument("--profile", metavar="PREFIX", default="", help="write PREFIX-<type>-<form>-<n>.prof per cell")
+    args = p.parse_args(argv)
+    for n in args.sizes:
+        for ctype in args.types.split(","):
+            for form in args.forms.split(","):
+                prof = f"{args.profile}-{ctype}-{form}-{n}.prof" if args.profile else ""
+                print(json.dumps(run_ready(ctype, form, n, args.events, args.seed, prof)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

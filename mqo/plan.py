@@ -62,6 +62,8 @@ class Levels:
     @classmethod
     def of(cls, per_record: list[Any]) -> Levels:
         distinct = sorted(set(per_record))  # (a float and a Fraction compare exactly)
+        if len(distinct) == 1:  # (the usual case: one MAXWINDOW, one horizon)
+            return cls(distinct, [to_float(distinct[0])], np.zeros(len(per_record), np.int32))
         number = {v: i for i, v in enumerate(distinct)}
         level_of = np.fromiter((number[v] for v in per_record), np.int32, len(per_record))
         return cls(distinct, [to_float(v) for v in distinct], level_of)

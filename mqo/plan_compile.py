@@ -46,52 +46,27 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
 
     records = list(registry)
     n_records = len(records)
-    # a table row's query has one disjunct and its block's residuals: read so, not made
-    # into a conjunction per look (a million rows were three million conjunctions here)
-    blocks = list(map(_block_of, records))
-    n_disjuncts = np.fromiter(
-        (1 if b is not None else len(rq.compiled.disjuncts) for rq, b in zip(records, blocks, strict=True)),
-        np.int64,
-        n_records,
-    )
+    facts = _RecordFacts(records)
+    n_disjuncts = np.array(facts.n_disjuncts, np.int64)
     slot_base = np.zeros(n_records + 1, np.int64)
     np.cumsum(n_disjuncts, out=slot_base[1:])
     n_slots = int(slot_base[-1])
     slot_record = np.repeat(np.arange(n_records, dtype=np.int32), n_disjuncts)
     slot_disjunct = (np.arange(n_slots, dtype=np.int64) - slot_base[slot_record]).astype(np.int16)
 
-    # per distinct context first (queries share a few), then spread to records in bulk
-    number_of_context: dict[int, int] = {}
-    distinct: list[Context] = []
-    numbers: list[int] = []
-    for rq in records:
-        context = rq.context
-        k = number_of_context.get(id(context))
-        if k is None:
-            k = number_of_context[id(context)] = len(distinct)
-            distinct.append(context)
-        numbers.append(k)
-    record_context = np.array(numbers, np.int64)
+    distinct = facts.contexts
+    record_context = np.array(facts.context_numbers, np.int64)
     context_code = {id(ctx): _context_code(ctx, stream_number, schema_of) for ctx in distinct}
     context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
-    context_multi = np.array([ctx.multi_stream for ctx in distinct], bool)
     record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
-    multi = context_multi[record_context] if n_records else np.zeros(0, bool)
-    exact_windows = [rq.exact_maxwindow or 0.0 if m else 0.0 for rq, m in zip(records, multi.tolist(), strict=True)]
-    windows = Levels.of(exact_windows)
+    windows = Levels.of(facts.windows)
     record_window = np.array(windows.floats, np.float64)[windows.level_of] if n_records else np.zeros(0)
 
     # queries with residuals or several disjuncts are the special ones
     residual_code: dict[int, TestFn] = {}
     record_special = np.zeros(n_records, bool)
     slot_residuals: dict[int, tuple[Residual, ...]] = {}
-    special = [
-        i
-        for i, (rq, b) in enumerate(zip(records, blocks, strict=True))
-        if (b.residuals if b is not None else _special(rq.compiled))
-    ]
-    del blocks
-    for i in special:
+    for i in facts.special:
         disjuncts = records[i].disjuncts
         record_special[i] = len(disjuncts) > 1
         for d, (_, residuals) in enumerate(disjuncts):
@@ -103,12 +78,12 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
                         residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
     slot_window = record_window[slot_record] if n_slots else np.zeros(0)
     slot_window_level = windows.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
-    sinces = Levels.of([rq.since_ts for rq in records])
+    sinces = Levels.of(facts.sinces)
     slot_since_level = sinces.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
     slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
-    orders = np.fromiter((rq.order for rq in records), np.int64, n_records)
+    orders = np.array(facts.orders, np.int64)
     by_list = _ListRows(registry, orders, None if n_slots == n_records else slot_base)
     csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
@@ -247,6 +222,59 @@ class SharedCsr:
             constants = self.constants[p : p + n]
         self.positions, self.used = p + n, u + m
         return constants, self.offsets[p : p + n + 1], self.users, p
+
+
+class _RecordFacts:
+    """What the compiler reads of each record, in one pass over them (at a million
+    records every pass is mostly cache misses): its disjuncts' count, its context's
+    number (``contexts``: the distinct ones, by first use), its MAXWINDOW as written
+    (0 for a single-stream query), its horizon and order, and the special ones (more
+    than one conjunction of indexed predicates). A table row's query has one disjunct
+    and its block's facts: read from the block, not made into a query per look."""
+
+    def __init__(self, records: list[RegisteredQuery]) -> None:
+        self.n_disjuncts: list[int] = []
+        self.contexts: list[Context] = []
+        self.context_numbers: list[int] = []
+        self.windows: list[Any] = []
+        self.sinces: list[Any] = []
+        self.orders: list[int] = []
+        self.special: list[int] = []
+        number_of: dict[int, int] = {}
+        last_block: RowBlock | None = None
+        block_facts: tuple[int, Any, bool] = (0, 0.0, False)
+        n_disjuncts, context_numbers, windows = self.n_disjuncts, self.context_numbers, self.windows
+        for i, rq in enumerate(records):
+            block = rq.block if type(rq) is RegisteredRow else _block_of(rq)
+            if block is not None:
+                if block is not last_block:
+                    last_block = block
+                    context = block.context
+                    window = (block.maxwindow or 0.0) if context.multi_stream else 0.0
+                    block_facts = (self._number(context, number_of), window, bool(block.residuals))
+                k, window, special = block_facts
+                n = 1
+            else:
+                compiled = rq.compiled
+                context = compiled.context
+                k = self._number(context, number_of)
+                window = (rq.exact_maxwindow or 0.0) if context.multi_stream else 0.0
+                special = _special(compiled)
+                n = len(compiled.disjuncts)
+            n_disjuncts.append(n)
+            context_numbers.append(k)
+            windows.append(window)
+            if special:
+                self.special.append(i)
+        self.sinces = [rq.since_ts for rq in records]
+        self.orders = [rq.order for rq in records]
+
+    def _number(self, context: Context, number_of: dict[int, int]) -> int:
+        k = number_of.get(id(context))
+        if k is None:
+            k = number_of[id(context)] = len(self.contexts)
+            self.contexts.append(context)
+        return k
 
 
 def _block_of(record: RegisteredQuery) -> RowBlock | None:

@@ -204,7 +204,7 @@ class QueryRegistry:
                 raise QueryError(f"query id {repeated} is given twice")
         if since is None and isinstance(queries, list) and self._add_uniform(queries, since_ts):  # type: ignore[arg-type]
             return
-        object_keys, key_id = self._object_keys, self._key_id
+        object_keys = self._object_keys
         first_row = len(self._row_key)
         row = first_row
         # the new rows, column by column, as chunks joined once at the end: a million
@@ -217,6 +217,7 @@ class QueryRegistry:
         # list ids per keys tuple (queries compiled from one pattern or template share
         # it); by id(), which is safe while this call holds the queries
         kids_of: dict[int, tuple[bytes, bool]] = {}
+        kid_by_id: dict[int, int] = {}
         last_context = None
         queries_by_name = self.queries
         for compiled in queries:
@@ -236,10 +237,12 @@ class QueryRegistry:
                     continue
                 known = kids_of.get(id(keys))
                 if known is None:
-                    try:
-                        kids = [key_id[key] for key in keys]
-                    except KeyError:
+                    # list ids by the keys' identity (a compiler hands out one object
+                    # per list key): no ListKey hashed per predicate
+                    kids = list(map(kid_by_id.get, map(id, keys)))
+                    if None in kids:
                         kids = [self._key_number(key) for key in keys]
+                        kid_by_id.update(zip(map(id, keys), kids, strict=True))
                     known = kids_of[id(keys)] = (array("i", kids).tobytes(), object_keys.isdisjoint(kids))
                 n = len(keys)
                 values = preds.values

@@ -21,7 +21,7 @@ from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
 from predicates.numbers import exact
-from predicates.records import CompiledQuery, Context
+from predicates.records import Context
 
 
 def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
@@ -245,8 +245,10 @@ class _RecordFacts:
         block_facts: tuple[int, Any, bool] = (0, 0.0, False)
         n_disjuncts, context_numbers, windows = self.n_disjuncts, self.context_numbers, self.windows
         for i, rq in enumerate(records):
-            block = rq.block if type(rq) is RegisteredRow else _block_of(rq)
-            if block is not None:
+            kind = type(rq)
+            compiled = None if kind is RegisteredRow else rq.compiled
+            if compiled is None or type(compiled) is RowQuery:
+                block = rq.block if compiled is None else compiled.block  # type: ignore[attr-defined,union-attr]
                 if block is not last_block:
                     last_block = block
                     context = block.context
@@ -255,12 +257,14 @@ class _RecordFacts:
                 k, window, special = block_facts
                 n = 1
             else:
-                compiled = rq.compiled
                 context = compiled.context
-                k = self._number(context, number_of)
-                window = (rq.exact_maxwindow or 0.0) if context.multi_stream else 0.0
-                special = _special(compiled)
-                n = len(compiled.disjuncts)
+                k = number_of.get(id(context), -1)
+                if k < 0:
+                    k = self._number(context, number_of)
+                window = (compiled.maxwindow or 0.0) if context.multi_stream else 0.0
+                disjuncts = compiled.disjuncts
+                n = len(disjuncts)
+                special = n != 1 or bool(disjuncts[0][1])
             n_disjuncts.append(n)
             context_numbers.append(k)
             windows.append(window)
@@ -275,20 +279,6 @@ class _RecordFacts:
             k = number_of[id(context)] = len(self.contexts)
             self.contexts.append(context)
         return k
-
-
-def _block_of(record: RegisteredQuery) -> RowBlock | None:
-    """The block whose row a table row's query is (None for any other query)."""
-    if type(record) is RegisteredRow:
-        return record.block
-    compiled = record.compiled  # (a row of a table whose rows fell into several groups)
-    return compiled.block if type(compiled) is RowQuery else None
-
-
-def _special(query: CompiledQuery) -> bool:
-    """Whether a query is more than one conjunction of indexed predicates."""
-    disjuncts = query.disjuncts
-    return len(disjuncts) != 1 or bool(disjuncts[0][1])
 
 
 def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -434,26 +434,11 @@ class QueryRegistry:
         self._dead = set()
         self._dead_rows = 0
 
-    def rows(self) -> dict[str, Any]:
-        """The live predicate rows as arrays: ``order`` (query), ``disjunct``, ``key``
-        (list key id), ``value`` (numeric constant) and ``objects`` (other constants
-        by row number), in the order the queries were registered."""
-        order, disjunct, key, value = self._columns()
-        objects = self._row_objects
-        if self._blocks:
-            order, disjunct, key, value, objects = self._with_blocks(order, disjunct, key, value)
-        return {
-            "order": order,
-            "disjunct": disjunct,
-            "key": key,
-            "value": value,
-            "objects": objects,
-            "live": self._live(order),
-        }
-
     def column_rows(self) -> dict[str, Any]:
-        """:meth:`rows` without the tables' rows (those are :meth:`block_parts`): the
-        rows of queries registered one by one, which the compiler groups by list."""
+        """The live predicate rows of queries registered one by one, as arrays: ``order``
+        (query), ``disjunct``, ``key`` (list key id), ``value`` (numeric constant),
+        ``objects`` (other constants by row number) and ``live``, in registration order;
+        the tables' rows are :meth:`block_parts`."""
         order, disjunct, key, value = self._columns()
         live = self._live(order)
         return {
@@ -493,30 +478,6 @@ class QueryRegistry:
             return np.ones(len(orders), bool)
         return ~np.isin(orders, np.fromiter(self._dead, np.int64, len(self._dead)))
 
-    def _with_blocks(
-        self, order: np.ndarray, disjunct: np.ndarray, key: np.ndarray, value: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, Any]]:
-        """The columns with the tables' rows made from their blocks, each where it was
-        registered; the other constants renumbered to match."""
-        pieces: list[tuple[np.ndarray, ...]] = []
-        at = 0
-        for b in self._blocks:
-            pieces.append((order[at : b.at], disjunct[at : b.at], key[at : b.at], value[at : b.at]))
-            pieces.append(b.columns())
-            at = b.at
-        pieces.append((order[at:], disjunct[at:], key[at:], value[at:]))
-        columns = [np.concatenate([piece[k] for piece in pieces]) for k in range(4)]
-        objects = self._row_objects
-        if objects:
-            # a column row's number grows by the block rows placed before it (a block
-            # goes before the column row numbered its ``at``)
-            ats = np.array([b.at for b in self._blocks], np.int64)
-            before = np.concatenate(([0], np.cumsum([b.n_rows for b in self._blocks])))
-            rows = np.fromiter(objects, np.int64, len(objects))
-            moved = rows + before[np.searchsorted(ats, rows, "right")]
-            objects = dict(zip(moved.tolist(), objects.values(), strict=True))
-        return columns[0], columns[1], columns[2], columns[3], objects
-
     @property
     def key_ids(self) -> int:
         """How many list ids were handed out (ids of dropped lists are not reused)."""
@@ -552,14 +513,28 @@ class QueryRegistry:
         live = {k: self._key_uses[i] for k, i in self._key_id.items()}
         assert counts == live, "list use counts out of step with the queries"
         assert all(live.values()), "an unused list is kept"
-        rows = self.rows()
-        assert int(rows["live"].sum()) == sum(counts.values()), "predicate rows out of step with the queries"
-        # the live rows are the queries' predicates, in registration order
-        objects, keys, value = rows["objects"], self._keys, rows["value"]
+        # the live rows (the registry's columns and its tables' blocks, as the compiler
+        # reads them) are the queries' predicates, in registration order
+        columns, keys = self.column_rows(), self._keys
+        objects, value = columns["objects"], columns["value"]
         got = [
-            (int(rows["order"][r]), int(rows["disjunct"][r]), keys[rows["key"][r]], objects.get(r, float(value[r])))
-            for r in np.flatnonzero(rows["live"]).tolist()
+            (
+                int(columns["order"][r]),
+                int(columns["disjunct"][r]),
+                keys[columns["key"][r]],
+                objects.get(r, float(value[r])),
+            )
+            for r in np.flatnonzero(columns["live"]).tolist()
         ]
+        for orders, kids, values in self.block_parts():
+            assert values.shape == (len(orders), len(kids)), "a block's constants of the wrong shape"
+            got += [
+                (order, 0, keys[kid], constant)
+                for order, row in zip(orders.tolist(), values.tolist(), strict=True)
+                for kid, constant in zip(kids.tolist(), row, strict=True)
+            ]
+        got.sort(key=lambda row: row[0])  # (stable: a query's predicates keep their order)
+        assert len(got) == sum(counts.values()), "predicate rows out of step with the queries"
         want = [(rq.order, d, key, value) for rq in self for d, key, value in rq.predicates()]
         assert got == want, "predicate rows differ from the queries' predicates"
 
@@ -596,15 +571,3 @@ class _BlockRows:
         rows = self.block_rows if self.block_rows is not None else np.arange(len(self.orders), dtype=np.int64)
         self.block_rows = rows[keep]
         self.orders = self.orders[keep]
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(order, disjunct, key, value) of every row, query after query."""
-        width = len(self.kids)
-        table = np.frombuffer(self.block.values, np.float64).reshape(-1, width)
-        values = table if self.block_rows is None else table[self.block_rows]
-        return (
-            np.repeat(self.orders, width),
-            np.zeros(self.n_rows, np.int16),
-            np.tile(self.kids, len(self.orders)),
-            values.reshape(-1),
-        )

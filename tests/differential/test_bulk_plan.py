@@ -105,9 +105,17 @@ def test_bulk_registrations_in_many_calls_compile_at_doubling_sizes(monkeypatch:
         made.append(m.registrations.plan is not None)
     # 10 (first), 20, 40, 80, 160 queries: five plans made early, none in between
     assert [i for i, early in enumerate(made) if early] == [0, 1, 3, 7, 15]
+    lo, hi = np.concatenate([lo, lo]), np.concatenate([hi, hi])  # 200 more, the same intervals
+    m.register_queries(
+        [f"Query ID: q{k}\nSELECT * FROM E WHERE E.a >= {lo[k]} AND E.a <= {hi[k]}" for k in range(200, 400)]
+    )
+    made_early = m.registrations.plan
+    assert made_early is not None  # 200 more: at least as many as the plan held
+    m.push("E", -1.0, {"a": -1, "b": 0.5})
+    assert m.registrations.plan is made_early  # the first event used it: nothing compiled again
     for ts, a in enumerate(rng.integers(0, 160, 50).tolist()):
         got = {r.query for r in m.push("E", float(ts), {"a": a, "b": 0.5})}
-        assert got == {f"q{k}" for k in range(200) if lo[k] <= a <= hi[k]}, (ts, a)
+        assert got == {f"q{k}" for k in range(400) if lo[k] <= a <= hi[k]}, (ts, a)
 
 
 def test_a_bulk_registration_freezes_its_objects(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -97,28 +99,100 @@ def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profi
     }
 
 
-def run_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profile: str = "") -> dict[str, Any]:
-    """:func:`measure_ready` in a fresh interpreter."""
-    call = f"measure_ready({ctype!r}, {form!r}, {n}, {n_events}, {seed}, {profile!r})"
-    code = f"import json; from experiments.bench_ready import measure_ready; print(json.dumps({call}))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+def run_ready(
+    ctype: str, form: str, n: int, n_events: int, seed: int, profile: str = "", tree: str | None = None
+) -> dict[str, Any]:
+    """:func:`measure_ready` in a fresh interpreter, on the code of this tree or of the
+    checkout ``tree`` (this file run by path there: its ``mqo`` and workloads)."""
+    args = json.dumps([ctype, form, n, n_events, seed, profile])
+    env = dict(os.environ)
+    root = tree if tree is not None else str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--cell", args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        env=env,
+    )
     return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
+# (figure, what, target per size or None, larger is better)
+TARGETS: list[tuple[str, str, dict[tuple[int, str], float]]] = [
+    ("first_ms", "first event, ms", {(20_000, "text"): 50, (20_000, "table"): 50, (1_000_000, "text"): 1000, (1_000_000, "table"): 1000}),
+    ("ready_s", "ready (registered + first event), s", {(1_000_000, "text"): 10, (1_000_000, "table"): 2}),
+    ("peak_mib", "peak RSS of the process, MiB", {(1_000_000, "text"): 1024, (1_000_000, "table"): 1024}),
+]  # fmt: skip
+
+
+def markdown(pairs: list[tuple[dict[str, Any], dict[str, Any]]], before_name: str) -> str:
+    """The cells side by side (before, after) with the targets marked."""
+    lines = [
+        "| cell | registration s | first event ms | ready s | push mean / p99 / p99.9 ms | peak MiB | results |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for before, after in pairs:
+        cell = f"{after['n']:,} {after['type']} {after['form']}"
+        for name, d in ((before_name, before), ("now", after)):
+            lines.append(
+                f"| {cell}, {name} | {d['register_s']:.2f} | {d['first_ms']:,.1f} | {d['ready_s']:.2f} | "
+                f"{d['push_ms']:.2f} / {d['push_p99_ms']:.2f} / {d['push_p999_ms']:,.2f} | {d['peak_mib']:,.0f} | {d['results']:,} |"
+            )
+    lines += ["", "| target | cell | before | now | met |", "| --- | --- | ---: | ---: | --- |"]
+    for key, what, limits in TARGETS:
+        for before, after in pairs:
+            limit = limits.get((after["n"], after["form"]))
+            if limit is None:
+                continue
+            met = "met" if after[key] <= limit else "not met"
+            cell = f"{after['n']:,} {after['type']} {after['form']}"
+            lines.append(f"| {what} <= {limit:,} | {cell} | {before[key]:,.2f} | {after[key]:,.2f} | {met} |")
+    # a collection pausing over the registered queries lands in the tail: far above p99
+    for before, after in pairs:
+        cell = f"{after['n']:,} {after['type']} {after['form']}"
+        met = "met" if after["push_p999_ms"] <= 3 * after["push_p99_ms"] else "not met"
+        lines.append(
+            f"| push p99.9 <= 3x p99 (no collection pause) | {cell} | {before['push_p999_ms']:,.2f} | "
+            f"{after['push_p999_ms']:,.2f} | {met} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("sizes", type=int, nargs="+")
+    p.add_argument("sizes", type=int, nargs="*")
     p.add_argument("--events", type=int, default=2000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--types", default=",".join(TYPES))
     p.add_argument("--forms", default=",".join(FORMS))
     p.add_argument("--profile", metavar="PREFIX", default="", help="write PREFIX-<type>-<form>-<n>.prof per cell")
+    p.add_argument("--before", metavar="TREE", help="a checkout of the code to compare with, each cell run there first")
+    p.add_argument("--out", metavar="FILE", help="write the markdown table here (with --before)")
+    p.add_argument("--tables", nargs=2, metavar=("BEFORE", "AFTER"), help="markdown from saved JSON lines")
+    p.add_argument("--cell", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.cell:
+        print(json.dumps(measure_ready(*json.loads(args.cell))), flush=True)
+        return 0
+    pairs = []
+    if args.tables:
+        before, after = ([json.loads(line) for line in Path(f).read_text().splitlines() if line] for f in args.tables)
+        pairs = list(zip(before, after, strict=True))
     for n in args.sizes:
         for ctype in args.types.split(","):
             for form in args.forms.split(","):
                 prof = f"{args.profile}-{ctype}-{form}-{n}.prof" if args.profile else ""
-                print(json.dumps(run_ready(ctype, form, n, args.events, args.seed, prof)), flush=True)
+                if args.before:
+                    before = run_ready(ctype, form, n, args.events, args.seed, tree=args.before)
+                    print(json.dumps({"before": True, **before}), flush=True)
+                after = run_ready(ctype, form, n, args.events, args.seed, prof)
+                print(json.dumps(after), flush=True)
+                if args.before:
+                    pairs.append((before, after))
+    if pairs and args.out:
+        Path(args.out).write_text(markdown(pairs, "before"))
     return 0
 
 

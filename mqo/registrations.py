@@ -2,7 +2,9 @@
 
 Match queries live in a :class:`~mqo.registry.QueryRegistry` and are compiled into a
 :class:`~mqo.plan.CompiledPlan` when one is next needed (:meth:`Registrations.ensure_plan`),
-so a bulk registration compiles once; a change after that updates the previous plan
+or at once, kernel tables included, by a bulk registration (:data:`BULK` queries or
+more, at least doubling the last plan's), so the first event after it costs one
+batch; a small change after that updates the previous plan
 (:mod:`mqo.plan_update`) rather than compiling every list again. Windowed aggregate queries live in an
 :class:`~mqo.aggregation.Aggregator`, made on the first one. Both kinds are numbered by
 one running position (a query's id when it names none).

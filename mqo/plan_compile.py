@@ -331,7 +331,8 @@ class _ListRows:
         def alive(column: np.ndarray) -> np.ndarray:
             return column if everyone else column[live]
 
-        self.row_numbers = np.flatnonzero(live)
+        # the column row numbers of the live rows (None: all are live, each its own)
+        self.row_numbers = None if everyone else np.flatnonzero(live)
         self.row_slot = _slots_of(alive(rows["order"]), orders, slot_base)
         if slot_base is not None:
             self.row_slot += alive(rows["disjunct"])
@@ -367,7 +368,7 @@ class _ListRows:
         del values, slots
         exact_rows = None
         if numbers and len(self.exact_row_numbers):
-            exact_rows = np.isin(self.row_numbers[chosen], self.exact_row_numbers)
+            exact_rows = np.isin(self._numbers(chosen), self.exact_row_numbers)
         if numbers and (exact_rows is None or not exact_rows.any()):
             # doubles sort by value alone: the order of equal constants' users is free
             # (they are one position's set), so the fast unstable sort will do
@@ -375,14 +376,18 @@ class _ListRows:
             return (*_distinct_numeric(all_values[by_value], all_slots[by_value]), True)
         # the registry's rows first (their constants as objects where kept so), then
         # the blocks' doubles
-        objects, row_numbers = self.objects, self.row_numbers.tolist()
-        kept = [objects.get(row_numbers[c], _DOUBLE) for c in chosen.tolist()]
+        objects = self.objects
+        kept = [objects.get(r, _DOUBLE) for r in self._numbers(chosen).tolist()]
         if numbers:
             assert exact_rows is not None
             kept = [v if is_exact else _DOUBLE for v, is_exact in zip(kept, exact_rows.tolist(), strict=True)]
         kept += [_DOUBLE] * (len(all_values) - len(kept))
         python = [v if k is _DOUBLE else k for v, k in zip(all_values.tolist(), kept, strict=True)]
         return (*_distinct_objects(python, all_slots, key=exact if numbers else None), False)
+
+    def _numbers(self, chosen: np.ndarray) -> np.ndarray:
+        """The column row numbers of live rows ``chosen`` (where other constants are kept)."""
+        return chosen if self.row_numbers is None else self.row_numbers[chosen]
 
 
 def _slots_of(row_orders: np.ndarray, orders: np.ndarray, slot_base: np.ndarray | None) -> np.ndarray:

@@ -157,7 +157,14 @@ class CoveringList:
         bisection reads the same arrays as the kernels."""
         if len(doubles) and not bool((np.abs(doubles) < EXACT_INTEGERS).all()):
             return False  # past 2**53 the decimal is not the double: integer_cut decides
-        lt, le = np.ceil(doubles), np.floor(doubles)
+        lt = np.ceil(doubles)
+        if np.array_equal(lt, doubles):
+            # integral constants (the usual case) are their own cuts: the plan's shared
+            # array read in place, no two copies of every constant
+            self._lt = self._le = self.constants
+            self._arrays = (doubles, doubles)
+            return True
+        le = np.floor(doubles)
         self._lt, self._le = memoryview(lt), memoryview(le)
         self._arrays = (lt, le)
         return True

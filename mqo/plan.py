@@ -62,6 +62,8 @@ class Levels:
     @classmethod
     def of(cls, per_record: list[Any]) -> Levels:
         distinct = sorted(set(per_record))  # (a float and a Fraction compare exactly)
+        if len(distinct) == 1:  # (the usual case: one MAXWINDOW, one horizon)
+            return cls(distinct, [to_float(distinct[0])], np.zeros(len(per_record), np.int32))
         number = {v: i for i, v in enumerate(distinct)}
         level_of = np.fromiter((number[v] for v in per_record), np.int32, len(per_record))
         return cls(distinct, [to_float(v) for v in distinct], level_of)
@@ -449,6 +451,17 @@ class CompiledPlan:
         if made is None:
             made = self._per_stream[key] = make(self, stream)
         return made
+
+    def build_tables(self) -> None:
+        """Build now what the first tuple of each stream would otherwise build: every
+        list's search arrays and each stream's kernel tables (after a bulk registration,
+        so the first event costs one batch, not a table build)."""
+        for kind_lists in self.lists.values():
+            for lst in kind_lists:
+                _ = lst.covering
+        for stream, lists in enumerate(self.attr_lists):
+            if lists:
+                self.kill_bitsets(stream)
 
     def kill_bitsets(self, stream: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> KillBitsets:
         """The batch kernels' tables for one stream's attribute lists (an updated plan

@@ -21,7 +21,7 @@ from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
 from predicates.numbers import exact
-from predicates.records import CompiledQuery, Context
+from predicates.records import Context
 
 
 def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
@@ -46,52 +46,27 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
 
     records = list(registry)
     n_records = len(records)
-    # a table row's query has one disjunct and its block's residuals: read so, not made
-    # into a conjunction per look (a million rows were three million conjunctions here)
-    blocks = list(map(_block_of, records))
-    n_disjuncts = np.fromiter(
-        (1 if b is not None else len(rq.compiled.disjuncts) for rq, b in zip(records, blocks, strict=True)),
-        np.int64,
-        n_records,
-    )
+    facts = _RecordFacts(records)
+    n_disjuncts = np.array(facts.n_disjuncts, np.int64)
     slot_base = np.zeros(n_records + 1, np.int64)
     np.cumsum(n_disjuncts, out=slot_base[1:])
     n_slots = int(slot_base[-1])
     slot_record = np.repeat(np.arange(n_records, dtype=np.int32), n_disjuncts)
     slot_disjunct = (np.arange(n_slots, dtype=np.int64) - slot_base[slot_record]).astype(np.int16)
 
-    # per distinct context first (queries share a few), then spread to records in bulk
-    number_of_context: dict[int, int] = {}
-    distinct: list[Context] = []
-    numbers: list[int] = []
-    for rq in records:
-        context = rq.context
-        k = number_of_context.get(id(context))
-        if k is None:
-            k = number_of_context[id(context)] = len(distinct)
-            distinct.append(context)
-        numbers.append(k)
-    record_context = np.array(numbers, np.int64)
+    distinct = facts.contexts
+    record_context = np.array(facts.context_numbers, np.int64)
     context_code = {id(ctx): _context_code(ctx, stream_number, schema_of) for ctx in distinct}
     context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
-    context_multi = np.array([ctx.multi_stream for ctx in distinct], bool)
     record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
-    multi = context_multi[record_context] if n_records else np.zeros(0, bool)
-    exact_windows = [rq.exact_maxwindow or 0.0 if m else 0.0 for rq, m in zip(records, multi.tolist(), strict=True)]
-    windows = Levels.of(exact_windows)
+    windows = Levels.of(facts.windows)
     record_window = np.array(windows.floats, np.float64)[windows.level_of] if n_records else np.zeros(0)
 
     # queries with residuals or several disjuncts are the special ones
     residual_code: dict[int, TestFn] = {}
     record_special = np.zeros(n_records, bool)
     slot_residuals: dict[int, tuple[Residual, ...]] = {}
-    special = [
-        i
-        for i, (rq, b) in enumerate(zip(records, blocks, strict=True))
-        if (b.residuals if b is not None else _special(rq.compiled))
-    ]
-    del blocks
-    for i in special:
+    for i in facts.special:
         disjuncts = records[i].disjuncts
         record_special[i] = len(disjuncts) > 1
         for d, (_, residuals) in enumerate(disjuncts):
@@ -103,51 +78,19 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
                         residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
     slot_window = record_window[slot_record] if n_slots else np.zeros(0)
     slot_window_level = windows.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
-    sinces = Levels.of([rq.since_ts for rq in records])
+    sinces = Levels.of(facts.sinces)
     slot_since_level = sinces.level_of[slot_record] if n_slots else np.zeros(0, np.int32)
     slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
-    rows = registry.rows()
-    live = rows["live"]
-    row_numbers = np.flatnonzero(live)
-    orders = np.fromiter((rq.order for rq in records), np.int64, n_records)
-    row_record = np.searchsorted(orders, rows["order"][live])
-    row_slot = slot_base[row_record] + rows["disjunct"][live].astype(np.int64)
-    row_key = rows["key"][live]
-    row_value = rows["value"][live]
-    # rows grouped by list (a stable radix sort when list ids fit 16 bits), then each
-    # list's rows by constant: the order of a lexsort on (key, value), in less time
-    narrow = row_key.astype(np.int16) if registry.key_ids < 2**15 else row_key
-    by_key = np.argsort(narrow, kind="stable")
-    bounds = np.searchsorted(row_key[by_key], np.arange(registry.key_ids + 1, dtype=row_key.dtype))
-
-    csr = SharedCsr(len(row_key))
-    exact_row_numbers = np.fromiter((r for r, v in rows["objects"].items() if isinstance(v, Fraction)), np.int64)
+    orders = np.array(facts.orders, np.int64)
+    by_list = _ListRows(registry, orders, None if n_slots == n_records else slot_base)
+    csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}
     for key in registry.lists():
-        kid = registry.key_id(key)
-        chosen = by_key[bounds[kid] : bounds[kid + 1]]
-        chosen = chosen[np.argsort(row_value[chosen], kind="stable")]
-        slots = row_slot[chosen]
-        objects = rows["objects"]
-        doubles = False
-        if key.family == "number" and not (key.right is not None and key.factor is None):
-            exact_rows = np.isin(row_numbers[chosen], exact_row_numbers) if len(exact_row_numbers) else None
-            doubles = exact_rows is None or not exact_rows.any()
-            if doubles:
-                constants, offsets, users = _distinct_numeric(row_value[chosen], slots)
-            else:
-                # a few constants are not doubles (1/3): those lists sort exactly
-                values = [
-                    objects[int(row_numbers[c])] if is_exact else float(row_value[c])
-                    for c, is_exact in zip(chosen.tolist(), exact_rows.tolist(), strict=True)
-                ]
-                constants, offsets, users = _distinct_objects(values, slots, key=exact)
-        else:
-            values = [objects[int(row_numbers[c])] for c in chosen]
-            constants, offsets, users = _distinct_objects(values, slots)
+        numbers = key.family == "number" and not (key.right is not None and key.factor is None)
+        constants, offsets, users, doubles = by_list.of(registry.key_id(key), numbers)
         constants, offsets, users, csr_base = csr.add(constants, offsets, users)
         right_stream = right_pos = None
         if key.right is not None:
@@ -281,18 +224,61 @@ class SharedCsr:
         return constants, self.offsets[p : p + n + 1], self.users, p
 
 
-def _block_of(record: RegisteredQuery) -> RowBlock | None:
-    """The block whose row a table row's query is (None for any other query)."""
-    if type(record) is RegisteredRow:
-        return record.block
-    compiled = record.compiled  # (a row of a table whose rows fell into several groups)
-    return compiled.block if type(compiled) is RowQuery else None
+class _RecordFacts:
+    """What the compiler reads of each record, in one pass over them (at a million
+    records every pass is mostly cache misses): its disjuncts' count, its context's
+    number (``contexts``: the distinct ones, by first use), its MAXWINDOW as written
+    (0 for a single-stream query), its horizon and order, and the special ones (more
+    than one conjunction of indexed predicates). A table row's query has one disjunct
+    and its block's facts: read from the block, not made into a query per look."""
 
+    def __init__(self, records: list[RegisteredQuery]) -> None:
+        self.n_disjuncts: list[int] = []
+        self.contexts: list[Context] = []
+        self.context_numbers: list[int] = []
+        self.windows: list[Any] = []
+        self.sinces: list[Any] = []
+        self.orders: list[int] = []
+        self.special: list[int] = []
+        number_of: dict[int, int] = {}
+        last_block: RowBlock | None = None
+        block_facts: tuple[int, Any, bool] = (0, 0.0, False)
+        n_disjuncts, context_numbers, windows = self.n_disjuncts, self.context_numbers, self.windows
+        for i, rq in enumerate(records):
+            kind = type(rq)
+            compiled = None if kind is RegisteredRow else rq.compiled
+            if compiled is None or type(compiled) is RowQuery:
+                block = rq.block if compiled is None else compiled.block  # type: ignore[attr-defined,union-attr]
+                if block is not last_block:
+                    last_block = block
+                    context = block.context
+                    window = (block.maxwindow or 0.0) if context.multi_stream else 0.0
+                    block_facts = (self._number(context, number_of), window, bool(block.residuals))
+                k, window, special = block_facts
+                n = 1
+            else:
+                context = compiled.context
+                k = number_of.get(id(context), -1)
+                if k < 0:
+                    k = self._number(context, number_of)
+                window = (compiled.maxwindow or 0.0) if context.multi_stream else 0.0
+                disjuncts = compiled.disjuncts
+                n = len(disjuncts)
+                special = n != 1 or bool(disjuncts[0][1])
+            n_disjuncts.append(n)
+            context_numbers.append(k)
+            windows.append(window)
+            if special:
+                self.special.append(i)
+        self.sinces = [rq.since_ts for rq in records]
+        self.orders = [rq.order for rq in records]
 
-def _special(query: CompiledQuery) -> bool:
-    """Whether a query is more than one conjunction of indexed predicates."""
-    disjuncts = query.disjuncts
-    return len(disjuncts) != 1 or bool(disjuncts[0][1])
+    def _number(self, context: Context, number_of: dict[int, int]) -> int:
+        k = number_of.get(id(context))
+        if k is None:
+            k = number_of[id(context)] = len(self.contexts)
+            self.contexts.append(context)
+        return k
 
 
 def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -325,3 +311,89 @@ def _distinct_objects(
     offsets = np.zeros(len(distinct) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     return distinct, offsets, slots[order].astype(np.int32)
+
+
+_DOUBLE = object()  # (a row's constant is its double)
+
+
+class _ListRows:
+    """Every live predicate's constant and slot, grouped by list: the rows of queries
+    registered one by one (in the registry's columns, sorted by list once) and the
+    tables' blocks (a list's constants are a column of its block, taken as they are:
+    no row is made per predicate). ``slot_base``: each record's first slot (None when
+    every record has one slot, its number)."""
+
+    def __init__(self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None) -> None:
+        rows = registry.column_rows()
+        live = rows["live"]
+        everyone = bool(live.all())
+
+        def alive(column: np.ndarray) -> np.ndarray:
+            return column if everyone else column[live]
+
+        # the column row numbers of the live rows (None: all are live, each its own)
+        self.row_numbers = None if everyone else np.flatnonzero(live)
+        self.row_slot = _slots_of(alive(rows["order"]), orders, slot_base)
+        if slot_base is not None:
+            self.row_slot += alive(rows["disjunct"])
+        self.row_key = alive(rows["key"])
+        self.row_value = alive(rows["value"])
+        self.objects = rows["objects"]
+        self.exact_row_numbers = np.fromiter((r for r, v in self.objects.items() if isinstance(v, Fraction)), np.int64)
+        # rows grouped by list (a stable radix sort when list ids fit 16 bits), then each
+        # list's rows by constant (:meth:`of`): the order of a lexsort on (key, value)
+        narrow = self.row_key.astype(np.int16) if registry.key_ids < 2**15 else self.row_key
+        self.by_key = np.argsort(narrow, kind="stable")
+        self.bounds = np.zeros(registry.key_ids + 1, np.int64)
+        np.cumsum(np.bincount(self.row_key, minlength=registry.key_ids), out=self.bounds[1:])
+        self.blocks = [
+            (_slots_of(block_orders, orders, slot_base), kids, values)
+            for block_orders, kids, values in registry.block_parts()
+        ]
+        self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)
+
+    def of(self, kid: int, numbers: bool) -> tuple[Any, np.ndarray, np.ndarray, bool]:
+        """List ``kid``'s distinct constants in ascending order, its CSR offsets and
+        users, and whether its constants are all doubles (a list of ``numbers`` with
+        no exact constant such as 1/3)."""
+        chosen = self.by_key[self.bounds[kid] : self.bounds[kid + 1]]
+        values = [self.row_value[chosen]]
+        slots = [self.row_slot[chosen]]
+        for block_slots, kids, table in self.blocks:
+            for j in np.flatnonzero(kids == kid).tolist():
+                values.append(table[:, j])
+                slots.append(block_slots)
+        all_values = np.concatenate(values) if len(values) > 1 else values[0]
+        all_slots = np.concatenate(slots) if len(slots) > 1 else slots[0]
+        del values, slots
+        exact_rows = None
+        if numbers and len(self.exact_row_numbers):
+            exact_rows = np.isin(self._numbers(chosen), self.exact_row_numbers)
+        if numbers and (exact_rows is None or not exact_rows.any()):
+            # doubles sort by value alone: the order of equal constants' users is free
+            # (they are one position's set), so the fast unstable sort will do
+            by_value = np.argsort(all_values, kind="quicksort")
+            return (*_distinct_numeric(all_values[by_value], all_slots[by_value]), True)
+        # the registry's rows first (their constants as objects where kept so), then
+        # the blocks' doubles
+        objects = self.objects
+        kept = [objects.get(r, _DOUBLE) for r in self._numbers(chosen).tolist()]
+        if numbers:
+            assert exact_rows is not None
+            kept = [v if is_exact else _DOUBLE for v, is_exact in zip(kept, exact_rows.tolist(), strict=True)]
+        kept += [_DOUBLE] * (len(all_values) - len(kept))
+        python = [v if k is _DOUBLE else k for v, k in zip(all_values.tolist(), kept, strict=True)]
+        return (*_distinct_objects(python, all_slots, key=exact if numbers else None), False)
+
+    def _numbers(self, chosen: np.ndarray) -> np.ndarray:
+        """The column row numbers of live rows ``chosen`` (where other constants are kept)."""
+        return chosen if self.row_numbers is None else self.row_numbers[chosen]
+
+
+def _slots_of(row_orders: np.ndarray, orders: np.ndarray, slot_base: np.ndarray | None) -> np.ndarray:
+    """The first slot of each row's query (``orders``: the records' orders, ascending)."""
+    if len(orders) and int(orders[-1]) - int(orders[0]) == len(orders) - 1:
+        record = row_orders - orders[0]  # numbered without gaps (no removal since): no search
+    else:
+        record = np.searchsorted(orders, row_orders)
+    return record if slot_base is None else slot_base[record]

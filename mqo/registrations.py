@@ -2,7 +2,9 @@
 
 Match queries live in a :class:`~mqo.registry.QueryRegistry` and are compiled into a
 :class:`~mqo.plan.CompiledPlan` when one is next needed (:meth:`Registrations.ensure_plan`),
-so a bulk registration compiles once; a change after that updates the previous plan
+or at once, kernel tables included, by a bulk registration (:data:`BULK` queries or
+more, at least doubling the last plan's), so the first event after it costs one
+batch; a small change after that updates the previous plan
 (:mod:`mqo.plan_update`) rather than compiling every list again. Windowed aggregate queries live in an
 :class:`~mqo.aggregation.Aggregator`, made on the first one. Both kinds are numbered by
 one running position (a query's id when it names none).
@@ -57,6 +59,10 @@ if TYPE_CHECKING:
 Query = CompiledQuery | AggregateQuery | ViewDefinition
 
 
+# a registration call of at least this many match queries makes the plan at once
+BULK = 1000
+
+
 class NeverMatchesWarning(UserWarning):
     """A registered query whose condition can never hold."""
 
@@ -80,6 +86,7 @@ class Registrations:
         # until :meth:`ensure_plan` compiles the next one
         self.plan: CompiledPlan | None = None
         self._previous: CompiledPlan | None = None  # kept while registrations change
+        self._pending = 0  # match queries registered since the plan was last made
         self._version = 0
 
     # --------------------------------------------------------------- compiling
@@ -183,6 +190,13 @@ class Registrations:
         self.registry.add(instances, clock.horizon if since_ts is None else since_ts)
         self.next_position += len(instances)
         self.plan = None
+        self._pending += len(instances)
+        if self._pending >= BULK and self._pending >= (len(self._previous.records) if self._previous else 0):
+            # a bulk registration: the plan is made now, not by the first event; only
+            # when the queries since the last plan at least double it, so registering
+            # in many calls compiles O(queries) in all, not once per call
+            self.ensure_plan().build_tables()
+            gc.freeze()  # the queries' objects stay: no full collection scans them again
 
     def _add_views(self, views: list[ViewDefinition]) -> None:
         """Declare ``views`` (their streams, after the declared ones), all or none."""
@@ -285,6 +299,7 @@ class Registrations:
                 check_plan(plan, registry)
             self.pipeline.attach(plan)
             self.plan = self._previous = plan
+            self._pending = 0
         return self.plan
 
     def compiled_whole(self) -> CompiledPlan:

@@ -204,7 +204,7 @@ class QueryRegistry:
                 raise QueryError(f"query id {repeated} is given twice")
         if since is None and isinstance(queries, list) and self._add_uniform(queries, since_ts):  # type: ignore[arg-type]
             return
-        object_keys, key_id = self._object_keys, self._key_id
+        object_keys = self._object_keys
         first_row = len(self._row_key)
         row = first_row
         # the new rows, column by column, as chunks joined once at the end: a million
@@ -217,6 +217,7 @@ class QueryRegistry:
         # list ids per keys tuple (queries compiled from one pattern or template share
         # it); by id(), which is safe while this call holds the queries
         kids_of: dict[int, tuple[bytes, bool]] = {}
+        kid_by_id: dict[int, int] = {}
         last_context = None
         queries_by_name = self.queries
         for compiled in queries:
@@ -236,10 +237,12 @@ class QueryRegistry:
                     continue
                 known = kids_of.get(id(keys))
                 if known is None:
-                    try:
-                        kids = [key_id[key] for key in keys]
-                    except KeyError:
+                    # list ids by the keys' identity (a compiler hands out one object
+                    # per list key): no ListKey hashed per predicate
+                    kids = list(map(kid_by_id.get, map(id, keys)))
+                    if None in kids:
                         kids = [self._key_number(key) for key in keys]
+                        kid_by_id.update(zip(map(id, keys), kids, strict=True))
                     known = kids_of[id(keys)] = (array("i", kids).tobytes(), object_keys.isdisjoint(kids))
                 n = len(keys)
                 values = preds.values
@@ -431,52 +434,49 @@ class QueryRegistry:
         self._dead = set()
         self._dead_rows = 0
 
-    def rows(self) -> dict[str, Any]:
-        """The live predicate rows as arrays: ``order`` (query), ``disjunct``, ``key``
-        (list key id), ``value`` (numeric constant) and ``objects`` (other constants
-        by row number), in the order the queries were registered."""
-        order = np.frombuffer(self._row_query, np.int64) if len(self._row_query) else np.zeros(0, np.int64)
-        disjunct = np.frombuffer(self._row_disjunct, np.int16) if len(self._row_disjunct) else np.zeros(0, np.int16)
-        key = np.frombuffer(self._row_key, np.int32) if len(self._row_key) else np.zeros(0, np.int32)
-        value = np.frombuffer(self._row_value, np.float64) if len(self._row_value) else np.zeros(0, np.float64)
-        objects = self._row_objects
-        if self._blocks:
-            order, disjunct, key, value, objects = self._with_blocks(order, disjunct, key, value)
-        live = np.ones(len(order), bool)
-        if self._dead:
-            live = ~np.isin(order, np.fromiter(self._dead, np.int64, len(self._dead)))
+    def column_rows(self) -> dict[str, Any]:
+        """The live predicate rows of queries registered one by one, as arrays: ``order``
+        (query), ``disjunct``, ``key`` (list key id), ``value`` (numeric constant),
+        ``objects`` (other constants by row number) and ``live``, in registration order;
+        the tables' rows are :meth:`block_parts`."""
+        order, disjunct, key, value = self._columns()
+        live = self._live(order)
         return {
             "order": order,
             "disjunct": disjunct,
             "key": key,
             "value": value,
-            "objects": objects,
+            "objects": self._row_objects,
             "live": live,
         }
 
-    def _with_blocks(
-        self, order: np.ndarray, disjunct: np.ndarray, key: np.ndarray, value: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, Any]]:
-        """The columns with the tables' rows made from their blocks, each where it was
-        registered; the other constants renumbered to match."""
-        pieces: list[tuple[np.ndarray, ...]] = []
-        at = 0
+    def block_parts(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The tables' live rows, per block as it is kept: (its live queries' orders,
+        its list ids, its constants as a [queries, list ids] array). A list's constants
+        are a column of it, so the compiler takes them without making a row each
+        (20 million rows at a million queries of 20 predicates)."""
+        parts = []
         for b in self._blocks:
-            pieces.append((order[at : b.at], disjunct[at : b.at], key[at : b.at], value[at : b.at]))
-            pieces.append(b.columns())
-            at = b.at
-        pieces.append((order[at:], disjunct[at:], key[at:], value[at:]))
-        columns = [np.concatenate([piece[k] for piece in pieces]) for k in range(4)]
-        objects = self._row_objects
-        if objects:
-            # a column row's number grows by the block rows placed before it (a block
-            # goes before the column row numbered its ``at``)
-            ats = np.array([b.at for b in self._blocks], np.int64)
-            before = np.concatenate(([0], np.cumsum([b.n_rows for b in self._blocks])))
-            rows = np.fromiter(objects, np.int64, len(objects))
-            moved = rows + before[np.searchsorted(ats, rows, "right")]
-            objects = dict(zip(moved.tolist(), objects.values(), strict=True))
-        return columns[0], columns[1], columns[2], columns[3], objects
+            table = np.frombuffer(b.block.values, np.float64).reshape(-1, len(b.kids))
+            values = table if b.block_rows is None else table[b.block_rows]
+            live = self._live(b.orders)
+            if not live.all():
+                values = values[live]
+            parts.append((b.orders[live], b.kids, values))
+        return parts
+
+    def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        order = np.frombuffer(self._row_query, np.int64) if len(self._row_query) else np.zeros(0, np.int64)
+        disjunct = np.frombuffer(self._row_disjunct, np.int16) if len(self._row_disjunct) else np.zeros(0, np.int16)
+        key = np.frombuffer(self._row_key, np.int32) if len(self._row_key) else np.zeros(0, np.int32)
+        value = np.frombuffer(self._row_value, np.float64) if len(self._row_value) else np.zeros(0, np.float64)
+        return order, disjunct, key, value
+
+    def _live(self, orders: np.ndarray) -> np.ndarray:
+        """Which of the rows or queries numbered ``orders`` are still registered."""
+        if not self._dead:
+            return np.ones(len(orders), bool)
+        return ~np.isin(orders, np.fromiter(self._dead, np.int64, len(self._dead)))
 
     @property
     def key_ids(self) -> int:
@@ -513,14 +513,28 @@ class QueryRegistry:
         live = {k: self._key_uses[i] for k, i in self._key_id.items()}
         assert counts == live, "list use counts out of step with the queries"
         assert all(live.values()), "an unused list is kept"
-        rows = self.rows()
-        assert int(rows["live"].sum()) == sum(counts.values()), "predicate rows out of step with the queries"
-        # the live rows are the queries' predicates, in registration order
-        objects, keys, value = rows["objects"], self._keys, rows["value"]
+        # the live rows (the registry's columns and its tables' blocks, as the compiler
+        # reads them) are the queries' predicates, in registration order
+        columns, keys = self.column_rows(), self._keys
+        objects, value = columns["objects"], columns["value"]
         got = [
-            (int(rows["order"][r]), int(rows["disjunct"][r]), keys[rows["key"][r]], objects.get(r, float(value[r])))
-            for r in np.flatnonzero(rows["live"]).tolist()
+            (
+                int(columns["order"][r]),
+                int(columns["disjunct"][r]),
+                keys[columns["key"][r]],
+                objects.get(r, float(value[r])),
+            )
+            for r in np.flatnonzero(columns["live"]).tolist()
         ]
+        for orders, kids, values in self.block_parts():
+            assert values.shape == (len(orders), len(kids)), "a block's constants of the wrong shape"
+            got += [
+                (order, 0, keys[kid], constant)
+                for order, row in zip(orders.tolist(), values.tolist(), strict=True)
+                for kid, constant in zip(kids.tolist(), row, strict=True)
+            ]
+        got.sort(key=lambda row: row[0])  # (stable: a query's predicates keep their order)
+        assert len(got) == sum(counts.values()), "predicate rows out of step with the queries"
         want = [(rq.order, d, key, value) for rq in self for d, key, value in rq.predicates()]
         assert got == want, "predicate rows differ from the queries' predicates"
 
@@ -557,15 +571,3 @@ class _BlockRows:
         rows = self.block_rows if self.block_rows is not None else np.arange(len(self.orders), dtype=np.int64)
         self.block_rows = rows[keep]
         self.orders = self.orders[keep]
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(order, disjunct, key, value) of every row, query after query."""
-        width = len(self.kids)
-        table = np.frombuffer(self.block.values, np.float64).reshape(-1, width)
-        values = table if self.block_rows is None else table[self.block_rows]
-        return (
-            np.repeat(self.orders, width),
-            np.zeros(self.n_rows, np.int16),
-            np.tile(self.kids, len(self.orders)),
-            values.reshape(-1),
-        )

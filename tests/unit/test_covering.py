@@ -269,3 +269,20 @@ def test_integer_lists_of_doubles_cut_all_at_once_as_one_by_one(op: str, cs: lis
     x = data.draw(st.one_of(st.sampled_from(near), st.integers(-(2**63), 2**63 - 1)))
     for cl in (at_once, pickle.loads(pickle.dumps(at_once))):
         assert as_bools(cl.satisfied(x), len(constants)) == model(op, constants, x, None, None)
+
+
+def test_integral_constants_of_an_integer_column_are_read_in_place() -> None:
+    """Whole-number doubles on an INTEGER column are their own cuts: both cut arrays are
+    the plan's array itself (no copy per list; the batch kernels then read it in place),
+    and a list with one fraction gets ceil and floor cuts of its own."""
+    whole = np.array([-1e308, -3.0, 0.0, 2.0, 7.0, 1e308], np.float64)
+    integral = CoveringList(">=", whole[1:-1], integer=True, doubles=True)
+    integral._check()
+    lt, le = integral.cuts()
+    assert lt is le and np.shares_memory(lt, whole)
+    assert lt.tolist() == [float(integer_cut(c)[0]) for c in (-3.0, 0.0, 2.0, 7.0)]
+    with_fraction = np.array([-3.0, 0.5, 2.0])
+    cut = CoveringList(">=", with_fraction, integer=True, doubles=True)
+    lt, le = cut.cuts()
+    assert lt.tolist() == [-3.0, 1.0, 2.0] and le.tolist() == [-3.0, 0.0, 2.0]
+    assert not np.shares_memory(lt, with_fraction)

@@ -19,15 +19,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from mqo.arrow_build import array_of, numpy_array
 from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
 from mqo.result_encoding import (
     Layout,
-    buffer_of,
     finite_columns,
     json_lines,
+    query_heads,
     query_layouts,
     result_schema,
+    shared_json_chunks,
     value_types,
     within_64_bits,
 )
@@ -116,33 +118,41 @@ class MatchBatch:
     def json_lines(self) -> Iterator[str]:
         """One newline-terminated JSON object per result, in the order of :meth:`matches`
         (non-finite values as :meth:`json_text` writes them)."""
-        yield from self._lines(literal=True)[0].to_pylist()
+        for chunk in self._json_chunks(literal=True)[0]:
+            # JSON escapes newlines inside strings, so every "\n" ends a result
+            for line in chunk[:-1].decode().split("\n"):
+                yield line + "\n"
 
     def json_text(self) -> str:
         """All of :meth:`json_lines` as one string (non-finite values as ``Infinity``
         and ``NaN``, as Python's json module writes them)."""
-        return bytes(buffer_of(self._lines(literal=True)[0])).decode()
+        return b"".join(self._json_chunks(literal=True)[0]).decode()
 
     def write_json(self, write: Callable[[bytes], object]) -> int:
         """:meth:`json_lines` as strict JSON, what a JSONL file gets (every non-finite
         value written as null), encoded as UTF-8 and given to ``write`` in runs of whole
         lines (a file's ``write``): no string of the whole batch is made. Returns how
         many non-finite values were written as null."""
-        lines, replaced = self._lines(literal=False)
-        if len(lines):
-            write(buffer_of(lines))
+        chunks, replaced = self._json_chunks(literal=False)
+        for chunk in chunks:
+            write(chunk)
         return replaced
 
-    def _lines(self, *, literal: bool) -> tuple[pa.Array, int]:
-        """The JSON lines of the result columns and how many non-finite values became
-        null (none with ``literal``: they are written as ``Infinity``/``NaN``)."""
+    def _json_chunks(self, *, literal: bool) -> tuple[Iterator[bytes], int]:
+        """Runs of whole JSON lines, UTF-8 encoded, and how many non-finite values
+        became null (none with ``literal``: they are written as ``Infinity``/``NaN``).
+        What the results of one assignment share (ts, ids, values) is formatted once
+        per query context (:class:`ResultColumns`), then put after each query's id."""
         types = self.plan.per_stream(-1, _plan_types)
-        table, replaced = self.result_columns(types)
+        columns = self.result_columns(types)
+        distinct, replaced = columns.distinct, columns.overflowed
         layouts = self.layouts()
         if not literal:
-            table, nonfinite = finite_columns(table, layouts)
+            distinct, nonfinite = finite_columns(distinct, layouts, uses=columns.uses())
             replaced += nonfinite
-        return json_lines(table, layouts, ("ts", "ids"), literal=literal), replaced
+        tails = json_lines(distinct, layouts, ("ts", "ids"), literal=literal, heads=False)
+        heads = self.plan.per_stream(-1, _plan_heads)
+        return shared_json_chunks(tails, columns.shared, heads, columns.records), replaced
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """The result columns: query string, ts double, ids map<string,int64>, then the
@@ -155,70 +165,113 @@ class MatchBatch:
         cost per result is a few array elements, not Python objects. An integer
         value past 64 bits (INTEGER arithmetic that overflows) is NULL.
         """
-        return self.result_columns(types)[0]
+        return self.result_columns(types).table
 
     def layouts(self) -> dict[str, Layout]:
         """Each query's :class:`~mqo.result_encoding.Layout` (what its JSON object holds)."""
         return self.plan.per_stream(-1, _plan_layouts)
 
-    def result_columns(self, types: Mapping[str, pa.DataType] | None = None) -> tuple[pa.Table, int]:
-        """:meth:`to_arrow`, and how many integer values past 64 bits were made NULL."""
+    def result_columns(self, types: Mapping[str, pa.DataType] | None = None) -> ResultColumns:
+        """The results as :class:`ResultColumns`: what one assignment of tuples gives
+        the queries of one context (ts, ids, values) is one row, computed once."""
         types = dict(types if types is not None else self.plan.per_stream(-1, _plan_types))
         plan = self.plan
-        groups = list(self._groups())
-        counts = np.fromiter((len(g[0]) for g in groups), np.int64, len(groups))
-        slots = np.concatenate([g[0] for g in groups]) if groups else np.zeros(0, np.int64)
-        group_of = np.repeat(np.arange(len(groups)), counts)
-        stamps = np.repeat(np.fromiter((g[1] for g in groups), np.float64, len(groups)), counts)
-        records = plan.slot_record[slots]
-        named, which = np.unique(records, return_inverse=True)
-        names = pa.array([plan.record_names[r] for r in named.tolist()], pa.string()).take(pa.array(which))
-
-        contexts = plan.slot_context[slots]
+        slot_context, slot_record = plan.slot_context, plan.slot_record
         codes = plan.context_codes
-        width = np.array([len(code.aliases) for code in codes], np.int64)
-        offsets = np.zeros(len(slots) + 1, np.int64)
-        np.cumsum(width[contexts], out=offsets[1:])
-        n_streams = len(plan.streams)
-        members = np.array([[-1 if r is None else r[1] for r in rows] for _, _, rows in groups], np.int64).reshape(
-            len(groups), n_streams
+        one_context = len(codes) == 1
+        slot_runs: list[np.ndarray] = []
+        shared_runs: list[np.ndarray] = []
+        stamps: list[float] = []
+        firsts: list[int] = []  # a record of each entry's context (which layout its values follow)
+        id_keys: list[str] = []
+        id_items: list[int] = []
+        widths: list[int] = []
+        # per value name: the entries that have it, and their values
+        entries: dict[str, list[int]] = {name: [] for name in types}
+        values: dict[str, list[Any]] = {name: [] for name in types}
+        # per assignment of tuples (a group of results), one entry per query context it
+        # satisfies: the loop runs per entry, the results are arrays
+        for slots, ts, rows in self._groups():
+            contexts = slot_context[slots]
+            if one_context or (contexts == contexts[0]).all():
+                found, back = [int(contexts[0])], None
+            else:
+                unique, back = np.unique(contexts, return_inverse=True)
+                found = unique.tolist()
+            slot_runs.append(slots)
+            shared_runs.append(np.full(len(slots), len(stamps)) if back is None else len(stamps) + back.reshape(-1))
+            for k, ctx in enumerate(found):
+                code = codes[ctx]
+                first = 0 if back is None else int(np.argmax(back == k))
+                firsts.append(int(slot_record[slots[first]]))
+                stamps.append(ts)
+                widths.append(len(code.aliases))
+                for s, alias in code.aliases.items():
+                    id_keys.append(alias)
+                    id_items.append(rows[s][1])
+                for name, fn in code.outputs:
+                    if name in values:
+                        entries[name].append(len(stamps) - 1)
+                        values[name].append(fn(rows))
+        slots = np.concatenate(slot_runs) if slot_runs else np.zeros(0, np.int64)
+        shared = np.concatenate(shared_runs).astype(np.int64) if shared_runs else np.zeros(0, np.int64)
+        offsets = np.zeros(len(widths) + 1, np.int32)
+        np.cumsum(widths, out=offsets[1:])
+        ids = pa.MapArray.from_arrays(
+            numpy_array(offsets), array_of(id_keys, pa.string()), array_of(id_items, pa.int64())
         )
-        key_code = np.zeros(int(offsets[-1]), np.int32)
-        items = np.zeros(int(offsets[-1]), np.int64)
-        aliases: list[str] = []
-        columns = {name: np.full(len(slots), None, object) for name in types}
-        for ctx in np.unique(contexts).tolist():
-            code = codes[ctx]
-            chosen = np.flatnonzero(contexts == ctx)
-            for j, (s, alias) in enumerate(code.aliases.items()):
-                at = offsets[chosen] + j
-                key_code[at] = len(aliases)
-                aliases.append(alias)
-                items[at] = members[group_of[chosen], s]
-            wanted = [(name, fn) for name, fn in code.outputs if name in columns]
-            if not wanted:
-                continue
-            # one value per assignment, shared by every query of the context it satisfies
-            assigned, back = np.unique(group_of[chosen], return_inverse=True)
-            member_rows = [groups[g][2] for g in assigned.tolist()]
-            for name, fn in wanted:
-                values = np.empty(len(member_rows), object)
-                values[:] = [fn(rows) for rows in member_rows]
-                if types[name] == pa.string():
-                    values[:] = [text_of(v) for v in values.tolist()]
-                columns[name][chosen] = values[back]
-        keys = pa.array(aliases, pa.string()).take(pa.array(key_code))
-        ids = pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), keys, pa.array(items))
-        arrays = [names, pa.array(stamps, pa.float64()), ids]
+        names = plan.per_stream(-1, _plan_names)
+        records = slot_record[slots]
+        arrays = [names.take(array_of(firsts, pa.int64())), array_of(stamps, pa.float64()), ids]
         overflowed = 0
         for name, dtype in types.items():
-            column = columns[name]
-            if dtype == pa.int64():
+            column = np.full(len(stamps), None, object)
+            column[entries[name]] = values[name]
+            if dtype == pa.string():
+                column[:] = [text_of(v) for v in column.tolist()]
+            elif dtype == pa.int64():
                 fitted, n = within_64_bits(column.tolist())
-                overflowed += n
-                column = np.array(fitted, object) if n else column
-            arrays.append(pa.array(column, dtype))
-        return pa.Table.from_arrays(arrays, schema=result_schema(types)), overflowed
+                if n:  # a value made NULL counts once per result reading it
+                    wide = [k for k, v in enumerate(column.tolist()) if v is not None and fitted[k] is None]
+                    overflowed += int(np.bincount(shared, minlength=len(stamps))[wide].sum())
+                    column[:] = fitted
+            arrays.append(array_of(column.tolist(), dtype))
+        distinct = pa.Table.from_arrays(arrays, schema=result_schema(types))
+        return ResultColumns(distinct, shared, records, names, overflowed)
+
+
+@dataclass
+class ResultColumns:
+    """A batch's result columns, held shared: ``distinct`` has the result columns'
+    schema with one row per (assignment of tuples, query context) (its ``query`` is
+    one of that context's); result ``k`` is row ``shared[k]`` of it with the query
+    named ``names[records[k]]``. ``overflowed``: results' integer values past 64 bits
+    made NULL."""
+
+    distinct: pa.Table
+    shared: np.ndarray
+    records: np.ndarray
+    names: pa.Array
+    overflowed: int
+
+    @property
+    def table(self) -> pa.Table:
+        """One row per result (what a CSV or Parquet file holds)."""
+        rows = numpy_array(self.shared)
+        columns = [self.names.take(numpy_array(self.records)), *(c.take(rows) for c in self.distinct.columns[1:])]
+        return pa.Table.from_arrays(columns, schema=self.distinct.schema)
+
+    def uses(self) -> np.ndarray:
+        """How many results read each row of ``distinct``."""
+        return np.bincount(self.shared, minlength=self.distinct.num_rows)
+
+
+def _plan_names(plan: CompiledPlan, _: int) -> pa.Array:
+    return array_of(plan.record_names, pa.string())
+
+
+def _plan_heads(plan: CompiledPlan, _: int) -> np.ndarray:
+    return query_heads(plan.record_names)
 
 
 def _plan_types(plan: CompiledPlan, _: int) -> dict[str, pa.DataType]:

@@ -28,7 +28,7 @@ lines are one Arrow string buffer written as it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mqo.arrow_build import array_of, null, numpy_array, numpy_of, scalar
 from predicates import ColumnType
 from predicates.ast import Arith, BoolLit, ColumnRef, Expr, Negate, StringLit
 
@@ -49,6 +50,12 @@ ARROW_TYPES = {
 IDS_TYPE = pa.map_(pa.string(), pa.int64())
 _json_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _LITERAL = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
+
+
+def _join(*parts: Any) -> pa.Array:
+    """Texts joined element-wise; a ``str`` part is the same text on every row."""
+    return pc.binary_join_element_wise(*(scalar(p) if isinstance(p, str) else p for p in parts), scalar(""))
+
 
 # ------------------------------------------------------------------ schema
 
@@ -129,13 +136,16 @@ class Layout:
 # --------------------------------------------------------- non-finite values
 
 
-def finite_columns(table: pa.Table, layouts: Mapping[str, Layout] | None = None) -> tuple[pa.Table, int]:
+def finite_columns(
+    table: pa.Table, layouts: Mapping[str, Layout] | None = None, uses: np.ndarray | None = None
+) -> tuple[pa.Table, int]:
     """``table`` with every non-finite number NULL, and how many there were: in double
     columns, and in text columns where a query's own value is a double written as
-    text (``inf``; with ``layouts``, which say whose values are doubles)."""
+    text (``inf``; with ``layouts``, which say whose values are doubles). ``uses``:
+    how many results each row stands for (a shared row, :class:`mqo.batch.ResultColumns`)."""
     count = 0
     floats_as_text: set[str] = set()
-    for layout in (layouts or {}).values():
+    for layout in {id(layout): layout for layout in (layouts or {}).values()}.values():  # shared by many queries
         for _, members in layout.objects:
             floats_as_text.update(column for _, column, dtype in members if pa.types.is_floating(dtype))
     for k, column in enumerate(table.columns):
@@ -143,15 +153,18 @@ def finite_columns(table: pa.Table, layouts: Mapping[str, Layout] | None = None)
         if pa.types.is_floating(column.type):
             bad = pc.invert(pc.is_finite(column))
         elif pa.types.is_string(column.type) and name in floats_as_text:
-            bad = pc.is_in(column, value_set=pa.array(list(_LITERAL), pa.string()))
+            bad = pc.is_in(column, value_set=array_of(list(_LITERAL), pa.string()))
             # only where the query's own value is a double, not a text "inf"
             bad = pc.and_(bad, _float_rows(table, name, layouts or {}))
         else:
             continue
+        bad = pc.fill_null(bad, scalar(False))
         n = pc.sum(bad).as_py() or 0
+        if n and uses is not None:
+            n = int(uses[numpy_of(bad)].sum())
         if n:
             count += n
-            table = table.set_column(k, table.field(k), pc.if_else(bad, pa.scalar(None, column.type), column))
+            table = table.set_column(k, table.field(k), pc.if_else(bad, null(column.type), column))
     return table, count
 
 
@@ -164,7 +177,7 @@ def _float_rows(table: pa.Table, column: str, layouts: Mapping[str, Layout]) -> 
         else False
         for q in dictionary.dictionary.to_pylist()
     ]
-    return pa.array(np.asarray(floats, bool)[dictionary.indices.to_numpy(zero_copy_only=False)])
+    return numpy_array(np.asarray(floats, bool)[numpy_of(dictionary.indices)])
 
 
 # ---------------------------------------------------------------- numbers
@@ -182,17 +195,21 @@ def float_texts(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     text = pc.cast(values, pa.string())
     size = pc.abs(values)
     # repr writes an exponent outside [1e-4, 1e16)
-    repr_exponent = pc.or_(pc.greater_equal(size, 1e16), pc.and_(pc.less(size, 1e-4), pc.not_equal(size, 0)))
+    repr_exponent = pc.or_(
+        pc.greater_equal(size, scalar(1e16)), pc.and_(pc.less(size, scalar(1e-4)), pc.not_equal(size, scalar(0.0)))
+    )
     arrow_exponent = pc.match_substring(text, "e")
     padded = pc.replace_substring_regex(text, r"e([+-])(\d)$", r"e\10\2")
     whole = pc.invert(pc.match_substring(text, "."))
-    fixed = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+    fixed = pc.if_else(whole, _join(text, ".0"), text)
     out = pc.if_else(arrow_exponent, padded, fixed)
-    odd = pc.fill_null(pc.or_(pc.not_equal(repr_exponent, arrow_exponent), pc.invert(pc.is_finite(values))), False)
-    where = np.flatnonzero(odd.to_numpy(zero_copy_only=False))
+    odd = pc.fill_null(
+        pc.or_(pc.not_equal(repr_exponent, arrow_exponent), pc.invert(pc.is_finite(values))), scalar(False)
+    )
+    where = np.flatnonzero(numpy_of(odd))
     if len(where):
-        picked = values.take(pa.array(where)).to_numpy(zero_copy_only=False)
-        fixed_texts = pa.array(list(map(float.__repr__, picked.tolist())), pa.string())
+        picked = numpy_of(values.take(numpy_array(where)))
+        fixed_texts = array_of(list(map(float.__repr__, picked.tolist())), pa.string())
         out = _put(out, where, fixed_texts)
     return out
 
@@ -201,13 +218,13 @@ def _put(array: pa.Array, where: np.ndarray, texts: pa.Array) -> pa.Array:
     """``array`` with ``texts`` at the positions ``where``."""
     index = np.arange(len(array), dtype=np.int64)
     index[where] = len(array) + np.arange(len(where))
-    return pa.concat_arrays([array, texts]).take(pa.array(index))
+    return pa.concat_arrays([array, texts]).take(numpy_array(index))
 
 
 def _distinct_texts(values: pa.Array, encode: Any) -> pa.Array:
     """``encode`` of each value, run once per distinct value (NULL stays NULL)."""
     dictionary = pc.dictionary_encode(values)
-    texts = pa.array([encode(v) for v in dictionary.dictionary.to_pylist()], pa.string())
+    texts = array_of([encode(v) for v in dictionary.dictionary.to_pylist()], pa.string())
     return texts.take(dictionary.indices)
 
 
@@ -223,20 +240,55 @@ def value_texts(column: pa.Array, dtype: pa.DataType, *, json_text: bool, litera
     if pa.types.is_string(column.type):  # a query's number or boolean kept as its text
         text = column
         if pa.types.is_boolean(dtype):
-            return pc.if_else(pc.equal(text, "True"), "true", "false") if json_text else text
+            return pc.if_else(pc.equal(text, scalar("True")), scalar("true"), scalar("false")) if json_text else text
     elif pa.types.is_floating(column.type):
         text = float_texts(column)
     elif pa.types.is_boolean(column.type):
-        return pc.if_else(column, "true", "false") if json_text else pc.if_else(column, "True", "False")
+        shown = ("true", "false") if json_text else ("True", "False")
+        return pc.if_else(column, scalar(shown[0]), scalar(shown[1]))
     else:
         text = pc.cast(column, pa.string())
     if literal and pa.types.is_floating(dtype):
         for raw, shown in _LITERAL.items():
-            text = pc.if_else(pc.equal(text, raw), shown, text)
+            text = pc.if_else(pc.equal(text, scalar(raw)), scalar(shown), text)
     return text
 
 
 # ------------------------------------------------------------- JSON lines
+
+
+def query_heads(names: Sequence[str]) -> np.ndarray:
+    """``{"query":<name>`` of each query name, UTF-8 (an object array of bytes, taken by
+    query numbers at once): how a JSON line starts."""
+    return np.array([('{"query":' + _json_text(name)).encode() for name in names] or [b""], object)[: len(names)]
+
+
+def shared_json_chunks(
+    tails: pa.Array, shared: np.ndarray, heads: np.ndarray, records: np.ndarray, run_bytes: int = 1 << 20
+) -> Iterator[bytes]:
+    """JSON lines whose rows are shared (:func:`json_lines` of the shared rows, made
+    with ``heads=False``): line ``k`` is ``heads[records[k]]`` then ``tails[shared[k]]``.
+    Each run of lines with one shared row is one ``bytes.join`` over its heads;
+    yielded in chunks of whole lines of about ``run_bytes``."""
+    n = len(shared)
+    if n == 0:
+        return
+    tail_bytes = [t.encode() for t in tails.to_pylist()]
+    cut = np.flatnonzero(shared[1:] != shared[:-1]) + 1
+    starts = np.concatenate(([0], cut)).tolist()
+    ends = np.concatenate((cut, [n])).tolist()
+    parts: list[bytes] = []
+    size = 0
+    for a, b, row in zip(starts, ends, shared[starts].tolist(), strict=True):
+        tail = tail_bytes[row]
+        parts.append(tail.join(heads[records[a:b]].tolist()))
+        parts.append(tail)
+        size += len(parts[-2]) + len(tail)
+        if size >= run_bytes:
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 def json_lines(
@@ -246,6 +298,7 @@ def json_lines(
     *,
     literal: bool = False,
     null_start: bool = False,
+    heads: bool = True,
 ) -> pa.Array:
     """One JSON object per row, each ending in a newline, as one Arrow string array:
     ``{"query":..., <scalars>, <the row's query's objects>}``. A scalar column is
@@ -254,47 +307,58 @@ def json_lines(
     own type. ``null_start``: a ``window_start`` of minus infinity is null (a landmark
     window). Non-finite numbers are written as they are in the table (make them NULL
     first, :func:`finite_columns`, for a strict file) or, with ``literal``, as
-    ``Infinity``/``NaN``."""
-    n = table.num_rows
-    if n == 0:
-        return pa.array([], pa.string())
-    parts: list[Any] = ['{"query":', _distinct_texts(table.column("query").combine_chunks(), _json_text)]
+    ``Infinity``/``NaN``. Without ``heads`` each line lacks its query (``{"query":...``):
+    the rows are shared by lines of many queries (:func:`shared_json_chunks`)."""
+    if table.num_rows == 0:
+        return array_of([], pa.string())
+    tails = _tails(table, layouts, scalars, literal, null_start)
+    if not heads:
+        return tails
+    query = table.column("query").combine_chunks()
+    return _join(_distinct_texts(query, lambda name: '{"query":' + _json_text(name)), tails)
+
+
+def _tails(
+    table: pa.Table, layouts: Mapping[str, Layout], scalars: Sequence[str], literal: bool, null_start: bool
+) -> pa.Array:
+    """Each row's JSON line after its query: the scalars, the objects, the end."""
+    parts: list[Any] = []
     for name in scalars:
         column = table.column(name).combine_chunks()
         parts.append(f',"{name}":')
         if isinstance(column.type, pa.MapType):
             parts.append(_map_texts(column))
-        else:
-            text = value_texts(column, column.type, json_text=True, literal=literal)
-            if null_start:
-                text = pc.if_else(pc.equal(text, "-inf"), pa.scalar(None, pa.string()), text)
-            parts.append(pc.fill_null(text, "null"))
+            continue
+        text = value_texts(column, column.type, json_text=True, literal=literal)
+        if null_start and name == "window_start":
+            text = pc.if_else(pc.equal(column, scalar(-np.inf)), null(pa.string()), text)
+        parts.append(pc.fill_null(text, scalar("null")))
     query = pc.dictionary_encode(table.column("query").combine_chunks())
     names = query.dictionary.to_pylist()
-    codes = query.indices.to_numpy(zero_copy_only=False)
+    codes = numpy_of(query.indices)
     layout_of: dict[Layout, int] = {}
     known = [layout_of.setdefault(layouts[q], len(layout_of)) if q in layouts else -1 for q in names]
     if -1 in known:
         raise ValueError(f"results of query {names[known.index(-1)]!r}, which no layout describes")
     row_layout = np.asarray(known, np.int64)[codes]
-    keys = [key for key, _ in next(iter(layout_of)).objects] if layout_of else []
+    keys = [key for key, _ in next(iter(layout_of)).objects]
     objects = _object_texts(table, list(layout_of), row_layout, keys, literal)
     for key, text in zip(keys, objects, strict=True):
         parts.extend([f',"{key}":', text])
     parts.append("}\n")
-    return pc.binary_join_element_wise(*parts, "")
+    return _join(*parts)
 
 
 def _map_texts(column: pa.MapArray) -> pa.Array:
     """A map<string, int64> column as JSON objects, keys in their order."""
     keys = _distinct_texts(column.keys, _json_text)
-    pairs = pc.binary_join_element_wise(keys, pc.cast(column.items, pa.string()), ":")
+    pairs = _join(keys, ":", pc.cast(column.items, pa.string()))
     offsets = column.offsets
     if column.offset or offsets[0].as_py():
         start = offsets[0].as_py()
         offsets = pc.subtract(offsets, start)
-    joined = pc.binary_join(pa.ListArray.from_arrays(offsets, pairs), ",")
-    return pc.binary_join_element_wise("{", joined, "}", "")
+    joined = pc.binary_join(pa.ListArray.from_arrays(offsets, pairs), scalar(","))
+    return _join("{", joined, "}")
 
 
 def _object_texts(
@@ -306,25 +370,25 @@ def _object_texts(
     bounds = np.searchsorted(row_layout[order], np.arange(len(layouts) + 1))
     pieces: list[list[pa.Array]] = [[] for _ in keys]
     for k, layout in enumerate(layouts):
-        rows = pa.array(order[bounds[k] : bounds[k + 1]])
+        rows = numpy_array(order[bounds[k] : bounds[k + 1]])
         if not len(rows):
             continue
         members_of = dict(layout.objects)
         for j, key in enumerate(keys):
             members = members_of[key]
             if not members:
-                pieces[j].append(pa.array(["{}"] * len(rows), pa.string()))
+                pieces[j].append(array_of(["{}"] * len(rows), pa.string()))
                 continue
             texts: list[Any] = []
             for m, (member, column, dtype) in enumerate(members):
                 values = table.column(column).take(rows)
-                text = pc.fill_null(value_texts(values, dtype, json_text=True, literal=literal), "null")
+                text = pc.fill_null(value_texts(values, dtype, json_text=True, literal=literal), scalar("null"))
                 texts.extend([("{" if m == 0 else ",") + _json_text(member) + ":", text])
             texts.append("}")
-            pieces[j].append(pc.binary_join_element_wise(*texts, ""))
+            pieces[j].append(_join(*texts))
     back = np.empty(len(order), np.int64)
     back[order] = np.arange(len(order))
-    return [pa.concat_arrays(p).take(pa.array(back)) for p in pieces]
+    return [pa.concat_arrays(p).take(numpy_array(back)) for p in pieces]
 
 
 # -------------------------------------------------------------------- CSV
@@ -335,7 +399,7 @@ def csv_lines(table: pa.Table, columns: Sequence[str], ids_as_json: bool = True)
     module writes): numbers as :func:`value_texts` writes them, NULL empty, the ids
     map as its JSON text."""
     if table.num_rows == 0:
-        return pa.array([], pa.string())
+        return array_of([], pa.string())
     parts: list[Any] = []
     for k, name in enumerate(columns):
         column = table.column(name).combine_chunks()
@@ -343,13 +407,13 @@ def csv_lines(table: pa.Table, columns: Sequence[str], ids_as_json: bool = True)
             text = _map_texts(column)
         else:
             text = value_texts(column, column.type, json_text=False)
-        parts.extend([*([","] if k else []), _csv_quoted(pc.fill_null(text, ""))])
+        parts.extend([*([","] if k else []), _csv_quoted(pc.fill_null(text, scalar("")))])
     parts.append("\r\n")
-    return pc.binary_join_element_wise(*parts, "")
+    return _join(*parts)
 
 
 def csv_header(columns: Sequence[str]) -> str:
-    quoted = _csv_quoted(pa.array(list(columns), pa.string())).to_pylist()
+    quoted = _csv_quoted(array_of(list(columns), pa.string())).to_pylist()
     return ",".join(quoted) + "\r\n"
 
 
@@ -359,7 +423,7 @@ def _csv_quoted(text: pa.Array) -> pa.Array:
     needs = pc.match_substring_regex(text, '[,"\\r\\n]')
     if not pc.any(needs).as_py():
         return text
-    quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
+    quoted = _join('"', pc.replace_substring(text, '"', '""'), '"')
     return pc.if_else(needs, quoted, text)
 
 

@@ -26,6 +26,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -144,21 +145,22 @@ class ResultWriter:
 
     def write_batch(self, batch: MatchBatch) -> int:
         """Write a batch of results; returns how many."""
-        table, overflowed = batch.result_columns(self.types)
-        self.nonfinite += overflowed
-        self.write_table(table, batch.layouts())
-        return table.num_rows
+        columns = batch.result_columns(self.types)
+        self.nonfinite += columns.overflowed
+        self.write_table(columns.table, batch.layouts(), columns.shared)
+        return columns.table.num_rows
 
-    def write_table(self, table: pa.Table, layouts: Mapping[str, Layout]) -> None:
+    def write_table(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None = None) -> None:
         """Result columns (:func:`mqo.result_encoding.result_schema`), each query's
-        values as its :class:`Layout` says; non-finite numbers are written as NULL."""
+        values as its :class:`Layout` says; non-finite numbers are written as NULL.
+        ``shared``: rows that differ in their query only (:func:`mqo.json_lines`)."""
         if not table.num_rows:
             return
         table, n = finite_columns(table, layouts)
         self.nonfinite += n
-        self._write(table, layouts)
+        self._write(table, layouts, shared)
 
-    def _write(self, table: pa.Table, layouts: Mapping[str, Layout]) -> None:
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -238,8 +240,8 @@ class JsonlWriter(_LinesWriter):
     """One JSON object per result (keys ``query``, ``ts``, ``ids``, ``values``: the
     query's own values)."""
 
-    def _write(self, table: pa.Table, layouts: Mapping[str, Layout]) -> None:
-        self._put(buffer_of(json_lines(table, layouts, ("ts", "ids"))))
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
+        self._put(buffer_of(json_lines(table, layouts, ("ts", "ids"), shared=shared)))
 
     def write_batch(self, batch: MatchBatch) -> int:
         # the batch's own value columns: JSON lines write each query's values, whatever
@@ -264,7 +266,7 @@ class CsvWriter(_LinesWriter):
         super().__init__(path, types)
         self._put(csv_header(["query", "ts", "ids", *types]).encode())
 
-    def _write(self, table: pa.Table, layouts: Mapping[str, Layout]) -> None:
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
         self._put(buffer_of(csv_lines(table, table.schema.names)))
 
 
@@ -291,7 +293,7 @@ class ParquetWriter(ResultWriter):
         self._flush()
         return super().write_batch(batch)
 
-    def _write(self, table: pa.Table, layouts: Mapping[str, Layout]) -> None:
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
         self._pending.append(table)
         if len(self._pending) == 1 and table.num_rows >= _BATCH:
             self._flush()

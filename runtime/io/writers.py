@@ -241,7 +241,7 @@ class JsonlWriter(_LinesWriter):
     query's own values)."""
 
     def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
-        self._put(buffer_of(json_lines(table, layouts, ("ts", "ids"), shared=shared)))
+        self._put(buffer_of(json_lines(table, layouts, ("ts", "ids"))))
 
     def write_batch(self, batch: MatchBatch) -> int:
         # the batch's own value columns: JSON lines write each query's values, whatever

@@ -297,30 +297,26 @@ def json_lines(
     scalars: Sequence[str],
     *,
     literal: bool = False,
-    null_start: bool = False,
     heads: bool = True,
 ) -> pa.Array:
     """One JSON object per row, each ending in a newline, as one Arrow string array:
     ``{"query":..., <scalars>, <the row's query's objects>}``. A scalar column is
     written by its type (a map as an object, in its key order); an object holds the
     members the row's query's :class:`Layout` names, in its order, each as the query's
-    own type. ``null_start``: a ``window_start`` of minus infinity is null (a landmark
-    window). Non-finite numbers are written as they are in the table (make them NULL
+    own type. Non-finite numbers are written as they are in the table (make them NULL
     first, :func:`finite_columns`, for a strict file) or, with ``literal``, as
     ``Infinity``/``NaN``. Without ``heads`` each line lacks its query (``{"query":...``):
     the rows are shared by lines of many queries (:func:`shared_json_chunks`)."""
     if table.num_rows == 0:
         return array_of([], pa.string())
-    tails = _tails(table, layouts, scalars, literal, null_start)
+    tails = _tails(table, layouts, scalars, literal)
     if not heads:
         return tails
     query = table.column("query").combine_chunks()
     return _join(_distinct_texts(query, lambda name: '{"query":' + _json_text(name)), tails)
 
 
-def _tails(
-    table: pa.Table, layouts: Mapping[str, Layout], scalars: Sequence[str], literal: bool, null_start: bool
-) -> pa.Array:
+def _tails(table: pa.Table, layouts: Mapping[str, Layout], scalars: Sequence[str], literal: bool) -> pa.Array:
     """Each row's JSON line after its query: the scalars, the objects, the end."""
     parts: list[Any] = []
     for name in scalars:
@@ -330,8 +326,6 @@ def _tails(
             parts.append(_map_texts(column))
             continue
         text = value_texts(column, column.type, json_text=True, literal=literal)
-        if null_start and name == "window_start":
-            text = pc.if_else(pc.equal(column, scalar(-np.inf)), null(pa.string()), text)
         parts.append(pc.fill_null(text, scalar("null")))
     query = pc.dictionary_encode(table.column("query").combine_chunks())
     names = query.dictionary.to_pylist()

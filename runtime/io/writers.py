@@ -106,20 +106,6 @@ def strict_json(record: Any) -> tuple[str, int]:
         return _dumps_strict(clean), count
 
 
-def strict_json_lines(text: str) -> tuple[str, int]:
-    """JSON lines (as :meth:`AggregateBatch.json_text` writes them, which may hold
-    ``Infinity`` or ``NaN``) with every non-finite number as null; and how many."""
-    if "Infinity" not in text and "NaN" not in text:
-        return text, 0
-    lines = text.split("\n")  # JSON escapes line breaks inside strings
-    count = 0
-    for k, line in enumerate(lines):
-        if "Infinity" in line or "NaN" in line:
-            lines[k], n = strict_json(json.loads(line))  # json.loads reads Infinity and NaN
-            count += n
-    return "\n".join(lines), count
-
-
 # ----------------------------------------------------------------- writers
 
 
@@ -252,11 +238,12 @@ class JsonlWriter(_LinesWriter):
         return len(batch)
 
     def write_aggregates(self, batch: AggregateBatch) -> int:
-        # built from the batch's columns; a landmark window's start is written as null
-        text, n = strict_json_lines(batch.json_text())
-        self.nonfinite += n
-        self._put(text.encode())
-        return text.count("\n")
+        # the rows' result columns; a landmark window's start is null
+        table, layouts, overflowed = batch.result_columns()
+        table, nonfinite = finite_columns(table, layouts)
+        self.nonfinite += overflowed + nonfinite
+        self._put(buffer_of(json_lines(table, layouts, ("window_start", "window_end"))))
+        return table.num_rows
 
 
 class CsvWriter(_LinesWriter):

@@ -199,7 +199,9 @@ class MatchBatch:
                 unique, back = np.unique(contexts, return_inverse=True)
                 found = unique.tolist()
             slot_runs.append(slots)
-            shared_runs.append(np.full(len(slots), len(stamps)) if back is None else len(stamps) + back.reshape(-1))
+            shared_runs.append(
+                np.full(len(slots), len(stamps), np.int64) if back is None else len(stamps) + back.reshape(-1)
+            )
             for k, ctx in enumerate(found):
                 code = codes[ctx]
                 first = 0 if back is None else int(np.argmax(back == k))
@@ -214,7 +216,7 @@ class MatchBatch:
                         entries[name].append(len(stamps) - 1)
                         values[name].append(fn(rows))
         slots = np.concatenate(slot_runs) if slot_runs else np.zeros(0, np.int64)
-        shared = np.concatenate(shared_runs).astype(np.int64) if shared_runs else np.zeros(0, np.int64)
+        shared = np.concatenate(shared_runs) if shared_runs else np.zeros(0, np.int64)
         offsets = np.zeros(len(widths) + 1, np.int32)
         np.cumsum(widths, out=offsets[1:])
         ids = pa.MapArray.from_arrays(

@@ -263,13 +263,11 @@ def query_heads(names: Sequence[str]) -> np.ndarray:
     return np.array([('{"query":' + _json_text(name)).encode() for name in names] or [b""], object)[: len(names)]
 
 
-def shared_json_chunks(
-    tails: pa.Array, shared: np.ndarray, heads: np.ndarray, records: np.ndarray, run_bytes: int = 1 << 20
-) -> Iterator[bytes]:
+def shared_json_chunks(tails: pa.Array, shared: np.ndarray, heads: np.ndarray, records: np.ndarray) -> Iterator[bytes]:
     """JSON lines whose rows are shared (:func:`json_lines` of the shared rows, made
     with ``heads=False``): line ``k`` is ``heads[records[k]]`` then ``tails[shared[k]]``.
-    Each run of lines with one shared row is one ``bytes.join`` over its heads;
-    yielded in chunks of whole lines of about ``run_bytes``."""
+    Each run of lines with one shared row is one ``bytes.join`` over its heads (one
+    copy of its bytes), yielded as it is made."""
     n = len(shared)
     if n == 0:
         return
@@ -277,18 +275,9 @@ def shared_json_chunks(
     cut = np.flatnonzero(shared[1:] != shared[:-1]) + 1
     starts = np.concatenate(([0], cut)).tolist()
     ends = np.concatenate((cut, [n])).tolist()
-    parts: list[bytes] = []
-    size = 0
     for a, b, row in zip(starts, ends, shared[starts].tolist(), strict=True):
-        tail = tail_bytes[row]
-        parts.append(tail.join(heads[records[a:b]].tolist()))
-        parts.append(tail)
-        size += len(parts[-2]) + len(tail)
-        if size >= run_bytes:
-            yield b"".join(parts)
-            parts, size = [], 0
-    if parts:
-        yield b"".join(parts)
+        # head, tail, head, tail, ..., head, tail: the join puts a tail after each head
+        yield tail_bytes[row].join([*heads[records[a:b]].tolist(), b""])
 
 
 def json_lines(

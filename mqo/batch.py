@@ -152,7 +152,7 @@ class MatchBatch:
             replaced += nonfinite
         tails = json_lines(distinct, layouts, ("ts", "ids"), literal=literal, heads=False)
         heads = self.plan.per_stream(-1, _plan_heads)
-        return shared_json_chunks(tails, columns.shared, heads, columns.records), replaced
+        return shared_json_chunks(tails, columns.slots, columns.run_starts, columns.run_rows, heads), replaced
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """The result columns: query string, ts double, ids map<string,int64>, then the
@@ -180,7 +180,9 @@ class MatchBatch:
         codes = plan.context_codes
         one_context = len(codes) == 1
         slot_runs: list[np.ndarray] = []
-        shared_runs: list[np.ndarray] = []
+        run_starts: list[int] = []
+        run_rows: list[int] = []
+        done = 0  # results so far
         stamps: list[float] = []
         firsts: list[int] = []  # a record of each entry's context (which layout its values follow)
         id_keys: list[str] = []
@@ -198,10 +200,17 @@ class MatchBatch:
             else:
                 unique, back = np.unique(contexts, return_inverse=True)
                 found = unique.tolist()
+            # runs of results reading one row: the group, or its pieces of one context
+            if back is None:
+                run_starts.append(done)
+                run_rows.append(len(stamps))
+            else:
+                back = back.reshape(-1)
+                cut = np.flatnonzero(np.concatenate(([True], back[1:] != back[:-1])))
+                run_starts.extend((done + cut).tolist())
+                run_rows.extend((len(stamps) + back[cut]).tolist())
+            done += len(slots)
             slot_runs.append(slots)
-            shared_runs.append(
-                np.full(len(slots), len(stamps), np.int64) if back is None else len(stamps) + back.reshape(-1)
-            )
             for k, ctx in enumerate(found):
                 code = codes[ctx]
                 first = 0 if back is None else int(np.argmax(back == k))
@@ -216,14 +225,15 @@ class MatchBatch:
                         entries[name].append(len(stamps) - 1)
                         values[name].append(fn(rows))
         slots = np.concatenate(slot_runs) if slot_runs else np.zeros(0, np.int64)
-        shared = np.concatenate(shared_runs) if shared_runs else np.zeros(0, np.int64)
         offsets = np.zeros(len(widths) + 1, np.int32)
         np.cumsum(widths, out=offsets[1:])
         ids = pa.MapArray.from_arrays(
             numpy_array(offsets), array_of(id_keys, pa.string()), array_of(id_items, pa.int64())
         )
         names = plan.per_stream(-1, _plan_names)
-        records = slot_record[slots]
+        columns = ResultColumns(
+            pa.table({}), slots, np.array(run_starts, np.int64), np.array(run_rows, np.int64), names, slot_record, 0
+        )
         arrays = [names.take(array_of(firsts, pa.int64())), array_of(stamps, pa.float64()), ids]
         overflowed = 0
         for name, dtype in types.items():
@@ -235,26 +245,40 @@ class MatchBatch:
                 fitted, n = within_64_bits(column.tolist())
                 if n:  # a value made NULL counts once per result reading it
                     wide = [k for k, v in enumerate(column.tolist()) if v is not None and fitted[k] is None]
-                    overflowed += int(np.bincount(shared, minlength=len(stamps))[wide].sum())
+                    overflowed += int(columns.uses(len(stamps))[wide].sum())
                     column[:] = fitted
             arrays.append(array_of(column.tolist(), dtype))
-        distinct = pa.Table.from_arrays(arrays, schema=result_schema(types))
-        return ResultColumns(distinct, shared, records, names, overflowed)
+        columns.distinct = pa.Table.from_arrays(arrays, schema=result_schema(types))
+        columns.overflowed = overflowed
+        return columns
 
 
 @dataclass
 class ResultColumns:
     """A batch's result columns, held shared: ``distinct`` has the result columns'
     schema with one row per (assignment of tuples, query context) (its ``query`` is
-    one of that context's); result ``k`` is row ``shared[k]`` of it with the query
-    named ``names[records[k]]``. ``overflowed``: results' integer values past 64 bits
-    made NULL."""
+    one of that context's); result ``k`` is of slot ``slots[k]`` (its query named
+    ``names[slot_record[slots[k]]]``) and reads row ``shared[k]``; the results read
+    their rows in runs: run ``j`` starts at result ``run_starts[j]`` and reads row
+    ``run_rows[j]``. ``overflowed``: results' integer values past 64 bits made NULL."""
 
     distinct: pa.Table
-    shared: np.ndarray
-    records: np.ndarray
+    slots: np.ndarray
+    run_starts: np.ndarray
+    run_rows: np.ndarray
     names: pa.Array
+    slot_record: np.ndarray
     overflowed: int
+
+    @property
+    def shared(self) -> np.ndarray:
+        """Each result's row of ``distinct``."""
+        return np.repeat(self.run_rows, np.diff(self.run_starts, append=len(self.slots)))
+
+    @property
+    def records(self) -> np.ndarray:
+        """Each result's query, as a record number of the plan."""
+        return self.slot_record[self.slots]
 
     @property
     def table(self) -> pa.Table:
@@ -263,9 +287,11 @@ class ResultColumns:
         columns = [self.names.take(numpy_array(self.records)), *(c.take(rows) for c in self.distinct.columns[1:])]
         return pa.Table.from_arrays(columns, schema=self.distinct.schema)
 
-    def uses(self) -> np.ndarray:
-        """How many results read each row of ``distinct``."""
-        return np.bincount(self.shared, minlength=self.distinct.num_rows)
+    def uses(self, rows: int | None = None) -> np.ndarray:
+        """How many results read each row of ``distinct`` (``rows`` of them)."""
+        lengths = np.diff(self.run_starts, append=len(self.slots))
+        n = self.distinct.num_rows if rows is None else rows
+        return np.bincount(self.run_rows, weights=lengths, minlength=n).astype(np.int64)
 
 
 def _plan_names(plan: CompiledPlan, _: int) -> pa.Array:
@@ -273,7 +299,8 @@ def _plan_names(plan: CompiledPlan, _: int) -> pa.Array:
 
 
 def _plan_heads(plan: CompiledPlan, _: int) -> np.ndarray:
-    return query_heads(plan.record_names)
+    """Each slot's ``{"query":<name>``, UTF-8 (taken by slot numbers at once)."""
+    return query_heads(plan.record_names)[plan.slot_record]
 
 
 def _plan_types(plan: CompiledPlan, _: int) -> dict[str, pa.DataType]:

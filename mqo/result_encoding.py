@@ -263,21 +263,21 @@ def query_heads(names: Sequence[str]) -> np.ndarray:
     return np.array([('{"query":' + _json_text(name)).encode() for name in names] or [b""], object)[: len(names)]
 
 
-def shared_json_chunks(tails: pa.Array, shared: np.ndarray, heads: np.ndarray, records: np.ndarray) -> Iterator[bytes]:
+def shared_json_chunks(
+    tails: pa.Array, slots: np.ndarray, run_starts: np.ndarray, run_rows: np.ndarray, heads: np.ndarray
+) -> Iterator[bytes]:
     """JSON lines whose rows are shared (:func:`json_lines` of the shared rows, made
-    with ``heads=False``): line ``k`` is ``heads[records[k]]`` then ``tails[shared[k]]``.
-    Each run of lines with one shared row is one ``bytes.join`` over its heads (one
-    copy of its bytes), yielded as it is made."""
-    n = len(shared)
-    if n == 0:
+    with ``heads=False``): line ``k`` is ``heads[slots[k]]`` (:func:`query_heads` by
+    slot) then the tail of its run's row (run ``j``: from line ``run_starts[j]``, row
+    ``run_rows[j]``). Each run is one ``bytes.join`` over its heads (one copy of its
+    bytes), yielded as it is made."""
+    if not len(run_starts):
         return
     tail_bytes = [t.encode() for t in tails.to_pylist()]
-    cut = np.flatnonzero(shared[1:] != shared[:-1]) + 1
-    starts = np.concatenate(([0], cut)).tolist()
-    ends = np.concatenate((cut, [n])).tolist()
-    for a, b, row in zip(starts, ends, shared[starts].tolist(), strict=True):
+    ends = [*run_starts[1:].tolist(), len(slots)]
+    for a, b, row in zip(run_starts.tolist(), ends, run_rows.tolist(), strict=True):
         # head, tail, head, tail, ..., head, tail: the join puts a tail after each head
-        yield tail_bytes[row].join([*heads[records[a:b]].tolist(), b""])
+        yield tail_bytes[row].join([*heads[slots[a:b]].tolist(), b""])
 
 
 def json_lines(

@@ -6,6 +6,12 @@ JSON lines carry one object per match with the keys ``query``, ``ts``, ``ids`` a
 all queries (NULL where a query has no such value). A value name that two queries give
 different types to is written as text.
 
+The bytes come from the one result encoder (:mod:`mqo.result_encoding`): result
+columns as JSON lines or CSV text, or as they are to pyarrow's Parquet writer. A
+writer takes a batch's result columns (``write_batch``), Match objects made into
+columns (``write``, what ordered emission releases) or a table of result columns
+(``write_table``, the Spark stage's output).
+
 Every file is one a strict reader takes: a computed value that is not a finite number
 (an overflow to infinity; NaN) is written as NULL in every format (JSON ``null``, an
 empty CSV field, a Parquet null) and counted (``nonfinite``), since JSON has no
@@ -169,12 +175,6 @@ class ResultWriter:
             self.close()
         else:
             self.abandon()
-
-
-def open_text(path: str) -> IO[str]:
-    if path == "-":
-        return sys.stdout
-    return open(path, "w", encoding="utf-8", newline="")
 
 
 class _EncodingWriter:

@@ -8,12 +8,27 @@
 
 from mqo.aggregation import AggregateBatch
 from mqo.aggregation.results import AggregateChunk
-from mqo.batch import ARROW_TYPES, MatchBatch, text_of
+from mqo.batch import MatchBatch, text_of
 from mqo.clock import clock_for
 from mqo.config import ORDERS, MatcherConfig
 from mqo.matcher import Matcher
 from mqo.partitioning import shared_equality_key
 from mqo.registrations import NeverMatchesWarning
+
+# the one result encoder (result columns as JSON lines and CSV), which the writers share
+from mqo.result_encoding import (
+    ARROW_TYPES,
+    Layout,
+    buffer_of,
+    csv_header,
+    csv_lines,
+    finite_columns,
+    float_texts,
+    json_lines,
+    matches_columns,
+    query_layouts,
+    result_schema,
+)
 from mqo.results import LateTuple, Match, TupleError
 from mqo.snapshot_codec import SnapshotError, decode_snapshot, encode_snapshot
 from predicates import Catalog, MqoError, QueryError
@@ -25,6 +40,7 @@ __all__ = [
     "AggregateChunk",
     "Catalog",
     "LateTuple",
+    "Layout",
     "Match",
     "MatchBatch",
     "Matcher",
@@ -34,9 +50,18 @@ __all__ = [
     "QueryError",
     "SnapshotError",
     "TupleError",
+    "buffer_of",
     "clock_for",
+    "csv_header",
+    "csv_lines",
     "decode_snapshot",
     "encode_snapshot",
+    "finite_columns",
+    "float_texts",
+    "json_lines",
+    "matches_columns",
+    "query_layouts",
+    "result_schema",
     "shared_equality_key",
     "text_of",
 ]

@@ -1,22 +1,16 @@
-"""Columnar input and output of the batch path.
+"""The results of a batch, as the engine found them, and as result columns.
 
-Input: an Arrow table or record batch, a pandas DataFrame, or a dict of numpy arrays
-(or lists), with a ``ts`` column, an optional ``id`` column and the stream's columns
-(:func:`columns_of`).
-
-Output: a :class:`MatchBatch`. Results stay in the form the engine found them:
-blocks (one assignment of tuples and the set of queries it satisfies) from the join
-engine, and arrays of (row, slot) pairs from the single-stream kernels. So a million
-matches need not become a million Python objects: ``len`` counts them, ``to_arrow``
-builds columns (``query`` string, ``ts`` double, ``ids`` map<string,int64> keyed by
-alias, then one column per SELECT value name), ``json_lines`` writes them, and
-``matches()`` gives :class:`~mqo.results.Match` objects when wanted.
+A :class:`MatchBatch` holds blocks (one assignment of tuples and the set of queries
+it satisfies) from the join engine, and arrays of (row, slot) pairs from the
+single-stream kernels. So a million matches need not become a million Python objects:
+``len`` counts them, :meth:`MatchBatch.to_arrow` builds the result columns (the one
+schema of :func:`mqo.result_encoding.result_schema`), the JSON methods format those
+columns (:mod:`mqo.result_encoding`), and ``matches()`` gives
+:class:`~mqo.results.Match` objects when wanted.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -25,268 +19,21 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from mqo.arrow_build import array_of, numpy_array
 from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
-from mqo.results import MATCH_SETTERS, Match, ReadOnlyDict, TupleError
-from mqo.rows import INT64_MAX, INT64_MIN
-from predicates import ColumnType, StreamSchema
-from predicates.ast import ColumnRef
-from predicates.errors import did_you_mean
-from predicates.numbers import EXACT_INTEGERS
-
-ARROW_TYPES = {
-    ColumnType.INTEGER: pa.int64(),
-    ColumnType.BYTE: pa.int64(),
-    ColumnType.FLOAT: pa.float64(),
-    ColumnType.STRING: pa.string(),
-    ColumnType.BOOLEAN: pa.bool_(),
-}
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_dumps_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-
-
-def value_types(queries: Any) -> dict[str, pa.DataType]:
-    """The Arrow type of every SELECT value name over registered queries (a name two
-    queries give different types to is text)."""
-    types: dict[str, pa.DataType] = {}
-    seen: set[int] = set()
-    for rq in queries:
-        context = rq.context
-        if id(context) in seen:
-            continue
-        seen.add(id(context))
-        for out in context.bound.outputs:
-            expr = out.expr
-            if isinstance(expr, ColumnRef) and expr.ctype is not None:
-                dtype = pa.int64() if expr.name == "id" else ARROW_TYPES[expr.ctype]
-            else:
-                dtype = pa.float64()
-            if out.name in types and types[out.name] != dtype:
-                dtype = pa.string()
-            types[out.name] = dtype
-    return types
-
-
-def columns_of(
-    batch: Any, schema: StreamSchema, missing_null: bool = True
-) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
-    """(ts, ids or None, {column: values}) from any accepted batch type. Numeric columns
-    come back as float64 arrays with NaN for NULL (rows of ``columns[NUMERIC]``),
-    others as lists; an INTEGER column
-    holding values past 2**53 (which doubles cannot all tell apart) also comes back
-    exactly, as an :class:`ExactIntegers` under its name in ``columns[EXACT]``.
-
-    Values that cannot mean what their column says are errors naming the stream, the
-    row and the column: text in a number column, a fraction or a number past 64 bits
-    in an INTEGER column, an infinity anywhere. A column the batch lacks is NULL with
-    ``missing_null``, else an error."""
-    if isinstance(batch, pa.RecordBatch):
-        batch = pa.Table.from_batches([batch])
-    if isinstance(batch, pa.Table):
-        data = {name: batch.column(name) for name in batch.column_names}
-    elif hasattr(batch, "columns") and hasattr(batch, "to_dict"):
-        # through Arrow, so pandas' NaN, None and NA all become NULL
-        data = {str(name): pa.array(batch[name], from_pandas=True) for name in batch.columns}
-    elif isinstance(batch, Mapping):
-        data = dict(batch)
-    else:
-        raise TupleError(
-            f"push_batch takes an Arrow table, a pandas DataFrame or a dict of columns, not {type(batch).__name__}"
-        )
-    lowered = {name.lower(): name for name in data}
-    if "ts" not in lowered:
-        raise TupleError(f"stream {schema.name}: the batch has no 'ts' column (columns: {', '.join(data)})")
-    ts = _floats(data[lowered["ts"]], schema.name, "ts")
-    n = len(ts)
-    if not np.isfinite(ts).all():
-        bad = int(np.flatnonzero(~np.isfinite(ts))[0])
-        raise TupleError(f"stream {schema.name}: row {bad}: ts must be a finite number")
-    ids = None
-    if "id" in lowered:
-        ids, null, _ = _integers(data[lowered["id"]], schema.name, "id")
-        if null.any():
-            raise TupleError(f"stream {schema.name}: row {int(np.flatnonzero(null)[0])}: id must not be NULL")
-    columns: dict[str, Any] = {}
-    exact: dict[str, ExactIntegers] = {}
-    for name, values in data.items():
-        if name.lower() in ("ts", "id"):
-            continue
-        index = schema.index_of(name)
-        if index is None:
-            raise TupleError(f"stream {schema.name} has no column {name!r}" + did_you_mean(name, schema.column_names))
-        col = schema.columns[index]
-        if col.ctype in (ColumnType.INTEGER, ColumnType.BYTE):
-            whole, null, wide = _integers(values, schema.name, col.name)
-            converted = whole.astype(np.float64)
-            converted[null] = np.nan
-            if wide:
-                exact[col.name] = ExactIntegers(whole, null)
-        elif col.ctype.is_numeric:
-            converted = _floats(values, schema.name, col.name)
-            infinite = np.isinf(converted)
-            if infinite.any():
-                row = int(np.flatnonzero(infinite)[0])
-                raise TupleError(
-                    f"stream {schema.name}: row {row}, column {col.name}: {converted[row]} is not a number"
-                )
-        else:
-            converted = list(_plain(values))
-        if len(converted) != n:
-            raise TupleError(f"stream {schema.name}: column {col.name} has {len(converted)} values but ts has {n}")
-        columns[col.name] = converted
-    if ids is not None and len(ids) != n:
-        raise TupleError(f"stream {schema.name}: column id has {len(ids)} values but ts has {n}")
-    absent = [c.name for c in schema.columns if c.name not in columns]
-    if absent and not missing_null:
-        raise TupleError(
-            f"stream {schema.name}: the batch has no column(s) {', '.join(absent)} "
-            "(give NULLs, or make the Matcher with missing='null')"
-        )
-    numeric = numeric_columns(schema)
-    matrix = np.full((len(numeric), n), np.nan)
-    for k, (name, _) in enumerate(numeric):
-        if name in columns:
-            matrix[k] = columns[name]
-            columns[name] = matrix[k]
-    columns[NUMERIC] = matrix
-    if exact:
-        columns[EXACT] = exact
-    return ts, ids, columns
-
-
-@dataclass(frozen=True)
-class RowLayout:
-    """Where a stream's stored rows keep what :func:`row_columns` takes out of them."""
-
-    schema: StreamSchema
-    numeric: list[str]  # the numeric columns' names
-    numeric_at: list[int]  # and their positions in a row
-    integer_at: list[int]  # positions of INTEGER and BYTE columns (exact past 2**53)
-    others: list[tuple[str, int]]  # the other columns: name and position
-    numeric_row: dict[int, int]  # a numeric column's position -> its row of columns[NUMERIC]
-
-
-def numeric_columns(schema: StreamSchema) -> list[tuple[str, int]]:
-    """The numeric columns (name, position in a stored row), in schema order: the rows
-    of ``columns[NUMERIC]``."""
-    return [(c.name, p) for p, c in enumerate(schema.columns, 2) if c.ctype.is_numeric]
-
-
-def row_layout(plan: CompiledPlan, stream: int) -> RowLayout:
-    """A stream's :class:`RowLayout` (made once per plan, :meth:`CompiledPlan.per_stream`)."""
-    schema = plan.streams[stream]
-    numeric = numeric_columns(schema)
-    integer = [p for p, c in enumerate(schema.columns, 2) if c.ctype in (ColumnType.INTEGER, ColumnType.BYTE)]
-    others = [(c.name, p) for p, c in enumerate(schema.columns, 2) if not c.ctype.is_numeric]
-    numeric_at = [p for _, p in numeric]
-    row_of = {p: k for k, p in enumerate(numeric_at)}
-    return RowLayout(schema, [name for name, _ in numeric], numeric_at, integer, others, row_of)
-
-
-def row_columns(row: tuple[Any, ...], layout: RowLayout) -> dict[str, Any]:
-    """:func:`columns_of`'s columns for one stored row (``(ts, id, *values)``, values
-    already checked by :mod:`mqo.rows`), without converting them again: what one pushed
-    tuple takes to the kernels."""
-    for p in layout.integer_at:
-        v = row[p]
-        if v is not None and abs(v) >= EXACT_INTEGERS:
-            # an integer doubles round: the batch form keeps it exact
-            one = {"ts": [row[0]], **{c.name: [x] for c, x in zip(layout.schema.columns, row[2:], strict=True)}}
-            return columns_of(one, layout.schema)[2]
-    columns: dict[str, Any] = {name: [row[p]] for name, p in layout.others}
-    # one array (None is NaN), and no view of it per column: a pushed tuple's cost is
-    # per call, and its numeric columns are read as rows of this one (the stored row
-    # itself gives its values)
-    columns[NUMERIC] = np.array([row[p] for p in layout.numeric_at], np.float64).reshape(-1, 1)
-    return columns
-
-
-EXACT = "\x00exact"  # key of the exact INTEGER columns in a columns dict (no column has this name)
-# key of the numeric columns as the rows of one float64 array, in schema order (NaN:
-# NULL; a column the batch lacks is all NaN): the attribute kernels read it whole, with
-# no array made per column. A batch's columns dict has each row under its column's name
-# too; a pushed row's (row_columns) has only this
-NUMERIC = "\x00numeric"
-
-
-@dataclass
-class ExactIntegers:
-    """An INTEGER column as int64 with a NULL mask: the values doubles would round."""
-
-    values: np.ndarray
-    null: np.ndarray
-
-    def value(self, i: int) -> int | None:
-        return None if self.null[i] else int(self.values[i])
-
-
-def _integers(values: Any, stream: str, column: str) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(int64 values, NULL mask, whether any is past 2**53) of an integer column."""
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        if pa.types.is_integer(values.type):
-            null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), bool)
-            whole = np.asarray(values.fill_null(0).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
-            return whole, null, bool((np.abs(whole) >= EXACT_INTEGERS).any())
-        values = values.to_pylist()
-    arr = np.asarray(values)
-    if arr.dtype.kind in "iu":
-        if arr.dtype.kind == "u" and len(arr) and int(arr.max()) > INT64_MAX:
-            row = int(np.argmax(arr))
-            raise TupleError(f"stream {stream}: row {row}, column {column}: {arr[row]} is past 64 bits")
-        whole = arr.astype(np.int64)
-        return whole, np.zeros(len(whole), bool), bool((np.abs(whole) >= EXACT_INTEGERS).any())
-    if arr.dtype.kind == "f":
-        floats = arr.astype(np.float64)
-        null = np.isnan(floats)
-        bad = ~null & ((floats != np.floor(floats)) | (np.abs(floats) >= 2.0**63))
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise TupleError(f"stream {stream}: row {row}, column {column}: expected an integer, got {floats[row]!r}")
-        whole = np.where(null, 0, floats).astype(np.int64)
-        return whole, null, False  # doubles past 2**53 were rounded before they got here
-    out = np.zeros(len(arr), np.int64)
-    null = np.zeros(len(arr), bool)
-    wide = False
-    for i, v in enumerate(arr.tolist()):
-        if v is None or (isinstance(v, float) and v != v):
-            null[i] = True
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-            raise TupleError(f"stream {stream}: row {i}, column {column}: expected an integer, got {v!r}")
-        v = int(v)
-        if not INT64_MIN <= v <= INT64_MAX:
-            raise TupleError(f"stream {stream}: row {i}, column {column}: {v} is past 64 bits")
-        out[i] = v
-        wide = wide or abs(v) >= EXACT_INTEGERS
-    return out, null, wide
-
-
-def _plain(values: Any) -> Any:
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.to_pylist()
-    return values
-
-
-def _floats(values: Any, stream: str, column: str) -> np.ndarray:
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        if not (pa.types.is_floating(values.type) or pa.types.is_integer(values.type) or pa.types.is_null(values.type)):
-            raise TupleError(f"stream {stream}, column {column}: expected numbers, got Arrow type {values.type}")
-        values = values.cast(pa.float64()).to_numpy(zero_copy_only=False)
-    try:
-        arr = np.asarray(values)
-        if arr.dtype.kind in "fiu":
-            return arr.astype(np.float64)
-    except (TypeError, ValueError):
-        arr = np.array(list(values), object)
-    out = np.empty(len(arr), np.float64)
-    for i, v in enumerate(arr.tolist()):
-        if v is None:
-            out[i] = np.nan
-        elif isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TupleError(f"stream {stream}: row {i}, column {column}: expected a number, got {v!r}")
-        else:
-            out[i] = float(v)
-    return out
+from mqo.result_encoding import (
+    Layout,
+    finite_columns,
+    json_lines,
+    query_heads,
+    query_layouts,
+    result_schema,
+    shared_json_chunks,
+    value_types,
+    within_64_bits,
+)
+from mqo.results import MATCH_SETTERS, Match, ReadOnlyDict
 
 
 @dataclass
@@ -369,8 +116,9 @@ class MatchBatch:
         return [m.as_dict() for m in self.matches()]
 
     def json_lines(self) -> Iterator[str]:
-        """One newline-terminated JSON object per result, in the order of :meth:`matches`."""
-        for chunk in self._json_chunks():
+        """One newline-terminated JSON object per result, in the order of :meth:`matches`
+        (non-finite values as :meth:`json_text` writes them)."""
+        for chunk in self._json_chunks(literal=True)[0]:
             # JSON escapes newlines inside strings, so every "\n" ends a result
             for line in chunk[:-1].decode().split("\n"):
                 yield line + "\n"
@@ -378,112 +126,189 @@ class MatchBatch:
     def json_text(self) -> str:
         """All of :meth:`json_lines` as one string (non-finite values as ``Infinity``
         and ``NaN``, as Python's json module writes them)."""
-        return b"".join(self._json_chunks()).decode()
+        return b"".join(self._json_chunks(literal=True)[0]).decode()
 
     def write_json(self, write: Callable[[bytes], object]) -> int:
         """:meth:`json_lines` as strict JSON, what a JSONL file gets (every non-finite
         value written as null), encoded as UTF-8 and given to ``write`` in runs of whole
         lines (a file's ``write``): no string of the whole batch is made. Returns how
         many non-finite values were written as null."""
-        replaced = [0]
-        for chunk in self._json_chunks(replaced):
+        chunks, replaced = self._json_chunks(literal=False)
+        for chunk in chunks:
             write(chunk)
-        return replaced[0]
+        return replaced
 
-    def _json_chunks(self, replaced: list[int] | None = None) -> Iterator[bytes]:
-        """Runs of whole JSON lines, UTF-8 encoded. The results of one assignment share
-        (ts, ids, values): that part is encoded once per query context, then prefixed
-        with each query's id. With ``replaced``, non-finite values become null, counted
-        there."""
-        plan = self.plan
-        slot_context = plan.slot_context
-        codes = plan.context_codes
-        prefix = plan.json_prefixes
-        for slots, ts, rows in self._groups():
-            contexts = slot_context[slots]
-            for ctx in np.unique(contexts).tolist():
-                code = codes[ctx]
-                ids = {alias: rows[s][1] for s, alias in code.aliases.items()}
-                values = {name: fn(rows) for name, fn in code.outputs}
-                chosen = slots if len(codes) == 1 else slots[contexts == ctx]
-                if replaced is None:
-                    encoded = _dumps(values)
-                else:
-                    try:  # the common case costs nothing more: finite values encode strictly
-                        encoded = _dumps_strict(values)
-                    except ValueError:
-                        bad = [k for k, v in values.items() if isinstance(v, float) and not math.isfinite(v)]
-                        encoded = _dumps_strict({k: None if k in bad else v for k, v in values.items()})
-                        replaced[0] += len(bad) * len(chosen)
-                tail = (',"ts":' + _dumps(ts) + ',"ids":' + _dumps(ids) + ',"values":' + encoded + "}\n").encode()
-                yield tail.join(prefix[chosen].tolist()) + tail
+    def _json_chunks(self, *, literal: bool) -> tuple[Iterator[bytes], int]:
+        """Runs of whole JSON lines, UTF-8 encoded, and how many non-finite values
+        became null (none with ``literal``: they are written as ``Infinity``/``NaN``).
+        What the results of one assignment share (ts, ids, values) is formatted once
+        per query context (:class:`ResultColumns`), then put after each query's id."""
+        types = self.plan.per_stream(-1, _plan_types)
+        columns = self.result_columns(types)
+        distinct, replaced = columns.distinct, columns.overflowed
+        layouts = self.layouts()
+        if not literal:
+            distinct, nonfinite = finite_columns(distinct, layouts, uses=columns.uses())
+            replaced += nonfinite
+        tails = json_lines(distinct, layouts, ("ts", "ids"), literal=literal, heads=False)
+        heads = self.plan.per_stream(-1, _plan_heads)
+        return shared_json_chunks(tails, columns.slots, columns.run_starts, columns.run_rows, heads), replaced
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
-        """query string, ts double, ids map<string,int64>, then the SELECT values, one
-        row per result in the order of :meth:`matches`.
+        """The result columns: query string, ts double, ids map<string,int64>, then the
+        SELECT values, one row per result in the order of :meth:`matches`.
 
         The value columns are those of ``types`` (name -> Arrow type), by default
         every SELECT name of the plan's queries as :func:`value_types` types them.
         Columns are built with numpy over all results at once; only the SELECT
         functions run per assignment (once per query context it satisfies), so the
-        cost per result is a few array elements, not Python objects.
+        cost per result is a few array elements, not Python objects. An integer
+        value past 64 bits (INTEGER arithmetic that overflows) is NULL.
         """
-        types = dict(types if types is not None else value_types(self.plan.records))
-        plan = self.plan
-        groups = list(self._groups())
-        counts = np.fromiter((len(g[0]) for g in groups), np.int64, len(groups))
-        slots = np.concatenate([g[0] for g in groups]) if groups else np.zeros(0, np.int64)
-        group_of = np.repeat(np.arange(len(groups)), counts)
-        stamps = np.repeat(np.fromiter((g[1] for g in groups), np.float64, len(groups)), counts)
-        records = plan.slot_record[slots]
-        named, which = np.unique(records, return_inverse=True)
-        names = pa.array([plan.record_names[r] for r in named.tolist()], pa.string()).take(pa.array(which))
+        return self.result_columns(types).table
 
-        contexts = plan.slot_context[slots]
+    def layouts(self) -> dict[str, Layout]:
+        """Each query's :class:`~mqo.result_encoding.Layout` (what its JSON object holds)."""
+        return self.plan.per_stream(-1, _plan_layouts)
+
+    def result_columns(self, types: Mapping[str, pa.DataType] | None = None) -> ResultColumns:
+        """The results as :class:`ResultColumns`: what one assignment of tuples gives
+        the queries of one context (ts, ids, values) is one row, computed once."""
+        types = dict(types if types is not None else self.plan.per_stream(-1, _plan_types))
+        plan = self.plan
+        slot_context, slot_record = plan.slot_context, plan.slot_record
         codes = plan.context_codes
-        width = np.array([len(code.aliases) for code in codes], np.int64)
-        offsets = np.zeros(len(slots) + 1, np.int64)
-        np.cumsum(width[contexts], out=offsets[1:])
-        n_streams = len(plan.streams)
-        members = np.array([[-1 if r is None else r[1] for r in rows] for _, _, rows in groups], np.int64).reshape(
-            len(groups), n_streams
+        one_context = len(codes) == 1
+        slot_runs: list[np.ndarray] = []
+        run_starts: list[int] = []
+        run_rows: list[int] = []
+        done = 0  # results so far
+        stamps: list[float] = []
+        firsts: list[int] = []  # a record of each entry's context (which layout its values follow)
+        id_keys: list[str] = []
+        id_items: list[int] = []
+        widths: list[int] = []
+        # per value name: the entries that have it, and their values
+        entries: dict[str, list[int]] = {name: [] for name in types}
+        values: dict[str, list[Any]] = {name: [] for name in types}
+        # per assignment of tuples (a group of results), one entry per query context it
+        # satisfies: the loop runs per entry, the results are arrays
+        for slots, ts, rows in self._groups():
+            contexts = slot_context[slots]
+            if one_context or (contexts == contexts[0]).all():
+                found, back = [int(contexts[0])], None
+            else:
+                unique, back = np.unique(contexts, return_inverse=True)
+                found = unique.tolist()
+            # runs of results reading one row: the group, or its pieces of one context
+            if back is None:
+                run_starts.append(done)
+                run_rows.append(len(stamps))
+            else:
+                back = back.reshape(-1)
+                cut = np.flatnonzero(np.concatenate(([True], back[1:] != back[:-1])))
+                run_starts.extend((done + cut).tolist())
+                run_rows.extend((len(stamps) + back[cut]).tolist())
+            done += len(slots)
+            slot_runs.append(slots)
+            for k, ctx in enumerate(found):
+                code = codes[ctx]
+                first = 0 if back is None else int(np.argmax(back == k))
+                firsts.append(int(slot_record[slots[first]]))
+                stamps.append(ts)
+                widths.append(len(code.aliases))
+                for s, alias in code.aliases.items():
+                    id_keys.append(alias)
+                    id_items.append(rows[s][1])
+                for name, fn in code.outputs:
+                    if name in values:
+                        entries[name].append(len(stamps) - 1)
+                        values[name].append(fn(rows))
+        slots = np.concatenate(slot_runs) if slot_runs else np.zeros(0, np.int64)
+        offsets = np.zeros(len(widths) + 1, np.int32)
+        np.cumsum(widths, out=offsets[1:])
+        ids = pa.MapArray.from_arrays(
+            numpy_array(offsets), array_of(id_keys, pa.string()), array_of(id_items, pa.int64())
         )
-        key_code = np.zeros(int(offsets[-1]), np.int32)
-        items = np.zeros(int(offsets[-1]), np.int64)
-        aliases: list[str] = []
-        columns = {name: np.full(len(slots), None, object) for name in types}
-        for ctx in np.unique(contexts).tolist():
-            code = codes[ctx]
-            chosen = np.flatnonzero(contexts == ctx)
-            for j, (s, alias) in enumerate(code.aliases.items()):
-                at = offsets[chosen] + j
-                key_code[at] = len(aliases)
-                aliases.append(alias)
-                items[at] = members[group_of[chosen], s]
-            wanted = [(name, fn) for name, fn in code.outputs if name in columns]
-            if not wanted:
-                continue
-            # one value per assignment, shared by every query of the context it satisfies
-            assigned, back = np.unique(group_of[chosen], return_inverse=True)
-            member_rows = [groups[g][2] for g in assigned.tolist()]
-            for name, fn in wanted:
-                values = np.empty(len(member_rows), object)
-                values[:] = [fn(rows) for rows in member_rows]
-                if types[name] == pa.string():
-                    values[:] = [text_of(v) for v in values.tolist()]
-                columns[name][chosen] = values[back]
-        keys = pa.array(aliases, pa.string()).take(pa.array(key_code))
-        ids = pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), keys, pa.array(items))
-        arrays = [names, pa.array(stamps, pa.float64()), ids]
-        fields = [
-            pa.field("query", pa.string(), nullable=False),
-            pa.field("ts", pa.float64(), nullable=False),
-            pa.field("ids", pa.map_(pa.string(), pa.int64()), nullable=False),
-        ]
+        names = plan.per_stream(-1, _plan_names)
+        columns = ResultColumns(
+            pa.table({}), slots, np.array(run_starts, np.int64), np.array(run_rows, np.int64), names, slot_record, 0
+        )
+        arrays = [names.take(array_of(firsts, pa.int64())), array_of(stamps, pa.float64()), ids]
+        overflowed = 0
         for name, dtype in types.items():
-            arrays.append(pa.array(columns[name], dtype))
-            fields.append(pa.field(name, dtype))
-        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+            column = np.full(len(stamps), None, object)
+            column[entries[name]] = values[name]
+            if dtype == pa.string():
+                column[:] = [text_of(v) for v in column.tolist()]
+            elif dtype == pa.int64():
+                fitted, n = within_64_bits(column.tolist())
+                if n:  # a value made NULL counts once per result reading it
+                    wide = [k for k, v in enumerate(column.tolist()) if v is not None and fitted[k] is None]
+                    overflowed += int(columns.uses(len(stamps))[wide].sum())
+                    column[:] = fitted
+            arrays.append(array_of(column.tolist(), dtype))
+        columns.distinct = pa.Table.from_arrays(arrays, schema=result_schema(types))
+        columns.overflowed = overflowed
+        return columns
+
+
+@dataclass
+class ResultColumns:
+    """A batch's result columns, held shared: ``distinct`` has the result columns'
+    schema with one row per (assignment of tuples, query context) (its ``query`` is
+    one of that context's); result ``k`` is of slot ``slots[k]`` (its query named
+    ``names[slot_record[slots[k]]]``) and reads row ``shared[k]``; the results read
+    their rows in runs: run ``j`` starts at result ``run_starts[j]`` and reads row
+    ``run_rows[j]``. ``overflowed``: results' integer values past 64 bits made NULL."""
+
+    distinct: pa.Table
+    slots: np.ndarray
+    run_starts: np.ndarray
+    run_rows: np.ndarray
+    names: pa.Array
+    slot_record: np.ndarray
+    overflowed: int
+
+    @property
+    def shared(self) -> np.ndarray:
+        """Each result's row of ``distinct``."""
+        return np.repeat(self.run_rows, np.diff(self.run_starts, append=len(self.slots)))
+
+    @property
+    def records(self) -> np.ndarray:
+        """Each result's query, as a record number of the plan."""
+        return self.slot_record[self.slots]
+
+    @property
+    def table(self) -> pa.Table:
+        """One row per result (what a CSV or Parquet file holds)."""
+        rows = numpy_array(self.shared)
+        columns = [self.names.take(numpy_array(self.records)), *(c.take(rows) for c in self.distinct.columns[1:])]
+        return pa.Table.from_arrays(columns, schema=self.distinct.schema)
+
+    def uses(self, rows: int | None = None) -> np.ndarray:
+        """How many results read each row of ``distinct`` (``rows`` of them)."""
+        lengths = np.diff(self.run_starts, append=len(self.slots))
+        n = self.distinct.num_rows if rows is None else rows
+        return np.bincount(self.run_rows, weights=lengths, minlength=n).astype(np.int64)
+
+
+def _plan_names(plan: CompiledPlan, _: int) -> pa.Array:
+    return array_of(plan.record_names, pa.string())
+
+
+def _plan_heads(plan: CompiledPlan, _: int) -> np.ndarray:
+    """Each slot's ``{"query":<name>``, UTF-8 (taken by slot numbers at once)."""
+    return query_heads(plan.record_names)[plan.slot_record]
+
+
+def _plan_types(plan: CompiledPlan, _: int) -> dict[str, pa.DataType]:
+    return value_types(plan.records)
+
+
+def _plan_layouts(plan: CompiledPlan, _: int) -> dict[str, Layout]:
+    return query_layouts(plan.records)
 
 
 def text_of(value: Any) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mqo.aggregation import AggregateBatch, Aggregator
-from mqo.batch import MatchBatch, value_types
+from mqo.batch import MatchBatch
 from mqo.clock import Clock, heartbeat_args
 from mqo.config import ORDERS, MatcherConfig, parse_order
 from mqo.emit import HeldResults
@@ -26,6 +26,7 @@ from mqo.prepare import PreparedBatch
 from mqo.registrations import NeverMatchesWarning, Registrations
 from mqo.registry import QueryRegistry
 from mqo.reorder import AdaptivePolicy
+from mqo.result_encoding import value_types
 from mqo.results import LateTuple, Match, TupleError
 from mqo.snapshot import load_snapshot, restored_config, take_snapshot
 from mqo.state import WindowState

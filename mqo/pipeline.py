@@ -5,7 +5,7 @@
 Spark stages' way) all take the same steps:
 
 1. **rows**: values are validated and become stored rows (:mod:`mqo.rows`,
-   :func:`mqo.batch.columns_of`);
+   :func:`mqo.batch_input.columns_of`);
 2. **lateness**: the clock decides which tuples are late (:mod:`mqo.clock`); a late
    tuple is reported (counted, kept, handed to the late sink), never matched;
 3. **attributes**: a batch's attribute lists (one pushed tuple is a batch of one
@@ -44,7 +44,8 @@ import numpy as np
 
 from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
-from mqo.batch import MatchBatch, SingleResults, columns_of, row_columns, row_layout
+from mqo.batch import MatchBatch, SingleResults
+from mqo.batch_input import columns_of
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
@@ -53,6 +54,7 @@ from mqo.plan import CompiledPlan
 from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, attribute_work, check_prepared, prepare_batch
 from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, TupleError
+from mqo.row_layout import row_columns, row_layout
 from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width
 from mqo.stats import Counters

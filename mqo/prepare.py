@@ -32,8 +32,9 @@ from indexes.covering import NOTHING
 from indexes.exact import EXACT_INTEGERS
 from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, is_view_at, set_bits, words_for
-from mqo.batch import EXACT, NUMERIC, RowLayout, row_layout
+from mqo.batch_input import EXACT, NUMERIC
 from mqo.plan import CompiledPlan
+from mqo.row_layout import RowLayout, row_layout
 from predicates import ColumnType, StreamSchema
 
 SINGLE = 1

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mqo.aggregation.slices import slice_of
-from mqo.batch import EXACT
+from mqo.batch_input import EXACT
 from mqo.prepare import PreparedBatch
 from predicates import ColumnType
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from mqo.arrow_build import array_of, numpy_array
+from mqo.result_encoding import Layout, buffer_of, json_lines, within_64_bits
 from predicates.ast import (
     Aggregate,
     Arith,
@@ -82,107 +85,6 @@ class AggregateChunk:
             {name: column[r] for name, column in zip(self.names, self.values, strict=True)},
         )
 
-    def json_lines(self) -> list[str]:
-        """One JSON line per row, built column by column (a landmark window's start is
-        null; other non-finite numbers are written as json writes them, Infinity/NaN)."""
-
-        # one %-template per chunk: a row is then one C-level format of its cells
-        def part(text: str) -> str:
-            return text.replace("%", "%%")
-
-        # whole columns of finite floats or of ints go into the template as they are
-        # (%r and %d write what json writes): no list of texts is made for them
-        specs, cells = zip(*map(_cells, self.values), strict=True) if self.values else ((), ())
-        values = "".join(
-            part(("," if k else "") + _text(name) + ":") + spec
-            for k, (name, spec) in enumerate(zip(self.names, specs, strict=True))
-        )
-        template = (
-            part('{"query":' + _text(self.query))
-            + ',"window_start":%s,"window_end":%s,"group":%s,"values":{'
-            + values
-            + "}}\n"
-        )
-        groups = [
-            "{" + ",".join(_text(g) + ":" + _text(v) for g, v in zip(self.group_by, key, strict=True)) + "}"
-            for key in self.keys
-        ]
-        rows = zip(
-            _repeated(self.starts, null_at=-math.inf),
-            _repeated(self.ends),
-            _pick(groups, self.codes),
-            *cells,
-            strict=True,
-        )
-        return [template % row for row in rows]
-
-
-def _cells(column: list[Any]) -> tuple[str, list[Any]]:
-    """A column's template spec and cells: ``%r`` and the floats themselves when all
-    are finite floats (float repr is what json writes), ``%d`` and the ints when all are
-    ints (not bools), else ``%s`` and the texts."""
-    kinds = set(map(type, column))
-    if kinds == {float} and math.isfinite(sum(column)):  # the sum is finite iff every value is
-        return "%r", column
-    if kinds == {int}:
-        return "%d", column
-    return "%s", _texts(column)
-
-
-def _pick(texts: list[str], index: np.ndarray) -> list[str] | tuple[str, ...]:
-    """``texts[i]`` for every ``i`` of ``index``, at C speed (itemgetter)."""
-    if len(index) == 0:
-        return []
-    if len(index) == 1:
-        return [texts[int(index[0])]]
-    return itemgetter(*index.tolist())(texts)
-
-
-def _repeated(values: np.ndarray, null_at: float | None = None) -> list[str] | tuple[str, ...]:
-    """The text of every value, formatted once per distinct value (a window's bounds
-    repeat on each of its groups' rows); ``null_at`` is written as null."""
-    if len(values) == 0:
-        return []
-    # by bit pattern: 0.0 and -0.0 compare equal but are written differently
-    bits, index = np.unique(np.ascontiguousarray(values, np.float64).view(np.int64), return_inverse=True)
-    distinct = bits.view(np.float64)
-    texts = _texts(distinct.tolist())
-    if null_at is not None:
-        texts = ["null" if v == null_at else t for v, t in zip(distinct.tolist(), texts, strict=True)]
-    return _pick(texts, index.reshape(-1))
-
-
-def _texts(column: list[Any]) -> list[str]:
-    """Every value of a column as json.dumps writes it; whole columns of finite floats
-    or of ints at once (the usual columns: one C-level pass to format, one to check)."""
-    try:
-        texts = list(map(float.__repr__, column))
-    except TypeError:  # not all floats
-        pass
-    else:
-        # the sum is finite iff every value is (short of an overflow: then the slow way)
-        if math.isfinite(sum(column)):
-            return texts
-        return list(map(_text, column))
-    if set(map(type, column)) == {int}:
-        return list(map(int.__repr__, column))
-    return list(map(_text, column))
-
-
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
-
-
-def _text(value: Any) -> str:
-    """``value`` as json.dumps writes it (the common types without the encoder's call)."""
-    kind = type(value)
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float and math.isfinite(value):
-        return float.__repr__(value)
-    if value is None:
-        return "null"
-    return _encode(value)
-
 
 @dataclass
 class AggregateBatch:
@@ -228,16 +130,11 @@ class AggregateBatch:
         return [r.as_dict() for r in self.rows]
 
     def json_text(self) -> str:
-        """Every row as a JSON line, in emission order, built from the columns
-        (non-finite values as Infinity/NaN, as :meth:`mqo.batch.MatchBatch.json_text`
-        writes them; a landmark window's start is null)."""
-        out: list[str] = []
-        for part in self.parts:
-            if not part:
-                continue
-            lines = [line for c in part for line in c.json_lines()]
-            out.extend(_pick(lines, self._order(part)))
-        return "".join(out)
+        """Every row as a JSON line, in emission order, formatted from the result columns
+        (:meth:`result_columns`; non-finite values as Infinity/NaN, as
+        :meth:`mqo.MatchBatch.json_text` writes them; a landmark window's start is null)."""
+        table, layouts, _ = self.result_columns()
+        return bytes(buffer_of(json_lines(table, layouts, ("window_start", "window_end"), literal=True))).decode()
 
     def json_lines(self) -> Iterator[str]:
         for r in self.rows:
@@ -258,6 +155,113 @@ class AggregateBatch:
                 "values": pa.array([json.dumps(r.values, default=str) for r in rows], pa.string()),
             }
         )
+
+    def result_columns(
+        self, groups: Mapping[str, pa.DataType] | None = None, values: Mapping[str, pa.DataType] | None = None
+    ) -> tuple[pa.Table, dict[str, Layout], int]:
+        """The rows as result columns, in emission order: ``query``, ``window_start``
+        (a landmark window's minus infinity is NULL), ``window_end``, ``group.<col>``
+        per GROUP BY column, then the values; each query's :class:`Layout` (its group
+        columns and values, each of the type its values have); and how many integers
+        past 64 bits were made NULL. ``groups``/``values``: the columns' types (the
+        aggregate file's); by default the union of the rows' own."""
+        own: dict[str, dict[str, dict[str, pa.DataType | None]]] = {}
+        chunks = [c for part in self.parts for c in part]
+        for c in chunks:
+            kinds = own.setdefault(c.query, {"group": dict.fromkeys(c.group_by), "values": dict.fromkeys(c.names)})
+            for j, g in enumerate(c.group_by):
+                if kinds["group"][g] is None:
+                    kinds["group"][g] = _kind(next((k[j] for k in c.keys if k[j] is not None), None))
+            for name, column in zip(c.names, c.values, strict=True):
+                if kinds["values"][name] is None:
+                    kinds["values"][name] = _kind(next((v for v in column if v is not None), None))
+        layouts = {
+            query: Layout(
+                (
+                    ("group", tuple((g, f"group.{g}", t or pa.string()) for g, t in kinds["group"].items())),
+                    ("values", tuple((n, n, t or pa.string()) for n, t in kinds["values"].items())),
+                )
+            )
+            for query, kinds in own.items()
+        }
+        group_types = dict(groups) if groups is not None else _union(layouts.values(), 0)
+        value_types = dict(values) if values is not None else _union(layouts.values(), 1)
+        order = [(part, self._order(part)) for part in self.parts if part]
+        n = sum(len(o) for _, o in order)
+        starts = np.concatenate([np.concatenate([c.starts for c in p])[o] for p, o in order]) if n else np.zeros(0)
+        ends = np.concatenate([np.concatenate([c.ends for c in p])[o] for p, o in order]) if n else np.zeros(0)
+        queries = [q for p, o in order for q in _picked([c.query for c in p for _ in range(len(c))], o)]
+        columns: list[pa.Array] = [
+            array_of(queries, pa.string()),
+            array_of([None if v == -math.inf else v for v in starts.tolist()], pa.float64()),
+            numpy_array(np.asarray(ends, np.float64)),
+        ]
+        overflowed = 0
+        for dtype, read in [
+            *((t, _group_reader(g)) for g, t in group_types.items()),
+            *((t, _value_reader(v)) for v, t in value_types.items()),
+        ]:
+            column = [v for p, o in order for v in _picked([x for c in p for x in read(c)], o)]
+            if dtype == pa.string():
+                column = [None if v is None else v if isinstance(v, str) else str(v) for v in column]
+            elif dtype == pa.int64():
+                column, wide = within_64_bits(column)
+                overflowed += wide
+            columns.append(array_of(column, dtype))
+        fields = [
+            pa.field("query", pa.string(), nullable=False),
+            pa.field("window_start", pa.float64()),
+            pa.field("window_end", pa.float64(), nullable=False),
+            *(pa.field(f"group.{g}", t) for g, t in group_types.items()),
+            *(pa.field(v, t) for v, t in value_types.items()),
+        ]
+        return pa.Table.from_arrays(columns, schema=pa.schema(fields)), layouts, overflowed
+
+
+_PYTHON_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+
+
+def _kind(value: Any) -> pa.DataType | None:
+    """The Arrow type of a value as a query gives it (None: not known yet; another
+    type, a Fraction say, is written as its text)."""
+    return None if value is None else _PYTHON_TYPES.get(type(value), pa.string())
+
+
+def _union(layouts: Any, k: int) -> dict[str, pa.DataType]:
+    """Name -> type over the layouts' groups (``k`` 0) or values (1); a name two
+    queries type differently is text."""
+    types: dict[str, pa.DataType] = {}
+    for layout in layouts:
+        for name, _, dtype in layout.objects[k][1]:
+            types[name] = pa.string() if name in types and types[name] != dtype else dtype
+    return types
+
+
+def _group_reader(name: str) -> Any:
+    def read(chunk: AggregateChunk) -> list[Any]:
+        if name not in chunk.group_by:
+            return [None] * len(chunk)
+        j = chunk.group_by.index(name)
+        keys = [key[j] for key in chunk.keys]
+        return [keys[k] for k in np.asarray(chunk.codes, np.int64).tolist()]
+
+    return read
+
+
+def _value_reader(name: str) -> Any:
+    def read(chunk: AggregateChunk) -> list[Any]:
+        return chunk.values[chunk.names.index(name)] if name in chunk.names else [None] * len(chunk)
+
+    return read
+
+
+def _picked(values: list[Any], order: np.ndarray) -> list[Any]:
+    """``values`` in ``order`` (C speed: itemgetter)."""
+    if len(order) == 0:
+        return []
+    if len(order) == 1:
+        return [values[int(order[0])]]
+    return list(itemgetter(*order.tolist())(values))
 
 
 # ------------------------------------------------------------- expressions

@@ -21,18 +21,16 @@ digits; a computed value that is not a finite number is NULL and counted.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import math
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk
+from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, buffer_of, csv_header, csv_lines, finite_columns
 from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
-from runtime.io.writers import OutputError, ParquetWriter, ResultWriter, open_text, writing
+from runtime.io.writers import OutputError, ParquetWriter, ResultWriter, open_bytes, writing
 
 FIXED = ("query", "window_start", "window_end")
 
@@ -159,28 +157,12 @@ class AggregateTable:
             ]
         )
 
-    def columns(self, batch: AggregateBatch) -> tuple[list[list[Any]], int]:
-        """The rows as columns in schema order (text where a column is text); and how
-        many computed values were not finite (written as NULL)."""
-        rows = batch.rows
-        bad = 0
-        out: list[list[Any]] = [
-            [r.query for r in rows],
-            [None if r.window_start == -math.inf else r.window_start for r in rows],
-            [r.window_end for r in rows],
-        ]
-        for name, dtype in (*self.groups.items(), *self.values.items()):
-            text = dtype == pa.string()
-            column = []
-            is_group = len(out) < 3 + len(self.groups)
-            for r in rows:
-                v = (r.group if is_group else r.values).get(name)
-                if isinstance(v, float) and not math.isfinite(v):
-                    bad += 1
-                    v = None
-                column.append(None if v is None else str(v) if text and not isinstance(v, str) else v)
-            out.append(column)
-        return out, bad
+    def result_columns(self, batch: AggregateBatch) -> tuple[pa.Table, int]:
+        """The rows as the file's columns (:meth:`AggregateBatch.result_columns`), every
+        non-finite number and integer past 64 bits NULL; and how many were."""
+        table, layouts, overflowed = batch.result_columns(self.groups, self.values)
+        table, nonfinite = finite_columns(table, layouts)
+        return table, overflowed + nonfinite
 
 
 class AggregateCsvWriter(ResultWriter):
@@ -190,18 +172,19 @@ class AggregateCsvWriter(ResultWriter):
         super().__init__(path)
         self.table = AggregateTable(queries)
         with writing(self.what, path):
-            self._f = open_text(path)
-            self._w = csv.writer(self._f)
-            self._w.writerow(self.table.schema.names)
+            self._f = open_bytes(path)
+        self._put(csv_header(self.table.schema.names).encode())
+
+    def _put(self, data: bytes | memoryview) -> None:
+        with writing(self.what, self.path):
+            self._f.write(data)
             self._f.flush()
 
     def write_aggregates(self, batch: AggregateBatch) -> int:
-        columns, bad = self.table.columns(batch)
+        table, bad = self.table.result_columns(batch)
         self.nonfinite += bad
-        with writing(self.what, self.path):
-            self._w.writerows([_cell(v) for v in row] for row in zip(*columns, strict=True))
-            self._f.flush()
-        return len(batch)
+        self._put(buffer_of(csv_lines(table, table.schema.names)))
+        return table.num_rows
 
     def close(self) -> None:
         with writing(self.what, self.path):
@@ -209,14 +192,6 @@ class AggregateCsvWriter(ResultWriter):
                 self._f.flush()
             else:
                 self._f.close()
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    return value
 
 
 class AggregateParquetWriter(ParquetWriter):
@@ -232,12 +207,10 @@ class AggregateParquetWriter(ParquetWriter):
     def write_aggregates(self, batch: AggregateBatch) -> int:
         if not len(batch):
             return 0
-        columns, bad = self.table.columns(batch)
+        table, bad = self.table.result_columns(batch)
         self.nonfinite += bad
-        arrays = [pa.array(c, f.type, from_pandas=True) for c, f in zip(columns, self.schema, strict=True)]
-        with writing(self.what, self.path):
-            self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
-        return len(batch)
+        self.write_batch_table(table)
+        return table.num_rows
 
 
 def open_aggregate_writer(path: str, fmt: str, queries: list[AggregateQuery]) -> ResultWriter:

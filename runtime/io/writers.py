@@ -6,6 +6,12 @@ JSON lines carry one object per match with the keys ``query``, ``ts``, ``ids`` a
 all queries (NULL where a query has no such value). A value name that two queries give
 different types to is written as text.
 
+The bytes come from the one result encoder (:mod:`mqo.result_encoding`): result
+columns as JSON lines or CSV text, or as they are to pyarrow's Parquet writer. A
+writer takes a batch's result columns (``write_batch``), Match objects made into
+columns (``write``, what ordered emission releases) or a table of result columns
+(``write_table``, the Spark stage's output).
+
 Every file is one a strict reader takes: a computed value that is not a finite number
 (an overflow to infinity; NaN) is written as NULL in every format (JSON ``null``, an
 empty CSV field, a Parquet null) and counted (``nonfinite``), since JSON has no
@@ -17,21 +23,32 @@ name is always a whole, readable Parquet file.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mqo import AggregateBatch, Match, MatchBatch
+from mqo import (
+    AggregateBatch,
+    Layout,
+    Match,
+    MatchBatch,
+    buffer_of,
+    csv_header,
+    csv_lines,
+    finite_columns,
+    json_lines,
+    matches_columns,
+    result_schema,
+)
 from predicates import MqoError
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -65,7 +82,7 @@ def writing(what: str, path: str) -> Iterator[None]:
         raise OutputError(f"cannot write {what} {shown_path(path)}: {err.strerror or err}") from None
 
 
-# ------------------------------------------------------------ non-finite values
+# ------------------------------------------------------ side-file records
 
 
 def _finite(value: Any) -> tuple[Any, int]:
@@ -86,7 +103,8 @@ def _finite(value: Any) -> tuple[Any, int]:
 
 
 def strict_json(record: Any) -> tuple[str, int]:
-    """One record as strict JSON (non-finite numbers as null); and how many there were."""
+    """One late or reject record (a tuple as read, not a result) as strict JSON
+    (non-finite numbers as null); and how many there were."""
     try:
         return _dumps_strict(record), 0
     except ValueError:
@@ -94,52 +112,48 @@ def strict_json(record: Any) -> tuple[str, int]:
         return _dumps_strict(clean), count
 
 
-def strict_json_lines(text: str) -> tuple[str, int]:
-    """JSON lines (as :meth:`MatchBatch.json_text` writes them, which may hold
-    ``Infinity`` or ``NaN``) with every non-finite number as null; and how many."""
-    if "Infinity" not in text and "NaN" not in text:
-        return text, 0
-    lines = text.split("\n")  # JSON escapes line breaks inside strings
-    count = 0
-    for k, line in enumerate(lines):
-        if "Infinity" in line or "NaN" in line:
-            lines[k], n = strict_json(json.loads(line))  # json.loads reads Infinity and NaN
-            count += n
-    return "\n".join(lines), count
-
-
-def _finite_columns(table: pa.Table) -> tuple[pa.Table, int]:
-    count = 0
-    for k, column in enumerate(table.columns):
-        if pa.types.is_floating(column.type):
-            finite = pc.is_finite(column)
-            bad = column.length() - column.null_count - (pc.sum(finite).as_py() or 0)
-            if bad:
-                count += bad
-                table = table.set_column(k, table.field(k), pc.if_else(finite, column, pa.nulls(1, column.type)[0]))
-    return table, count
-
-
 # ----------------------------------------------------------------- writers
 
 
 class ResultWriter:
-    """Writes results to ``path``; ``nonfinite`` counts values written as NULL."""
+    """Writes results to ``path`` as result columns (:mod:`mqo.result_encoding`);
+    ``nonfinite`` counts values written as NULL. ``types``: the value columns of a
+    CSV or Parquet file (JSON lines write each query's own values)."""
 
     what = "the output"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, types: Mapping[str, pa.DataType] | None = None) -> None:
         self.path = path
+        self.types = dict(types) if types is not None else None
         self.nonfinite = 0
 
-    def write(self, matches: Iterable[Match]) -> None:
-        raise NotImplementedError
+    def write(self, matches: Sequence[Match]) -> None:
+        """Match objects (ordered emission releases them) as result columns."""
+        if not matches:
+            return
+        table, layouts, overflowed = matches_columns(matches, self.types)
+        self.nonfinite += overflowed
+        self.write_table(table, layouts)
 
     def write_batch(self, batch: MatchBatch) -> int:
         """Write a batch of results; returns how many."""
-        matches = batch.matches()
-        self.write(matches)
-        return len(matches)
+        columns = batch.result_columns(self.types)
+        self.nonfinite += columns.overflowed
+        self.write_table(columns.table, batch.layouts(), columns.shared)
+        return columns.table.num_rows
+
+    def write_table(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None = None) -> None:
+        """Result columns (:func:`mqo.result_encoding.result_schema`), each query's
+        values as its :class:`Layout` says; non-finite numbers are written as NULL.
+        ``shared``: rows that differ in their query only (:func:`mqo.json_lines`)."""
+        if not table.num_rows:
+            return
+        table, n = finite_columns(table, layouts)
+        self.nonfinite += n
+        self._write(table, layouts, shared)
+
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         raise NotImplementedError
@@ -163,12 +177,6 @@ class ResultWriter:
             self.abandon()
 
 
-def open_text(path: str) -> IO[str]:
-    if path == "-":
-        return sys.stdout
-    return open(path, "w", encoding="utf-8", newline="")
-
-
 class _EncodingWriter:
     """A text stream with no byte buffer (an ``io.StringIO`` put in place of standard
     output) taking bytes."""
@@ -176,161 +184,118 @@ class _EncodingWriter:
     def __init__(self, f: IO[str]) -> None:
         self._f = f
 
-    def write(self, data: bytes) -> None:
-        self._f.write(data.decode())
+    def write(self, data: bytes | memoryview) -> None:
+        self._f.write(bytes(data).decode())
 
     def flush(self) -> None:
         self._f.flush()
 
 
-def _stdout_bytes() -> IO[bytes] | _EncodingWriter:
+def open_bytes(path: str) -> IO[bytes] | _EncodingWriter:
+    """A file for UTF-8 bytes (standard output through its byte buffer)."""
+    if path != "-":
+        return open(path, "wb")
     sys.stdout.flush()  # what was printed before goes first
     buffer = getattr(sys.stdout, "buffer", None)
     return buffer if buffer is not None else _EncodingWriter(sys.stdout)
 
 
-class JsonlWriter(ResultWriter):
-    """Writes UTF-8 bytes: a batch's lines are encoded run by run, never made into one
-    string (standard output gets them through its byte buffer)."""
+class _LinesWriter(ResultWriter):
+    """Lines of UTF-8 bytes: a batch's lines are one Arrow buffer, written as it is
+    and flushed."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, types: Mapping[str, pa.DataType] | None = None) -> None:
+        super().__init__(path, types)
         with writing(self.what, path):
-            if path == "-":
-                self._f = _stdout_bytes()
-            else:
-                self._f = open(path, "wb")  # noqa: SIM115 - open across writes
+            self._f = open_bytes(path)
 
-    def _put(self, text: str) -> None:
+    def _put(self, data: bytes | memoryview) -> None:
         with writing(self.what, self.path):
-            self._f.write(text.encode())
+            self._f.write(data)
             self._f.flush()
 
-    def write(self, matches: Iterable[Match]) -> None:
-        parts = []
-        for m in matches:
-            line, n = strict_json(m.as_dict())
-            self.nonfinite += n
-            parts.append(line + "\n")
-        self._put("".join(parts))
+    def close(self) -> None:
+        with writing(self.what, self.path):
+            if self.path == "-":
+                self._f.flush()
+            else:
+                self._f.close()
+
+
+class JsonlWriter(_LinesWriter):
+    """One JSON object per result (keys ``query``, ``ts``, ``ids``, ``values``: the
+    query's own values)."""
+
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
+        self._put(buffer_of(json_lines(table, layouts, ("ts", "ids"))))
 
     def write_batch(self, batch: MatchBatch) -> int:
+        # the batch's own value columns: JSON lines write each query's values, whatever
+        # the file's columns
         with writing(self.what, self.path):
             self.nonfinite += batch.write_json(self._f.write)
             self._f.flush()
         return len(batch)
 
     def write_aggregates(self, batch: AggregateBatch) -> int:
-        # built from the batch's columns; a landmark window's start is written as null
-        text, n = strict_json_lines(batch.json_text())
-        self.nonfinite += n
-        self._put(text)
-        return text.count("\n")
-
-    def close(self) -> None:
-        with writing(self.what, self.path):
-            if self.path == "-":
-                self._f.flush()
-            else:
-                self._f.close()
+        # the rows' result columns; a landmark window's start is null
+        table, layouts, overflowed = batch.result_columns()
+        table, nonfinite = finite_columns(table, layouts)
+        self.nonfinite += overflowed + nonfinite
+        self._put(buffer_of(json_lines(table, layouts, ("window_start", "window_end"))))
+        return table.num_rows
 
 
-def _ids_text(ids: dict[str, int]) -> str:
-    return json.dumps(ids, separators=(",", ":"))
+class CsvWriter(_LinesWriter):
+    """A header, then one line per result: query, ts, ids (JSON text), the value columns."""
 
+    def __init__(self, path: str, types: Mapping[str, pa.DataType]) -> None:
+        super().__init__(path, types)
+        self._put(csv_header(["query", "ts", "ids", *types]).encode())
 
-class CsvWriter(ResultWriter):
-    def __init__(self, path: str, names: list[str]) -> None:
-        super().__init__(path)
-        self._names = names
-        with writing(self.what, path):
-            self._f = open_text(path)
-            self._w = csv.writer(self._f)
-            self._w.writerow(["query", "ts", "ids", *names])
-            self._f.flush()
-
-    def write(self, matches: Iterable[Match]) -> None:
-        names = self._names
-        value = self._csv_value
-        with writing(self.what, self.path):
-            self._w.writerows(
-                [m.query, repr(m.ts), _ids_text(m.ids), *(value(m.values.get(n)) for n in names)] for m in matches
-            )
-            self._f.flush()
-
-    def _csv_value(self, value: Any) -> Any:
-        if value is None:
-            return ""
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                self.nonfinite += 1
-                return ""
-            return repr(value)
-        return value
-
-    def close(self) -> None:
-        with writing(self.what, self.path):
-            if self.path == "-":
-                self._f.flush()
-            else:
-                self._f.close()
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
+        self._put(buffer_of(csv_lines(table, table.schema.names)))
 
 
 class ParquetWriter(ResultWriter):
-    def __init__(self, path: str, types: dict[str, pa.DataType], schema: pa.Schema | None = None) -> None:
+    def __init__(self, path: str, types: Mapping[str, pa.DataType] | None, schema: pa.Schema | None = None) -> None:
         """``schema``: another layout than the match results' (the aggregate file's)."""
-        super().__init__(path)
-        self._types = types
-        fields = [
-            pa.field("query", pa.string(), nullable=False),
-            pa.field("ts", pa.float64(), nullable=False),
-            pa.field("ids", pa.map_(pa.string(), pa.int64()), nullable=False),
-        ] + [pa.field(name, t) for name, t in types.items()]
-        self.schema = schema if schema is not None else pa.schema(fields)
+        super().__init__(path, types)
+        self.schema = schema if schema is not None else result_schema(types or {})
         target = Path(path)
         # A device or pipe is written in place; a file is written beside and renamed.
         special = target.exists() and not target.is_file()
         self._temp = None if special else target.with_name(f".{target.name}.{os.getpid()}.partial")
         with writing(self.what, path):
             self._writer = pq.ParquetWriter(str(self._temp or target), self.schema)
-        self._pending: list[Match] = []
+        self._pending: list[pa.Table] = []  # results given a few at a time, one row group
         self._closed = False
 
-    def write(self, matches: Iterable[Match]) -> None:
-        self._pending.extend(matches)
-        if len(self._pending) >= _BATCH:
+    def write(self, matches: Sequence[Match]) -> None:
+        super().write(matches)
+        if sum(t.num_rows for t in self._pending) >= _BATCH:
             self._flush()
 
     def write_batch(self, batch: MatchBatch) -> int:
         self._flush()
-        table = batch.to_arrow(self._types)
-        self._write_table(table)
-        return table.num_rows
+        return super().write_batch(batch)
 
-    def _write_table(self, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
-        table, n = _finite_columns(table)
-        self.nonfinite += n
+    def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
+        self._pending.append(table)
+        if len(self._pending) == 1 and table.num_rows >= _BATCH:
+            self._flush()
+
+    def write_batch_table(self, table: pa.Table) -> None:
+        """Rows already in the file's schema, written as one row group."""
         with writing(self.what, self.path):
             self._writer.write_table(table.cast(self.schema))
 
     def _flush(self) -> None:
         if not self._pending:
             return
-        ms = self._pending
-        arrays = [
-            pa.array([m.query for m in ms], pa.string()),
-            pa.array([m.ts for m in ms], pa.float64()),
-            pa.array([list(m.ids.items()) for m in ms], pa.map_(pa.string(), pa.int64())),
-        ]
-        for name, t in self._types.items():
-            column = [m.values.get(name) for m in ms]
-            if t == pa.string():
-                column = [None if v is None else str(v) for v in column]
-            arrays.append(pa.array(column, t, from_pandas=True))
+        table = pa.concat_tables(self._pending)
         self._pending = []
-        self._write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.write_batch_table(table)
 
     def close(self) -> None:
         if self._closed:
@@ -355,11 +320,11 @@ class ParquetWriter(ResultWriter):
                 self._temp.unlink(missing_ok=True)
 
 
-def open_writer(path: str, fmt: str, types: dict[str, pa.DataType]) -> ResultWriter:
+def open_writer(path: str, fmt: str, types: Mapping[str, pa.DataType]) -> ResultWriter:
     if fmt == "jsonl":
         return JsonlWriter(path)
     if fmt == "csv":
-        return CsvWriter(path, list(types))
+        return CsvWriter(path, types)
     if path == "-":
         raise MqoError("Parquet output needs a file, not standard output")
     return ParquetWriter(path, types)

@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, LateTuple, Match, Matcher, clock_for
+from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, LateTuple, Matcher, clock_for, query_layouts, result_schema
 from predicates import AggregateQuery
 from runtime.io import aggregate_writers
 from runtime.io.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.io.writers import check_output_paths, open_writer, side_paths, write_jsonl
 from runtime.local.match import Summary
-from runtime.spark.spec import output_names
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,7 +79,7 @@ def run_spark_match(
 
     summary = Summary(output=args.output, aggregates_path=aggregates_path)
     tables = stream_tables(matcher, data, ids, keep)
-    found: list[Match] = []
+    found = result_schema(matcher.value_types()).empty_table()
     rows = AggregateBatch()
     if tables and (matching is not None or any(q.stream in tables for q in queries)):
         spark, owned = spark_session(args.master)
@@ -89,7 +89,7 @@ def run_spark_match(
             # start-up than a file's worth of matching
             cores = max(1, spark.sparkContext.defaultParallelism)
             if matching is not None:
-                found = to_matches(match_batch(frames, matching, partitions=cores).toArrow(), matching)
+                found = in_result_order(match_batch(frames, matching, partitions=cores).toArrow(), matching)
             if aggregating is not None:
                 rows = run_aggregates(aggregating, frames, cores)
         finally:
@@ -103,8 +103,9 @@ def run_spark_match(
             else nullcontext(writer)
         ) as aggregate_writer,
     ):
-        writer.write(found)
-        summary.results = len(found)
+        if matching is not None:
+            writer.write_table(found, query_layouts(matching.registry))
+        summary.results = found.num_rows
         if queries:
             # after the matches, as the local engine writes them at the end of input
             if separate:
@@ -269,18 +270,28 @@ def stream_tables(
     return {name: pa.concat_tables(parts) for name, parts in rows.items()}
 
 
-def to_matches(table: pa.Table, matcher: Matcher) -> list[Match]:
-    """Result rows back to matches (each with its own query's values only), ordered by
-    ts, then query registration order, then ids."""
-    outputs = {rq.name: output_names(rq) for rq in matcher.registry}
-    rank = {name: i for i, name in enumerate(outputs)}
-    found = []
-    for row in table.to_pylist():
-        ids = dict(row["ids"])
-        values = {name: row[name] for name in outputs[row["query"]]}
-        found.append(Match(row["query"], row["ts"], ids, values))
-    found.sort(key=lambda m: (m.ts, rank[m.query], sorted(m.ids.items())))
-    return found
+def in_result_order(table: pa.Table, matcher: Matcher) -> pa.Table:
+    """The stage's result columns ordered as the local engine writes them: by ts,
+    then query registration order, then the ids in the order of their aliases' names.
+    No row becomes a Python object: the order is one lexsort over the columns."""
+    table = table.cast(result_schema(matcher.value_types()))
+    n = table.num_rows
+    if n < 2:
+        return table
+    rank = {rq.name: k for k, rq in enumerate(matcher.registry)}
+    query = pc.dictionary_encode(table.column("query")).combine_chunks()
+    ranks = np.array([rank[q] for q in query.dictionary.to_pylist()], np.int64)[query.indices.to_numpy()]
+    ids = table.column("ids").combine_chunks()
+    offsets = ids.offsets.to_numpy()
+    offsets = offsets - offsets[0]
+    keys = pc.dictionary_encode(ids.keys)
+    alias_rank = np.argsort(np.argsort(np.array(keys.dictionary.to_pylist(), object)))
+    row_of = np.repeat(np.arange(n), np.diff(offsets))
+    order = np.lexsort((alias_rank[keys.indices.to_numpy()], row_of))  # each row's ids by alias name
+    width = int(np.diff(offsets).max(initial=0))
+    by_alias = np.full((width, n), np.iinfo(np.int64).min)
+    by_alias[np.arange(len(order)) - offsets[row_of[order]], row_of[order]] = ids.items.to_numpy()[order]
+    return table.take(pa.array(np.lexsort((*by_alias[::-1], ranks, table.column("ts").to_numpy()))))
 
 
 def spark_session(master: str, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:

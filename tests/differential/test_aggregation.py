@@ -431,40 +431,6 @@ def test_json_lines_are_the_rows() -> None:
     assert [json.loads(line) for line in got.json_text().splitlines()] == rows
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.floats(allow_nan=True, allow_infinity=True),
-            st.integers(-(2**70), 2**70),
-            st.none(),
-            st.booleans(),
-            st.text(max_size=3),
-        ),
-        max_size=8,
-    ),
-    st.booleans(),
-)
-def test_column_texts_are_what_json_writes(column, floats_only) -> None:
-    """Whole-column formatting (the fast paths for all-float and all-int columns, as
-    texts or as template cells, and
-    their fallbacks for NULLs, non-finite floats, bools, big ints, strings) against
-    json.dumps (UTF-8 text, as the encoder writes);
-    repeated values formatted once give the same texts."""
-    from mqo.aggregation import results
-
-    if floats_only:
-        column = [float(v) for v in column if isinstance(v, float)] * 2
-    expected = [json.dumps(v, ensure_ascii=False) for v in column]
-    assert results._texts(column) == expected
-    spec, cells = results._cells(column)
-    assert [spec % (cell,) for cell in cells] == expected
-    if floats_only:
-        values = np.array(column, np.float64)
-        expected = ["null" if v == -math.inf else json.dumps(v) for v in column]
-        assert list(results._repeated(values, null_at=-math.inf)) == expected
-
-
 def test_a_filter_of_many_slots_counts_a_tuple_once() -> None:
     """An OR takes one slot per disjunct; a tuple satisfying several disjuncts is
     counted once (the expected counts worked out here, from the tuples)."""

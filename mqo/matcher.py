@@ -19,7 +19,7 @@ from mqo.clock import Clock, heartbeat_args
 from mqo.config import ORDERS, MatcherConfig, parse_order
 from mqo.emit import HeldResults
 from mqo.engine import ResultBlock
-from mqo.explain import explain_matcher
+from mqo.explain import plan_account, render_explain
 from mqo.pipeline import Pipeline
 from mqo.plan import CompiledPlan
 from mqo.prepare import PreparedBatch
@@ -153,11 +153,27 @@ class Matcher:
 
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits, the
-        evaluation order with its statistics, the aggregate queries' filters and slices."""
+        evaluation order with its statistics, the aggregate queries' filters and slices,
+        the view graph: :meth:`explain_data` as text."""
+        return render_explain(self.explain_data())
+
+    def explain_data(self) -> dict[str, Any]:
+        """What :meth:`explain` prints, as plain data (JSON-serializable): ``streams``,
+        ``sharing``, ``order`` (with the adaptive order's statistics per stream),
+        ``lists`` (per type, in covering order, each predicate with its bit and readers),
+        ``residuals``, ``queries`` (one per slot: streams, MAXWINDOW, bits),
+        ``never_match``, ``aggregates`` and ``views``."""
         whole = self.registrations.compiled_whole()  # list numbers as a fresh compile's
-        text = explain_matcher(self.registry, whole, self.pipeline.order, self.policy, self.aggregator)
-        views = self.registrations.views.explain(self.registrations.readers)
-        return text + ("\n\n" + views + "\n" if views else "")
+        registrations = self.registrations
+        return plan_account(
+            self.registry,
+            whole,
+            self.pipeline.order,
+            self.policy,
+            self.aggregator,
+            registrations.views,
+            registrations.readers,
+        )
 
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries (not views': a

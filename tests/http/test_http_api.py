@@ -218,6 +218,12 @@ def test_explain_metrics_and_page(service: Service) -> None:
     assert pressure["readers"] == ["high", "high2"] and len(pressure["predicates"]) == 2
     assert 0 < pressure["selectivity"] < 1  # some recent B tuples pass it, some do not
     assert "Attribute predicate lists" in plan["text"] and plan["order"]["mode"] == "adaptive"
+    # the engine's own account (Matcher.explain_data), not a reading of the text
+    ids = {q["id"] for q in c.get("/queries").json()["queries"]}
+    assert {q for lst in plan["lists"] for p in lst["predicates"] for q in p["queries"]} <= ids
+    sharing = plan["sharing"]
+    assert f"sharing ratio {sharing['ratio']:.2f} ({sharing['occurrences']} predicate occurrences" in plan["text"]
+    assert {s["stream"] for s in plan["order"]["streams"]} == {"B", "H"} and plan["sample"] == 80
     metrics = c.get("/metrics")
     assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
     text = metrics.text

@@ -59,6 +59,8 @@ def test_the_page_shows_what_is_shared_and_updates_live(tmp_path: Path) -> None:
                     re.compile(r"0\.\d{3}")
                 )
                 expect(page.locator("#graph text", has_text="high2")).to_have_count(1)
+                sharing = c.get("/explain").json()["sharing"]
+                expect(page.locator("#sharing")).to_contain_text(f"sharing ratio {sharing['ratio']:.2f} (")
                 # the evaluation order the adaptive policy chose for each stream, as /explain says
                 for shown_order in c.get("/explain").json()["order"]["streams"]:
                     row = page.locator("#order tbody tr", has_text=shown_order["stream"])

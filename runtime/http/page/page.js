@@ -148,8 +148,9 @@ async function refreshPlan() {
   try {
     const [plan, queries] = await Promise.all([getJson("/explain"), getJson("/queries")]);
     const o = plan.order;
-    $("sharing").textContent = o.sharing_ratio === undefined ? "" :
-      `sharing ratio ${o.sharing_ratio} (${fmt(o.occurrences)} predicate occurrences / ${fmt(o.distinct)} distinct), ` +
+    const sh = plan.sharing;
+    $("sharing").textContent =
+      `sharing ratio ${sh.ratio.toFixed(2)} (${fmt(sh.occurrences)} predicate occurrences / ${fmt(sh.distinct)} distinct), ` +
       `${plan.lists.length} list(s); evaluation order ${o.mode}; selectivity measured on ${fmt(plan.sample)} recent tuple(s)`;
     fill("lists", plan.lists.map((l) => {
       const tr = document.createElement("tr");

@@ -284,15 +284,6 @@ class CompiledPlan:
     def query_names(self, q: int) -> str:
         return self.record_names[int(self.slot_record[q])]
 
-    @cached_property
-    def json_prefixes(self) -> np.ndarray:
-        """``{"query":<name>`` for every slot, JSON-encoded once, as UTF-8 bytes in an
-        object array (taken by slot numbers at once)."""
-        import json
-
-        names = [b'{"query":' + json.dumps(name, ensure_ascii=False).encode() for name in self.record_names]
-        return np.array(names, object)[self.slot_record]
-
     @property
     def n_slots(self) -> int:
         return len(self.slot_record)

@@ -84,7 +84,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
     orders = np.array(facts.orders, np.int64)
-    by_list = _ListRows(registry, orders, None if n_slots == n_records else slot_base)
+    by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base)
     csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}

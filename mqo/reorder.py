@@ -304,29 +304,6 @@ class AdaptivePolicy:
 
     # ------------------------------------------------------------------ display
 
-    def describe(self) -> list[str]:
-        lines = []
-        for s, name in enumerate(self.streams):
-            if not self.seen[s]:
-                continue
-            parts = []
-            for kind in TYPES:
-                ts = self.stats[s][(kind, None)]
-                f = f"{ts.fanout.value:.3g}" if ts.fanout.value is not None else "-"
-                c = f"{ts.cost.value:.3g}" if ts.cost.value is not None else "-"
-                parts.append(f"{kind.letter} fan-out {f}, work {c}/partial")
-            work = ", ".join(f"{order_name(o)} {self.estimate(s, o):.3g}" for o in ALL_ORDERS)
-            lines.append(f"{name} tuples ({self.seen[s]:,} seen): order {order_name(self.orders[s])}")
-            lines.append(f"  {'; '.join(parts)}")
-            lines.append(f"  estimated work per tuple: {work}")
-        if self.switches:
-            last = self.switches[-1]
-            lines.append(
-                f"{len(self.switches)} switch(es); last at tuple {last.tuple_number:,}: "
-                f"{last.stream} {last.old} -> {last.new}"
-            )
-        return lines
-
 
 # ---------------------------------------------------------------- snapshot data
 

@@ -91,21 +91,6 @@ class ViewGraph:
             level[view.name.lower()] = 1 + max((level.get(r.lower(), 0) for r in view.reads), default=0)
         return level
 
-    def explain(self, readers: Callable[[str], list[str]]) -> str:
-        """The view graph as ``mqo explain`` shows it."""
-        if not self.views:
-            return ""
-        level = self.levels()
-        lines = ["Views (each computed once; its rows are a stream the queries reading it match):"]
-        for view in self.views.values():
-            columns = ", ".join(f"{c.name} {c.ctype.value}" for c in view.schema.columns)
-            read_by = readers(view.name)
-            lines.append(
-                f"  {view.name} (level {level[view.name.lower()]}; ts, id, {columns})"
-                f" <- {', '.join(view.reads)}; read by {', '.join(read_by) if read_by else 'no query'}"
-            )
-        return "\n".join(lines)
-
     # ------------------------------------------------------------- snapshots
 
     def snapshot(self) -> dict[str, int]:

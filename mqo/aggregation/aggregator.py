@@ -481,44 +481,6 @@ class Aggregator:
 
     # --------------------------------------------------------------- explain
 
-    def explain(self) -> list[str]:
-        lines = [
-            f"aggregate queries: {len(self.queries)}, slice stores: {len(self.stores)}"
-            + (f", count stores: {len(self.count_stores)}" if self.count_stores else "")
-        ]
-        for fid, users in self.filter_users.items():
-            lines.append(f"  filter {fid}: {self.filter_texts[fid]}  <- read by {', '.join(sorted(users))}")
-        for key, store in self.stores.items():
-            stream, fid, group, grid = key[:4]
-            readers = [r.query for r in self.queries.values() if r.store_key == key]
-            partials = ", ".join(
-                f"{c} ({'INTEGER' if i else 'FLOAT'})" for c, i in zip(store.columns, store.integer, strict=True)
-            )
-            lines.append(
-                f"  store {stream} / filter {fid} / group by ({', '.join(group) or '-'}): slice edges every"
-                f" {float(grid):g} s from ts 0{' (landmark)' if store.landmark else ''};"
-                f" {store.slices_kept} slices x {len(store.group_keys)} groups kept"
-            )
-            lines.append(f"    shared partials: COUNT(*); per column count, sum, min, max, mean/M2: {partials or '-'}")
-            for aq in readers:
-                w = aq.window
-                size = "UNBOUNDED" if w.size is None else f"{float(w.size):g} s"
-                calls = ", ".join(c.text() for c in aq.calls)
-                op = "" if aq.stream_op == "RSTREAM" else f" ({aq.stream_op}: changes since the previous window)"
-                lines.append(f"    {aq.name}: RANGE {size} SLIDE {float(w.slide):g} s reads {calls}{op}")
-        for key, cs in self.count_stores.items():
-            stream, fid, group = key[:3]
-            lines.append(
-                f"  count store {stream} / filter {fid} / group by ({', '.join(group) or '-'}): {cs.explain()}"
-            )
-            for name, (n, m) in cs.readers.items():
-                aq = self.queries[name].query
-                calls = ", ".join(c.text() for c in aq.calls)
-                op = f" ({aq.stream_op}: changes since the group's previous window)"
-                op = "" if aq.stream_op == "RSTREAM" else op
-                lines.append(f"    {name}: ROWS {n} SLIDE {m} reads {calls}{op}")
-        return lines
-
 
 def _many(count: int) -> str:
     """A count as a short text: 65,536, 1e+292."""

@@ -299,12 +299,6 @@ class CountStore:
             ]
         return store
 
-    def explain(self) -> str:
-        return (
-            f"count slices of {self.grain} rows per group; {len(self.group_keys)} groups,"
-            f" {self.slices_kept} slices and {self.rows_held} rows not final yet kept"
-        )
-
 
 def _group0(folded: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per window the partials of the store's one group (a count store's group has a

@@ -136,3 +136,38 @@ def test_a_bulk_registration_freezes_its_objects(monkeypatch: pytest.MonkeyPatch
     del m
     assert alive() is None and plan() is None
     gc.unfreeze()
+
+
+# Slots per query: 2 (a disjunction), 0 (a contradiction) and 1, so that the queries
+# have exactly as many slots as there are queries while not one slot each; a compiler
+# that took "as many slots as queries" for "one slot per query" gave one query's
+# matches another's name.
+SLOT_COUNT_CASE = {
+    "two": "SELECT * FROM B WHERE B.pressure > 5 OR B.temp = 5",
+    "one": "SELECT * FROM B WHERE B.pressure > 10 AND B.temp < -1.5",
+    "self": "SELECT * FROM B b1, B b2 WHERE b2.pressure > b1.pressure + 20 MAXWINDOW 2.5 sec",
+    "other": "SELECT * FROM T WHERE T.fluct > 2",
+    "none": "SELECT * FROM B WHERE 1 > 2",
+}
+SLOT_COUNT_DDL = "REGISTER STREAM B (pressure FLOAT, temp FLOAT); REGISTER STREAM T (fluct FLOAT);"
+SLOT_COUNT_TUPLES = [
+    ("B", 1.0, {"pressure": 11.0, "temp": -2.0}),  # two and one
+    ("B", 1.5, {"pressure": 1.0, "temp": 5.0}),  # two (its second disjunct)
+    ("T", 2.0, {"fluct": 3.0}),  # other
+    ("B", 2.5, {"pressure": 40.0, "temp": 0.0}),  # two, and self with the tuple of ts 1.5
+]
+SLOT_COUNT_EXPECTED = [{"two", "one"}, {"two"}, {"other"}, {"two", "self"}]
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+@pytest.mark.parametrize("order", [list(SLOT_COUNT_CASE), list(reversed(SLOT_COUNT_CASE))])
+def test_queries_without_one_slot_each_keep_their_names(order: list[str], bulk: bool) -> None:
+    m = mqo.Matcher(SLOT_COUNT_DDL)
+    with pytest.warns(mqo.NeverMatchesWarning):
+        if bulk:
+            m.register_queries([f"Query ID: {name}\n{SLOT_COUNT_CASE[name]};" for name in order])
+        else:
+            for name in order:
+                m.register_query(SLOT_COUNT_CASE[name], query_id=name)
+    found = [{match.query for match in m.push(stream, ts, values)} for stream, ts, values in SLOT_COUNT_TUPLES]
+    assert found == SLOT_COUNT_EXPECTED

@@ -8,12 +8,10 @@ numbers them with cursors 1, 2, 3, ...: readers (``GET /results``, the event str
 take them from there under a lock, never touching the matcher. The ring keeps at most
 ``keep`` results and none older than ``max_age`` seconds; what it drops is counted.
 
-A result's text is what ``mqo match`` writes for it, made by the engine's own encoders:
-:meth:`mqo.MatchBatch.write_json` for matches, the aggregate batch's
-:meth:`~mqo.AggregateBatch.json_text` in file order (:func:`runtime.io.aggregate_writers.in_file_order`)
-made strict by :func:`runtime.io.writers.strict_json_lines`, and for results released by
-a heartbeat (``--emit ordered``) :func:`runtime.io.writers.strict_json`, as the JSON
-lines writer does.
+A result's text is what ``mqo match`` writes for it: the JSON lines writer itself
+(:class:`runtime.io.writers.JsonLinesInMemory`) writes matches, results released by a
+heartbeat (``--emit ordered``) and aggregate rows in file order
+(:func:`runtime.io.aggregate_writers.in_file_order`) through the one result encoder.
 
 With a checkpoint (:mod:`runtime.http.journal`) every accepted operation is logged and
 synced before it is answered, and a snapshot is written every ``snapshot_every``
@@ -39,7 +37,7 @@ from runtime.http.bodies import Posted
 from runtime.http.journal import Journal, JournalError
 from runtime.http.plan_view import RecentTuples, explain_data
 from runtime.io.aggregate_writers import in_file_order
-from runtime.io.writers import strict_json, strict_json_lines
+from runtime.io.writers import JsonLinesInMemory
 
 SNAPSHOT_FORMAT = 1
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -97,6 +95,7 @@ class Service:
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
         self.summary: dict[str, Any] = {}
         self.recent = RecentTuples()
+        self._lines = JsonLinesInMemory()  # the results' text, as mqo match writes it
         self.selectivity: dict[tuple[str, str], float | None] = {}
         self.seq = 0  # operations applied
         self.failed: str | None = None
@@ -221,7 +220,8 @@ class Service:
 
     def heartbeat(self, stream: str | None, ts: float) -> dict[str, Any]:
         released = self.matcher.heartbeat(ts) if stream is None else self.matcher.heartbeat(stream, ts)
-        lines = [strict_json(m.as_dict())[0] for m in released] + self._aggregate_lines()
+        self._lines.write(released)
+        lines = self._lines.take() + self._aggregate_lines()
         self._commit({"op": "heartbeat", "stream": stream, "ts": ts})
         self._publish(lines)
         self._settle()
@@ -236,10 +236,8 @@ class Service:
     def _match(self, stream: str, batch: dict[str, list[Any]]) -> list[str]:
         out: MatchBatch = self.matcher.push_batch(stream, batch)
         self.recent.add(stream, batch)
-        chunks: list[bytes] = []
-        out.write_json(chunks.append)
-        text = b"".join(chunks).decode()
-        lines = text.split("\n")[:-1] if text else []
+        self._lines.write_batch(out)
+        lines = self._lines.take()
         self.stats.tuples += len(batch["ts"])
         self.stats.results += len(lines)
         return lines + self._aggregate_lines()
@@ -248,8 +246,8 @@ class Service:
         if self.matcher.aggregator is None or not len(self.matcher.aggregator):
             return []
         rows = self.matcher.poll_aggregates()
-        text, _ = strict_json_lines(in_file_order(rows).json_text())
-        lines = text.split("\n")[:-1] if text else []
+        self._lines.write_aggregates(in_file_order(rows))
+        lines = self._lines.take()
         self.stats.aggregate_rows += len(lines)
         return lines
 

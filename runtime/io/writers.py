@@ -23,6 +23,7 @@ name is always a whole, readable Parquet file.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -244,6 +245,25 @@ class JsonlWriter(_LinesWriter):
         self.nonfinite += overflowed + nonfinite
         self._put(buffer_of(json_lines(table, layouts, ("window_start", "window_end"))))
         return table.num_rows
+
+
+class JsonLinesInMemory(JsonlWriter):
+    """The JSON lines a :class:`JsonlWriter` writes, kept in memory and taken as a list
+    of lines (the HTTP service's results: the same text as ``mqo match`` writes)."""
+
+    def __init__(self) -> None:
+        ResultWriter.__init__(self, "<memory>")
+        self._f = io.BytesIO()
+
+    def take(self) -> list[str]:
+        """The lines written since the last call, without their newlines."""
+        text = self._f.getvalue().decode()
+        self._f.seek(0)
+        self._f.truncate()
+        return text.split("\n")[:-1] if text else []
+
+    def close(self) -> None:
+        pass
 
 
 class CsvWriter(_LinesWriter):

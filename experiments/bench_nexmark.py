@@ -282,7 +282,7 @@ def run_duckdb(statements: list[tuple[str, str]], folder: Path, name: str) -> tu
     return seconds, rss, json.loads(stdout.splitlines()[-1])
 
 
-def result_key(r: dict[str, Any]) -> tuple:
+def result_key(r: dict[str, Any]) -> tuple[Any, ...]:
     """A result as both sides write it: a match by its ids, ts and values; an aggregate
     row by its window end (to the millisecond), group and values."""
     values = tuple(sorted((r.get("values") or {}).items()))

@@ -18,14 +18,17 @@ of each family (what mqo can express today; see :data:`NOT_EXPRESSED`):
   SLIDE s]``, of one channel or of all.
 
 Three processes, each reading the same CSV files and writing its results as JSON:
-``mqo match`` with every query; DuckDB with one ``INSERT ... SELECT`` per query; DuckDB
+``mqo match`` with every query; DuckDB with one ``INSERT ... SELECT`` per query (a random
+``--sample`` of each family timed and scaled by the family's size, 0: every one); DuckDB
 with one statement per family, the variants' constants in a parameter table the
 statement joins (Q2: ``bid JOIN params ON auction``; Q3: the person-auction pairs within
 the largest window, joined with the parameters; Q5 and Q7: the bids counted (maxed) per
 one-second slice first, every distinct window folded from the slices, then joined with
 the parameters). The three results must be the same rows, else the run stops. Wall time
-and peak resident memory (``wait4``) are of whole processes; mqo's phases come from a
-second, instrumented run (:data:`experiments.bench_sql.PHASES_SCRIPT`).
+and peak resident memory (``wait4``) are of whole processes. The same comparison runs
+without Q5 (mqo and set-based DuckDB in processes of their own). Where mqo's time goes
+comes from a tenth of the events: each family alone, and cProfile over every query
+(these runs also fill numba's kernel cache before the timed run).
 """
 
 from __future__ import annotations

@@ -1,0 +1,53 @@
+"""The NEXMark multi-query benchmark (experiments.bench_nexmark) at a tiny scale: its
+variants are queries mqo takes, and a run, which stops unless ``mqo match``, DuckDB's
+per-query statements and its set-based statements wrote the same rows, comes out with
+rows in every family. No timings are checked."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments import bench_nexmark
+from experiments.bench_nexmark import FAMILIES, draw_variants, result_key
+from experiments.nexmark import DDL
+from mqo import Matcher
+
+
+def test_variants_register_with_mqo_and_vary() -> None:
+    variants = draw_variants(42, 20000, np.random.default_rng(3))
+    assert Counter(v.family for v in variants) == {"q2": 11, "q3": 11, "q5": 10, "q7": 10}
+    m = Matcher(DDL)
+    m.register_queries("\n".join(v.mqo() for v in variants))
+    assert sorted(m.query_ids) == sorted(v.qid for v in variants)
+    # the parameters differ between the variants of a family
+    assert len({tuple(v.auctions) for v in variants if v.family == "q2"}) > 5
+    assert len({(tuple(v.states), v.category, v.window) for v in variants if v.family == "q3"}) > 5
+    assert len({(v.range_s, v.slide_s, v.threshold) for v in variants if v.family == "q5"}) > 5
+    assert len({(v.range_s, v.slide_s, v.channel) for v in variants if v.family == "q7"}) > 3
+
+
+def test_result_key_tells_results_apart() -> None:
+    match = {"query": "q2_0", "ts": 1.5, "ids": {"B": 3}, "values": {"B.auction": 1000, "B.price": 7}}
+    assert result_key(match) == result_key({**match, "ts": 1.5000000001})  # JSON's float text
+    assert result_key(match) != result_key({**match, "ids": {"B": 4}})
+    assert result_key(match) != result_key({**match, "values": {"B.auction": 1000, "B.price": 8}})
+    row = {"query": "q7_1", "window_start": 0.0, "window_end": 10.0, "group": {}, "values": {"highest": 5, "bids": 2}}
+    assert result_key(row) == result_key({k: v for k, v in row.items() if k not in ("group", "window_start")})
+    assert result_key(row) != result_key({**row, "window_end": 12.0})
+
+
+def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
+    pytest.importorskip("duckdb")
+    args = ["--events", "6000", "--queries", "16", "--sample", "2", "--out", str(tmp_path)]
+    assert bench_nexmark.main(args) == 0
+    table = (tmp_path / "nexmark.md").read_text()
+    assert "16 queries, 6,000 events" in table
+    for family in FAMILIES:  # every family has rows, so the sides' agreement says something
+        assert f"{family} 4 queries / 0 rows" not in table
+    assert table.count("| >= 20x |") == table.count("| >= 2x |") == 2  # all queries, and without Q5
+    assert "8 queries timed" in table  # two per family, scaled
+    assert "each family alone: q2" in table and "most self time over all queries (cProfile)" in table

@@ -12,6 +12,7 @@ nothing with the engine (Fractions and ints; INTEGER constants past 2**53 includ
 
 from __future__ import annotations
 
+import gc
 import warnings
 from fractions import Fraction
 from typing import Any
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
+import mqo.registrations
 from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 
 DDL = "REGISTER STREAM B (pressure FLOAT, temp FLOAT, alert INTEGER);"
@@ -108,8 +110,20 @@ def events(seed: int) -> list[dict[str, Any]]:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(operations(), st.booleans())
-def test_each_query_keeps_its_own_matches(ops: list[tuple[str, Any]], batched: bool) -> None:
+@given(operations(), st.booleans(), st.booleans())
+def test_each_query_keeps_its_own_matches(ops: list[tuple[str, Any]], batched: bool, bulk: bool) -> None:
+    """``bulk``: every registration of two or more queries counts as a bulk one (the plan
+    built then, and updated or rebuilt as the threshold doubles, removals between)."""
+    threshold = mqo.registrations.BULK
+    mqo.registrations.BULK = 2 if bulk else threshold
+    try:
+        run_operations(ops, batched)
+    finally:
+        mqo.registrations.BULK = threshold
+        gc.unfreeze()
+
+
+def run_operations(ops: list[tuple[str, Any]], batched: bool) -> None:
     m = mqo.Matcher(DDL)
     live: dict[str, list[Disjunct]] = {}
     removed: dict[str, list[Disjunct]] = {}

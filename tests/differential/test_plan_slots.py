@@ -29,7 +29,7 @@ DDL = "REGISTER STREAM B (pressure FLOAT, temp FLOAT, alert INTEGER);"
 OPS = ("<", "<=", ">", ">=", "=")
 BIG = 2**53
 # constants as written: decimals, and integers on both sides of 2**53 for the INTEGER column
-DECIMALS = st.sampled_from(["0", "1", "-1", "2.5", "-0.5", "0.1", "3", "7"])
+DECIMALS = st.sampled_from(["0", "1", "-1", "2.5", "-0.5", "0.1", "3", "7", "1/3", "10/3"])  # (1/3: an exact constant)
 INTEGERS = st.sampled_from(["0", "1", "-2", "3", "2.5", "-0.5", str(BIG), str(BIG + 1), str(BIG - 1), str(-BIG - 1)])
 TEMPLATE = "SELECT * FROM B WHERE B.pressure < :c1 AND B.alert >= :k"
 
@@ -65,7 +65,7 @@ def operations(draw: Any) -> list[tuple[str, Any]]:
             ops.append(("text", queries))
         elif kind == "table":
             n = draw(st.integers(1, 4))
-            c1 = draw(st.lists(st.sampled_from((-1.0, 0.0, 2.5, 3.0, 10.0)), min_size=n, max_size=n))
+            c1 = draw(st.lists(st.sampled_from((-1.0, 0.0, 2.5, 3.0, 10.0, 1 / 3)), min_size=n, max_size=n))
             k = draw(st.lists(st.sampled_from((0, 1, 3, BIG - 1, BIG + 1)), min_size=n, max_size=n))
             ops.append(("table", (c1, k)))
         elif kind in ("remove", "again"):
@@ -101,7 +101,7 @@ def events(seed: int) -> list[dict[str, Any]]:
     for _ in range(4):
         out.append(
             {
-                "pressure": float(rng.choice([-1.0, 0.0, 2.5, 3.0, 0.1, 9.5])),
+                "pressure": float(rng.choice([-1.0, 0.0, 2.5, 3.0, 0.1, 9.5, 1 / 3, 10 / 3])),
                 "temp": float(rng.choice([-0.5, 0.0, 1.0, 2.5, 7.0, 0.1])),
                 "alert": int(rng.choice([0, 1, 3, -2, BIG - 1, BIG, BIG + 1, -BIG - 1])),
             }

@@ -271,6 +271,7 @@ def make_query(
     self_joins: int = 30,
     bare: bool = False,
     expressions: bool = False,
+    contradictions: int = 0,
 ) -> Query:
     """A query around a witness drawn from the pushes ``candidates`` (indexes into ops).
     ``designated``: a condition TRUE on the witness, MAXWINDOW covering it.
@@ -278,7 +279,9 @@ def make_query(
     ``self_joins``: the percentage of queries reading a stream under two or three aliases.
     ``bare``: no WINDOW or WHERE, so every assignment within MAXWINDOW is a result and
     what a query registered mid-stream may still see (the retention horizon) shows.
-    ``expressions``: the SELECT list may hold arithmetic and constants."""
+    ``expressions``: the SELECT list may hold arithmetic and constants.
+    ``contradictions``: the percentage of queries (not ``designated``) whose condition
+    is never TRUE (:func:`never`)."""
     streams = [s.name for s in schema.streams]
     if designated:  # only streams with a tuple to be the witness
         streams = [s for s in streams if any(ops[i].stream == s for i in candidates)] or streams  # type: ignore[union-attr]
@@ -317,6 +320,11 @@ def make_query(
         where = Or((where, predicate(c, schema, sources, env, None)))
     if not designated and where is not None and c.chance(10) and dnf_size(where)[1] <= MAX_DISJUNCTS:
         where = Not(where)
+    if not designated and c.chance(contradictions):
+        # a query that never matches (the engine gives it no slot), beside the workload's
+        # disjunctions (several slots each): its neighbours must keep their own slots
+        false = never(c, schema, sources)
+        where = And((where, false)) if where is not None and c.chance(50) else false
     window: Cond | None = None
     if window_preds and c.chance(60):
         window = And(tuple(window_preds)) if len(window_preds) > 1 else window_preds[0]
@@ -355,6 +363,19 @@ def select_expression(c: Chooser, schema: Schema, sources: Sequence[tuple[str, s
         Neg(Num("2")),
     ]
     return c.pick(forms)
+
+
+def never(c: Chooser, schema: Schema, sources: Sequence[tuple[str, str]]) -> Cond:
+    """A condition no assignment satisfies: constants compared (``1 > 2``) or one
+    column both below and at or above a constant (``A.x < 0 AND A.x >= 0``)."""
+    if c.chance(50):
+        return c.pick((Cmp(">", Num("1"), Num("2")), Cmp("<=", Num("3"), Num("0.5")), Cmp("!=", Num("7"), Num("7"))))
+    alias, stream = c.pick(sources)
+    col = Col(alias, c.pick(numeric(schema, stream)))
+    k: Expr = Num(c.pick(("0", "1", "0.5")))
+    if c.chance(30):
+        k = Neg(k)
+    return And((Cmp("<", col, k), Cmp(">=", col, k)))
 
 
 def _is_window(cond: Cond) -> bool:

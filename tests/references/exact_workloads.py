@@ -45,8 +45,8 @@ from tests.references.exact_ops import (
     arrow_batch,
     csv_cell,
 )
-from tests.references.exact_queries import TAGS, make_query
-from tests.references.reference import FLOAT, INTEGER, STRING, Column, Query, Schema, Stream
+from tests.references.exact_queries import TAGS, dnf_size, make_query
+from tests.references.reference import FLOAT, INTEGER, STRING, And, Column, Query, Schema, Stream
 
 STREAMS = ("A", "B", "C")
 TYPE_SPELLINGS = {INTEGER: ("INTEGER", "INT", "BIGINT"), FLOAT: ("FLOAT", "DOUBLE", "REAL"), STRING: ("STRING",)}
@@ -241,6 +241,7 @@ def build_workload(
     heavy_churn: bool = False,
     select_expressions: bool = False,
     empty_strings: bool = False,
+    contradictions: int = 30,
 ) -> Workload:
     """A whole workload. ``churn``: queries may be registered and removed mid-stream;
     ``run``: that many tuples of stream A at the end (one large batch); ``self_joins``:
@@ -248,7 +249,9 @@ def build_workload(
     percentage of queries (after the first) without WINDOW or WHERE; ``heavy_churn``:
     most queries registered mid-stream and half of them removed again;
     ``select_expressions``: SELECT lists with arithmetic and constants;
-    ``empty_strings``: tags may be '' (not NULL; a CSV file could not tell them apart)."""
+    ``empty_strings``: tags may be '' (not NULL; a CSV file could not tell them apart);
+    ``contradictions``: the percentage of workloads given queries that never match, as
+    many as the others' disjuncts past their first (see below)."""
     schema = make_schema(c, c.integer(2, 3))
     late = Fraction(lateness if lateness is not None else c.pick(LATENESS))
     pool = make_pool(c)
@@ -278,8 +281,22 @@ def build_workload(
             self_joins=self_joins,
             bare=plain,
             expressions=select_expressions,
+            contradictions=5 if contradictions else 0,
         )
         placed.append((at, query))
+    if contradictions and c.chance(contradictions):
+        # as many queries that never match (no slot) as the others have disjuncts past
+        # their first, registered at the start: the plan then has as many slots as
+        # queries, yet not one each (a compiler that took one for the other gave the
+        # queries between a disjunction and a contradiction each other's matches)
+        conditions = [[cond for cond in (q.where, q.window) if cond is not None] for _, q in placed]
+        extra = sum(dnf_size(And(tuple(conds)))[0] - 1 for conds in conditions if conds)
+        for _ in range(min(extra, 3)):
+            name = f"q{len(placed) + 1}"
+            false = make_query(
+                c, schema, name, timeline, ok, designated=False, self_joins=self_joins, contradictions=100
+            )
+            placed.insert(c.integer(1, len(placed)), (0, false))
     removals: list[tuple[int, str]] = []
     if churn:
         for at, query in placed[1:]:

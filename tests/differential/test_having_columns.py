@@ -88,7 +88,12 @@ def conditions(draw: Any, cols: dict, depth: int = 0) -> Condition:
     near = _data_constants(cols)
     constant = draw(
         st.one_of(
-            st.sampled_from(near) if near else st.just(Fraction(0)),
+            # a value of the data, or just beside it (a decimal between two doubles)
+            st.builds(
+                lambda c, d: c + d,
+                st.sampled_from(near) if near else st.just(Fraction(0)),
+                st.sampled_from([0, 0, 1, -1, Fraction(1, 10**20), -Fraction(1, 10**20)]),
+            ),
             st.sampled_from([Fraction(1, 10), Fraction(1, 3), Fraction(-3, 10), Fraction(2**53 + 1), Fraction(2**63)]),
             st.fractions(max_denominator=10**6),
             st.integers(INT_MIN - 2, INT_MAX + 2).map(Fraction),

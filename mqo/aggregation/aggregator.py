@@ -517,7 +517,7 @@ def _group(group_by: tuple[str, ...], key: tuple) -> dict[str, Any]:
 def _as_list(column: Column, rows: np.ndarray) -> list[Any]:
     """A column's values at ``rows`` as Python values, NULL as None."""
     values, null = column
-    out = values[rows].tolist()
+    out: list[Any] = values[rows].tolist()
     for r in np.flatnonzero(null[rows]).tolist():
         out[r] = None
     return out

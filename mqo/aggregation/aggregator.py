@@ -39,6 +39,7 @@ from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
 from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
+from mqo.aggregation.having import Column, having_verdicts
 from mqo.aggregation.relations import ChunkShape, Relation, relation_of
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
 from mqo.aggregation.slices import SliceStore, scaled, window_bounds, windows_with_data
@@ -49,7 +50,7 @@ from mqo.prepare import ENGINE, SINGLE, PreparedBatch
 from mqo.registry import QueryRegistry
 from predicates import Catalog, ColumnType, QueryError
 from predicates.aggregate import AggregateQuery, filter_text
-from predicates.ast import Aggregate, ColumnRef
+from predicates.ast import Aggregate, ColumnRef, Condition
 from predicates.numbers import decimal_of
 
 LANDMARK_STEP = 2**20  # landmark windows one emission reports per query, at most
@@ -428,38 +429,51 @@ class Aggregator:
         HAVING, outputs. An ISTREAM/DSTREAM query's chunk keeps the rows HAVING fails,
         marked in ``passed`` (its relation step needs them)."""
         aq = reg.query
-        columns: dict[tuple[str, str | None], list[Any]] = {}
+        arrays: dict[tuple[str, str | None], Column] = {}
         for call in aq.calls:
             if call.column is None:
-                columns[(call.func, None)] = n.tolist()
+                arrays[(call.func, None)] = (np.asarray(n, np.int64), np.zeros(len(n), bool))
                 continue
             c = store.columns.index(call.column)
             what = f"query {aq.name}: {call.func}({aq.alias}.{call.column})"
-            columns[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], what)
+            arrays[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], what)
         keys = store.group_keys
-        codes = grps.tolist()
         names = [name for name, _ in aq.outputs]
-        if aq.having is not None or not all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
-            # row by row: HAVING and output expressions on exact numbers
-            kept: list[int] = []
-            passed: list[bool] = []
-            shown: list[list[Any]] = [[] for _ in names]
+        verdicts = np.ones(len(grps), bool)
+        if aq.having is not None:
+            having = aq.having
+
+            def scalar(cond: Condition, rows: np.ndarray) -> np.ndarray:
+                """The exact row path on the rows the columns leave undecided."""
+                values = {key: _as_list(column, rows) for key, column in arrays.items()}
+                codes = grps[rows].tolist()
+                return np.array(
+                    [
+                        holds(cond, {key: v[r] for key, v in values.items()}, _group(aq.group_by, keys[grp]))
+                        for r, grp in enumerate(codes)
+                    ],
+                    bool,
+                )
+
+            verdicts = having_verdicts(having, arrays, scalar, len(grps))
+        if reg.relation is None and not verdicts.all():
+            # only the rows that pass are shown
+            pick = np.flatnonzero(verdicts)
+            starts, ends, grps, verdicts = starts[pick], ends[pick], grps[pick], verdicts[pick]
+        else:
+            pick = np.arange(len(grps))
+        columns = {key: _as_list(column, pick) for key, column in arrays.items()}
+        codes = grps.tolist()
+        if all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
+            value_columns = self._plain_outputs(aq, columns, keys, codes)
+        else:
+            # output expressions: exact arithmetic row by row, on the rows shown
+            value_columns = [[] for _ in names]
             for r, grp in enumerate(codes):
                 values = {key: column[r] for key, column in columns.items()}
-                group = dict(zip(aq.group_by, keys[grp], strict=True))
-                ok = aq.having is None or holds(aq.having, values, group)
-                if not ok and reg.relation is None:
-                    continue
-                kept.append(r)
-                passed.append(ok)
+                group = _group(aq.group_by, keys[grp])
                 for k, (_, expr) in enumerate(aq.outputs):
-                    shown[k].append(output_value(expr, values, group))
-            pick = np.array(kept, np.int64)
-            starts, ends, grps, value_columns = starts[pick], ends[pick], grps[pick], shown
-            verdicts = np.array(passed, bool)
-        else:
-            value_columns = self._plain_outputs(aq, columns, keys, codes)
-            verdicts = np.ones(len(codes), bool)
+                    value_columns[k].append(output_value(expr, values, group))
         chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, value_columns)
         if reg.relation is not None:
             chunk.passed = verdicts
@@ -496,16 +510,33 @@ def _aggregate_key(expr: Any) -> tuple[str, str | None]:
     return (expr.func, None if expr.arg is None else expr.arg.name)
 
 
-def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, what: str) -> list[Any]:
-    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 5])
-    as Python values, NULL (None) where the group has too few values; ``what`` names the
-    query and the aggregate in a warning."""
+def _group(group_by: tuple[str, ...], key: tuple) -> dict[str, Any]:
+    return dict(zip(group_by, key, strict=True))
+
+
+def _as_list(column: Column, rows: np.ndarray) -> list[Any]:
+    """A column's values at ``rows`` as Python values, NULL as None."""
+    values, null = column
+    out: list[Any] = values[rows].tolist()
+    for r in np.flatnonzero(null[rows]).tolist():
+        out[r] = None
+    return out
+
+
+def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, what: str) -> Column:
+    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 5]):
+    the values (int64 for COUNT and SUM/MIN/MAX of INTEGER, else float64) and where they
+    are NULL (the group has too few values); ``what`` names the query and the aggregate
+    in a warning."""
     n = p[:, K.N]
     if func == "COUNT":
-        return n.tolist()
+        return n.astype(np.int64), np.zeros(len(n), bool)
     if integer and func in ("SUM", "AVG") and len(p) and (p[:, K.ICARRY].any() or np.abs(p[:, K.ISUM]).max() >= 2**53):
         # a sum that wrapped around int64, or an AVG whose int64 sum is no exact double
-        return _integer_sums(func, p, what)
+        sums = _integer_sums(func, p, what)
+        null = np.array([v is None for v in sums], bool)
+        dtype = np.float64 if func == "AVG" else np.int64
+        return np.array([0 if v is None else v for v in sums], dtype), null
     with np.errstate(divide="ignore", invalid="ignore"):
         if func == "SUM":
             values = p[:, K.ISUM] if integer else f[:, K.SUM_HI] + f[:, K.SUM_LO]
@@ -519,11 +550,7 @@ def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, what: str) -
         else:
             variance = np.maximum(f[:, K.M2], 0.0) / (n - 1)
             values = variance if func == "VARIANCE" else np.sqrt(variance)
-    out = values.tolist()
-    null = np.flatnonzero(n < (2 if func in ("STDDEV", "VARIANCE") else 1)).tolist()
-    for g in null:
-        out[g] = None
-    return out
+    return values, n < (2 if func in ("STDDEV", "VARIANCE") else 1)
 
 
 def _integer_sums(func: str, p: np.ndarray, what: str) -> list[Any]:

@@ -272,6 +272,8 @@ def exact_value(value: Any) -> Any:
         return value
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, Fraction):  # a constant or a quotient: exact already (decimal_of would round it to a double)
+        return value
     return decimal_of(value)
 
 

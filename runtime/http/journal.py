@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from mqo import SnapshotError, decode_snapshot, encode_snapshot
+from runtime.local.serve_files import sync_paths, write_atomically
 from runtime.workload import CliError
 
 SNAPSHOT_FILE = "http-snapshot.mqosnap"
@@ -107,18 +107,9 @@ class Journal:
     def write_snapshot(self, data: dict[str, Any]) -> None:
         """``data`` as the snapshot (whole or not at all); then the log starts empty."""
         blob = encode_snapshot({"kind": "mqo-http", **data})
-        tmp = self.snapshot_path.with_name(f".{SNAPSHOT_FILE}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                rest = memoryview(blob)
-                while rest:
-                    rest = rest[os.write(fd, rest) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.snapshot_path)
-            _sync_folder(self.folder)
+            write_atomically(self.snapshot_path, blob)
+            sync_paths([self.folder])
             # the log's records are all in the snapshot now (a crash before this line
             # leaves them, and a restart skips them by their seq)
             if self._fd is not None:
@@ -128,8 +119,6 @@ class Journal:
             os.fsync(fd)
             os.close(fd)
         except OSError as err:
-            with suppress(OSError):
-                tmp.unlink()
             raise JournalError(f"cannot write the snapshot {self.snapshot_path} ({err.strerror or err})") from None
         self.records_since_snapshot = 0
 
@@ -137,11 +126,3 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, buffer_of, csv_header, csv_lines, finite_columns
 from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
-from runtime.io.writers import OutputError, ParquetWriter, ResultWriter, open_bytes, writing
+from runtime.io.writers import LinesWriter, OutputError, ParquetWriter, ResultWriter
 
 FIXED = ("query", "window_start", "window_end")
 
@@ -165,33 +165,19 @@ class AggregateTable:
         return table, overflowed + nonfinite
 
 
-class AggregateCsvWriter(ResultWriter):
+class AggregateCsvWriter(LinesWriter):
     what = "the aggregate file"
 
     def __init__(self, path: str, queries: list[AggregateQuery]) -> None:
         super().__init__(path)
         self.table = AggregateTable(queries)
-        with writing(self.what, path):
-            self._f = open_bytes(path)
         self._put(csv_header(self.table.schema.names).encode())
-
-    def _put(self, data: bytes | memoryview) -> None:
-        with writing(self.what, self.path):
-            self._f.write(data)
-            self._f.flush()
 
     def write_aggregates(self, batch: AggregateBatch) -> int:
         table, bad = self.table.result_columns(batch)
         self.nonfinite += bad
         self._put(buffer_of(csv_lines(table, table.schema.names)))
         return table.num_rows
-
-    def close(self) -> None:
-        with writing(self.what, self.path):
-            if self.path == "-":
-                self._f.flush()
-            else:
-                self._f.close()
 
 
 class AggregateParquetWriter(ParquetWriter):

@@ -201,7 +201,7 @@ def open_bytes(path: str) -> IO[bytes] | _EncodingWriter:
     return buffer if buffer is not None else _EncodingWriter(sys.stdout)
 
 
-class _LinesWriter(ResultWriter):
+class LinesWriter(ResultWriter):
     """Lines of UTF-8 bytes: a batch's lines are one Arrow buffer, written as it is
     and flushed."""
 
@@ -223,7 +223,7 @@ class _LinesWriter(ResultWriter):
                 self._f.close()
 
 
-class JsonlWriter(_LinesWriter):
+class JsonlWriter(LinesWriter):
     """One JSON object per result (keys ``query``, ``ts``, ``ids``, ``values``: the
     query's own values)."""
 
@@ -266,7 +266,7 @@ class JsonLinesInMemory(JsonlWriter):
         pass
 
 
-class CsvWriter(_LinesWriter):
+class CsvWriter(LinesWriter):
     """A header, then one line per result: query, ts, ids (JSON text), the value columns."""
 
     def __init__(self, path: str, types: Mapping[str, pa.DataType]) -> None:

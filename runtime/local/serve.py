@@ -73,7 +73,7 @@ from runtime.io.aggregate_writers import open_aggregate_writer
 from runtime.io.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
 from runtime.io.writers import LinesFile, open_writer, write_jsonl
 from runtime.local.match import Progress, Summary, arrival_order, match_all, number_in_arrival_order
-from runtime.local.serve_files import Settling, Signature, signature
+from runtime.local.serve_files import Settling, Signature, signature, sync_paths, temporary_path, write_atomically
 from runtime.stopping import StopFlag, deferred_stop
 from runtime.workload import CliError
 
@@ -252,10 +252,10 @@ class LocalService:
                 if records:
                     self._publish(self._path(kind, "jsonl", report.step), lambda p, r=records: write_jsonl(str(p), r))
             # the step's files reach the disk before the checkpoint that says they exist
-            _sync([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
+            sync_paths([*self.output_dir.glob(f"*-{report.step:06d}.*"), self.output_dir])
             self.state.step = report.step
             try:
-                _write_atomically(self.checkpoint, encode_snapshot(self._checkpoint_data()))
+                write_atomically(self.checkpoint, encode_snapshot(self._checkpoint_data()))
             except OSError as err:
                 kept = f"still step {report.step - 1}'s" if report.step > 1 else "not written yet"
                 raise CliError(
@@ -455,13 +455,13 @@ class LocalService:
         separate = bool(aggregates) and self.fmt != "jsonl"
         summary = Summary(output=str(results_path))
         with (
-            open_writer(str(_temporary(results_path)), self.fmt, self.matcher.value_types()) as writer,
+            open_writer(str(temporary_path(results_path)), self.fmt, self.matcher.value_types()) as writer,
             (
-                open_aggregate_writer(str(_temporary(aggregates_path)), self.fmt, aggregates)
+                open_aggregate_writer(str(temporary_path(aggregates_path)), self.fmt, aggregates)
                 if separate
                 else nullcontext(writer)
             ) as aggregate_writer,
-            LinesFile(str(_temporary(late_path)), "the late-tuple file") as late_file,
+            LinesFile(str(temporary_path(late_path)), "the late-tuple file") as late_file,
         ):
             # windows close on the watermark, which goes on across steps: no end of input
             bar = Progress(0, False)
@@ -489,9 +489,9 @@ class LocalService:
             (late_path, late_file.count > 0),
         ):
             if keep and summary.interrupted is None:
-                os.replace(_temporary(path), path)
+                os.replace(temporary_path(path), path)
             else:
-                _temporary(path).unlink(missing_ok=True)
+                temporary_path(path).unlink(missing_ok=True)
         if summary.interrupted is not None:
             report.interrupted = True
         elif report.rejected:
@@ -504,8 +504,8 @@ class LocalService:
         return self.output_dir / f"{kind}-{step:06d}.{ext}"
 
     def _publish(self, path: Path, write: Callable[[Path], Any]) -> None:
-        write(_temporary(path))
-        os.replace(_temporary(path), path)
+        write(temporary_path(path))
+        os.replace(temporary_path(path), path)
 
     def _checkpoint_data(self) -> dict[str, Any]:
         return {
@@ -554,40 +554,6 @@ def _visible(folder: Path) -> Iterator[Path]:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp")
-
-
-def _sync(paths: Sequence[Path]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_atomically(path: Path, blob: bytes) -> None:
-    """``blob`` at ``path`` whole or not at all: written beside it, synced, renamed
-    over it. On a failure (a full or read-only file system) the OSError is raised with
-    the temporary file removed and ``path`` as it was."""
-    tmp = _temporary(path)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            rest = memoryview(blob)
-            while rest:
-                rest = rest[os.write(fd, rest) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        with suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 @contextmanager

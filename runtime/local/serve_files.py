@@ -24,8 +24,8 @@ import fcntl
 import os
 import socket
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from runtime.workload import CliError
@@ -124,3 +124,39 @@ def checkpoint_lock(folder: str, option: str = "--checkpoint") -> Iterator[None]
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def temporary_path(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed over it (a dot file beside it)."""
+    return path.with_name(f".{path.name}.tmp")
+
+
+def sync_paths(paths: Sequence[Path]) -> None:
+    """``fsync`` each path (files, or folders after a rename in them)."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_atomically(path: Path, blob: bytes) -> None:
+    """``blob`` at ``path`` whole or not at all: written beside it, synced, renamed
+    over it. On a failure (a full or read-only file system) the OSError is raised with
+    the temporary file removed and ``path`` as it was."""
+    tmp = temporary_path(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            rest = memoryview(blob)
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(OSError):
+            tmp.unlink()
+        raise

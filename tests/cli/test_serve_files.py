@@ -22,7 +22,7 @@ import pytest
 
 import runtime.local.serve as serve
 from runtime.local.serve import CHECKPOINT_FILE, LocalService
-from runtime.local.serve_files import LOCK_NAME
+from runtime.local.serve_files import LOCK_NAME, write_atomically
 from tests.cli.clirun import COMMAND, mqo, strict_lines
 
 DDL = "REGISTER STREAM B (pressure FLOAT);"
@@ -257,7 +257,7 @@ def test_write_atomically_leaves_the_old_file_on_a_failure(tmp_path: Path, monke
 
     monkeypatch.setattr(os, "write", full)
     with pytest.raises(OSError, match="No space"):
-        serve._write_atomically(target, b"new and longer")
+        write_atomically(target, b"new and longer")
     monkeypatch.undo()
     assert target.read_bytes() == b"good" and sorted(p.name for p in tmp_path.iterdir()) == ["state"]
 

@@ -6,6 +6,7 @@ queries, and the plan compiled from them when next needed), the :class:`~mqo.pip
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -127,6 +128,28 @@ class Matcher:
         """Remove a query; it reports nothing more."""
         self.registrations.remove(query_id)
 
+    def upsert_rows(self, table: str, rows: Any, ts: float | None) -> int:
+        """Put rows into ``table`` (``CREATE TABLE``; a list of mappings of column ->
+        value, an Arrow table or a pandas DataFrame), each a new version of its key that
+        takes effect at event time ``ts`` (None: from the start); all rows or none (a
+        bad row is a :class:`TupleError` naming it). A tuple reads a key's version as
+        of its own ts (:mod:`mqo.tables`). Returns how many rows were put."""
+        return self.registrations.tables.upsert(table, rows, ts, self._table_horizon())
+
+    def delete_rows(self, table: str, keys: Iterable[Any], ts: float | None) -> int:
+        """Delete keys of ``table`` from event time ``ts`` on (each key a value, a tuple
+        in KEY order or a mapping of key column -> value); all or none. Returns how many."""
+        return self.registrations.tables.delete(table, keys, ts, self._table_horizon())
+
+    @property
+    def tables(self) -> list[str]:
+        """The declared tables' names, in declaration order."""
+        return [t.name for t in self.registrations.tables.tables.values()]
+
+    def _table_horizon(self) -> float:
+        """Older table versions superseded at or before this can go (no result reads them)."""
+        return to_float(self.clock.horizon) if self.registrations.plan is not None else -math.inf
+
     @property
     def views(self) -> list[str]:
         """The registered views' names, in registration order (each also a query id)."""
@@ -225,6 +248,11 @@ class Matcher:
     def _stream(self, stream: str) -> int:
         plan = self.ensure_plan()  # streams are numbered by the current plan
         number = self.pipeline.stream_number(stream)
+        if plan.streams[number].table_key:
+            raise TupleError(
+                f"{plan.streams[number].name} is a table: its rows come from upsert_rows and delete_rows "
+                "(mqo match --table), each a version from its ts on"
+            )
         if plan.streams[number].view:
             raise TupleError(
                 f"{plan.streams[number].name} is a view: its rows come from its query, and its time from its inputs"
@@ -257,9 +285,11 @@ class Matcher:
         blocks = self.pipeline.push(number, ts, values, id)
         if ingest:
             self.registrations.ingest_row(stream, ts, values, id)
+        tables = self.registrations.tables
         if self.registrations.views:
-            return self._matches(self._derived(blocks), emit_aggregates=self.aggregator is not None)
-        return self._matches(blocks, emit_aggregates=ingest)
+            blocks = self._derived(blocks)
+            ingest = self.aggregator is not None
+        return self._matches(tables.join_blocks(self.ensure_plan(), blocks) if tables else blocks, ingest)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
         """Match a batch of one stream's tuples (Arrow, pandas or a dict of columns: ``ts``,
@@ -268,7 +298,9 @@ class Matcher:
         number = self._stream(stream)
         views = bool(self.registrations.views)
         if not self.registrations.aggregating(stream) and not views:
-            return self.pipeline.push_batch(number, batch)
+            out = self.pipeline.push_batch(number, batch)
+            tables = self.registrations.tables
+            return tables.join_batch(self.ensure_plan(), out) if tables else out
         if self.registrations.aggregating(stream):
             # the aggregator decides lateness on the clock as it is before this batch, as the pipeline does
             self.registrations.ingest(stream, batch, late_of=lambda ts: self.late_probe(np.full(len(ts), number), ts))
@@ -280,7 +312,8 @@ class Matcher:
         else:
             out = self.pipeline.push_batch(number, batch)
         self.registrations.emit_aggregates(self.clock)
-        return out
+        tables = self.registrations.tables
+        return tables.join_batch(self.ensure_plan(), out) if tables else out
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
         """Decide the attribute predicates of a batch of one stream's tuples (no state
@@ -295,9 +328,13 @@ class Matcher:
         blocks) for each row visited (those late or that some query wants)."""
         self.ensure_plan()  # the pipeline runs on the current plan
         replayed = self.pipeline.replay(prepared, which, row_indexes)
-        if not self.registrations.views:
-            return replayed
-        return ((j, self._derived(blocks)) for j, blocks in replayed)
+        if self.registrations.views:
+            replayed = ((j, self._derived(blocks)) for j, blocks in replayed)
+        tables = self.registrations.tables
+        if tables:
+            plan = self.ensure_plan()
+            replayed = ((j, tables.join_blocks(plan, blocks)) for j, blocks in replayed)
+        return replayed
 
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows not yet taken, one per (query, window, group) whose window the

@@ -115,8 +115,8 @@ class Pipeline:
             self.row_builders = [builders.get(schema.name) or self._builder(schema) for schema in real]
         if len(self.row_builders) != len(real):
             self.row_builders = [self._builder(schema) for schema in real]
-        # clocks are the declared streams' (they come before views): a view's time is its inputs'
-        clocked = [schema for schema in real if not schema.view]
+        # clocks are the declared streams' (before views, tables): a view's time is its inputs'
+        clocked = [schema for schema in real if not schema.view and not schema.table_key]
         names = [schema.name for schema in clocked]
         if self.clock.names != (names if config.time == "per-stream" else ["*"]) or not self.clock.declared:
             # streams are all declared before the first tuple, so the clock has no time yet

@@ -45,11 +45,13 @@ from mqo.table import (
     parse_template,
     table_queries,
 )
+from mqo.tables import Tables
 from mqo.views import ViewGraph, check_emit, reads_of
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
 from predicates.records import CompiledQuery
+from predicates.tables import TableDefinition, TableQuery, mentions_table
 from predicates.templates import FastCompiler
 from predicates.views import ViewDefinition
 
@@ -80,6 +82,7 @@ class Registrations:
         self.aggregator: Aggregator | None = None
         self.emitted = AggregateBatch()  # aggregate rows emitted and not yet taken
         self.views = ViewGraph()  # views: match queries whose results are streams (mqo.views)
+        self.tables = Tables()  # tables: reference data joined by key as of ts (mqo.tables)
         self.next_position = 1
         self.frozen = False  # shares its queries with another matcher (restore(like=))
         # the plan compiled from the registrations as they are; None after a change
@@ -120,20 +123,27 @@ class Registrations:
         with _no_cyclic_gc():
             # a query given its id is checked under that id, not the one its text gives
             instances = self.compile_texts(sources, source_name, check_names=query_id is None)
-            if one and len(instances) != 1:
-                raise QueryError(f"expected one query, found {len(instances)}; use register_queries", None, None)
-            if query_id is not None:
+            # (a text's CREATE TABLE statements declare, as DDL does: they are no query)
+            tables = [q for q in instances if isinstance(q, TableDefinition)]
+            queries = [q for q in instances if not isinstance(q, TableDefinition)]
+            if one and len(queries) != (0 if tables else 1):
+                raise QueryError(f"expected one query, found {len(queries)}; use register_queries", None, None)
+            if query_id is not None and queries:
                 if query_id in _Taken(self):
                     raise QueryError(f"query id {query_id} is already registered", None, None)
-                instances = [_renamed(instances[0], query_id)]
-            self.add(instances)
+                queries = [_renamed(queries[0], query_id)]
+            self.add([*tables, *queries])
         release_freed_memory(len(instances))
-        return [inst.name for inst in instances]
+        return [inst.name for inst in (queries if queries or not one else tables)]
 
     def register_table(self, template: str, table: Any, id_column: str | None, source_name: str) -> list[str]:
         """One match query per row of ``table`` (see :meth:`mqo.Matcher.register_table`)."""
         if looks_aggregate(template):
             raise QueryError("register_table takes match queries (an aggregate query is registered as text)")
+        if mentions_table(template, self.catalog):
+            raise QueryError(
+                "register_table takes queries over streams (a query reading a table is registered as text)"
+            )
         compile_one = self.registry.compiler.compile
 
         def compile_text(text: str, row: int) -> CompiledQuery:
@@ -152,7 +162,9 @@ class Registrations:
         """Register compiled queries, seeing tuples from ``since_ts`` (default: the
         retention horizon now; a list gives one per match query)."""
         self._check_not_frozen()
-        if type(instances) is not RowQueries and any(isinstance(q, ViewDefinition) for q in instances):
+        if type(instances) is not RowQueries and any(isinstance(q, (TableDefinition, TableQuery)) for q in instances):
+            self._add_with_tables(instances, since_ts)
+        elif type(instances) is not RowQueries and any(isinstance(q, ViewDefinition) for q in instances):
             views = [q for q in instances if isinstance(q, ViewDefinition)]
             self._add_views(views)
             try:  # all or nothing: an aggregate query refused now takes the views back
@@ -197,6 +209,31 @@ class Registrations:
             # in many calls compiles O(queries) in all, not once per call
             self.ensure_plan().build_tables()
             gc.freeze()  # the queries' objects stay: no full collection scans them again
+
+    def _add_with_tables(self, instances: Sequence[Query], since_ts: Any) -> None:
+        """Declare the tables of ``instances`` and register their queries, all or nothing."""
+        if self.config.emit != "arrival":
+            raise QueryError(
+                "tables need emit='arrival': a result is joined with the table as it is when the result is found"
+            )
+        tables = [q for q in instances if isinstance(q, TableDefinition)]
+        readers = [q for q in instances if isinstance(q, TableQuery)]
+        for table in tables:
+            self.catalog.add_view(table.schema)  # (a schema after the declared streams: no clock, no tuples)
+            self.tables.declare(table)
+        try:
+            queries = [q for q in instances if not isinstance(q, TableDefinition)]
+            self.add([q.query if isinstance(q, TableQuery) else q for q in queries], since_ts)
+        except BaseException:
+            for table in reversed(tables):
+                self.catalog.remove_view(table.name)
+                self.tables.undeclare(table.name)
+            if tables:
+                self._streams_changed()
+            raise
+        if tables:
+            self._streams_changed()
+        self.tables.add_queries(readers)
 
     def _add_views(self, views: list[ViewDefinition]) -> None:
         """Declare ``views`` (their streams, after the declared ones), all or none."""
@@ -252,6 +289,7 @@ class Registrations:
         if query_id not in self.registry:
             raise KeyError(f"no query with id {query_id!r} is registered")
         self.registry.remove(query_id)
+        self.tables.remove_query(query_id)
         self.plan = None
 
     def _check_not_frozen(self) -> None:

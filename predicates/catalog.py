@@ -35,6 +35,9 @@ class StreamSchema:
     columns: tuple[Column, ...]
     lateness: float | None = None  # ALLOWED LATENESS in seconds, when declared
     view: bool = False  # a view's stream (CREATE VIEW): its rows come from its query
+    # a table (CREATE TABLE, predicates.tables): its KEY columns; its rows are versions
+    # joined as of a tuple's ts, never matched as a stream's tuples
+    table_key: tuple[str, ...] = ()
     _by_lower: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -51,8 +54,8 @@ class StreamSchema:
     def lookup(self, name: str) -> tuple[str, ColumnType] | None:
         """(declared name, type) of a column, implicit ``ts``/``id`` included."""
         lowered = name.lower()
-        if lowered in IMPLICIT_COLUMNS:
-            return lowered, IMPLICIT_COLUMNS[lowered]
+        if lowered in IMPLICIT_COLUMNS and not (self.table_key and lowered in self._by_lower):
+            return lowered, IMPLICIT_COLUMNS[lowered]  # (a table may declare its own id)
         i = self._by_lower.get(lowered)
         if i is None:
             return None
@@ -117,14 +120,15 @@ class Catalog:
         self._add(schema)
 
     def remove_view(self, name: str) -> None:
+        """Take back a view's stream or a table (a registration that failed)."""
         schema = self._streams.get(name.lower())
-        if schema is None or not schema.view:
+        if schema is None or not (schema.view or schema.table_key):
             raise KeyError(name)
         del self._streams[name.lower()]
 
     def base_streams(self) -> list[StreamSchema]:
-        """The declared streams, without views' streams."""
-        return [s for s in self if not s.view]
+        """The declared streams, without views' streams and tables."""
+        return [s for s in self if not s.view and not s.table_key]
 
     def require(self, name: str, source: Source | None = None, span: Span | None = None) -> StreamSchema:
         schema = self.get(name)

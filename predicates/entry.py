@@ -20,14 +20,14 @@ from predicates.aggregate import AggregateQuery, compile_aggregate
 from predicates.catalog import Catalog
 from predicates.clauses import split_query_texts
 from predicates.errors import QueryError
-from predicates.frontend import column_order, front_end, name_queries
+from predicates.frontend import FrontEndRecord, column_order, front_end, name_queries
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.parser import parse_queries
-from predicates.records import CompiledQuery
+from predicates.tables import TableDefinition, mentions_table
 from predicates.templates import FastCompiler
 from predicates.views import ViewDefinition, mentions_view
 
-Record = CompiledQuery | AggregateQuery | ViewDefinition
+Record = FrontEndRecord
 
 # what only aggregate queries have (a window in FROM, GROUP BY, HAVING, an aggregate)
 _LOOKS_AGGREGATE = re.compile(
@@ -70,7 +70,7 @@ def compile(
     """Every query of ``text`` as a record, all or nothing; queries without a ``Query
     ID`` header are named by their position from ``first_position``; ``taken``: names
     already used (a query named so is an error)."""
-    if mentions_view(text):  # (views are few: their texts skip the caches)
+    if mentions_view(text) or mentions_table(text, catalog):  # (views, tables: their texts skip the caches)
         return front_end(
             text,
             catalog,
@@ -131,7 +131,7 @@ def compile_many(
         )
         out += records
         for record in records:  # the texts after a view read it as a stream
-            if isinstance(record, ViewDefinition):
+            if isinstance(record, (ViewDefinition, TableDefinition)):
                 catalog = catalog.with_view(record.schema)
                 compiler = FastCompiler(catalog, max_disjuncts)
     return out

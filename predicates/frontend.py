@@ -18,7 +18,10 @@ from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnKey, ColumnOrder, 
 from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, from_normalized
 from predicates.semantic import bind
+from predicates.tables import TableDefinition, TableQuery, compile_table_query, declare, reads_tables, split_tables
 from predicates.views import ViewDefinition, compile_view
+
+FrontEndRecord = CompiledQuery | AggregateQuery | ViewDefinition | TableDefinition | TableQuery
 
 
 def column_order(catalog: Catalog) -> ColumnOrder:
@@ -99,15 +102,20 @@ def front_end(
     first_position: int = 1,
     taken: Container[str] = (),
     max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
-) -> list[CompiledQuery | AggregateQuery | ViewDefinition]:
+) -> list[FrontEndRecord]:
     """Every query of ``text`` as the record :func:`predicates.compile` gives, of all
     kinds, with no cache (all or nothing; errors carry their position in ``text``). The
-    queries after a ``CREATE VIEW`` read the view as a stream."""
-    queries, names = _parsed(text, source_name, first_position, taken)
+    queries after a ``CREATE VIEW`` read the view as a stream; a text's ``CREATE TABLE``
+    statements come first (:mod:`predicates.tables`) and all its queries read them."""
+    queries_text, tables = split_tables(text, source_name)
+    catalog = declare(tables, catalog, source_name, text)
+    queries, names = _parsed(queries_text, source_name, first_position, taken)
     order = column_order(catalog)
-    out: list[CompiledQuery | AggregateQuery | ViewDefinition] = []
+    out: list[FrontEndRecord] = [*tables]
     for q, name in zip(queries, names, strict=True):
-        if q.view_span is not None:
+        if reads_tables(q, catalog):
+            out.append(compile_table_query(q, catalog, name, order, max_disjuncts))
+        elif q.view_span is not None:
             view = compile_view(q, catalog, name, order, max_disjuncts)
             out.append(view)
             catalog = catalog.with_view(view.schema)

@@ -144,7 +144,7 @@ class Matcher:
     @property
     def tables(self) -> list[str]:
         """The declared tables' names, in declaration order."""
-        return [t.name for t in self.registrations.tables.tables.values()]
+        return self.registrations.tables.names()
 
     def _table_horizon(self) -> float:
         """Older table versions superseded at or before this can go (no result reads them)."""

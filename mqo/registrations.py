@@ -392,6 +392,11 @@ class Registrations:
             data["view_ids"] = self.views.snapshot()  # the ids the views' rows take next
         if self.aggregator is not None:  # with its queries either way: no other matcher shares them
             data["aggregates"] = aggregate_snapshot(self.aggregator, self.emitted)
+        if self.tables:  # the CREATE TABLE texts (declared before the queries) and the versions
+            data["reference_tables"] = {
+                "texts": [t.definition.text for t in self.tables.tables.values()],
+                "versions": self.tables.snapshot(),
+            }
         if queries:
             data["ddl"] = self.catalog.ddl()
             data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
@@ -463,6 +468,9 @@ class Registrations:
         """Take the queries of ``snapshot`` (or share ``like``'s); the plan they make."""
         if like is None:
             self.registry.roles = list(snapshot.get("roles", ()))  # numbered as the stored tuples are
+            tables = snapshot.get("reference_tables")
+            if tables is not None:
+                self.add(self.compile_texts(list(tables["texts"]), "<snapshot>", check_names=False))
             entries, start = snapshot["queries"], 0
             for table in [*snapshot.get("tables", ()), None]:  # in registration order
                 stop = len(entries) if table is None else table["at"]
@@ -470,11 +478,15 @@ class Registrations:
                 start = stop
                 if table is not None:
                     self._restore_table(table)
+            if tables is not None:
+                self.tables.load(tables["versions"])
             self._version += 1
             plan = self.plan = self._previous = compile_plan(self.registry, self._version)
         else:
             if like.views:  # (the views' row ids and streams would be shared by matchers that diverge)
                 raise QueryError(f"a matcher with views cannot be shared (view {next(iter(like.views)).name})")
+            if like.tables:  # (its tables' rows would be shared by matchers that diverge)
+                raise QueryError(f"a matcher with tables cannot be shared (table {like.tables.names()[0]})")
             self.registry = like.registry
             plan = like.compiled_whole()  # list numbers as a fresh compile's, as snapshots record
             like.frozen = self.frozen = True

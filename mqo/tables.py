@@ -220,6 +220,9 @@ class Tables:
     def __bool__(self) -> bool:
         return bool(self.tables)
 
+    def names(self) -> list[str]:
+        return [t.name for t in self.tables.values()]
+
     def declare(self, definition: TableDefinition) -> None:
         self.tables[definition.name.lower()] = TableRows(definition)
 

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from itertools import permutations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runtime.workload import EXTRAS, CliError, load_matcher, require, warn, workload_warnings
 
@@ -99,6 +99,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
     output_views = _output_views(args.output_view or [], matcher.views)
+    tables = _table_feed(args.table or [], matcher, args.engine)
     if args.engine == "spark":
         if matcher.views:
             raise CliError(f"--engine spark does not run views yet (view {matcher.views[0]}); use --engine local")
@@ -118,6 +119,7 @@ def cmd_match(args: argparse.Namespace) -> int:
             progress=args.progress,
             aggregates_path=args.aggregates,
             output_views=output_views,
+            tables=tables,
         )
     if not args.quiet:
         for line in summary.lines():
@@ -129,6 +131,22 @@ def cmd_match(args: argparse.Namespace) -> int:
         print(f"mqo match: {stopped}", file=sys.stderr)
         return exit_status(summary.interrupted)  # type: ignore[arg-type]
     return 0
+
+
+def _table_feed(options: list[str], matcher: Any, engine: str) -> Any:
+    """The rows of ``--table TABLE=FILE`` (read whole, checked), or None without tables."""
+    from runtime.io.table_rows import TableSpec
+    from runtime.local.tables import TableFeed
+
+    if engine == "spark" and (matcher.tables or options):
+        raise CliError("--engine spark does not run tables yet; use --engine local")
+    if not matcher.tables and not options:
+        return None
+    given = {TableSpec.parse(text).table.lower() for text in options}
+    for name in matcher.tables:
+        if name.lower() not in given:
+            warn("match", f"table {name} has no rows (give --table {name}=FILE): its queries find nothing")
+    return TableFeed(matcher, [TableSpec.parse(text) for text in options])
 
 
 def _large_on_a_terminal(queries_path: str) -> bool:
@@ -408,6 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["error", "skip"],
         default="error",
         help="stop at the first bad input row (default), or write bad rows to the reject file and go on",
+    )
+    match.add_argument(
+        "--table",
+        action="append",
+        metavar="TABLE=FILE",
+        help="rows of a table (CREATE TABLE in the queries): CSV, optional ts and op (upsert/delete) columns",
     )
     match.add_argument("--rejects", metavar="FILE", help="reject file (default: OUTPUT.rejects.jsonl)")
     match.add_argument("--late", metavar="FILE", help="late-tuple file (default: OUTPUT.late.jsonl)")

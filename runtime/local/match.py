@@ -37,6 +37,7 @@ from runtime.io.writers import (
     shown_path,
     side_paths,
 )
+from runtime.local.tables import TableFeed
 from runtime.stopping import StopFlag, Terminated, deferred_stop, signal_name
 
 _FLUSH_BLOCKS = 20_000  # result assignments (each one or more results) held before a write
@@ -176,6 +177,7 @@ def run_match(
     progress: bool | None = None,
     aggregates_path: str | None = None,
     output_views: Mapping[str, str] | None = None,
+    tables: TableFeed | None = None,
 ) -> Summary:
     """``aggregates_path``: where aggregate rows go with CSV or Parquet (a file of
     their own, :mod:`runtime.io.aggregate_writers`; default beside the output); JSON lines hold
@@ -229,7 +231,9 @@ def run_match(
             )
             which, rows = arrival_order(data)
             number_in_arrival_order(data, which, rows)
-            done = match_all(matcher, data, which, rows, writer, late_file, stop, bar, summary, aggregate_writer)
+            done = match_all(
+                matcher, data, which, rows, writer, late_file, stop, bar, summary, aggregate_writer, tables=tables
+            )
             bar.finish()
     summary.tuples = done
     # per stream, the tuples matched (all of them unless the run was stopped)
@@ -261,6 +265,7 @@ def match_all(
     *,
     end_of_input: bool = True,
     idle: Sequence[str] | None = None,
+    tables: TableFeed | None = None,
 ) -> int:
     """Match every tuple in arrival order, writing results and late tuples as they
     come (aggregate rows with ``aggregate_writer``, else ``writer``: then they count
@@ -274,7 +279,8 @@ def match_all(
     it follows, in ``ts`` order, everything released before).
 
     ``idle``: the streams declared idle before the first tuple; by default, at the
-    ``end_of_input``, every declared stream with no tuple in ``data``, else none."""
+    ``end_of_input``, every declared stream with no tuple in ``data``, else none.
+    ``tables``: the rows of table files, put in at their time (:mod:`runtime.local.tables`)."""
     plan = matcher.ensure_plan()
     if idle is None:
         # A declared stream with no input sends nothing in this run: it must not hold
@@ -313,7 +319,10 @@ def match_all(
     stopped = stop.requested
     due = time.monotonic() + _FLUSH_SECONDS
     if not stopped:
-        for position, blocks in matcher.replay(prepared, which, rows):
+        replayed = (
+            matcher.replay(prepared, which, rows) if tables is None else tables.replay(prepared, which, rows, data)
+        )
+        for position, blocks in replayed:
             if blocks:
                 pending.blocks.extend(blocks)
                 waiting += len(blocks)

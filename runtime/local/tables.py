@@ -1,0 +1,80 @@
+"""Table files in a run of ``mqo match`` (``--table patients=patients.csv``).
+
+The rows without a ``ts`` hold from the start: they are put before the first tuple.
+A row version with a ``ts`` is put just before the first tuple (in arrival order)
+whose ts is at or after it, so every tuple meets the table as of its own ts exactly
+as if the versions and the tuples came in ts order (a tuple arriving later with an
+older ts still reads the older version: the table keeps its versions, mqo.tables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import groupby
+from typing import Any
+
+import numpy as np
+
+from mqo import Matcher, TupleError
+from runtime.io.stream_rows import InputError, StreamData
+from runtime.io.table_rows import TableChange, TableSpec, read_table_file
+
+
+class TableFeed:
+    """The rows of the table files of a run, put into the matcher at their time."""
+
+    def __init__(self, matcher: Matcher, specs: list[TableSpec]) -> None:
+        self.matcher = matcher
+        known = {name.lower(): name for name in matcher.tables}
+        self.timed: list[tuple[float, int, TableSpec, list[TableChange]]] = []
+        self.start: list[tuple[TableSpec, list[TableChange]]] = []
+        for order, spec in enumerate(specs):
+            name = known.get(spec.table.lower())
+            if name is None:
+                listed = (
+                    ", ".join(matcher.tables) if matcher.tables else "none is declared (CREATE TABLE in the queries)"
+                )
+                raise InputError(f"--table {spec.table}: no table {spec.table} among the queries (tables: {listed})")
+            changes = read_table_file(spec, matcher.catalog.require(name))
+            self.start.append((spec, [c for c in changes if c.ts is None]))
+            timed = sorted((c for c in changes if c.ts is not None), key=lambda c: c.ts)  # type: ignore[arg-type,return-value]
+            for ts, group in groupby(timed, key=lambda c: c.ts):
+                self.timed.append((float(ts), order, spec, list(group)))  # type: ignore[arg-type]
+        self.timed.sort(key=lambda item: (item[0], item[1]))
+
+    def replay(
+        self, prepared: list[Any], which: np.ndarray, rows: np.ndarray, data: list[StreamData]
+    ) -> Iterator[tuple[int, list[Any]]]:
+        """:meth:`mqo.Matcher.replay` of the run with the table rows put in between."""
+        for spec, changes in self.start:
+            self._put(spec, changes)
+        ts = np.empty(len(which), np.float64)
+        for k, d in enumerate(data):
+            chosen = which == k
+            ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
+        # the first tuple at or after t: the first place where the running largest ts reaches t
+        reached = np.maximum.accumulate(ts) if len(ts) else ts
+        done = 0
+        for t, _, spec, changes in self.timed:
+            cut = int(np.searchsorted(reached, t, side="left"))
+            if cut > done:
+                for j, blocks in self.matcher.replay(prepared, which[done:cut], rows[done:cut]):
+                    yield done + j, blocks
+                done = cut
+            self._put(spec, changes)
+        if done < len(which):
+            for j, blocks in self.matcher.replay(prepared, which[done:], rows[done:]):
+                yield done + j, blocks
+
+    def _put(self, spec: TableSpec, changes: list[TableChange]) -> None:
+        """Put a file's rows (of one ts) in file order: runs of upserts and of deletes."""
+        for delete, run in groupby(changes, key=lambda c: c.delete):
+            batch = list(run)
+            ts = batch[0].ts
+            try:
+                if delete:
+                    self.matcher.delete_rows(spec.table, [c.values for c in batch], ts)
+                else:
+                    self.matcher.upsert_rows(spec.table, [c.values for c in batch], ts)
+            except TupleError as err:  # (fields are checked as read: what is left names the row)
+                raise InputError(f"{spec.path}:{batch[0].line}: {err}") from None

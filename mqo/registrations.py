@@ -83,6 +83,7 @@ class Registrations:
         self.emitted = AggregateBatch()  # aggregate rows emitted and not yet taken
         self.views = ViewGraph()  # views: match queries whose results are streams (mqo.views)
         self.tables = Tables()  # tables: reference data joined by key as of ts (mqo.tables)
+        self.no_tables: str | None = None  # why tables cannot be declared here (a service that feeds none)
         self.next_position = 1
         self.frozen = False  # shares its queries with another matcher (restore(like=))
         # the plan compiled from the registrations as they are; None after a change
@@ -218,6 +219,8 @@ class Registrations:
             )
         tables = [q for q in instances if isinstance(q, TableDefinition)]
         readers = [q for q in instances if isinstance(q, TableQuery)]
+        if tables and self.no_tables is not None:
+            raise QueryError(f"{self.no_tables} does not run tables yet (CREATE TABLE {tables[0].name}); use mqo match")
         for table in tables:
             self.catalog.add_view(table.schema)  # (a schema after the declared streams: no clock, no tuples)
             self.tables.declare(table)

@@ -202,6 +202,7 @@ class LocalService:
                 schema_text, allowed_lateness=allowed_lateness, order=order or "adaptive", time=time, emit=emit
             )
             self.state = ServeState()
+        self.matcher.refuse_tables("mqo serve")  # (no table rows come to a service yet)
         unknown = [s for s in self.inputs if self.matcher.catalog.get(s) is None]
         if unknown:
             raise CliError(f"--input {unknown[0]}=...: the schema declares no stream {unknown[0]!r}")

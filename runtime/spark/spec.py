@@ -129,6 +129,8 @@ def stage_matcher(
     only_kind(matcher, kind)
     if matcher.views:
         raise SparkStageError(f"the Spark stages do not run views yet (view {matcher.views[0]}); run it locally")
+    if matcher.tables:
+        raise SparkStageError(f"the Spark stages do not run tables yet (table {matcher.tables[0]}); run it locally")
     count = len(matcher.registry) if kind == "match" else len(matcher.aggregator or ())
     if not count and not may_be_empty:
         what = "queries" if kind == "match" else "aggregate queries"

@@ -129,7 +129,9 @@ class Registrations:
             queries = [q for q in instances if not isinstance(q, TableDefinition)]
             if one and len(queries) != (0 if tables else 1):
                 raise QueryError(f"expected one query, found {len(queries)}; use register_queries", None, None)
-            if query_id is not None and queries:
+            if query_id is not None and not queries:
+                raise QueryError(f"the text declares table {tables[0].name} and no query to name {query_id}")
+            if query_id is not None:
                 if query_id in _Taken(self):
                     raise QueryError(f"query id {query_id} is already registered", None, None)
                 queries = [_renamed(queries[0], query_id)]

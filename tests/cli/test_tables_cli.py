@@ -63,7 +63,7 @@ TABLE_ROWS: list[tuple[float | None, str, int, str, int | None]] = [
 def h_rows(order: str) -> list[tuple[float, int, float]]:
     rows = [(float(t), 1 + t % 4, 100.0 + (t * 7) % 50) for t in range(0, 24, 1)]
     if order == "shuffled":  # some tuples up to 3 s behind the newest (lateness 3: none late)
-        rows = rows[:5] + [rows[7], rows[5], rows[6]] + rows[8:12] + [rows[13], rows[12]] + rows[14:]
+        rows = [*rows[:5], rows[7], rows[5], rows[6], *rows[8:12], rows[13], rows[12], *rows[14:]]
     return rows
 
 

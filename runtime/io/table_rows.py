@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from predicates import StreamSchema
-from predicates.errors import did_you_mean
+from predicates import StreamSchema, did_you_mean
 from runtime.io.csv_reader import split_records
 from runtime.io.stream_rows import FieldError, InputError, convert_field, shown
 

@@ -25,6 +25,7 @@ from mqo.config import order_name
 from mqo.plan import TYPES, CompiledList, CompiledPlan, Slot
 from mqo.registry import QueryRegistry
 from mqo.reorder import ALL_ORDERS
+from mqo.tables import table_lines
 from predicates import Kind, format_constant, most_covering_first
 from predicates.numbers import exact
 
@@ -265,6 +266,8 @@ def render_explain(data: dict[str, Any]) -> str:
         text += "\n\n" + "\n".join(_aggregate_lines(data["aggregates"])) + "\n"
     if data["views"]:
         text += "\n\n" + "\n".join(_view_lines(data["views"])) + "\n"
+    if data.get("tables"):
+        text += "\n\n" + "\n".join(table_lines(data["tables"])) + "\n"
     return text
 
 

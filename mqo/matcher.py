@@ -189,10 +189,10 @@ class Matcher:
         ``sharing``, ``order`` (with the adaptive order's statistics per stream),
         ``lists`` (per type, in covering order, each predicate with its bit and readers),
         ``residuals``, ``queries`` (one per slot: streams, MAXWINDOW, bits),
-        ``never_match``, ``aggregates`` and ``views``."""
+        ``never_match``, ``aggregates``, ``views`` and, with tables, ``tables``."""
         whole = self.registrations.compiled_whole()  # list numbers as a fresh compile's
         registrations = self.registrations
-        return plan_account(
+        data = plan_account(
             self.registry,
             whole,
             self.pipeline.order,
@@ -201,6 +201,9 @@ class Matcher:
             registrations.views,
             registrations.readers,
         )
+        if registrations.tables:
+            data["tables"] = registrations.tables.account()
+        return data
 
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries (not views': a

@@ -45,7 +45,7 @@ from mqo.expressions import TestFn, column_position, compile_test
 from mqo.plan import CompiledPlan
 from mqo.results import TupleError
 from mqo.rows import RowBuilder
-from predicates.ast import And, Comparison, Condition, Or
+from predicates.ast import And, Comparison, Condition, Or, condition_text
 from predicates.catalog import StreamSchema
 from predicates.errors import did_you_mean
 from predicates.tables import TableDefinition, TableQuery
@@ -264,6 +264,39 @@ class Tables:
             table.set_readers(readers[name])
         self._plan = None
 
+    def account(self) -> list[dict[str, Any]]:
+        """Each table for ``explain``: its KEY, rows and versions held, and its readers
+        (query, member, key binding, the filter decided once per version)."""
+        out = []
+        for table in self.tables.values():
+            readers = []
+            for query in self.queries.values():
+                for join in query.joins:
+                    if join.table.lower() == table.name.lower():
+                        keys = [
+                            f"{join.alias}.{k} = {r.alias}.{r.name}"
+                            for k, r in zip(table.definition.key, join.key_refs, strict=True)
+                        ]
+                        readers.append(
+                            {
+                                "query": query.name,
+                                "alias": join.alias,
+                                "key": keys,
+                                "filter": None if join.filter is None else condition_text(join.filter),
+                                "on_result": [condition_text(c) for c in query.residuals],
+                            }
+                        )
+            out.append(
+                {
+                    "name": table.name,
+                    "key": list(table.definition.key),
+                    "keys": len(table.stamps),
+                    "versions": table.count,
+                    "readers": readers,
+                }
+            )
+        return out
+
     # ------------------------------------------------------------- changes
 
     def upsert(self, name: str, rows: Any, ts: Any, horizon: float) -> int:
@@ -441,3 +474,17 @@ def _records(rows: Any) -> list[Mapping[str, Any]]:
     if isinstance(rows, Mapping):
         raise TupleError("rows must be a list of rows (mappings of column -> value), not one mapping")
     return list(rows)
+
+
+def table_lines(tables: list[dict[str, Any]]) -> list[str]:
+    """:meth:`Tables.account` as ``explain``'s lines."""
+    lines = ["Tables (joined by KEY as of each tuple's ts; a filter is decided once per row version)"]
+    for t in tables:
+        lines.append(f"  {t['name']} KEY ({', '.join(t['key'])}): {t['keys']} key(s), {t['versions']} version(s) held")
+        for r in t["readers"]:
+            lines.append(f"    {r['query']} as {r['alias']}: {' AND '.join(r['key'])}")
+            if r["filter"] is not None:
+                lines.append(f"      per version: {r['filter']}")
+            for cond in r["on_result"]:
+                lines.append(f"      per result: {cond}")
+    return lines

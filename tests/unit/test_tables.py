@@ -1,5 +1,5 @@
 """Tables: every error names where it is (CREATE TABLE, queries reading tables, rows),
-and a failed call leaves the matcher as it was."""
+a failed call leaves the matcher as it was; ``explain`` shows the tables' readers."""
 
 from __future__ import annotations
 
@@ -158,3 +158,16 @@ def test_a_table_may_declare_its_own_id_of_any_type() -> None:
     (match,) = m.push("H", 1, {"who": "a7"})
     assert dict(match.values) == {"P.id": "a7", "P.name": "Ada"}
     assert dict(match.ids) == {"H": 0}  # stream members only
+
+
+def test_explain_shows_each_table_its_readers_and_where_their_conditions_are_decided() -> None:
+    m = matcher()
+    m.register_queries(
+        "Query ID: old\nSELECT * FROM H, patients P WHERE P.id = H.patient AND P.age >= 70 AND H.beatrate > P.age;"
+    )
+    m.upsert_rows("patients", [{"id": 1, "ward": "ICU", "age": 71}, {"id": 2, "ward": "GEN", "age": 45}], None)
+    text = m.explain()
+    assert "patients KEY (id): 2 key(s), 2 version(s) held" in text
+    assert "old as P: P.id = H.patient\n      per version: P.age >= 70\n      per result: H.beatrate > P.age" in text
+    (table,) = m.explain_data()["tables"]
+    assert table["readers"][0]["filter"] == "P.age >= 70"

@@ -47,6 +47,7 @@ class TableDefinition:
     name: str
     schema: StreamSchema
     text: str
+    span: Span | None = dataclasses.field(default=None, compare=False)  # where it stands in its source
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -119,21 +120,16 @@ def split_tables(text: str, source_name: str) -> tuple[str, list[TableDefinition
         tok = tokens[i]
         if tok.kind is T.IDENT and tok.upper == "CREATE" and tokens[i + 1].upper == "TABLE":
             table, i = _statement(tokens, i, source)
-            start, end = table.schema_span
+            assert table.span is not None
+            start, end = table.span.start, table.span.end
             kept[start:end] = [c if c == "\n" else " " for c in text[start:end]]
-            tables.append(table.definition)
+            tables.append(table)
             continue
         i += 1
     return "".join(kept), tables
 
 
-@dataclass(frozen=True)
-class _Parsed:
-    definition: TableDefinition
-    schema_span: tuple[int, int]
-
-
-def _statement(tokens: list[Token], i: int, source: Source) -> tuple[_Parsed, int]:
+def _statement(tokens: list[Token], i: int, source: Source) -> tuple[TableDefinition, int]:
     """The ``CREATE TABLE`` statement starting at token ``i``, and the token after it."""
     start = tokens[i].start
     i += 2
@@ -226,8 +222,7 @@ def _statement(tokens: list[Token], i: int, source: Source) -> tuple[_Parsed, in
     elif not (tokens[i].kind is T.EOF or tokens[i].upper in _NEXT_STATEMENT):
         raise error(f"expected ';' after CREATE TABLE {table.text}, found {tokens[i].describe()}", tokens[i])
     schema = StreamSchema(table.text, tuple(columns), table_key=tuple(key))
-    definition = TableDefinition(table.text, schema, source.text[start:end])
-    return _Parsed(definition, (start, end)), i
+    return TableDefinition(table.text, schema, source.text[start:end], Span(start, end)), i
 
 
 def declare(tables: list[TableDefinition], catalog: Catalog, source_name: str, text: str) -> Catalog:
@@ -236,9 +231,7 @@ def declare(tables: list[TableDefinition], catalog: Catalog, source_name: str, t
         if catalog.get(table.name) is not None:
             schema = catalog.require(table.name)
             kind = "table" if schema.table_key else "view" if schema.view else "stream"
-            start = text.find(table.text)
-            span = Span(start, start + len(table.text)) if start >= 0 else None
-            raise QueryError(f"a {kind} named {table.name} exists already", Source(text, source_name), span)
+            raise QueryError(f"a {kind} named {table.name} exists already", Source(text, source_name), table.span)
         catalog = catalog.with_view(table.schema)
     return catalog
 

@@ -171,3 +171,21 @@ def test_explain_shows_each_table_its_readers_and_where_their_conditions_are_dec
     assert "old as P: P.id = H.patient\n      per version: P.age >= 70\n      per result: H.beatrate > P.age" in text
     (table,) = m.explain_data()["tables"]
     assert table["readers"][0]["filter"] == "P.age >= 70"
+
+
+def test_a_query_joins_a_view_with_a_table_through_every_path() -> None:
+    """A view's rows meet a table as of their ts (push, push_batch, and after a restore)."""
+    m = mqo.Matcher("REGISTER STREAM B (p FLOAT, who INTEGER); REGISTER STREAM H (r FLOAT, who INTEGER);")
+    m.register_queries(
+        "CREATE VIEW pairs AS SELECT B.who AS who, B.p AS p FROM B, H MAXWINDOW 5 WHERE B.who = H.who;\n"
+        "CREATE TABLE people (id INTEGER, name STRING) KEY (id);\n"
+        "Query ID: named\nSELECT v.p, P.name FROM pairs v, people P WHERE v.who = P.id;"
+    )
+    m.upsert_rows("people", [{"id": 1, "name": "Ada"}], None)
+    m.upsert_rows("people", [{"id": 1, "name": "Bea"}], 3)
+    assert m.push("B", 1, {"p": 2.0, "who": 1}) == []
+    assert [r.values["P.name"] for r in m.push("H", 2, {"r": 2.0, "who": 1})] == ["Ada"]
+    batch = m.push_batch("H", {"ts": [3.0], "r": [1.0], "who": [1]})
+    assert [r.values["P.name"] for r in batch.matches()] == ["Bea"]
+    restored = mqo.Matcher.restore(mqo.decode_snapshot(mqo.encode_snapshot(m.snapshot())))
+    assert [r.values["P.name"] for r in restored.push("H", 4, {"r": 2.0, "who": 1})] == ["Bea"]

@@ -96,6 +96,10 @@ class Pipeline:
         self._warned_late = False
         self._keep_window = decimal_of(config.keep_window)
         self._retention = self._keep_window  # the window kept: the plan's, at least keep_window
+        # with aggregate views (mqo.views, rule 3) the retention horizon moves only up to
+        # the watermark of their last emission, ``retention_cap`` (None: not yet)
+        self.capped = False
+        self.retention_cap: Mark | None = None
 
     # ------------------------------------------------------------------ plan
 
@@ -459,10 +463,24 @@ class Pipeline:
         if self.config.check:
             self.state._check()
 
+    def release_retention(self, mark: Mark | None) -> None:
+        """The aggregate views have emitted at the watermark ``mark``: the retention
+        horizon may follow it (and stored tuples behind it go)."""
+        if mark is not None:
+            self.retention_cap = (
+                mark if self.retention_cap is None else self.clock.lower(mark, self.retention_cap, True)
+            )
+            self._advance(mark)
+
     def _advance(self, mark: Mark | None) -> None:
-        """Move the retention horizon to the watermark ``mark`` and purge what falls
-        behind it."""
+        """Move the retention horizon to the watermark ``mark`` (with aggregate views:
+        no further than their last emission's) and purge what falls behind it."""
         assert self.plan is not None and self.state is not None
+        if self.capped:
+            cap = self.retention_cap
+            if cap is None or mark is None:
+                return
+            mark = self.clock.lower(mark, cap)
         moved = self.clock.advance(self._retention, mark)
         if moved and self.state.purge(self.clock.purge_horizon()) and self.config.check:
             self.state._check()
@@ -507,6 +525,7 @@ class Pipeline:
             "order": self._order_snapshot(),
             "arrived": self.arrived,
             "held": None if self.held is None else self.held.snapshot(self.plan),
+            "retention_cap": None if self.retention_cap is None else list(self.retention_cap),
         }
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
@@ -523,6 +542,8 @@ class Pipeline:
         self.counters.load(data["counters"])
         self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
         self.arrived = data.get("arrived", self.counters.tuples)
+        cap = data.get("retention_cap")
+        self.retention_cap = None if cap is None else (float(cap[0]), int(cap[1]))
         if self.held is not None:
             self.held.load(data.get("held") or (), plan)
         elif data.get("held"):

@@ -245,16 +245,18 @@ class Matcher:
     def _ingest_view(self, view: str, rows: list[tuple[float, int, dict[str, Any]]]) -> None:
         self.registrations.ingest_view_rows(view, rows)  # a view row is never late (mqo.views)
 
-    def _emit(self, flush: bool = False) -> list[ResultBlock]:
-        """Emit the aggregate windows the watermark has passed (``flush``: end of input,
-        every window holding data); with aggregate views level by level, their rows fed
-        in (:mod:`mqo.views`, rule 2): the results those rows find."""
+    def _emit(self, flush: bool = False, mark: Any = None) -> list[ResultBlock]:
+        """Emit the aggregate windows the watermark (``mark``, else the clock's now)
+        has passed (``flush``: end of input, every window holding data); with
+        aggregate views level by level, their rows fed in (:mod:`mqo.views`, rule 2):
+        the results those rows find."""
         registrations = self.registrations
         if not registrations.views.aggregating:
             if not flush:
                 registrations.emit_aggregates(self.clock)
             return []
-        mark = None if flush else self.clock.current()
+        if not flush and mark is None:
+            mark = self.clock.current()
         if mark is None and not flush:
             return []
         plan = self.ensure_plan()
@@ -342,8 +344,9 @@ class Matcher:
         row's results hold a result, not the results: :mod:`mqo.views`)."""
         for visited, (j, blocks) in enumerate(replayed, 1):
             out = self._derived(blocks)
-            if visited % REPLAY_EMIT_EVERY == 0:
-                out += self._emit()
+            if visited % REPLAY_EMIT_EVERY == 0 and self.pipeline.replay_mark is not None:
+                # at the watermark after this row: the clock is at the last row's already
+                out += self._emit(mark=self.pipeline.replay_mark)
             yield j, out
         last = self._emit()
         if last and n:

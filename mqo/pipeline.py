@@ -100,6 +100,9 @@ class Pipeline:
         # the watermark of their last emission, ``retention_cap`` (None: not yet)
         self.capped = False
         self.retention_cap: Mark | None = None
+        # during a replay, the watermark after the row last yielded (the clock is
+        # already at the last row's)
+        self.replay_mark: Mark | None = None
 
     # ------------------------------------------------------------------ plan
 
@@ -310,6 +313,7 @@ class Pipeline:
             self._advance(marks[j])
             blocks = self._matched_row(prep, i, int(prep.flags[i]))
             self._advance(marks[j + 1])
+            self.replay_mark = marks[j + 1]
             if held is None:
                 yield j, blocks
                 continue

@@ -113,6 +113,7 @@ class Service:
                 # a stream that has sent nothing does not hold time back (as in mqo serve)
                 self.matcher.set_idle(name)
         self.matcher.late_sink = self._late.append
+        self.matcher.registrations.refuse_aggregate_views = "mqo serve --http"
         for record in records:
             self._apply(record)
         self._sample(time.monotonic())

@@ -202,6 +202,7 @@ class LocalService:
                 schema_text, allowed_lateness=allowed_lateness, order=order or "adaptive", time=time, emit=emit
             )
             self.state = ServeState()
+        self.matcher.registrations.refuse_aggregate_views = "mqo serve"  # (their rows come behind the watermark)
         unknown = [s for s in self.inputs if self.matcher.catalog.get(s) is None]
         if unknown:
             raise CliError(f"--input {unknown[0]}=...: the schema declares no stream {unknown[0]!r}")

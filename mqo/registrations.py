@@ -45,7 +45,7 @@ from mqo.table import (
     parse_template,
     table_queries,
 )
-from mqo.views import ViewGraph, ViewRow, aggregate_rows, check_emit, reads_of
+from mqo.views import ViewGraph, ViewRow, aggregate_rows, check_emit, declare_ready, reads_of, rows_batch
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
@@ -220,8 +220,7 @@ class Registrations:
         return first + [self.deeper[level] for level in sorted(self.deeper)]
 
     def _aggregator_of(self, stream: str) -> Aggregator | None:
-        level = self.views.level(stream)
-        return self.aggregator if level == 0 else self.deeper.get(level)
+        return self.deeper.get(level) if (level := self.views.level(stream)) else self.aggregator
 
     def _add_views(self, views: list[ViewDefinition]) -> None:
         """Declare ``views`` (their streams, after the declared ones), all or none."""
@@ -255,9 +254,8 @@ class Registrations:
     def _streams_changed(self) -> None:
         """A view came or went: the next plan numbers the streams anew, compiled whole
         (the pipeline moves the stored tuples by name), and the fast compiler forgets
-        what it bound against the catalog. With an aggregate view the retention horizon
-        waits for its emissions (:mod:`mqo.views`, rule 3): from the watermark now on,
-        as the view's first rows come after it."""
+        what it bound against the catalog. With an aggregate view the horizon waits for
+        its emissions from the watermark now on (:mod:`mqo.views`, rule 3)."""
         self.registry.compiler = FastCompiler(self.catalog, self.config.max_disjuncts)
         self.plan = self._previous = None
         capped = self.views.aggregating
@@ -301,7 +299,6 @@ class Registrations:
                 aggregator.unregister(query_id)
                 if level and not len(aggregator):
                     del self.deeper[level]
-                return
 
     def _check_not_frozen(self) -> None:
         if self.frozen:
@@ -317,12 +314,8 @@ class Registrations:
 
     def output_aggregates(self) -> list[AggregateQuery]:
         """The aggregate queries whose rows are output (every level's; not the aggregate views')."""
-        return [
-            rec.query
-            for aggregator in self.aggregators()
-            for name, rec in aggregator.queries.items()
-            if self.views.get(name) is None or self.views.get(name).name != name  # type: ignore[union-attr]
-        ]
+        views = {view.name for view in self.views}
+        return [r.query for a in self.aggregators() for name, r in a.queries.items() if name not in views]
 
     def register_streams(self, ddl: str, source_name: str) -> list[str]:
         """Declare streams from DDL; their names. The next plan is compiled whole."""
@@ -385,11 +378,7 @@ class Registrations:
         """A view's rows of one generation (ts, id, values), never late (:mod:`mqo.views`), as one batch."""
         if not rows or not self.aggregating(view):
             return
-        names = [column.name for column in self.catalog.require(view).columns]
-        batch: dict[str, list[Any]] = {"ts": [ts for ts, _, _ in rows], "id": [i for _, i, _ in rows]}
-        for name in names:
-            batch[name] = [values.get(name) for _, _, values in rows]
-        self.ingest(view, batch)
+        self.ingest(view, rows_batch(self.catalog.require(view), rows))
 
     def ingest_row(self, stream: str, ts: Any, values: Mapping[str, Any] | None, id: int | None) -> None:
         """One tuple of ``stream``, not late, for the aggregate queries."""
@@ -523,24 +512,10 @@ class Registrations:
         self.add(queries, _since_value(table["since"]))
 
     def _declare_ready(self, views: list[str]) -> None:
-        """Declare the aggregate views (texts) whose input is declared, in order; they
-        leave ``views``."""
-        while views:
-            ready = [text for text in views if self._reads_known(text)]
-            if not ready:
-                return
-            text = ready[0]
-            view = self.compile_texts([text], "<snapshot>", check_names=False)[0]
-            assert isinstance(view, ViewDefinition)
-            self._add_views([view])
-            views.remove(text)
-
-    def _reads_known(self, text: str) -> bool:
-        try:
-            self.compile_texts([text], "<snapshot>", check_names=False)
-        except QueryError:
-            return False
-        return True
+        """Declare the aggregate views (texts, leaving ``views``) whose input is declared."""
+        declare_ready(
+            views, lambda text: self.compile_texts([text], "<snapshot>", check_names=False)[0], self._add_views
+        )
 
     def restore(self, snapshot: Mapping[str, Any], like: Registrations | None) -> CompiledPlan:
         """Take the queries of ``snapshot`` (or share ``like``'s); the plan they make."""

@@ -67,7 +67,7 @@ import numpy as np
 from mqo.batch import MatchBatch
 from mqo.engine import ResultBlock
 from predicates import QueryError
-from predicates.catalog import split_role
+from predicates.catalog import StreamSchema, split_role
 from predicates.views import ViewDefinition
 
 if TYPE_CHECKING:
@@ -188,6 +188,34 @@ def aggregate_rows(graph: ViewGraph, chunks: list[AggregateChunk]) -> list[ViewR
             keyed.append((end, at, key, (end, view.name, values)))
     keyed.sort(key=lambda row: row[:3])
     return [row[3] for row in keyed]
+
+
+def rows_batch(schema: StreamSchema, rows: list[tuple[float, int, dict[str, Any]]]) -> dict[str, list[Any]]:
+    """A view's rows (ts, id, values) as a batch of columns."""
+    batch: dict[str, list[Any]] = {"ts": [ts for ts, _, _ in rows], "id": [i for _, i, _ in rows]}
+    for column in schema.columns:
+        batch[column.name] = [values.get(column.name) for _, _, values in rows]
+    return batch
+
+
+def declare_ready(
+    texts: list[str], compile_one: Callable[[str], Any], declare: Callable[[list[ViewDefinition]], None]
+) -> None:
+    """Restoring a snapshot: declare each aggregate view of ``texts`` (its ``CREATE
+    VIEW``) as soon as the stream it reads is declared (it compiles), in order; the
+    views declared leave ``texts``."""
+    progress = True
+    while texts and progress:
+        progress = False
+        for text in list(texts):
+            try:
+                view = compile_one(text)
+            except QueryError:
+                continue  # its input is not declared yet
+            assert isinstance(view, ViewDefinition)
+            declare([view])
+            texts.remove(text)
+            progress = True
 
 
 def split_blocks(

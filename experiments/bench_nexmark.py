@@ -12,10 +12,13 @@ of each family (what mqo can express today; see :data:`NOT_EXPRESSED`):
 * **Q2** selection: the bids on a set of 3 to 8 auctions (``B.auction = a OR ...``);
 * **Q3** local item suggestion: persons of 1 to 3 states joined with their auctions of
   one category, within a MAXWINDOW of 5 to 60 s;
-* **Q5** hot items, first half: bids per auction over ``[RANGE r SLIDE s]`` (r 2 to 30 s),
-  ``HAVING COUNT(*) >= n``;
-* **Q7** highest bid, first half: ``MAX(B.price)`` and ``COUNT(*)`` over ``[RANGE r
-  SLIDE s]``, of one channel or of all.
+* **Q5** hot items, whole: per window ``[RANGE r SLIDE s]`` (r 2 to 30 s) the auctions
+  with the most bids, when they have at least n: a match query over two aggregate views
+  (bids per auction per window, and their maximum per window end), the views shared by
+  every variant with that window;
+* **Q7** highest bid, whole: the bids whose price is the highest of their window
+  ``[RANGE r SLIDE s]``, of one channel or of all: a join of the bids with an aggregate
+  view of the maximum, shared by the variants with that window and channel.
 
 Three processes, each reading the same CSV files and writing its results as JSON:
 ``mqo match`` with every query; DuckDB with one ``INSERT ... SELECT`` per query (a random
@@ -24,7 +27,8 @@ with one statement per family, the variants' constants in a parameter table the
 statement joins (Q2: ``bid JOIN params ON auction``; Q3: the person-auction pairs within
 the largest window, joined with the parameters; Q5 and Q7: the bids counted (maxed) per
 one-second slice first, every distinct window folded from the slices, then joined with
-the parameters). The three results must be the same rows, else the run stops. Wall time
+the parameters, and Q5's maximum per window or Q7's bids at the maximum found from
+those). The three results must be the same rows, else the run stops. Wall time
 and peak resident memory (``wait4``) are of whole processes. The same comparison runs
 without Q5 (mqo and set-based DuckDB in processes of their own). Where mqo's time goes
 comes from a tenth of the events: each family alone, and cProfile over every query
@@ -66,11 +70,7 @@ Q3_WINDOWS = (5, 10, 20, 30, 60)  # seconds
 AGG_WINDOWS = ((2, 1), (4, 2), (5, 5), (10, 2), (10, 5), (10, 10), (20, 5), (30, 10), (30, 15))
 SLICE_MS = 1000
 CHANNELS = nexmark.CHANNELS
-NOT_EXPRESSED = (
-    "Q5's hottest auction per window and Q7's bids that made the maximum need a view over an aggregate "
-    "query, which mqo does not have (views are match queries); Q3 joins within a MAXWINDOW (no tables), "
-    "Q2 lists auctions (no modulo: Beam's auction % 123 = 0)"
-)
+NOT_EXPRESSED = "Q3 joins within a MAXWINDOW (no tables), Q2 lists auctions (no modulo: Beam's auction % 123 = 0)"
 
 
 @dataclass
@@ -97,14 +97,42 @@ class Variant:
                 f"SELECT P.name, P.city, P.state, A.item_name FROM Auction A, Person P MAXWINDOW {self.window} sec "
                 f"WHERE A.seller = P.id AND ({states}) AND A.category = {self.category};"
             )
+        if self.family == "q5":
+            counts, most = self.views()
+            return head + (
+                f"SELECT c.auction, c.bids FROM {counts[0]} c, {most[0]} m WINDOW c.ts = m.ts MAXWINDOW 0 sec "
+                f"WHERE c.bids = m.most AND c.bids >= {self.threshold};"
+            )
+        (highest, _), *_ = self.views()
+        where = f" AND B.channel = '{self.channel}'" if self.channel else ""
+        return head + (
+            f"SELECT B.auction, B.bidder, B.price FROM Bid B, {highest} h "
+            f"WINDOW B.ts <= h.ts AND B.ts > h.ts - {self.range_s} MAXWINDOW {self.range_s} sec "
+            f"WHERE B.price = h.price{where};"
+        )
+
+    def views(self) -> list[tuple[str, str]]:
+        """The aggregate views (name, CREATE VIEW) a Q5 or Q7 variant reads: one per
+        window (and channel), whichever variants read it."""
         window = f"[RANGE {self.range_s} sec SLIDE {self.slide_s} sec]"
         if self.family == "q5":
-            return head + (
-                f"SELECT B.auction, COUNT(*) AS bids FROM Bid B {window} "
-                f"GROUP BY B.auction HAVING COUNT(*) >= {self.threshold};"
-            )
+            counts, most = f"q5_bids_{self.range_s}_{self.slide_s}", f"q5_most_{self.range_s}_{self.slide_s}"
+            return [
+                (counts, f"CREATE VIEW {counts} AS SELECT B.auction AS auction, COUNT(*) AS bids "
+                         f"FROM Bid B {window} GROUP BY B.auction;"),
+                (most, f"CREATE VIEW {most} AS SELECT MAX(c.bids) AS most FROM {counts} c [RANGE {self.slide_s} sec];"),
+            ]  # fmt: skip
+        if self.family != "q7":
+            return []
+        name = f"q7_highest_{self.range_s}_{self.slide_s}_{self.channel or 'all'}"
         where = f" WHERE B.channel = '{self.channel}'" if self.channel else ""
-        return head + f"SELECT MAX(B.price) AS highest, COUNT(*) AS bids FROM Bid B {window}{where};"
+        return [(name, f"CREATE VIEW {name} AS SELECT MAX(B.price) AS price FROM Bid B {window}{where};")]
+
+
+def query_file(variants: Sequence[Variant]) -> str:
+    """The views the variants read (each once), then the variants."""
+    views = dict(view for v in variants for view in v.views())
+    return "\n\n".join([*views.values(), *(v.mqo() for v in variants)]) + "\n"
 
 
 def draw_variants(n_queries: int, events: int, rng: np.random.Generator) -> list[Variant]:
@@ -136,7 +164,7 @@ def draw_variants(n_queries: int, events: int, rng: np.random.Generator) -> list
 def write_workload(folder: Path, variants: list[Variant], events: int, seed: int) -> None:
     """The data (CSV), the query file and the parameter tables."""
     nexmark.write(nexmark.generate(nexmark.Config(events, seed, RATE, OUT_OF_ORDER)), folder, ("csv",))
-    (folder / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants) + "\n")
+    (folder / "queries.mqo").write_text(query_file(variants))
     by = {f: [v for v in variants if v.family == f] for f in FAMILIES}
     tables = {
         "p_q2": ("qid,auction", [f"{v.qid},{a}" for v in by["q2"] for a in v.auctions]),
@@ -158,8 +186,10 @@ MATCH_Q3 = (
     "{query} AS query, greatest({a}.ts, {p}.ts) AS ts, {{'A': {a}.id, 'P': {p}.id}} AS ids, "
     "{{'P.name': {p}.name, 'P.city': {p}.city, 'P.state': {p}.state, 'A.item_name': {a}.item_name}} AS \"values\""
 )
-ROW_Q5 = "{query} AS query, k * {slide} / 1000 AS window_end, {{'auction': auction}} AS \"group\", {{'B.auction': auction, 'bids': n}} AS \"values\""  # fmt: skip
-ROW_Q7 = "{query} AS query, k * {slide} / 1000 AS window_end, {{'highest': m, 'bids': n}} AS \"values\""
+# Q5 and Q7 results as mqo writes them, less the ids of view rows (see result_key)
+ROW_Q5 = "{query} AS query, k * {slide} / 1000 AS ts, {{'c.auction': auction, 'c.bids': n}} AS \"values\""
+ROW_Q7 = "{query} AS query, k * {slide} / 1000 AS ts, {{'B': id}} AS ids, {{'B.auction': auction, 'B.bidder': bidder, 'B.price': price}} AS \"values\""  # fmt: skip
+VIEW_ALIASES = ("c", "m", "h")  # the aliases of the views in Q5's and Q7's variants
 
 
 def windows(ts_ms: str, range_ms: str, slide_ms: str) -> str:
@@ -184,7 +214,7 @@ def per_query(variants: list[Variant], folder: Path) -> list[tuple[str, str]]:
         "q2": f"SELECT {MATCH_Q2.format(query=none)} FROM bid b",
         "q3": f"SELECT {MATCH_Q3.format(query=none, a='a', p='p')} FROM auction a, person p",
         "q5": f"SELECT {ROW_Q5.format(query=none, slide=1)} FROM (SELECT 0::BIGINT AS k, 0::BIGINT AS auction, 0::BIGINT AS n)",
-        "q7": f"SELECT {ROW_Q7.format(query=none, slide=1)} FROM (SELECT 0::BIGINT AS k, 0::BIGINT AS m, 0::BIGINT AS n)",
+        "q7": f"SELECT {ROW_Q7.format(query=none, slide=1)} FROM (SELECT 0::BIGINT AS k, id, auction, bidder, price FROM bid)",
     }
     families = sorted({v.family for v in variants})
     out += [("load", f"CREATE TABLE r_{f} AS {empty[f]} LIMIT 0") for f in families]
@@ -205,12 +235,20 @@ def per_query(variants: list[Variant], folder: Path) -> list[tuple[str, str]]:
             counts = (
                 f"SELECT k, auction, count(*) AS n FROM bid, {windows('ts_ms', str(r), str(s))} GROUP BY k, auction"
             )
-            body = f"SELECT {ROW_Q5.format(query=q, slide=s)} FROM ({counts}) WHERE n >= {v.threshold}"
+            body = (
+                f"WITH c AS ({counts}), m AS (SELECT k, max(n) AS most FROM c GROUP BY k) "
+                f"SELECT {ROW_Q5.format(query=q, slide=s)} FROM c JOIN m USING (k) "
+                f"WHERE c.n = m.most AND c.n >= {v.threshold}"
+            )
         else:
             r, s = v.range_s * 1000, v.slide_s * 1000
             where = f" WHERE channel = '{v.channel}'" if v.channel else ""
-            maxima = f"SELECT k, max(price) AS m, count(*) AS n FROM bid, {windows('ts_ms', str(r), str(s))}{where} GROUP BY k"
-            body = f"SELECT {ROW_Q7.format(query=q, slide=s)} FROM ({maxima})"
+            also = f" AND b.channel = '{v.channel}'" if v.channel else ""
+            maxima = f"SELECT k, max(price) AS m FROM bid, {windows('ts_ms', str(r), str(s))}{where} GROUP BY k"
+            body = (
+                f"SELECT {ROW_Q7.format(query=q, slide=s)} FROM ({maxima}) w JOIN bid b ON b.price = w.m "
+                f"AND b.ts_ms > w.k * {s} - {r} AND b.ts_ms <= w.k * {s}{also}"
+            )
         out.append((v.family, f"INSERT INTO r_{v.family} {body}"))
     out += [("copy", f"COPY r_{f} TO '{folder / f'each_{f}.json'}' (FORMAT JSON)") for f in families]
     return out
@@ -236,17 +274,21 @@ def set_based(folder: Path, families: Sequence[str] = FAMILIES) -> list[tuple[st
     q5 = (
         f"WITH s AS (SELECT auction, {sliced} AS e, count(*) AS n FROM bid GROUP BY ALL), "
         "d AS (SELECT DISTINCT range_ms, slide_ms FROM p_q5), "
-        f"c AS (SELECT range_ms, slide_ms, k, auction, sum(n) AS n FROM s, d, {windows('e', 'range_ms', 'slide_ms')} GROUP BY ALL) "
-        f"SELECT {ROW_Q5.format(query='q.qid', slide='c.slide_ms')} FROM c JOIN p_q5 q USING (range_ms, slide_ms) "
-        "WHERE c.n >= q.threshold"
+        f"c AS (SELECT range_ms, slide_ms, k, auction, sum(n) AS n FROM s, d, {windows('e', 'range_ms', 'slide_ms')} GROUP BY ALL), "
+        "m AS (SELECT range_ms, slide_ms, k, max(n) AS most FROM c GROUP BY ALL) "
+        f"SELECT {ROW_Q5.format(query='q.qid', slide='c.slide_ms')} FROM c JOIN m USING (range_ms, slide_ms, k) "
+        "JOIN p_q5 q USING (range_ms, slide_ms) WHERE c.n = m.most AND c.n >= q.threshold"
     )  # fmt: skip
     q7 = (
-        f"WITH s AS (SELECT channel, {sliced} AS e, max(price) AS m, count(*) AS n FROM bid GROUP BY ALL), "
+        f"WITH s AS (SELECT channel, {sliced} AS e, max(price) AS m FROM bid GROUP BY ALL), "
         "d AS (SELECT DISTINCT range_ms, slide_ms, coalesce(channel, '') AS channel FROM p_q7), "
-        f"c AS (SELECT range_ms, slide_ms, d.channel, k, max(m) AS m, sum(n) AS n FROM s JOIN d "
-        f"ON d.channel = '' OR d.channel = s.channel, {windows('e', 'range_ms', 'slide_ms')} GROUP BY ALL) "
-        f"SELECT {ROW_Q7.format(query='q.qid', slide='c.slide_ms')} FROM c JOIN p_q7 q "
-        "ON c.range_ms = q.range_ms AND c.slide_ms = q.slide_ms AND c.channel = coalesce(q.channel, '')"
+        f"c AS (SELECT range_ms, slide_ms, d.channel, k, max(m) AS m FROM s JOIN d "
+        f"ON d.channel = '' OR d.channel = s.channel, {windows('e', 'range_ms', 'slide_ms')} GROUP BY ALL), "
+        "x AS (SELECT c.range_ms, c.slide_ms, c.channel, c.k, b.id, b.auction, b.bidder, b.price FROM c JOIN bid b "
+        "ON b.price = c.m AND b.ts_ms > c.k * c.slide_ms - c.range_ms AND b.ts_ms <= c.k * c.slide_ms "
+        "AND (c.channel = '' OR b.channel = c.channel)) "
+        f"SELECT {ROW_Q7.format(query='q.qid', slide='x.slide_ms')} FROM x JOIN p_q7 q "
+        "ON x.range_ms = q.range_ms AND x.slide_ms = q.slide_ms AND x.channel = coalesce(q.channel, '')"
     )  # fmt: skip
     for family, body in (("q2", q2), ("q3", q3), ("q5", q5), ("q7", q7)):
         if family not in families:
@@ -286,11 +328,13 @@ def run_duckdb(statements: list[tuple[str, str]], folder: Path, name: str) -> tu
 
 
 def result_key(r: dict[str, Any]) -> tuple[Any, ...]:
-    """A result as both sides write it: a match by its ids, ts and values; an aggregate
-    row by its window end (to the millisecond), group and values."""
+    """A result as both sides write it: a match by its ids (not those of view rows,
+    numbered by mqo), ts and values; an aggregate row by its window end (to the
+    millisecond), group and values."""
     values = tuple(sorted((r.get("values") or {}).items()))
-    if "ids" in r:
-        return (r["query"], tuple(sorted(r["ids"].items())), round(r["ts"] * 1000), values)
+    if "ts" in r:
+        ids = tuple(sorted((alias, i) for alias, i in (r.get("ids") or {}).items() if alias not in VIEW_ALIASES))
+        return (r["query"], ids, round(r["ts"] * 1000), values)
     return (r["query"], round(r["window_end"] * 1000), tuple(sorted((r.get("group") or {}).items())), values)
 
 
@@ -308,10 +352,10 @@ def profile_mqo(folder: Path, variants: list[Variant]) -> str:
     cache, so the timed run loads its kernels as after a first run."""
     spent = []
     for family in FAMILIES:
-        (folder / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants if v.family == family) + "\n")
+        (folder / "queries.mqo").write_text(query_file([v for v in variants if v.family == family]))
         seconds, _, _ = timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(folder)])
         spent.append(f"{family} {seconds:.1f} s")
-    (folder / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants) + "\n")
+    (folder / "queries.mqo").write_text(query_file(variants))
     prof = folder / "mqo.prof"
     timed_process([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "runtime.cli", *mqo_args(folder)])
     stats = pstats.Stats(str(prof))
@@ -354,7 +398,7 @@ def run(events: int, n_queries: int, seed: int, sample: int) -> tuple[list[dict[
         check_equal((r for r in ours if r["query"] in names), theirs, result_key, "DuckDB's per-query statements")
         progress("nexmark: without Q5, mqo match and set-based DuckDB")
         rest = [f for f in FAMILIES if f != "q5"]
-        (d / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants if v.family in rest) + "\n")
+        (d / "queries.mqo").write_text(query_file([v for v in variants if v.family in rest]))
         rest_mqo_s, _, _ = timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(d)])
         check_equal(read_json_lines(d, "mqo.jsonl"), [r for r in ours if not r["query"].startswith("q5_")],
                     result_key, "mqo with every query")  # fmt: skip

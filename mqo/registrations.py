@@ -45,7 +45,7 @@ from mqo.table import (
     parse_template,
     table_queries,
 )
-from mqo.views import ViewGraph, ViewRow, aggregate_rows, check_emit, declare_ready, reads_of, rows_batch
+from mqo.views import ViewGraph, ViewRow, aggregate_rows, check_views, declare_ready, reads_of, rows_batch
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
@@ -224,15 +224,9 @@ class Registrations:
 
     def _add_views(self, views: list[ViewDefinition]) -> None:
         """Declare ``views`` (their streams, after the declared ones), all or none."""
-        for view in views:
-            check_emit(self.config.emit, view)
-            if view.aggregate and self.refuse_aggregate_views is not None:
-                raise QueryError(
-                    f"view {view.name} is an aggregate view; {self.refuse_aggregate_views} does not run aggregate "
-                    "views yet (mqo match and the Python API do)",
-                    None,
-                    None,
-                )
+        check_views(
+            views, self.config.emit, len(self.catalog.names()) + len(self.registry.roles), self.refuse_aggregate_views
+        )
         added: list[ViewDefinition] = []
         try:
             for view in views:

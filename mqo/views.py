@@ -159,11 +159,39 @@ def reads_of(streams: Iterable[str]) -> set[str]:
     return {split_role(s)[0].lower() for s in streams}
 
 
-def check_emit(config_emit: str, view: ViewDefinition) -> None:
-    if config_emit != "arrival":
+def check_views(views: list[ViewDefinition], emit: str, streams: int, refuse_aggregates: str | None) -> None:
+    """``views`` may be registered: under ``emit='arrival'`` (under ``emit='ordered'``
+    results leave once the watermark has passed them, too late to be a stream other
+    queries match), not aggregate views where the runner ``refuse_aggregates`` cannot
+    run them, and as streams a plan has room for beside its ``streams``."""
+    for view in views:
+        if emit != "arrival":
+            raise QueryError(
+                f"view {view.name} needs emit='arrival': under emit='ordered' results leave once the watermark "
+                "has passed them, too late to be a stream other queries match",
+                None,
+                None,
+            )
+        if view.aggregate and refuse_aggregates is not None:
+            raise QueryError(
+                f"view {view.name} is an aggregate view; {refuse_aggregates} does not run aggregate views yet "
+                "(mqo match and the Python API do)",
+                None,
+                None,
+            )
+    check_room(streams, views)
+
+
+MAX_STREAMS = 63  # a plan's streams (declared, views, self-join roles) are the bits of an int64 mask
+
+
+def check_room(streams: int, views: list[ViewDefinition]) -> None:
+    """``views`` may join the ``streams`` a plan has (else an error naming the first one too many)."""
+    if streams + len(views) > MAX_STREAMS:
+        view = views[max(MAX_STREAMS - streams, 0)]
         raise QueryError(
-            f"view {view.name} needs emit='arrival': under emit='ordered' results leave once the watermark "
-            "has passed them, too late to be a stream other queries match",
+            f"view {view.name} would make {streams + len(views)} streams (declared, views and self-join roles);"
+            f" a plan holds at most {MAX_STREAMS}: let queries share views, or use GROUP BY in one view",
             None,
             None,
         )

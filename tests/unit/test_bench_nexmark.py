@@ -48,7 +48,7 @@ def test_result_key_tells_results_apart() -> None:
 
 def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
     pytest.importorskip("duckdb")
-    args = ["--events", "6000", "--queries", "16", "--sample", "2", "--out", str(tmp_path)]
+    args = ["--events", "6000", "--queries", "16", "--sample", "2", "--no-spark", "--out", str(tmp_path)]
     assert bench_nexmark.main(args) == 0
     table = (tmp_path / "nexmark.md").read_text()
     assert "16 queries, 6,000 events" in table
@@ -57,3 +57,15 @@ def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
     assert table.count("| >= 20x |") == table.count("| >= 2x |") == 2  # all queries, and without Q5
     assert "8 queries timed" in table  # two per family, scaled
     assert "each family alone: q2" in table and "most self time over all queries (cProfile)" in table
+
+
+@pytest.mark.spark
+def test_tiny_run_with_spark_agrees(tmp_path: Path) -> None:
+    """Spark SQL's per-query and set-based jobs write mqo's rows (the run stops otherwise)."""
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyspark")
+    args = ["--events", "4000", "--queries", "8", "--sample", "1", "--spark", "--out", str(tmp_path)]
+    assert bench_nexmark.main(args) == 0
+    table = (tmp_path / "nexmark.md").read_text()
+    assert "Spark SQL (local, every core), one job per query" in table and "set-based Spark SQL" in table
+    assert table.count("| >= 20x |") == 3 and table.count("| >= 2x |") == 3

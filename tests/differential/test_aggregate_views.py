@@ -163,6 +163,11 @@ def _name(view: View | AggView) -> str:
     return view.name
 
 
+def _views_at(ops: list[tuple[str, Any]]) -> int:
+    """Where the views created mid-stream are now."""
+    return next(i for i, op in enumerate(ops) if op[0] == "views")
+
+
 @st.composite
 def workloads(draw: Any) -> tuple[Graph, list[tuple[str, Any]], Fraction]:
     g = draw(graphs())
@@ -186,7 +191,8 @@ def workloads(draw: Any) -> tuple[Graph, list[tuple[str, Any]], Fraction]:
     for q in g.readers:
         needs_late = any(s in late_names for _, s in q.sources)
         if needs_late or draw(st.booleans()):
-            first = at + 1 if needs_late else 0
+            # (after the views, wherever earlier insertions moved them)
+            first = _views_at(ops) + 1 if needs_late else 0
             ops.insert(draw(st.integers(first, len(ops))), ("register", q))
     for q in [q for q in g.readers if draw(st.booleans())]:
         where = [i for i, op in enumerate(ops) if op == ("register", q)]

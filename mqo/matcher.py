@@ -272,7 +272,8 @@ class Matcher:
     def take_results(self) -> MatchBatch:
         """The match results that rows of aggregate views emitted by :meth:`poll_aggregates`
         or :meth:`flush` found (``push``, ``push_batch``, ``heartbeat`` and ``replay``
-        return theirs themselves), in the order found; taken once."""
+        return theirs themselves), in the order found; taken once. (Not part of a
+        snapshot: take them before one.)"""
         blocks, self._pending = self._pending, []
         return MatchBatch(self.ensure_plan(), blocks)
 

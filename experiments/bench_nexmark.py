@@ -3,7 +3,7 @@ registered at once in ``mqo match``, against DuckDB one statement per query and 
 set-based statements an expert writes (issue #31, "NEXMark in mqo").
 
     python -m experiments.bench_nexmark [--events 200000] [--queries 1000] [--seed 1]
-           [--out experiments/results/bench]
+           [--sample 25] [--spark | --no-spark] [--out experiments/results/bench]
 
 The data is :mod:`experiments.nexmark`'s (CSV, 1,000 events per second of event time,
 out of order by up to half a second, ``--allowed-lateness 0.5``). The queries, a quarter
@@ -12,10 +12,14 @@ of each family (what mqo can express today; see :data:`NOT_EXPRESSED`):
 * **Q2** selection: the bids on a set of 3 to 8 auctions (``B.auction = a OR ...``);
 * **Q3** local item suggestion: persons of 1 to 3 states joined with their auctions of
   one category, within a MAXWINDOW of 5 to 60 s;
-* **Q5** hot items, first half: bids per auction over ``[RANGE r SLIDE s]`` (r 2 to 30 s),
-  ``HAVING COUNT(*) >= n``;
-* **Q7** highest bid, first half: ``MAX(B.price)`` and ``COUNT(*)`` over ``[RANGE r
-  SLIDE s]``, of one channel or of all.
+* **Q5** hot items, whole: per window ``[RANGE r SLIDE s]`` (r 2 to 30 s) the auctions
+  with the most bids, when they have at least n: a match query over two aggregate views
+  (bids per auction per window, and their maximum per window end), the views shared by
+  every variant with that window;
+* **Q7** highest bid, whole: the bids whose price is the highest of their window
+  ``[RANGE r SLIDE s]``, of one channel or of all: a join of the bids with an aggregate
+  view of the maximum per channel (or of a view of the maximum over the channels, an
+  aggregate over it), shared by the variants with that window.
 
 Three processes, each reading the same CSV files and writing its results as JSON:
 ``mqo match`` with every query; DuckDB with one ``INSERT ... SELECT`` per query (a random
@@ -24,16 +28,23 @@ with one statement per family, the variants' constants in a parameter table the
 statement joins (Q2: ``bid JOIN params ON auction``; Q3: the person-auction pairs within
 the largest window, joined with the parameters; Q5 and Q7: the bids counted (maxed) per
 one-second slice first, every distinct window folded from the slices, then joined with
-the parameters). The three results must be the same rows, else the run stops. Wall time
+the parameters, and Q5's maximum per window or Q7's bids at the maximum found from
+those). The three results must be the same rows, else the run stops. Wall time
 and peak resident memory (``wait4``) are of whole processes. The same comparison runs
 without Q5 (mqo and set-based DuckDB in processes of their own). Where mqo's time goes
 comes from a tenth of the events: each family alone, and cProfile over every query
 (these runs also fill numba's kernel cache before the timed run).
+
+With ``--spark`` (the default when pyspark is installed) the same SQL in Spark SQL
+(:mod:`experiments.nexmark_sql`): one job per query on the same sample, scaled family by
+family, and one set-based job per family, each side a process of its own on a local
+session using every core; their rows are checked against mqo's as well.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -54,6 +65,14 @@ from experiments import nexmark
 from experiments._common import RESULTS, compile_bytecode, markdown_table, row
 from experiments.bench_pubsub import progress
 from experiments.bench_sql import RUNNER_SCRIPT, check_equal
+from experiments.nexmark_sql import (
+    SPARK_RUNNER,
+    duckdb_per_query,
+    duckdb_set_based,
+    spark_per_query,
+    spark_set_based,
+    write_plan,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RATE = 1000.0  # events per second of event time: 200,000 events are 200 s
@@ -64,13 +83,8 @@ CATEGORIES = [nexmark.FIRST_CATEGORY + k for k in range(nexmark.CATEGORIES)]
 Q3_WINDOWS = (5, 10, 20, 30, 60)  # seconds
 # (range, slide) seconds; their greatest common divisor, 1 s, is the slice of the set-based SQL
 AGG_WINDOWS = ((2, 1), (4, 2), (5, 5), (10, 2), (10, 5), (10, 10), (20, 5), (30, 10), (30, 15))
-SLICE_MS = 1000
 CHANNELS = nexmark.CHANNELS
-NOT_EXPRESSED = (
-    "Q5's hottest auction per window and Q7's bids that made the maximum need a view over an aggregate "
-    "query, which mqo does not have (views are match queries); Q3 joins within a MAXWINDOW (no tables), "
-    "Q2 lists auctions (no modulo: Beam's auction % 123 = 0)"
-)
+NOT_EXPRESSED = "Q3 joins within a MAXWINDOW (no tables), Q2 lists auctions (no modulo: Beam's auction % 123 = 0)"
 
 
 @dataclass
@@ -97,14 +111,50 @@ class Variant:
                 f"SELECT P.name, P.city, P.state, A.item_name FROM Auction A, Person P MAXWINDOW {self.window} sec "
                 f"WHERE A.seller = P.id AND ({states}) AND A.category = {self.category};"
             )
+        if self.family == "q5":
+            counts, most = self.views()
+            return head + (
+                f"SELECT c.auction, c.bids FROM {counts[0]} c, {most[0]} m WINDOW c.ts = m.ts MAXWINDOW 0 sec "
+                f"WHERE c.bids = m.most AND c.bids >= {self.threshold};"
+            )
+        highest = self.views()[-1][0]
+        where = f" AND B.channel = '{self.channel}' AND h.channel = '{self.channel}'" if self.channel else ""
+        return head + (
+            f"SELECT B.auction, B.bidder, B.price FROM Bid B, {highest} h "
+            f"WINDOW B.ts <= h.ts AND B.ts > h.ts - {self.range_s} MAXWINDOW {self.range_s} sec "
+            f"WHERE B.price = h.price{where};"
+        )
+
+    def views(self) -> list[tuple[str, str]]:
+        """The aggregate views (name, CREATE VIEW) a Q5 or Q7 variant reads: one per
+        window (and channel), whichever variants read it."""
         window = f"[RANGE {self.range_s} sec SLIDE {self.slide_s} sec]"
         if self.family == "q5":
-            return head + (
-                f"SELECT B.auction, COUNT(*) AS bids FROM Bid B {window} "
-                f"GROUP BY B.auction HAVING COUNT(*) >= {self.threshold};"
-            )
-        where = f" WHERE B.channel = '{self.channel}'" if self.channel else ""
-        return head + f"SELECT MAX(B.price) AS highest, COUNT(*) AS bids FROM Bid B {window}{where};"
+            counts, most = f"q5_bids_{self.range_s}_{self.slide_s}", f"q5_most_{self.range_s}_{self.slide_s}"
+            return [
+                (counts, f"CREATE VIEW {counts} AS SELECT B.auction AS auction, COUNT(*) AS bids "
+                         f"FROM Bid B {window} GROUP BY B.auction;"),
+                (most, f"CREATE VIEW {most} AS SELECT MAX(c.bids) AS most FROM {counts} c [RANGE {self.slide_s} sec];"),
+            ]  # fmt: skip
+        if self.family != "q7":
+            return []
+        # the highest price per channel, and over the channels (a plan holds 63 streams:
+        # one view per window and channel would be 45)
+        channels, highest = f"q7_channels_{self.range_s}_{self.slide_s}", f"q7_highest_{self.range_s}_{self.slide_s}"
+        per_channel = (
+            f"CREATE VIEW {channels} AS SELECT B.channel AS channel, MAX(B.price) AS price "
+            f"FROM Bid B {window} GROUP BY B.channel;"
+        )
+        if self.channel:
+            return [(channels, per_channel)]
+        over = f"CREATE VIEW {highest} AS SELECT MAX(c.price) AS price FROM {channels} c [RANGE {self.slide_s} sec];"
+        return [(channels, per_channel), (highest, over)]
+
+
+def query_file(variants: Sequence[Variant]) -> str:
+    """The views the variants read (each once), then the variants."""
+    views = dict(view for v in variants for view in v.views())
+    return "\n\n".join([*views.values(), *(v.mqo() for v in variants)]) + "\n"
 
 
 def draw_variants(n_queries: int, events: int, rng: np.random.Generator) -> list[Variant]:
@@ -136,7 +186,7 @@ def draw_variants(n_queries: int, events: int, rng: np.random.Generator) -> list
 def write_workload(folder: Path, variants: list[Variant], events: int, seed: int) -> None:
     """The data (CSV), the query file and the parameter tables."""
     nexmark.write(nexmark.generate(nexmark.Config(events, seed, RATE, OUT_OF_ORDER)), folder, ("csv",))
-    (folder / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants) + "\n")
+    (folder / "queries.mqo").write_text(query_file(variants))
     by = {f: [v for v in variants if v.family == f] for f in FAMILIES}
     tables = {
         "p_q2": ("qid,auction", [f"{v.qid},{a}" for v in by["q2"] for a in v.auctions]),
@@ -151,108 +201,7 @@ def write_workload(folder: Path, variants: list[Variant], events: int, seed: int
 
 # ------------------------------------------------------------------------- SQL
 
-MATCH_Q2 = (
-    "{query} AS query, b.ts AS ts, {{'B': b.id}} AS ids, {{'B.auction': b.auction, 'B.price': b.price}} AS \"values\""
-)
-MATCH_Q3 = (
-    "{query} AS query, greatest({a}.ts, {p}.ts) AS ts, {{'A': {a}.id, 'P': {p}.id}} AS ids, "
-    "{{'P.name': {p}.name, 'P.city': {p}.city, 'P.state': {p}.state, 'A.item_name': {a}.item_name}} AS \"values\""
-)
-ROW_Q5 = "{query} AS query, k * {slide} / 1000 AS window_end, {{'auction': auction}} AS \"group\", {{'B.auction': auction, 'bids': n}} AS \"values\""  # fmt: skip
-ROW_Q7 = "{query} AS query, k * {slide} / 1000 AS window_end, {{'highest': m, 'bids': n}} AS \"values\""
-
-
-def windows(ts_ms: str, range_ms: str, slide_ms: str) -> str:
-    """The window numbers ``k`` whose window ``(k*s - r, k*s]`` holds ``ts_ms``."""
-    return f"range(({ts_ms} + {slide_ms} - 1) // {slide_ms}, ({ts_ms} + {range_ms} + {slide_ms} - 1) // {slide_ms}) AS w(k)"
-
-
-def load_statements(folder: Path) -> list[tuple[str, str]]:
-    out = []
-    for name in ("person", "auction", "bid"):
-        read = f"read_csv('{folder / name}.csv', header = true, quote = '\"')"
-        out.append(("load", f"CREATE TABLE {name} AS SELECT *, CAST(round(ts * 1000) AS BIGINT) AS ts_ms FROM {read}"))
-    return out
-
-
-def per_query(variants: list[Variant], folder: Path) -> list[tuple[str, str]]:
-    """One INSERT per query, as a user with one query at a time writes it; then one
-    COPY per family to ``each_<family>.json``."""
-    out = load_statements(folder)
-    none = "''"
-    empty = {
-        "q2": f"SELECT {MATCH_Q2.format(query=none)} FROM bid b",
-        "q3": f"SELECT {MATCH_Q3.format(query=none, a='a', p='p')} FROM auction a, person p",
-        "q5": f"SELECT {ROW_Q5.format(query=none, slide=1)} FROM (SELECT 0::BIGINT AS k, 0::BIGINT AS auction, 0::BIGINT AS n)",
-        "q7": f"SELECT {ROW_Q7.format(query=none, slide=1)} FROM (SELECT 0::BIGINT AS k, 0::BIGINT AS m, 0::BIGINT AS n)",
-    }
-    families = sorted({v.family for v in variants})
-    out += [("load", f"CREATE TABLE r_{f} AS {empty[f]} LIMIT 0") for f in families]
-    for v in variants:
-        q = f"'{v.qid}'"
-        if v.family == "q2":
-            auctions = ", ".join(map(str, v.auctions))
-            body = f"SELECT {MATCH_Q2.format(query=q)} FROM bid b WHERE b.auction IN ({auctions})"
-        elif v.family == "q3":
-            states = ", ".join(f"'{s}'" for s in v.states)
-            body = (
-                f"SELECT {MATCH_Q3.format(query=q, a='a', p='p')} FROM auction a JOIN person p ON a.seller = p.id "
-                f"WHERE p.state IN ({states}) AND a.category = {v.category} "
-                f"AND abs(a.ts_ms - p.ts_ms) <= {v.window * 1000}"
-            )
-        elif v.family == "q5":
-            r, s = v.range_s * 1000, v.slide_s * 1000
-            counts = (
-                f"SELECT k, auction, count(*) AS n FROM bid, {windows('ts_ms', str(r), str(s))} GROUP BY k, auction"
-            )
-            body = f"SELECT {ROW_Q5.format(query=q, slide=s)} FROM ({counts}) WHERE n >= {v.threshold}"
-        else:
-            r, s = v.range_s * 1000, v.slide_s * 1000
-            where = f" WHERE channel = '{v.channel}'" if v.channel else ""
-            maxima = f"SELECT k, max(price) AS m, count(*) AS n FROM bid, {windows('ts_ms', str(r), str(s))}{where} GROUP BY k"
-            body = f"SELECT {ROW_Q7.format(query=q, slide=s)} FROM ({maxima})"
-        out.append((v.family, f"INSERT INTO r_{v.family} {body}"))
-    out += [("copy", f"COPY r_{f} TO '{folder / f'each_{f}.json'}' (FORMAT JSON)") for f in families]
-    return out
-
-
-def set_based(folder: Path, families: Sequence[str] = FAMILIES) -> list[tuple[str, str]]:
-    """One statement per family over its parameter table ``p_<family>``: results to ``set_<family>.json``."""
-    out = load_statements(folder)
-    for name in ("p_q2", "p_q3", "p_q3_states", "p_q5", "p_q7"):
-        read = f"read_csv('{folder / name}.csv', header = true, all_varchar = false)"
-        out.append(("load", f"CREATE TABLE {name} AS SELECT * FROM {read}"))
-    q2 = f"SELECT {MATCH_Q2.format(query='q.qid')} FROM bid b JOIN p_q2 q ON b.auction = q.auction"
-    q3 = (
-        "WITH pairs AS (SELECT a, p FROM auction a JOIN person p ON a.seller = p.id "
-        "AND abs(a.ts_ms - p.ts_ms) <= (SELECT max(window_ms) FROM p_q3)) "
-        f"SELECT {MATCH_Q3.format(query='q.qid', a='pairs.a', p='pairs.p')} "
-        "FROM pairs JOIN p_q3 q ON pairs.a.category = q.category AND abs(pairs.a.ts_ms - pairs.p.ts_ms) <= q.window_ms "
-        "JOIN p_q3_states s ON s.qid = q.qid AND s.state = pairs.p.state"
-    )
-    # Q5, Q7: per one-second slice first (every range and slide is whole seconds), then
-    # each distinct window folded from its slices, then the parameters
-    sliced = f"(ts_ms + {SLICE_MS} - 1) // {SLICE_MS} * {SLICE_MS}"
-    q5 = (
-        f"WITH s AS (SELECT auction, {sliced} AS e, count(*) AS n FROM bid GROUP BY ALL), "
-        "d AS (SELECT DISTINCT range_ms, slide_ms FROM p_q5), "
-        f"c AS (SELECT range_ms, slide_ms, k, auction, sum(n) AS n FROM s, d, {windows('e', 'range_ms', 'slide_ms')} GROUP BY ALL) "
-        f"SELECT {ROW_Q5.format(query='q.qid', slide='c.slide_ms')} FROM c JOIN p_q5 q USING (range_ms, slide_ms) "
-        "WHERE c.n >= q.threshold"
-    )  # fmt: skip
-    q7 = (
-        f"WITH s AS (SELECT channel, {sliced} AS e, max(price) AS m, count(*) AS n FROM bid GROUP BY ALL), "
-        "d AS (SELECT DISTINCT range_ms, slide_ms, coalesce(channel, '') AS channel FROM p_q7), "
-        f"c AS (SELECT range_ms, slide_ms, d.channel, k, max(m) AS m, sum(n) AS n FROM s JOIN d "
-        f"ON d.channel = '' OR d.channel = s.channel, {windows('e', 'range_ms', 'slide_ms')} GROUP BY ALL) "
-        f"SELECT {ROW_Q7.format(query='q.qid', slide='c.slide_ms')} FROM c JOIN p_q7 q "
-        "ON c.range_ms = q.range_ms AND c.slide_ms = q.slide_ms AND c.channel = coalesce(q.channel, '')"
-    )  # fmt: skip
-    for family, body in (("q2", q2), ("q3", q3), ("q5", q5), ("q7", q7)):
-        if family not in families:
-            continue
-        out.append((family, f"COPY ({body}) TO '{folder / f'set_{family}.json'}' (FORMAT JSON)"))
-    return out
+VIEW_ALIASES = ("c", "m", "h")  # the aliases of the views in Q5's and Q7's variants
 
 
 # ------------------------------------------------------------------- processes
@@ -285,12 +234,21 @@ def run_duckdb(statements: list[tuple[str, str]], folder: Path, name: str) -> tu
     return seconds, rss, json.loads(stdout.splitlines()[-1])
 
 
+def run_spark(plan: dict[str, object], folder: Path, name: str) -> tuple[float, float, dict[str, float]]:
+    """Wall seconds, peak MiB and seconds per label of a Spark process running ``plan``'s jobs."""
+    path = write_plan(plan, folder / f"{name}.json")
+    seconds, rss, stdout = timed_process([sys.executable, "-c", SPARK_RUNNER, str(path)])
+    return seconds, rss, json.loads(stdout.splitlines()[-1])
+
+
 def result_key(r: dict[str, Any]) -> tuple[Any, ...]:
-    """A result as both sides write it: a match by its ids, ts and values; an aggregate
-    row by its window end (to the millisecond), group and values."""
+    """A result as both sides write it: a match by its ids (not those of view rows,
+    numbered by mqo), ts and values; an aggregate row by its window end (to the
+    millisecond), group and values."""
     values = tuple(sorted((r.get("values") or {}).items()))
-    if "ids" in r:
-        return (r["query"], tuple(sorted(r["ids"].items())), round(r["ts"] * 1000), values)
+    if "ts" in r:
+        ids = tuple(sorted((alias, i) for alias, i in (r.get("ids") or {}).items() if alias not in VIEW_ALIASES))
+        return (r["query"], ids, round(r["ts"] * 1000), values)
     return (r["query"], round(r["window_end"] * 1000), tuple(sorted((r.get("group") or {}).items())), values)
 
 
@@ -308,10 +266,10 @@ def profile_mqo(folder: Path, variants: list[Variant]) -> str:
     cache, so the timed run loads its kernels as after a first run."""
     spent = []
     for family in FAMILIES:
-        (folder / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants if v.family == family) + "\n")
+        (folder / "queries.mqo").write_text(query_file([v for v in variants if v.family == family]))
         seconds, _, _ = timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(folder)])
         spent.append(f"{family} {seconds:.1f} s")
-    (folder / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants) + "\n")
+    (folder / "queries.mqo").write_text(query_file(variants))
     prof = folder / "mqo.prof"
     timed_process([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "runtime.cli", *mqo_args(folder)])
     stats = pstats.Stats(str(prof))
@@ -321,7 +279,39 @@ def profile_mqo(folder: Path, variants: list[Variant]) -> str:
     return f"each family alone: {', '.join(spent)}; most self time over all queries (cProfile): {functions}"
 
 
-def run(events: int, n_queries: int, seed: int, sample: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def run_spark_side(
+    d: Path, ours: list[dict[str, Any]], variants: list[Variant], timed: list[Variant], mqo_s: float
+) -> list[dict[str, Any]]:
+    """Spark SQL on the same files: one job per family (set-based) and one job per query
+    (the DuckDB side's sample, scaled family by family); the rows of the table."""
+    progress("nexmark: Spark SQL, one set-based job per family")
+    set_s, _, set_spent = run_spark(spark_set_based(d, FAMILIES), d, "spark_set")
+    check_equal(ours, read_json_lines(d, "spark_set_*/part-*.json"), result_key, "the set-based Spark SQL jobs")
+    progress(f"nexmark: Spark SQL, one job per query ({len(timed)} of {len(variants)})")
+    each_s, _, each_spent = run_spark(spark_per_query(timed, d), d, "spark_each")
+    names = {v.qid for v in timed}
+    check_equal((r for r in ours if r["query"] in names), read_json_lines(d, "spark_each_*/part-*.json"),
+                result_key, "Spark SQL's per-query jobs")  # fmt: skip
+    scaled = each_s
+    for f in FAMILIES:
+        scaled += each_spent.get(f, 0.0) * (
+            sum(v.family == f for v in variants) / sum(v.family == f for v in timed) - 1
+        )
+    spent = lambda times: ", ".join(f"{k} {s:.1f}" for k, s in times.items())  # noqa: E731
+    return [
+        row("nexmark", "Spark SQL (local, every core), one job per query (whole process), seconds", scaled,
+            note=f"in the process: {spent(each_spent)} s; {len(timed)} queries timed ({each_s:.1f} s), "
+            "scaled family by family"),
+        row("nexmark", "speed-up mqo / per-query Spark SQL", scaled / mqo_s, target=">= 20x", met=scaled / mqo_s >= 20),
+        row("nexmark", "Spark SQL, one set-based job per family (whole process), seconds", set_s,
+            note=f"the DuckDB statements in Spark SQL; in the process: {spent(set_spent)} s"),
+        row("nexmark", "speed-up mqo / set-based Spark SQL", set_s / mqo_s, target=">= 2x", met=set_s / mqo_s >= 2),
+    ]  # fmt: skip
+
+
+def run(
+    events: int, n_queries: int, seed: int, sample: int, spark: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The rows of the table, and the results per family (checked equal on all three
     sides; per query, on the ``sample`` of each family timed, 0: all)."""
     rng = np.random.default_rng(seed)
@@ -338,7 +328,7 @@ def run(events: int, n_queries: int, seed: int, sample: int) -> tuple[list[dict[
         mqo_s, mqo_rss, _ = timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(d)])
         ours = read_json_lines(d, "mqo.jsonl")
         progress("nexmark: DuckDB, one set-based statement per family")
-        set_s, set_rss, set_spent = run_duckdb(set_based(d), d, "set")
+        set_s, set_rss, set_spent = run_duckdb(duckdb_set_based(d, FAMILIES), d, "set")
         check_equal(ours, read_json_lines(d, "set_*.json"), result_key, "the set-based DuckDB statements")
         timed = variants
         if sample:
@@ -348,17 +338,18 @@ def run(events: int, n_queries: int, seed: int, sample: int) -> tuple[list[dict[
                 chosen.update(rng.choice(of, min(sample, len(of)), replace=False).tolist())
             timed = [v for v in variants if v.qid in chosen]
         progress(f"nexmark: DuckDB, one statement per query ({len(timed)} of {len(variants)})")
-        each_s, each_rss, each_spent = run_duckdb(per_query(timed, d), d, "each")
+        each_s, each_rss, each_spent = run_duckdb(duckdb_per_query(timed, d), d, "each")
         names = {v.qid for v in timed}
         theirs = read_json_lines(d, "each_*.json")
         check_equal((r for r in ours if r["query"] in names), theirs, result_key, "DuckDB's per-query statements")
         progress("nexmark: without Q5, mqo match and set-based DuckDB")
         rest = [f for f in FAMILIES if f != "q5"]
-        (d / "queries.mqo").write_text("\n\n".join(v.mqo() for v in variants if v.family in rest) + "\n")
+        (d / "queries.mqo").write_text(query_file([v for v in variants if v.family in rest]))
         rest_mqo_s, _, _ = timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(d)])
         check_equal(read_json_lines(d, "mqo.jsonl"), [r for r in ours if not r["query"].startswith("q5_")],
                     result_key, "mqo with every query")  # fmt: skip
-        rest_set_s, _, _ = run_duckdb(set_based(d, rest), d, "set_rest")
+        rest_set_s, _, _ = run_duckdb(duckdb_set_based(d, rest), d, "set_rest")
+        spark_rows = run_spark_side(d, ours, variants, timed, mqo_s) if spark else []
     family_of = {v.qid: v.family for v in variants}
     per_family = {f: sum(family_of[r["query"]] == f for r in ours) for f in FAMILIES}
     n_of = {f: sum(v.family == f for v in variants) for f in FAMILIES}
@@ -389,6 +380,7 @@ def run(events: int, n_queries: int, seed: int, sample: int) -> tuple[list[dict[
             met=rest_set_s / rest_mqo_s >= 2, note=f"set-based DuckDB {rest_set_s:.2f} s (its own process)"),
         row("nexmark", "peak resident memory of mqo match, MiB", mqo_rss,
             note=f"per-query DuckDB {each_rss:.0f} MiB, set-based DuckDB {set_rss:.0f} MiB"),
+        *spark_rows,
         row("nexmark", f"where mqo's time goes, on {small_events:,} events (profile)", float("nan"), note=profile),
     ]  # fmt: skip
     return rows, per_family
@@ -402,10 +394,10 @@ def write_markdown(path: Path, rows: list[dict[str, Any]], argv: Sequence[str]) 
         rows, ["metric", "value", "target", "met_text", "note"], ["measurement", "value", "target", "met", "notes"]
     )
     path.write_text(
-        "# NEXMark: query variants of Q2, Q3, Q5 and Q7 (mqo match against DuckDB)\n\n"
+        "# NEXMark: query variants of Q2, Q3, Q5 and Q7 (mqo match against DuckDB and Spark SQL)\n\n"
         f"Run: `python -m experiments.bench_nexmark {' '.join(argv)}` at commit `{commit.stdout.strip()}` on "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} ({date.today()}). "
-        "Every ratio compares measurements taken in the same run; all three sides wrote the same rows.\n\n"
+        "Every ratio compares measurements taken in the same run; every side wrote the same rows.\n\n"
         f"{table}\n\nNot expressed: {NOT_EXPRESSED}.\n"
     )
 
@@ -421,11 +413,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sample", type=int, default=25, help="per-query DuckDB: queries timed per family, scaled (0: all; default 25)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "bench", help="folder of nexmark.md")
+    parser.add_argument(
+        "--spark", action=argparse.BooleanOptionalAction, default=None,
+        help="also Spark SQL, per query and set-based (default: when pyspark is installed)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.events < 100 or args.queries < len(FAMILIES) or args.sample < 0:
         parser.error(f"--events must be >= 100, --queries >= {len(FAMILIES)} and --sample >= 0")
     compile_bytecode()  # as installed: no process compiles the project's modules on the clock
-    rows, _ = run(args.events, args.queries, args.seed, args.sample)
+    spark = args.spark if args.spark is not None else importlib.util.find_spec("pyspark") is not None
+    rows, _ = run(args.events, args.queries, args.seed, args.sample, spark)
     args.out.mkdir(parents=True, exist_ok=True)
     write_markdown(args.out / "nexmark.md", rows, list(argv if argv is not None else sys.argv[1:]))
     print(args.out / "nexmark.md")

@@ -119,6 +119,10 @@ class Clock:
         """The matcher's watermark as a double (-inf before every active stream spoke)."""
         return NEVER if self.mark is None else to_float(self.value(self.mark))
 
+    def lower(self, a: Mark, b: Mark, higher: bool = False) -> Mark:
+        """The lower of two watermarks (``higher``: the higher), exactly."""
+        return (b if self._below(a, b) else a) if higher else (a if self._below(a, b) else b)
+
     def _below(self, a: Mark, b: Mark) -> bool:
         """Whether watermark ``a`` is below ``b``, exactly."""
         if a[1] == b[1]:

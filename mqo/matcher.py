@@ -32,9 +32,12 @@ from mqo.results import LateTuple, Match, TupleError
 from mqo.snapshot import load_snapshot, restored_config, take_snapshot
 from mqo.state import WindowState
 from mqo.stats import Counters
-from mqo.views import derive
+from mqo.views import derive, feed
 from predicates import Catalog
 from predicates.numbers import to_float
+
+# with aggregate views, ``replay`` emits their windows after this many visited rows
+REPLAY_EMIT_EVERY = 64
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
@@ -63,6 +66,8 @@ class Matcher:
         self.registrations = Registrations(self.catalog, self.config, self.pipeline)
         # sees every view row as (view, ts, id, values): what ``mqo match --output-view`` writes
         self.view_sink: Callable[[str, float, int, dict[str, Any]], None] | None = None
+        # results found by aggregate views' rows that poll_aggregates and flush emitted
+        self._pending: list[ResultBlock] = []
 
     @property
     def clock(self) -> Clock:
@@ -272,13 +277,50 @@ class Matcher:
             self.registrations.views, self.ensure_plan(), self.pipeline, blocks, self._ingest_view, self.view_sink
         )
 
-    def _ingest_view(self, view: str, ts: float, values: dict[str, Any], id: int) -> None:
-        if self.registrations.aggregating(view):  # a view row is never late (mqo.views)
-            self.registrations.ingest_row(view, ts, values, id)
+    def _ingest_view(self, view: str, rows: list[tuple[float, int, dict[str, Any]]]) -> None:
+        self.registrations.ingest_view_rows(view, rows)  # a view row is never late (mqo.views)
+
+    def _emit(self, flush: bool = False, mark: Any = None) -> list[ResultBlock]:
+        """Emit the aggregate windows the watermark (``mark``, else the clock's now)
+        has passed (``flush``: end of input, every window holding data); with
+        aggregate views level by level, their rows fed in (:mod:`mqo.views`, rule 2):
+        the results those rows find."""
+        registrations = self.registrations
+        if not registrations.views.aggregating:
+            if not flush:
+                registrations.emit_aggregates(self.clock)
+            return []
+        if not flush and mark is None:
+            mark = self.clock.current()
+        if mark is None and not flush:
+            return []
+        plan = self.ensure_plan()
+        blocks: list[ResultBlock] = []
+        for aggregator in registrations.aggregators():
+            rows = registrations.emit_level(aggregator, self.clock, mark, flush)
+            if rows:
+                blocks += feed(registrations.views, plan, self.pipeline, rows, self._ingest_view, self.view_sink)
+        if not flush:
+            self.pipeline.release_retention(mark)  # every row still to come is at or after it (rule 3)
+        return self._join_tables(blocks)
+
+    def _join_tables(self, blocks: list[ResultBlock]) -> list[ResultBlock]:
+        """``blocks`` with the results of queries reading tables joined by key as of
+        their ts (:mod:`mqo.tables`); the rest as they are."""
+        tables = self.registrations.tables
+        return tables.join_blocks(self.ensure_plan(), blocks) if tables and blocks else blocks
+
+    def take_results(self) -> MatchBatch:
+        """The match results that rows of aggregate views emitted by :meth:`poll_aggregates`
+        or :meth:`flush` found (``push``, ``push_batch``, ``heartbeat`` and ``replay``
+        return theirs themselves), in the order found; taken once. (Not part of a
+        snapshot: take them before one.)"""
+        blocks, self._pending = self._pending, []
+        return MatchBatch(self.ensure_plan(), blocks)
 
     def _matches(self, blocks: list[ResultBlock], emit_aggregates: bool = True) -> list[Match]:
         if emit_aggregates:
-            self.registrations.emit_aggregates(self.clock)
+            blocks = blocks + self._emit()
         return MatchBatch(self.ensure_plan(), blocks).matches() if blocks else []
 
     def push(
@@ -292,11 +334,10 @@ class Matcher:
         blocks = self.pipeline.push(number, ts, values, id)
         if ingest:
             self.registrations.ingest_row(stream, ts, values, id)
-        tables = self.registrations.tables
         if self.registrations.views:
             blocks = self._derived(blocks)
             ingest = self.aggregator is not None
-        return self._matches(tables.join_blocks(self.ensure_plan(), blocks) if tables else blocks, ingest)
+        return self._matches(self._join_tables(blocks), ingest)
 
     def push_batch(self, stream: str, batch: Any) -> MatchBatch:
         """Match a batch of one stream's tuples (Arrow, pandas or a dict of columns: ``ts``,
@@ -318,9 +359,11 @@ class Matcher:
             out = MatchBatch(self.ensure_plan(), blocks)
         else:
             out = self.pipeline.push_batch(number, batch)
-        self.registrations.emit_aggregates(self.clock)
         tables = self.registrations.tables
-        return tables.join_batch(self.ensure_plan(), out) if tables else out
+        if tables:
+            out = tables.join_batch(self.ensure_plan(), out)
+        out.blocks.extend(self._emit())  # a batch emits at its end (mqo.views); joined there
+        return out
 
     def prepare(self, stream: str, batch: Any) -> PreparedBatch:
         """Decide the attribute predicates of a batch of one stream's tuples (no state
@@ -335,23 +378,39 @@ class Matcher:
         blocks) for each row visited (those late or that some query wants)."""
         self.ensure_plan()  # the pipeline runs on the current plan
         replayed = self.pipeline.replay(prepared, which, row_indexes)
-        if self.registrations.views:
-            replayed = ((j, self._derived(blocks)) for j, blocks in replayed)
-        tables = self.registrations.tables
-        if tables:
-            plan = self.ensure_plan()
-            replayed = ((j, tables.join_blocks(plan, blocks)) for j, blocks in replayed)
-        return replayed
+        if not self.registrations.views:
+            return ((j, self._join_tables(blocks)) for j, blocks in replayed) if self.registrations.tables else replayed
+        if not self.registrations.views.aggregating:
+            return ((j, self._join_tables(self._derived(blocks))) for j, blocks in replayed)
+        return self._replay_emitting(replayed, len(row_indexes))
+
+    def _replay_emitting(
+        self, replayed: Iterator[tuple[int, list[ResultBlock]]], n: int
+    ) -> Iterator[tuple[int, list[ResultBlock]]]:
+        """``replayed`` with aggregate views: their windows are emitted every
+        :data:`REPLAY_EMIT_EVERY` visited rows and at the end (when changes only which
+        row's results hold a result, not the results: :mod:`mqo.views`)."""
+        for visited, (j, blocks) in enumerate(replayed, 1):
+            out = self._join_tables(self._derived(blocks))
+            if visited % REPLAY_EMIT_EVERY == 0 and self.pipeline.replay_mark is not None:
+                # at the watermark after this row: the clock is at the last row's already
+                out += self._emit(mark=self.pipeline.replay_mark)
+            yield j, out
+        last = self._emit()
+        if last and n:
+            yield n - 1, last
 
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows not yet taken, one per (query, window, group) whose window the
         watermark has passed (also after :meth:`replay`, which emits nothing itself)."""
-        self.registrations.emit_aggregates(self.clock)
+        self._pending += self._emit()
         return self.registrations.take_aggregates()
 
     def flush(self) -> AggregateBatch:
-        """End of input: emit every window that holds data; returns every aggregate row not yet taken."""
-        self.registrations.emit_aggregates(self.clock)
+        """End of input: emit every window that holds data; returns every aggregate row
+        not yet taken (the match results aggregate views' rows find: :meth:`take_results`)."""
+        self._pending += self._emit()
+        self._pending += self._emit(flush=True)
         return self.registrations.take_aggregates(flush=True)
 
     def release(self) -> MatchBatch:
@@ -359,8 +418,7 @@ class Matcher:
         order (call it when no tuple comes: a stream may have gone idle since)."""
         plan = self.ensure_plan()
         blocks = self.pipeline.release()
-        self.registrations.emit_aggregates(self.clock)
-        return MatchBatch(plan, blocks)
+        return MatchBatch(plan, blocks + self._emit())
 
     def flush_results(self) -> MatchBatch:
         """End of input under ``emit='ordered'``: every held result, in ``ts`` order

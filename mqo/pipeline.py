@@ -56,7 +56,7 @@ from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, TupleError
 from mqo.row_layout import row_columns, row_layout
 from mqo.rows import RowBuilder
-from mqo.state import WindowState, auto_bucket_width
+from mqo.state import WindowState, auto_bucket_width, moved_state, stream_names
 from mqo.stats import Counters
 from predicates import Kind
 from predicates.catalog import StreamSchema
@@ -96,6 +96,10 @@ class Pipeline:
         self._warned_late = False
         self._keep_window = decimal_of(config.keep_window)
         self._retention = self._keep_window  # the window kept: the plan's, at least keep_window
+        # aggregate views (mqo.views, rule 3): the horizon stops at their last emission's watermark
+        self.capped = False
+        self.retention_cap: Mark | None = None
+        self.replay_mark: Mark | None = None  # a replay's watermark after the row last yielded
 
     # ------------------------------------------------------------------ plan
 
@@ -107,11 +111,11 @@ class Pipeline:
         if self.state is None:
             self.state = WindowState(len(plan.streams), width)
         real = plan.streams[: plan.n_real]  # ids are the declared streams' and the views'
-        renumbered = self.plan is not None and _names(self.plan.streams) != _names(plan.streams)
+        renumbered = self.plan is not None and stream_names(self.plan.streams) != stream_names(plan.streams)
         if renumbered:  # a view came or went: streams after it moved
             assert self.plan is not None
-            self.state = _moved_state(self.state, self.plan, plan)
-            builders = dict(zip(_names(self.plan.streams[: self.plan.n_real]), self.row_builders, strict=False))
+            self.state = moved_state(self.state, self.plan, plan)
+            builders = dict(zip(stream_names(self.plan.streams[: self.plan.n_real]), self.row_builders, strict=False))
             self.row_builders = [builders.get(schema.name) or self._builder(schema) for schema in real]
         if len(self.row_builders) != len(real):
             self.row_builders = [self._builder(schema) for schema in real]
@@ -306,6 +310,7 @@ class Pipeline:
             self._advance(marks[j])
             blocks = self._matched_row(prep, i, int(prep.flags[i]))
             self._advance(marks[j + 1])
+            self.replay_mark = marks[j + 1]
             if held is None:
                 yield j, blocks
                 continue
@@ -459,10 +464,22 @@ class Pipeline:
         if self.config.check:
             self.state._check()
 
+    def release_retention(self, mark: Mark | None) -> None:
+        """Aggregate views emitted at the watermark ``mark``: the horizon may follow it."""
+        if mark is not None:
+            self.retention_cap = (
+                mark if self.retention_cap is None else self.clock.lower(mark, self.retention_cap, True)
+            )
+            self._advance(mark)
+
     def _advance(self, mark: Mark | None) -> None:
-        """Move the retention horizon to the watermark ``mark`` and purge what falls
-        behind it."""
+        """Move the retention horizon to the watermark ``mark`` (with aggregate views:
+        no further than their last emission's) and purge what falls behind it."""
         assert self.plan is not None and self.state is not None
+        if self.capped:
+            if self.retention_cap is None or mark is None:
+                return
+            mark = self.clock.lower(mark, self.retention_cap)
         moved = self.clock.advance(self._retention, mark)
         if moved and self.state.purge(self.clock.purge_horizon()) and self.config.check:
             self.state._check()
@@ -507,6 +524,7 @@ class Pipeline:
             "order": self._order_snapshot(),
             "arrived": self.arrived,
             "held": None if self.held is None else self.held.snapshot(self.plan),
+            "retention_cap": None if self.retention_cap is None else list(self.retention_cap),
         }
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
@@ -523,6 +541,8 @@ class Pipeline:
         self.counters.load(data["counters"])
         self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
         self.arrived = data.get("arrived", self.counters.tuples)
+        cap = data.get("retention_cap")
+        self.retention_cap = None if cap is None else (float(cap[0]), int(cap[1]))
         if self.held is not None:
             self.held.load(data.get("held") or (), plan)
         elif data.get("held"):
@@ -560,23 +580,6 @@ def _renumbered(state: Mapping[str, Any], names: list[str] | None, plan: Compile
         for s, name in enumerate(wanted)
     ]
     return {**state, "streams": streams}, True
-
-
-def _names(streams: Any) -> list[str]:
-    return [schema.name for schema in streams]
-
-
-def _moved_state(state: WindowState, old: CompiledPlan, new: CompiledPlan) -> WindowState:
-    """The stored tuples of ``old``'s streams under ``new``'s numbers (by name; a
-    stream ``new`` lacks, a view removed, lets its tuples go)."""
-    number = {schema.name: s for s, schema in enumerate(new.streams)}
-    moved = WindowState(len(new.streams), state.width)
-    for s, schema in enumerate(old.streams):
-        to = number.get(schema.name)
-        if to is not None:
-            for t in state.streams[s].buckets:
-                moved.insert(StoredTuple(to, t.seq, t.row))
-    return moved
 
 
 def _late_data(late: LateTuple) -> dict[str, Any]:

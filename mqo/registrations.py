@@ -46,7 +46,7 @@ from mqo.table import (
     table_queries,
 )
 from mqo.tables import Tables
-from mqo.views import ViewGraph, check_emit, reads_of
+from mqo.views import ViewGraph, ViewRow, aggregate_rows, check_views, declare_ready, reads_of, rows_batch
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
@@ -79,7 +79,11 @@ class Registrations:
     def __init__(self, catalog: Catalog, config: MatcherConfig, pipeline: Pipeline) -> None:
         self.catalog, self.config, self.pipeline = catalog, config, pipeline
         self.registry = QueryRegistry(catalog, config.max_disjuncts)
-        self.aggregator: Aggregator | None = None
+        self.aggregator: Aggregator | None = None  # the aggregate queries over declared streams (level 0)
+        # the aggregate queries over aggregate views, by level (mqo.views, rule 1)
+        self.deeper: dict[int, Aggregator] = {}
+        # set by a runner that cannot run aggregate views (its name, for the error)
+        self.refuse_aggregate_views: str | None = None
         self.emitted = AggregateBatch()  # aggregate rows emitted and not yet taken
         self.views = ViewGraph()  # views: match queries whose results are streams (mqo.views)
         self.tables = Tables()  # tables: reference data joined by key as of ts (mqo.tables)
@@ -185,9 +189,11 @@ class Registrations:
         kinds = {RowQuery} if type(instances) is RowQueries else set(map(type, instances))
         aggregates = [q for q in instances if isinstance(q, AggregateQuery)] if AggregateQuery in kinds else []
         if aggregates:
-            if self.aggregator is None:
-                self.aggregator = Aggregator(self.catalog, self.config)
-            self.aggregator.register(aggregates, max(clock.newest, default=-math.inf))
+            by_level: dict[int, list[AggregateQuery]] = {}
+            for aq in aggregates:
+                by_level.setdefault(self.views.level(aq.stream), []).append(aq)
+            for level, queries in sorted(by_level.items()):
+                self._level_aggregator(level).register(queries, max(clock.newest, default=-math.inf))
             self.next_position += len(aggregates)
             instances = [q for q in instances if not isinstance(q, AggregateQuery)]
             if not instances:
@@ -240,10 +246,29 @@ class Registrations:
             self._streams_changed()
         self.tables.add_queries(readers)
 
+    def _level_aggregator(self, level: int) -> Aggregator:
+        """The aggregator of ``level`` (made on its first query)."""
+        if level == 0:
+            if self.aggregator is None:
+                self.aggregator = Aggregator(self.catalog, self.config)
+            return self.aggregator
+        if level not in self.deeper:
+            self.deeper[level] = Aggregator(self.catalog, self.config)
+        return self.deeper[level]
+
+    def aggregators(self) -> list[Aggregator]:
+        """Every aggregator, level by level (the order an emission runs them in)."""
+        first = [] if self.aggregator is None else [self.aggregator]
+        return first + [self.deeper[level] for level in sorted(self.deeper)]
+
+    def _aggregator_of(self, stream: str) -> Aggregator | None:
+        return self.deeper.get(level) if (level := self.views.level(stream)) else self.aggregator
+
     def _add_views(self, views: list[ViewDefinition]) -> None:
         """Declare ``views`` (their streams, after the declared ones), all or none."""
-        for view in views:
-            check_emit(self.config.emit, view)
+        check_views(
+            views, self.config.emit, len(self.catalog.names()) + len(self.registry.roles), self.refuse_aggregate_views
+        )
         added: list[ViewDefinition] = []
         try:
             for view in views:
@@ -265,16 +290,21 @@ class Registrations:
     def _streams_changed(self) -> None:
         """A view came or went: the next plan numbers the streams anew, compiled whole
         (the pipeline moves the stored tuples by name), and the fast compiler forgets
-        what it bound against the catalog."""
+        what it bound against the catalog. With an aggregate view the horizon waits for
+        its emissions from the watermark now on (:mod:`mqo.views`, rule 3)."""
         self.registry.compiler = FastCompiler(self.catalog, self.config.max_disjuncts)
         self.plan = self._previous = None
+        capped = self.views.aggregating
+        if capped and not self.pipeline.capped:
+            self.pipeline.retention_cap = self.pipeline.clock.mark
+        self.pipeline.capped = capped
 
     def readers(self, name: str) -> list[str]:
         """The ids of the queries (match, aggregate and view queries) reading stream or view ``name``."""
         lowered = name.lower()
         out = [rq.name for rq in self.registry if lowered in reads_of(rq.streams)]
-        if self.aggregator is not None:
-            out += [q for q, rec in self.aggregator.queries.items() if rec.query.stream.lower() == lowered]
+        for aggregator in self.aggregators():
+            out += [q for q, rec in aggregator.queries.items() if rec.query.stream.lower() == lowered]
         return out
 
     def remove(self, query_id: str) -> None:
@@ -285,17 +315,27 @@ class Registrations:
             if readers:
                 shown = ", ".join(readers[:10]) + (f" and {len(readers) - 10} more" if len(readers) > 10 else "")
                 raise QueryError(f"view {query_id} is read by {shown}; unregister those first", None, None)
-            self.registry.remove(query_id)
+            if view.aggregate:
+                self._unregister_aggregate(query_id)
+            else:
+                self.registry.remove(query_id)
             self._drop_views([view])
             return
-        if self.aggregator is not None and query_id in self.aggregator.queries:
-            self.aggregator.unregister(query_id)
+        if any(query_id in aggregator.queries for aggregator in self.aggregators()):
+            self._unregister_aggregate(query_id)
             return
         if query_id not in self.registry:
             raise KeyError(f"no query with id {query_id!r} is registered")
         self.registry.remove(query_id)
         self.tables.remove_query(query_id)
         self.plan = None
+
+    def _unregister_aggregate(self, query_id: str) -> None:
+        for level, aggregator in [(0, self.aggregator), *self.deeper.items()]:
+            if aggregator is not None and query_id in aggregator.queries:
+                aggregator.unregister(query_id)
+                if level and not len(aggregator):
+                    del self.deeper[level]
 
     def _check_not_frozen(self) -> None:
         if self.frozen:
@@ -307,8 +347,12 @@ class Registrations:
             )
 
     def ids(self) -> list[str]:
-        aggregates = list(self.aggregator.queries) if self.aggregator is not None else []
-        return list(self.registry.queries) + aggregates
+        return list(self.registry.queries) + [q for aggregator in self.aggregators() for q in aggregator.queries]
+
+    def output_aggregates(self) -> list[AggregateQuery]:
+        """The aggregate queries whose rows are output (every level's; not the aggregate views')."""
+        views = {view.name for view in self.views}
+        return [r.query for a in self.aggregators() for name, r in a.queries.items() if name not in views]
 
     def register_streams(self, ddl: str, source_name: str) -> list[str]:
         """Declare streams from DDL; their names. The next plan is compiled whole."""
@@ -357,13 +401,21 @@ class Registrations:
     # -------------------------------------------------------------- aggregates
 
     def aggregating(self, stream: str) -> bool:
-        return self.aggregator is not None and stream.lower() in self.aggregator.streams()
+        aggregator = self._aggregator_of(stream)
+        return aggregator is not None and stream.lower() in aggregator.streams()
 
     def ingest(self, stream: str, batch: Any, late_of: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         """A batch of ``stream``'s tuples for the aggregate queries (``late_of``: which
-        rows are late, by their ts)."""
-        assert self.aggregator is not None
-        self.aggregator.ingest(stream, batch, late_of=late_of)
+        rows are late, by their ts), in the aggregator of the stream's level."""
+        aggregator = self._aggregator_of(stream)
+        assert aggregator is not None
+        aggregator.ingest(stream, batch, late_of=late_of)
+
+    def ingest_view_rows(self, view: str, rows: list[tuple[float, int, dict[str, Any]]]) -> None:
+        """A view's rows of one generation (ts, id, values), never late (:mod:`mqo.views`), as one batch."""
+        if not rows or not self.aggregating(view):
+            return
+        self.ingest(view, rows_batch(self.catalog.require(view), rows))
 
     def ingest_row(self, stream: str, ts: Any, values: Mapping[str, Any] | None, id: int | None) -> None:
         """One tuple of ``stream``, not late, for the aggregate queries."""
@@ -374,15 +426,32 @@ class Registrations:
 
     def emit_aggregates(self, clock: Clock) -> None:
         """Windows ending before the watermark can get no more tuples that are not
-        late: emit them (against the watermark exactly, as the clock keeps it)."""
+        late: emit them (against the watermark exactly, as the clock keeps it).
+        (Without aggregate views: with them, :meth:`mqo.Matcher` emits level by level.)"""
+        assert not self.views.aggregating
         if self.aggregator is not None:
             mark = clock.current()
             if mark is not None:
                 self.emitted.extend(self.aggregator.emit(*clock.exact(mark)))
 
+    def emit_level(self, aggregator: Aggregator, clock: Clock, mark: Any, flush: bool) -> list[ViewRow]:
+        """One level's emission at the watermark ``mark`` (``flush``: end of input,
+        every window holding data): its rows of aggregate views, in the order they are
+        fed (:func:`mqo.views.aggregate_rows`); the others join the rows to take."""
+        batch = aggregator.flush() if flush else aggregator.emit(*clock.exact(mark))
+        own: list[Any] = []
+        for part in batch.parts:
+            kept = []
+            for chunk in part:
+                view = self.views.get(chunk.query)
+                (own if view is not None and view.name == chunk.query else kept).append(chunk)
+            self.emitted.extend(AggregateBatch([kept]))
+        return aggregate_rows(self.views, own)
+
     def take_aggregates(self, flush: bool = False) -> AggregateBatch:
-        """The aggregate rows emitted and not yet taken; ``flush``: end of input first."""
-        if flush and self.aggregator is not None:
+        """The aggregate rows emitted and not yet taken; ``flush``: end of input first
+        (without aggregate views: with them, :meth:`mqo.Matcher.flush` emits)."""
+        if flush and self.aggregator is not None and not self.views.aggregating:
             self.emitted.extend(self.aggregator.flush())
         out, self.emitted = self.emitted, AggregateBatch()
         return out
@@ -402,10 +471,17 @@ class Registrations:
                 "texts": [t.definition.text for t in self.tables.tables.values()],
                 "versions": self.tables.snapshot(),
             }
+        if self.deeper:  # the aggregate queries over aggregate views, by level
+            data["deeper_aggregates"] = [
+                [level, aggregate_snapshot(aggregator, AggregateBatch())] for level, aggregator in self.deeper.items()
+            ]
         if queries:
             data["ddl"] = self.catalog.ddl()
             data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
             data["queries"], data["tables"] = self._query_entries()
+            # aggregate views: declared on restore as soon as their input is (their
+            # queries and state come back with their level's aggregator)
+            data["aggregate_views"] = [view.text for view in self.views if view.aggregate]
         return data
 
     def _query_entries(self) -> tuple[list[tuple[str, str, float | str]], list[dict[str, Any]]]:
@@ -449,7 +525,15 @@ class Registrations:
         close_run()
         return texts, tables
 
-    def _restore_texts(self, entries: Sequence[tuple[str, str, float | str]]) -> None:
+    def _restore_texts(self, entries: Sequence[tuple[str, str, float | str]], views: list[str]) -> None:
+        """Match query entries in order; each of the aggregate views' texts ``views``
+        (taken from the list) is declared as soon as the streams it reads are."""
+        if views:
+            for k in range(len(entries) + 1):
+                self._declare_ready(views)
+                if k < len(entries):
+                    self._restore_texts(entries[k : k + 1], [])
+            return
         if not entries:
             return
         instances = self.compile_texts([text for _, text, _ in entries], "<snapshot>", check_names=False)
@@ -469,6 +553,12 @@ class Registrations:
         queries = compile_table(self.registry.compiler, template, columns, names, compile_text)
         self.add(queries, _since_value(table["since"]))
 
+    def _declare_ready(self, views: list[str]) -> None:
+        """Declare the aggregate views (texts, leaving ``views``) whose input is declared."""
+        declare_ready(
+            views, lambda text: self.compile_texts([text], "<snapshot>", check_names=False)[0], self._add_views
+        )
+
     def restore(self, snapshot: Mapping[str, Any], like: Registrations | None) -> CompiledPlan:
         """Take the queries of ``snapshot`` (or share ``like``'s); the plan they make."""
         if like is None:
@@ -477,15 +567,19 @@ class Registrations:
             if tables is not None:
                 self.add(self.compile_texts(list(tables["texts"]), "<snapshot>", check_names=False))
             entries, start = snapshot["queries"], 0
+            views = list(snapshot.get("aggregate_views", ()))
             for table in [*snapshot.get("tables", ()), None]:  # in registration order
                 stop = len(entries) if table is None else table["at"]
-                self._restore_texts(entries[start:stop])
+                self._restore_texts(entries[start:stop], views)
                 start = stop
                 if table is not None:
                     self._restore_table(table)
             if tables is not None:
                 self.tables.load(tables["versions"])
             self._version += 1
+            self._declare_ready(views)
+            if views:
+                raise QueryError(f"the snapshot's view cannot be declared: {views[0]}", None, None)
             plan = self.plan = self._previous = compile_plan(self.registry, self._version)
         else:
             if like.views:  # (the views' row ids and streams would be shared by matchers that diverge)
@@ -503,6 +597,8 @@ class Registrations:
             self.aggregator, self.emitted = restore_aggregator(
                 snapshot["aggregates"], self.catalog, self.config, compile_texts
             )
+        for level, data in snapshot.get("deeper_aggregates", ()):
+            self.deeper[int(level)] = restore_aggregator(data, self.catalog, self.config, compile_texts)[0]
         return plan
 
 
@@ -514,8 +610,10 @@ class _Taken:
         self.registrations = registrations
 
     def __contains__(self, name: object) -> bool:
-        aggregator = self.registrations.aggregator
-        return name in self.registrations.registry.queries or (aggregator is not None and name in aggregator.queries)
+        registrations = self.registrations
+        return name in registrations.registry.queries or any(
+            name in aggregator.queries for aggregator in registrations.aggregators()
+        )
 
 
 @contextmanager

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexes.covering import is_null
 from indexes.stored import StoredTuple
 from indexes.time_buckets import TimeBuckets
 from indexes.value_index import ValueIndex
+
+if TYPE_CHECKING:
+    from mqo.plan import CompiledPlan
 
 DEFAULT_BUCKETS_PER_WINDOW = 4
 
@@ -134,3 +137,21 @@ class WindowState:
                 assert {id(t) for t in index} <= members, "value index holds a tuple the buckets do not"
                 expected = sum(1 for t in store.buckets if not is_null(t.row[index.position]))
                 assert len(index) == expected, "value index misses stored tuples"
+
+
+def stream_names(streams: Any) -> list[str]:
+    """The names of a plan's stream schemas."""
+    return [schema.name for schema in streams]
+
+
+def moved_state(state: WindowState, old: CompiledPlan, new: CompiledPlan) -> WindowState:
+    """The stored tuples of ``old``'s streams under ``new``'s numbers (by name; a
+    stream ``new`` lacks, a view removed, lets its tuples go)."""
+    number = {schema.name: s for s, schema in enumerate(new.streams)}
+    moved = WindowState(len(new.streams), state.width)
+    for s, schema in enumerate(old.streams):
+        to = number.get(schema.name)
+        if to is not None:
+            for t in state.streams[s].buckets:
+                moved.insert(StoredTuple(to, t.seq, t.row))
+    return moved

@@ -114,6 +114,7 @@ class Service:
                 self.matcher.set_idle(name)
         self.matcher.late_sink = self._late.append
         self.matcher.refuse_tables("mqo serve --http")  # (no route puts table rows yet)
+        self.matcher.registrations.refuse_aggregate_views = "mqo serve --http"
         for record in records:
             self._apply(record)
         self._sample(time.monotonic())

@@ -186,7 +186,7 @@ def run_match(
     started = time.perf_counter()
     late_path, rejects_path = side_paths(output, late_path, rejects_path)
     named = [("the output", output, False), ("the late-tuple file", late_path, True)]
-    aggregates = [aq.query for aq in matcher.aggregator.queries.values()] if matcher.aggregator is not None else []
+    aggregates = matcher.registrations.output_aggregates()  # (an aggregate view's rows are no output)
     separate = bool(aggregates) and fmt != "jsonl"
     if separate:
         aggregates_path = aggregate_writers.aggregates_path(output, fmt, aggregates_path)
@@ -343,6 +343,10 @@ def match_all(
     flush()
     if aggregating and not stopped:
         emitted = aggregate_writers.in_file_order(matcher.flush() if end_of_input else matcher.poll_aggregates())
+        found = matcher.take_results()  # what aggregate views' rows emitted just now found
+        if len(found):
+            with stop.writing():
+                summary.results += writer.write_batch(found)
         with stop.writing():
             if aggregate_writer is None or aggregate_writer is writer:
                 summary.results += writer.write_aggregates(emitted)

@@ -203,6 +203,7 @@ class LocalService:
             )
             self.state = ServeState()
         self.matcher.refuse_tables("mqo serve")  # (no table rows come to a service yet)
+        self.matcher.registrations.refuse_aggregate_views = "mqo serve"  # (their rows come behind the watermark)
         unknown = [s for s in self.inputs if self.matcher.catalog.get(s) is None]
         if unknown:
             raise CliError(f"--input {unknown[0]}=...: the schema declares no stream {unknown[0]!r}")

@@ -18,7 +18,7 @@ from tests.conftest import REPO
 duckdb = pytest.importorskip("duckdb")
 
 EXAMPLES = REPO / "examples" / "nexmark"
-QUERY_FILES = ("q1.mqo", "q2.mqo", "q3.mqo", "q5.mqo", "q7.mqo")
+QUERY_FILES = ("q1.mqo", "q2.mqo", "q3.mqo", "q5.mqo", "q7.mqo", "q8.mqo")
 OUT_OF_ORDER = 0.5
 
 
@@ -118,7 +118,9 @@ def _windows(slide_ms: int, range_ms: int) -> str:
 
 
 def test_every_query_reports(nexmark: dict[str, Any]) -> None:
-    assert set(nexmark["rows"]) == {"q1", "q2", "q3", "q5", "q5_hot", "q5_cooled", "q7", "q7_changed"}
+    assert set(nexmark["rows"]) == {
+        *("q1", "q2", "q3", "q5", "q5_hot", "q5_cooled", "q5_hottest", "q7", "q7_changed", "q7_bids", "q8")
+    }
     # Parquet inputs give the same rows as CSV inputs
     assert sorted(map(json.dumps, nexmark["csv"])) == sorted(map(json.dumps, nexmark["parquet"]))
 
@@ -206,3 +208,46 @@ def test_q7_highest_bid(nexmark: dict[str, Any]) -> None:
         sorted((round(r["window_end"] / 2), r["values"]["highest"]) for r in nexmark["rows"]["q7_changed"]) == changed
     )
     assert len(changed) < len(_sql(nexmark, highest))  # fewer rows than every window
+
+
+def test_q5_hottest_auctions_through_views(nexmark: dict[str, Any]) -> None:
+    """Q5 whole: per window, the auctions whose bid count is the window's largest."""
+    counts = f"SELECT k, auction, count(*) AS n FROM ({_windows(5000, 10000)}) GROUP BY k, auction"
+    want = _sql(
+        nexmark,
+        f"WITH c AS ({counts}) SELECT k, auction, n FROM c WHERE n = (SELECT max(n) FROM c AS d WHERE d.k = c.k)",
+    )
+    got = sorted(
+        (round(r["ts"] / 5), r["values"]["c.auction"], r["values"]["c.bids"]) for r in nexmark["rows"]["q5_hottest"]
+    )
+    assert got == want and got
+
+
+def test_q7_bids_that_made_the_highest_price(nexmark: dict[str, Any]) -> None:
+    """Q7 whole: the bids whose price is their 10 s window's highest (ts: the window's end)."""
+    want = _sql(
+        nexmark,
+        f"WITH w AS ({_windows(10000, 10000)}) SELECT k, id, auction, bidder, price FROM w"
+        " WHERE price = (SELECT max(price) FROM w AS v WHERE v.k = w.k)",
+    )
+    got = sorted(
+        (round(r["ts"] / 10), r["ids"]["B"], r["values"]["B.auction"], r["values"]["B.bidder"], r["values"]["B.price"])
+        for r in nexmark["rows"]["q7_bids"]
+    )
+    assert got == want and got
+
+
+def test_q8_new_users(nexmark: dict[str, Any]) -> None:
+    """Q8: the persons who joined and opened an auction in the same 10 s window."""
+    window = "(ts_ms + 9999) // 10000"
+    want = _sql(
+        nexmark,
+        f"SELECT p.k, p.id, p.name, count(*) FROM (SELECT {window} AS k, id, name FROM person) p"
+        f" JOIN (SELECT {window} AS k, seller FROM auction) a ON a.k = p.k AND a.seller = p.id"
+        " GROUP BY p.k, p.id, p.name",
+    )
+    got = sorted(
+        (round(r["ts"] / 10), r["values"]["p.person"], r["values"]["p.name"], r["values"]["s.auctions"])
+        for r in nexmark["rows"]["q8"]
+    )
+    assert got == want and got

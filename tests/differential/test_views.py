@@ -129,6 +129,11 @@ def graphs(draw: Any) -> Graph:
     return g
 
 
+def _views_at(ops: list[tuple[str, Any]]) -> int:
+    """Where the views created mid-stream are now."""
+    return next(i for i, op in enumerate(ops) if op[0] == "views")
+
+
 @st.composite
 def workloads(draw: Any) -> tuple[Graph, list[tuple[str, Any]], Fraction]:
     """A graph, and operations: tuples (with late ones when there is lateness),
@@ -156,7 +161,8 @@ def workloads(draw: Any) -> tuple[Graph, list[tuple[str, Any]], Fraction]:
     for q in g.readers:
         needs_late = any(s in late_names for _, s in q.sources)
         if needs_late or draw(st.booleans()):  # registered mid-stream
-            first = at + 1 if needs_late and late_views else 0
+            # (after the views, wherever earlier insertions moved them)
+            first = _views_at(ops) + 1 if needs_late and late_views else 0
             ops.insert(draw(st.integers(first, len(ops))), ("register", q))
     removed = [q for q in g.readers if draw(st.booleans())]
     for q in removed:

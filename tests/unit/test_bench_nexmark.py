@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from experiments import bench_nexmark
-from experiments.bench_nexmark import FAMILIES, draw_variants, result_key
+from experiments.bench_nexmark import FAMILIES, draw_variants, query_file, result_key
 from experiments.nexmark import DDL
 from mqo import Matcher
 
@@ -21,8 +21,12 @@ def test_variants_register_with_mqo_and_vary() -> None:
     variants = draw_variants(42, 20000, np.random.default_rng(3))
     assert Counter(v.family for v in variants) == {"q2": 11, "q3": 11, "q5": 10, "q7": 10}
     m = Matcher(DDL)
-    m.register_queries("\n".join(v.mqo() for v in variants))
-    assert sorted(m.query_ids) == sorted(v.qid for v in variants)
+    m.register_queries(query_file(variants))
+    # Q5's and Q7's variants read aggregate views, one per window (and channel), shared
+    views = {v.qid: v.views() for v in variants}
+    assert sorted(set(m.query_ids) - set(m.views)) == sorted(views)
+    assert sorted(m.views) == sorted({name for per in views.values() for name, _ in per})
+    assert len(m.views) < sum(len(per) for per in views.values())
     # the parameters differ between the variants of a family
     assert len({tuple(v.auctions) for v in variants if v.family == "q2"}) > 5
     assert len({(tuple(v.states), v.category, v.window) for v in variants if v.family == "q3"}) > 5
@@ -35,6 +39,8 @@ def test_result_key_tells_results_apart() -> None:
     assert result_key(match) == result_key({**match, "ts": 1.5000000001})  # JSON's float text
     assert result_key(match) != result_key({**match, "ids": {"B": 4}})
     assert result_key(match) != result_key({**match, "values": {"B.auction": 1000, "B.price": 8}})
+    # a view row's id is mqo's numbering, which the SQL side does not have
+    assert result_key({**match, "ids": {"B": 3, "h": 17}}) == result_key(match)
     row = {"query": "q7_1", "window_start": 0.0, "window_end": 10.0, "group": {}, "values": {"highest": 5, "bids": 2}}
     assert result_key(row) == result_key({k: v for k, v in row.items() if k not in ("group", "window_start")})
     assert result_key(row) != result_key({**row, "window_end": 12.0})
@@ -42,7 +48,7 @@ def test_result_key_tells_results_apart() -> None:
 
 def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
     pytest.importorskip("duckdb")
-    args = ["--events", "6000", "--queries", "16", "--sample", "2", "--out", str(tmp_path)]
+    args = ["--events", "6000", "--queries", "16", "--sample", "2", "--no-spark", "--out", str(tmp_path)]
     assert bench_nexmark.main(args) == 0
     table = (tmp_path / "nexmark.md").read_text()
     assert "16 queries, 6,000 events" in table
@@ -51,3 +57,15 @@ def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
     assert table.count("| >= 20x |") == table.count("| >= 2x |") == 2  # all queries, and without Q5
     assert "8 queries timed" in table  # two per family, scaled
     assert "each family alone: q2" in table and "most self time over all queries (cProfile)" in table
+
+
+@pytest.mark.spark
+def test_tiny_run_with_spark_agrees(tmp_path: Path) -> None:
+    """Spark SQL's per-query and set-based jobs write mqo's rows (the run stops otherwise)."""
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyspark")
+    args = ["--events", "4000", "--queries", "8", "--sample", "1", "--spark", "--out", str(tmp_path)]
+    assert bench_nexmark.main(args) == 0
+    table = (tmp_path / "nexmark.md").read_text()
+    assert "Spark SQL (local, every core), one job per query" in table and "set-based Spark SQL" in table
+    assert table.count("| >= 20x |") == 3 and table.count("| >= 2x |") == 3

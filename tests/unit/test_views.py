@@ -121,3 +121,16 @@ def test_a_view_created_while_tuples_flow_keeps_the_stored_tuples() -> None:
     readers = sorted(feed(alone, 20, start=10))
     assert sorted(r for r in later if r[0] != "rise") == readers
     assert {q for q, _, _ in readers} == {"fast", "pj"}
+
+
+def test_a_plan_holds_at_most_63_streams() -> None:
+    """Views are streams of the plan, whose stream masks are 64-bit: past 63 streams a
+    registration is refused with an error naming the view, and nothing of it stays."""
+    m = mqo.Matcher("REGISTER STREAM B (x INTEGER); REGISTER STREAM H (x INTEGER);")
+    m.register_queries([f"CREATE VIEW v{k} AS SELECT B.x AS x FROM B WHERE B.x > {k};" for k in range(60)])
+    texts = [f"CREATE VIEW w{k} AS SELECT H.x AS x FROM H;" for k in range(3)]
+    with pytest.raises(mqo.QueryError, match=r"view w1 would make 65 streams .* at most 63"):
+        m.register_queries(texts)
+    assert len(m.views) == 60 and m.catalog.get("w0") is None
+    m.register_queries(texts[:1])
+    assert m.push("B", 1.0, {"x": 5}) == [] and len(m.views) == 61

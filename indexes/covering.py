@@ -380,10 +380,18 @@ class CoveringList:
 
 
 def kernel_form(sat: Satisfied, op: str, n: int) -> tuple[int, int]:
-    """A ``(lo, hi, negated)`` answer as the kernels' ``(lo, hi)``."""
-    lo, hi, _ = sat
+    """A ``(lo, hi, negated)`` answer as the kernels' ``(lo, hi)``: NOTHING (a NULL)
+    is ``lo = NULL``, which fails every predicate whatever the operator; a list
+    compared as it is (strings, booleans: one position) answers ``!=`` not negated,
+    satisfied or not."""
+    lo, hi, negated = sat
+    if sat == NOTHING:
+        return NULL, 0
     if op in ("<", "<="):
         return lo, n
     if op in (">", ">="):
         return 0, hi
+    if op == "!=" and not negated:
+        # satisfied [lo, hi), which touches an end: the rest is the one run that fails
+        return (hi, n) if lo == 0 else (0, lo)
     return lo, hi

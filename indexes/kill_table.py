@@ -17,13 +17,15 @@ stays bounded for long lists:
 
 each stored every ``stride`` positions and completed with at most ``stride - 1`` ORs.
 With ``stride`` s: memory O((n / s) * q / 8) bytes for q query slots, time O(s) ORs per
-lookup. ``stride`` is chosen as the smallest power of two that keeps the tables under
-``budget_bits``.
+lookup. ``stride`` is chosen as the smallest power of two that keeps a table under
+``budget_bits``. The tables are built in one numba pass over the list's users (the
+batch kernels' checkpoint rows, :mod:`indexes.kernels`) and read as Python ints, each
+row converted when first needed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -49,57 +51,73 @@ def mask_of_flags(selected: np.ndarray) -> int:
 
 
 class KillTable:
-    __slots__ = ("_mask", "_masks", "_prefix", "_suffix", "any_user", "n", "stride")
+    """One list's prefix and suffix tables. The checkpoint rows are built as ``uint64``
+    words by one kernel pass over the list's users (:func:`indexes.kernels.build_checkpoints`)
+    and become Python ints when first read: built in Python, a list of 20,000
+    positions at 20,000 slots took ~35 ms, paid by the tuple that first met the list."""
+
+    __slots__ = ("_ints", "_mask", "_offsets", "_tables", "_users", "any_user", "n", "stride")
 
     def __init__(self, users: Sequence[int], slot_bits: int = 0, budget_bits: int = DEFAULT_BUDGET_BITS) -> None:
-        masks = list(users)
-        self._masks: list[int] | None = masks
-        self._build(len(masks), masks.__getitem__, slot_bits, budget_bits)
+        masks = [int(m) for m in users]
+        per_position = [[q for q in range(m.bit_length()) if m >> q & 1] for m in masks]
+        offsets = np.zeros(len(masks) + 1, np.int64)
+        offsets[1:] = np.cumsum([len(p) for p in per_position], dtype=np.int64)
+        flat = np.array([q for p in per_position for q in p], np.int32)
+        slot_bits = max(slot_bits, max((m.bit_length() for m in masks), default=0))
+        self._build(offsets, flat, slot_bits, budget_bits)
 
     @classmethod
     def from_csr(
         cls, offsets: np.ndarray, flat: np.ndarray, slot_bits: int, budget_bits: int = DEFAULT_BUDGET_BITS
     ) -> KillTable:
-        """Users of position p are ``flat[offsets[p]:offsets[p + 1]]`` (slot numbers);
-        their masks are made when needed instead of being stored."""
+        """Users of position p are ``flat[offsets[p]:offsets[p + 1]]`` (slot numbers)."""
         table = cls.__new__(cls)
-        table._masks = None
-        starts = offsets.tolist()
-        users = flat.tolist()
-
-        def mask(p: int) -> int:
-            return mask_of(users[starts[p] : starts[p + 1]])
-
-        table._build(len(starts) - 1, mask, slot_bits, budget_bits)
+        offsets, flat = np.ascontiguousarray(offsets, np.int64), np.ascontiguousarray(flat, np.int32)
+        table._build(offsets, flat, slot_bits, budget_bits)
         return table
 
-    def _build(self, n: int, mask: Callable[[int], int], slot_bits: int, budget_bits: int) -> None:
-        self._mask = mask
+    def _build(self, offsets: np.ndarray, flat: np.ndarray, slot_bits: int, budget_bits: int) -> None:
+        from indexes.kernels import build_checkpoints  # numba, on first use
+
+        n = len(offsets) - 1
         self.n = n
         width = max(1, slot_bits)
         stride = 1
         while (n // stride + 2) * width > budget_bits and stride < n:
             stride *= 2
         self.stride = stride
-        prefix = [0]
-        acc = 0
-        position_masks = [mask(p) for p in range(n)] if self._masks is None and stride == 1 else None
-        get = position_masks.__getitem__ if position_masks is not None else mask
-        for i in range(n):
-            acc |= get(i)
-            if (i + 1) % stride == 0:
-                prefix.append(acc)
-        self._prefix = prefix  # _prefix[j] = OR of users[0 : j * stride]
-        self.any_user = acc
-        suffix = [0] * (n // stride + 1)
-        acc = 0
-        for j in range(n // stride, -1, -1):
-            for p in range(j * stride, min(n, (j + 1) * stride)):
-                acc |= get(p)
-            suffix[j] = acc
-        self._suffix = suffix  # _suffix[j] = OR of users[j * stride : n]
-        if position_masks is not None:
-            self._mask = position_masks.__getitem__
+        words = max(1, (width + 63) // 64)
+        # [prefix rows, suffix rows]: prefix row j = OR of users[0 : j * stride],
+        # suffix row j = OR of users[j * stride : n]
+        self._tables = (
+            build_checkpoints(offsets, flat, n, stride, words, False),
+            build_checkpoints(offsets, flat, n, stride, words, True),
+        )
+        self._ints: dict[tuple[int, int], int] = {}
+        self._offsets = offsets
+        self._users = flat
+        self.any_user = self._row(1, 0)
+
+        starts: list[int] | None = None
+        slots: list[int] | None = None
+
+        def mask(p: int) -> int:
+            nonlocal starts, slots
+            if starts is None:
+                starts, slots = self._offsets.tolist(), self._users.tolist()
+            assert slots is not None
+            return mask_of(slots[starts[p] : starts[p + 1]])
+
+        self._mask = mask
+
+    def _row(self, side: int, j: int) -> int:
+        """Checkpoint row ``j`` of the prefix (``side`` 0) or suffix (1) table as an int."""
+        key = (side, j)
+        found = self._ints.get(key)
+        if found is None:
+            found = self._ints[key] = int.from_bytes(self._tables[side][j].astype("<u8").tobytes(), "little")
+        return found
 
     @property
     def users(self) -> list[int]:
@@ -109,7 +127,7 @@ class KillTable:
     def prefix(self, i: int) -> int:
         """OR of the users of positions [0, i)."""
         j, r = divmod(i, self.stride)
-        acc = self._prefix[j]
+        acc = self._row(0, j)
         base = j * self.stride
         mask = self._mask
         for p in range(base, base + r):
@@ -122,8 +140,8 @@ class KillTable:
             return 0
         j, r = divmod(i, self.stride)
         if r == 0:
-            return self._suffix[j]
-        acc = self._suffix[j + 1] if (j + 1) * self.stride < self.n else 0
+            return self._row(1, j)
+        acc = self._row(1, j + 1) if (j + 1) * self.stride < self.n else 0
         mask = self._mask
         for p in range(i, min(self.n, (j + 1) * self.stride)):
             acc |= mask(p)

@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from indexes.covering import NOTHING
+from indexes.covering import kernel_form
 from indexes.exact import EXACT_INTEGERS
-from indexes.kernel_modes import NULL
 from indexes.kill_bitsets import bitset_of, bitset_to_int, is_view_at, set_bits, words_for
 from mqo.batch_input import EXACT, NUMERIC
 from mqo.plan import CompiledPlan
@@ -349,13 +348,6 @@ def _ranges(lst: Any, layout: RowLayout, ts: np.ndarray, ids: np.ndarray, column
     hi = np.empty(n, np.int64)
     op = lst.key.op
     for i in range(n):
-        a, b, negated = lst.covering.satisfied(left[i]) if right is None else lst._pair(left[i], right[i])
-        if (a, b, negated) == NOTHING and op != "=":
-            lo[i], hi[i] = NULL, 0
-        elif op in ("<", "<="):
-            lo[i], hi[i] = a, lst.n
-        elif op in (">", ">="):
-            lo[i], hi[i] = 0, b
-        else:
-            lo[i], hi[i] = a, b
+        sat = lst.covering.satisfied(left[i]) if right is None else lst._pair(left[i], right[i])
+        lo[i], hi[i] = kernel_form(sat, op, lst.n)
     return lo, hi

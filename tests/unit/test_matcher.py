@@ -233,6 +233,23 @@ def test_nulls_and_nan_match_nothing(thesis_ddl):
     assert len(m.push("B", 4, {"pressure": 1})) == 2
 
 
+@pytest.mark.parametrize("op", ["!=", "=", "<", ">="])
+def test_two_text_columns_of_one_tuple_compare_as_written(op):
+    """``B.tag != B.kind`` holds for 'a' and 'b': a comparison of two columns of one
+    tuple compared as they are (texts, booleans) is decided as the other predicates,
+    pushed one by one and in a batch, and a NULL side holds for no operator."""
+    holds = {"!=": (True, False, True), "=": (False, True, False), "<": (True, False, False), ">=": (False, True, True)}
+    pairs = [("a", "b"), ("c", "c"), ("d", "c")]
+    m = mqo.Matcher("REGISTER STREAM B (x FLOAT, tag STRING, kind STRING);", missing="null")
+    m.register_query(f"Query ID: q\nSELECT * FROM B WHERE B.tag {op} B.kind")
+    one = [bool(m.push("B", float(k), {"x": 1.0, "tag": tag, "kind": kind})) for k, (tag, kind) in enumerate(pairs)]
+    assert one == list(holds[op])
+    batch = {"ts": [10.0, 11.0, 12.0, 13.0], "x": [1.0] * 4, "tag": [p[0] for p in pairs] + [None]}
+    batch["kind"] = [p[1] for p in pairs] + ["z"]
+    found = sorted(r.ids["B"] for r in m.push_batch("B", batch).matches())
+    assert found == [3 + k for k, ok in enumerate(holds[op]) if ok]
+
+
 def test_ids_are_given_or_counted_per_stream(thesis_ddl):
     m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")

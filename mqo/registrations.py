@@ -19,7 +19,7 @@ import dataclasses
 import gc
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -91,11 +91,11 @@ class Registrations:
 
     # --------------------------------------------------------------- compiling
 
-    def compile_texts(self, sources: list[str], source_name: str, check_names: bool = True) -> list[Query]:
+    def compile_texts(self, sources: list[str], source_name: str, check_names: bool = True) -> Sequence[Query]:
         """Compile query texts (each may hold many queries) through the one compile
         entry, numbered from the next position, all or nothing. ``check_names``: no id
         may be registered already or given twice."""
-        instances: list[Query] = predicates.compile_many(
+        instances: Sequence[Query] = predicates.compile_many(
             sources,
             self.catalog,
             source_name=source_name,
@@ -105,7 +105,7 @@ class Registrations:
             compiler=self.registry.compiler,
         )
         if check_names and len(sources) > 1:
-            repeated = first_repeated(q.name for q in instances)
+            repeated = first_repeated(instances.names if type(instances) is RowQueries else (q.name for q in instances))
             if repeated is not None:
                 raise QueryError(f"query id {repeated} is given twice", None, None)
         return instances
@@ -128,7 +128,7 @@ class Registrations:
                 instances = [_renamed(instances[0], query_id)]
             self.add(instances)
         release_freed_memory(len(instances))
-        return [inst.name for inst in instances]
+        return list(instances.names) if type(instances) is RowQueries else [inst.name for inst in instances]
 
     def register_table(self, template: str, table: Any, id_column: str | None, source_name: str) -> list[str]:
         """One match query per row of ``table`` (see :meth:`mqo.Matcher.register_table`)."""
@@ -461,6 +461,14 @@ class _Taken:
     def __contains__(self, name: object) -> bool:
         aggregator = self.registrations.aggregator
         return name in self.registrations.registry.queries or (aggregator is not None and name in aggregator.queries)
+
+    def isdisjoint(self, names: Iterable[str]) -> bool:
+        """Whether none of ``names`` is registered (in C: a million names at once)."""
+        names = names if isinstance(names, list) else list(names)
+        aggregator = self.registrations.aggregator
+        return self.registrations.registry.queries.keys().isdisjoint(names) and (
+            aggregator is None or aggregator.queries.keys().isdisjoint(names)
+        )
 
 
 @contextmanager

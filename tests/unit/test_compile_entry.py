@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import predicates
 from predicates import Catalog, QueryError, compile_queries
-from predicates.records import from_normalized
+from predicates.records import CompiledQuery, from_normalized
 from predicates.templates import FastCompiler
 from tests.unit.test_golden import CASES, schema_for
 from tests.unit.test_templates import DDL, summary
@@ -69,8 +69,8 @@ AGGREGATE = "SELECT B.alert, AVG(B.pressure) FROM B [RANGE 10 SLIDE 5] WHERE B.t
 
 
 def test_many_texts_compile_as_each_in_turn():
-    """compile_many numbers on from text to text, takes the flat ones first, and names
-    a text's error by its place in the list."""
+    """compile_many numbers on from text to text, reads the plain ones from templates,
+    and names a text's error by its place in the list."""
     catalog = Catalog.from_ddl(DDL)
     texts = [FLAT.format(1), f"Query ID: q\n{FLAT.format(2)}", f"{FLAT.format(3)};\n{FLAT.format(4)};",
              AGGREGATE.format(5), FLAT.format(6), "Query ID: 9\n" + FLAT.format(7), FLAT.format(8)]  # fmt: skip
@@ -82,7 +82,7 @@ def test_many_texts_compile_as_each_in_turn():
             want += predicates.front_end(text, catalog, first_position=position)
             position = 3 + len(want)
         assert [q.name for q in got] == ["3", "q", "5", "6", "7", "8", "9", "10"]
-        assert [type(q) for q in got] == [type(q) for q in want]
+        assert [isinstance(q, CompiledQuery) for q in got] == [isinstance(q, CompiledQuery) for q in want]
         assert [summary(q) for q in got if q.name != "7"] == [summary(q) for q in want if q.name != "7"]
     compiler = FastCompiler(catalog)
     with pytest.raises(QueryError, match="already registered") as taken:

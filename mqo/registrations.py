@@ -36,20 +36,18 @@ from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
 from mqo.registry import QueryRegistry, RegisteredRow
-from mqo.table import (
-    RowQueries,
-    RowQuery,
+from mqo.views import ViewGraph, check_emit, reads_of
+from predicates import Catalog, QueryError
+from predicates.aggregate import AggregateQuery
+from predicates.entry import looks_aggregate
+from predicates.records import CompiledQuery, RowQueries, RowQuery
+from predicates.table import (
     block_template,
     compile_table,
     first_repeated,
     parse_template,
     table_queries,
 )
-from mqo.views import ViewGraph, check_emit, reads_of
-from predicates import Catalog, QueryError
-from predicates.aggregate import AggregateQuery
-from predicates.entry import looks_aggregate
-from predicates.records import CompiledQuery
 from predicates.templates import FastCompiler
 from predicates.views import ViewDefinition
 

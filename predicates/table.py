@@ -19,8 +19,9 @@ divisor, a window length) is **structural**: the rows are grouped by its value a
 group's text is compiled once. Rows the shortcuts cannot take are compiled from their
 written-out text, one by one, through the usual path (so errors keep their positions).
 
-It lives in the engine layer (not in :mod:`predicates`) because it works on numpy
-columns; it uses the fast compiler's pattern caches directly.
+It uses the fast compiler's pattern caches directly; its rows are
+:class:`~predicates.records.RowBlock` rows, as the template cache's
+(:mod:`predicates.template_cache`) are.
 """
 
 from __future__ import annotations
@@ -308,8 +309,9 @@ def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mappi
             got = compiler._comparison(context, None, (pattern, nums))
             if got is UNKNOWN:
                 return None
-            tmpl = compiler._templates.get(
-                ((context, pattern), tuple(nums[i] for i in compiler._structure[(context, pattern)]))
+            known = compiler._structure.get((context, pattern))
+            tmpl = (
+                None if known is None else compiler._templates.get(((context, pattern), tuple(nums[i] for i in known)))
             )
             if tmpl is None:
                 return None

@@ -102,7 +102,7 @@ def compile_many(
     if isinstance(texts, str):
         raise TypeError("compile_many takes a list of texts (compile takes one)")
     compiler = _compiler_for(catalog, max_disjuncts, compiler)
-    if any(map(mentions_view, texts)):  # (views are few: their texts skip the caches)
+    if any(("v" in t or "V" in t) and mentions_view(t) for t in texts):  # (views are few: their texts skip the caches)
         return _one_by_one(texts, catalog, source_name, first_position, taken, max_disjuncts, compiler)
     reading = compiler.templates.read(texts)
     if reading.all_read():  # (the usual bulk registration: every text read from templates)

@@ -53,6 +53,7 @@ from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, Context, LinearConst, RowBlock, RowQueries, RowQuery
 from predicates.semantic import bind
 from predicates.template_scan import EDGES, NAME, Scan, scannable
+from predicates.template_scan import scan as scan_pieces
 
 _KEPT = 256  # templates kept
 BLOCK_ROWS = 64  # queries read at once that are kept as one block's rows
@@ -153,7 +154,7 @@ class TemplateCache:
             self._known(plain[0], Scan([plain[0]], list(self.headers)), 0)
         for _ in range(4):  # scanned again when a template brings a header not cut yet
             headers = len(self.headers)
-            scan = Scan(plain, list(self.headers))
+            scan = scan_pieces(plain, list(self.headers))
             found = self._found(plain, scan)
             if len(self.headers) == headers:
                 break

@@ -41,6 +41,25 @@ def scannable(piece: str) -> bool:
     return piece.isascii() and "\x00" not in piece and "\x01" not in piece and "\x02" not in piece
 
 
+CHUNK = 4096  # pieces scanned together: their arrays stay in the cache (and a million texts are not one array)
+
+
+def scan(pieces: list[str], headers: list[tuple[bytes, bytes]]) -> Scan:
+    """The scan of ``pieces``, made a chunk at a time (the arrays of a scan are a few
+    times its text's bytes: a million texts at once would be gigabytes)."""
+    if len(pieces) <= CHUNK:
+        return Scan(pieces, headers)
+    chunks = [Scan(pieces[i : i + CHUNK], headers) for i in range(0, len(pieces), CHUNK)]
+    whole = chunks[0]
+    runs = np.cumsum([0] + [len(c.values) for c in chunks])
+    whole.first_runs = np.concatenate([c.first_runs[:-1] + runs[i] for i, c in enumerate(chunks)] + [runs[-1:]])
+    whole.first_run = whole.first_runs.tolist()
+    whole.values = np.concatenate([c.values for c in chunks])
+    for name in ("unread", "starts", "ends", "names", "skeletons"):
+        setattr(whole, name, [x for c in chunks for x in getattr(c, name)])
+    return whole
+
+
 class Scan:
     """The skeletons and constants of many pieces (see the module's docstring).
 
@@ -156,4 +175,4 @@ class Scan:
             names[k] = word
 
 
-__all__ = ["DIGITS", "EDGES", "MARK", "NAME", "Scan", "scannable"]
+__all__ = ["CHUNK", "DIGITS", "EDGES", "MARK", "NAME", "Scan", "scan", "scannable"]

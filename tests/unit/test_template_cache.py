@@ -166,3 +166,20 @@ def test_the_shapes_with_plain_constants_are_read_from_their_templates() -> None
         predicates.compile_many(texts, catalog, compiler=compiler)
         read.append(compiler.templates.hits == len(texts))
     assert read == [True, True, True, True, True, False, False, True, False, False, False]
+
+
+def test_a_scan_made_a_chunk_at_a_time_is_the_scan_of_all(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import predicates.template_scan as template_scan
+
+    pieces = [f"Query ID: s{i}\nSELECT * FROM E WHERE E.a0 >= {i}.5 AND E.a1 < {i * 3}" for i in range(30)]
+    headers = [(b"Query ID: ", b"\n")]
+    whole = Scan(pieces, headers)
+    monkeypatch.setattr(template_scan, "CHUNK", 7)
+    chunked = template_scan.scan(pieces, headers)
+    assert chunked.first_run == whole.first_run and chunked.values.tolist() == whole.values.tolist()
+    assert (chunked.skeletons, chunked.names, chunked.starts, chunked.unread) == (
+        whole.skeletons,
+        whole.names,
+        whole.starts,
+        whole.unread,
+    )

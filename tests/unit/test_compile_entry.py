@@ -9,7 +9,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import predicates
-from predicates import Catalog, QueryError, compile_queries
+from predicates import Catalog, QueryError
+from predicates.frontend import compile_queries, front_end
 from predicates.records import CompiledQuery, from_normalized
 from predicates.templates import FastCompiler
 from tests.unit.test_golden import CASES, schema_for
@@ -79,7 +80,7 @@ def test_many_texts_compile_as_each_in_turn():
         got = predicates.compile_many(texts, catalog, first_position=3, compiler=compiler)
         want, position = [], 3
         for text in texts:
-            want += predicates.front_end(text, catalog, first_position=position)
+            want += front_end(text, catalog, first_position=position)
             position = 3 + len(want)
         assert [q.name for q in got] == ["3", "q", "5", "6", "7", "8", "9", "10"]
         assert [isinstance(q, CompiledQuery) for q in got] == [isinstance(q, CompiledQuery) for q in want]
@@ -102,7 +103,7 @@ def test_one_entry_compiles_aggregate_and_match_queries_alike():
     got = predicates.compile(text, catalog, source_name="f.mqo")
     assert [type(q).__name__ for q in got] == ["AggregateQuery", "CompiledQuery", "AggregateQuery"]
     assert [q.name for q in got] == ["1", "m", "3"]
-    want = predicates.front_end(text, catalog, source_name="f.mqo")
+    want = front_end(text, catalog, source_name="f.mqo")
     for k in (0, 2):  # (spans differ: the entry parses each query's own text)
         assert got[k].filter_key == want[k].filter_key and got[k].text.strip() == want[k].text.strip()
         assert (got[k].window.size, got[k].window.slide, got[k].group_by, got[k].calls) == (

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 import mqo
 import predicates
-from predicates import Catalog, compile_queries
+from predicates import Catalog
 from predicates.flat import FlatCompiler
-from predicates.frontend import front_end
+from predicates.frontend import compile_queries, front_end
 from predicates.records import CompiledQuery, from_normalized
 from predicates.templates import FastCompiler
 from tests.unit.test_templates import DDL, summary

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import mqo
 import predicates
 from predicates import Catalog, QueryError
+from predicates.frontend import front_end
 from predicates.records import CompiledQuery
 from predicates.template_scan import Scan
 from predicates.templates import FastCompiler
@@ -106,7 +107,7 @@ def _front_end_many(texts: list[str], catalog: Catalog, first_position: int) -> 
     out: list = []  # type: ignore[type-arg]
     for k, text in enumerate(texts):
         where = "<string>" if len(texts) == 1 else f"<string>[{k}]"
-        out += predicates.front_end(text, catalog, source_name=where, first_position=first_position + len(out))
+        out += front_end(text, catalog, source_name=where, first_position=first_position + len(out))
     return out
 
 
@@ -147,7 +148,7 @@ def test_a_million_character_literal_is_the_parsers_error_on_either_path() -> No
         with_cache = str(err)
     catalog = Catalog.from_ddl(DDL)
     try:
-        predicates.front_end(f"SELECT * FROM B WHERE B.pressure > {'9' * 1001}", catalog, first_position=101)
+        front_end(f"SELECT * FROM B WHERE B.pressure > {'9' * 1001}", catalog, first_position=101)
     except QueryError as err:
         assert with_cache == str(err).replace("<string>", "<queries>")
     else:

@@ -160,6 +160,7 @@ class TemplateCache:
                 break
         self._check_fixed(found, scan)
         self.hits += len(found) - found.count(None)
+        scan.skeletons = []  # (looked up: a million of them are hundreds of megabytes)
         return Reading(scan, found, scan.names, of_text)
 
     def _found(self, pieces: list[str], scan: Scan) -> list[Template | None]:
@@ -204,7 +205,7 @@ class TemplateCache:
             return None  # texts of many shapes: the parser's own caches serve them
         self.learned += 1
         first, stop = scan.first_run[k], scan.first_run[k + 1]
-        runs = list(zip(scan.starts[first:stop], scan.ends[first:stop], strict=True))
+        runs = list(zip(scan.starts[first:stop].tolist(), scan.ends[first:stop].tolist(), strict=True))
         skeleton = scan.skeletons[k]
         template = self._learn(piece, skeleton, runs, scan.values[first:stop])
         if template is None:

@@ -55,7 +55,9 @@ def scan(pieces: list[str], headers: list[tuple[bytes, bytes]]) -> Scan:
     whole.first_runs = np.concatenate([c.first_runs[:-1] + runs[i] for i, c in enumerate(chunks)] + [runs[-1:]])
     whole.first_run = whole.first_runs.tolist()
     whole.values = np.concatenate([c.values for c in chunks])
-    for name in ("unread", "starts", "ends", "names", "skeletons"):
+    whole.starts = np.concatenate([c.starts for c in chunks])
+    whole.ends = np.concatenate([c.ends for c in chunks])
+    for name in ("unread", "names", "skeletons"):
         setattr(whole, name, [x for c in chunks for x in getattr(c, name)])
     return whole
 
@@ -99,8 +101,10 @@ class Scan:
         unread = np.zeros(len(pieces), bool)
         unread[run_piece[(dots > 1) | (digits > DIGITS)]] = True  # (one of each: see ``plain`` below)
         self.unread: list[bool] = unread.tolist()
-        self.starts: list[int] = (starts - piece_starts[run_piece]).tolist()  # within their piece
-        self.ends: list[int] = (ends - piece_starts[run_piece]).tolist()
+        # (arrays: a million texts have twenty million constants, which as Python ints
+        # would take gigabytes; only a piece a template is learned from needs its own)
+        self.starts = starts - piece_starts[run_piece]  # within their piece
+        self.ends = ends - piece_starts[run_piece]
         # which characters are in a constant: the numeric ones, but those of the runs
         # that are not constants (the digits of a name such as a19)
         inside = numeric.copy()

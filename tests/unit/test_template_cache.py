@@ -126,7 +126,7 @@ def test_the_scan_finds_exactly_the_lexers_plain_numbers(pieces: list[str]) -> N
         tokens = {(t.start, t.end): t for t in every if t.kind is T.NUMBER}
         first, stop = scan.first_run[k], scan.first_run[k + 1]
         for start, end, value in zip(
-            scan.starts[first:stop], scan.ends[first:stop], scan.values[first:stop], strict=True
+            scan.starts[first:stop].tolist(), scan.ends[first:stop].tolist(), scan.values[first:stop], strict=True
         ):
             token = tokens.get((start, end))
             if scan.unread[k] and piece[start:end].count(".") > 1:
@@ -178,9 +178,9 @@ def test_a_scan_made_a_chunk_at_a_time_is_the_scan_of_all(monkeypatch) -> None: 
     monkeypatch.setattr(template_scan, "CHUNK", 7)
     chunked = template_scan.scan(pieces, headers)
     assert chunked.first_run == whole.first_run and chunked.values.tolist() == whole.values.tolist()
-    assert (chunked.skeletons, chunked.names, chunked.starts, chunked.unread) == (
+    assert (chunked.skeletons, chunked.names, chunked.starts.tolist(), chunked.unread) == (
         whole.skeletons,
         whole.names,
-        whole.starts,
+        whole.starts.tolist(),
         whole.unread,
     )

@@ -451,7 +451,7 @@ def _block(reading: Reading, pieces: list[int]) -> RowBlock:
     distinct = list(dict.fromkeys(templates))
     for template in distinct:
         assert template is not None
-        rows = np.flatnonzero([t is template for t in templates]) if len(distinct) > 1 else np.arange(n)
+        rows: Any = np.flatnonzero([t is template for t in templates]) if len(distinct) > 1 else slice(None)
         values = scan.values[scan.first_runs[at[rows]][:, None] + template.parameters] * template.signs
         for j, (p, constant) in enumerate(zip(template.key_parameters, template.constants, strict=True)):
             table[rows, j] = values[:, p] if p is not None else constant

@@ -20,6 +20,8 @@ costs more than the rest of registering it.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from predicates.lexer import BLANK_CHARS
@@ -58,7 +60,7 @@ def scan(pieces: list[str], headers: list[tuple[bytes, bytes]]) -> Scan:
     whole.starts = np.concatenate([c.starts for c in chunks])
     whole.ends = np.concatenate([c.ends for c in chunks])
     for name in ("unread", "names", "skeletons"):
-        setattr(whole, name, [x for c in chunks for x in getattr(c, name)])
+        setattr(whole, name, list(chain.from_iterable(getattr(c, name) for c in chunks)))
     return whole
 
 

@@ -57,7 +57,9 @@ from predicates.template_scan import scan as scan_pieces
 
 _KEPT = 256  # templates kept
 BLOCK_ROWS = 64  # queries read at once that are kept as one block's rows
-_LEARN_TRIAL = 64  # pieces learned before learning must show it pays...
+FEWEST = 16  # pieces read at once: fewer go to the parser (its comparison caches)
+_SAMPLE = 256  # pieces read first: the rest are read only when half of these were
+_LEARN_TRIAL = 16  # pieces learned before learning must show it pays...
 _LEARN_PAYS = 4  # ...by one hit per this many learned
 # what a hole of a template is: a list key's constant (times its sign), a number of
 # the query's text that must stay as it is, or a number inside a comment
@@ -123,6 +125,7 @@ class TemplateCache:
 
     def __init__(self, contexts: ContextSource) -> None:
         self.contexts = contexts
+        self.fewest = FEWEST  # (a test lowers it to read a few texts)
         self.templates: OrderedDict[bytes, Template] = OrderedDict()
         self.headers: dict[tuple[bytes, bytes], None] = {}  # the templates' headers
         self._streams_seen = len(contexts.catalog)
@@ -147,11 +150,15 @@ class TemplateCache:
             elif text.strip(BLANK_CHARS):
                 pieces.append(text.lstrip(BLANK_CHARS))
             of_text.append((first, len(pieces)))
-        if not pieces:
-            return Reading(None, [], [], of_text)
+        if len(pieces) < self.fewest:  # (a scan's fixed cost is the parser's for a few texts)
+            return Reading(None, [None] * len(pieces), [None] * len(pieces), of_text)
         plain = [p if scannable(p) else "" for p in pieces]
         if plain[0]:  # the first piece's template first: its header is then cut from all of them
             self._known(plain[0], Scan([plain[0]], list(self.headers)), 0)
+        if len(plain) > _SAMPLE:  # texts of many shapes (each its own template) are not scanned
+            sample = self._found(plain[:_SAMPLE], scan_pieces(plain[:_SAMPLE], list(self.headers)))
+            if 2 * (_SAMPLE - sample.count(None)) < _SAMPLE:
+                return Reading(None, [None] * len(pieces), [None] * len(pieces), of_text)
         for _ in range(4):  # scanned again when a template brings a header not cut yet
             headers = len(self.headers)
             scan = scan_pieces(plain, list(self.headers))

@@ -90,6 +90,7 @@ def test_a_text_read_from_a_template_compiles_as_the_parser_reads_it(shape, teac
     other constants and names: what it gives is the parser's, queries or error."""
     catalog = Catalog.from_ddl(DDL)
     compiler = FastCompiler(catalog)
+    compiler.templates.fewest = 1  # (it reads a call of a few texts too)
     first = text_of(shape, teacher, "t0")
     second = text_of(shape, constants, name)
     texts = [first, second, second.replace("Query ID: ", "Query ID: z", 1)]
@@ -163,6 +164,7 @@ def test_the_shapes_with_plain_constants_are_read_from_their_templates() -> None
     read = []
     for shape in SHAPES:
         compiler = FastCompiler(catalog)
+        compiler.templates.fewest = 1
         texts = [text_of(shape, [str(i), str(2 * i), "3", "4"], f"q{i}") for i in range(1, 5)]
         predicates.compile_many(texts, catalog, compiler=compiler)
         read.append(compiler.templates.hits == len(texts))
@@ -184,3 +186,20 @@ def test_a_scan_made_a_chunk_at_a_time_is_the_scan_of_all(monkeypatch) -> None: 
         whole.starts.tolist(),
         whole.unread,
     )
+
+
+def test_texts_of_many_shapes_and_a_few_texts_go_to_the_parser_unscanned() -> None:
+    """A call of fewer than FEWEST pieces, and a call whose first 256 pieces are mostly
+    of shapes of their own, are not scanned (the comparison caches serve them)."""
+    from predicates.template_cache import FEWEST
+
+    catalog = Catalog.from_ddl(DDL)
+    compiler = FastCompiler(catalog)
+    plain = [f"SELECT * FROM B WHERE B.pressure > {i}" for i in range(FEWEST - 1)]
+    predicates.compile_many(plain, catalog, compiler=compiler)
+    assert compiler.templates.learned == 0
+    # (a factor is no parameter: each text is a template of its own)
+    shapes = [f"SELECT * FROM B WHERE B.pressure * {k} > 1 AND B.temp < {k}" for k in range(1, 301)]
+    got = predicates.compile_many(shapes, catalog, compiler=compiler)
+    assert compiler.templates.hits < 16
+    assert [summary(q) for q in got] == [summary(q) for q in _front_end_many(shapes, catalog, 1)]

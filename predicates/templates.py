@@ -42,6 +42,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from predicates.ast import Comparison
@@ -60,7 +61,7 @@ from predicates.clauses import (
 from predicates.errors import QueryError
 from predicates.flat import FlatCompiler
 from predicates.frontend import column_order, compile_queries
-from predicates.lexer import T, tokenize
+from predicates.lexer import T, literal_problem, tokenize
 from predicates.normalize import (
     DEFAULT_MAX_DISJUNCTS,
     ColumnOrder,
@@ -69,7 +70,7 @@ from predicates.normalize import (
     Residual,
     canonicalize,
 )
-from predicates.parser import parse_duration, parse_query
+from predicates.parser import MAX_LITERAL, parse_duration, parse_query
 from predicates.records import (
     CompiledQuery,
     Conjunction,
@@ -351,6 +352,8 @@ class FastCompiler:
             pattern, numbers = HOLE.join(parts[0::2]), parts[1::2]
         else:
             pattern, numbers = split
+        if any(len(n) > 15 and _not_a_value(n) for n in numbers):
+            return UNKNOWN  # a literal the parser refuses (too large, too many digits): it says where
         # the context object itself (not its id) is in the key: an evicted context's id
         # could be reused by a new one
         struct_key = (context, pattern)
@@ -472,6 +475,11 @@ def _number_offsets(full: str, start: int, text: str, numbers: Sequence[str]) ->
     if [t.start for t in tokens] != found or [t.text for t in tokens] != list(numbers):
         return None
     return tuple(found)
+
+
+def _not_a_value(text: str) -> bool:
+    """Whether the parser refuses the literal ``text`` (its problem, or past the doubles)."""
+    return literal_problem(text) is not None or Fraction(text) > MAX_LITERAL
 
 
 __all__ = ["CompiledQuery", "Conjunction", "Context", "FastCompiler", "Formula", "from_normalized", "split_query_texts"]

@@ -85,6 +85,9 @@ def outcome(compile_it) -> tuple:  # type: ignore[no-untyped-def]
 )
 @example(SHAPES[0], ["1", "2", "3", "4"], ["1" * 16, "2", "3", "4"], "s1", "list")
 @example(SHAPES[2], ["1", "2", "3", "4"], ["0", "-0", "0", "0"], None, "file")
+@example(
+    SHAPES[9], ["1", "1", "2", "1"], ["0", "1" + "0" * 400, "0", "0"], None, "list"
+)  # (the comparison caches took it)
 def test_a_text_read_from_a_template_compiles_as_the_parser_reads_it(shape, teacher, constants, name, form):
     """The cache learns the shape from one text, then reads others of the shape with
     other constants and names: what it gives is the parser's, queries or error."""

@@ -16,12 +16,11 @@ import numpy as np
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
 from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
 from mqo.registry import QueryRegistry, RegisteredQuery, RegisteredRow
-from mqo.table import RowBlock, RowQuery
 from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
 from predicates.numbers import exact
-from predicates.records import Context
+from predicates.records import Context, RowBlock, RowQuery
 
 
 def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:

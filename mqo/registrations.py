@@ -19,9 +19,8 @@ import dataclasses
 import gc
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,22 +34,18 @@ from mqo.memory import release_freed_memory
 from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
-from mqo.registry import QueryRegistry, RegisteredRow
-from mqo.table import (
-    RowQueries,
-    RowQuery,
-    block_template,
-    compile_table,
-    first_repeated,
-    parse_template,
-    table_queries,
-)
+from mqo.query_snapshot import query_entries, since_value, table_rows
+from mqo.registry import QueryRegistry
 from mqo.tables import Tables
 from mqo.views import ViewGraph, ViewRow, aggregate_rows, check_views, declare_ready, reads_of, rows_batch
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
-from predicates.records import CompiledQuery
+from predicates.records import CompiledQuery, RowQueries, RowQuery
+from predicates.table import (
+    first_repeated,
+    table_queries,
+)
 from predicates.tables import TableDefinition, TableQuery, mentions_table
 from predicates.templates import FastCompiler
 from predicates.views import ViewDefinition
@@ -99,11 +94,11 @@ class Registrations:
 
     # --------------------------------------------------------------- compiling
 
-    def compile_texts(self, sources: list[str], source_name: str, check_names: bool = True) -> list[Query]:
+    def compile_texts(self, sources: list[str], source_name: str, check_names: bool = True) -> Sequence[Query]:
         """Compile query texts (each may hold many queries) through the one compile
         entry, numbered from the next position, all or nothing. ``check_names``: no id
         may be registered already or given twice."""
-        instances: list[Query] = predicates.compile_many(
+        instances: Sequence[Query] = predicates.compile_many(
             sources,
             self.catalog,
             source_name=source_name,
@@ -113,7 +108,7 @@ class Registrations:
             compiler=self.registry.compiler,
         )
         if check_names and len(sources) > 1:
-            repeated = first_repeated(q.name for q in instances)
+            repeated = first_repeated(instances.names if type(instances) is RowQueries else (q.name for q in instances))
             if repeated is not None:
                 raise QueryError(f"query id {repeated} is given twice", None, None)
         return instances
@@ -129,8 +124,11 @@ class Registrations:
             # a query given its id is checked under that id, not the one its text gives
             instances = self.compile_texts(sources, source_name, check_names=query_id is None)
             # (a text's CREATE TABLE statements declare, as DDL does: they are no query)
-            tables = [q for q in instances if isinstance(q, TableDefinition)]
-            queries = [q for q in instances if not isinstance(q, TableDefinition)]
+            tables: list[Query] = []
+            queries: Sequence[Query] = instances  # (one block of rows: plain match queries)
+            if type(instances) is not RowQueries:
+                tables = [q for q in instances if isinstance(q, TableDefinition)]
+                queries = [q for q in instances if not isinstance(q, TableDefinition)]
             if one and len(queries) != (0 if tables else 1):
                 raise QueryError(f"expected one query, found {len(queries)}; use register_queries", None, None)
             if query_id is not None and not queries:
@@ -139,8 +137,10 @@ class Registrations:
                 if query_id in _Taken(self):
                     raise QueryError(f"query id {query_id} is already registered", None, None)
                 queries = [_renamed(queries[0], query_id)]
-            self.add([*tables, *queries])
+            self.add([*tables, *queries] if tables else queries)
         release_freed_memory(len(instances))
+        if type(queries) is RowQueries:
+            return list(queries.names)
         return [inst.name for inst in (queries if queries or not one else tables)]
 
     def register_table(self, template: str, table: Any, id_column: str | None, source_name: str) -> list[str]:
@@ -478,52 +478,11 @@ class Registrations:
         if queries:
             data["ddl"] = self.catalog.ddl()
             data["roles"] = list(self.registry.roles)  # self-join roles: their stream numbers
-            data["queries"], data["tables"] = self._query_entries()
+            data["queries"], data["tables"] = query_entries(self.registry, self.views)
             # aggregate views: declared on restore as soon as their input is (their
             # queries and state come back with their level's aggregator)
             data["aggregate_views"] = [view.text for view in self.views if view.aggregate]
         return data
-
-    def _query_entries(self) -> tuple[list[tuple[str, str, float | str]], list[dict[str, Any]]]:
-        """The match queries as snapshot data: texts ``(name, text, since)``, and each
-        run of a table's rows (one block, one horizon) as its block's template with
-        the rows' names and constants, to be registered after the ``at`` first texts
-        (a million rows print and compile again in seconds, not minutes)."""
-        texts: list[tuple[str, str, float | str]] = []
-        tables: list[dict[str, Any]] = []
-        run: list[RegisteredRow] = []
-
-        def close_run() -> None:
-            if run:
-                block = run[0].block
-                rows = np.fromiter((rq.row for rq in run), np.int64, len(run))
-                constants = np.frombuffer(block.values, np.float64).reshape(-1, block.width)[rows]
-                tables.append(
-                    {
-                        "at": len(texts),
-                        "template": block_template(block),
-                        "names": [rq.name for rq in run],
-                        "constants": np.ascontiguousarray(constants.reshape(-1)),  # row after row
-                        "since": _since_text(run[0].since_ts),
-                    }
-                )
-                run.clear()
-
-        for rq in self.registry:
-            if type(rq) is RegisteredRow:
-                if run and rq.block is run[0].block and rq.since_ts == run[0].since_ts:
-                    run.append(rq)
-                    continue
-                close_run()
-                if not rq.context.bound.self_join:  # (a self-join's rows are kept as texts)
-                    run.append(rq)
-                    continue
-            else:
-                close_run()
-            view = self.views.get(rq.name)
-            texts.append((rq.name, rq.text if view is None else view.text, _since_text(rq.since_ts)))
-        close_run()
-        return texts, tables
 
     def _restore_texts(self, entries: Sequence[tuple[str, str, float | str]], views: list[str]) -> None:
         """Match query entries in order; each of the aggregate views' texts ``views``
@@ -538,20 +497,11 @@ class Registrations:
             return
         instances = self.compile_texts([text for _, text, _ in entries], "<snapshot>", check_names=False)
         instances = [query.renamed(name) for (name, _, _), query in zip(entries, instances, strict=True)]
-        self.add(instances, since_ts=[_since_value(since) for _, _, since in entries])
+        self.add(instances, since_ts=[since_value(since) for _, _, since in entries])
 
     def _restore_table(self, table: Mapping[str, Any]) -> None:
-        names = list(table["names"])
-        template = parse_template(table["template"], "<snapshot>")
-        constants = np.asarray(table["constants"], np.float64).reshape(len(names), -1)
-        compile_one = self.registry.compiler.compile
-
-        def compile_text(text: str, row: int) -> CompiledQuery:
-            return compile_one(text, self.next_position + row, f"<snapshot>[row {row}]")
-
-        columns = {f"c{j}": constants[:, j] for j in range(constants.shape[1])}
-        queries = compile_table(self.registry.compiler, template, columns, names, compile_text)
-        self.add(queries, _since_value(table["since"]))
+        queries = table_rows(self.registry.compiler, self.next_position, table)
+        self.add(queries, since_value(table["since"]))
 
     def _declare_ready(self, views: list[str]) -> None:
         """Declare the aggregate views (texts, leaving ``views``) whose input is declared."""
@@ -592,8 +542,8 @@ class Registrations:
             self.plan, self._version = plan, like._version
         self.next_position = snapshot.get("next_position", like.next_position if like is not None else 1)
         self.views.load(snapshot.get("view_ids", {}))
+        compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>", check_names=False)  # noqa: E731
         if "aggregates" in snapshot:
-            compile_texts = lambda texts: self.compile_texts(texts, "<snapshot>", check_names=False)  # noqa: E731
             self.aggregator, self.emitted = restore_aggregator(
                 snapshot["aggregates"], self.catalog, self.config, compile_texts
             )
@@ -615,6 +565,14 @@ class _Taken:
             name in aggregator.queries for aggregator in registrations.aggregators()
         )
 
+    def isdisjoint(self, names: Iterable[str]) -> bool:
+        """Whether none of ``names`` is registered (in C: a million names at once)."""
+        names = names if isinstance(names, list) else list(names)
+        aggregator = self.registrations.aggregator
+        return self.registrations.registry.queries.keys().isdisjoint(names) and (
+            aggregator is None or aggregator.queries.keys().isdisjoint(names)
+        )
+
 
 @contextmanager
 def _no_cyclic_gc() -> Iterator[None]:
@@ -634,12 +592,3 @@ def _renamed(query: Query, name: str) -> Query:
     if isinstance(query, AggregateQuery):
         return dataclasses.replace(query, name=name)
     return query.renamed(name)
-
-
-def _since_text(since: float | Fraction) -> float | str:
-    """A registration horizon as snapshot data (exact: a Fraction as its text)."""
-    return since if isinstance(since, float) else str(since)
-
-
-def _since_value(data: float | str) -> float | Fraction:
-    return Fraction(data) if isinstance(data, str) else float(data)

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from mqo.table import RowBlock, RowQueries, RowQuery, first_repeated
 from predicates import Catalog, Kind, ListKey, QueryError
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
-from predicates.records import CompiledQuery, Context, Disjunct
+from predicates.records import CompiledQuery, Context, Disjunct, RowBlock, RowQueries, RowQuery
+from predicates.table import first_repeated
 from predicates.templates import FastCompiler
 
 _COMPACT_WHEN_DEAD = 0.5
@@ -120,9 +120,9 @@ class RegisteredCompiled(RegisteredQuery):
 
 
 class RegisteredRow(RegisteredQuery):
-    """A table row's registration (:class:`~mqo.table.RowQueries`): its constants are
+    """A table row's registration (:class:`~predicates.records.RowQueries`): its constants are
     row ``row`` of ``block``. It is the row's only object, where a query of text has
-    its record and its compiled query; the :class:`~mqo.table.RowQuery` is made when
+    its record and its compiled query; the :class:`~predicates.records.RowQuery` is made when
     asked for."""
 
     __slots__ = ("block", "name", "row")
@@ -193,7 +193,7 @@ class QueryRegistry:
 
     def add(self, queries: Iterable[CompiledQuery], since_ts: float | Fraction | Iterable[float | Fraction]) -> None:
         """Register compiled queries, all or nothing. Their names are checked to be free
-        and different beforehand, except a table block's (:class:`~mqo.table.RowQueries`),
+        and different beforehand, except a table block's (:class:`~predicates.records.RowQueries`),
         which are checked here."""
         since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
         if type(queries) is RowQueries:

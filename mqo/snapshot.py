@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mqo.config import MatcherConfig
 from mqo.registry import QueryRegistry, RegisteredQuery, RegisteredRow
 from mqo.snapshot_codec import SnapshotError
-from mqo.table import block_template
+from predicates.table import block_template
 
 if TYPE_CHECKING:
     from mqo.pipeline import Pipeline

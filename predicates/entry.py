@@ -23,7 +23,9 @@ from predicates.errors import QueryError
 from predicates.frontend import FrontEndRecord, column_order, front_end, name_queries
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.parser import parse_queries
+from predicates.records import RowQueries
 from predicates.tables import TableDefinition, mentions_table
+from predicates.template_cache import clashes, instantiate
 from predicates.templates import FastCompiler
 from predicates.views import ViewDefinition, mentions_view
 
@@ -70,6 +72,104 @@ def compile(
     """Every query of ``text`` as a record, all or nothing; queries without a ``Query
     ID`` header are named by their position from ``first_position``; ``taken``: names
     already used (a query named so is an error)."""
+    return list(
+        compile_many(
+            [text],
+            catalog,
+            source_name=source_name,
+            first_position=first_position,
+            taken=taken,
+            max_disjuncts=max_disjuncts,
+            compiler=compiler,
+        )
+    )
+
+
+def compile_many(
+    texts: Sequence[str],
+    catalog: Catalog,
+    *,
+    source_name: str = "<string>",
+    first_position: int = 1,
+    taken: Container[str] = (),
+    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+    compiler: FastCompiler | None = None,
+) -> Sequence[Record]:
+    """:func:`compile` of each text in turn, numbered on from one to the next; an
+    error names its text as ``source_name[k]`` (just ``source_name`` if there is one
+    text). Names are checked against ``taken``, not across texts. When the template
+    cache read every text from one template, the records are one :class:`RowQueries`
+    (the rows of one block), else a list."""
+    if isinstance(texts, str):
+        raise TypeError("compile_many takes a list of texts (compile takes one)")
+    compiler = _compiler_for(catalog, max_disjuncts, compiler)
+    if any((("v" in t or "V" in t) and mentions_view(t)) or mentions_table(t, catalog) for t in texts):
+        # (views and tables are few: their texts skip the caches)
+        return _one_by_one(texts, catalog, source_name, first_position, taken, max_disjuncts, compiler)
+    reading = compiler.templates.read(texts)
+    if reading.all_read():  # (the usual bulk registration: every text read from templates)
+        every = [name or str(first_position + i) for i, name in enumerate(reading.names)]
+        if not clashes(every, taken):
+            rows = instantiate(reading, [every[first:stop] for first, stop in reading.of_text], whole=True)
+            return rows if isinstance(rows, RowQueries) else [q for of_text in rows for q in of_text or ()]
+    names: list[list[str]] = []
+    parsed: dict[int, list[Record]] = {}
+    position = first_position
+    for k, text in enumerate(texts):
+        pieces = reading.read(k)
+        if pieces is not None:
+            named = [reading.names[p] or str(position + i) for i, p in enumerate(pieces)]
+            if not clashes(named, taken):
+                names.append(named)
+                position += len(named)
+                continue
+            reading.of_text[k] = (0, 0)  # a name given twice or taken: the parser says where
+        where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
+        parsed[k] = _compile_text(text, catalog, where, position, taken, max_disjuncts, compiler)
+        names.append([])
+        position += len(parsed[k])
+    rows = instantiate(reading, names, whole=not parsed)
+    if isinstance(rows, RowQueries):
+        return rows
+    out: list[Record] = []
+    for k, records in enumerate(rows):
+        out += records if records is not None else parsed[k]
+    return out
+
+
+def _one_by_one(
+    texts: Sequence[str],
+    catalog: Catalog,
+    source_name: str,
+    first_position: int,
+    taken: Container[str],
+    max_disjuncts: int,
+    compiler: FastCompiler,
+) -> list[Record]:
+    """The texts compiled in turn, those after a view reading it as a stream."""
+    out: list[Record] = []
+    for k, text in enumerate(texts):
+        where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
+        records = _compile_text(text, catalog, where, first_position + len(out), taken, max_disjuncts, compiler)
+        out += records
+        for record in records:  # the texts after a view read it as a stream
+            if isinstance(record, (ViewDefinition, TableDefinition)):
+                catalog = catalog.with_view(record.schema)
+                compiler = FastCompiler(catalog, max_disjuncts)
+    return out
+
+
+def _compile_text(
+    text: str,
+    catalog: Catalog,
+    source_name: str,
+    first_position: int,
+    taken: Container[str],
+    max_disjuncts: int,
+    compiler: FastCompiler,
+) -> list[Record]:
+    """One text the template cache did not read: through the comparison caches of
+    ``compiler`` where they take it, else the front end."""
     if mentions_view(text) or mentions_table(text, catalog):  # (views, tables: their texts skip the caches)
         return front_end(
             text,
@@ -79,7 +179,6 @@ def compile(
             taken=taken,
             max_disjuncts=max_disjuncts,
         )
-    compiler = _compiler_for(catalog, max_disjuncts, compiler)
     flat = compiler.flat.compile(text, first_position)
     if flat is not None and flat.name not in taken:
         return [flat]  # one plain match query (a subscription): nothing to cut or check
@@ -100,41 +199,6 @@ def compile(
     return front_end(
         text, catalog, source_name=source_name, first_position=first_position, taken=taken, max_disjuncts=max_disjuncts
     )
-
-
-def compile_many(
-    texts: Sequence[str],
-    catalog: Catalog,
-    *,
-    source_name: str = "<string>",
-    first_position: int = 1,
-    taken: Container[str] = (),
-    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
-    compiler: FastCompiler | None = None,
-) -> list[Record]:
-    """:func:`compile` of each text in turn, numbered on from one to the next; an
-    error names its text as ``source_name[k]`` (just ``source_name`` if there is one
-    text). Names are checked against ``taken``, not across texts."""
-    if isinstance(texts, str):
-        raise TypeError("compile_many takes a list of texts (compile takes one)")
-    compiler = _compiler_for(catalog, max_disjuncts, compiler)
-    out: list[Record] = []
-    for k, text in enumerate(texts):
-        records = compile(
-            text,
-            catalog,
-            source_name=source_name if len(texts) == 1 else f"{source_name}[{k}]",
-            first_position=first_position + len(out),
-            taken=taken,
-            max_disjuncts=max_disjuncts,
-            compiler=compiler,
-        )
-        out += records
-        for record in records:  # the texts after a view read it as a stream
-            if isinstance(record, (ViewDefinition, TableDefinition)):
-                catalog = catalog.with_view(record.schema)
-                compiler = FastCompiler(catalog, max_disjuncts)
-    return out
 
 
 def _compiler_for(catalog: Catalog, max_disjuncts: int, compiler: FastCompiler | None) -> FastCompiler:

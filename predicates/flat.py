@@ -167,7 +167,7 @@ class FlatCompiler:
                 and shape.unit is None
                 and shape.conditions == [(0, ["x"])]
             ):
-                context = self.compiler._context(shape.select, shape.from_, None)
+                context = self.compiler.context_for(shape.select, shape.from_, None)
         self._prefixes[prefix] = context
         return context
 

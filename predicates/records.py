@@ -10,7 +10,10 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import repeat
 from typing import Any
+
+import numpy as np
 
 from predicates.clauses import split_header
 from predicates.normalize import (
@@ -292,3 +295,102 @@ def from_normalized(nq: NormalizedQuery, name: str | None = None, text: str | No
     maxwindow = faithful(bound.maxwindow) if bound.maxwindow is not None else None
     source = text if text is not None else bound.source.text[bound.query.span.start : bound.query.span.end]
     return CompiledQuery(name or nq.name, context, maxwindow, disjuncts, source)
+
+
+# ------------------------------------------------------------------ row blocks
+
+
+class RowBlock:
+    """What the rows of one template group share, and their constants as one flat
+    array of doubles, row after row (a row's slice is a ready ``array('d')``)."""
+
+    __slots__ = ("context", "keys", "maxwindow", "residuals", "values", "width")
+
+    def __init__(
+        self,
+        context: Any,
+        maxwindow: Any,
+        keys: tuple[ListKey, ...],
+        residuals: tuple[Residual, ...],
+        columns: Sequence[np.ndarray],
+    ) -> None:
+        """``columns``: each key's constants, row by row (numbers a double holds exactly)."""
+        self.context = context
+        self.maxwindow = maxwindow
+        self.keys = keys
+        self.residuals = residuals
+        self.width = width = len(keys)
+        n = len(columns[0]) if columns else 0
+        # written column by column into the array itself: no row-major copy made between
+        self.values = array("d", [0.0]) * (n * width)
+        if n * width:
+            table = np.frombuffer(self.values, np.float64).reshape(n, width)
+            for j, column in enumerate(columns):
+                table[:, j] = column
+            table += 0.0  # -0.0 prints as a zero and is one
+
+    @classmethod
+    def of_table(
+        cls, context: Any, maxwindow: Any, keys: tuple[ListKey, ...], residuals: tuple[Residual, ...], table: np.ndarray
+    ) -> RowBlock:
+        """A block of a [rows, keys] array of constants (numbers a double holds exactly)."""
+        block = cls(context, maxwindow, keys, residuals, [])
+        values = array("d")
+        values.frombytes(np.ascontiguousarray(table + 0.0, np.float64).tobytes())  # (-0.0 is a zero)
+        block.values = values
+        return block
+
+
+class RowQuery(CompiledQuery):
+    """A table row's query record: its constants are row ``row`` of its block, made
+    into a :class:`Conjunction` only when asked for (a million rows hold no array,
+    conjunction and tuples each). Read like any :class:`CompiledQuery`."""
+
+    __slots__ = ("block", "row")
+
+    def __init__(self, name: str, block: RowBlock, row: int) -> None:
+        self.name = name
+        self.source_text = None
+        self.block = block
+        self.row = row
+
+    @property
+    def context(self) -> Any:  # type: ignore[override]
+        return self.block.context
+
+    @property
+    def maxwindow(self) -> Any:  # type: ignore[override]
+        return self.block.maxwindow
+
+    @property
+    def disjuncts(self) -> tuple[Any, ...]:  # type: ignore[override]
+        block = self.block
+        start = self.row * block.width
+        return ((Conjunction(block.keys, block.values[start : start + block.width]), block.residuals),)
+
+
+class RowQueries(Sequence[RowQuery]):
+    """A table's queries when one block holds all of them, row after row: query ``k`` is
+    named ``names[k]`` and reads row ``k``. The registry keeps such a table as its block
+    (:meth:`mqo.registry.QueryRegistry.add`); a :class:`RowQuery` is made only when one
+    is looked at."""
+
+    __slots__ = ("block", "names")
+
+    def __init__(self, names: list[str], block: RowBlock) -> None:
+        if len(block.values) != len(names) * block.width:
+            raise ValueError(f"{len(names)} names for {len(block.values) // max(block.width, 1)} rows")
+        self.names = names
+        self.block = block
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, k: int) -> RowQuery:  # type: ignore[override]
+        if not -len(self.names) <= k < len(self.names):
+            raise IndexError(k)
+        k %= len(self.names)
+        return RowQuery(self.names[k], self.block, k)
+
+    def __iter__(self) -> Iterator[RowQuery]:
+        return map(RowQuery, self.names, repeat(self.block), range(len(self.names)))

@@ -40,12 +40,12 @@ from __future__ import annotations
 import re
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from predicates.ast import Arith, Comparison, Expr, Negate, Number
+from predicates.ast import Comparison
 from predicates.catalog import Catalog
 from predicates.clauses import (
     HOLE,
@@ -61,28 +61,29 @@ from predicates.clauses import (
 from predicates.errors import QueryError
 from predicates.flat import FlatCompiler
 from predicates.frontend import column_order, compile_queries
-from predicates.lexer import T, tokenize
+from predicates.lexer import T, literal_problem, tokenize
 from predicates.normalize import (
     DEFAULT_MAX_DISJUNCTS,
+    ColumnOrder,
     ListKey,
     Predicate,
     Residual,
     canonicalize,
 )
-from predicates.parser import parse_duration, parse_query
+from predicates.parser import MAX_LITERAL, parse_duration, parse_query
 from predicates.records import (
     CompiledQuery,
     Conjunction,
     Context,
     Disjunct,
     Formula,
-    LinearConst,
     from_normalized,
     has_fraction,
     maxwindow_value,
     scaled_number,
 )
 from predicates.semantic import bind
+from predicates.template_cache import TemplateCache, additive_numbers, token_start, with_symbols
 
 _KEPT = 8192
 # blank-separated plain number literals (digits, and a dot only between digits)
@@ -145,6 +146,7 @@ class FastCompiler:
         self._streams_seen = -1
         self._reset()
         self.flat = FlatCompiler(self)
+        self.templates = TemplateCache(self)
 
     def _reset(self) -> None:
         """Forget compiled parts (they depend on the catalog, which may have grown)."""
@@ -266,7 +268,7 @@ class FastCompiler:
     ) -> CompiledQuery | None:
         """``skeleton``: the text's, to remember it as a recipe (None: do not);
         ``plain_numbers``: the recipe serves only texts whose numbers are plain."""
-        context = self._context(shape.select, shape.from_, shape.unit)
+        context = self.context_for(shape.select, shape.from_, shape.unit)
         if context is None:
             return None
         compiled = self._with_numbers(context, name, shape.window_index, shape.conditions, numbers)
@@ -320,7 +322,12 @@ class FastCompiler:
         )
         return self._from_shape(shape, skeleton if remember else None, name, numbers, plain_numbers=True)
 
-    def _context(self, select: str, from_: str, unit: str | None) -> Context | None:
+    def column_order(self) -> ColumnOrder:
+        return self._order
+
+    def context_for(self, select: str, from_: str, unit: str | None) -> Context | None:
+        """The context of a SELECT list, FROM clause and MAXWINDOW unit (None: they
+        do not bind), one object per distinct text."""
         key = (select, from_, unit)
         if key in self._contexts:
             self._contexts.move_to_end(key)
@@ -345,6 +352,8 @@ class FastCompiler:
             pattern, numbers = HOLE.join(parts[0::2]), parts[1::2]
         else:
             pattern, numbers = split
+        if any(len(n) > 15 and _not_a_value(n) for n in numbers):
+            return UNKNOWN  # a literal the parser refuses (too large, too many digits): it says where
         # the context object itself (not its id) is in the key: an evicted context's id
         # could be reused by a new one
         struct_key = (context, pattern)
@@ -407,15 +416,15 @@ class FastCompiler:
         assert isinstance(concrete, Predicate)
         index_of = {off: i for i, off in enumerate(offsets)}
         params = sorted(
-            index_of[_token_start(n)]
+            index_of[token_start(n)]
             for side in (cmp.left, cmp.right)
-            for n in _additive(side)
-            if _token_start(n) in index_of
+            for n in additive_numbers(side)
+            if token_start(n) in index_of
         )
         if concrete.key.family != "number" or not params:
             return ComparisonTemplate(params=(), key=concrete.key, constant=concrete.value)
         param_of = {offsets[p]: i for i, p in enumerate(params)}
-        symbolic = canonicalize(_with_symbols(cmp, param_of), self._order)
+        symbolic = canonicalize(with_symbols(cmp, param_of), self._order)
         if not isinstance(symbolic, Predicate) or symbolic.key != concrete.key:
             return ComparisonTemplate(params=(), key=concrete.key, constant=concrete.value)
         return ComparisonTemplate(params=tuple(params), key=concrete.key, formula=Formula.of(symbolic.constant))
@@ -468,45 +477,9 @@ def _number_offsets(full: str, start: int, text: str, numbers: Sequence[str]) ->
     return tuple(found)
 
 
-def _token_start(number: Number) -> int:
-    """Where the number's own token starts (the parser folds signs into literals:
-    ``- 3`` is the literal -3, whose token ``3`` ends the span)."""
-    return number.span.end - len(number.text.lstrip("-"))
-
-
-def _sign(number: Number) -> int:
-    return -1 if (len(number.text) - len(number.text.lstrip("-"))) % 2 else 1
-
-
-def _additive(expr: Expr) -> Iterator[Number]:
-    """Numbers reached from ``expr`` through + - and signs only."""
-    if isinstance(expr, Number):
-        yield expr
-    elif isinstance(expr, Negate):
-        yield from _additive(expr.operand)
-    elif isinstance(expr, Arith) and expr.op in ("+", "-"):
-        yield from _additive(expr.left)
-        yield from _additive(expr.right)
-
-
-def _with_symbols(cmp: Comparison, param_of: dict[int, int]) -> Comparison:
-    return Comparison(
-        cmp.op, _expr_symbols(cmp.left, param_of), _expr_symbols(cmp.right, param_of), cmp.span, cmp.op_span
-    )
-
-
-def _expr_symbols(expr: Expr, param_of: dict[int, int]) -> Expr:
-    if isinstance(expr, Number):
-        start = _token_start(expr)
-        if start in param_of:
-            symbol = LinearConst(Fraction(0), {param_of[start]: Fraction(_sign(expr))})
-            return Number(symbol, expr.text, expr.span)  # type: ignore[arg-type]
-        return expr
-    if isinstance(expr, Negate):
-        return Negate(_expr_symbols(expr.operand, param_of), expr.span)
-    if isinstance(expr, Arith) and expr.op in ("+", "-"):
-        return Arith(expr.op, _expr_symbols(expr.left, param_of), _expr_symbols(expr.right, param_of), expr.span)
-    return expr
+def _not_a_value(text: str) -> bool:
+    """Whether the parser refuses the literal ``text`` (its problem, or past the doubles)."""
+    return literal_problem(text) is not None or Fraction(text) > MAX_LITERAL
 
 
 __all__ = ["CompiledQuery", "Conjunction", "Context", "FastCompiler", "Formula", "from_normalized", "split_query_texts"]

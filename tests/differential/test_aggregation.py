@@ -75,7 +75,8 @@ def test_window_spellings_mean_the_same() -> None:
 
 
 def test_match_paths_refuse_aggregate_queries_clearly() -> None:
-    from predicates import Catalog, compile_queries
+    from predicates import Catalog
+    from predicates.frontend import compile_queries
     from predicates.templates import FastCompiler
 
     catalog = Catalog()

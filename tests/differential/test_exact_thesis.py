@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from predicates import Catalog, compile_queries
+from predicates import Catalog
+from predicates.frontend import compile_queries
 from tests.conftest import WORKLOADS, workload_schema
 from tests.differential.test_exact_differential import ORDERS, SETTINGS, matcher, record, run_push
 from tests.references.thesis_queries import read_workload, thesis_workloads

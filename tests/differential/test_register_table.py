@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
+import predicates.table
 from mqo.registry import RegisteredRow
 from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from tests.unit.test_templates import summary
@@ -299,14 +300,14 @@ def test_a_name_given_twice_registers_nothing_and_leaves_the_names_free() -> Non
     with pytest.raises(mqo.QueryError, match="query id x is already registered"):
         m.register_table(template, table, id_column="id")
     # the registry itself takes a block's rows back (what register_table leaves to it)
-    rows = mqo.table.compile_table(
+    rows = predicates.table.compile_table(
         m.registry.compiler,
-        mqo.table.parse_template(template),
+        predicates.table.parse_template(template),
         {"c1": table["c1"], "c2": table["c2"]},
         ["p", "q", "p", "r", "s", "t"],
         lambda text, row: pytest.fail("a row compiled from its text"),
     )
-    assert type(rows) is mqo.table.RowQueries
+    assert type(rows) is predicates.table.RowQueries
     with pytest.raises(mqo.QueryError, match="query id p is given twice"):
         m.registry.add(rows, 0.0)
     with pytest.raises(mqo.QueryError, match="query id p is given twice"):
@@ -325,15 +326,15 @@ def test_a_tables_rows_read_as_their_queries() -> None:
     """A table held as one block reads like any list of compiled queries: by position
     (negative too), in order, each with its row's constants; out of range is an
     IndexError."""
-    from mqo.table import RowQueries
+    from predicates.records import RowQueries
 
     m = mqo.Matcher(DDL)
     table = {"c1": np.array([1.5, -0.0, 3.0]), "c2": np.array([-2.0, 4.0, 0.25])}
     names = m.register_table("SELECT * FROM B WHERE B.pressure < :c1 AND -B.temp < :c2", table)
     compiled = m.registry.compiler
-    parsed_rows = mqo.table.compile_table(
+    parsed_rows = predicates.table.compile_table(
         compiled,
-        mqo.table.parse_template("SELECT * FROM B WHERE B.pressure < :c1 AND -B.temp < :c2"),
+        predicates.table.parse_template("SELECT * FROM B WHERE B.pressure < :c1 AND -B.temp < :c2"),
         {"c1": table["c1"], "c2": table["c2"]},
         ["p", "q", "r"],
         lambda text, row: pytest.fail("a row compiled from its text"),

@@ -18,7 +18,7 @@ import pytest
 
 import mqo
 from mqo.batch import text_of
-from predicates import looks_aggregate
+from predicates.entry import looks_aggregate
 from runtime.spark.aggregate_streaming import aggregate_stream
 from runtime.spark.spec import SparkStageError
 from runtime.spark.streaming import write_files

@@ -9,8 +9,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import predicates
-from predicates import Catalog, QueryError, compile_queries
-from predicates.records import from_normalized
+from predicates import Catalog, QueryError
+from predicates.frontend import compile_queries, front_end
+from predicates.records import CompiledQuery, from_normalized
 from predicates.templates import FastCompiler
 from tests.unit.test_golden import CASES, schema_for
 from tests.unit.test_templates import DDL, summary
@@ -69,8 +70,8 @@ AGGREGATE = "SELECT B.alert, AVG(B.pressure) FROM B [RANGE 10 SLIDE 5] WHERE B.t
 
 
 def test_many_texts_compile_as_each_in_turn():
-    """compile_many numbers on from text to text, takes the flat ones first, and names
-    a text's error by its place in the list."""
+    """compile_many numbers on from text to text, reads the plain ones from templates,
+    and names a text's error by its place in the list."""
     catalog = Catalog.from_ddl(DDL)
     texts = [FLAT.format(1), f"Query ID: q\n{FLAT.format(2)}", f"{FLAT.format(3)};\n{FLAT.format(4)};",
              AGGREGATE.format(5), FLAT.format(6), "Query ID: 9\n" + FLAT.format(7), FLAT.format(8)]  # fmt: skip
@@ -79,10 +80,10 @@ def test_many_texts_compile_as_each_in_turn():
         got = predicates.compile_many(texts, catalog, first_position=3, compiler=compiler)
         want, position = [], 3
         for text in texts:
-            want += predicates.front_end(text, catalog, first_position=position)
+            want += front_end(text, catalog, first_position=position)
             position = 3 + len(want)
         assert [q.name for q in got] == ["3", "q", "5", "6", "7", "8", "9", "10"]
-        assert [type(q) for q in got] == [type(q) for q in want]
+        assert [isinstance(q, CompiledQuery) for q in got] == [isinstance(q, CompiledQuery) for q in want]
         assert [summary(q) for q in got if q.name != "7"] == [summary(q) for q in want if q.name != "7"]
     compiler = FastCompiler(catalog)
     with pytest.raises(QueryError, match="already registered") as taken:
@@ -102,7 +103,7 @@ def test_one_entry_compiles_aggregate_and_match_queries_alike():
     got = predicates.compile(text, catalog, source_name="f.mqo")
     assert [type(q).__name__ for q in got] == ["AggregateQuery", "CompiledQuery", "AggregateQuery"]
     assert [q.name for q in got] == ["1", "m", "3"]
-    want = predicates.front_end(text, catalog, source_name="f.mqo")
+    want = front_end(text, catalog, source_name="f.mqo")
     for k in (0, 2):  # (spans differ: the entry parses each query's own text)
         assert got[k].filter_key == want[k].filter_key and got[k].text.strip() == want[k].text.strip()
         assert (got[k].window.size, got[k].window.slide, got[k].group_by, got[k].calls) == (

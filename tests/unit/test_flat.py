@@ -10,10 +10,9 @@ from hypothesis import strategies as st
 
 import mqo
 import predicates
-from predicates import Catalog, compile_queries
-from predicates.clauses import split_query_texts
+from predicates import Catalog
 from predicates.flat import FlatCompiler
-from predicates.frontend import front_end
+from predicates.frontend import compile_queries, front_end
 from predicates.records import CompiledQuery, from_normalized
 from predicates.templates import FastCompiler
 from tests.unit.test_templates import DDL, summary
@@ -64,16 +63,21 @@ def test_flat_path_equals_the_full_front_end(prefix, terms, joins, tail):
             assert summary(got) == summary(want), text
 
 
-def test_plain_subscriptions_take_the_flat_path_and_register_alike():
+def without_caches(m: mqo.Matcher) -> mqo.Matcher:
+    """``m`` with its compile caches turned away: every text goes to the front end."""
+    m.registry.compiler.flat.compile = lambda text, position: None  # type: ignore[method-assign]
+    m.registry.compiler.templates._learned = lambda piece, scan, k: None  # type: ignore[method-assign]
+    return m
+
+
+def test_plain_subscriptions_are_read_from_templates_and_register_alike():
     ddl = "REGISTER STREAM E (a0 FLOAT, a1 FLOAT, a2 FLOAT);"
     texts = [f"SELECT * FROM E WHERE E.a{i % 3} >= {i}.5 AND E.a{(i + 1) % 3} <= {i * 7}" for i in range(200)]
     quick = mqo.Matcher(ddl)
     quick.register_queries(texts)
-    slow = mqo.Matcher(ddl)
-    slow.registry.compiler.flat.compile = lambda text, position: None  # type: ignore[method-assign]
+    slow = without_caches(mqo.Matcher(ddl))
     slow.register_queries(texts)
-    taken = [quick.registry.compiler.flat.compile(t, 1) is not None for t in texts]
-    assert sum(taken) >= 190  # all but the first few, which teach it the patterns
+    assert quick.registry.compiler.templates.hits == 200 and quick.registry.compiler.templates.learned == 3
     assert [summary(q.compiled) for q in quick.registry] == [summary(q.compiled) for q in slow.registry]
     events = {"a0": [1.0, 50.0, 300.0], "a1": [0.0, 20.0, 1e9], "a2": [5.0, 5.0, 5.0], "ts": [1.0, 2.0, 3.0]}
     got = sorted((m.query, m.ids["E"]) for m in quick.push_batch("E", events).matches())
@@ -82,10 +86,10 @@ def test_plain_subscriptions_take_the_flat_path_and_register_alike():
 
 
 @pytest.mark.parametrize("column_type", ["FLOAT", "INTEGER"])
-def test_a_query_file_takes_the_flat_path_as_a_list_does(column_type: str) -> None:
+def test_a_query_file_is_read_from_templates_as_a_list_is(column_type: str) -> None:
     """The pieces of a query file (each after a line break, each ending with ';') are
-    plain subscriptions too: they take the same path as a list of texts, and register
-    the same queries."""
+    plain subscriptions too: they are read from templates as a list of texts is, and
+    register the same queries."""
     ddl = f"REGISTER STREAM E (a0 {column_type}, a1 {column_type}, a2 {column_type});"
     texts = [
         f"Query ID: s{i}\nSELECT * FROM E WHERE E.a{i % 3} >= {i} AND E.a{(i + 1) % 3} <= {i * 7}" for i in range(200)
@@ -94,10 +98,11 @@ def test_a_query_file_takes_the_flat_path_as_a_list_does(column_type: str) -> No
     from_file.register_queries("\n".join(t + ";" for t in texts))
     from_list = mqo.Matcher(ddl)
     from_list.register_queries(texts)
-    flat = from_file.registry.compiler.flat
-    pieces = split_query_texts("\n".join(t + ";" for t in texts))
-    assert sum(flat.compile(piece, 1) is not None for piece in pieces) == len(pieces)
+    parsed = without_caches(mqo.Matcher(ddl))
+    parsed.register_queries(texts)
+    assert from_file.registry.compiler.templates.hits == len(texts)
     assert [summary(q.compiled) for q in from_file.registry] == [summary(q.compiled) for q in from_list.registry]
+    assert [summary(q.compiled) for q in from_file.registry] == [summary(q.compiled) for q in parsed.registry]
 
 
 def test_an_id_given_twice_across_texts_registers_nothing():
@@ -190,7 +195,7 @@ def test_the_entry_takes_a_flat_text_only_when_it_is_one_match_query(prefix, ter
             assert want is None, text
             continue
         assert want is not None, text
-        assert [type(q) for q in got] == [type(q) for q in want], text
+        assert [isinstance(q, CompiledQuery) for q in got] == [isinstance(q, CompiledQuery) for q in want], text
         assert [summary(q) for q in got if isinstance(q, CompiledQuery)] == [
             summary(q) for q in want if isinstance(q, CompiledQuery)
         ], text

@@ -11,7 +11,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from predicates import Catalog, QueryError, compile_queries
+from predicates import Catalog, QueryError
+from predicates.frontend import compile_queries
 from tests.conftest import WORKLOADS
 
 CATALOG = Catalog.from_ddl((WORKLOADS / "streams.ddl").read_text())

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import mqo
-from predicates import Catalog, NormalizedQuery, compile_queries, format_constant
+from predicates import Catalog, NormalizedQuery, format_constant
+from predicates.frontend import compile_queries
 from tests.conftest import WORKLOADS, workload_schema
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from predicates import Catalog, ColumnKey, Kind, QueryError, compile_queries
+from predicates import Catalog, ColumnKey, Kind, QueryError
 from predicates.ast import And, Arith, Comparison, Negate, Not, Number, Or
+from predicates.frontend import compile_queries
 from predicates.normalize import Predicate, Residual, dnf_size, push_not, to_dnf
 
 DDL = """

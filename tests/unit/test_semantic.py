@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from predicates import Catalog, QueryError, bind, compile_queries, parse_query
+from predicates import Catalog, QueryError, bind, parse_query
+from predicates.frontend import compile_queries
 
 DDL = """
 REGISTER STREAM B (pressure FLOAT, temp FLOAT, alert INTEGER);

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mqo
-from predicates import Catalog, Kind, QueryError, compile_queries
+from predicates import Catalog, Kind, QueryError
+from predicates.frontend import compile_queries
 from predicates.records import from_normalized
 from predicates.templates import FastCompiler, split_query_texts
 from tests.conftest import WORKLOADS, workload_schema

@@ -19,18 +19,17 @@ divisor, a window length) is **structural**: the rows are grouped by its value a
 group's text is compiled once. Rows the shortcuts cannot take are compiled from their
 written-out text, one by one, through the usual path (so errors keep their positions).
 
-It lives in the engine layer (not in :mod:`predicates`) because it works on numpy
-columns; it uses the fast compiler's pattern caches directly.
+It uses the fast compiler's pattern caches directly; its rows are
+:class:`~predicates.records.RowBlock` rows, as the template cache's
+(:mod:`predicates.template_cache`) are.
 """
 
 from __future__ import annotations
 
 import itertools
-from array import array
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -40,7 +39,17 @@ from predicates.errors import QueryError, Source, Span
 from predicates.lexer import T, tokenize
 from predicates.normalize import PLACEHOLDER, ListKey, Residual
 from predicates.numbers import faithful
-from predicates.records import INF, CompiledQuery, Conjunction, maxwindow_value, predicate_text, query_text
+from predicates.records import (
+    INF,
+    CompiledQuery,
+    Conjunction,
+    RowBlock,
+    RowQueries,
+    RowQuery,
+    maxwindow_value,
+    predicate_text,
+    query_text,
+)
 from predicates.templates import UNKNOWN, ComparisonTemplate, FastCompiler
 
 _PLACEHOLDER = "1"
@@ -276,7 +285,7 @@ def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mappi
     shape = split_skeleton(skeleton, numbers)
     if shape is None or shape.select_has_numbers:
         return None
-    context = compiler._context(shape.select, shape.from_, shape.unit)
+    context = compiler.context_for(shape.select, shape.from_, shape.unit)
     if context is None:
         return None
     maxwindow = None
@@ -300,8 +309,9 @@ def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mappi
             got = compiler._comparison(context, None, (pattern, nums))
             if got is UNKNOWN:
                 return None
-            tmpl = compiler._templates.get(
-                ((context, pattern), tuple(nums[i] for i in compiler._structure[(context, pattern)]))
+            known = compiler._structure.get((context, pattern))
+            tmpl = (
+                None if known is None else compiler._templates.get(((context, pattern), tuple(nums[i] for i in known)))
             )
             if tmpl is None:
                 return None
@@ -381,91 +391,6 @@ def _instantiate(
             query.source_text = row_text(row)  # a constant past the doubles: keep the text
         out[row] = query
     return None
-
-
-class RowBlock:
-    """What the rows of one template group share, and their constants as one flat
-    array of doubles, row after row (a row's slice is a ready ``array('d')``)."""
-
-    __slots__ = ("context", "keys", "maxwindow", "residuals", "values", "width")
-
-    def __init__(
-        self,
-        context: Any,
-        maxwindow: Any,
-        keys: tuple[ListKey, ...],
-        residuals: tuple[Residual, ...],
-        columns: Sequence[np.ndarray],
-    ) -> None:
-        """``columns``: each key's constants, row by row (numbers a double holds exactly)."""
-        self.context = context
-        self.maxwindow = maxwindow
-        self.keys = keys
-        self.residuals = residuals
-        self.width = width = len(keys)
-        n = len(columns[0]) if columns else 0
-        # written column by column into the array itself: no row-major copy made between
-        self.values = array("d", [0.0]) * (n * width)
-        if n * width:
-            table = np.frombuffer(self.values, np.float64).reshape(n, width)
-            for j, column in enumerate(columns):
-                table[:, j] = column
-            table += 0.0  # -0.0 prints as a zero and is one
-
-
-class RowQuery(CompiledQuery):
-    """A table row's query record: its constants are row ``row`` of its block, made
-    into a :class:`Conjunction` only when asked for (a million rows hold no array,
-    conjunction and tuples each). Read like any :class:`CompiledQuery`."""
-
-    __slots__ = ("block", "row")
-
-    def __init__(self, name: str, block: RowBlock, row: int) -> None:
-        self.name = name
-        self.source_text = None
-        self.block = block
-        self.row = row
-
-    @property  # type: ignore[override]
-    def context(self) -> Any:
-        return self.block.context
-
-    @property  # type: ignore[override]
-    def maxwindow(self) -> Any:
-        return self.block.maxwindow
-
-    @property  # type: ignore[override]
-    def disjuncts(self) -> tuple[Any, ...]:
-        block = self.block
-        start = self.row * block.width
-        return ((Conjunction(block.keys, block.values[start : start + block.width]), block.residuals),)
-
-
-class RowQueries(Sequence[RowQuery]):
-    """A table's queries when one block holds all of them, row after row: query ``k`` is
-    named ``names[k]`` and reads row ``k``. The registry keeps such a table as its block
-    (:meth:`mqo.registry.QueryRegistry.add`); a :class:`RowQuery` is made only when one
-    is looked at."""
-
-    __slots__ = ("block", "names")
-
-    def __init__(self, names: list[str], block: RowBlock) -> None:
-        if len(block.values) != len(names) * block.width:
-            raise ValueError(f"{len(names)} names for {len(block.values) // max(block.width, 1)} rows")
-        self.names = names
-        self.block = block
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def __getitem__(self, k: int) -> RowQuery:  # type: ignore[override]
-        if not -len(self.names) <= k < len(self.names):
-            raise IndexError(k)
-        k %= len(self.names)
-        return RowQuery(self.names[k], self.block, k)
-
-    def __iter__(self) -> Iterator[RowQuery]:
-        return map(RowQuery, self.names, repeat(self.block), range(len(self.names)))
 
 
 def block_template(block: RowBlock) -> str:

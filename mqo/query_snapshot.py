@@ -1,0 +1,91 @@
+"""The match queries as snapshot data, and back (the registrations' part of
+:meth:`mqo.Matcher.snapshot`, :mod:`mqo.registrations`).
+
+Queries registered as texts are kept as their texts; a run of one block's rows (a
+table given to ``register_table``, or 64 or more texts read from one template) is kept
+as the block's template with the rows' names and constants, so a million rows print
+and compile again in seconds, not minutes. Registration horizons are exact (a
+``Fraction`` as its text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mqo.registry import QueryRegistry, RegisteredRow
+from predicates.records import CompiledQuery
+from predicates.table import block_template, compile_table, parse_template
+from predicates.templates import FastCompiler
+
+if TYPE_CHECKING:
+    from mqo.views import ViewGraph
+
+
+def since_text(since: float | Fraction) -> float | str:
+    """A registration horizon as snapshot data (exact: a Fraction as its text)."""
+    return since if isinstance(since, float) else str(since)
+
+
+def since_value(data: float | str) -> float | Fraction:
+    """:func:`since_text` read back."""
+    return Fraction(data) if isinstance(data, str) else float(data)
+
+
+def query_entries(
+    registry: QueryRegistry, views: ViewGraph
+) -> tuple[list[tuple[str, str, float | str]], list[dict[str, Any]]]:
+    """The match queries as snapshot data: texts ``(name, text, since)``, and each
+    run of a block's rows (one block, one horizon) as its block's template with the
+    rows' names and constants, to be registered after the ``at`` first texts."""
+    texts: list[tuple[str, str, float | str]] = []
+    tables: list[dict[str, Any]] = []
+    run: list[RegisteredRow] = []
+
+    def close_run() -> None:
+        if run:
+            block = run[0].block
+            rows = np.fromiter((rq.row for rq in run), np.int64, len(run))
+            constants = np.frombuffer(block.values, np.float64).reshape(-1, block.width)[rows]
+            tables.append(
+                {
+                    "at": len(texts),
+                    "template": block_template(block),
+                    "names": [rq.name for rq in run],
+                    "constants": np.ascontiguousarray(constants.reshape(-1)),  # row after row
+                    "since": since_text(run[0].since_ts),
+                }
+            )
+            run.clear()
+
+    for rq in registry:
+        if type(rq) is RegisteredRow:
+            if run and rq.block is run[0].block and rq.since_ts == run[0].since_ts:
+                run.append(rq)
+                continue
+            close_run()
+            if not rq.context.bound.self_join:  # (a self-join's rows are kept as texts)
+                run.append(rq)
+                continue
+        else:
+            close_run()
+        view = views.get(rq.name)
+        texts.append((rq.name, rq.text if view is None else view.text, since_text(rq.since_ts)))
+    close_run()
+    return texts, tables
+
+
+def table_rows(compiler: FastCompiler, next_position: int, table: Mapping[str, Any]) -> Sequence[CompiledQuery]:
+    """The queries of one run of block rows written by :func:`query_entries`."""
+    names = list(table["names"])
+    template = parse_template(table["template"], "<snapshot>")
+    constants = np.asarray(table["constants"], np.float64).reshape(len(names), -1)
+
+    def compile_text(text: str, row: int) -> CompiledQuery:
+        return compiler.compile(text, next_position + row, f"<snapshot>[row {row}]")
+
+    columns = {f"c{j}": constants[:, j] for j in range(constants.shape[1])}
+    return compile_table(compiler, template, columns, names, compile_text)

@@ -1,0 +1,490 @@
+"""The template cache in front of the parser: query texts that differ only in their constants.
+
+Subscriptions are registered by the thousand from one shape: the same SELECT, FROM and
+comparisons, other numbers (and other ``Query ID`` names). The parser reads the first
+text of a shape (lexer, parser, binder, normalizer, as for any text); the cache keeps
+what it read as a **template**: the text's skeleton (:mod:`predicates.template_scan`:
+its bytes with each constant and the header's name as a hole) and what the compiled
+query makes of each hole. A hole is a **parameter** when it is a comparison's one
+additive number (``E.a3 >= 10.5``, ``b1.x <= b2.x + 3``, ``E.x >= -2``): the list
+key's constant is that number times a sign; a number inside a comment is ignored; any
+other number (a window length, a factor) is **fixed**: a piece is read from the
+template only when it has the template's value there.
+
+A template is learned only when each hole of its skeleton is one of the lexer's number
+tokens (or in a comment), touching only characters that end tokens: a piece with the
+same skeleton is then the same token sequence with other numbers (and another name),
+which the parser reads as the same tree, so its compiled query follows from the holes.
+Only plain decimals of at most 15 digits are taken (their double is the decimal); any
+other text, and any piece not read from a template, goes to the parser, which reports
+every error with its position: a text compiles or fails alike whether the cache holds
+its template or not.
+
+A text of several queries (a query file) is read one piece at a time, cut after each
+``;``; a template is learned from a piece that is one query whose last token is that
+``;`` (the parser reads a file's queries one after another, each up to its ``;``, so
+the queries of the pieces are the file's). A text with any piece not read goes to the
+parser whole.
+
+The queries of one template come out as rows of one :class:`RowBlock` (their constants
+one array of doubles, taken from the scan with numpy per template), which the registry
+keeps as a table's rows.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Container, Iterator, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import compress
+from typing import Any, Protocol
+
+import numpy as np
+
+from predicates.ast import And, Arith, Comparison, Expr, Negate, Number
+from predicates.catalog import Catalog
+from predicates.errors import QueryError, Source
+from predicates.lexer import BLANK_CHARS, T, Token, tokenize
+from predicates.normalize import ColumnOrder, ListKey, Predicate, canonicalize, normalize
+from predicates.numbers import faithful
+from predicates.parser import parse_queries
+from predicates.records import CompiledQuery, Context, LinearConst, RowBlock, RowQueries, RowQuery
+from predicates.semantic import bind
+from predicates.template_scan import EDGES, NAME, Scan, scannable
+from predicates.template_scan import scan as scan_pieces
+
+_KEPT = 256  # templates kept
+BLOCK_ROWS = 64  # queries read at once that are kept as one block's rows
+FEWEST = 16  # pieces read at once: fewer go to the parser (its comparison caches)
+_SAMPLE = 256  # pieces read first: the rest are read only when half of these were
+_LEARN_TRIAL = 16  # pieces learned before learning must show it pays...
+_LEARN_PAYS = 4  # ...by one hit per this many learned
+# what a hole of a template is: a list key's constant (times its sign), a number of
+# the query's text that must stay as it is, or a number inside a comment
+PARAMETER, FIXED, COMMENT = 0, 1, 2
+
+
+class ContextSource(Protocol):
+    """Where contexts come from (:class:`predicates.templates.FastCompiler`), so that
+    queries written alike share one context whichever way they were compiled."""
+
+    catalog: Catalog
+    max_disjuncts: int
+
+    def context_for(self, select: str, from_: str, unit: str | None) -> Context | None: ...
+
+    def column_order(self) -> ColumnOrder: ...
+
+
+@dataclass(eq=False)
+class Template:
+    """One query's skeleton with holes, and what its queries share."""
+
+    header: tuple[bytes, bytes] | None  # (the skeleton before the name, the byte after it)
+    roles: np.ndarray  # per hole: PARAMETER, FIXED or COMMENT
+    fixed: np.ndarray  # per hole: the value it must have (FIXED), else NaN
+    parameters: np.ndarray  # the holes that are keys' constants, in key order
+    signs: np.ndarray  # their signs
+    key_parameters: tuple[int | None, ...]  # per list key: its index in parameters, or None
+    constants: tuple[float, ...]  # per list key without a parameter: its constant
+    context: Context
+    maxwindow: float | Fraction | None
+    keys: tuple[ListKey, ...]
+    has_fixed: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.has_fixed = bool((self.roles == FIXED).any())
+
+
+@dataclass
+class Reading:
+    """What the cache read of some texts: per piece its template (None: not read) and
+    header name (None: named by position), and per text its pieces."""
+
+    scan: Scan | None
+    templates: list[Template | None]
+    names: list[str | None]
+    of_text: list[tuple[int, int]]
+
+    def all_read(self) -> bool:
+        """Whether every text's pieces were read (and every text has one)."""
+        return None not in self.templates and all(first < stop for first, stop in self.of_text)
+
+    def read(self, k: int) -> range | None:
+        """The pieces of text ``k`` when all were read from templates, else None."""
+        first, stop = self.of_text[k]
+        if first == stop or None in self.templates[first:stop]:
+            return None
+        return range(first, stop)
+
+
+class TemplateCache:
+    """Templates learned from the texts compiled so far (bounded), for one catalog."""
+
+    def __init__(self, contexts: ContextSource) -> None:
+        self.contexts = contexts
+        self.fewest = FEWEST  # (a test lowers it to read a few texts)
+        self.templates: OrderedDict[bytes, Template] = OrderedDict()
+        self.headers: dict[tuple[bytes, bytes], None] = {}  # the templates' headers
+        self._streams_seen = len(contexts.catalog)
+        self.learned = 0
+        self.hits = 0
+
+    def read(self, texts: Sequence[str]) -> Reading:
+        """The texts' pieces, each read from a template where one holds it."""
+        if len(self.contexts.catalog) != self._streams_seen:  # new streams: bind anew
+            self.templates.clear()
+            self.headers.clear()
+            self._streams_seen = len(self.contexts.catalog)
+        pieces: list[str] = []
+        of_text: list[tuple[int, int]] = []
+        for text in texts:
+            first = len(pieces)
+            if ";" in text:  # (the blanks before a query are no token: its template is the same)
+                *ended, last = text.split(";")
+                pieces += [p.lstrip(BLANK_CHARS) + ";" for p in ended]
+                if last.strip(BLANK_CHARS):
+                    pieces.append(last.lstrip(BLANK_CHARS))
+            elif text.strip(BLANK_CHARS):
+                pieces.append(text.lstrip(BLANK_CHARS))
+            of_text.append((first, len(pieces)))
+        if len(pieces) < self.fewest:  # (a scan's fixed cost is the parser's for a few texts)
+            return Reading(None, [None] * len(pieces), [None] * len(pieces), of_text)
+        plain = [p if scannable(p) else "" for p in pieces]
+        if plain[0]:  # the first piece's template first: its header is then cut from all of them
+            self._known(plain[0], Scan([plain[0]], list(self.headers)), 0)
+        if len(plain) > _SAMPLE:  # texts of many shapes (each its own template) are not scanned
+            sample = self._found(plain[:_SAMPLE], scan_pieces(plain[:_SAMPLE], list(self.headers)))
+            if 2 * (_SAMPLE - sample.count(None)) < _SAMPLE:
+                return Reading(None, [None] * len(pieces), [None] * len(pieces), of_text)
+        for _ in range(4):  # scanned again when a template brings a header not cut yet
+            headers = len(self.headers)
+            scan = scan_pieces(plain, list(self.headers))
+            found = self._found(plain, scan)
+            if len(self.headers) == headers:
+                break
+        self._check_fixed(found, scan)
+        self.hits += len(found) - found.count(None)
+        scan.skeletons = []  # (looked up: a million of them are hundreds of megabytes)
+        return Reading(scan, found, scan.names, of_text)
+
+    def _found(self, pieces: list[str], scan: Scan) -> list[Template | None]:
+        """Each piece's template (learned where none is yet), or None; stops at a
+        template with a header not scanned for (the caller scans again)."""
+        found: list[Template | None] = list(map(self.templates.get, scan.skeletons))
+        headers = len(self.headers)
+        for k in [k for k, template in enumerate(found) if template is None and pieces[k]]:
+            found[k] = self._known(pieces[k], scan, k)
+            if len(self.headers) != headers:
+                break
+        for k in compress(range(len(found)), scan.unread):
+            found[k] = None
+        return found
+
+    def _known(self, piece: str, scan: Scan, k: int) -> Template | None:
+        """The template of piece ``k`` of ``scan`` (learned if none is), naming the piece."""
+        skeleton = scan.skeletons[k]
+        template = self.templates.get(skeleton) or self._learned(piece, scan, k)
+        if template is not None and template.header is not None and scan.names[k] is None:
+            before, after = template.header
+            scan.names[k] = skeleton[len(before) : skeleton.find(after, len(before))].decode("ascii")
+        return template
+
+    def _check_fixed(self, found: list[Template | None], scan: Scan) -> None:
+        """Take back the pieces whose fixed numbers (a window length, a factor) are not
+        their template's: the parser reads those."""
+        of_template: dict[Template, list[int]] = {}
+        for k, template in enumerate(found):
+            if template is not None and template.has_fixed:
+                of_template.setdefault(template, []).append(k)
+        for template, pieces in of_template.items():
+            fixed = np.flatnonzero(template.roles == FIXED)
+            at = scan.first_runs[np.array(pieces, np.int64)][:, None] + fixed
+            wrong = (scan.values[at] != template.fixed[fixed]).any(axis=1)
+            for k in np.array(pieces, np.int64)[wrong].tolist():
+                found[k] = None
+
+    def _learned(self, piece: str, scan: Scan, k: int) -> Template | None:
+        """The template learned from piece ``k`` (kept under its skeleton), or None."""
+        if self.learned >= _LEARN_TRIAL and self.hits < self.learned * _LEARN_PAYS:
+            return None  # texts of many shapes: the parser's own caches serve them
+        self.learned += 1
+        first, stop = scan.first_run[k], scan.first_run[k + 1]
+        runs = list(zip(scan.starts[first:stop].tolist(), scan.ends[first:stop].tolist(), strict=True))
+        skeleton = scan.skeletons[k]
+        template = self._learn(piece, skeleton, runs, scan.values[first:stop])
+        if template is None:
+            return None
+        if template.header is not None and NAME not in skeleton:
+            before, after = template.header
+            skeleton = before + NAME + skeleton[skeleton.find(after, len(before)) :]
+        if template.header is not None:
+            self.headers[template.header] = None
+        self.templates[skeleton] = template
+        if len(self.templates) > _KEPT:
+            self.templates.popitem(last=False)
+        return template
+
+    def _learn(self, piece: str, skeleton: bytes, runs: list[tuple[int, int]], values: np.ndarray) -> Template | None:
+        """The template of one query's text, as the parser reads it, or None (not one
+        match query of indexed numeric comparisons, or a text the parser rejects)."""
+        tokens = tokenize(Source(piece))
+        if any(t.kind is T.ERROR for t in tokens):
+            return None  # a character no token starts with: the parser says where
+        if piece.endswith(";") and (len(tokens) < 2 or tokens[-2].kind is not T.PUNCT or tokens[-2].end != len(piece)):
+            return None  # the ';' it was cut at is in a comment
+        try:
+            (query,) = parse_queries(piece, "<template>")
+        except (QueryError, ValueError):
+            return None
+        if query.is_aggregate or query.view_span is not None or query.stream_op is not None:
+            return None
+        order = self.contexts.column_order()
+        try:
+            bound = bind(query, self.contexts.catalog, query.name or "template")
+            normalized = normalize(bound, order, self.contexts.max_disjuncts)
+        except QueryError:
+            return None
+        context = self._context(query, tokens, piece)
+        cond = bound.condition
+        comparisons = cond.items if isinstance(cond, And) else (cond,) if isinstance(cond, Comparison) else None
+        if context is None or not comparisons or len(normalized.disjuncts) != 1:
+            return None
+        # each constant of the skeleton: a number token of the lexer's, or in a comment
+        token_at = {t.start: i for i, t in enumerate(tokens)}
+        starts = [t.start for t in tokens]
+        run_of: dict[int, int] = {}  # number token -> its constant
+        roles = np.full(len(runs), FIXED, np.int8)
+        for r, (start, end) in enumerate(runs):
+            i = token_at.get(start)
+            if i is not None and tokens[i].kind is T.NUMBER and tokens[i].end == end:
+                run_of[i] = r
+                continue
+            before = bisect_right(starts, start) - 1
+            if before >= 0 and tokens[before].end > start:
+                return None  # in a string or a quoted name: its text is not a number's
+            roles[r] = COMMENT
+        (conjunct,) = normalized.disjuncts
+        parts: list[tuple[ListKey, Any, int | None, float]] = []  # key, value, constant, sign
+        for cmp in comparisons:
+            if not isinstance(cmp, Comparison):
+                return None
+            concrete = canonicalize(cmp, order)
+            if not isinstance(concrete, Predicate) or concrete.key.family != "number":
+                return None
+            token, sign = _parameter(cmp, order, token_at, concrete)
+            run = run_of.get(token) if token is not None else None
+            if run is None and type(concrete.value) is not float:
+                return None
+            parts.append((concrete.key, concrete.value, run, sign))
+            if run is not None:
+                roles[run] = PARAMETER
+        keys = tuple(key for key, _, _, _ in parts)
+        if conjunct.residuals or [(p.key, p.value) for p in conjunct.predicates] != [(k, v) for k, v, _, _ in parts]:
+            return None  # normalizing kept them otherwise (one predicate written twice)
+        hole_parts = [p for p in parts if p[2] is not None]
+        if len(set(keys)) != len(keys) or not hole_parts:
+            return None
+        header = None
+        if query.name_span is not None:
+            name = tokens[token_at[query.name_span.start]]
+            if name.kind is not T.IDENT or piece[name.start] == '"' or not _touches_edges(piece, name):
+                return None  # a name in quotes or a number: not a hole of a template
+            at = name.start - sum(end - start - 1 for start, end in runs if end <= name.start)
+            header = (skeleton[:at], piece[name.end].encode("ascii"))
+        key_parameters, count = [], 0
+        for _, _, run, _ in parts:
+            key_parameters.append(None if run is None else count)
+            count += run is not None
+        return Template(
+            header,
+            roles,
+            np.where(roles == FIXED, values, np.nan),
+            np.array([run for _, _, run, _ in hole_parts], np.int64),
+            np.array([sign for _, _, _, sign in hole_parts], np.float64),
+            tuple(key_parameters),
+            tuple(float(v) if run is None else 0.0 for _, v, run, _ in parts),
+            context,
+            None if bound.maxwindow is None else faithful(bound.maxwindow),
+            keys,
+        )
+
+    def _context(self, query: Any, tokens: list[Token], piece: str) -> Context | None:
+        """The shared context of the query's SELECT, FROM and MAXWINDOW unit."""
+        select = "*" if query.select is None else piece[query.select[0].span.start : query.select[-1].span.end]
+        from_ = piece[query.from_[0].span.start : query.from_[-1].span.end]
+        unit = None
+        if query.maxwindow is not None:
+            number = next(t for t in tokens if t.start == query.maxwindow.span.start)
+            unit = piece[number.end : query.maxwindow.span.end].strip(BLANK_CHARS)
+        return self.contexts.context_for(select, from_, unit)
+
+
+def _touches_edges(piece: str, token: Token) -> bool:
+    """Whether the characters around ``token`` end tokens (no token runs into it)."""
+    before = piece[token.start - 1] if token.start else " "
+    after = piece[token.end] if token.end < len(piece) else " "
+    return before in EDGES and after in EDGES
+
+
+def _parameter(
+    cmp: Comparison, order: ColumnOrder, token_at: dict[int, int], concrete: Predicate
+) -> tuple[int | None, float]:
+    """(the token whose number, times ``sign``, is the comparison's constant, sign), or
+    (None, 1.0) when its constant is not one number's (its numbers then stay as written)."""
+    found = [n for side in (cmp.left, cmp.right) for n in additive_numbers(side)]
+    if len(found) != 1 or token_start(found[0]) not in token_at:
+        return None, 1.0
+    start = token_start(found[0])
+    symbolic = canonicalize(with_symbols(cmp, {start: 0}), order)
+    if not isinstance(symbolic, Predicate) or symbolic.key != concrete.key:
+        return None, 1.0
+    constant: Any = symbolic.constant  # (a formula of the symbol)
+    if not isinstance(constant, LinearConst) or constant.beta != 0 or list(constant.terms) != [0]:
+        return None, 1.0
+    alpha = constant.terms[0]
+    if abs(alpha) != 1:
+        return None, 1.0
+    return token_at[start], float(alpha)
+
+
+def token_start(number: Number) -> int:
+    """Where the number's own token starts (the parser folds signs into literals:
+    ``- 3`` is the literal -3, whose token ``3`` ends the span)."""
+    return number.span.end - len(number.text.lstrip("-"))
+
+
+def _sign(number: Number) -> int:
+    return -1 if (len(number.text) - len(number.text.lstrip("-"))) % 2 else 1
+
+
+def additive_numbers(expr: Expr) -> Iterator[Number]:
+    """Numbers reached from ``expr`` through + - and signs only (a constant that only
+    adds to a comparison: the predicate's constant is linear in it)."""
+    if isinstance(expr, Number):
+        yield expr
+    elif isinstance(expr, Negate):
+        yield from additive_numbers(expr.operand)
+    elif isinstance(expr, Arith) and expr.op in ("+", "-"):
+        yield from additive_numbers(expr.left)
+        yield from additive_numbers(expr.right)
+
+
+def with_symbols(cmp: Comparison, param_of: dict[int, int]) -> Comparison:
+    """``cmp`` with the numbers whose tokens start at a key of ``param_of`` replaced by
+    symbolic parameters (normalizing it then gives the constant as a formula)."""
+    return Comparison(
+        cmp.op, _expr_symbols(cmp.left, param_of), _expr_symbols(cmp.right, param_of), cmp.span, cmp.op_span
+    )
+
+
+def _expr_symbols(expr: Expr, param_of: dict[int, int]) -> Expr:
+    if isinstance(expr, Number):
+        start = token_start(expr)
+        if start in param_of:
+            symbol = LinearConst(Fraction(0), {param_of[start]: Fraction(_sign(expr))})
+            return Number(symbol, expr.text, expr.span)  # type: ignore[arg-type]
+        return expr
+    if isinstance(expr, Negate):
+        return Negate(_expr_symbols(expr.operand, param_of), expr.span)
+    if isinstance(expr, Arith) and expr.op in ("+", "-"):
+        return Arith(expr.op, _expr_symbols(expr.left, param_of), _expr_symbols(expr.right, param_of), expr.span)
+    return expr
+
+
+# ------------------------------------------------------------------- records
+
+
+# ------------------------------------------------------------------- records
+
+
+def instantiate(reading: Reading, names: list[list[str]], whole: bool) -> list[list[CompiledQuery] | None] | RowQueries:
+    """The records of the texts read from templates (``names``: each read text's
+    queries' names; the others' entries are not read): one block of rows for the
+    templates that make the same queries but for their constants (the same context,
+    window and list keys: a query file's first query and the next ones, a constant
+    written with and without its sign), made at once; ``whole``: every text was read,
+    and when one block holds them all, one :class:`RowQueries` is returned. Fewer than
+    :data:`BLOCK_ROWS` queries are records of their own (a registry of many one-row
+    blocks, one per ``register_query``, would cost a block's work per query)."""
+    texts = [reading.read(k) for k in range(len(reading.of_text))]
+    group_of: dict[Template, int] = {}  # (per template, the number of its group)
+    numbers: dict[tuple[Any, ...], int] = {}
+    for template in dict.fromkeys(reading.templates):
+        if template is not None:
+            group_of[template] = numbers.setdefault(
+                (id(template.context), template.maxwindow, template.keys), len(numbers)
+            )
+    groups: list[list[int]] = [[] for _ in numbers]
+    for pieces in texts:
+        for k in pieces or ():
+            groups[group_of[reading.templates[k]]].append(k)  # type: ignore[index]
+    blocks = {g: _block(reading, pieces) for g, pieces in enumerate(groups) if pieces}
+    rows = sum(map(len, groups))
+    if whole and len(blocks) == 1 and rows >= BLOCK_ROWS:
+        (block,) = blocks.values()
+        return RowQueries([name for of_text in names for name in of_text], block)
+    counters = dict.fromkeys(blocks, 0)
+    out: list[list[CompiledQuery] | None] = []
+    for pieces, of_text in zip(texts, names, strict=True):
+        if pieces is None:
+            out.append(None)
+            continue
+        records = []
+        for k, name in zip(pieces, of_text, strict=True):
+            group = group_of[reading.templates[k]]  # type: ignore[index]
+            row = counters[group]
+            counters[group] = row + 1
+            query = RowQuery(name, blocks[group], row)
+            records.append(query if rows >= BLOCK_ROWS else query.renamed(name))
+        out.append(records)
+    return out
+
+
+def _block(reading: Reading, pieces: list[int]) -> RowBlock:
+    """The rows of pieces read from templates of one group: each parameter's double
+    (exact: a plain decimal of at most 15 digits) times its sign, beside the
+    templates' constants."""
+    scan = reading.scan
+    assert scan is not None
+    templates = [reading.templates[k] for k in pieces]
+    first = templates[0]
+    assert first is not None
+    n, width = len(pieces), len(first.keys)
+    table = np.empty((n, width), np.float64)
+    at = np.array(pieces, np.int64)
+    distinct = list(dict.fromkeys(templates))
+    for template in distinct:
+        assert template is not None
+        rows: Any = np.flatnonzero([t is template for t in templates]) if len(distinct) > 1 else slice(None)
+        values = scan.values[scan.first_runs[at[rows]][:, None] + template.parameters] * template.signs
+        for j, (p, constant) in enumerate(zip(template.key_parameters, template.constants, strict=True)):
+            table[rows, j] = values[:, p] if p is not None else constant
+    return RowBlock.of_table(first.context, first.maxwindow, first.keys, (), table)
+
+
+def clashes(names: list[str], taken: Container[str]) -> bool:
+    """Whether a name repeats or one is taken (the parser then says which, where).
+    ``taken`` may offer ``isdisjoint`` (a set, a dict's keys, the registry's names)."""
+    if len(set(names)) != len(names):
+        return True
+    isdisjoint = getattr(taken, "isdisjoint", None)
+    if isdisjoint is not None:
+        return not isdisjoint(names)
+    return any(name in taken for name in names)
+
+
+__all__ = [
+    "BLOCK_ROWS",
+    "ContextSource",
+    "Reading",
+    "Template",
+    "TemplateCache",
+    "additive_numbers",
+    "clashes",
+    "instantiate",
+    "token_start",
+    "with_symbols",
+]

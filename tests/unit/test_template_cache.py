@@ -1,0 +1,208 @@
+"""The template cache in front of the parser: a text read from a template compiles to
+exactly what the parser gives it, and a text it does not read fails exactly as the
+parser fails (the same message, the same position)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import mqo
+import predicates
+from predicates import Catalog, QueryError
+from predicates.frontend import front_end
+from predicates.records import CompiledQuery
+from predicates.template_scan import Scan
+from predicates.templates import FastCompiler
+from tests.unit.test_templates import DDL, summary
+
+# shapes of queries: each {} is a constant
+SHAPES = [
+    "SELECT * FROM B WHERE B.pressure >= {} AND B.pressure <= {} AND B.temp > {}",
+    "SELECT * FROM B WHERE {} <= B.alert AND B.alert < {}",
+    "SELECT B.pressure AS p FROM B WHERE B.temp >= -{} AND B.pressure <> {}",
+    "SELECT * FROM B, H MAXWINDOW 10 WHERE B.pressure <= H.vib + {} AND B.temp > {}",
+    "SELECT * FROM B b1, B b2 MAXWINDOW 5 sec WHERE b1.pressure < b2.pressure - {} AND b1.temp = {}",
+    "SELECT * FROM B, H WINDOW B.ts <= H.ts + {} MAXWINDOW 20 WHERE 2 * B.pressure > {}",
+    "SELECT * FROM P WHERE P.level >= {} AND P.name = 'it''s {}'",
+    "SELECT * FROM B WHERE B.pressure > {} -- the {} limit\n AND B.temp < {}",
+    "SELECT * FROM B WHERE B.pressure > {} AND B.pressure > {}",
+    "SELECT * FROM B WHERE B.pressure + {} > {} AND B.temp * {} < 1",
+    "SELECT * FROM B WHERE B.pressure > {} MAXWINDOW {}",
+]
+
+# constants: at the boundaries of what the cache takes (15 digits), past them, and
+# literals the parser rejects or reads otherwise
+CONSTANTS = st.one_of(
+    st.integers(0, 10**20).map(str),
+    st.integers(0, 8).flatmap(lambda p: st.decimals(min_value=0, max_value=10**9, places=p)).map(str),
+    st.sampled_from(
+        [
+            "0", "00", "007", "5.", ".5", "0.1", "0.3", "999999999999999", "1000000000000000",
+            "123456789.012345", "1234567890.123456", "9007199254740993", "1e5", "1.5e-3", "2E+3",
+            "1" * 40, "1.2.3", "1e999999", "0.000000000000001", "3 ", "(4)", "-6", "- 7", "8a", "'9'",
+            "1" + "0" * 400,
+        ]
+    ),
+)  # fmt: skip
+NAMES = st.one_of(
+    st.none(),
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True),
+    st.sampled_from(["17", "'it''s'", '"quoted"', "select", "a-b", "9x"]),
+)
+
+
+def text_of(shape: str, constants: list[str], name: str | None) -> str:
+    body = shape.format(*constants[: shape.count("{}")])
+    return body if name is None else f"Query ID: {name}\n{body}"
+
+
+def outcome(compile_it) -> tuple:  # type: ignore[no-untyped-def]
+    """What compiling gives: the queries (as the tests of the fast paths compare them)
+    or the error's text."""
+    try:
+        records = compile_it()
+    except QueryError as err:
+        return ("error", str(err))
+    return (
+        "queries",
+        [
+            (*summary(q), tuple(o.name for o in q.context.bound.outputs))
+            if isinstance(q, CompiledQuery)
+            else type(q).__name__
+            for q in records
+        ],
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(SHAPES),
+    st.lists(st.from_regex(r"[1-9][0-9]{0,5}(\.[0-9]{1,3})?", fullmatch=True), min_size=4, max_size=4),
+    st.lists(CONSTANTS, min_size=4, max_size=4),
+    NAMES,
+    st.sampled_from(["list", "file"]),
+)
+@example(SHAPES[0], ["1", "2", "3", "4"], ["1" * 16, "2", "3", "4"], "s1", "list")
+@example(SHAPES[2], ["1", "2", "3", "4"], ["0", "-0", "0", "0"], None, "file")
+@example(
+    SHAPES[9], ["1", "1", "2", "1"], ["0", "1" + "0" * 400, "0", "0"], None, "list"
+)  # (the comparison caches took it)
+def test_a_text_read_from_a_template_compiles_as_the_parser_reads_it(shape, teacher, constants, name, form):
+    """The cache learns the shape from one text, then reads others of the shape with
+    other constants and names: what it gives is the parser's, queries or error."""
+    catalog = Catalog.from_ddl(DDL)
+    compiler = FastCompiler(catalog)
+    compiler.templates.fewest = 1  # (it reads a call of a few texts too)
+    first = text_of(shape, teacher, "t0")
+    second = text_of(shape, constants, name)
+    texts = [first, second, second.replace("Query ID: ", "Query ID: z", 1)]
+    if form == "file":
+        args: list[str] = ["\n".join(t + ";" for t in texts)]
+    else:
+        args = texts
+    for _ in range(2):  # the cache cold, then warm
+        got = outcome(lambda: predicates.compile_many(args, catalog, compiler=compiler, first_position=3))
+        want = outcome(lambda: _front_end_many(args, catalog, 3))
+        assert got == want, (args, got, want)
+
+
+def _front_end_many(texts: list[str], catalog: Catalog, first_position: int) -> list:  # type: ignore[type-arg]
+    out: list = []  # type: ignore[type-arg]
+    for k, text in enumerate(texts):
+        where = "<string>" if len(texts) == 1 else f"<string>[{k}]"
+        out += front_end(text, catalog, source_name=where, first_position=first_position + len(out))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="0123456789.e+- ;x(", max_size=12), min_size=1, max_size=6))
+def test_the_scan_finds_exactly_the_lexers_plain_numbers(pieces: list[str]) -> None:
+    """Where the scan marks a constant, the lexer reads a number token of exactly that
+    text (the scan's double is then float()'s), or the constant is inside a longer
+    token (``0e-5``: no template is learned from such a text) or in a comment."""
+    from predicates.errors import Source
+    from predicates.lexer import T, tokenize
+
+    scan = Scan(pieces, [])
+    for k, piece in enumerate(pieces):
+        every = tokenize(Source(piece))
+        tokens = {(t.start, t.end): t for t in every if t.kind is T.NUMBER}
+        first, stop = scan.first_run[k], scan.first_run[k + 1]
+        for start, end, value in zip(
+            scan.starts[first:stop].tolist(), scan.ends[first:stop].tolist(), scan.values[first:stop], strict=True
+        ):
+            token = tokens.get((start, end))
+            if scan.unread[k] and piece[start:end].count(".") > 1:
+                continue  # (a piece with such a run is not read from a template)
+            if token is None:  # inside a longer token, or in a comment (which is no token)
+                line = piece[:start].rpartition("\n")[2]
+                assert any(t.start < start < t.end for t in every) or "--" in line, (piece, start, end)
+                continue
+            assert value == float(piece[start:end]), (piece, start, end)
+
+
+def test_a_million_character_literal_is_the_parsers_error_on_either_path() -> None:
+    m = mqo.Matcher(DDL)
+    m.register_queries([f"SELECT * FROM B WHERE B.pressure > {i}" for i in range(100)])
+    with_cache = None
+    try:
+        m.register_queries([f"SELECT * FROM B WHERE B.pressure > {'9' * 1001}"])
+    except QueryError as err:
+        with_cache = str(err)
+    catalog = Catalog.from_ddl(DDL)
+    try:
+        front_end(f"SELECT * FROM B WHERE B.pressure > {'9' * 1001}", catalog, first_position=101)
+    except QueryError as err:
+        assert with_cache == str(err).replace("<string>", "<queries>")
+    else:
+        raise AssertionError("the literal was taken")
+
+
+def test_the_shapes_with_plain_constants_are_read_from_their_templates() -> None:
+    """The cache does read (the comparisons above are not only of the parser with itself):
+    every shape whose constants only add to one comparison each, not a factor, a
+    window length or a constant in a string that differs, nor a predicate written twice."""
+    catalog = Catalog.from_ddl(DDL)
+    read = []
+    for shape in SHAPES:
+        compiler = FastCompiler(catalog)
+        compiler.templates.fewest = 1
+        texts = [text_of(shape, [str(i), str(2 * i), "3", "4"], f"q{i}") for i in range(1, 5)]
+        predicates.compile_many(texts, catalog, compiler=compiler)
+        read.append(compiler.templates.hits == len(texts))
+    assert read == [True, True, True, True, True, False, False, True, False, False, False]
+
+
+def test_a_scan_made_a_chunk_at_a_time_is_the_scan_of_all(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import predicates.template_scan as template_scan
+
+    pieces = [f"Query ID: s{i}\nSELECT * FROM E WHERE E.a0 >= {i}.5 AND E.a1 < {i * 3}" for i in range(30)]
+    headers = [(b"Query ID: ", b"\n")]
+    whole = Scan(pieces, headers)
+    monkeypatch.setattr(template_scan, "CHUNK", 7)
+    chunked = template_scan.scan(pieces, headers)
+    assert chunked.first_run == whole.first_run and chunked.values.tolist() == whole.values.tolist()
+    assert (chunked.skeletons, chunked.names, chunked.starts.tolist(), chunked.unread) == (
+        whole.skeletons,
+        whole.names,
+        whole.starts.tolist(),
+        whole.unread,
+    )
+
+
+def test_texts_of_many_shapes_and_a_few_texts_go_to_the_parser_unscanned() -> None:
+    """A call of fewer than FEWEST pieces, and a call whose first 256 pieces are mostly
+    of shapes of their own, are not scanned (the comparison caches serve them)."""
+    from predicates.template_cache import FEWEST
+
+    catalog = Catalog.from_ddl(DDL)
+    compiler = FastCompiler(catalog)
+    plain = [f"SELECT * FROM B WHERE B.pressure > {i}" for i in range(FEWEST - 1)]
+    predicates.compile_many(plain, catalog, compiler=compiler)
+    assert compiler.templates.learned == 0
+    # (a factor is no parameter: each text is a template of its own)
+    shapes = [f"SELECT * FROM B WHERE B.pressure * {k} > 1 AND B.temp < {k}" for k in range(1, 301)]
+    got = predicates.compile_many(shapes, catalog, compiler=compiler)
+    assert compiler.templates.hits < 16
+    assert [summary(q) for q in got] == [summary(q) for q in _front_end_many(shapes, catalog, 1)]

@@ -41,7 +41,7 @@ from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.having import Column, having_verdicts
 from mqo.aggregation.relations import ChunkShape, Relation, relation_of
-from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
+from mqo.aggregation.results import AggregateBatch, AggregateChunk, AggregateValues, holds, output_value
 from mqo.aggregation.slices import SliceStore, scaled, window_bounds, windows_with_data
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
@@ -462,36 +462,28 @@ class Aggregator:
             starts, ends, grps, verdicts = starts[pick], ends[pick], grps[pick], verdicts[pick]
         else:
             pick = np.arange(len(grps))
-        columns = {key: _as_list(column, pick) for key, column in arrays.items()}
-        codes = grps.tolist()
+        chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, [])
         if all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
-            value_columns = self._plain_outputs(aq, columns, keys, codes)
+            # every output an aggregate as computed or a group column: read off the arrays
+            chunk.values = [
+                AggregateValues(arrays[_aggregate_key(expr)][0][pick], arrays[_aggregate_key(expr)][1][pick])
+                if isinstance(expr, Aggregate)
+                else chunk.group_column(aq.group_by.index(expr.name))  # type: ignore[union-attr]
+                for _, expr in aq.outputs
+            ]
         else:
             # output expressions: exact arithmetic row by row, on the rows shown
-            value_columns = [[] for _ in names]
-            for r, grp in enumerate(codes):
+            columns = {key: _as_list(column, pick) for key, column in arrays.items()}
+            value_columns: list[list[Any]] = [[] for _ in names]
+            for r, grp in enumerate(grps.tolist()):
                 values = {key: column[r] for key, column in columns.items()}
                 group = _group(aq.group_by, keys[grp])
                 for k, (_, expr) in enumerate(aq.outputs):
                     value_columns[k].append(output_value(expr, values, group))
-        chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, value_columns)
+            chunk.values = [AggregateValues.of(column) for column in value_columns]
         if reg.relation is not None:
             chunk.passed = verdicts
         return chunk
-
-    @staticmethod
-    def _plain_outputs(
-        aq: AggregateQuery, columns: dict[tuple[str, str | None], list[Any]], keys: list[tuple], codes: list[int]
-    ) -> list[list[Any]]:
-        """Every output an aggregate as computed or a group column: read off the columns."""
-        out: list[list[Any]] = []
-        for _, expr in aq.outputs:
-            if isinstance(expr, Aggregate):
-                out.append(columns[_aggregate_key(expr)])
-            else:
-                at = aq.group_by.index(expr.name)  # type: ignore[union-attr]
-                out.append([keys[grp][at] for grp in codes])
-        return out
 
     # --------------------------------------------------------------- explain
 

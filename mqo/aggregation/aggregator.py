@@ -54,6 +54,8 @@ from predicates.ast import Aggregate, ColumnRef, Condition
 from predicates.numbers import decimal_of
 
 LANDMARK_STEP = 2**20  # landmark windows one emission reports per query, at most
+MANY_GROUPS = 256  # past this many groups in a store, windows are folded a run at a time (Aggregator._chunk)
+MAX_RUNS = 64  # runs of windows per query and emission, at most
 
 
 def _gcd(a: Fraction, b: Fraction) -> Fraction:
@@ -341,7 +343,7 @@ class Aggregator:
                 data = filled[reg.store_key] = store.data_slices()
             ks = windows_with_data(data, S, D, reg.next_k, k_to)
             reg.next_k = k_next
-            chunk = self._chunk(reg, position, store, ks, *store.fold(scaled(ks, S), D)) if len(ks) else None
+            chunk = self._chunk(reg, position, store, ks, S, D) if len(ks) else None
             if reg.relation is not None:
                 # at the end of input every window after the data is empty (a landmark's never is)
                 closed = k_next - 1 if threshold is not None or not D else None
@@ -358,27 +360,33 @@ class Aggregator:
         return AggregateBatch([out])
 
     def _chunk(
-        self,
-        reg: RegisteredAggregate,
-        position: int,
-        store: SliceStore,
-        ks: np.ndarray,
-        rows: np.ndarray,
-        fparts: np.ndarray,
-        iparts: np.ndarray,
+        self, reg: RegisteredAggregate, position: int, store: SliceStore, ks: np.ndarray, S: int, D: int
     ) -> AggregateChunk:
-        """The rows of a query's closed windows ``ks`` (``rows``, ``fparts``, ``iparts``:
-        per window and group the folded partials): every aggregate finished over all
-        (window, group) pairs at once, on arrays; one row per group holding data that
-        passes HAVING."""
-        w, grps = np.nonzero(rows)  # by window, then group
-        n = rows[w, grps]
-        fpart = fparts[w, grps]
-        ipart = iparts[w, grps]
-        starts, ends = window_bounds(ks, reg.slide, reg.size)
-        chunk = self._finish(reg, position, store, starts[w], ends[w], grps, n, fpart, ipart)
+        """The rows of a query's closed windows ``ks`` (window ``k`` the ``D`` slices up to
+        slice ``k*S``; ``D`` 0: a landmark): folded per (window, group), every aggregate
+        finished over all (window, group) pairs at once, on arrays; one row per group
+        holding data that passes HAVING.
+
+        A store keeps every group it has seen (an auction bid on once, long ago), so
+        with many groups the windows are folded a run at a time, each run over the
+        groups holding data in its slices only: work in proportion to the (window,
+        group) pairs that can hold data, not windows x every group."""
+        runs = [ks]
+        if D and len(store.group_keys) > MANY_GROUPS:
+            per = max(-(-D // S), -(-len(ks) // MAX_RUNS))  # a run spans about two windows' slices
+            runs = [ks[i : i + per] for i in range(0, len(ks), per)]
+        found: list[tuple[np.ndarray, ...]] = []
+        for run in runs:
+            ends = scaled(run, S)
+            groups = store.groups_in(ends, D) if len(runs) > 1 else np.arange(len(store.group_keys))
+            rows, fparts, iparts = store.fold(ends, D, groups)
+            w, at = np.nonzero(rows)  # by window, then group
+            found.append((run[w], groups[at], rows[w, at], fparts[w, at], iparts[w, at]))
+        windows, grps, n, fpart, ipart = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        starts, ends = window_bounds(windows, reg.slide, reg.size)
+        chunk = self._finish(reg, position, store, starts, ends, grps, n, fpart, ipart)
         if reg.relation is not None:
-            chunk.windows = ks[w]  # every row is kept: the relation step reads HAVING's verdicts
+            chunk.windows = windows  # every row is kept: the relation step reads HAVING's verdicts
         return chunk
 
     def _relation_step(
@@ -462,7 +470,10 @@ class Aggregator:
             starts, ends, grps, verdicts = starts[pick], ends[pick], grps[pick], verdicts[pick]
         else:
             pick = np.arange(len(grps))
-        chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, [])
+        # the chunk's own groups only (a store keeps every group it has seen)
+        used, codes = np.unique(grps, return_inverse=True)
+        shown = [keys[g] for g in used.tolist()]
+        chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, shown, codes.reshape(-1), names, [])
         if all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
             # every output an aggregate as computed or a group column: read off the arrays
             chunk.values = [

@@ -35,9 +35,8 @@ from typing import Any
 import numpy as np
 
 from indexes import slice_fields as K
-from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
-from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
+from mqo.aggregation.columns import BatchColumns, FilterRows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.having import Column, having_verdicts
 from mqo.aggregation.relations import ChunkShape, Relation, relation_of
@@ -208,23 +207,23 @@ class Aggregator:
         keep = np.ones(n, bool) if late_of is None else ~late_of(prepared.ts)
         if late is not None:  # decided by the caller over a merged arrival order
             keep &= ~late
-        rows_of, fids = self._filtered(prepared, keep)
+        filtered = self._filtered(prepared, keep)
         slots_of: dict[str, list[int]] = {}  # a filter may take more than one slot
         for q, slot in enumerate(plan.slots):
             slots_of.setdefault(slot.name, []).append(q)
-        # the (row, slot) pairs sorted by slot once: each filter's rows are then slices
-        by_slot = np.argsort(fids, kind="stable")
-        fids, rows_of = fids[by_slot], rows_of[by_slot]
+        rows_of: dict[str, np.ndarray] = {}  # per filter, once however many stores read it
         shared = BatchColumns(prepared)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+            if store_key[1] not in rows_of:
+                rows_of[store_key[1]] = filtered.rows(slots_of.get(store_key[1], []))
+            chosen = rows_of[store_key[1]]
             if len(chosen):
                 self._into(store, store_key, shared, chosen)
         for store_key, count_store in self.count_stores.items():
             if store_key[0] == stream.lower():
-                chosen = filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+                chosen = filtered.rows(slots_of.get(store_key[1], []))
                 if len(chosen):
                     fvals, ivals = value_columns(count_store.columns, count_store.integer, prepared, chosen)
                     codes, keys = shared.groups(store_key[2])
@@ -239,16 +238,13 @@ class Aggregator:
         for count_store in self.count_stores.values():
             count_store._check()
 
-    def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row, filter slot) of every filter each kept row satisfies."""
+    def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> FilterRows:
+        """The filters each kept row satisfies."""
         flags = np.where(keep, prepared.flags, 0)
         rows_out: list[np.ndarray] = []
         slots_out: list[np.ndarray] = []
         single = np.flatnonzero(flags & SINGLE)
-        if len(single):
-            row_of, slots = set_bits(prepared.candidates(single), prepared.single_mask)
-            rows_out.append(single[row_of])
-            slots_out.append(np.asarray(slots, np.int64))
+        words = prepared.candidates(single) if len(single) else np.zeros((0, len(prepared.single_mask)), np.uint64)
         engine = self._pipeline.engine
         assert engine is not None
         for i in np.flatnonzero(flags & ENGINE).tolist():
@@ -257,9 +253,8 @@ class Aggregator:
                 hit = block.numbers()
                 rows_out.append(np.full(len(hit), i, np.int64))
                 slots_out.append(hit)
-        if not rows_out:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(rows_out), np.concatenate(slots_out)
+        pairs = (np.concatenate(rows_out), np.concatenate(slots_out)) if rows_out else (np.zeros(0, np.int64),) * 2
+        return FilterRows(single, words, prepared.single_mask, pairs)
 
     def _into(self, store: SliceStore, store_key: tuple, shared: BatchColumns, rows: np.ndarray) -> None:
         """The batch's ``rows`` (ascending) into ``store``: one kernel call."""

@@ -192,13 +192,21 @@ class SliceStore:
             if not keep.any():
                 return
             slices, codes, fvals, ivals = slices[keep], codes[keep], fvals[keep], ivals[keep]
-        used, at = np.unique(codes, return_index=True)
-        used = used[np.argsort(at, kind="stable")]  # new groups numbered in arrival order
+        used = np.flatnonzero(np.bincount(codes, minlength=len(keys)))
+        if any(keys[c] not in self.groups for c in used.tolist()):
+            used, at = np.unique(codes, return_index=True)
+            used = used[np.argsort(at, kind="stable")]  # new groups numbered in arrival order
         index = np.zeros(len(keys), np.int64)
         index[used] = self.group_index([keys[c] for c in used.tolist()])
         groups = index[codes]
         nums, slices = _common(self.nums, slices)
-        distinct = np.unique(slices)
+        # rows in time order (no tuple within the lateness among them): the slices are runs
+        runs = None
+        if slices.dtype != object and len(slices) and bool((slices[1:] >= slices[:-1]).all()):
+            runs = np.concatenate([[0], np.flatnonzero(slices[1:] != slices[:-1]) + 1])
+            distinct = slices[runs]
+        else:
+            distinct = np.unique(slices)
         P = len(nums)
         if P:
             found = np.searchsorted(nums, distinct)
@@ -217,7 +225,11 @@ class SliceStore:
         self.nums = ints(nums) if nums.dtype == object else nums
         from indexes import slice_kernels as K  # numba on first use
 
-        pos = np.searchsorted(*_common(self.nums, slices)).astype(np.int64)
+        if runs is not None:  # each run's position once
+            found = np.searchsorted(self.nums, slices[runs]).astype(np.int64)
+            pos = np.repeat(found, np.diff(np.append(runs, len(slices))))
+        else:
+            pos = np.searchsorted(*_common(self.nums, slices)).astype(np.int64)
         K.update(pos, groups, fvals, ivals, self.rows, self.fpart, self.ipart)
 
     def drop_before(self, first: int | None) -> None:

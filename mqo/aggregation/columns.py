@@ -46,7 +46,7 @@ class FilterRows:
 
     def __init__(self, single: np.ndarray, words: np.ndarray, mask: np.ndarray, engine: tuple[np.ndarray, np.ndarray]):
         self.single = single
-        self.words = words
+        self.words = np.ascontiguousarray(words.T)  # word by word: a slot's bits are one contiguous row
         self.mask = mask
         rows, slots = engine
         order = np.argsort(slots, kind="stable")
@@ -59,7 +59,7 @@ class FilterRows:
         for q in slots:
             word, bit = divmod(q, 64)
             if int(self.mask[word]) >> bit & 1:
-                hit |= (self.words[:, word] & np.uint64(1 << bit)) != 0
+                hit |= (self.words[word] & np.uint64(1 << bit)) != 0
             lo, hi = np.searchsorted(self.engine_slots, [q, q + 1])
             if hi > lo:
                 extra.append(self.engine_rows[lo:hi])

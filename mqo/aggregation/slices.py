@@ -192,10 +192,11 @@ class SliceStore:
             if not keep.any():
                 return
             slices, codes, fvals, ivals = slices[keep], codes[keep], fvals[keep], ivals[keep]
-        used = np.flatnonzero(np.bincount(codes, minlength=len(keys)))
-        if any(keys[c] not in self.groups for c in used.tolist()):
-            used, at = np.unique(codes, return_index=True)
-            used = used[np.argsort(at, kind="stable")]  # new groups numbered in arrival order
+        from indexes import slice_kernels as K  # numba on first use
+
+        first_row = K.first_rows(np.asarray(codes, np.int64), len(keys))
+        used = np.flatnonzero(first_row >= 0)
+        used = used[np.argsort(first_row[used], kind="stable")]  # new groups numbered in arrival order
         index = np.zeros(len(keys), np.int64)
         index[used] = self.group_index([keys[c] for c in used.tolist()])
         groups = index[codes]
@@ -223,8 +224,6 @@ class SliceStore:
                 self._moved(max(len(merged), 2 * S if len(merged) > S else S), self.rows.shape[1], where)
             nums = merged
         self.nums = ints(nums) if nums.dtype == object else nums
-        from indexes import slice_kernels as K  # numba on first use
-
         if runs is not None:  # each run's position once
             found = np.searchsorted(self.nums, slices[runs]).astype(np.int64)
             pos = np.repeat(found, np.diff(np.append(runs, len(slices))))

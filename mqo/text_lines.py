@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indexes.text_kernels import copy_constant, copy_texts
 from mqo.arrow_build import numpy_array, numpy_of
 
 BLOCK = 1 << 16  # rows written together (their output stays in cache)
@@ -68,6 +67,8 @@ class TextLines:
         total = int(ends[-1]) if n else 0
         if total >= 2**31:
             raise ValueError("more than 2 GiB of text in one column of one batch")
+        from indexes.text_kernels import copy_constant, copy_texts  # numba on first use (importing mqo stays light)
+
         out = np.empty(total, np.uint8)
         cursor = ends - lengths
         starts = np.arange(0, n + BLOCK, BLOCK)

@@ -260,3 +260,14 @@ def fold_windows(
             for g in range(G):
                 _merge(out_r, out_f, out_i, w, g, acc_r, acc_f, acc_i, 0, g)
     return out_r, out_f, out_i
+
+
+@njit(cache=True)
+def first_rows(codes: np.ndarray, count: int) -> np.ndarray:
+    """The first row holding each code ``0 .. count - 1`` (-1: none does)."""
+    first = np.full(count, -1, np.int64)
+    for i in range(len(codes)):
+        c = codes[i]
+        if first[c] < 0:
+            first[c] = i
+    return first

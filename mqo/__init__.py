@@ -7,7 +7,7 @@
 """
 
 from mqo.aggregation import AggregateBatch
-from mqo.aggregation.results import AggregateChunk
+from mqo.aggregation.results import AggregateChunk, AggregateValues
 from mqo.batch import MatchBatch, text_of
 from mqo.clock import clock_for
 from mqo.config import ORDERS, MatcherConfig
@@ -38,6 +38,7 @@ __all__ = [
     "ORDERS",
     "AggregateBatch",
     "AggregateChunk",
+    "AggregateValues",
     "Catalog",
     "LateTuple",
     "Layout",

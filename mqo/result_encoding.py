@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mqo.arrow_build import array_of, null, numpy_array, numpy_of, scalar
+from mqo.text_lines import TextLines, join
 from predicates import ColumnType
 from predicates.ast import Arith, BoolLit, ColumnRef, Expr, Negate, StringLit
 
@@ -54,7 +55,7 @@ _LITERAL = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
 
 def _join(*parts: Any) -> pa.Array:
     """Texts joined element-wise; a ``str`` part is the same text on every row."""
-    return pc.binary_join_element_wise(*(scalar(p) if isinstance(p, str) else p for p in parts), scalar(""))
+    return join(*parts)
 
 
 # ------------------------------------------------------------------ schema
@@ -192,17 +193,33 @@ def float_texts(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     way round) goes through ``repr``."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    text = pc.cast(values, pa.string())
+    if len(values) > 64:  # many repeats (window bounds, minima): each distinct value formatted once
+        coded = pc.dictionary_encode(values)  # distinct by bits: -0.0 is not 0.0
+        if 4 * len(coded.dictionary) <= len(values):
+            return _float_texts(coded.dictionary).take(coded.indices)
+    return _float_texts(values)
+
+
+def _float_texts(values: pa.Array) -> pa.Array:
+    """:func:`float_texts` of each value."""
+    n = len(values)
+    text = pc.fill_null(pc.cast(values, pa.string()), scalar(""))
     size = pc.abs(values)
     # repr writes an exponent outside [1e-4, 1e16)
     repr_exponent = pc.or_(
         pc.greater_equal(size, scalar(1e16)), pc.and_(pc.less(size, scalar(1e-4)), pc.not_equal(size, scalar(0.0)))
     )
     arrow_exponent = pc.match_substring(text, "e")
-    padded = pc.replace_substring_regex(text, r"e([+-])(\d)$", r"e\10\2")
-    whole = pc.invert(pc.match_substring(text, "."))
-    fixed = pc.if_else(whole, _join(text, ".0"), text)
-    out = pc.if_else(arrow_exponent, padded, fixed)
+    # repr writes a whole number with ".0"
+    whole = numpy_of(pc.invert(pc.or_(pc.match_substring(text, "."), arrow_exponent)))
+    lines = TextLines(n)
+    lines.add(text)
+    lines.add(".0", np.flatnonzero(whole))
+    out = lines.build()
+    exponent = np.flatnonzero(numpy_of(arrow_exponent))
+    if len(exponent):  # the exponent as repr writes it: two digits at least
+        padded = pc.replace_substring_regex(text.take(numpy_array(exponent)), r"e([+-])(\d)$", r"e\10\2")
+        out = _put(out, exponent, padded)
     odd = pc.fill_null(
         pc.or_(pc.not_equal(repr_exponent, arrow_exponent), pc.invert(pc.is_finite(values))), scalar(False)
     )
@@ -211,6 +228,8 @@ def float_texts(values: pa.Array | pa.ChunkedArray) -> pa.Array:
         picked = numpy_of(values.take(numpy_array(where)))
         fixed_texts = array_of(list(map(float.__repr__, picked.tolist())), pa.string())
         out = _put(out, where, fixed_texts)
+    if values.null_count:
+        out = pc.if_else(pc.is_valid(values), out, null(pa.string()))
     return out
 
 
@@ -298,24 +317,26 @@ def json_lines(
     the rows are shared by lines of many queries (:func:`shared_json_chunks`)."""
     if table.num_rows == 0:
         return array_of([], pa.string())
-    tails = _tails(table, layouts, scalars, literal)
-    if not heads:
-        return tails
-    query = table.column("query").combine_chunks()
-    return _join(_distinct_texts(query, lambda name: '{"query":' + _json_text(name)), tails)
+    lines = TextLines(table.num_rows)
+    if heads:
+        query = table.column("query").combine_chunks()
+        lines.add(_distinct_texts(query, lambda name: '{"query":' + _json_text(name)))
+    _tails(lines, table, layouts, scalars, literal)
+    return lines.build()
 
 
-def _tails(table: pa.Table, layouts: Mapping[str, Layout], scalars: Sequence[str], literal: bool) -> pa.Array:
+def _tails(
+    lines: TextLines, table: pa.Table, layouts: Mapping[str, Layout], scalars: Sequence[str], literal: bool
+) -> None:
     """Each row's JSON line after its query: the scalars, the objects, the end."""
-    parts: list[Any] = []
     for name in scalars:
         column = table.column(name).combine_chunks()
-        parts.append(f',"{name}":')
+        lines.add(f',"{name}":')
         if isinstance(column.type, pa.MapType):
-            parts.append(_map_texts(column))
+            lines.add(_map_texts(column))
             continue
         text = value_texts(column, column.type, json_text=True, literal=literal)
-        parts.append(pc.fill_null(text, scalar("null")))
+        lines.add(pc.fill_null(text, scalar("null")))
     query = pc.dictionary_encode(table.column("query").combine_chunks())
     names = query.dictionary.to_pylist()
     codes = numpy_of(query.indices)
@@ -324,12 +345,16 @@ def _tails(table: pa.Table, layouts: Mapping[str, Layout], scalars: Sequence[str
     if -1 in known:
         raise ValueError(f"results of query {names[known.index(-1)]!r}, which no layout describes")
     row_layout = np.asarray(known, np.int64)[codes]
-    keys = [key for key, _ in next(iter(layout_of)).objects]
-    objects = _object_texts(table, list(layout_of), row_layout, keys, literal)
-    for key, text in zip(keys, objects, strict=True):
-        parts.extend([f',"{key}":', text])
-    parts.append("}\n")
-    return _join(*parts)
+    # the rows of each layout (ascending): their objects are formatted together
+    order = np.argsort(row_layout, kind="stable")
+    bounds = np.searchsorted(row_layout[order], np.arange(len(layout_of) + 1))
+    rows_of = [order[bounds[k] : bounds[k + 1]] for k in range(len(layout_of))]
+    for key, _ in next(iter(layout_of)).objects:
+        lines.add(f',"{key}":')
+        for layout, rows in zip(layout_of, rows_of, strict=True):
+            if len(rows):
+                _object_texts(lines, table, dict(layout.objects)[key], rows, literal)
+    lines.add("}\n")
 
 
 def _map_texts(column: pa.MapArray) -> pa.Array:
@@ -344,34 +369,18 @@ def _map_texts(column: pa.MapArray) -> pa.Array:
     return _join("{", joined, "}")
 
 
-def _object_texts(
-    table: pa.Table, layouts: list[Layout], row_layout: np.ndarray, keys: list[str], literal: bool
-) -> list[pa.Array]:
-    """Per object key, each row's object text: the rows of one layout formatted
-    together, then put back in row order."""
-    order = np.argsort(row_layout, kind="stable")
-    bounds = np.searchsorted(row_layout[order], np.arange(len(layouts) + 1))
-    pieces: list[list[pa.Array]] = [[] for _ in keys]
-    for k, layout in enumerate(layouts):
-        rows = numpy_array(order[bounds[k] : bounds[k + 1]])
-        if not len(rows):
-            continue
-        members_of = dict(layout.objects)
-        for j, key in enumerate(keys):
-            members = members_of[key]
-            if not members:
-                pieces[j].append(array_of(["{}"] * len(rows), pa.string()))
-                continue
-            texts: list[Any] = []
-            for m, (member, column, dtype) in enumerate(members):
-                values = table.column(column).take(rows)
-                text = pc.fill_null(value_texts(values, dtype, json_text=True, literal=literal), scalar("null"))
-                texts.extend([("{" if m == 0 else ",") + _json_text(member) + ":", text])
-            texts.append("}")
-            pieces[j].append(_join(*texts))
-    back = np.empty(len(order), np.int64)
-    back[order] = np.arange(len(order))
-    return [pa.concat_arrays(p).take(numpy_array(back)) for p in pieces]
+def _object_texts(lines: TextLines, table: pa.Table, members: Any, rows: np.ndarray, literal: bool) -> None:
+    """The object of ``members`` (one layout's) on each of ``rows``, as pieces of those rows."""
+    if not members:
+        lines.add("{}", rows)
+        return
+    taken = numpy_array(rows)
+    for m, (member, column, dtype) in enumerate(members):
+        values = table.column(column).take(taken)
+        text = pc.fill_null(value_texts(values, dtype, json_text=True, literal=literal), scalar("null"))
+        lines.add(("{" if m == 0 else ",") + _json_text(member) + ":", rows)
+        lines.add(text, rows)
+    lines.add("}", rows)
 
 
 # -------------------------------------------------------------------- CSV

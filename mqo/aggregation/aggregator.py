@@ -35,13 +35,12 @@ from typing import Any
 import numpy as np
 
 from indexes import slice_fields as K
-from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
-from mqo.aggregation.columns import BatchColumns, filter_rows, value_columns
+from mqo.aggregation.columns import BatchColumns, FilterRows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
 from mqo.aggregation.having import Column, having_verdicts
 from mqo.aggregation.relations import ChunkShape, Relation, relation_of
-from mqo.aggregation.results import AggregateBatch, AggregateChunk, holds, output_value
+from mqo.aggregation.results import AggregateBatch, AggregateChunk, AggregateValues, holds, output_value
 from mqo.aggregation.slices import SliceStore, scaled, window_bounds, windows_with_data
 from mqo.config import MatcherConfig
 from mqo.pipeline import Pipeline
@@ -54,6 +53,8 @@ from predicates.ast import Aggregate, ColumnRef, Condition
 from predicates.numbers import decimal_of
 
 LANDMARK_STEP = 2**20  # landmark windows one emission reports per query, at most
+MANY_GROUPS = 256  # past this many groups in a store, windows are folded a run at a time (Aggregator._chunk)
+MAX_RUNS = 64  # runs of windows per query and emission, at most
 
 
 def _gcd(a: Fraction, b: Fraction) -> Fraction:
@@ -206,23 +207,23 @@ class Aggregator:
         keep = np.ones(n, bool) if late_of is None else ~late_of(prepared.ts)
         if late is not None:  # decided by the caller over a merged arrival order
             keep &= ~late
-        rows_of, fids = self._filtered(prepared, keep)
+        filtered = self._filtered(prepared, keep)
         slots_of: dict[str, list[int]] = {}  # a filter may take more than one slot
         for q, slot in enumerate(plan.slots):
             slots_of.setdefault(slot.name, []).append(q)
-        # the (row, slot) pairs sorted by slot once: each filter's rows are then slices
-        by_slot = np.argsort(fids, kind="stable")
-        fids, rows_of = fids[by_slot], rows_of[by_slot]
+        rows_of: dict[str, np.ndarray] = {}  # per filter, once however many stores read it
         shared = BatchColumns(prepared)
         for store_key, store in self.stores.items():
             if store_key[0] != stream.lower():
                 continue
-            chosen = filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+            if store_key[1] not in rows_of:
+                rows_of[store_key[1]] = filtered.rows(slots_of.get(store_key[1], []))
+            chosen = rows_of[store_key[1]]
             if len(chosen):
                 self._into(store, store_key, shared, chosen)
         for store_key, count_store in self.count_stores.items():
             if store_key[0] == stream.lower():
-                chosen = filter_rows(rows_of, fids, slots_of.get(store_key[1], []))
+                chosen = filtered.rows(slots_of.get(store_key[1], []))
                 if len(chosen):
                     fvals, ivals = value_columns(count_store.columns, count_store.integer, prepared, chosen)
                     codes, keys = shared.groups(store_key[2])
@@ -237,16 +238,13 @@ class Aggregator:
         for count_store in self.count_stores.values():
             count_store._check()
 
-    def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row, filter slot) of every filter each kept row satisfies."""
+    def _filtered(self, prepared: PreparedBatch, keep: np.ndarray) -> FilterRows:
+        """The filters each kept row satisfies."""
         flags = np.where(keep, prepared.flags, 0)
         rows_out: list[np.ndarray] = []
         slots_out: list[np.ndarray] = []
         single = np.flatnonzero(flags & SINGLE)
-        if len(single):
-            row_of, slots = set_bits(prepared.candidates(single), prepared.single_mask)
-            rows_out.append(single[row_of])
-            slots_out.append(np.asarray(slots, np.int64))
+        words = prepared.candidates(single) if len(single) else np.zeros((0, len(prepared.single_mask)), np.uint64)
         engine = self._pipeline.engine
         assert engine is not None
         for i in np.flatnonzero(flags & ENGINE).tolist():
@@ -255,9 +253,8 @@ class Aggregator:
                 hit = block.numbers()
                 rows_out.append(np.full(len(hit), i, np.int64))
                 slots_out.append(hit)
-        if not rows_out:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(rows_out), np.concatenate(slots_out)
+        pairs = (np.concatenate(rows_out), np.concatenate(slots_out)) if rows_out else (np.zeros(0, np.int64),) * 2
+        return FilterRows(single, words, prepared.single_mask, pairs)
 
     def _into(self, store: SliceStore, store_key: tuple, shared: BatchColumns, rows: np.ndarray) -> None:
         """The batch's ``rows`` (ascending) into ``store``: one kernel call."""
@@ -341,7 +338,7 @@ class Aggregator:
                 data = filled[reg.store_key] = store.data_slices()
             ks = windows_with_data(data, S, D, reg.next_k, k_to)
             reg.next_k = k_next
-            chunk = self._chunk(reg, position, store, ks, *store.fold(scaled(ks, S), D)) if len(ks) else None
+            chunk = self._chunk(reg, position, store, ks, S, D) if len(ks) else None
             if reg.relation is not None:
                 # at the end of input every window after the data is empty (a landmark's never is)
                 closed = k_next - 1 if threshold is not None or not D else None
@@ -358,27 +355,33 @@ class Aggregator:
         return AggregateBatch([out])
 
     def _chunk(
-        self,
-        reg: RegisteredAggregate,
-        position: int,
-        store: SliceStore,
-        ks: np.ndarray,
-        rows: np.ndarray,
-        fparts: np.ndarray,
-        iparts: np.ndarray,
+        self, reg: RegisteredAggregate, position: int, store: SliceStore, ks: np.ndarray, S: int, D: int
     ) -> AggregateChunk:
-        """The rows of a query's closed windows ``ks`` (``rows``, ``fparts``, ``iparts``:
-        per window and group the folded partials): every aggregate finished over all
-        (window, group) pairs at once, on arrays; one row per group holding data that
-        passes HAVING."""
-        w, grps = np.nonzero(rows)  # by window, then group
-        n = rows[w, grps]
-        fpart = fparts[w, grps]
-        ipart = iparts[w, grps]
-        starts, ends = window_bounds(ks, reg.slide, reg.size)
-        chunk = self._finish(reg, position, store, starts[w], ends[w], grps, n, fpart, ipart)
+        """The rows of a query's closed windows ``ks`` (window ``k`` the ``D`` slices up to
+        slice ``k*S``; ``D`` 0: a landmark): folded per (window, group), every aggregate
+        finished over all (window, group) pairs at once, on arrays; one row per group
+        holding data that passes HAVING.
+
+        A store keeps every group it has seen (an auction bid on once, long ago), so
+        with many groups the windows are folded a run at a time, each run over the
+        groups holding data in its slices only: work in proportion to the (window,
+        group) pairs that can hold data, not windows x every group."""
+        runs = [ks]
+        if D and len(store.group_keys) > MANY_GROUPS:
+            per = max(-(-D // S), -(-len(ks) // MAX_RUNS))  # a run spans about two windows' slices
+            runs = [ks[i : i + per] for i in range(0, len(ks), per)]
+        found: list[tuple[np.ndarray, ...]] = []
+        for run in runs:
+            ends = scaled(run, S)
+            groups = store.groups_in(ends, D) if len(runs) > 1 else np.arange(len(store.group_keys))
+            rows, fparts, iparts = store.fold(ends, D, groups)
+            w, at = np.nonzero(rows)  # by window, then group
+            found.append((run[w], groups[at], rows[w, at], fparts[w, at], iparts[w, at]))
+        windows, grps, n, fpart, ipart = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        starts, ends = window_bounds(windows, reg.slide, reg.size)
+        chunk = self._finish(reg, position, store, starts, ends, grps, n, fpart, ipart)
         if reg.relation is not None:
-            chunk.windows = ks[w]  # every row is kept: the relation step reads HAVING's verdicts
+            chunk.windows = windows  # every row is kept: the relation step reads HAVING's verdicts
         return chunk
 
     def _relation_step(
@@ -462,36 +465,31 @@ class Aggregator:
             starts, ends, grps, verdicts = starts[pick], ends[pick], grps[pick], verdicts[pick]
         else:
             pick = np.arange(len(grps))
-        columns = {key: _as_list(column, pick) for key, column in arrays.items()}
-        codes = grps.tolist()
+        # the chunk's own groups only (a store keeps every group it has seen)
+        used, codes = np.unique(grps, return_inverse=True)
+        shown = [keys[g] for g in used.tolist()]
+        chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, shown, codes.reshape(-1), names, [])
         if all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
-            value_columns = self._plain_outputs(aq, columns, keys, codes)
+            # every output an aggregate as computed or a group column: read off the arrays
+            chunk.values = [
+                AggregateValues(arrays[_aggregate_key(expr)][0][pick], arrays[_aggregate_key(expr)][1][pick])
+                if isinstance(expr, Aggregate)
+                else chunk.group_column(aq.group_by.index(expr.name))  # type: ignore[union-attr]
+                for _, expr in aq.outputs
+            ]
         else:
             # output expressions: exact arithmetic row by row, on the rows shown
-            value_columns = [[] for _ in names]
-            for r, grp in enumerate(codes):
+            columns = {key: _as_list(column, pick) for key, column in arrays.items()}
+            value_columns: list[list[Any]] = [[] for _ in names]
+            for r, grp in enumerate(grps.tolist()):
                 values = {key: column[r] for key, column in columns.items()}
                 group = _group(aq.group_by, keys[grp])
                 for k, (_, expr) in enumerate(aq.outputs):
                     value_columns[k].append(output_value(expr, values, group))
-        chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, keys, grps, names, value_columns)
+            chunk.values = [AggregateValues.of(column) for column in value_columns]
         if reg.relation is not None:
             chunk.passed = verdicts
         return chunk
-
-    @staticmethod
-    def _plain_outputs(
-        aq: AggregateQuery, columns: dict[tuple[str, str | None], list[Any]], keys: list[tuple], codes: list[int]
-    ) -> list[list[Any]]:
-        """Every output an aggregate as computed or a group column: read off the columns."""
-        out: list[list[Any]] = []
-        for _, expr in aq.outputs:
-            if isinstance(expr, Aggregate):
-                out.append(columns[_aggregate_key(expr)])
-            else:
-                at = aq.group_by.index(expr.name)  # type: ignore[union-attr]
-                out.append([keys[grp][at] for grp in codes])
-        return out
 
     # --------------------------------------------------------------- explain
 

@@ -36,12 +36,35 @@ class BatchColumns:
         return self._groups[group_by]
 
 
-def filter_rows(rows_of: np.ndarray, fids: np.ndarray, slots: list[int]) -> np.ndarray:
-    """The rows (ascending) satisfying a filter of ``slots``; ``fids`` sorted."""
-    parts = [rows_of[np.searchsorted(fids, q) : np.searchsorted(fids, q, "right")] for q in slots]
-    chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    # a row in more than one slot of the filter counts once
-    return np.unique(chosen) if len(parts) > 1 else np.sort(chosen)
+class FilterRows:
+    """Which kept rows of a batch satisfy each filter: read per filter off the rows'
+    candidate words (``words[r]``: the slots single row ``single[r]`` satisfies, of
+    ``mask``'s), and the (row, slot) pairs the engine decided (residuals, OR). A
+    filter's rows cost a pass over one word column per slot: no (row, slot) pair is
+    made per satisfied filter (a thousand filters over a million rows would be half a
+    billion pairs to sort)."""
+
+    def __init__(self, single: np.ndarray, words: np.ndarray, mask: np.ndarray, engine: tuple[np.ndarray, np.ndarray]):
+        self.single = single
+        self.words = np.ascontiguousarray(words.T)  # word by word: a slot's bits are one contiguous row
+        self.mask = mask
+        rows, slots = engine
+        order = np.argsort(slots, kind="stable")
+        self.engine_rows, self.engine_slots = rows[order], slots[order]
+
+    def rows(self, slots: list[int]) -> np.ndarray:
+        """The rows (ascending) satisfying a filter of ``slots`` (a row in two of them once)."""
+        hit = np.zeros(len(self.single), bool)
+        extra: list[np.ndarray] = []
+        for q in slots:
+            word, bit = divmod(q, 64)
+            if int(self.mask[word]) >> bit & 1:
+                hit |= (self.words[word] & np.uint64(1 << bit)) != 0
+            lo, hi = np.searchsorted(self.engine_slots, [q, q + 1])
+            if hi > lo:
+                extra.append(self.engine_rows[lo:hi])
+        chosen = self.single[hit]
+        return np.union1d(chosen, np.concatenate(extra)) if extra else chosen
 
 
 def value_columns(

@@ -7,13 +7,12 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from mqo.arrow_build import array_of, numpy_array
+from mqo.arrow_build import array_of, numpy_array, numpy_of
 from mqo.result_encoding import Layout, buffer_of, json_lines, within_64_bits
 from predicates.ast import (
     Aggregate,
@@ -54,10 +53,114 @@ class AggregateRow:
         }
 
 
+_ARROW_OF_KIND = {"i": pa.int64(), "f": pa.float64(), "b": pa.bool_()}
+
+
+class AggregateValues:
+    """One output column of a chunk: ``data`` (int64, float64 or bool; an object array
+    of Python values for anything else: texts, integers past 64 bits, exact results of
+    output expressions) and ``null``, where the value is NULL. Reads as a sequence of
+    Python values (None: NULL), so code that walks a column row by row sees what a list
+    would hold; the result columns take the arrays as they are."""
+
+    __slots__ = ("data", "null")
+
+    def __init__(self, data: np.ndarray, null: np.ndarray | None = None) -> None:
+        self.data = data
+        self.null = np.zeros(len(data), bool) if null is None else null
+
+    @classmethod
+    def of(cls, values: Any) -> AggregateValues:
+        """A column from Python values (None: NULL): int64, float64 or bool when every
+        value is one of those (int within 64 bits), else an object array."""
+        if isinstance(values, AggregateValues):
+            return values
+        values = list(values)
+        null = np.fromiter((v is None for v in values), bool, len(values))
+        kinds = {type(v) for v in values if v is not None}
+        if kinds == {int} and all(-(2**63) <= v < 2**63 for v in values if v is not None):
+            return cls(np.array([0 if v is None else v for v in values], np.int64), null)
+        if kinds == {float}:
+            return cls(np.array([0.0 if v is None else v for v in values], np.float64), null)
+        if kinds == {bool}:
+            return cls(np.array([bool(v) for v in values], bool), null)
+        data = np.empty(len(values), object)
+        data[:] = values
+        return cls(data, null)
+
+    @staticmethod
+    def concat(columns: list[AggregateValues]) -> AggregateValues:
+        """The columns one after the other (object when their kinds differ)."""
+        kinds = {c.data.dtype for c in columns}
+        data = [c.data if len(kinds) == 1 else c.data.astype(object) for c in columns]
+        if not data:
+            return AggregateValues(np.zeros(0, object))
+        return AggregateValues(np.concatenate(data), np.concatenate([c.null for c in columns]))
+
+    def take(self, rows: np.ndarray) -> AggregateValues:
+        return AggregateValues(self.data[rows], self.null[rows])
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, r: int) -> Any:
+        return None if self.null[r] else _python(self.data[r])
+
+    def tolist(self) -> list[Any]:
+        out: list[Any] = self.data.tolist()
+        for r in np.flatnonzero(self.null).tolist():
+            out[r] = None
+        return out
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return self.tolist() == (other.tolist() if isinstance(other, AggregateValues) else list(other))  # type: ignore[call-overload]
+
+    def __repr__(self) -> str:
+        return f"AggregateValues({self.tolist()!r})"
+
+    def kind(self) -> pa.DataType | None:
+        """The Arrow type of the values (None: every one is NULL, so not known)."""
+        if self.null.all():
+            return None
+        if self.data.dtype != object:
+            return _ARROW_OF_KIND[self.data.dtype.kind]
+        return _kind(self.data[int(np.argmin(self.null))])
+
+    def arrow(self, dtype: pa.DataType) -> tuple[pa.Array, int]:
+        """The column as an Arrow array of ``dtype`` (the file's type of the name), and
+        how many integers past 64 bits were made NULL: a numeric column of that type
+        from its buffers; otherwise value by value (texts: ``str`` of each value)."""
+        n = len(self.data)
+        if self.null.all():
+            return pa.nulls(n, dtype), 0
+        if self.data.dtype != object and _ARROW_OF_KIND[self.data.dtype.kind] == dtype:
+            nulls = int(self.null.sum())
+            bitmap = pa.py_buffer(np.packbits(~self.null, bitorder="little")) if nulls else None
+            if dtype == pa.bool_():
+                bits = pa.py_buffer(np.packbits(self.data, bitorder="little"))
+                return pa.Array.from_buffers(dtype, n, [bitmap, bits], nulls), 0
+            return pa.Array.from_buffers(dtype, n, [bitmap, pa.py_buffer(np.ascontiguousarray(self.data))], nulls), 0
+        column = self.tolist()
+        overflowed = 0
+        if dtype == pa.string():
+            column = [None if v is None else v if isinstance(v, str) else str(v) for v in column]
+        elif dtype == pa.int64():
+            column, overflowed = within_64_bits(column)
+        return array_of(column, dtype), overflowed
+
+
+def _python(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
 @dataclass
 class AggregateChunk:
     """Rows of one query, as columns: row ``r`` is the window ``(starts[r], ends[r]]``,
-    the group ``keys[codes[r]]`` and the values ``values[k][r]`` of the outputs ``names``."""
+    the group ``keys[codes[r]]`` and the values ``values[k][r]`` of the outputs ``names``
+    (each a :class:`AggregateValues`; lists given are made one)."""
 
     query: str
     position: int  # registration order, which orders rows of the same window end
@@ -67,11 +170,14 @@ class AggregateChunk:
     keys: list[tuple[Any, ...]]
     codes: np.ndarray
     names: list[str]
-    values: list[list[Any]]
+    values: list[AggregateValues]
     # an ISTREAM/DSTREAM query's rows before its relation step (mqo.aggregation.relations):
     # each row's window number (time windows) and whether it passes HAVING
     windows: np.ndarray | None = None
     passed: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.values = [AggregateValues.of(column) for column in self.values]
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -84,6 +190,11 @@ class AggregateChunk:
             dict(zip(self.group_by, self.keys[int(self.codes[r])], strict=True)),
             {name: column[r] for name, column in zip(self.names, self.values, strict=True)},
         )
+
+    def group_column(self, j: int) -> AggregateValues:
+        """Group column ``j`` of every row (one key value made per group used, not per row)."""
+        used, inverse = np.unique(np.asarray(self.codes, np.int64), return_inverse=True)
+        return AggregateValues.of([self.keys[c][j] for c in used.tolist()]).take(inverse.reshape(-1))
 
 
 @dataclass
@@ -174,7 +285,7 @@ class AggregateBatch:
                     kinds["group"][g] = _kind(next((k[j] for k in c.keys if k[j] is not None), None))
             for name, column in zip(c.names, c.values, strict=True):
                 if kinds["values"][name] is None:
-                    kinds["values"][name] = _kind(next((v for v in column if v is not None), None))
+                    kinds["values"][name] = column.kind()
         layouts = {
             query: Layout(
                 (
@@ -186,28 +297,35 @@ class AggregateBatch:
         }
         group_types = dict(groups) if groups is not None else _union(layouts.values(), 0)
         value_types = dict(values) if values is not None else _union(layouts.values(), 1)
-        order = [(part, self._order(part)) for part in self.parts if part]
-        n = sum(len(o) for _, o in order)
-        starts = np.concatenate([np.concatenate([c.starts for c in p])[o] for p, o in order]) if n else np.zeros(0)
-        ends = np.concatenate([np.concatenate([c.ends for c in p])[o] for p, o in order]) if n else np.zeros(0)
-        queries = [q for p, o in order for q in _picked([c.query for c in p for _ in range(len(c))], o)]
+        # per part its chunks and the emission order of their rows, numbered chunk after chunk
+        order = [(part, numpy_array(self._order(part))) for part in self.parts if part]
+        names = list(dict.fromkeys(c.query for c in chunks))
+        number = {q: k for k, q in enumerate(names)}
+        query_codes = [np.concatenate([np.full(len(c), number[c.query], np.int32) for c in p]) for p, _ in order]
+        starts = [np.concatenate([c.starts for c in p]) for p, _ in order]
+        ends = [np.concatenate([c.ends for c in p]) for p, _ in order]
+        start = np.concatenate([s[numpy_of(o)] for s, (_, o) in zip(starts, order, strict=True)]) if order else []
+        start = np.asarray(start, np.float64)
         columns: list[pa.Array] = [
-            array_of(queries, pa.string()),
-            array_of([None if v == -math.inf else v for v in starts.tolist()], pa.float64()),
-            numpy_array(np.asarray(ends, np.float64)),
+            array_of(names, pa.string()).take(
+                _concat([numpy_array(q).take(o) for q, (_, o) in zip(query_codes, order, strict=True)], pa.int32())
+            ),
+            AggregateValues(np.asarray(start, np.float64), np.asarray(start, np.float64) == -math.inf).arrow(
+                pa.float64()
+            )[0],
+            _concat([numpy_array(e).take(o) for e, (_, o) in zip(ends, order, strict=True)], pa.float64()),
         ]
         overflowed = 0
         for dtype, read in [
             *((t, _group_reader(g)) for g, t in group_types.items()),
             *((t, _value_reader(v)) for v, t in value_types.items()),
         ]:
-            column = [v for p, o in order for v in _picked([x for c in p for x in read(c)], o)]
-            if dtype == pa.string():
-                column = [None if v is None else v if isinstance(v, str) else str(v) for v in column]
-            elif dtype == pa.int64():
-                column, wide = within_64_bits(column)
-                overflowed += wide
-            columns.append(array_of(column, dtype))
+            pieces = []
+            for p, o in order:
+                made = [read(c).arrow(dtype) for c in p]
+                overflowed += sum(wide for _, wide in made)
+                pieces.append(_concat([a for a, _ in made], dtype).take(o))
+            columns.append(_concat(pieces, dtype))
         fields = [
             pa.field("query", pa.string(), nullable=False),
             pa.field("window_start", pa.float64()),
@@ -237,31 +355,26 @@ def _union(layouts: Any, k: int) -> dict[str, pa.DataType]:
     return types
 
 
+def _concat(arrays: list[pa.Array], dtype: pa.DataType) -> pa.Array:
+    return pa.concat_arrays(arrays) if arrays else pa.nulls(0, dtype)
+
+
 def _group_reader(name: str) -> Any:
-    def read(chunk: AggregateChunk) -> list[Any]:
+    def read(chunk: AggregateChunk) -> AggregateValues:
         if name not in chunk.group_by:
-            return [None] * len(chunk)
-        j = chunk.group_by.index(name)
-        keys = [key[j] for key in chunk.keys]
-        return [keys[k] for k in np.asarray(chunk.codes, np.int64).tolist()]
+            return AggregateValues(np.zeros(len(chunk), bool), np.ones(len(chunk), bool))
+        return chunk.group_column(chunk.group_by.index(name))
 
     return read
 
 
 def _value_reader(name: str) -> Any:
-    def read(chunk: AggregateChunk) -> list[Any]:
-        return chunk.values[chunk.names.index(name)] if name in chunk.names else [None] * len(chunk)
+    def read(chunk: AggregateChunk) -> AggregateValues:
+        if name in chunk.names:
+            return chunk.values[chunk.names.index(name)]
+        return AggregateValues(np.zeros(len(chunk), bool), np.ones(len(chunk), bool))
 
     return read
-
-
-def _picked(values: list[Any], order: np.ndarray) -> list[Any]:
-    """``values`` in ``order`` (C speed: itemgetter)."""
-    if len(order) == 0:
-        return []
-    if len(order) == 1:
-        return [values[int(order[0])]]
-    return list(itemgetter(*order.tolist())(values))
 
 
 # ------------------------------------------------------------- expressions

@@ -192,13 +192,22 @@ class SliceStore:
             if not keep.any():
                 return
             slices, codes, fvals, ivals = slices[keep], codes[keep], fvals[keep], ivals[keep]
-        used, at = np.unique(codes, return_index=True)
-        used = used[np.argsort(at, kind="stable")]  # new groups numbered in arrival order
+        from indexes import slice_kernels as K  # numba on first use
+
+        first_row = K.first_rows(np.asarray(codes, np.int64), len(keys))
+        used = np.flatnonzero(first_row >= 0)
+        used = used[np.argsort(first_row[used], kind="stable")]  # new groups numbered in arrival order
         index = np.zeros(len(keys), np.int64)
         index[used] = self.group_index([keys[c] for c in used.tolist()])
         groups = index[codes]
         nums, slices = _common(self.nums, slices)
-        distinct = np.unique(slices)
+        # rows in time order (no tuple within the lateness among them): the slices are runs
+        runs = None
+        if slices.dtype != object and len(slices) and bool((slices[1:] >= slices[:-1]).all()):
+            runs = np.concatenate([[0], np.flatnonzero(slices[1:] != slices[:-1]) + 1])
+            distinct = slices[runs]
+        else:
+            distinct = np.unique(slices)
         P = len(nums)
         if P:
             found = np.searchsorted(nums, distinct)
@@ -215,9 +224,11 @@ class SliceStore:
                 self._moved(max(len(merged), 2 * S if len(merged) > S else S), self.rows.shape[1], where)
             nums = merged
         self.nums = ints(nums) if nums.dtype == object else nums
-        from indexes import slice_kernels as K  # numba on first use
-
-        pos = np.searchsorted(*_common(self.nums, slices)).astype(np.int64)
+        if runs is not None:  # each run's position once
+            found = np.searchsorted(self.nums, slices[runs]).astype(np.int64)
+            pos = np.repeat(found, np.diff(np.append(runs, len(slices))))
+        else:
+            pos = np.searchsorted(*_common(self.nums, slices)).astype(np.int64)
         K.update(pos, groups, fvals, ivals, self.rows, self.fpart, self.ipart)
 
     def drop_before(self, first: int | None) -> None:
@@ -319,27 +330,48 @@ class SliceStore:
         """The slice numbers holding a tuple, ascending."""
         return self.nums
 
-    def fold(self, ends: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def fold(
+        self, ends: np.ndarray, length: int, groups: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Windows of ``length`` slices (0: landmark, every slice kept) ending at the
         slice numbers ``ends`` (ascending), folded per group in one kernel call:
-        ``rows[W, G]``, ``fpart[W, G, C, F]``, ``ipart[W, G, C, I]``."""
+        ``rows[W, G]``, ``fpart[W, G, C, F]``, ``ipart[W, G, C, I]``; ``groups``: of
+        those groups only (column ``j`` is group ``groups[j]``), else of every group."""
         from indexes import slice_kernels as K
 
         nums, ends = _common(self.nums, ints(ends))
+        los, his = self.positions(ends, length)
+        # the kernel reads the held positions from the first window's start to the last's end
+        first = int(los.min()) if len(los) else 0
+        last = max(first, int(his.max()) + 1 if len(his) else 0)
+        span = nums[first:last]
+        block = np.zeros(len(span), np.int64)
+        if length and len(span) > 1:
+            # block numbers: aligned on slice numbers, one window long
+            number = (span.astype(object) if length >= SAFE else span) // length
+            block[1:] = np.cumsum(number[1:] != number[:-1])
+        G = len(self.group_keys)  # the output holds the groups made, not the room for more
+        pick: Any = groups if groups is not None and len(groups) < G else slice(0, G)
+        rows, fpart, ipart = (a[first:last][:, pick] for a in (self.rows, self.fpart, self.ipart))
+        return K.fold_windows(rows, fpart, ipart, block, los - first, his - first)
+
+    def positions(self, ends: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first and last held position of each window of ``length`` slices (0:
+        landmark) ending at the slice numbers ``ends`` (none held: last < first)."""
+        nums, ends = _common(self.nums, ints(ends))
         his = np.searchsorted(nums, ends, "right").astype(np.int64) - 1
         if length == 0:
-            los = np.zeros(len(ends), np.int64)
-            block = np.zeros(len(nums), np.int64)
-        else:
-            los = np.searchsorted(*_common(nums, scaled(ends, 1, 1 - length))).astype(np.int64)
-            number = (
-                nums.astype(object) if length >= SAFE else nums
-            ) // length  # block numbers: aligned on slice numbers, one window long
-            block = np.zeros(len(nums), np.int64)
-            if len(nums) > 1:
-                block[1:] = np.cumsum(number[1:] != number[:-1])
-        P, G = len(nums), len(self.group_keys)  # the output holds the groups made, not the room for more
-        return K.fold_windows(self.rows[:P, :G], self.fpart[:P, :G], self.ipart[:P, :G], block, los, his)
+            return np.zeros(len(ends), np.int64), his
+        return np.searchsorted(*_common(nums, scaled(ends, 1, 1 - length))).astype(np.int64), his
+
+    def groups_in(self, ends: np.ndarray, length: int) -> np.ndarray:
+        """The groups holding data in the windows of ``length`` slices ending at ``ends``
+        (ascending)."""
+        los, his = self.positions(ends, length)
+        G = len(self.group_keys)
+        if not len(los):
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(self.rows[int(los.min()) : int(his.max()) + 1, :G].any(axis=0))
 
 
 def window_bounds(ks: np.ndarray, slide: Fraction, size: Fraction | None) -> tuple[np.ndarray, np.ndarray]:

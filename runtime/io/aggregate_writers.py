@@ -22,13 +22,21 @@ digits; a computed value that is not a finite number is NULL and counted.
 from __future__ import annotations
 
 import dataclasses
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, buffer_of, csv_header, csv_lines, finite_columns
+from mqo import (
+    ARROW_TYPES,
+    AggregateBatch,
+    AggregateChunk,
+    AggregateValues,
+    buffer_of,
+    csv_header,
+    csv_lines,
+    finite_columns,
+)
 from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
 from runtime.io.writers import LinesWriter, OutputError, ParquetWriter, ResultWriter
 
@@ -106,8 +114,7 @@ def _sorted_chunk(chunks: list[AggregateChunk]) -> AggregateChunk:
     first = chunks[0]
     if len(chunks) == 1 and np.array_equal(order, np.arange(len(order))):
         return first
-    pick = itemgetter(*order.tolist()) if len(order) > 1 else lambda column: tuple(column)
-    values = [list(pick([v for c in chunks for v in c.values[k]])) for k in range(len(first.names))]
+    values = [AggregateValues.concat([c.values[k] for c in chunks]).take(order) for k in range(len(first.names))]
     return dataclasses.replace(
         first,
         starts=np.concatenate([c.starts for c in chunks])[order],

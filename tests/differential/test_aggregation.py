@@ -7,6 +7,7 @@ import math
 import warnings
 from fractions import Fraction
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -239,6 +240,23 @@ def test_engine_equals_reference_checked(workload: Any, batch: bool) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compare(*workload, batch=batch, check=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.booleans(), st.sampled_from([1, 2, 64]))
+def test_windows_folded_in_runs_over_their_groups_equal_reference(workload: Any, batch: bool, runs: int) -> None:
+    """A store with many groups folds its windows a run at a time over the groups
+    holding data in each run's slices (``Aggregator._chunk``): forced on every store
+    here (many groups are a matter of size, not of kind), the answers are the reference's."""
+    from mqo.aggregation import aggregator
+
+    with (
+        warnings.catch_warnings(),
+        patch.object(aggregator, "MANY_GROUPS", 0),
+        patch.object(aggregator, "MAX_RUNS", runs),
+    ):
+        warnings.simplefilter("ignore")
+        compare(*workload, batch=batch)
 
 
 def test_boundaries_are_exact() -> None:

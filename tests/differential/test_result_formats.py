@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
@@ -166,3 +167,48 @@ def test_a_double_prints_as_repr(value: float) -> None:
 def test_float_texts_on_the_layout_boundaries() -> None:
     values = [1e-5, 1e-4, 9.999e-5, 1e15, 1e16, 9999999999999998.0, 123456789012.0, 0.1 + 0.2, -0.0, 5e-324]
     assert float_texts(pa.array(values)).to_pylist() == [repr(v) for v in values]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.none()
+        | st.sampled_from([0.0, -0.0, 1.0, 2.5, 1e16, 1e-5, 1e300, math.inf, -math.inf, math.nan])
+        | st.floats(),
+        min_size=0,
+        max_size=400,
+    )
+)
+def test_columns_of_doubles_print_as_repr(values: list[float | None]) -> None:
+    """Whole columns, long enough and repetitive enough that each distinct double is
+    formatted once and taken to its rows (-0.0 apart from 0.0, NULLs kept)."""
+    expected = [None if v is None else repr(v) for v in values]
+    assert float_texts(pa.array(values, pa.float64())).to_pylist() == expected
+    assert float_texts(pa.array(values * 5, pa.float64())).to_pylist() == expected * 5
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.text(max_size=5), st.none() | st.text(max_size=5), st.booleans(), st.text(max_size=3)),
+        max_size=60,
+    )
+)
+def test_lines_are_their_pieces_joined(rows: list[tuple[str, str | None, bool, str]]) -> None:
+    """Lines built from pieces of every row, pieces of some rows and constants (unicode,
+    empty texts), against the texts joined in Python; a NULL piece makes the joined text NULL."""
+    from mqo.text_lines import TextLines, join
+
+    n = len(rows)
+    a = pa.array([r[0] for r in rows], pa.string())
+    b = pa.array([r[1] for r in rows], pa.string())
+    some = [i for i, r in enumerate(rows) if r[2]]
+    lines = TextLines(n)
+    lines.add("{")
+    lines.add(a)
+    lines.add("|", np.asarray(some, np.int64))
+    lines.add(pa.array([rows[i][3] for i in some], pa.string()), np.asarray(some, np.int64))
+    lines.add("}\n")
+    assert lines.build().to_pylist() == ["{" + r[0] + ("|" + r[3] if r[2] else "") + "}\n" for r in rows]
+    if n:
+        assert join(a, "ü", b).to_pylist() == [None if r[1] is None else r[0] + "ü" + r[1] for r in rows]

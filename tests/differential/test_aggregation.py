@@ -308,7 +308,8 @@ def test_sums_of_integers_are_exact_past_doubles() -> None:
 
 
 def test_against_duckdb() -> None:
-    duckdb = pytest.importorskip("duckdb")
+    import duckdb
+
     rng = np.random.default_rng(7)
     n = 3000
     ts = np.sort(rng.integers(0, 3600, n)).astype(np.float64)
@@ -415,7 +416,6 @@ def _explain(tmp_path: Any) -> str:
 
 
 def test_spark_stage_refuses_aggregate_queries_clearly() -> None:
-    pytest.importorskip("pyspark")
     from runtime.spark.spec import SparkStageError, stage_matcher
 
     with pytest.raises(SparkStageError, match=r"aggregate queries \(1\) do not run in the match stages; run them wi"):

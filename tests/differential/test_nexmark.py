@@ -9,13 +9,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from experiments.nexmark import DDL, Config, generate, write
 from tests.cli.clirun import match, strict_lines
 from tests.conftest import REPO
-
-duckdb = pytest.importorskip("duckdb")
 
 EXAMPLES = REPO / "examples" / "nexmark"
 QUERY_FILES = ("q1.mqo", "q2.mqo", "q3.mqo", "q5.mqo", "q7.mqo", "q8.mqo")

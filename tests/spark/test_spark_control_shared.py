@@ -7,12 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import mqo
-
-pytest.importorskip("pyspark")
-
 from runtime.spark.control import apply_shared
 
 DDL = "REGISTER STREAM B (pressure FLOAT, pid INTEGER);\nREGISTER STREAM H (vib FLOAT, pid INTEGER);"

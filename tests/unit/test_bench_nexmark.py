@@ -47,7 +47,6 @@ def test_result_key_tells_results_apart() -> None:
 
 
 def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
-    pytest.importorskip("duckdb")
     args = ["--events", "6000", "--queries", "16", "--sample", "2", "--no-spark", "--out", str(tmp_path)]
     assert bench_nexmark.main(args) == 0
     table = (tmp_path / "nexmark.md").read_text()
@@ -62,8 +61,6 @@ def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
 @pytest.mark.spark
 def test_tiny_run_with_spark_agrees(tmp_path: Path) -> None:
     """Spark SQL's per-query and set-based jobs write mqo's rows (the run stops otherwise)."""
-    pytest.importorskip("duckdb")
-    pytest.importorskip("pyspark")
     args = ["--events", "4000", "--queries", "8", "--sample", "1", "--spark", "--out", str(tmp_path)]
     assert bench_nexmark.main(args) == 0
     table = (tmp_path / "nexmark.md").read_text()

@@ -60,7 +60,6 @@ def test_constants_never_sit_on_the_data_grid(shape: bench_sql.Shape) -> None:
 
 
 def test_heterogeneous_variant_at_a_small_size() -> None:
-    pytest.importorskip("duckdb")
     rows = bench_sql.bench_hetero(70, 2000, 3, seed=5)
     assert {r["benchmark"] for r in rows} == {"b'"}
     assert [r["metric"] for r in rows if r["metric"] in METRICS] == [
@@ -75,7 +74,6 @@ def test_heterogeneous_variant_at_a_small_size() -> None:
 
 
 def test_bench_main_runs_b_and_b_prime_into_one_table(tmp_path: Path) -> None:
-    pytest.importorskip("duckdb")
     assert bench.main(["--only", "b,b'", "--quick", "--out", str(tmp_path)]) == 0
     table = (tmp_path / "results.md").read_text()
     assert table.index("| b | mqo match") < table.index("| b' | mqo match")

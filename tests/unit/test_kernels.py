@@ -227,7 +227,6 @@ def test_list_ranges(table):
 def test_kernels_pass_without_jit_and_are_covered():
     """Run this file with NUMBA_DISABLE_JIT=1 under coverage: the kernels' Python source
     passes the same tests, and the run reports how much of it the tests reach."""
-    pytest.importorskip("coverage")
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
     data = root / ".coverage.kernels"

@@ -24,7 +24,7 @@ from predicates.frontend import FrontEndRecord, column_order, front_end, name_qu
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.parser import parse_queries
 from predicates.records import RowQueries
-from predicates.tables import TableDefinition, mentions_table
+from predicates.tables import TableDefinition, mentions_table, table_names
 from predicates.template_cache import clashes, instantiate
 from predicates.templates import FastCompiler
 from predicates.views import ViewDefinition, mentions_view
@@ -103,7 +103,8 @@ def compile_many(
     if isinstance(texts, str):
         raise TypeError("compile_many takes a list of texts (compile takes one)")
     compiler = _compiler_for(catalog, max_disjuncts, compiler)
-    if any((("v" in t or "V" in t) and mentions_view(t)) or mentions_table(t, catalog) for t in texts):
+    tables = table_names(catalog)  # (once: the texts may be a million)
+    if any((("v" in t or "V" in t) and mentions_view(t)) or mentions_table(t, catalog, tables) for t in texts):
         # (views and tables are few: their texts skip the caches)
         return _one_by_one(texts, catalog, source_name, first_position, taken, max_disjuncts, compiler)
     reading = compiler.templates.read(texts)

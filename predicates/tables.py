@@ -97,12 +97,18 @@ class TableQuery:
 # ------------------------------------------------------------------ statements
 
 
-def mentions_table(text: str, catalog: Catalog) -> bool:
-    """Whether ``text`` may declare or read a table (False: it surely does not)."""
+def table_names(catalog: Catalog) -> list[str]:
+    """The catalog's tables' names, lowercased (for :func:`mentions_table`)."""
+    return [s.name.lower() for s in catalog if s.table_key]
+
+
+def mentions_table(text: str, catalog: Catalog, names: list[str] | None = None) -> bool:
+    """Whether ``text`` may declare or read a table (False: it surely does not);
+    ``names``: :func:`table_names` of ``catalog``, when many texts are looked at."""
     lowered = text.lower()
     if "table" in lowered and _CREATE_TABLE.search(text) is not None:
         return True
-    names = [s.name.lower() for s in catalog if s.table_key]
+    names = table_names(catalog) if names is None else names
     return any(name in lowered and re.search(rf"\b{re.escape(name)}\b", lowered) for name in names)
 
 
@@ -381,4 +387,5 @@ __all__ = [
     "mentions_table",
     "reads_tables",
     "split_tables",
+    "table_names",
 ]

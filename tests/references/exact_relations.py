@@ -28,7 +28,7 @@ from typing import Any
 
 from tests.references.agg_reference import RefQuery, Result, arrivals, call_name, evaluate, exact
 
-_HOLDS = {
+HOLDS = {  # a comparison of exact values, by operator
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
     ">": lambda a, b: a > b,
@@ -53,7 +53,7 @@ def _having_holds(q: RefQuery, values: dict[str, Any]) -> bool:
     assert q.having is not None
     f, c, op, const = q.having
     v = values[call_name(f, c)]
-    return v is not None and _HOLDS[op](exact(v) if isinstance(v, float) else v, exact(const))
+    return v is not None and HOLDS[op](exact(v) if isinstance(v, float) else v, exact(const))
 
 
 def _windows(q: RefQuery, tuples: list[tuple[float, dict[str, Any]]], lateness: Any) -> list[tuple[Result, bool]]:

@@ -33,14 +33,11 @@ from typing import Any
 
 from tests.references.exact_language import And, Cmp, Col, Column, Cond, Query, Schema, Stream, exact
 from tests.references.reference import (
-    Env,
     Reference,
     Registered,
     Result,
-    Value,
     evaluate,
-    in_doubles,
-    outputs,
+    select_values,
     truth,
 )
 
@@ -145,7 +142,7 @@ class TableReference(Reference):
                 env[alias] = row
             else:
                 if truth(whole, env) is True:
-                    values = self._table_values(query, env)
+                    values = select_values(self.whole, query, env)
                     out.append(Result(query.name, found.ts, found.ids, tuple(sorted(values.items()))))
         return out
 
@@ -154,16 +151,6 @@ class TableReference(Reference):
         if stream == new_stream and new["id"] == id:
             return new
         return next(row for row in self.stored[stream] if row["id"] == id)
-
-    def _table_values(self, query: Query, env: Env) -> dict[str, Value]:
-        values: dict[str, Value] = {}
-        for name, expr in outputs(self.whole, query):
-            if isinstance(expr, Col):
-                values[name] = evaluate(expr, env)
-            else:
-                members = {alias: self.whole.stream(stream) for alias, stream in query.sources}
-                values[name] = in_doubles(expr, env, members)
-        return values
 
 
 def _key_refs(cond: Cond, alias: str, key: tuple[str, ...]) -> dict[str, Col]:

@@ -50,15 +50,8 @@ from fractions import Fraction
 from typing import Any
 
 from tests.references.exact_language import FLOAT, INTEGER, Col, Column, Item, Query, Schema, Stream, exact
+from tests.references.exact_relations import HOLDS
 from tests.references.reference import Reference, Result
-
-_HOLDS = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "=": lambda a, b: a == b,
-}
 
 
 @dataclass(frozen=True)
@@ -335,7 +328,7 @@ class ViewReference(Reference):
     def _passes(view: AggView, row: dict[str, Any]) -> bool:
         for column, op, literal in view.where:
             value = row[column]
-            if value is None or not _HOLDS[op](value, Fraction(literal)):
+            if value is None or not HOLDS[op](value, Fraction(literal)):
                 return False
         return True
 

@@ -405,20 +405,22 @@ class Reference:
                     query.name,
                     max(stamps),
                     tuple(sorted((alias, r["id"]) for alias, r in env.items())),
-                    tuple(sorted(self._values(query, env).items())),
+                    tuple(sorted(select_values(self.schema, query, env).items())),
                 )
             )
         return out
 
-    def _values(self, query: Query, env: Env) -> dict[str, Value]:
-        values: dict[str, Value] = {}
-        for name, expr in outputs(self.schema, query):
-            if isinstance(expr, Col):
-                values[name] = evaluate(expr, env)
-            else:
-                streams = {alias: self.schema.stream(stream) for alias, stream in query.sources}
-                values[name] = in_doubles(expr, env, streams)
-        return values
+
+def select_values(schema: Schema, query: Query, env: Env) -> dict[str, Value]:
+    """A result's SELECT values by name: a column as it is, an expression in doubles."""
+    values: dict[str, Value] = {}
+    for name, expr in outputs(schema, query):
+        if isinstance(expr, Col):
+            values[name] = evaluate(expr, env)
+        else:
+            streams = {alias: schema.stream(stream) for alias, stream in query.sources}
+            values[name] = in_doubles(expr, env, streams)
+    return values
 
 
 def in_doubles(expr: Expr, env: Env, streams: Mapping[str, Stream]) -> Value:

@@ -368,6 +368,17 @@ def log_axes(ax: Any, x: bool = True, y: bool = True) -> None:
         axis.set_minor_formatter(NullFormatter())
 
 
+def peak_mib() -> float:
+    """This process's peak resident memory (VmHWM of /proc/self/status), MiB.
+
+    Not ``getrusage(...).ru_maxrss``: Linux keeps that across ``execve``, so a fresh
+    interpreter started by a large process would report its parent's peak as its own."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def human(n: float) -> str:
     """12345 -> '12.3k' for axis ticks and labels."""
     for unit, div in (("M", 1e6), ("k", 1e3)):

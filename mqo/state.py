@@ -14,7 +14,7 @@ is what a checkpoint (or Spark's state store) keeps.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from indexes.covering import is_null
@@ -24,6 +24,7 @@ from indexes.value_index import ValueIndex
 
 if TYPE_CHECKING:
     from mqo.plan import CompiledPlan
+    from predicates import StreamSchema
 
 DEFAULT_BUCKETS_PER_WINDOW = 4
 
@@ -139,7 +140,7 @@ class WindowState:
                 assert len(index) == expected, "value index misses stored tuples"
 
 
-def stream_names(streams: Any) -> list[str]:
+def stream_names(streams: Sequence[StreamSchema]) -> list[str]:
     """The names of a plan's stream schemas."""
     return [schema.name for schema in streams]
 

@@ -30,7 +30,7 @@ from runtime.workload import EXTRAS, CliError, load_matcher, require, warn, work
 _LARGE_QUERY_FILE = 1 << 20  # bytes: about 5,000 queries
 
 if TYPE_CHECKING:
-    pass
+    from runtime.io.table_rows import TableSpec
 
 EXIT_USAGE = 2
 ORDER_CHOICES = ("adaptive", *("".join(p) for p in permutations("AJW")))
@@ -44,29 +44,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_views(options: list[str], views: list[str]) -> dict[str, str]:
-    """``--output-view VIEW=FILE`` options as {view: file}, each naming a registered view."""
-    out: dict[str, str] = {}
-    known = {name.lower(): name for name in views}
-    for option in options:
-        name, sep, path = option.partition("=")
-        if not sep or not name or not path:
-            raise CliError(f"--output-view takes VIEW=FILE, got {option!r}")
-        if name.lower() not in known:
-            listed = ", ".join(views) if views else "none is registered"
-            raise CliError(f"--output-view {name}: no view {name} among the queries (views: {listed})")
-        out[known[name.lower()]] = path
-    return out
-
-
 def cmd_match(args: argparse.Namespace) -> int:
     from runtime.io.inputs import InputSpec
+    from runtime.io.named_paths import INPUT, OUTPUT_VIEW, TABLE
+    from runtime.io.table_rows import TableSpec
     from runtime.io.writers import guess_format
     from runtime.local.match import run_match
 
     if not args.input:
         raise CliError("give at least one --input STREAM=FILE")
-    inputs = [InputSpec.parse(text) for text in args.input]
+    # every NAME=FILE option is read before the queries load, and its name checked after
+    inputs = [InputSpec(given.name, given.path) for given in INPUT.parse(args.input)]
+    tables = [TableSpec(given.name, given.path) for given in TABLE.parse(args.table or [])]
+    views = OUTPUT_VIEW.parse(args.output_view or [])
     fmt = guess_format(args.output, args.format)
     # For the local engine the queries are fixed for the run, so tuples no query can
     # use need not be stored.
@@ -96,10 +86,11 @@ def cmd_match(args: argparse.Namespace) -> int:
         )
         matcher.ensure_plan()  # compile here, to be timed
         print(f"mqo match: plan compiled in {time.perf_counter() - registered:.1f} s", file=sys.stderr, flush=True)
+    inputs = [InputSpec(INPUT.declared(spec.stream, spec.path, matcher.catalog.names()), spec.path) for spec in inputs]
+    output_views = {OUTPUT_VIEW.declared(view.name, view.path, matcher.views): view.path for view in views}
+    table_feed = _table_feed(tables, matcher, args.engine)
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
-    output_views = _output_views(args.output_view or [], matcher.views)
-    tables = _table_feed(args.table or [], matcher, args.engine)
     if args.engine == "spark":
         if matcher.views:
             raise CliError(f"--engine spark does not run views yet (view {matcher.views[0]}); use --engine local")
@@ -119,7 +110,7 @@ def cmd_match(args: argparse.Namespace) -> int:
             progress=args.progress,
             aggregates_path=args.aggregates,
             output_views=output_views,
-            tables=tables,
+            tables=table_feed,
         )
     if not args.quiet:
         for line in summary.lines():
@@ -133,20 +124,20 @@ def cmd_match(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table_feed(options: list[str], matcher: Any, engine: str) -> Any:
+def _table_feed(specs: list[TableSpec], matcher: Any, engine: str) -> Any:
     """The rows of ``--table TABLE=FILE`` (read whole, checked), or None without tables."""
-    from runtime.io.table_rows import TableSpec
     from runtime.local.tables import TableFeed
 
-    if engine == "spark" and (matcher.tables or options):
+    if engine == "spark" and (matcher.tables or specs):
         raise CliError("--engine spark does not run tables yet; use --engine local")
-    if not matcher.tables and not options:
+    if not matcher.tables and not specs:
         return None
-    given = {TableSpec.parse(text).table.lower() for text in options}
+    feed = TableFeed(matcher, specs)  # (which refuses a table the queries do not declare)
+    given = {spec.table.lower() for spec in specs}
     for name in matcher.tables:
         if name.lower() not in given:
             warn("match", f"table {name} has no rows (give --table {name}=FILE): its queries find nothing")
-    return TableFeed(matcher, [TableSpec.parse(text) for text in options])
+    return feed
 
 
 def _large_on_a_terminal(queries_path: str) -> bool:
@@ -170,17 +161,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"give --{', --'.join(missing)} (or --http HOST:PORT for the HTTP service)")
     if not args.input:
         raise CliError("give at least one --input STREAM=DIR")
-    inputs: dict[str, str] = {}
-    for text in args.input:
-        stream, sep, folder = text.partition("=")
-        if not sep or not stream.strip() or not folder.strip():
-            raise CliError(f"--input takes STREAM=DIR (for example B=incoming/B), got {text!r}")
-        if stream.strip() in inputs:
-            raise CliError(f"--input {stream.strip()} is given twice (one directory per stream)")
-        inputs[stream.strip()] = folder.strip()
+    from runtime.io.named_paths import SERVE_INPUT
     from runtime.io.writers import input_holding
     from runtime.local.serve_files import checkpoint_lock
 
+    inputs = {given.name: given.path for given in SERVE_INPUT.parse(args.input)}
     for option in ("--output", "--checkpoint"):
         folder = getattr(args, option[2:])
         inside = input_holding(folder, inputs.values())

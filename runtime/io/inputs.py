@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from predicates import Catalog, StreamSchema, did_you_mean
+from predicates import Catalog, StreamSchema
 from runtime.io.csv_reader import read_csv
+from runtime.io.named_paths import INPUT
 from runtime.io.parquet_reader import read_parquet
 from runtime.io.stream_rows import (
     FALSE_TEXTS,
@@ -50,15 +51,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class InputSpec:
+    """A stream's input file (``--input STREAM=FILE``, read by :data:`runtime.io.named_paths.INPUT`)."""
+
     stream: str
     path: str
-
-    @classmethod
-    def parse(cls, text: str) -> InputSpec:
-        stream, sep, path = text.partition("=")
-        if not sep or not stream or not path:
-            raise InputError(f"--input takes STREAM=FILE (for example B=blood.csv), got {text!r}")
-        return cls(stream.strip(), path.strip())
 
 
 def read_stream(spec: InputSpec, schema: StreamSchema, on_bad_row: str = "error") -> StreamData:
@@ -98,16 +94,14 @@ def _reject_duplicate_ids(data: StreamData, on_bad_row: str) -> None:
 
 def read_inputs(specs: list[InputSpec], catalog: Catalog, on_bad_row: str = "error") -> list[StreamData]:
     """Read every ``--input STREAM=FILE`` against its declared stream and check ids
-    across the files of one stream."""
-    data: list[StreamData] = []
-    for spec in specs:
-        schema = catalog.get(spec.stream)
-        if schema is None:
-            raise InputError(
-                f"--input {spec.stream}={spec.path}: unknown stream {spec.stream!r}"
-                + did_you_mean(spec.stream, catalog.names())
-            )
-        data.append(read_stream(spec, schema, on_bad_row))
+    across the files of one stream. Every stream is checked before a file is read, and
+    its files are read under its declared name (``h=`` and ``H=`` are one stream: one
+    count of automatic ids, one check of repeated ones)."""
+    names = [INPUT.declared(spec.stream, spec.path, catalog.names()) for spec in specs]
+    data = [
+        read_stream(InputSpec(name, spec.path), catalog.require(name), on_bad_row)
+        for spec, name in zip(specs, names, strict=True)
+    ]
     check_ids_across_inputs(data, on_bad_row)
     return data
 

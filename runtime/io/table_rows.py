@@ -28,15 +28,10 @@ from runtime.io.stream_rows import FieldError, InputError, convert_field, shown
 
 @dataclass(frozen=True)
 class TableSpec:
+    """A table's file (``--table TABLE=FILE``, read by :data:`runtime.io.named_paths.TABLE`)."""
+
     table: str
     path: str
-
-    @classmethod
-    def parse(cls, text: str) -> TableSpec:
-        table, sep, path = text.partition("=")
-        if not sep or not table.strip() or not path.strip():
-            raise InputError(f"--table takes TABLE=FILE (for example patients=patients.csv), got {text!r}")
-        return cls(table.strip(), path.strip())
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ from typing import Any
 from mqo import ORDERS, Matcher
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.rows import RowBuilder
-from predicates import Kind, ListKey, did_you_mean
+from predicates import Kind, ListKey
 from runtime.io.inputs import InputSpec, StreamData, merge, read_stream
+from runtime.io.named_paths import INPUT
 from runtime.workload import CliError, load_matcher
 
 MAX_PAIRS = 200_000
@@ -106,15 +107,9 @@ class OrderRun:
 def load_events(matcher: Matcher, specs: Sequence[InputSpec]) -> tuple[list[Event], dict[str, int]]:
     """The sample tuples in arrival order (``mqo match``'s merge), and counts per stream."""
     datas: list[StreamData] = []
-    for spec in specs:
-        schema = matcher.catalog.get(spec.stream)
-        if schema is None:
-            names = matcher.catalog.names()
-            raise CliError(
-                f"--input {spec.stream}={spec.path}: no stream {spec.stream!r} in the schema"
-                + did_you_mean(spec.stream, names)
-                + f" (streams: {', '.join(names)})"
-            )
+    names = [INPUT.declared(spec.stream, spec.path, matcher.catalog.names()) for spec in specs]
+    for spec, name in zip(specs, names, strict=True):
+        schema = matcher.catalog.require(name)
         data = read_stream(spec, schema)
         data.stream = schema.name
         datas.append(data)
@@ -448,7 +443,7 @@ def run_profile(args: argparse.Namespace) -> int:
     """The ``mqo profile`` command."""
     if not args.input:
         raise CliError("give at least one --input STREAM=FILE")
-    specs = [InputSpec.parse(text) for text in args.input]
+    specs = [InputSpec(given.name, given.path) for given in INPUT.parse(args.input)]
     matcher = load_matcher(args.schema, args.queries, allowed_lateness=args.allowed_lateness, time=args.time)
     if not len(matcher.registry):
         raise CliError(f"{args.queries} holds no query to profile")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from mqo import Matcher, TupleError
+from runtime.io.named_paths import TABLE
 from runtime.io.stream_rows import InputError, StreamData
 from runtime.io.table_rows import TableChange, TableSpec, read_table_file
 
@@ -25,16 +26,10 @@ class TableFeed:
 
     def __init__(self, matcher: Matcher, specs: list[TableSpec]) -> None:
         self.matcher = matcher
-        known = {name.lower(): name for name in matcher.tables}
         self.timed: list[tuple[float, int, TableSpec, list[TableChange]]] = []
         self.start: list[tuple[TableSpec, list[TableChange]]] = []
-        for order, spec in enumerate(specs):
-            name = known.get(spec.table.lower())
-            if name is None:
-                listed = (
-                    ", ".join(matcher.tables) if matcher.tables else "none is declared (CREATE TABLE in the queries)"
-                )
-                raise InputError(f"--table {spec.table}: no table {spec.table} among the queries (tables: {listed})")
+        names = [TABLE.declared(spec.table, spec.path, matcher.tables) for spec in specs]  # all before a file is read
+        for order, (spec, name) in enumerate(zip(specs, names, strict=True)):
             changes = read_table_file(spec, matcher.catalog.require(name))
             self.start.append((spec, [c for c in changes if c.ts is None]))
             timed = sorted((c for c in changes if c.ts is not None), key=lambda c: c.ts)  # type: ignore[arg-type,return-value]

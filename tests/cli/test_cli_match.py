@@ -379,8 +379,8 @@ def test_bad_row_message_format(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ("X={B}", ["unknown stream 'X'"]),
-        ("Bx={B}", ["unknown stream 'Bx'", "did you mean 'B'"]),
+        ("X={B}", ["--input 'X={B}': the schema declares no stream 'X'"]),
+        ("Bx={B}", ["the schema declares no stream 'Bx'", "did you mean 'B'"]),
         ("B={missing}", ["not found", "{missing}"]),
         ("B={dir}", ["directory", "{dir}"]),
         ("B", ["STREAM=FILE"]),

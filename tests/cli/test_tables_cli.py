@@ -154,9 +154,9 @@ def test_a_bad_table_file_is_named_by_line_and_column(tmp_path: Path, table_text
 def test_unknown_tables_missing_rows_and_engines_that_refuse(tmp_path: Path) -> None:
     schema, queries, h, table, _ = files(tmp_path, "sorted")
     run = match("--table", f"patient={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
-    assert (
-        run.returncode != 0 and "--table patient: no table patient among the queries (tables: patients)" in run.stderr
-    )
+    assert run.returncode != 0
+    assert f"--table 'patient={table}': the query file declares no table 'patient'" in run.stderr
+    assert "(did you mean 'patients'?) (tables: patients)" in run.stderr
     run = match(schema=schema, queries=queries, inputs=[f"H={h}"])
     assert run.returncode == 0 and "table patients has no rows (give --table patients=FILE)" in run.stderr
     assert run.stdout == ""

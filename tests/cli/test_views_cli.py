@@ -88,9 +88,12 @@ def test_explain_shows_the_view_graph(tmp_path: Path) -> None:
 def test_bad_output_view_and_spark_are_refused(tmp_path: Path) -> None:
     schema, queries, inputs = files(tmp_path)
     done = match("--output-view", "nope=x.jsonl", schema=schema, queries=queries, inputs=inputs)
-    assert done.returncode != 0 and "no view nope among the queries (views: pairs, fast)" in done.stderr
+    assert (
+        done.returncode != 0
+        and "--output-view 'nope=x.jsonl': the query file declares no view 'nope' (views: pairs, fast)" in done.stderr
+    )
     done = match("--output-view", "pairs", schema=schema, queries=queries, inputs=inputs)
-    assert done.returncode != 0 and "--output-view takes VIEW=FILE" in done.stderr
+    assert done.returncode != 0 and "--output-view 'pairs': no '='; give VIEW=FILE" in done.stderr
     done = match("--engine", "spark", schema=schema, queries=queries, inputs=inputs)
     assert done.returncode != 0 and "does not run views yet (view pairs)" in done.stderr
 

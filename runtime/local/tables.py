@@ -23,19 +23,28 @@ from runtime.io.table_rows import TableChange, TableSpec, read_table_file
 class TableFeed:
     """The rows of the table files of a run, put into the matcher at their time."""
 
-    def __init__(self, matcher: Matcher, specs: list[TableSpec]) -> None:
+    def __init__(
+        self,
+        matcher: Matcher,
+        specs: list[TableSpec],
+        read: list[tuple[TableSpec, list[TableChange]]] | None = None,
+    ) -> None:
+        """``specs``: the table files, read whole now; ``read``: rows read already, with
+        their files (``mqo serve``: the rows a table file gained since it was last read)."""
         self.matcher = matcher
         known = {name.lower(): name for name in matcher.tables}
-        self.timed: list[tuple[float, int, TableSpec, list[TableChange]]] = []
-        self.start: list[tuple[TableSpec, list[TableChange]]] = []
-        for order, spec in enumerate(specs):
+        read = list(read or [])
+        for spec in specs:
             name = known.get(spec.table.lower())
             if name is None:
                 listed = (
                     ", ".join(matcher.tables) if matcher.tables else "none is declared (CREATE TABLE in the queries)"
                 )
                 raise InputError(f"--table {spec.table}: no table {spec.table} among the queries (tables: {listed})")
-            changes = read_table_file(spec, matcher.catalog.require(name))
+            read.append((spec, read_table_file(spec, matcher.catalog.require(name))))
+        self.timed: list[tuple[float, int, TableSpec, list[TableChange]]] = []
+        self.start: list[tuple[TableSpec, list[TableChange]]] = []
+        for order, (spec, changes) in enumerate(read):
             self.start.append((spec, [c for c in changes if c.ts is None]))
             timed = sorted((c for c in changes if c.ts is not None), key=lambda c: c.ts)  # type: ignore[arg-type,return-value]
             for ts, group in groupby(timed, key=lambda c: c.ts):

@@ -13,6 +13,11 @@ A result's text is what ``mqo match`` writes for it: the JSON lines writer itsel
 heartbeat (``--emit ordered``) and aggregate rows in file order
 (:func:`runtime.io.aggregate_writers.in_file_order`) through the one result encoder.
 
+Table changes (:meth:`Service.change_table`) are operations like the others: checked
+whole on the engine thread, applied all or none, logged; a tuple posted after one reads
+the table as of its own ts. The match results that aggregate views' rows find when
+windows are emitted are taken with the aggregate rows (:meth:`mqo.Matcher.take_results`).
+
 With a checkpoint (:mod:`runtime.http.journal`) every accepted operation is logged and
 synced before it is answered, and a snapshot is written every ``snapshot_every``
 operations and at a clean stop; a restart replays the log after the snapshot.

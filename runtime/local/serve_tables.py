@@ -36,9 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mqo import Matcher
-from predicates import QueryError
-from predicates.errors import Source
-from predicates.tables import split_tables
+from predicates import QueryError, Source, split_tables
 from runtime.io.stream_rows import InputError
 from runtime.io.table_rows import TableChange, TableSpec, read_table_file
 from runtime.io.writers import input_holding

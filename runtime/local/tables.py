@@ -1,4 +1,5 @@
-"""Table files in a run of ``mqo match`` (``--table patients=patients.csv``).
+"""Table files in a run of ``mqo match`` (``--table patients=patients.csv``), and the
+rows a table file gained in a step of ``mqo serve`` (:mod:`runtime.local.serve_tables`).
 
 The rows without a ``ts`` hold from the start: they are put before the first tuple.
 A row version with a ``ts`` is put just before the first tuple (in arrival order)

@@ -135,9 +135,9 @@ class StepReport:
 
     @property
     def idle(self) -> bool:
-        return not (
-            self.registered or self.unregistered or self.query_errors or self.files or self.changed or self.table_rows
-        )
+        # (bad files count: a table file's are reported once, in a step that is committed)
+        work = (self.registered, self.unregistered, self.query_errors, self.files, self.changed, self.table_rows)
+        return not any(work) and not self.bad_files
 
     def line(self) -> str:
         parts = [f"step {self.step}:"]

@@ -139,6 +139,17 @@ def test_table_errors_name_the_table_and_the_option(tmp_path: Path) -> None:
         "b.mqo:1:1: table patients is declared already as (id INTEGER, ward STRING, age INTEGER) KEY (id)"
         in (json.loads(errors)["error"])
     )
+    # a bad row added: with --on-bad-row error the service stops, naming it (the step is not committed)
+    with open(table, "a") as f:
+        f.write("2,ICU,x\n")
+    run = serve(tmp_path, "--table", f"patients={table}", "--on-bad-row", "error")
+    assert run.returncode == 2 and f"{table}:3: column age: 'x' is not an integer" in run.stderr
+    # rewritten rather than grown: reported once, read no more
+    write(tmp_path / "patients.csv", "id,ward,age\n7,ICU,80\n")
+    run = serve(tmp_path, "--table", f"patients={table}")
+    assert run.returncode == 0 and "changed other than by adding rows at its end" in run.stderr
+    reported = [json.loads(line) for p in (tmp_path / "out").glob("input-errors-*.jsonl") for line in p.open()]
+    assert [r["file"] for r in reported] == [table]
     cases = [
         (["--table", f"H={table}"], "--table H: H is a stream (give its files with --input)"),
         (["--table", f"patients={tmp_path / 'h' / 'p.csv'}"], "is in the input directory of --input H="),

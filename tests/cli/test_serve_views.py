@@ -8,6 +8,8 @@ API's over the same tuples."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 from collections import Counter
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import mqo
+from runtime.local.serve import LocalService
 from tests.cli.clirun import mqo as run_mqo
 from tests.cli.clirun import strict_lines, write
 from tests.references.exact_language import FLOAT, INTEGER, Cmp, Col, Column, Duration, Item, Num, Query, Schema
@@ -143,3 +146,36 @@ def test_aggregate_views_in_serve_equal_the_reference_across_restarts(tmp_path: 
     rows = sorted(json.dumps(r, sort_keys=True) for r in lines if "window_end" in r)
     assert rows == api_aggregates(plan) and rows
     assert list((tmp_path / "out").glob("late-*.jsonl"))  # the steps that start 2 s behind bring late tuples
+
+
+def test_with_csv_the_aggregate_file_holds_no_view_rows(tmp_path: Path) -> None:
+    """``--format csv``: the aggregate file's columns are the aggregate query's, and
+    its rows the API's (an aggregate view's own rows are no output)."""
+    for folder in ("q", "B", "H"):
+        (tmp_path / folder).mkdir()
+    write(tmp_path / "q" / "views.mqo", TEXT)
+    inputs = {"B": str(tmp_path / "B"), "H": str(tmp_path / "H")}
+    out = tmp_path / "out"
+    service = LocalService(
+        SCHEMA.ddl(), inputs, str(tmp_path / "q"), str(out), str(tmp_path / "ck"),
+        fmt="csv", allowed_lateness=LATENESS, log=io.StringIO(),
+    )  # fmt: skip
+    plan = steps(count=3)
+    for number, step in enumerate(plan, start=1):
+        for stream, rows in step.items():
+            write(tmp_path / stream / f"{number:03d}.csv", csv_text(rows))
+        service.step()
+    rows = []
+    for path in sorted(out.glob("aggregates-*.csv")):
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            assert reader.fieldnames is not None and not {"n", "top", "most"} & set(reader.fieldnames)
+            rows += list(reader)
+    want = [json.loads(r) for r in api_aggregates(plan)]
+    assert rows and {r["query"] for r in rows} == {"per_busy"}
+    assert sorted(float(r["window_end"]) for r in rows) == sorted(r["window_end"] for r in want)
+    assert {r["query"] for r in csv.DictReader(io.StringIO((out / "results-000003.csv").read_text()))} <= {
+        "crowded",
+        "near",
+        "peaks",
+    }

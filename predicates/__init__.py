@@ -29,6 +29,7 @@ from predicates.normalize import (
 )
 from predicates.parser import parse_ddl, parse_duration, parse_queries, parse_query
 from predicates.semantic import BoundQuery, OutputColumn, bind
+from predicates.tables import split_tables
 
 __all__ = [
     "DEFAULT_MAX_DISJUNCTS",
@@ -66,4 +67,5 @@ __all__ = [
     "parse_duration",
     "parse_queries",
     "parse_query",
+    "split_tables",
 ]

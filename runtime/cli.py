@@ -185,6 +185,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _serve_locally(args: argparse.Namespace, schema: str, inputs: dict[str, str]) -> int:
     if args.max_window is not None:
         raise CliError("--max-window is for --engine spark (the local engine keeps what its queries need)")
+    from runtime.io.named_paths import TABLE
+    from runtime.io.table_rows import TableSpec
     from runtime.local.serve import LocalService
 
     service = LocalService(
@@ -200,6 +202,7 @@ def _serve_locally(args: argparse.Namespace, schema: str, inputs: dict[str, str]
         on_bad_row=args.on_bad_row,
         emit=args.emit,
         settle=args.poll,  # a file is taken once it has not changed for a poll interval
+        tables=[TableSpec(given.name, given.path) for given in TABLE.parse(args.table or [])],
     )
     idle = service.idle_note()
     print(
@@ -217,6 +220,8 @@ def _serve_locally(args: argparse.Namespace, schema: str, inputs: dict[str, str]
 
 
 def _serve_on_spark(args: argparse.Namespace, schema: str, inputs: dict[str, str]) -> int:
+    if args.table:
+        raise CliError("--engine spark does not run tables yet; use --engine local")
     if args.max_window is None:
         raise CliError(
             "--engine spark needs --max-window SECONDS: the largest MAXWINDOW a query may have (the stage "
@@ -477,6 +482,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["error", "skip"],
         default="skip",
         help="write bad rows and unreadable files to the output's reports and go on (default), or stop",
+    )
+    serve.add_argument(
+        "--table",
+        action="append",
+        metavar="TABLE=FILE",
+        help="rows of a table (CREATE TABLE in a query file), as for match; rows added to FILE are read as it grows",
     )
     from runtime.http.server import add_options  # standard library only, as this module
 

@@ -29,8 +29,8 @@ from starlette.routing import Route
 
 from predicates import MqoError, did_you_mean
 from runtime.http import metrics
-from runtime.http.bodies import BodyError, TooManyRows, format_of, read_body
-from runtime.http.service import Busy, Service, Stopped, TooMany
+from runtime.http.bodies import BodyError, TableBodyError, TooManyRows, format_of, parse_table_json, read_body
+from runtime.http.service import Busy, Service, Stopped, TooMany, UnknownTable
 
 PAGE = Path(__file__).parent / "page"
 PAGE_FILES = {"page.js": "text/javascript", "page.css": "text/css"}
@@ -153,6 +153,25 @@ def build_app(service: Service, limits: Limits, token: str | None = None) -> Sta
             raise Refused(400, str(err)) from None
         return JSONResponse(reply)
 
+    async def change_table(request: Request) -> Response:
+        change = request.path_params["change"]
+        if change not in ("upsert", "delete"):
+            raise Refused(404, f"no table change {change!r}: POST /tables/upsert (rows) or /tables/delete (keys)")
+        delete = change == "delete"
+        body = await body_of(request, limits.max_body, "the body")
+        try:
+            data = parse_table_json(body)
+            return JSONResponse(await run(lambda: service.change_table(delete, data)))
+        except UnknownTable as err:
+            raise Refused(404, str(err)) from None
+        except TableBodyError as err:
+            raise Refused(400, err.message, row=err.row, column=err.column) from None
+        except MqoError as err:  # what the matcher refuses of the change as a whole (nothing applied)
+            raise Refused(400, str(err)) from None
+
+    async def get_tables(request: Request) -> Response:
+        return JSONResponse({"tables": await run(service.table_list)})
+
     async def heartbeat(request: Request) -> Response:
         body = await body_of(request, 4096, "the heartbeat")
         try:
@@ -251,6 +270,8 @@ def build_app(service: Service, limits: Limits, token: str | None = None) -> Sta
         Route("/queries/{query_id:path}", delete_query, methods=["DELETE"]),
         Route("/streams/{name}", post_stream, methods=["POST"]),
         Route("/heartbeat", heartbeat, methods=["POST"]),
+        Route("/tables", get_tables, methods=["GET"]),
+        Route("/tables/{change:str}", change_table, methods=["POST"]),
         Route("/results", results),
         Route("/results/stream", results_stream),
         Route("/explain", explain),

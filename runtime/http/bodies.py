@@ -260,3 +260,110 @@ def _check_ids(ids: list[int], id_given: list[bool], rows: list[int], rejected: 
             first[ident] = rows[k]
             keep.append(k)
     return keep
+
+
+# ------------------------------------------------------------------ table changes
+
+
+class TableBodyError(ValueError):
+    """A table change that cannot be taken (nothing of it is applied): the message
+    names the table and, for a bad row or key, its index and column."""
+
+    def __init__(self, message: str, row: int | None = None, column: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.row, self.column = message, row, column
+
+
+@dataclass
+class TableChangeBody:
+    """``POST /tables/upsert`` or ``/tables/delete``, checked: the rows (every column,
+    typed) or the keys (the KEY columns, typed), and the version's ts (None: from the start)."""
+
+    table: str
+    delete: bool
+    items: list[dict[str, Any]]
+    ts: float | None
+
+
+def parse_table_json(body: bytes) -> Any:
+    """A table change's JSON, numbers kept as written (the text rules decide them)."""
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise TableBodyError(f"the body is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    try:
+        return json.loads(text, parse_float=_Number, parse_int=_Number, parse_constant=_reject_constant)
+    except ValueError as err:
+        raise TableBodyError(f"the body is not JSON ({err})") from None
+
+
+def table_change(data: Any, delete: bool, table_of: Any) -> TableChangeBody:
+    """The checked change of ``data`` (from :func:`parse_table_json`): ``{"table": NAME,
+    "rows": [{column: value, ...}, ...], "ts": NUMBER or null}`` to upsert, ``"keys"``
+    (each an object of the KEY columns, or for a KEY of one column its value) to
+    delete. ``table_of(name)``: the table's schema (it raises for an unknown table)."""
+    what = "keys" if delete else "rows"
+    shape = f'{{"table": NAME, "{what}": [...], "ts": NUMBER or null}}'
+    if not isinstance(data, dict):
+        raise TableBodyError(f"a table change is a JSON object {shape}")
+    extra = sorted(set(data) - {"table", what, "ts"})
+    if extra:
+        other = "rows" if delete else "keys"
+        hint = f" ({other} go to /tables/{'upsert' if delete else 'delete'})" if other in extra else ""
+        raise TableBodyError(f"unknown field {extra[0]!r} in a table change {shape}{hint}")
+    name = data.get("table")
+    if not isinstance(name, str) or isinstance(name, _Number):
+        raise TableBodyError(f'"table" names the table (a string), got {json.dumps(name)}')
+    schema: StreamSchema = table_of(name)
+    items = data.get(what)
+    if not isinstance(items, list):
+        raise TableBodyError(f'"{what}" is a list, got {json.dumps(items)}')
+    ts = data.get("ts")
+    when: float | None = None
+    if ts is not None:
+        if not isinstance(ts, _Number):
+            raise TableBodyError(f'"ts" is a number (or null: from the start), got {json.dumps(ts)}')
+        try:
+            when = convert_field(str(ts), False, "ts")
+        except FieldError as err:
+            raise TableBodyError(f'"ts": {err.reason}') from None
+    kinds = {c.name.lower(): (c.name, c.ctype) for c in schema.columns}
+    key = schema.table_key
+    out: list[dict[str, Any]] = []
+    for k, item in enumerate(items):
+        where = f"table {schema.name}, {what[:-1]} {k}"
+        if delete and not isinstance(item, dict):
+            if len(key) != 1:
+                raise TableBodyError(f"{where}: a key is an object of the KEY columns ({', '.join(key)})", k)
+            item = {key[0]: item}
+        if not isinstance(item, dict):
+            raise TableBodyError(f"{where}: a row is a JSON object of the table's columns", k)
+        values: dict[str, Any] = {}
+        for column, value in item.items():
+            found = kinds.get(column.lower())
+            if found is None or (delete and found[0] not in key):
+                known = list(key) if delete else list(schema.column_names)
+                kind = "a KEY column" if delete and found is not None else f"a column of table {schema.name}"
+                raise TableBodyError(f"{where}: {column!r} is not {kind}{did_you_mean(column, known)}", k, column)
+            if found[0] in values:
+                raise TableBodyError(f"{where}: column {found[0]!r} is given twice", k, column)
+            try:
+                values[found[0]] = _value(value, found[1], found[0])
+            except _BadField as bad:
+                raise TableBodyError(f"{where}, column {found[0]}: {bad.reason}", k, found[0]) from None
+        needed = key if delete else schema.column_names
+        missing = [c for c in needed if c not in values]
+        if missing:
+            raise TableBodyError(
+                f"{where}: no value for column(s) {', '.join(missing)}"
+                + ("" if delete else " (write null for NULL; a KEY column is never NULL)"),
+                k,
+                missing[0],
+            )
+        for column in key:
+            if values[column] is None:
+                raise TableBodyError(
+                    f"{where}, column {column}: the KEY column is null (a row needs its whole key)", k, column
+                )
+        out.append(values)
+    return TableChangeBody(schema.name, delete, out, when)

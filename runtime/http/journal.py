@@ -3,7 +3,8 @@ accepted operations and a snapshot of the engine, so that a post answered 200 su
 ``kill -9``.
 
 * ``http-wal.jsonl``: one JSON object per accepted operation (a registration with its
-  text, a removal, a batch of tuples as plain columns, a heartbeat), numbered by
+  text, a removal, a batch of tuples as plain columns, a heartbeat, a table change with
+  its checked rows or keys and ts), numbered by
   ``seq``. A record is written and ``fsync``-ed before the client gets its answer.
   Plain JSON only: nothing read back is ever code or a pickle.
 * ``http-snapshot.mqosnap``: the matcher (:meth:`mqo.Matcher.snapshot`) with the

@@ -9,7 +9,8 @@ The service binds 127.0.0.1 unless told otherwise; any other address needs
 its queries or post tuples. With ``--checkpoint DIR`` it holds the directory's lock
 (:func:`runtime.local.serve_files.checkpoint_lock`, as the directory service does) and
 keeps its log and snapshots there (:mod:`runtime.http.journal`). HTTP runs on its own:
-``--input``, ``--queries`` and ``--output`` (the directory service) are refused with it.
+``--input``, ``--queries``, ``--output`` and ``--table`` (the directory service) are
+refused with it (a table's rows come by ``POST /tables/upsert`` and ``/tables/delete``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ def serve_http(args: argparse.Namespace, schema_text: str) -> int:
                 f"--http runs on its own: {option} is for the directory service (register queries with POST "
                 "/queries and post tuples to /streams/NAME, or run a second mqo serve for the directories)"
             )
+    if getattr(args, "table", None):
+        raise CliError(
+            "--table is for the directory service: with --http, declare the table with POST /queries (CREATE TABLE)"
+            ' and put its rows with POST /tables/upsert ({"table": NAME, "rows": [...], "ts": NUMBER or null})'
+        )
     if args.engine != "local":
         raise CliError("--http runs the local engine (--engine spark serves directories only)")
     if args.once:

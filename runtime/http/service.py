@@ -13,6 +13,11 @@ A result's text is what ``mqo match`` writes for it: the JSON lines writer itsel
 heartbeat (``--emit ordered``) and aggregate rows in file order
 (:func:`runtime.io.aggregate_writers.in_file_order`) through the one result encoder.
 
+Table changes (:meth:`Service.change_table`) are operations like the others: checked
+whole on the engine thread, applied all or none, logged; a tuple posted after one reads
+the table as of its own ts. The match results that aggregate views' rows find when
+windows are emitted are taken with the aggregate rows (:meth:`mqo.Matcher.take_results`).
+
 With a checkpoint (:mod:`runtime.http.journal`) every accepted operation is logged and
 synced before it is answered, and a snapshot is written every ``snapshot_every``
 operations and at a clean stop; a restart replays the log after the snapshot.
@@ -33,7 +38,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from mqo import MatchBatch, Matcher
-from runtime.http.bodies import Posted
+from predicates import StreamSchema, did_you_mean
+from runtime.http.bodies import Posted, TableChangeBody, table_change
 from runtime.http.journal import Journal, JournalError
 from runtime.http.plan_view import RecentTuples, explain_data
 from runtime.io.aggregate_writers import in_file_order
@@ -113,8 +119,6 @@ class Service:
                 # a stream that has sent nothing does not hold time back (as in mqo serve)
                 self.matcher.set_idle(name)
         self.matcher.late_sink = self._late.append
-        self.matcher.refuse_tables("mqo serve --http")  # (no route puts table rows yet)
-        self.matcher.registrations.refuse_aggregate_views = "mqo serve --http"
         for record in records:
             self._apply(record)
         self._sample(time.monotonic())
@@ -229,6 +233,44 @@ class Service:
         self._settle()
         return {"results": len(lines), "watermark": _number(self.matcher.watermark)}
 
+    def change_table(self, delete: bool, data: Any) -> dict[str, Any]:
+        """Upsert rows into a table, or delete keys, each a version from the change's
+        ts on (:mod:`mqo.tables`): checked whole first (:func:`runtime.http.bodies.table_change`,
+        a TableBodyError naming the row and column), then applied all or nothing."""
+        change = table_change(data, delete, self._table_schema)
+        self._change_table(change)
+        self._commit({"op": "table", "table": change.table, "delete": delete, "items": change.items, "ts": change.ts})
+        self._settle()
+        return {"table": change.table, "deleted" if delete else "upserted": len(change.items), "ts": change.ts}
+
+    def _change_table(self, change: TableChangeBody) -> None:
+        if change.delete:
+            self.matcher.delete_rows(change.table, change.items, change.ts)
+        else:
+            self.matcher.upsert_rows(change.table, change.items, change.ts)
+
+    def _table_schema(self, name: str) -> StreamSchema:
+        known = {t.lower(): t for t in self.matcher.tables}
+        found = known.get(name.lower())
+        if found is None:
+            listed = ", ".join(known.values()) or "none is declared (POST a CREATE TABLE to /queries)"
+            raise UnknownTable(f"no table {name!r}{did_you_mean(name, list(known.values()))} (tables: {listed})")
+        return self.matcher.catalog.require(found)
+
+    def table_list(self) -> list[dict[str, Any]]:
+        """The declared tables: columns, KEY, keys and versions held, readers."""
+        account = {t["name"]: t for t in self.matcher.registrations.tables.account()}
+        out = []
+        for name in self.matcher.tables:
+            schema = self.matcher.catalog.require(name)
+            columns = [{"name": c.name, "type": c.ctype.name} for c in schema.columns]
+            t = account[name]
+            readers = sorted({r["query"] for r in t["readers"]})
+            out.append(
+                {"name": name, "columns": columns, **{k: t[k] for k in ("key", "keys", "versions")}, "readers": readers}
+            )
+        return out
+
     def explain(self) -> dict[str, Any]:
         data = explain_data(self.matcher, self.recent)
         with self.lock:  # /metrics shows the selectivities last measured
@@ -248,10 +290,14 @@ class Service:
         if self.matcher.aggregator is None or not len(self.matcher.aggregator):
             return []
         rows = self.matcher.poll_aggregates()
+        # what the rows of aggregate views emitted just now found (their own rows are no output)
+        self._lines.write_batch(self.matcher.take_results())
+        found = self._lines.take()
+        self.stats.results += len(found)
         self._lines.write_aggregates(in_file_order(rows))
         lines = self._lines.take()
         self.stats.aggregate_rows += len(lines)
-        return lines
+        return found + lines
 
     def _commit(self, record: dict[str, Any]) -> None:
         """The operation just applied, into the log (synced) when there is one."""
@@ -308,13 +354,16 @@ class Service:
         self._window.append(seconds)
 
     def _list_queries(self, ids: list[str]) -> None:
-        aggregator = self.matcher.aggregator
+        # (an aggregate query over an aggregate view runs at a deeper level: every aggregator's)
+        aggregates = {q: r.query.text for a in self.matcher.registrations.aggregators() for q, r in a.queries.items()}
+        views = set(self.matcher.views)
         found = {}
         for q in ids:
-            if aggregator is not None and q in aggregator.queries:
-                found[q] = ("aggregate", aggregator.queries[q].query.text)
+            view = " view" if q in views else ""
+            if q in aggregates:
+                found[q] = (f"aggregate{view}", aggregates[q])
             else:
-                found[q] = ("match", self.matcher.registry.queries[q].text)
+                found[q] = ("view" if view else "match", self.matcher.registry.queries[q].text)
         with self.lock:
             self.queries.update(found)
 
@@ -425,10 +474,17 @@ class Service:
                 self._remember(record["key"], record["reply"])
             elif op == "heartbeat":
                 self.heartbeat(record["stream"], record["ts"])
+            elif op == "table":
+                self.seq += 1
+                self._change_table(TableChangeBody(record["table"], record["delete"], record["items"], record["ts"]))
         finally:
             self.journal = journal
         if self.seq != record["seq"]:
             raise RuntimeError(f"log record {record['seq']} replayed as operation {self.seq}")
+
+
+class UnknownTable(LookupError):
+    """A table change names no declared table (the app answers 404)."""
 
 
 class TooMany(ValueError):

@@ -29,7 +29,13 @@ The directory contract:
   the results file; with CSV and Parquet, whose columns differ from the matches', in
   ``aggregates-NNNNNN.<fmt>`` (:mod:`runtime.io.aggregate_writers`; every step writes it, as
   the results file). The checkpoint holds their slices, partials and count-window rows
-  (:mod:`mqo.aggregation.persist`).
+  (:mod:`mqo.aggregation.persist`). Aggregate views run too: their rows go on to the
+  queries reading them as the windows are emitted (:mod:`mqo.views`), and what those
+  find is written as any result.
+* ``--table T=FILE`` (tables declared by ``CREATE TABLE`` in a query file): the file's
+  rows are read as it grows, each step the rows added since, put in among the step's
+  tuples by their ts (:mod:`runtime.local.serve_tables`); the checkpoint holds the
+  table versions and how much of each file was read.
 * ``--checkpoint DIR``: the state after the last completed step (the matcher with its
   queries and window, which files were taken). A restart carries on from it, exactly
   once: a step stopped half-way (Ctrl-C, a crash) is done again from the start and
@@ -71,9 +77,12 @@ from mqo import Matcher, SnapshotError, decode_snapshot, encode_snapshot
 from predicates import MqoError
 from runtime.io.aggregate_writers import open_aggregate_writer
 from runtime.io.inputs import InputError, InputSpec, StreamData, check_ids_across_inputs, read_stream
+from runtime.io.table_rows import TableSpec
 from runtime.io.writers import LinesFile, open_writer, write_jsonl
 from runtime.local.match import Progress, Summary, arrival_order, match_all, number_in_arrival_order
 from runtime.local.serve_files import Settling, Signature, signature, sync_paths, temporary_path, write_atomically
+from runtime.local.serve_tables import TableFiles, check_table_options, without_declared_tables
+from runtime.local.tables import TableFeed
 from runtime.stopping import StopFlag, deferred_stop
 from runtime.workload import CliError
 
@@ -104,6 +113,8 @@ class ServeState:
     # stream -> data file -> [size, modification time in ns, step]: each taken file as it
     # was read, to find one written to after it was taken
     read_as: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    # "table=path" -> what was read of the table file (runtime.local.serve_tables)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,11 +130,14 @@ class StepReport:
     rejected: int = 0
     bad_files: int = 0
     changed: int = 0  # data files written to after they were taken
+    table_rows: int = 0  # rows taken from table files
     interrupted: bool = False
 
     @property
     def idle(self) -> bool:
-        return not (self.registered or self.unregistered or self.query_errors or self.files or self.changed)
+        # (bad files count: a table file's are reported once, in a step that is committed)
+        work = (self.registered, self.unregistered, self.query_errors, self.files, self.changed, self.table_rows)
+        return not any(work) and not self.bad_files
 
     def line(self) -> str:
         parts = [f"step {self.step}:"]
@@ -132,6 +146,8 @@ class StepReport:
             if self.query_errors:
                 parts.append(f"({self.query_errors} query file(s) with errors)")
         parts.append(f"{self.files} data file(s), {self.tuples:,} tuples, {self.results:,} results")
+        if self.table_rows:
+            parts.append(f"{self.table_rows:,} table row(s)")
         if self.late:
             parts.append(f"{self.late:,} late")
         if self.rejected:
@@ -163,8 +179,9 @@ class LocalService:
         emit: str = "arrival",
         settle: float = 0.0,
         clock: Callable[[], float] | None = None,
+        tables: Sequence[TableSpec] = (),
     ) -> None:
-        """``settle``: seconds a data or query file must stay unchanged before it is
+        """``tables``: the ``--table`` files; ``settle``: seconds a data or query file must stay unchanged before it is
         taken (:mod:`runtime.local.serve_files`; the CLI gives ``--poll``), 0 to take files at
         first sight; ``clock``: monotonic seconds for it (injectable for tests)."""
         self.inputs = dict(inputs)
@@ -202,8 +219,10 @@ class LocalService:
                 schema_text, allowed_lateness=allowed_lateness, order=order or "adaptive", time=time, emit=emit
             )
             self.state = ServeState()
-        self.matcher.refuse_tables("mqo serve")  # (no table rows come to a service yet)
-        self.matcher.registrations.refuse_aggregate_views = "mqo serve"  # (their rows come behind the watermark)
+        check_table_options(list(tables), self.inputs, self.matcher)
+        self.tables = TableFiles(list(tables), self.state.tables, self._settling, self.log)
+        for name in self.tables.waiting_for_declaration(self.matcher):
+            print(f"mqo serve: --table {name}: its rows are read once a query file declares it", file=self.log)
         unknown = [s for s in self.inputs if self.matcher.catalog.get(s) is None]
         if unknown:
             raise CliError(f"--input {unknown[0]}=...: the schema declares no stream {unknown[0]!r}")
@@ -241,13 +260,16 @@ class LocalService:
         self._settling.begin()
         errors = self._take_queries(report)
         data, bad_files, changed = self._take_data(report)
+        table_rows, table_errors = self.tables.take(self.matcher, report.step, self.on_bad_row)
+        bad_files += table_errors
         self._settling.end()
         report.query_errors, report.bad_files, report.changed = len(errors), len(bad_files), len(changed)
+        report.table_rows = sum(len(changes) for _, changes in table_rows)
         if report.idle:
             self._stopped = False
             return report
         try:
-            self._match(data, report, flag)
+            self._match(data, report, flag, TableFeed(self.matcher, [], table_rows) if table_rows else None)
             if report.interrupted:
                 return report
             for kind, records in (("query-errors", errors), ("input-errors", [*bad_files, *changed])):
@@ -318,12 +340,17 @@ class LocalService:
                 continue
             dropped = self._drop(old.ids) if old is not None else 0
             try:
-                ids = self.matcher.register_queries(text, source_name=str(path))
+                # (a table declared already, the same again, is kept: a table has no removal)
+                ids = self.matcher.register_queries(
+                    without_declared_tables(self.matcher, text, str(path)), source_name=str(path)
+                )
             except MqoError as err:
                 errors.append({"file": str(path), "error": str(err)})
                 if old is not None and old.ids:
                     # a changed file that does not compile leaves its old queries running
-                    self.matcher.register_queries(old.text, source_name=str(path))
+                    self.matcher.register_queries(
+                        without_declared_tables(self.matcher, old.text, str(path)), source_name=str(path)
+                    )
                     dropped = 0
                     known[name] = QueryFile(digest, old.ids, old.text)
                 else:
@@ -439,8 +466,9 @@ class LocalService:
                 notes.append(f"{name} (nothing in {folder} yet)")
         return ", ".join(notes)
 
-    def _match(self, data: list[StreamData], report: StepReport, stop: StopFlag) -> None:
-        """Match the step's tuples and write its results, late tuples and rejects."""
+    def _match(self, data: list[StreamData], report: StepReport, stop: StopFlag, tables: TableFeed | None) -> None:
+        """Match the step's tuples (the table rows read put in among them) and write
+        its results, late tuples and rejects."""
         which, rows = arrival_order(data)
         first = {s: self.state.next_id.get(s, 0) for s in self.inputs}
         number_in_arrival_order(data, which, rows, first)
@@ -450,8 +478,7 @@ class LocalService:
         step = report.step
         results_path = self._path("results", self.fmt, step)
         late_path = self._path("late", "jsonl", step)
-        aggregator = self.matcher.aggregator
-        aggregates = [r.query for r in aggregator.queries.values()] if aggregator is not None else []
+        aggregates = self.matcher.registrations.output_aggregates()  # (an aggregate view's rows are no output)
         # aggregate rows: in the JSON-lines results, else a file of their own (other columns)
         aggregates_path = self._path("aggregates", self.fmt, step)
         separate = bool(aggregates) and self.fmt != "jsonl"
@@ -480,6 +507,7 @@ class LocalService:
                 aggregate_writer,
                 end_of_input=False,
                 idle=self.idle_streams(),
+                tables=tables,
             )
         report.tuples = len(which)
         report.results, report.late = summary.results + summary.aggregates, late_file.count

@@ -1,4 +1,5 @@
-"""Table files in a run of ``mqo match`` (``--table patients=patients.csv``).
+"""Table files in a run of ``mqo match`` (``--table patients=patients.csv``), and the
+rows a table file gained in a step of ``mqo serve`` (:mod:`runtime.local.serve_tables`).
 
 The rows without a ``ts`` hold from the start: they are put before the first tuple.
 A row version with a ``ts`` is put just before the first tuple (in arrival order)
@@ -24,13 +25,22 @@ from runtime.io.table_rows import TableChange, TableSpec, read_table_file
 class TableFeed:
     """The rows of the table files of a run, put into the matcher at their time."""
 
-    def __init__(self, matcher: Matcher, specs: list[TableSpec]) -> None:
+    def __init__(
+        self,
+        matcher: Matcher,
+        specs: list[TableSpec],
+        read: list[tuple[TableSpec, list[TableChange]]] | None = None,
+    ) -> None:
+        """``specs``: the table files, read whole now; ``read``: rows read already, with
+        their files (``mqo serve``: the rows a table file gained since it was last read)."""
         self.matcher = matcher
+        names = [TABLE.declared(spec.table, spec.path, matcher.tables) for spec in specs]  # all before a file is read
+        read = list(read or [])
+        for spec, name in zip(specs, names, strict=True):
+            read.append((spec, read_table_file(spec, matcher.catalog.require(name))))
         self.timed: list[tuple[float, int, TableSpec, list[TableChange]]] = []
         self.start: list[tuple[TableSpec, list[TableChange]]] = []
-        names = [TABLE.declared(spec.table, spec.path, matcher.tables) for spec in specs]  # all before a file is read
-        for order, (spec, name) in enumerate(zip(specs, names, strict=True)):
-            changes = read_table_file(spec, matcher.catalog.require(name))
+        for order, (spec, changes) in enumerate(read):
             self.start.append((spec, [c for c in changes if c.ts is None]))
             timed = sorted((c for c in changes if c.ts is not None), key=lambda c: c.ts)  # type: ignore[arg-type,return-value]
             for ts, group in groupby(timed, key=lambda c: c.ts):

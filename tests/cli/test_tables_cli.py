@@ -1,7 +1,8 @@
 """Tables through the real ``mqo`` command: ``mqo match --table TABLE=FILE`` against
 the exact reference of tables (tests/references/exact_tables.py), with versions from
 the start, at a tuple's ts, deletes, and an input out of ts order; the errors of bad
-table files, unknown tables, and the engines and services that refuse tables."""
+table files, unknown tables, and the engine that refuses tables (``mqo serve``:
+tests/cli/test_serve_tables.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.cli.clirun import match, strict_lines, write
-from tests.cli.clirun import mqo as run_mqo
 from tests.references.exact_language import (
     FLOAT,
     INTEGER,
@@ -151,7 +151,7 @@ def test_a_bad_table_file_is_named_by_line_and_column(tmp_path: Path, table_text
     assert f"{table}{message}" in run.stderr, run.stderr
 
 
-def test_unknown_tables_missing_rows_and_engines_that_refuse(tmp_path: Path) -> None:
+def test_unknown_tables_missing_rows_and_spark_refuses(tmp_path: Path) -> None:
     schema, queries, h, table, _ = files(tmp_path, "sorted")
     run = match("--table", f"patient={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
     assert run.returncode != 0
@@ -162,15 +162,3 @@ def test_unknown_tables_missing_rows_and_engines_that_refuse(tmp_path: Path) -> 
     assert run.stdout == ""
     run = match("--engine", "spark", "--table", f"patients={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
     assert run.returncode != 0 and "--engine spark does not run tables yet" in run.stderr
-    qdir = tmp_path / "queries"
-    qdir.mkdir()
-    write(qdir / "q.mqo", Path(queries).read_text())
-    out = tmp_path / "out"
-    (tmp_path / "hdir").mkdir()
-    run = run_mqo(
-        "serve", "--schema", schema, "--queries", str(qdir), "--output", str(out), "--once",
-        "--checkpoint", str(tmp_path / "ck"), "--input", f"H={tmp_path / 'hdir'}",
-    )  # fmt: skip
-    assert "mqo serve does not run tables yet (CREATE TABLE patients)" in run.stdout + run.stderr + "".join(
-        p.read_text() for p in out.rglob("*") if p.is_file()
-    )

@@ -209,16 +209,3 @@ def test_match_runs_aggregate_views(tmp_path: Path) -> None:
         (ts, i, v) for view, ts, i, v in made if view == "busy"
     ]
     assert all(r["ts"] % 3 == 0 for r in written) and [r["id"] for r in written] == list(range(len(written)))
-
-
-def test_serve_refuses_an_aggregate_view(tmp_path: Path) -> None:
-    """``mqo serve`` does not run aggregate views: the query file's error names the view."""
-    schema = write(tmp_path / "s.ddl", DDL)
-    (tmp_path / "q").mkdir()
-    (tmp_path / "H").mkdir()
-    write(tmp_path / "q" / "agg.mqo", AGG_QUERIES)
-    command = ["serve", "--schema", schema, "--queries", str(tmp_path / "q"), "--output", str(tmp_path / "out")]
-    command += ["--checkpoint", str(tmp_path / "ck"), "--once", "--input", f"H={tmp_path / 'H'}"]
-    done = run_mqo(*command)
-    errors = "".join(p.read_text() for p in (tmp_path / "out").glob("query-errors-*.jsonl"))
-    assert "view busy is an aggregate view; mqo serve does not run aggregate views yet" in errors + done.stderr

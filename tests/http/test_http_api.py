@@ -98,15 +98,6 @@ def test_a_bad_query_names_line_and_column_and_registers_nothing(service: Servic
     assert c.get("/queries").json()["queries"] == []  # all or nothing
 
 
-def test_tables_are_refused_by_name(service: Service) -> None:
-    """No route puts table rows: a CREATE TABLE is a clear error, not a table that stays empty."""
-    c = service.client
-    answer = c.post("/queries", content=HIGH + "CREATE TABLE wards (id INTEGER, name STRING) KEY (id);\n")
-    assert answer.status_code == 400
-    assert "mqo serve --http does not run tables yet (CREATE TABLE wards)" in answer.json()["error"]
-    assert c.get("/queries").json()["queries"] == []  # all or nothing
-
-
 def test_bad_rows_are_named_and_the_good_ones_matched(service: Service) -> None:
     c = service.client
     c.post("/queries", content=HIGH)

@@ -156,7 +156,10 @@ def workloads(draw: Any) -> tuple[list[RefQuery], list[tuple[float, dict[str, An
     return queries, tuples, lateness
 
 
-def _close(a: Any, b: Any, func: str) -> bool:
+def agrees(a: Any, b: Any, func: str) -> bool:
+    """Whether the engine's value ``b`` of ``func`` is the reference's ``a``: equal for
+    COUNT, MIN, MAX and an integer SUM; AVG, a FLOAT SUM, STDDEV and VARIANCE are
+    doubles computed from the exact inputs, so within a relative tolerance."""
     if a is None or b is None:
         return a is None and b is None
     if func in ("COUNT", "MIN", "MAX") or (func == "SUM" and isinstance(b, int)):
@@ -213,7 +216,7 @@ def compare(queries: list[RefQuery], tuples: list, lateness: float, batch: bool 
         assert row["window_start"] == (-math.inf if r.start is None else float(r.start))
         for f, c in q.calls:
             name = f"{f}({'*' if c is None else c})"
-            assert _close(r.values[name], row["values"][name], f), (name, r.values[name], row["values"][name])
+            assert agrees(r.values[name], row["values"][name], f), (name, r.values[name], row["values"][name])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
-from tests.differential.test_aggregation import COLUMNS, DDL, FUNCS, _close, run_engine
+from tests.differential.test_aggregation import COLUMNS, DDL, FUNCS, agrees, run_engine
 from tests.references.agg_reference import RefQuery, evaluate
 
 
@@ -85,7 +85,7 @@ def compare(queries: list[RefQuery], tuples: list, lateness: float, batch: bool 
         same = [
             g
             for g in candidates
-            if all(_close(r.values[name], g["values"][name], name.split("(")[0]) for name in calls)
+            if all(agrees(r.values[name], g["values"][name], name.split("(")[0]) for name in calls)
         ]
         assert same, (k, r.values, candidates)
         candidates.remove(same[0])

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import mqo
 from predicates import QueryError
-from tests.differential.test_aggregation import DDL, _close
+from tests.differential.test_aggregation import DDL, agrees
 from tests.references.exact_relations import RelQuery, relation_streams
 
 # aggregates the engine computes exactly (COUNT, MIN, MAX; SUM and AVG of INTEGERs), so
@@ -137,7 +137,7 @@ def compare(queries: list[RelQuery], tuples: list, lateness: float, **options: A
         k = key(r.query, start, float(r.end), r.group)
         names = [f"{f}({'*' if c is None else c})" for f, c in by_query[r.query].calls]
         candidates = pool.get(k, [])
-        same = [g for g in candidates if all(_close(r.values[n], g["values"][n], n.split("(")[0]) for n in names)]
+        same = [g for g in candidates if all(agrees(r.values[n], g["values"][n], n.split("(")[0]) for n in names)]
         assert same, (k, r.values, candidates)
         candidates.remove(same[0])
     assert not any(pool.values()), pool

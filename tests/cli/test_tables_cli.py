@@ -1,7 +1,8 @@
 """Tables through the real ``mqo`` command: ``mqo match --table TABLE=FILE`` against
 the exact reference of tables (tests/references/exact_tables.py), with versions from
 the start, at a tuple's ts, deletes, and an input out of ts order; the errors of bad
-table files, unknown tables, and the engines and services that refuse tables."""
+table files, unknown tables, and the services that refuse tables (``--engine spark``:
+tests/cli/test_tables_spark_cli.py)."""
 
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_a_bad_table_file_is_named_by_line_and_column(tmp_path: Path, table_text
     assert f"{table}{message}" in run.stderr, run.stderr
 
 
-def test_unknown_tables_missing_rows_and_engines_that_refuse(tmp_path: Path) -> None:
+def test_unknown_tables_missing_rows_and_services_that_refuse(tmp_path: Path) -> None:
     schema, queries, h, table, _ = files(tmp_path, "sorted")
     run = match("--table", f"patient={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
     assert (
@@ -160,8 +161,6 @@ def test_unknown_tables_missing_rows_and_engines_that_refuse(tmp_path: Path) -> 
     run = match(schema=schema, queries=queries, inputs=[f"H={h}"])
     assert run.returncode == 0 and "table patients has no rows (give --table patients=FILE)" in run.stderr
     assert run.stdout == ""
-    run = match("--engine", "spark", "--table", f"patients={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
-    assert run.returncode != 0 and "--engine spark does not run tables yet" in run.stderr
     qdir = tmp_path / "queries"
     qdir.mkdir()
     write(qdir / "q.mqo", Path(queries).read_text())

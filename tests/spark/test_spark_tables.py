@@ -220,3 +220,22 @@ def test_bad_tables_are_refused_before_the_stage_runs(spark_session: Any) -> Non
     held.upsert_rows("T", [{"id": 1, "w": "ICU", "a": 1, "f": 0.5}], None)
     with pytest.raises(SparkStageError, match="the matcher holds rows of it already"):
         match_batch(streams, held, tables={"T": tables["T"]})
+
+
+def test_what_still_refuses_tables_says_so(spark_session: Any, tmp_path: Path) -> None:
+    """Ordered emission and a control stream in the streaming stage, and the aggregate
+    stages (no aggregate query reads a table), each before any Spark job runs."""
+    from runtime.spark.aggregate import aggregate_batch
+    from runtime.spark.streaming import match_stream
+
+    streams, tables = frames(spark_session, 3)
+    live = {name: spark_session.readStream.schema(STREAM_SPARK[name]).parquet(str(tmp_path)) for name in streams}
+    ddl, text = SCHEMA.ddl(), texts(QUERIES[:1])
+    with pytest.raises(SparkStageError, match=r"tables need emit='arrival' \(table T\)"):
+        match_stream(live, text, schema=ddl, tables=tables, emit="ordered")
+    commands = spark_session.readStream.schema("ts double, command string, query string").json(str(tmp_path))
+    with pytest.raises(SparkStageError, match=r"does not run tables with a control stream yet \(table T\)"):
+        match_stream(live, text, schema=ddl, tables=tables, control=commands, max_window=5)
+    counting = "\n".join(t.to_text() for t in TABLES) + "\nSELECT COUNT(*) FROM H [RANGE 5];"
+    with pytest.raises(SparkStageError, match=r"the Spark aggregate stages take no tables \(table T\)"):
+        aggregate_batch(streams, counting, schema=ddl)

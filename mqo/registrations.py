@@ -534,8 +534,11 @@ class Registrations:
         else:
             if like.views:  # (the views' row ids and streams would be shared by matchers that diverge)
                 raise QueryError(f"a matcher with views cannot be shared (view {next(iter(like.views)).name})")
-            if like.tables:  # (its tables' rows would be shared by matchers that diverge)
-                raise QueryError(f"a matcher with tables cannot be shared (table {like.tables.names()[0]})")
+            if like.tables:  # its tables and readers; versions of its own (the snapshot's), none shared
+                self.tables.declare_like(like.tables)
+                tables = snapshot.get("reference_tables")
+                if tables is not None:
+                    self.tables.load(tables["versions"])
             self.registry = like.registry
             plan = like.compiled_whole()  # list numbers as a fresh compile's, as snapshots record
             like.frozen = self.frozen = True

@@ -227,6 +227,13 @@ class Tables:
     def declare(self, definition: TableDefinition) -> None:
         self.tables[definition.name.lower()] = TableRows(definition)
 
+    def declare_like(self, other: Tables) -> None:
+        """Declare ``other``'s tables and queries here, without its versions (a matcher
+        restored ``like=`` another shares its plan, never its table rows)."""
+        for table in other.tables.values():
+            self.declare(table.definition)
+        self.add_queries(list(other.queries.values()))
+
     def undeclare(self, name: str) -> None:
         del self.tables[name.lower()]
 

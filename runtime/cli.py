@@ -126,13 +126,15 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 def _table_feed(specs: list[TableSpec], matcher: Any, engine: str) -> Any:
     """The rows of ``--table TABLE=FILE`` (read whole, checked), or None without tables."""
+    from runtime.io.named_paths import TABLE
     from runtime.local.tables import TableFeed
 
-    if engine == "spark" and (matcher.tables or specs):
-        raise CliError("--engine spark does not run tables yet; use --engine local")
     if not matcher.tables and not specs:
         return None
-    feed = TableFeed(matcher, specs)  # (which refuses a table the queries do not declare)
+    if engine == "spark":  # (runtime.spark.cli reads the files for the matcher its match stage runs)
+        for spec in specs:  # the names checked before anything runs, as the local engine does
+            TABLE.declared(spec.table, spec.path, matcher.tables)
+    feed = None if engine == "spark" else TableFeed(matcher, specs)  # (which refuses an undeclared table)
     given = {spec.table.lower() for spec in specs}
     for name in matcher.tables:
         if name.lower() not in given:

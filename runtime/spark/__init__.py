@@ -7,8 +7,9 @@
 * queries that come and go while a streaming stage runs: a control stream of commands,
   :mod:`.control` (match) and :mod:`.aggregate_control` (aggregate).
 
-Behind them: :mod:`.spec` (what every task needs to rebuild the plan), :mod:`.worker`
-(what runs on the workers), :mod:`.cli` and :mod:`.serve` (``mqo match`` and ``mqo
+Behind them: :mod:`.spec` (what every task needs to rebuild the plan), :mod:`.tables`
+(the rows of the queries' tables, shipped to every task), :mod:`.worker` (what runs on
+the workers), :mod:`.cli` and :mod:`.serve` (``mqo match`` and ``mqo
 serve`` with ``--engine spark``). The stages are imported on first use, so importing
 one module does not load them all.
 """

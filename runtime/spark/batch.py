@@ -43,6 +43,17 @@ evenly spread timestamps) is shuffled twice: replication factor ``1 + W / B``. A
 bucket (time skew), or one hot key in key mode, is one task's sequential work and
 bounds the stage's wall time. See ``docs/spark.md``.
 
+**Tables.** A query reading a table (``CREATE TABLE``) joins each result with the
+table as of the result's ts, as the local engine does. A table's rows come as a
+DataFrame, ``tables={"patients": df}`` (the table's columns, an optional ``ts``: the
+event time from which a row's version holds, NULL for from the start, an optional
+``op``: ``upsert`` or ``delete``), or from a :class:`mqo.Matcher` given as ``queries``
+that holds rows (``upsert_rows``, ``delete_rows``). Tables are reference data: they
+are collected on the driver and go to every task with the spec, so they must fit in
+memory there (``max_table_rows``, default 100,000, refuses a larger DataFrame with an
+error before collecting it). Every task holds the whole table, so results do not
+depend on the partitioning. See :mod:`runtime.spark.tables`.
+
 The stage's spec is built on the driver (:mod:`runtime.spark.spec`), the rows laid out
 and grouped by the plumbing the stages share (:mod:`runtime.spark.common`); the plan is
 built once per Python worker and cached there (:mod:`runtime.spark.worker`).
@@ -57,6 +68,7 @@ from typing import TYPE_CHECKING
 from mqo import Matcher
 from runtime.spark.common import key_column, result_schema, shuffle_partitions, time_buckets, unify
 from runtime.spark.spec import SparkStageError, build_spec, stage_matcher
+from runtime.spark.tables import DEFAULT_MAX_TABLE_ROWS, stage_tables
 from runtime.spark.worker import match_partition
 
 if TYPE_CHECKING:
@@ -75,6 +87,8 @@ def match_batch(
     bucket_width: float | None = None,
     order: str | None = None,
     emit: str = "arrival",
+    tables: Mapping[str, DataFrame] | None = None,
+    max_table_rows: int = DEFAULT_MAX_TABLE_ROWS,
 ) -> DataFrame:
     """Match stream DataFrames against the queries; a DataFrame of results.
 
@@ -86,16 +100,20 @@ def match_batch(
     time buckets), ``"key"`` or ``"time"``; ``bucket_width`` defaults to four times the
     largest MAXWINDOW. ``emit="ordered"`` sorts the results by ``ts`` (ties: by query
     id, then by the ids as sorted (alias, id) pairs) into one total order: partition
-    by partition, each in order, as ``collect`` or a file write keeps it. See the
-    module docstring for the schema and the semantics.
+    by partition, each in order, as ``collect`` or a file write keeps it. ``tables``
+    maps table names to DataFrames of their rows, each collected on the driver (at most
+    ``max_table_rows`` rows). See the module docstring for the schema and the semantics.
     """
     from pyspark.sql import functions as F
 
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
     matcher = stage_matcher(queries, schema, streams, order)
+    reference = stage_tables(matcher, tables, max_table_rows, streams)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
-    spec = build_spec(matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0)
+    spec = build_spec(
+        matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0, tables=reference
+    )
     n = shuffle_partitions(streams, partitions, "partitions")
     unified = unify(streams, spec)
     if spec.mode == "key":

@@ -11,6 +11,11 @@ timestamp-order results are exactly what the local engine gives for them (its
 lateness contract), so both engines write the same records, the same late file and
 the same summary. Results are written ordered by ``ts``, then query registration order.
 
+Tables (``--table T=FILE``) are read and checked as the local engine reads them
+(:mod:`runtime.io.table_rows`), and every version goes into the matcher of the match
+stage before it runs, in the order a local run puts them: the stage ships them to
+every task (:mod:`runtime.spark.tables`), so both engines join alike.
+
 Aggregate queries of the same file run in the Spark aggregate stage
 (:func:`runtime.spark.aggregate.aggregate_batch`) over the same tuples (those that
 are not late), and their rows are written where and as the local engine writes them:
@@ -40,8 +45,12 @@ from mqo import ARROW_TYPES, AggregateBatch, AggregateChunk, LateTuple, Matcher,
 from predicates import AggregateQuery
 from runtime.io import aggregate_writers
 from runtime.io.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
+from runtime.io.named_paths import TABLE
+from runtime.io.table_rows import TableSpec
 from runtime.io.writers import check_output_paths, open_writer, side_paths, write_jsonl
 from runtime.local.match import Summary
+from runtime.local.tables import TableFeed
+from runtime.spark.tables import put_file_rows, table_texts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,6 +73,14 @@ def run_spark_match(
     late_path, rejects_path = side_paths(args.output, args.late, args.rejects)
     named = [("the output", args.output, False), ("the late-tuple file", late_path, True)]
     matching, aggregating = split_kinds(matcher)
+    table_specs = [TableSpec(given.name, given.path) for given in TABLE.parse(getattr(args, "table", None) or [])]
+    if table_specs or matcher.tables:
+        # read and checked now, as the local engine does before matching; the rows go
+        # into the matcher the match stage runs (it holds the match queries, which
+        # are the ones reading tables)
+        feed = TableFeed(matching if matching is not None else matcher, table_specs)
+        if matching is not None:
+            put_file_rows(feed)
     registered = aggregating.aggregator.queries.values() if aggregating is not None else ()  # type: ignore[union-attr]
     queries = [r.query for r in registered]
     separate = bool(queries) and fmt != "jsonl"
@@ -137,6 +154,9 @@ def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
     matching = None
     if len(matcher.registry):
         matching = Matcher(ddl, config=matcher.config)
+        texts = table_texts(matcher)
+        if texts:  # (declared before the queries that read them; no aggregate query can)
+            matching.register_queries(texts, "<tables>")
         for rq in matcher.registry:
             matching.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
     aggregating = Matcher(ddl, config=matcher.config)

@@ -126,12 +126,16 @@ def unify(
                 )
             df = number_rows(df)
             fields = df.schema.fields
-        ts = _typed(fields, name, "ts", "ts")
-        exprs = [f"CAST({layout.number} AS INT) AS _s", f"{ts} AS ts", f"{_typed(fields, name, 'id', 'id')} AS id"]
+        ts = typed_column(fields, name, "ts", "ts")
+        exprs = [
+            f"CAST({layout.number} AS INT) AS _s",
+            f"{ts} AS ts",
+            f"{typed_column(fields, name, 'id', 'id')} AS id",
+        ]
         for other in spec.streams:
             for column, ctype, fname in zip(other.columns, other.types, other.fields, strict=True):
                 if other.name == name:
-                    exprs.append(f"{_typed(fields, name, column, ctype)} AS {fname}")
+                    exprs.append(f"{typed_column(fields, name, column, ctype)} AS {fname}")
                 else:
                     exprs.append(f"CAST(NULL AS {SQL_TYPES[ctype]}) AS {fname}")
         if event_time:
@@ -146,14 +150,17 @@ def unify(
     return out
 
 
-def _typed(fields: Sequence[StructField], stream: str, column: str, ctype: ColumnType | str) -> str:
+def typed_column(
+    fields: Sequence[StructField], stream: str, column: str, ctype: ColumnType | str, kind: str = "stream"
+) -> str:
     """A SQL expression: the DataFrame column (of ``fields``, its schema) cast to the
-    unified type, or a clear error naming it."""
+    unified type, or a clear error naming it (``kind``: what the DataFrame holds, a
+    ``stream`` or a ``table``)."""
     names = {f.name.lower(): f for f in fields}
     f = names.get(column.lower())
     if f is None:
         raise SparkStageError(
-            f"stream {stream}: the DataFrame has no column {column!r}"
+            f"{kind} {stream}: the DataFrame has no column {column!r}"
             + did_you_mean(column, [x.name for x in fields])
             + f" (columns: {', '.join(x.name for x in fields)})"
         )
@@ -167,12 +174,13 @@ def _typed(fields: Sequence[StructField], stream: str, column: str, ctype: Colum
     if type_family(f.dataType) not in families:
         declared = ctype if isinstance(ctype, str) else ctype.value
         raise SparkStageError(
-            f"stream {stream}: column {f.name} is {declared} but the DataFrame has {f.dataType.simpleString()}"
+            f"{kind} {stream}: column {f.name} is {declared} but the DataFrame has {f.dataType.simpleString()}"
         )
-    return f"CAST({_quoted(f.name)} AS {sql})"
+    return f"CAST({quoted(f.name)} AS {sql})"
 
 
-def _quoted(name: str) -> str:
+def quoted(name: str) -> str:
+    """A column name quoted for Spark SQL."""
     return "`" + name.replace("`", "``") + "`"
 
 

@@ -49,9 +49,10 @@ class StreamLayout:
 class StageSpec:
     """Everything a worker needs to rebuild the plan and read the shuffled rows.
 
-    Shipped with every task (it is small: the DDL and the query texts); ``fingerprint``
-    keys the per-worker plan cache and guards streaming checkpoints against a restart
-    with other queries.
+    Shipped with every task (it is small: the DDL, the query texts and the tables'
+    rows, which are reference data: :mod:`runtime.spark.tables`); ``fingerprint`` keys
+    the per-worker plan cache and guards streaming checkpoints against a restart with
+    other queries or table rows.
     """
 
     ddl: str
@@ -63,6 +64,9 @@ class StageSpec:
     mode: str  # "time" or "key"
     bucket_width: float
     key_columns: tuple[tuple[str, str], ...] = ()  # (stream, column) in key mode
+    # the tables' CREATE TABLE texts and every version, as a snapshot holds them
+    # (``reference_tables``: runtime.spark.tables); None without tables
+    tables: Mapping[str, Any] | None = None
     fingerprint: str = field(default="", compare=False)
 
     def stream(self, name: str) -> StreamLayout:
@@ -78,8 +82,13 @@ class StageSpec:
 _ARROW_OF_NAME = {"double": pa.float64(), "int64": pa.int64(), "string": pa.string(), "bool": pa.bool_()}
 
 
-def _fingerprint(ddl: str, queries: Sequence[tuple[str, str]], settings: Sequence[tuple[str, Any]]) -> str:
-    blob = json.dumps([ddl, list(queries), list(settings)], sort_keys=True, default=str)
+def _fingerprint(
+    ddl: str,
+    queries: Sequence[tuple[str, str]],
+    settings: Sequence[tuple[str, Any]],
+    tables: Mapping[str, Any] | None = None,
+) -> str:
+    blob = json.dumps([ddl, list(queries), list(settings), tables], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -129,8 +138,12 @@ def stage_matcher(
     only_kind(matcher, kind)
     if matcher.views:
         raise SparkStageError(f"the Spark stages do not run views yet (view {matcher.views[0]}); run it locally")
-    if matcher.tables:
-        raise SparkStageError(f"the Spark stages do not run tables yet (table {matcher.tables[0]}); run it locally")
+    if matcher.tables and kind == "aggregate":
+        # (an aggregate query cannot read a table: tables belong to the match stages)
+        raise SparkStageError(
+            f"the Spark aggregate stages take no tables (table {matcher.tables[0]}): an aggregate query cannot "
+            "read one; give the match queries reading it to runtime.spark.match_batch or match_stream"
+        )
     count = len(matcher.registry) if kind == "match" else len(matcher.aggregator or ())
     if not count and not may_be_empty:
         what = "queries" if kind == "match" else "aggregate queries"
@@ -152,8 +165,10 @@ def build_spec(
     max_window: float | None = None,
     stream_lateness: Mapping[str, float] | None = None,
     emit: str | None = None,
+    tables: Mapping[str, Any] | None = None,
 ) -> StageSpec:
-    """The stage spec for a matcher's streams and queries (``slots``: the streaming
+    """The stage spec for a matcher's streams and queries (``tables``: the tables' rows
+    from :func:`runtime.spark.tables.stage_tables`; ``slots``: the streaming
     stage's number of state groups, part of what a checkpoint must agree with;
     ``stream_lateness``: every stream's lateness, for the streaming stage's per-stream
     watermarks; ``emit``: its emission).
@@ -217,7 +232,8 @@ def build_spec(
                 "a result could then span more than two buckets"
             )
     layouts = []
-    for number, schema in enumerate(matcher.catalog):
+    # the streams the stage shuffles: not the tables, whose rows go with the spec
+    for number, schema in enumerate(matcher.catalog.base_streams()):
         names = tuple(c.name for c in schema.columns)
         layouts.append(
             StreamLayout(
@@ -239,6 +255,7 @@ def build_spec(
         mode=mode,
         bucket_width=width,
         key_columns=tuple(sorted(key.items())) if mode == "key" and key else (),
+        tables=tables,
     )
     return with_fingerprint(spec)
 
@@ -288,7 +305,7 @@ def save_state(state: Any, fmt: int, fingerprint: str, **fields: Any) -> None:
 
 
 def with_fingerprint(spec: StageSpec) -> StageSpec:
-    return replace(spec, fingerprint=_fingerprint(spec.ddl, spec.queries, spec.settings))
+    return replace(spec, fingerprint=_fingerprint(spec.ddl, spec.queries, spec.settings, spec.tables))
 
 
 def _arrow_name(dtype: pa.DataType) -> str:

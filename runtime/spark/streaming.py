@@ -137,6 +137,7 @@ from runtime.spark.spec import (
     stage_matcher,
     with_fingerprint,
 )
+from runtime.spark.tables import DEFAULT_MAX_TABLE_ROWS, stage_tables
 from runtime.spark.worker import Rows, freeze, spawn
 
 if TYPE_CHECKING:
@@ -161,6 +162,8 @@ def match_stream(
     control: DataFrame | None = None,
     max_window: float | None = None,
     shared_control: bool = False,
+    tables: Mapping[str, DataFrame] | None = None,
+    max_table_rows: int = DEFAULT_MAX_TABLE_ROWS,
 ) -> DataFrame:
     """Match streaming DataFrames against the queries; a streaming DataFrame of results
     (append mode). Arguments as in :func:`runtime.spark.match_batch`;
@@ -174,7 +177,13 @@ def match_stream(
     ones active from the start (may be empty); ``max_window`` (required with it)
     bounds their MAXWINDOW. See :mod:`runtime.spark.control` for the rule and the
     output schema. ``shared_control``: the aggregate stage reads the same commands
-    (:mod:`runtime.spark.aggregate_control`); aggregate queries are its, not errors."""
+    (:mod:`runtime.spark.aggregate_control`); aggregate queries are its, not errors.
+
+    ``tables``: the rows of the queries' tables, as in :func:`runtime.spark.match_batch`
+    (batch DataFrames, collected once when the stage is made; a restart with other
+    rows needs a new checkpoint). Every state group loads them in every micro-batch, so
+    keep them to reference data (``max_table_rows``). Not with ``emit="ordered"`` (a
+    result is joined when it is found) nor with a control stream."""
     from pyspark.sql import functions as F
 
     streaming_inputs(streams, "runtime.spark.match_batch")
@@ -183,6 +192,16 @@ def match_stream(
     if control is None and max_window is not None:
         raise SparkStageError("max_window is for queries that come through a control stream (control=)")
     matcher = stage_matcher(queries, schema, streams, order, may_be_empty=control is not None)
+    reference = stage_tables(matcher, tables, max_table_rows, streams)
+    if reference is not None and emit == "ordered":
+        raise SparkStageError(
+            f"tables need emit='arrival' (table {matcher.tables[0]}): a result is joined with the table when "
+            "it is found"
+        )
+    if reference is not None and control is not None:
+        raise SparkStageError(
+            f"the streaming stage does not run tables with a control stream yet (table {matcher.tables[0]})"
+        )
     slots = shuffle_partitions(streams, slots, "slots")
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
@@ -194,6 +213,7 @@ def match_stream(
         "max_window": max_window,
         "stream_lateness": lateness,
         "emit": emit,
+        "tables": reference,
     }
     spec = build_spec(matcher, slots=slots, **options)  # type: ignore[arg-type]
     if spec.mode == "time" and slots < 2:
@@ -261,7 +281,8 @@ def match_group(
     frozen = None
     queries = spec.queries
     foreign: set[str] = set()  # the aggregate stage's ids, when it shares the commands
-    saved = saved_state(state, STATE_FORMAT, spec.fingerprint, " (slots included)")
+    covers = " (slots and table rows included)" if spec.tables is not None else " (slots included)"
+    saved = saved_state(state, STATE_FORMAT, spec.fingerprint, covers)
     if saved is not None:
         frozen = saved["matcher"]
         queries = tuple(saved.get("queries", spec.queries))

@@ -53,7 +53,7 @@ def template(spec: StageSpec) -> Matcher:
             # partition would hold per-stream time back (and no lateness plays a part)
             options["time"] = "global"
             ddl = without_lateness(ddl)
-        m = Matcher(ddl, **options)
+        m = _with_tables(Matcher(ddl, **options), spec)
         names = [name for name, _ in spec.queries]
         try:
             bulk = m.register_queries([text for _, text in spec.queries], "<stage queries>") == names
@@ -61,7 +61,7 @@ def template(spec: StageSpec) -> Matcher:
             bulk = False
         if not bulk:
             # ids given at registration, or from positions in another registry: one by one
-            m = register_each(Matcher(ddl, **options), spec.queries)
+            m = register_each(_with_tables(Matcher(ddl, **options), spec), spec.queries)
         m.ensure_plan()  # compile now, once
         if len(_TEMPLATES) >= _TEMPLATES_KEPT:
             _TEMPLATES.pop(next(iter(_TEMPLATES)))
@@ -69,14 +69,27 @@ def template(spec: StageSpec) -> Matcher:
     return m
 
 
+def _with_tables(matcher: Matcher, spec: StageSpec) -> Matcher:
+    """``matcher`` with the spec's tables declared (before the queries that read them)."""
+    if spec.tables is not None:
+        matcher.register_queries(list(spec.tables["texts"]), "<stage tables>")
+    return matcher
+
+
 def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None) -> Matcher:
     """A working matcher on the worker's cached plan: empty, or continuing from
     ``state`` (a :meth:`Matcher.snapshot` taken with ``queries=False``, see
     :func:`freeze`). Sharing the template's compiled plan is what lets a streaming
-    group restore its window in every micro-batch without compiling the queries again."""
+    group restore its window in every micro-batch without compiling the queries again.
+
+    The tables' rows are the spec's (every version, whatever its ts, put before any
+    tuple: :mod:`runtime.spark.tables`), loaded into each working matcher, never kept
+    in a streaming group's state."""
     base = template(spec)
     snapshot = base.snapshot(queries=False) if state is None else dict(state)
     snapshot.setdefault("counters", base.counters.__class__().as_dict())
+    if spec.tables is not None:
+        snapshot["reference_tables"] = spec.tables
     return Matcher.restore(snapshot, like=base)
 
 

@@ -1,8 +1,8 @@
 """Tables through the real ``mqo`` command: ``mqo match --table TABLE=FILE`` against
 the exact reference of tables (tests/references/exact_tables.py), with versions from
 the start, at a tuple's ts, deletes, and an input out of ts order; the errors of bad
-table files, unknown tables, and the engine that refuses tables (``mqo serve``:
-tests/cli/test_serve_tables.py)."""
+table files and unknown tables (tables in ``mqo serve``: tests/cli/test_serve_tables.py; with
+``--engine spark``: tests/cli/test_tables_spark_cli.py)."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def test_a_bad_table_file_is_named_by_line_and_column(tmp_path: Path, table_text
     assert f"{table}{message}" in run.stderr, run.stderr
 
 
-def test_unknown_tables_missing_rows_and_spark_refuses(tmp_path: Path) -> None:
+def test_unknown_tables_and_missing_rows(tmp_path: Path) -> None:
     schema, queries, h, table, _ = files(tmp_path, "sorted")
     run = match("--table", f"patient={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
     assert run.returncode != 0
@@ -160,5 +160,3 @@ def test_unknown_tables_missing_rows_and_spark_refuses(tmp_path: Path) -> None:
     run = match(schema=schema, queries=queries, inputs=[f"H={h}"])
     assert run.returncode == 0 and "table patients has no rows (give --table patients=FILE)" in run.stderr
     assert run.stdout == ""
-    run = match("--engine", "spark", "--table", f"patients={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
-    assert run.returncode != 0 and "--engine spark does not run tables yet" in run.stderr

@@ -146,10 +146,6 @@ class Matcher:
         in KEY order or a mapping of key column -> value); all or none. Returns how many."""
         return self.registrations.tables.delete(table, keys, ts, self._table_horizon())
 
-    def refuse_tables(self, service: str) -> None:
-        """Make ``CREATE TABLE`` an error here, naming ``service`` (one that feeds no table rows)."""
-        self.registrations.no_tables = service
-
     @property
     def tables(self) -> list[str]:
         """The declared tables' names, in declaration order."""

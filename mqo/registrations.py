@@ -77,12 +77,9 @@ class Registrations:
         self.aggregator: Aggregator | None = None  # the aggregate queries over declared streams (level 0)
         # the aggregate queries over aggregate views, by level (mqo.views, rule 1)
         self.deeper: dict[int, Aggregator] = {}
-        # set by a runner that cannot run aggregate views (its name, for the error)
-        self.refuse_aggregate_views: str | None = None
         self.emitted = AggregateBatch()  # aggregate rows emitted and not yet taken
         self.views = ViewGraph()  # views: match queries whose results are streams (mqo.views)
         self.tables = Tables()  # tables: reference data joined by key as of ts (mqo.tables)
-        self.no_tables: str | None = None  # why tables cannot be declared here (a service that feeds none)
         self.next_position = 1
         self.frozen = False  # shares its queries with another matcher (restore(like=))
         # the plan compiled from the registrations as they are; None after a change
@@ -227,8 +224,6 @@ class Registrations:
             )
         tables = [q for q in instances if isinstance(q, TableDefinition)]
         readers = [q for q in instances if isinstance(q, TableQuery)]
-        if tables and self.no_tables is not None:
-            raise QueryError(f"{self.no_tables} does not run tables yet (CREATE TABLE {tables[0].name}); use mqo match")
         for table in tables:
             self.catalog.add_view(table.schema)  # (a schema after the declared streams: no clock, no tuples)
             self.tables.declare(table)
@@ -266,9 +261,7 @@ class Registrations:
 
     def _add_views(self, views: list[ViewDefinition]) -> None:
         """Declare ``views`` (their streams, after the declared ones), all or none."""
-        check_views(
-            views, self.config.emit, len(self.catalog.names()) + len(self.registry.roles), self.refuse_aggregate_views
-        )
+        check_views(views, self.config.emit, len(self.catalog.names()) + len(self.registry.roles))
         added: list[ViewDefinition] = []
         try:
             for view in views:

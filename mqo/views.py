@@ -159,23 +159,15 @@ def reads_of(streams: Iterable[str]) -> set[str]:
     return {split_role(s)[0].lower() for s in streams}
 
 
-def check_views(views: list[ViewDefinition], emit: str, streams: int, refuse_aggregates: str | None) -> None:
+def check_views(views: list[ViewDefinition], emit: str, streams: int) -> None:
     """``views`` may be registered: under ``emit='arrival'`` (under ``emit='ordered'``
     results leave once the watermark has passed them, too late to be a stream other
-    queries match), not aggregate views where the runner ``refuse_aggregates`` cannot
-    run them, and as streams a plan has room for beside its ``streams``."""
+    queries match), and as streams a plan has room for beside its ``streams``."""
     for view in views:
         if emit != "arrival":
             raise QueryError(
                 f"view {view.name} needs emit='arrival': under emit='ordered' results leave once the watermark "
                 "has passed them, too late to be a stream other queries match",
-                None,
-                None,
-            )
-        if view.aggregate and refuse_aggregates is not None:
-            raise QueryError(
-                f"view {view.name} is an aggregate view; {refuse_aggregates} does not run aggregate views yet "
-                "(mqo match and the Python API do)",
                 None,
                 None,
             )

@@ -141,14 +141,6 @@ def test_tables_need_arrival_emission_and_text_registration() -> None:
         m.register_table("SELECT * FROM H, patients P WHERE H.patient = P.id AND H.beatrate > :b", {"b": [1.0]})
 
 
-def test_a_service_refuses_tables_by_name() -> None:
-    m = mqo.Matcher(DDL)
-    m.refuse_tables("mqo serve")
-    with pytest.raises(QueryError, match="mqo serve does not run tables yet \\(CREATE TABLE patients\\)"):
-        m.register_queries(TABLE)
-    assert m.tables == []
-
-
 def test_a_table_may_declare_its_own_id_of_any_type() -> None:
     m = mqo.Matcher("REGISTER STREAM H (who STRING);")
     m.register_queries(

@@ -24,12 +24,14 @@ from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
 from mqo.result_encoding import (
     Layout,
+    csv_heads,
+    csv_lines,
     finite_columns,
     json_lines,
     query_heads,
     query_layouts,
     result_schema,
-    shared_json_chunks,
+    shared_lines,
     value_types,
     within_64_bits,
 )
@@ -152,7 +154,23 @@ class MatchBatch:
             replaced += nonfinite
         tails = json_lines(distinct, layouts, ("ts", "ids"), literal=literal, heads=False)
         heads = self.plan.per_stream(-1, _plan_heads)
-        return shared_json_chunks(tails, columns.slots, columns.run_starts, columns.run_rows, heads), replaced
+        return shared_lines(tails, columns.slots, columns.run_starts, columns.run_rows, heads), replaced
+
+    def write_csv(self, write: Callable[[bytes], object], types: Mapping[str, pa.DataType]) -> tuple[int, int]:
+        """The results as CSV lines (no header: columns ``query``, ``ts``, ``ids`` and
+        the value columns of ``types``), what :func:`mqo.result_encoding.csv_lines`
+        writes for :meth:`to_arrow` with every non-finite value NULL, given to
+        ``write`` in runs of whole lines. What the results of one assignment share is
+        formatted once per query context, then put after each query's name (as JSON
+        lines are). Returns (results, values made NULL: non-finite numbers and
+        integers past 64 bits)."""
+        columns = self.result_columns(types)
+        distinct, nonfinite = finite_columns(columns.distinct, self.layouts(), uses=columns.uses())
+        tails = csv_lines(distinct, distinct.schema.names[1:], lead=",")
+        heads = self.plan.per_stream(-1, _plan_csv_heads)
+        for chunk in shared_lines(tails, columns.slots, columns.run_starts, columns.run_rows, heads):
+            write(chunk)
+        return len(columns.slots), columns.overflowed + nonfinite
 
     def to_arrow(self, types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
         """The result columns: query string, ts double, ids map<string,int64>, then the
@@ -282,10 +300,15 @@ class ResultColumns:
 
     @property
     def table(self) -> pa.Table:
-        """One row per result (what a CSV or Parquet file holds)."""
+        """One row per result (what a Parquet file holds)."""
+        return self.expand(self.distinct)
+
+    def expand(self, distinct: pa.Table) -> pa.Table:
+        """One row per result of ``distinct`` (:attr:`distinct`, or it with values made
+        NULL): each result's query, then its shared row's columns."""
         rows = numpy_array(self.shared)
-        columns = [self.names.take(numpy_array(self.records)), *(c.take(rows) for c in self.distinct.columns[1:])]
-        return pa.Table.from_arrays(columns, schema=self.distinct.schema)
+        columns = [self.names.take(numpy_array(self.records)), *(c.take(rows) for c in distinct.columns[1:])]
+        return pa.Table.from_arrays(columns, schema=distinct.schema)
 
     def uses(self, rows: int | None = None) -> np.ndarray:
         """How many results read each row of ``distinct`` (``rows`` of them)."""
@@ -301,6 +324,11 @@ def _plan_names(plan: CompiledPlan, _: int) -> pa.Array:
 def _plan_heads(plan: CompiledPlan, _: int) -> np.ndarray:
     """Each slot's ``{"query":<name>``, UTF-8 (taken by slot numbers at once)."""
     return query_heads(plan.record_names)[plan.slot_record]
+
+
+def _plan_csv_heads(plan: CompiledPlan, _: int) -> np.ndarray:
+    """Each slot's query name as a CSV field, UTF-8 (taken by slot numbers at once)."""
+    return csv_heads(plan.record_names)[plan.slot_record]
 
 
 def _plan_types(plan: CompiledPlan, _: int) -> dict[str, pa.DataType]:

@@ -56,6 +56,8 @@ from mqo.stats import Counters
 from predicates import Kind
 
 A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
+# the types a partial grows through: per type, its pair lists and connected slots
+Growth = tuple[tuple[list[list[list[CompiledList]]], list[list[int]]], ...]
 _FULL = "full"
 _EMPTY = "empty"
 _REL = 1e-12
@@ -132,7 +134,17 @@ class Engine:
         self.list_observer: Callable[[int, float], None] | None = None
         self.phases: list[tuple[Kind, int, int, int]] = []
         self.n_streams = len(plan.streams)
-        self._on = {A: False, J: False, W: False}
+        # which types' phases have run for the current tuple (attributes, joins,
+        # windows); and each type's pair lists and connected slots, looked up once (the
+        # hot loops below would otherwise hash the type, a Python-level call, each time)
+        self._on_a = self._on_j = self._on_w = False
+        self._pairs_j, self._pairs_w = plan.pair_lists[J], plan.pair_lists[W]
+        connected = plan.connected
+        self._growth = {
+            J: ((self._pairs_j, connected[J]),),
+            W: ((self._pairs_w, connected[W]),),
+        }
+        self._completion = (*self._growth[J], *self._growth[W])
         self._emitted: set[tuple[Any, ...]] = set()
         self._reset_counts()
 
@@ -179,8 +191,7 @@ class Engine:
         cand = stream_slots & ~self._unfed(t.stream)
         if not cand:
             return results
-        on = self._on
-        on[A] = on[J] = on[W] = False
+        self._on_a = self._on_j = self._on_w = False
         self._emitted.clear()
         self._reset_counts()
         tuples: list[StoredTuple | None] = [None] * self.n_streams
@@ -190,12 +201,18 @@ class Engine:
         for kind in order:
             entered = len(frontier)
             counters.phase_in[kind.value] += entered
-            on[kind] = True
             before = self.work() if measure else 0
             if kind is A:
+                self._on_a = True
                 frontier = [p for p in frontier if self._apply_attributes(p)]
             else:
-                frontier = self._expand([p for p in frontier if self._evaluate_members(p, kind)], (kind,), None)
+                if kind is J:
+                    self._on_j = True
+                else:
+                    self._on_w = True
+                frontier = self._expand(
+                    [p for p in frontier if self._evaluate_members(p, kind)], self._growth[kind], None
+                )
             counters.phase_out[kind.value] += len(frontier)
             if measure:
                 phases.append((kind, entered, len(frontier), self.work() - before))
@@ -203,7 +220,7 @@ class Engine:
                 break
         if frontier:
             before = self.work() if measure else 0
-            self._expand(frontier, (J, W), results)
+            self._expand(frontier, self._completion, results)
             if measure and phases:
                 # completion work counts toward the last phase (it depends on the order)
                 kind, entered, left, work = phases[-1]
@@ -274,7 +291,7 @@ class Engine:
     def _evaluate_members(self, p: Partial, kind: Kind) -> bool:
         """Evaluate ``kind``'s lists between the members a partial already has."""
         tuples = p.tuples
-        lists_by_pair = self.plan.pair_lists[kind]
+        lists_by_pair = self._pairs_j if kind is J else self._pairs_w
         cand = p.cand
         sat = rel = 0
         for x in range(self.n_streams):
@@ -313,12 +330,11 @@ class Engine:
 
     # ------------------------------------------------------------------ growth
 
-    def _expand(
-        self, frontier: list[Partial], kinds: tuple[Kind, ...], results: list[ResultBlock] | None
-    ) -> list[Partial]:
-        """Grow partials through ``kinds``' lists. With ``results`` (completion) also
-        grow through time alone and report complete candidates; else return the
-        partials that keep candidates without growing further."""
+    def _expand(self, frontier: list[Partial], kinds: Growth, results: list[ResultBlock] | None) -> list[Partial]:
+        """Grow partials through the lists of ``kinds`` (per type: its pair lists and
+        connected slots). With ``results`` (completion) also grow through time alone
+        and report complete candidates; else return the partials that keep candidates
+        without growing further."""
         plan = self.plan
         n = self.n_streams
         kept: list[Partial] = []
@@ -332,8 +348,8 @@ class Engine:
                 conn = 0
                 for x in range(n):
                     if p.mask >> x & 1:
-                        for kind in kinds:
-                            conn |= plan.connected[kind][x][y]
+                        for _, connected in kinds:
+                            conn |= connected[x][y]
                 cy = cand & conn
                 if not cy:
                     continue
@@ -363,7 +379,7 @@ class Engine:
                     cand &= ~cy
         return kept
 
-    def _grow(self, p: Partial, y: int, cy: int, kinds: tuple[Kind, ...]) -> list[Partial]:
+    def _grow(self, p: Partial, y: int, cy: int, kinds: Growth) -> list[Partial]:
         """New partials: ``p`` plus each tuple of stream ``y`` that may satisfy a slot
         of ``cy``, retrieved through ``kinds``' lists (or by time alone if none)."""
         plan = self.plan
@@ -378,8 +394,8 @@ class Engine:
             xt = p.tuples[x]
             if xt is None:
                 continue
-            for kind in kinds:
-                for lst in plan.pair_lists[kind][x][y]:
+            for pairs, _ in kinds:
+                for lst in pairs[x][y]:
                     if not lst.kill.any_user & cy:
                         continue
                     self.probes += 1
@@ -430,29 +446,27 @@ class Engine:
         self.comparisons += 1
         if span_sign(lo, hi, window[1], window[0]) > 0:
             return None
-        on = self._on
-        if on[A]:
+        if self._on_a:
             # first: ``r``'s attribute outcome is decided already (by the batch kernels,
             # or once per tuple), and it turns most candidates away before any pair test
             cand &= ~self.attribute_kill(r, cand)
             self.bitset_ops += 1
             if not cand:
                 return None
-        plan = self.plan
         sat_j, sat_w, rel_j, rel_w = p.sat_j, p.sat_w, p.rel_j, p.rel_w
         tuples = p.tuples
         for x in range(self.n_streams):
             xt = tuples[x]
             if xt is None:
                 continue
-            if on[J]:
-                for lst in plan.pair_lists[J][x][y]:
+            if self._on_j:
+                for lst in self._pairs_j[x][y]:
                     if lst.kill.any_user & cand:
                         cand, sat_j, rel_j = self._evaluate_pair(lst, x, xt, r, cand, sat_j, rel_j)
                         if not cand:
                             return None
-            if on[W]:
-                for lst in plan.pair_lists[W][x][y]:
+            if self._on_w:
+                for lst in self._pairs_w[x][y]:
                     if lst.kill.any_user & cand:
                         cand, sat_w, rel_w = self._evaluate_pair(lst, x, xt, r, cand, sat_w, rel_w)
                         if not cand:

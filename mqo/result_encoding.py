@@ -279,14 +279,27 @@ def value_texts(column: pa.Array, dtype: pa.DataType, *, json_text: bool, litera
 def query_heads(names: Sequence[str]) -> np.ndarray:
     """``{"query":<name>`` of each query name, UTF-8 (an object array of bytes, taken by
     query numbers at once): how a JSON line starts."""
-    return np.array([('{"query":' + _json_text(name)).encode() for name in names] or [b""], object)[: len(names)]
+    return _bytes_array([('{"query":' + _json_text(name)).encode() for name in names])
 
 
-def shared_json_chunks(
+def csv_heads(names: Sequence[str]) -> np.ndarray:
+    """Each query name as a CSV field (quoted where needed), UTF-8 (an object array of
+    bytes, like :func:`query_heads`): how a CSV line of results starts."""
+    if not names:
+        return _bytes_array([])
+    return _bytes_array([name.encode() for name in _csv_quoted(array_of(list(names), pa.string())).to_pylist()])
+
+
+def _bytes_array(items: list[bytes]) -> np.ndarray:
+    return np.array(items or [b""], object)[: len(items)]
+
+
+def shared_lines(
     tails: pa.Array, slots: np.ndarray, run_starts: np.ndarray, run_rows: np.ndarray, heads: np.ndarray
 ) -> Iterator[bytes]:
-    """JSON lines whose rows are shared (:func:`json_lines` of the shared rows, made
-    with ``heads=False``): line ``k`` is ``heads[slots[k]]`` (:func:`query_heads` by
+    """Lines whose tails are shared (JSON lines: :func:`json_lines` of the shared rows,
+    made with ``heads=False``; CSV: :func:`csv_lines` of them after their query):
+    line ``k`` is ``heads[slots[k]]`` (:func:`query_heads` or :func:`csv_heads` by
     slot) then the tail of its run's row (run ``j``: from line ``run_starts[j]``, row
     ``run_rows[j]``). Each run is one ``bytes.join`` over its heads (one copy of its
     bytes), yielded as it is made."""
@@ -314,7 +327,7 @@ def json_lines(
     own type. Non-finite numbers are written as they are in the table (make them NULL
     first, :func:`finite_columns`, for a strict file) or, with ``literal``, as
     ``Infinity``/``NaN``. Without ``heads`` each line lacks its query (``{"query":...``):
-    the rows are shared by lines of many queries (:func:`shared_json_chunks`)."""
+    the rows are shared by lines of many queries (:func:`shared_lines`)."""
     if table.num_rows == 0:
         return array_of([], pa.string())
     lines = TextLines(table.num_rows)
@@ -386,13 +399,14 @@ def _object_texts(lines: TextLines, table: pa.Table, members: Any, rows: np.ndar
 # -------------------------------------------------------------------- CSV
 
 
-def csv_lines(table: pa.Table, columns: Sequence[str], ids_as_json: bool = True) -> pa.Array:
+def csv_lines(table: pa.Table, columns: Sequence[str], lead: str = "") -> pa.Array:
     """One CSV line per row (``\\r\\n`` ended, quoted where needed, as Python's csv
     module writes): numbers as :func:`value_texts` writes them, NULL empty, the ids
-    map as its JSON text."""
+    map as its JSON text. ``lead``: what each line starts with (``,`` for the tail of
+    a line whose first field comes apart, :func:`shared_lines`)."""
     if table.num_rows == 0:
         return array_of([], pa.string())
-    parts: list[Any] = []
+    parts: list[Any] = [lead] if lead else []
     for k, name in enumerate(columns):
         column = table.column(name).combine_chunks()
         if isinstance(column.type, pa.MapType):

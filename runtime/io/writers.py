@@ -137,11 +137,16 @@ class ResultWriter:
         self.write_table(table, layouts)
 
     def write_batch(self, batch: MatchBatch) -> int:
-        """Write a batch of results; returns how many."""
+        """Write a batch of results; returns how many. Values are made NULL on the
+        rows the results share (counted once per result), then the table of one row
+        per result is built once."""
         columns = batch.result_columns(self.types)
-        self.nonfinite += columns.overflowed
-        self.write_table(columns.table, batch.layouts(), columns.shared)
-        return columns.table.num_rows
+        layouts = batch.layouts()
+        distinct, nonfinite = finite_columns(columns.distinct, layouts, uses=columns.uses())
+        self.nonfinite += columns.overflowed + nonfinite
+        if len(columns.slots):
+            self._write(columns.expand(distinct), layouts, columns.shared)
+        return len(columns.slots)
 
     def write_table(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None = None) -> None:
         """Result columns (:func:`mqo.result_encoding.result_schema`), each query's
@@ -275,6 +280,15 @@ class CsvWriter(LinesWriter):
 
     def _write(self, table: pa.Table, layouts: Mapping[str, Layout], shared: np.ndarray | None) -> None:
         self._put(buffer_of(csv_lines(table, table.schema.names)))
+
+    def write_batch(self, batch: MatchBatch) -> int:
+        # what the results of one assignment share is formatted once (as JSON lines are)
+        assert self.types is not None
+        with writing(self.what, self.path):
+            count, nonfinite = batch.write_csv(self._f.write, self.types)
+            self._f.flush()
+        self.nonfinite += nonfinite
+        return count
 
 
 class ParquetWriter(ResultWriter):

@@ -97,7 +97,7 @@ def scan_bytes(
     n_texts = len(text_ends)
     n = len(data)
     semicolons = 0
-    numeric_runs = 0  # (at least the constants: room for them made once)
+    numeric_runs = n_texts  # (at least the constants, as a run may be cut where a text ends: room made once)
     numeric = False
     for i in range(n):
         c = data[i]

@@ -57,6 +57,7 @@ POW10 = np.array([1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 
 # a piece's flags: a constant that is not a plain decimal (1), a byte that is not
 # ASCII or is NUL, the mark or the name's mark (2): the parser reads such a piece
 NOT_PLAIN, NOT_SCANNABLE = 1, 2
+FOLLOW = True  # pieces compared with the skeleton before them first (a test turns it off)
 _HASH_MASK = 0xFFFFFFFFFFFF  # (48 bits: the product wraps alike compiled or not)
 _HASH_PRIME = 1099511628211
 
@@ -154,6 +155,7 @@ def scan_bytes(
         size *= 2
     slots = np.full(size, -1, np.int64)
     n_groups = 0
+    last = -1  # the group of the last piece grouped
     n_names = 0
     r = 0
     o = 0
@@ -188,9 +190,85 @@ def scan_bytes(
                 break
         name_start[k] = ns
         name_end[k] = ne
-        h = 0
+        if FOLLOW and last >= 0:
+            # most pieces have the skeleton of the one before: walk it and the piece
+            # together, each byte compared once, each constant read where the skeleton
+            # has one (where they part, the piece is scanned as any other below). The
+            # bytes that match are the skeleton's, whose constants were edged and whose
+            # runs were maximal: a piece that matches to its end has that skeleton.
+            x = skeleton_bounds[reps[last]]
+            x_end = skeleton_bounds[reps[last] + 1]
+            i = s
+            rr = r
+            n_before = n_names
+            named = ns < 0
+            while x < x_end:
+                m = skeletons[x]
+                if m == 1:
+                    j = i
+                    dots = 0
+                    digits = 0
+                    after_dot = 0
+                    mantissa = 0
+                    while j < e:
+                        d = int(data[j])
+                        if d == 46:
+                            dots += 1
+                        elif 48 <= d <= 57:
+                            digits += 1
+                            if digits <= DIGITS:
+                                mantissa = mantissa * 10 + (d - 48)
+                            if dots:
+                                after_dot += 1
+                        else:
+                            break
+                        j += 1
+                    if digits == 0 or dots > 1 or digits > DIGITS or (j < e and not edge[data[j]]):
+                        break  # (before it is the skeleton's edge; after it, one must be too)
+                    run_start[rr] = i - s
+                    run_end[rr] = j - s
+                    values[rr] = mantissa / POW10[after_dot]  # (exact: the module's docstring)
+                    rr += 1
+                    i = j
+                elif m == 2:
+                    if i != ns:
+                        break
+                    for y in range(ns, ne):
+                        names[n_names] = data[y]
+                        n_names += 1
+                    names[n_names] = 10
+                    n_names += 1
+                    named = True
+                    i = ne
+                elif i >= e or data[i] != m:
+                    break
+                else:
+                    i += 1
+                x += 1
+            if x == x_end and i == e and named:
+                r = rr
+                run_first[k + 1] = r
+                skeleton_bounds[k + 1] = o  # (its skeleton is its group's: not written)
+                group[k] = last
+                continue
+            h = 0
+            if ns >= 0 and not named and i > ns:
+                n_names = n_before  # (the name was passed as the skeleton's bytes: all again)
+                i = s
+            else:  # on from where they part: the skeleton so far is the one followed
+                x0 = skeleton_bounds[reps[last]]
+                while x > x0 and (skeletons[x - 1] == 46 or 48 <= skeletons[x - 1] <= 57):
+                    x -= 1  # (back to the start of a run of digits written as they are:
+                    i -= 1  # what follows it here may make it a constant)
+                for y in range(x0, x):
+                    skeletons[o] = skeletons[y]
+                    o += 1
+                    h = (h * _HASH_PRIME + int(skeletons[y])) & _HASH_MASK
+                r = rr
+        else:
+            h = 0
+            i = s
         bad = 0
-        i = s
         while i < e:
             c = int(data[i])
             if i == ns:
@@ -260,7 +338,7 @@ def scan_bytes(
             if g == -1:
                 slots[at] = n_groups
                 reps[n_groups] = k
-                group[k] = n_groups
+                group[k] = last = n_groups
                 n_groups += 1
                 break
             first = reps[g]
@@ -275,7 +353,7 @@ def scan_bytes(
                             same = False
                             break
                 if same:
-                    group[k] = g
+                    group[k] = last = g
                 break  # (another skeleton of the same hash: the parser reads the piece)
             at = (at + 1) & (size - 1)
     return (

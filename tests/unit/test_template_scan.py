@@ -15,7 +15,7 @@ from indexes.template_kernels import scan_bytes
 from predicates import Catalog
 from predicates.template_scan import DIGITS, NOT_PLAIN, Scan
 from predicates.templates import FastCompiler
-from tests.unit.test_template_cache import _front_end_many, outcome
+from tests.unit.test_template_cache import NAMES, SHAPES, _front_end_many, outcome, text_of
 from tests.unit.test_templates import DDL
 
 HEADERS = [(b"Query ID: ", b"\n"), (b"-- id ", b" ")]
@@ -50,7 +50,35 @@ def _arrays(texts: list[str], scanner: template_scan.ByteScanner) -> list[list[o
 @given(TEXTS)
 @example(["Query ID: q1\nSELECT * FROM B WHERE B.pressure > 1.5;Query ID: q2\nSELECT 7;  ;\n", "0.1 -- 2"])
 def test_the_compiled_kernel_is_the_plain_function(texts: list[str]) -> None:
-    assert _arrays(texts, scan_bytes) == _arrays(texts, template_scan.scan_bytes)
+    """And following the skeleton before a piece changes nothing: the plain function
+    scanning every byte of every piece gives what the kernel gives."""
+    compiled = _arrays(texts, scan_bytes)
+    assert compiled == _arrays(texts, template_scan.scan_bytes)
+    template_scan.FOLLOW = False
+    try:
+        assert compiled == _arrays(texts, template_scan.scan_bytes)
+    finally:
+        template_scan.FOLLOW = True
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(SHAPES), st.lists(DECIMALS, min_size=3, max_size=3), NAMES), min_size=2, max_size=8
+    )
+)
+def test_texts_of_a_few_shapes_scan_alike_followed_or_not(texts: list[tuple[str, list[str], str | None]]) -> None:
+    """Texts of a few shapes, one after the other (as bulk registrations are): each
+    piece followed along the skeleton before it, parting anywhere, gives what the
+    plain scan of every byte gives."""
+    written = [text_of(shape, [*constants, "1"], name) for shape, constants, name in texts]
+    written.append(";\n".join(written))
+    compiled = _arrays(written, scan_bytes)
+    template_scan.FOLLOW = False
+    try:
+        assert compiled == _arrays(written, template_scan.scan_bytes)
+    finally:
+        template_scan.FOLLOW = True
 
 
 @settings(max_examples=500, deadline=None)

@@ -37,9 +37,18 @@ from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
 from predicates.records import CompiledQuery, Context, Disjunct, RowBlock, RowQueries, RowQuery
 from predicates.table import first_repeated
+from predicates.template_scan import ScanArrays
 from predicates.templates import FastCompiler
 
 _COMPACT_WHEN_DEAD = 0.5
+
+
+def scan_bytes(*arrays: np.ndarray) -> ScanArrays:
+    """:func:`predicates.template_scan.scan_bytes` compiled (the kernel is imported on
+    first use: ``import mqo`` does not import numba)."""
+    from indexes.template_kernels import scan_bytes as kernel
+
+    return kernel(*arrays)
 
 
 class RegisteredQuery:
@@ -151,7 +160,7 @@ class QueryRegistry:
     def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
         self.catalog = catalog
         self.max_disjuncts = max_disjuncts
-        self.compiler = FastCompiler(catalog, max_disjuncts)
+        self.compiler = FastCompiler(catalog, max_disjuncts)  # (the property: with the scan kernel)
         self.queries: dict[str, RegisteredQuery] = {}
         self._keys: list[ListKey | None] = []
         self._key_id: dict[ListKey, int] = {}
@@ -175,6 +184,16 @@ class QueryRegistry:
         self._removals: list[int] = []
         self._removals_before = 0
         self.roles: list[str] = []  # role streams (``B#2``) in the order first needed
+
+    @property
+    def compiler(self) -> FastCompiler:
+        """The compiler of query texts; its template cache scans with the numba kernel."""
+        return self._compiler
+
+    @compiler.setter
+    def compiler(self, compiler: FastCompiler) -> None:
+        compiler.templates.scanner = scan_bytes
+        self._compiler = compiler
 
     def need_roles(self, roles: Iterable[str]) -> None:
         """Number the roles of ``roles`` not numbered yet (names with ``#``)."""

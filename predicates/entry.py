@@ -30,6 +30,7 @@ from predicates.templates import FastCompiler
 from predicates.views import ViewDefinition, mentions_view
 
 Record = FrontEndRecord
+_PREFILTER_CHUNK = 16384  # texts joined at once to look for views and tables
 
 # what only aggregate queries have (a window in FROM, GROUP BY, HAVING, an aggregate)
 _LOOKS_AGGREGATE = re.compile(
@@ -103,31 +104,30 @@ def compile_many(
     if isinstance(texts, str):
         raise TypeError("compile_many takes a list of texts (compile takes one)")
     compiler = _compiler_for(catalog, max_disjuncts, compiler)
-    tables = table_names(catalog)  # (once: the texts may be a million)
-    if any((("v" in t or "V" in t) and mentions_view(t)) or mentions_table(t, catalog, tables) for t in texts):
+    if may_mention_views_or_tables(texts, catalog):
         # (views and tables are few: their texts skip the caches)
         return _one_by_one(texts, catalog, source_name, first_position, taken, max_disjuncts, compiler)
     reading = compiler.templates.read(texts)
+    names = reading.names
     if reading.all_read():  # (the usual bulk registration: every text read from templates)
-        every = [name or str(first_position + i) for i, name in enumerate(reading.names)]
-        if not clashes(every, taken):
-            rows = instantiate(reading, [every[first:stop] for first, stop in reading.of_text], whole=True)
+        every = names if None not in names else [name or str(first_position + i) for i, name in enumerate(names)]
+        if not clashes(every, taken):  # type: ignore[arg-type]
+            rows = instantiate(reading, every, whole=True)  # type: ignore[arg-type]
             return rows if isinstance(rows, RowQueries) else [q for of_text in rows for q in of_text or ()]
-    names: list[list[str]] = []
+    names = list(names)
     parsed: dict[int, list[Record]] = {}
     position = first_position
     for k, text in enumerate(texts):
         pieces = reading.read(k)
         if pieces is not None:
-            named = [reading.names[p] or str(position + i) for i, p in enumerate(pieces)]
+            named = [names[p] or str(position + i) for i, p in enumerate(pieces)]
             if not clashes(named, taken):
-                names.append(named)
+                names[pieces.start : pieces.stop] = named
                 position += len(named)
                 continue
-            reading.of_text[k] = (0, 0)  # a name given twice or taken: the parser says where
+            reading.unread(k)  # a name given twice or taken: the parser says where
         where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
         parsed[k] = _compile_text(text, catalog, where, position, taken, max_disjuncts, compiler)
-        names.append([])
         position += len(parsed[k])
     rows = instantiate(reading, names, whole=not parsed)
     if isinstance(rows, RowQueries):
@@ -136,6 +136,29 @@ def compile_many(
     for k, records in enumerate(rows):
         out += records if records is not None else parsed[k]
     return out
+
+
+def may_mention_views_or_tables(texts: Sequence[str], catalog: Catalog) -> bool:
+    """Whether any of ``texts`` may declare a view or declare or read a table (False:
+    surely none does). Many texts are looked at at once, joined by line feeds (a word
+    of one text never runs into the next): a word can be in them only if each of its
+    letters is, in some case, and only then are they lowered to look for it. A text's
+    own tests run only where the joined texts may hold ``view``, ``table`` or a
+    table's name, or are not ASCII (whose lowering may make ASCII letters)."""
+    tables = table_names(catalog)
+    words = ["view", "table", *tables]
+    letters = {c for word in words for c in word}
+    for first in range(0, len(texts), _PREFILTER_CHUNK):
+        chunk = texts[first : first + _PREFILTER_CHUNK]
+        joined = "\n".join(chunk)
+        if joined.isascii():
+            present = {c for c in letters if c in joined or c.upper() in joined}
+            maybe = [word for word in words if present.issuperset(word)]
+            if not maybe or not any(word in joined.lower() for word in maybe):
+                continue
+        if any(mentions_view(t) or mentions_table(t, catalog, tables) for t in chunk):
+            return True
+    return False
 
 
 def _one_by_one(
@@ -225,4 +248,4 @@ def _aggregate_piece(
     return compile_aggregate(queries[0], catalog, name, column_order(catalog), max_disjuncts)
 
 
-__all__ = ["Record", "compile", "compile_many", "looks_aggregate"]
+__all__ = ["Record", "compile", "compile_many", "looks_aggregate", "may_mention_views_or_tables"]

@@ -26,19 +26,21 @@ A text of several queries (a query file) is read one piece at a time, cut after 
 the queries of the pieces are the file's). A text with any piece not read goes to the
 parser whole.
 
-The queries of one template come out as rows of one :class:`RowBlock` (their constants
-one array of doubles, taken from the scan with numpy per template), which the registry
-keeps as a table's rows.
+Texts are scanned :data:`CHUNK` at a time; per chunk, each distinct skeleton is looked
+up (or learned) once and its pieces' constants are gathered with numpy into their
+group's rows. The queries of one group come out as rows of one :class:`RowBlock`
+(their constants one array of doubles, filled chunk by chunk and not copied after),
+which the registry keeps as a table's rows.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from itertools import compress
 from typing import Any, Protocol
 
 import numpy as np
@@ -52,11 +54,11 @@ from predicates.numbers import faithful
 from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, Context, LinearConst, RowBlock, RowQueries, RowQuery
 from predicates.semantic import bind
-from predicates.template_scan import EDGES, NAME, Scan, scannable
-from predicates.template_scan import scan as scan_pieces
+from predicates.template_scan import EDGES, NAME, ByteScanner, Scan
 
 _KEPT = 256  # templates kept
 BLOCK_ROWS = 64  # queries read at once that are kept as one block's rows
+CHUNK = 16384  # texts scanned at once (their arrays stay small: a million texts are not one array)
 FEWEST = 16  # pieces read at once: fewer go to the parser (its comparison caches)
 _SAMPLE = 256  # pieces read first: the rest are read only when half of these were
 _LEARN_TRIAL = 16  # pieces learned before learning must show it pays...
@@ -98,33 +100,81 @@ class Template:
         self.has_fixed = bool((self.roles == FIXED).any())
 
 
-@dataclass
-class Reading:
-    """What the cache read of some texts: per piece its template (None: not read) and
-    header name (None: named by position), and per text its pieces."""
+class Group:
+    """The pieces read from the templates that make the same queries but for their
+    constants (the same context, window and list keys), as rows: ``pieces`` (arrays of
+    piece numbers, in order) and their constants, row after row, in ``values``."""
 
-    scan: Scan | None
-    templates: list[Template | None]
-    names: list[str | None]
-    of_text: list[tuple[int, int]]
+    def __init__(self, template: Template) -> None:
+        self.template = template
+        self.pieces: list[np.ndarray] = []
+        self.values = array("d")
+
+    def add(self, template: Template, scan: Scan, rows: np.ndarray, first_piece: int) -> None:
+        """Pieces ``rows`` of ``scan`` (numbered from ``first_piece`` in the reading),
+        read from ``template``: each parameter's double times its sign, beside the
+        template's constants."""
+        at = scan.run_first[rows][:, None] + template.parameters
+        values = scan.values[at] * template.signs
+        table = np.empty((len(rows), len(template.keys)), np.float64)
+        for j, (p, constant) in enumerate(zip(template.key_parameters, template.constants, strict=True)):
+            table[:, j] = values[:, p] if p is not None else constant
+        table += 0.0  # -0.0 prints as a zero and is one
+        self.values.frombytes(table.data.cast("B"))
+        self.pieces.append(rows + first_piece)
+
+
+class Reading:
+    """What the cache read of some texts: per text its pieces (``pieces_of_text``),
+    per piece whether it was read and its header name (None: named by position), and
+    the groups of read pieces with their constants."""
+
+    def __init__(
+        self, pieces_of_text: np.ndarray, read: np.ndarray, names: list[str | None], groups: list[Group]
+    ) -> None:
+        self.pieces_of_text = pieces_of_text.tolist()
+        self.read_piece = read
+        self.names = names
+        self.groups = groups
+        if len(read):  # per text: every piece read (and one at least)
+            unread = np.concatenate(([0], np.cumsum(~read)))
+            self._text_read: list[bool] = (
+                (unread[pieces_of_text[1:]] == unread[pieces_of_text[:-1]]) & (pieces_of_text[1:] > pieces_of_text[:-1])
+            ).tolist()
+        else:
+            self._text_read = [False] * (len(pieces_of_text) - 1)
+
+    @classmethod
+    def nothing(cls, texts: int) -> Reading:
+        """No text read (none scanned)."""
+        return cls(np.zeros(texts + 1, np.int64), np.zeros(0, np.bool_), [], [])
 
     def all_read(self) -> bool:
         """Whether every text's pieces were read (and every text has one)."""
-        return None not in self.templates and all(first < stop for first, stop in self.of_text)
+        return False not in self._text_read
 
     def read(self, k: int) -> range | None:
         """The pieces of text ``k`` when all were read from templates, else None."""
-        first, stop = self.of_text[k]
-        if first == stop or None in self.templates[first:stop]:
+        if not self._text_read[k]:
             return None
-        return range(first, stop)
+        return range(self.pieces_of_text[k], self.pieces_of_text[k + 1])
+
+    def unread(self, k: int) -> None:
+        """Leave text ``k`` to the parser."""
+        self._text_read[k] = False
+        self.read_piece[self.pieces_of_text[k] : self.pieces_of_text[k + 1]] = False
 
 
 class TemplateCache:
-    """Templates learned from the texts compiled so far (bounded), for one catalog."""
+    """Templates learned from the texts compiled so far (bounded), for one catalog.
+
+    ``scanner``: the compiled :func:`predicates.template_scan.scan_bytes` (the
+    matcher hands over :mod:`indexes.template_kernels`); while it is None, no text is
+    read from a template (the parser and its comparison caches read them all)."""
 
     def __init__(self, contexts: ContextSource) -> None:
         self.contexts = contexts
+        self.scanner: ByteScanner | None = None
         self.fewest = FEWEST  # (a test lowers it to read a few texts)
         self.templates: OrderedDict[bytes, Template] = OrderedDict()
         self.headers: dict[tuple[bytes, bytes], None] = {}  # the templates' headers
@@ -138,83 +188,99 @@ class TemplateCache:
             self.templates.clear()
             self.headers.clear()
             self._streams_seen = len(self.contexts.catalog)
-        pieces: list[str] = []
-        of_text: list[tuple[int, int]] = []
-        for text in texts:
-            first = len(pieces)
-            if ";" in text:  # (the blanks before a query are no token: its template is the same)
-                *ended, last = text.split(";")
-                pieces += [p.lstrip(BLANK_CHARS) + ";" for p in ended]
-                if last.strip(BLANK_CHARS):
-                    pieces.append(last.lstrip(BLANK_CHARS))
-            elif text.strip(BLANK_CHARS):
-                pieces.append(text.lstrip(BLANK_CHARS))
-            of_text.append((first, len(pieces)))
-        if len(pieces) < self.fewest:  # (a scan's fixed cost is the parser's for a few texts)
-            return Reading(None, [None] * len(pieces), [None] * len(pieces), of_text)
-        plain = [p if scannable(p) else "" for p in pieces]
-        if plain[0]:  # the first piece's template first: its header is then cut from all of them
-            self._known(plain[0], Scan([plain[0]], list(self.headers)), 0)
-        if len(plain) > _SAMPLE:  # texts of many shapes (each its own template) are not scanned
-            sample = self._found(plain[:_SAMPLE], scan_pieces(plain[:_SAMPLE], list(self.headers)))
-            if 2 * (_SAMPLE - sample.count(None)) < _SAMPLE:
-                return Reading(None, [None] * len(pieces), [None] * len(pieces), of_text)
-        for _ in range(4):  # scanned again when a template brings a header not cut yet
+        if self.scanner is None or (
+            len(texts) < self.fewest and sum(text.count(";") + 1 for text in texts) < self.fewest
+        ):  # (a scan's fixed cost is the parser's for a few texts)
+            return Reading.nothing(len(texts))
+        groups: dict[tuple[Any, ...], Group] = {}
+        of_template: dict[Template, Group] = {}
+        pieces_of_text = [np.zeros(1, np.int64)]
+        read: list[np.ndarray] = []
+        names: list[str | None] = []
+        if texts[0]:  # the first piece's template first: its header is then cut from all
+            self._scanned([texts[0][: texts[0].find(";") + 1 or None]], sample=False)
+        for first in range(0, len(texts), CHUNK):
+            scan, found = self._scanned(texts[first : first + CHUNK], sample=first == 0)
+            if first == 0 and (len(scan) < self.fewest or found is None):
+                return Reading.nothing(len(texts))  # (too few, or of many shapes: each its own template)
+            assert found is not None
+            taken = self._taken(scan, found)
+            for g in np.flatnonzero(np.bincount(taken[taken >= 0], minlength=len(found))).tolist():
+                template = found[g]
+                assert template is not None
+                group = of_template.get(template)
+                if group is None:
+                    key = (id(template.context), template.maxwindow, template.keys)
+                    group = of_template[template] = groups.setdefault(key, Group(template))
+                group.add(template, scan, np.flatnonzero(taken == g), len(names))
+            pieces_of_text.append(scan.text_pieces[1:] + len(names))
+            read.append(taken >= 0)
+            names += scan.names
+        read_pieces = np.concatenate(read)
+        self.hits += int(read_pieces.sum())
+        return Reading(np.concatenate(pieces_of_text), read_pieces, names, list(groups.values()))
+
+    def _scanned(self, texts: Sequence[str], sample: bool) -> tuple[Scan, list[Template | None] | None]:
+        """The scan of ``texts`` and each skeleton's template (learned where none is
+        yet; scanned again when a template brings a header not cut yet). ``sample``:
+        None for the templates when fewer than half the first pieces have one."""
+        assert self.scanner is not None
+        for _ in range(4):
             headers = len(self.headers)
-            scan = scan_pieces(plain, list(self.headers))
-            found = self._found(plain, scan)
+            scan = Scan(texts, list(self.headers), self.scanner)
+            found: list[Template | None] = [None] * len(scan.reps)
+            checked = not (sample and len(scan) > _SAMPLE)
+            for g, rep in enumerate(scan.reps.tolist()):
+                if not checked and rep >= _SAMPLE:
+                    checked = True
+                    if not self._most_found(scan, found):
+                        return scan, None
+                found[g] = self.templates.get(scan.skeleton(g)) or self._learned(scan, g)
+                if len(self.headers) != headers:
+                    break
             if len(self.headers) == headers:
+                if not checked and not self._most_found(scan, found):
+                    return scan, None
                 break
-        self._check_fixed(found, scan)
-        self.hits += len(found) - found.count(None)
-        scan.skeletons = []  # (looked up: a million of them are hundreds of megabytes)
-        return Reading(scan, found, scan.names, of_text)
+        return scan, found
 
-    def _found(self, pieces: list[str], scan: Scan) -> list[Template | None]:
-        """Each piece's template (learned where none is yet), or None; stops at a
-        template with a header not scanned for (the caller scans again)."""
-        found: list[Template | None] = list(map(self.templates.get, scan.skeletons))
-        headers = len(self.headers)
-        for k in [k for k, template in enumerate(found) if template is None and pieces[k]]:
-            found[k] = self._known(pieces[k], scan, k)
-            if len(self.headers) != headers:
-                break
-        for k in compress(range(len(found)), scan.unread):
-            found[k] = None
-        return found
+    @staticmethod
+    def _most_found(scan: Scan, found: list[Template | None]) -> bool:
+        """Whether at least half of the first pieces have a template."""
+        first = scan.group[:_SAMPLE]
+        have = np.array([t is not None for t in found] + [False], np.bool_)
+        return 2 * int(have[first].sum()) >= len(first)  # (-1, no group: the False at the end)
 
-    def _known(self, piece: str, scan: Scan, k: int) -> Template | None:
-        """The template of piece ``k`` of ``scan`` (learned if none is), naming the piece."""
-        skeleton = scan.skeletons[k]
-        template = self.templates.get(skeleton) or self._learned(piece, scan, k)
-        if template is not None and template.header is not None and scan.names[k] is None:
-            before, after = template.header
-            scan.names[k] = skeleton[len(before) : skeleton.find(after, len(before))].decode("ascii")
-        return template
+    def _taken(self, scan: Scan, found: list[Template | None]) -> np.ndarray:
+        """Per piece the group whose template reads it, else -1: a piece of a template
+        with a header needs its name cut, and its fixed numbers (a window length, a
+        factor) must be the template's."""
+        taken = scan.group.copy()
+        have = np.array([t is not None for t in found] + [False], np.bool_)
+        taken[~have[taken]] = -1
+        for g, template in enumerate(found):
+            if template is None or (template.header is None and not template.has_fixed):
+                continue
+            pieces = np.flatnonzero(taken == g)
+            wrong = np.zeros(len(pieces), np.bool_)
+            if template.header is not None:
+                wrong |= scan.name_start[pieces] < 0
+            if template.has_fixed:
+                fixed = np.flatnonzero(template.roles == FIXED)
+                at = scan.run_first[pieces][:, None] + fixed
+                wrong |= (scan.values[at] != template.fixed[fixed]).any(axis=1)
+            taken[pieces[wrong]] = -1
+        return taken
 
-    def _check_fixed(self, found: list[Template | None], scan: Scan) -> None:
-        """Take back the pieces whose fixed numbers (a window length, a factor) are not
-        their template's: the parser reads those."""
-        of_template: dict[Template, list[int]] = {}
-        for k, template in enumerate(found):
-            if template is not None and template.has_fixed:
-                of_template.setdefault(template, []).append(k)
-        for template, pieces in of_template.items():
-            fixed = np.flatnonzero(template.roles == FIXED)
-            at = scan.first_runs[np.array(pieces, np.int64)][:, None] + fixed
-            wrong = (scan.values[at] != template.fixed[fixed]).any(axis=1)
-            for k in np.array(pieces, np.int64)[wrong].tolist():
-                found[k] = None
-
-    def _learned(self, piece: str, scan: Scan, k: int) -> Template | None:
-        """The template learned from piece ``k`` (kept under its skeleton), or None."""
+    def _learned(self, scan: Scan, g: int) -> Template | None:
+        """The template learned from the first piece of skeleton ``g`` (kept under its
+        skeleton), or None."""
         if self.learned >= _LEARN_TRIAL and self.hits < self.learned * _LEARN_PAYS:
             return None  # texts of many shapes: the parser's own caches serve them
         self.learned += 1
-        first, stop = scan.first_run[k], scan.first_run[k + 1]
-        runs = list(zip(scan.starts[first:stop].tolist(), scan.ends[first:stop].tolist(), strict=True))
-        skeleton = scan.skeletons[k]
-        template = self._learn(piece, skeleton, runs, scan.values[first:stop])
+        k = int(scan.reps[g])
+        skeleton = scan.skeleton(g)
+        template = self._learn(scan.piece(k), skeleton, scan.runs(k), scan.piece_values(k))
         if template is None:
             return None
         if template.header is not None and NAME not in skeleton:
@@ -397,72 +463,55 @@ def _expr_symbols(expr: Expr, param_of: dict[int, int]) -> Expr:
 # ------------------------------------------------------------------- records
 
 
-# ------------------------------------------------------------------- records
-
-
-def instantiate(reading: Reading, names: list[list[str]], whole: bool) -> list[list[CompiledQuery] | None] | RowQueries:
-    """The records of the texts read from templates (``names``: each read text's
-    queries' names; the others' entries are not read): one block of rows for the
-    templates that make the same queries but for their constants (the same context,
-    window and list keys: a query file's first query and the next ones, a constant
-    written with and without its sign), made at once; ``whole``: every text was read,
-    and when one block holds them all, one :class:`RowQueries` is returned. Fewer than
-    :data:`BLOCK_ROWS` queries are records of their own (a registry of many one-row
-    blocks, one per ``register_query``, would cost a block's work per query)."""
-    texts = [reading.read(k) for k in range(len(reading.of_text))]
-    group_of: dict[Template, int] = {}  # (per template, the number of its group)
-    numbers: dict[tuple[Any, ...], int] = {}
-    for template in dict.fromkeys(reading.templates):
-        if template is not None:
-            group_of[template] = numbers.setdefault(
-                (id(template.context), template.maxwindow, template.keys), len(numbers)
-            )
-    groups: list[list[int]] = [[] for _ in numbers]
-    for pieces in texts:
-        for k in pieces or ():
-            groups[group_of[reading.templates[k]]].append(k)  # type: ignore[index]
-    blocks = {g: _block(reading, pieces) for g, pieces in enumerate(groups) if pieces}
-    rows = sum(map(len, groups))
+def instantiate(
+    reading: Reading, names: list[str | None], whole: bool
+) -> list[list[CompiledQuery] | None] | RowQueries:
+    """The records of the texts read from templates (``names``: each piece's query
+    name; only the read pieces' entries are looked at): one block of rows per group
+    of templates that make the same queries but for their constants (a query file's
+    first query and the next ones, a constant written with and without its sign),
+    made at once; ``whole``: every text was read, and when one block holds them all,
+    one :class:`RowQueries` is returned. Fewer than :data:`BLOCK_ROWS` queries are
+    records of their own (a registry of many one-row blocks, one per
+    ``register_query``, would cost a block's work per query)."""
+    blocks: list[RowBlock] = []
+    of_block: list[np.ndarray] = []
+    for group in reading.groups:
+        pieces = np.concatenate(group.pieces)
+        values = group.values
+        kept = reading.read_piece[pieces]  # (a text given back to the parser: its rows go)
+        if not kept.all():
+            width = len(group.template.keys)
+            values = array("d", np.frombuffer(values, np.float64).reshape(-1, width)[kept].tobytes())
+            pieces = pieces[kept]
+        if len(pieces):
+            template = group.template
+            block = RowBlock(template.context, template.maxwindow, template.keys, (), [])
+            block.values = values  # (the rows as they were read: no copy)
+            blocks.append(block)
+            of_block.append(pieces)
+    rows = sum(map(len, of_block))
     if whole and len(blocks) == 1 and rows >= BLOCK_ROWS:
-        (block,) = blocks.values()
-        return RowQueries([name for of_text in names for name in of_text], block)
-    counters = dict.fromkeys(blocks, 0)
+        every: Any = names if len(names) == rows else [names[k] for k in of_block[0].tolist()]
+        return RowQueries(every, blocks[0])  # (every piece is read: each has its name)
+    block_of = np.full(len(reading.read_piece), -1, np.int64)
+    row_of = np.zeros(len(reading.read_piece), np.int64)
+    for b, pieces in enumerate(of_block):
+        block_of[pieces] = b
+        row_of[pieces] = np.arange(len(pieces))
+    block_list, row_list = block_of.tolist(), row_of.tolist()
     out: list[list[CompiledQuery] | None] = []
-    for pieces, of_text in zip(texts, names, strict=True):
-        if pieces is None:
+    for k in range(len(reading.pieces_of_text) - 1):
+        pieces_read = reading.read(k)
+        if pieces_read is None:
             out.append(None)
             continue
         records = []
-        for k, name in zip(pieces, of_text, strict=True):
-            group = group_of[reading.templates[k]]  # type: ignore[index]
-            row = counters[group]
-            counters[group] = row + 1
-            query = RowQuery(name, blocks[group], row)
-            records.append(query if rows >= BLOCK_ROWS else query.renamed(name))
+        for p in pieces_read:
+            query = RowQuery(names[p], blocks[block_list[p]], row_list[p])  # type: ignore[arg-type]
+            records.append(query if rows >= BLOCK_ROWS else query.renamed(names[p]))  # type: ignore[arg-type]
         out.append(records)
     return out
-
-
-def _block(reading: Reading, pieces: list[int]) -> RowBlock:
-    """The rows of pieces read from templates of one group: each parameter's double
-    (exact: a plain decimal of at most 15 digits) times its sign, beside the
-    templates' constants."""
-    scan = reading.scan
-    assert scan is not None
-    templates = [reading.templates[k] for k in pieces]
-    first = templates[0]
-    assert first is not None
-    n, width = len(pieces), len(first.keys)
-    table = np.empty((n, width), np.float64)
-    at = np.array(pieces, np.int64)
-    distinct = list(dict.fromkeys(templates))
-    for template in distinct:
-        assert template is not None
-        rows: Any = np.flatnonzero([t is template for t in templates]) if len(distinct) > 1 else slice(None)
-        values = scan.values[scan.first_runs[at[rows]][:, None] + template.parameters] * template.signs
-        for j, (p, constant) in enumerate(zip(template.key_parameters, template.constants, strict=True)):
-            table[rows, j] = values[:, p] if p is not None else constant
-    return RowBlock.of_table(first.context, first.maxwindow, first.keys, (), table)
 
 
 def clashes(names: list[str], taken: Container[str]) -> bool:

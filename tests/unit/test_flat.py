@@ -66,7 +66,7 @@ def test_flat_path_equals_the_full_front_end(prefix, terms, joins, tail):
 def without_caches(m: mqo.Matcher) -> mqo.Matcher:
     """``m`` with its compile caches turned away: every text goes to the front end."""
     m.registry.compiler.flat.compile = lambda text, position: None  # type: ignore[method-assign]
-    m.registry.compiler.templates._learned = lambda piece, scan, k: None  # type: ignore[method-assign]
+    m.registry.compiler.templates.scanner = None  # (no scan: the template cache reads nothing)
     return m
 
 

@@ -9,12 +9,21 @@ from hypothesis import strategies as st
 
 import mqo
 import predicates
+from indexes.template_kernels import scan_bytes
 from predicates import Catalog, QueryError
 from predicates.frontend import front_end
 from predicates.records import CompiledQuery
 from predicates.template_scan import Scan
 from predicates.templates import FastCompiler
 from tests.unit.test_templates import DDL, summary
+
+
+def scanning_compiler(catalog: Catalog) -> FastCompiler:
+    """A compiler whose template cache scans with the kernel (as the matcher's does)."""
+    compiler = FastCompiler(catalog)
+    compiler.templates.scanner = scan_bytes
+    return compiler
+
 
 # shapes of queries: each {} is a constant
 SHAPES = [
@@ -92,7 +101,7 @@ def test_a_text_read_from_a_template_compiles_as_the_parser_reads_it(shape, teac
     """The cache learns the shape from one text, then reads others of the shape with
     other constants and names: what it gives is the parser's, queries or error."""
     catalog = Catalog.from_ddl(DDL)
-    compiler = FastCompiler(catalog)
+    compiler = scanning_compiler(catalog)
     compiler.templates.fewest = 1  # (it reads a call of a few texts too)
     first = text_of(shape, teacher, "t0")
     second = text_of(shape, constants, name)
@@ -116,24 +125,22 @@ def _front_end_many(texts: list[str], catalog: Catalog, first_position: int) -> 
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(alphabet="0123456789.e+- ;x(", max_size=12), min_size=1, max_size=6))
-def test_the_scan_finds_exactly_the_lexers_plain_numbers(pieces: list[str]) -> None:
+@given(st.lists(st.text(alphabet="0123456789.e+- ;x(-\n\t", max_size=16), min_size=1, max_size=6))
+def test_the_scan_finds_exactly_the_lexers_plain_numbers(texts: list[str]) -> None:
     """Where the scan marks a constant, the lexer reads a number token of exactly that
     text (the scan's double is then float()'s), or the constant is inside a longer
     token (``0e-5``: no template is learned from such a text) or in a comment."""
     from predicates.errors import Source
     from predicates.lexer import T, tokenize
 
-    scan = Scan(pieces, [])
-    for k, piece in enumerate(pieces):
+    scan = Scan(texts, [], scan_bytes)
+    for k in range(len(scan)):
+        piece = scan.piece(k)
         every = tokenize(Source(piece))
         tokens = {(t.start, t.end): t for t in every if t.kind is T.NUMBER}
-        first, stop = scan.first_run[k], scan.first_run[k + 1]
-        for start, end, value in zip(
-            scan.starts[first:stop].tolist(), scan.ends[first:stop].tolist(), scan.values[first:stop], strict=True
-        ):
+        for (start, end), value in zip(scan.runs(k), scan.piece_values(k).tolist(), strict=True):
             token = tokens.get((start, end))
-            if scan.unread[k] and piece[start:end].count(".") > 1:
+            if scan.flags[k] and piece[start:end].count(".") > 1:
                 continue  # (a piece with such a run is not read from a template)
             if token is None:  # inside a longer token, or in a comment (which is no token)
                 line = piece[:start].rpartition("\n")[2]
@@ -166,7 +173,7 @@ def test_the_shapes_with_plain_constants_are_read_from_their_templates() -> None
     catalog = Catalog.from_ddl(DDL)
     read = []
     for shape in SHAPES:
-        compiler = FastCompiler(catalog)
+        compiler = scanning_compiler(catalog)
         compiler.templates.fewest = 1
         texts = [text_of(shape, [str(i), str(2 * i), "3", "4"], f"q{i}") for i in range(1, 5)]
         predicates.compile_many(texts, catalog, compiler=compiler)
@@ -174,21 +181,21 @@ def test_the_shapes_with_plain_constants_are_read_from_their_templates() -> None
     assert read == [True, True, True, True, True, False, False, True, False, False, False]
 
 
-def test_a_scan_made_a_chunk_at_a_time_is_the_scan_of_all(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import predicates.template_scan as template_scan
+def test_texts_read_a_chunk_at_a_time_compile_as_read_at_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Chunks of a few texts, with a query file among them and names given twice
+    (the parser then names the text): the records are those of one chunk."""
+    import predicates.template_cache as template_cache
 
-    pieces = [f"Query ID: s{i}\nSELECT * FROM E WHERE E.a0 >= {i}.5 AND E.a1 < {i * 3}" for i in range(30)]
-    headers = [(b"Query ID: ", b"\n")]
-    whole = Scan(pieces, headers)
-    monkeypatch.setattr(template_scan, "CHUNK", 7)
-    chunked = template_scan.scan(pieces, headers)
-    assert chunked.first_run == whole.first_run and chunked.values.tolist() == whole.values.tolist()
-    assert (chunked.skeletons, chunked.names, chunked.starts.tolist(), chunked.unread) == (
-        whole.skeletons,
-        whole.names,
-        whole.starts.tolist(),
-        whole.unread,
-    )
+    catalog = Catalog.from_ddl(DDL)
+    texts = [f"Query ID: s{i}\nSELECT * FROM B WHERE B.pressure >= {i}.5 AND B.temp < {i * 3}" for i in range(60)]
+    texts[20] = f"{texts[20]};\n{texts[21].replace('s21', 'x21')};"
+    texts += texts[:3]
+    want = outcome(lambda: predicates.compile_many(texts[:-3], catalog, compiler=scanning_compiler(catalog)))
+    monkeypatch.setattr(template_cache, "CHUNK", 7)
+    got = outcome(lambda: predicates.compile_many(texts[:-3], catalog, compiler=scanning_compiler(catalog)))
+    assert got == want and len(want[1]) == 61
+    twice = outcome(lambda: predicates.compile_many(texts, catalog, compiler=scanning_compiler(catalog)))
+    assert twice == outcome(lambda: _front_end_many(texts, catalog, 1))
 
 
 def test_texts_of_many_shapes_and_a_few_texts_go_to_the_parser_unscanned() -> None:
@@ -197,7 +204,7 @@ def test_texts_of_many_shapes_and_a_few_texts_go_to_the_parser_unscanned() -> No
     from predicates.template_cache import FEWEST
 
     catalog = Catalog.from_ddl(DDL)
-    compiler = FastCompiler(catalog)
+    compiler = scanning_compiler(catalog)
     plain = [f"SELECT * FROM B WHERE B.pressure > {i}" for i in range(FEWEST - 1)]
     predicates.compile_many(plain, catalog, compiler=compiler)
     assert compiler.templates.learned == 0

@@ -8,7 +8,8 @@ event's milliseconds (what a user waits for after registering), ready = the two
 together, push mean / p99 / p99.9 over the next events (one at a time, so a garbage
 collection over the registered queries shows in the tail), how many full garbage
 collections ran while matching and the longest, and the whole process's peak
-resident memory (``ru_maxrss``).
+resident memory (VmHWM: what this process held at most, not inherited from the
+process that started it as ``ru_maxrss`` is).
 
 Run ``python -m experiments.bench_ready 20000 1000000`` to print the cells as JSON
 lines; ``--profile`` writes a cProfile of registration plus first event per cell.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments._common import peak_mib
 from experiments.bench_shapes import ddl, events, parameters, template, texts_of
 
 FORMS = ("text", "table")
@@ -98,7 +99,7 @@ def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profi
         found += len(m.push(stream, ts, values))
         times[i] = time.perf_counter() - t0
     gc.callbacks.remove(on_gc)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_mib()
     return {
         "full_gcs": len(full),
         "full_gc_max_ms": max(full, default=0.0) * 1000,

@@ -22,7 +22,6 @@ stops if they differ.
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._common import row
+from experiments._common import peak_mib, row
 
 KINDS = ("filters", "2-way join", "3-way join", "self-join")
 TYPES = ("FLOAT", "INTEGER")
@@ -160,7 +159,7 @@ def measure_cell(kind: str, ctype: str, form: str, n: int, n_events: int, seed: 
         t0 = time.perf_counter()
         found += len(m.push(stream, ts, values))
         times[i] = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_mib()
     return {
         "kind": kind,
         "type": ctype,

@@ -56,13 +56,20 @@ depend on the partitioning. See :mod:`runtime.spark.tables`.
 
 **Views.** Match views (``CREATE VIEW v AS SELECT ... FROM ...``, :mod:`mqo.views`)
 run in every task's matcher as in the local engine: a view's rows are made from the
-task's tuples and matched against the queries reading it there. This needs time
-buckets (``partition_by="key"`` is refused; ``"auto"`` picks time): a view's row is
-made where its members meet, which the key of the queries reading it does not decide.
-The margin ``W`` a bucket receives before it is then the longest chain of windows
-through the view graph (:func:`runtime.spark.spec.view_margin`): a result at ``t``
-rests on view rows within its MAXWINDOW before ``t``, each on its members within the
-view's MAXWINDOW before it, and so on down to the declared streams' tuples. So:
+task's tuples and matched against the queries reading it there.
+
+With the **equality key**, a view's row is made in the task holding its members (a
+multi-stream view joins them on the key). A query joining the view on the key finds
+it there only if the view's key column is its members' key column (``SELECT b.pid AS
+pid``): :func:`runtime.spark.spec.view_key_fault` checks that of every view a query
+joins on the key; when one fails, ``partition_by="key"`` is refused naming it and
+``"auto"`` picks time buckets. Nothing is replicated, so nothing is doubled.
+
+With **time buckets**, the margin ``W`` a bucket receives before it is the longest
+chain of windows through the view graph (:func:`runtime.spark.spec.view_margin`): a
+result at ``t`` rests on view rows within its MAXWINDOW before ``t``, each on its
+members within the view's MAXWINDOW before it, and so on down to the declared
+streams' tuples. So:
 
 * *nothing lost*: every tuple a result owned by bucket ``k`` rests on, through any
   chain of views, has ``ts >= t - W >= kB - W`` and is in the task (original or
@@ -75,8 +82,8 @@ view's MAXWINDOW before it, and so on down to the declared streams' tuples. So:
   from margin copies are fed to their readers (they are context) but what they find
   is reported by the bucket that owns its ts. Ties at a bucket edge go by ``ts``
   alone (``floor(ts / B)``), as for any result.
-* *nothing invented*: a task holds a subset of the tuples, so each view row and result
-  it makes is one the whole input makes.
+* *nothing invented* (either partitioning): a task holds a subset of the tuples, so
+  each view row and result it makes is one the whole input makes.
 
 A view member's id in ``ids`` numbers the view's rows in the task that made it (the
 local engine numbers them over the whole input; a task cannot know how many rows

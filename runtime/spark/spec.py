@@ -18,6 +18,7 @@ import pyarrow as pa
 from mqo import Catalog, Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
 from mqo.views import reads_of
 from predicates import ColumnType
+from predicates.catalog import split_role
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -220,12 +221,14 @@ def build_spec(
             raise SparkStageError("queries that come and go need partition_by='time' (or 'auto')")
         partition_by = "time"
     key = shared_equality_key(matcher.registry)
-    if graph and partition_by == "key":
-        raise SparkStageError(
-            f"partition_by='key' does not run views (view {matcher.views[0]}): a view's rows are made where its "
-            "members meet, not where the key puts the queries reading them; use partition_by='time' (or 'auto')"
-        )
-    if graph:
+    fault = view_key_fault(matcher, key) if graph and key is not None else None
+    if fault is not None:
+        if partition_by == "key":
+            raise SparkStageError(
+                f"partition_by='key' cannot run view {fault}: its key column {key[fault]} (read by queries "  # type: ignore[index]
+                "joining it on the key) is not its members' key column, so its rows would be made apart from the "
+                "tuples they join; use partition_by='time' (or 'auto')"
+            )
         key = None  # time buckets (view_margin)
     if partition_by == "key" and key is None:
         raise SparkStageError(
@@ -269,7 +272,10 @@ def build_spec(
         max_window=window,
         mode=mode,
         bucket_width=width,
-        key_columns=tuple(sorted(key.items())) if mode == "key" and key else (),
+        # (the declared streams' keys: a view's rows are made in the tasks, never shuffled)
+        key_columns=tuple(sorted((s, c) for s, c in key.items() if s in {layout.name for layout in layouts}))
+        if mode == "key" and key
+        else (),
         tables=tables,
     )
     return with_fingerprint(spec)
@@ -290,6 +296,29 @@ def check_views(matcher: Matcher, runs_views: bool) -> None:
                 f"view {view.name} is an aggregate view: the Spark stages run match views only; run it locally "
                 "(mqo match --engine local, Matcher.push_batch)"
             )
+
+
+def view_key_fault(matcher: Matcher, key: Mapping[str, str]) -> str | None:
+    """The first view that partitioning by ``key`` (:func:`shared_equality_key` of
+    every query and view) would split from the tuples it joins, else None.
+
+    A view's row is made in the task holding its members: all in one partition, since
+    a multi-stream view joins its members on the key (a single-stream view has one).
+    A query joining the view on the key needs that row in the partition of the view's
+    key column's value, which is its members' key only when that column is a member's
+    key column (``SELECT b.pid AS pid`` with ``B`` keyed by ``pid``, ``B`` partitioned
+    by it). A view no multi-stream query joins (not in ``key``) may be made anywhere."""
+    by_name = {rq.name: rq for rq in matcher.registry}
+    for view in matcher.registrations.views:
+        column = key.get(view.name)
+        if column is None:
+            continue
+        outputs = by_name[view.name].context.bound.outputs
+        expr = next((out.expr for out in outputs if out.name == column), None)
+        stream = getattr(expr, "stream", None)
+        if stream is None or key.get(split_role(stream)[0]) != getattr(expr, "name", None):
+            return view.name
+    return None
 
 
 def view_margin(matcher: Matcher) -> float:

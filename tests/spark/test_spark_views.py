@@ -109,17 +109,21 @@ def test_views_in_the_batch_stage_equal_the_local_matcher_and_the_reference(spar
         for name in ("B", "H")
     }
     stage = match_batch(frames, TEXTS, schema=SCHEMA.ddl(), partitions=12, bucket_width=WIDTH).collect()
-    names = {q.name: [c for c in stage[0].asDict() if c not in ("query", "ts", "ids")] for q in READERS}
-    got = [
-        exact_result(r["query"], r["ts"], r["ids"], {c: r[c] for c in names[r["query"]] if r[c] is not None})
-        for r in stage
-    ]
-    assert Counter(key(r) for r in got) == want
+    assert Counter(key(r) for r in results(stage)) == want
+    # without "plain" (no equality) every join is on x and pairs selects b.x: by key
+    keyed = match_batch(frames, TEXTS[:4], schema=SCHEMA.ddl(), partitions=3, partition_by="key").collect()
+    assert Counter(key(r) for r in results(keyed)) == Counter(k for k in want.elements() if k[0] != "plain")
     # what the workload holds: results of every query, some at a bucket edge, and some
     # that only the view chain's margin (3.5 s) finds, not the largest MAXWINDOW's (2 s)
     assert {r.query for r in expected} == {"deep", "echo", "plain"}
     assert any(r.ts % 4 == 0 for r in expected)
     assert by_buckets(rows, 3.5) == want != by_buckets(rows, 2.0)
+
+
+def results(rows: list[Any]) -> list[Result]:
+    """The stage's result rows as the reference's (each query's own values)."""
+    names = [c for c in rows[0].asDict() if c not in ("query", "ts", "ids")] if rows else []
+    return [exact_result(r["query"], r["ts"], r["ids"], {c: r[c] for c in names if r[c] is not None}) for r in rows]
 
 
 def by_buckets(rows: list[tuple[str, float, int, dict[str, Any]]], margin: float) -> Counter[Any]:
@@ -149,12 +153,21 @@ def test_the_margin_is_the_longest_chain_of_windows_through_views() -> None:
 
 def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
     keyed = mqo.Matcher(SCHEMA.ddl())
-    keyed.register_queries([PAIRS.to_text(), READERS[1].to_text()])  # every join on x: a key, but a view
-    assert build_spec(keyed).mode == "time"
+    keyed.register_queries([PAIRS.to_text(), READERS[1].to_text()])  # every join on x; pairs.x is b.x
+    assert (build_spec(keyed).mode, build_spec(keyed).key_columns) == ("key", (("B", "x"), ("H", "x")))
+    apart = mqo.Matcher(SCHEMA.ddl())  # joined on its k, which is h.y, not the key h.x
+    apart.register_queries(
+        [
+            "CREATE VIEW w AS SELECT h.y AS k, b.x AS x FROM B b, H h MAXWINDOW 2 WHERE b.x = h.x;",
+            "Query ID: q\nSELECT * FROM w r, H s MAXWINDOW 1 WHERE r.k = s.x;",
+        ]
+    )
+    assert build_spec(apart).mode == "time"
     with pytest.raises(
-        SparkStageError, match=r"partition_by='key' does not run views \(view pairs\).*partition_by='time'"
+        SparkStageError,
+        match=r"partition_by='key' cannot run view w: its key column k .* use partition_by='time' \(or 'auto'\)",
     ):
-        build_spec(keyed, partition_by="key")
+        build_spec(apart, partition_by="key")
     with pytest.raises(SparkStageError, match=r"streaming and aggregate stages do not run views \(view pairs\)"):
         stage_matcher(keyed, None, {}, None)
     counting = mqo.Matcher(SCHEMA.ddl())

@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from mqo import Catalog, Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
-from mqo.views import reads_of
 from predicates import ColumnType
-from predicates.catalog import split_role
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -313,10 +311,10 @@ def view_key_fault(matcher: Matcher, key: Mapping[str, str]) -> str | None:
         column = key.get(view.name)
         if column is None:
             continue
-        outputs = by_name[view.name].context.bound.outputs
-        expr = next((out.expr for out in outputs if out.name == column), None)
-        stream = getattr(expr, "stream", None)
-        if stream is None or key.get(split_role(stream)[0]) != getattr(expr, "name", None):
+        bound = by_name[view.name].context.bound
+        expr = next((out.expr for out in bound.outputs if out.name == column), None)
+        stream = dict(bound.aliases).get(getattr(expr, "alias", None))  # (a self-join's role: its stream)
+        if stream is None or key.get(stream) != getattr(expr, "name", None):
             return view.name
     return None
 
@@ -333,18 +331,21 @@ def view_margin(matcher: Matcher) -> float:
     it, and a result of a query ``q`` on the declared streams' tuples within ``W_q +
     max(reach(s) for s read by q)`` before its ts. That maximum over every query and
     view is the margin a time bucket needs before it (:mod:`runtime.spark.batch`)."""
-    graph = matcher.registrations.views
-    if not graph:
+    if not matcher.views:
         return matcher.registry.max_window()
-    reach: dict[str, float] = {}
+    upstream: dict[str, float] = {}  # per query id: the farthest reach of the views it reads
 
     def back(rq: Any) -> float:
         own = rq.maxwindow if rq.is_multi_stream else 0.0
-        return float(own) + max((reach.get(s, 0.0) for s in reads_of(rq.streams)), default=0.0)
+        return float(own) + upstream.get(rq.name, 0.0)
 
     by_name = {rq.name: rq for rq in matcher.registry}
-    for view in graph:  # registration order: a view's inputs come before it
-        reach[view.name.lower()] = back(by_name[view.name])
+    for name in matcher.views:  # registration order: a view's inputs come before it
+        if name not in by_name:  # (an aggregate view: refused by check_views)
+            continue
+        reach = back(by_name[name])
+        for reader in matcher.view_readers(name):
+            upstream[reader] = max(upstream.get(reader, 0.0), reach)
     return max((back(rq) for rq in matcher.registry), default=0.0)
 
 

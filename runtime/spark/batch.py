@@ -54,6 +54,42 @@ memory there (``max_table_rows``, default 100,000, refuses a larger DataFrame wi
 error before collecting it). Every task holds the whole table, so results do not
 depend on the partitioning. See :mod:`runtime.spark.tables`.
 
+**Views.** Match views (``CREATE VIEW v AS SELECT ... FROM ...``, :mod:`mqo.views`)
+run in every task's matcher as in the local engine: a view's rows are made from the
+task's tuples and matched against the queries reading it there.
+
+With the **equality key**, a view's row is made in the task holding its members (a
+multi-stream view joins them on the key). A query joining the view on the key finds
+it there only if the view's key column is its members' key column (``SELECT b.pid AS
+pid``): :func:`runtime.spark.spec.view_key_fault` checks that of every view a query
+joins on the key; when one fails, ``partition_by="key"`` is refused naming it and
+``"auto"`` picks time buckets. Nothing is replicated, so nothing is doubled.
+
+With **time buckets**, the margin ``W`` a bucket receives before it is the longest
+chain of windows through the view graph (:func:`runtime.spark.spec.view_margin`): a
+result at ``t`` rests on view rows within its MAXWINDOW before ``t``, each on its
+members within the view's MAXWINDOW before it, and so on down to the declared
+streams' tuples. So:
+
+* *nothing lost*: every tuple a result owned by bucket ``k`` rests on, through any
+  chain of views, has ``ts >= t - W >= kB - W`` and is in the task (original or
+  margin copy); matching in ``(ts, stream, id)`` order, the task makes every view row
+  the result needs (a view row's ts is its newest member's, so it is made when that
+  member arrives, before any later tuple) and then the result itself.
+* *nothing doubled*: everything a tuple finds, view rows and the results they make
+  in turn, has that tuple's ts (nothing later is in the matcher yet), so a result is
+  reported exactly when the tuple that finds it is in its home bucket; view rows made
+  from margin copies are fed to their readers (they are context) but what they find
+  is reported by the bucket that owns its ts. Ties at a bucket edge go by ``ts``
+  alone (``floor(ts / B)``), as for any result.
+* *nothing invented* (either partitioning): a task holds a subset of the tuples, so
+  each view row and result it makes is one the whole input makes.
+
+A view member's id in ``ids`` numbers the view's rows in the task that made it (the
+local engine numbers them over the whole input; a task cannot know how many rows
+came before its bucket), so compare view members by value. Aggregate views, and
+views in the streaming stages, are refused with an error naming the view.
+
 The stage's spec is built on the driver (:mod:`runtime.spark.spec`), the rows laid out
 and grouped by the plumbing the stages share (:mod:`runtime.spark.common`); the plan is
 built once per Python worker and cached there (:mod:`runtime.spark.worker`).
@@ -108,7 +144,7 @@ def match_batch(
 
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
-    matcher = stage_matcher(queries, schema, streams, order)
+    matcher = stage_matcher(queries, schema, streams, order, views=True)
     reference = stage_tables(matcher, tables, max_table_rows, streams)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
     spec = build_spec(

@@ -50,6 +50,7 @@ from runtime.io.table_rows import TableSpec
 from runtime.io.writers import check_output_paths, open_writer, side_paths, write_jsonl
 from runtime.local.match import Summary
 from runtime.local.tables import TableFeed
+from runtime.spark.spec import SparkStageError
 from runtime.spark.tables import put_file_rows, table_texts
 
 if TYPE_CHECKING:
@@ -150,6 +151,17 @@ def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
     has_aggregates = aggregator is not None and len(aggregator) > 0
     if not has_aggregates:
         return (matcher if len(matcher.registry) else None), None
+    views = matcher.registrations.views
+    for name, registered in aggregator.queries.items():  # type: ignore[union-attr]
+        if name in views:
+            raise SparkStageError(
+                f"view {name} is an aggregate view: --engine spark runs match views only; use --engine local"
+            )
+        if registered.query.stream in views:
+            raise SparkStageError(
+                f"aggregate query {name} reads view {registered.query.stream}: the Spark aggregate stage reads "
+                "declared streams only; use --engine local"
+            )
     ddl = matcher.catalog.ddl()
     matching = None
     if len(matcher.registry):
@@ -157,8 +169,9 @@ def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
         texts = table_texts(matcher)
         if texts:  # (declared before the queries that read them; no aggregate query can)
             matching.register_queries(texts, "<tables>")
-        for rq in matcher.registry:
-            matching.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
+        for rq in matcher.registry:  # (a view as its CREATE VIEW, which declares its stream)
+            text = views.get(rq.name).text if rq.name in views else rq.text  # type: ignore[union-attr]
+            matching.register_query(text, query_id=rq.name, source_name=f"<query {rq.name}>")
     aggregating = Matcher(ddl, config=matcher.config)
     for name, registered in aggregator.queries.items():  # type: ignore[union-attr]
         aggregating.register_query(registered.query.text, query_id=name, source_name=f"<query {name}>")

@@ -119,12 +119,14 @@ def stage_matcher(
     *,
     may_be_empty: bool = False,
     kind: str = "match",
+    views: bool = False,
 ) -> Matcher:
     """A driver-side matcher holding the streams and queries of a stage of ``kind``
     (``match`` or ``aggregate``; it validates them here, with the usual located
     errors, before any Spark job runs). ``may_be_empty``: no queries is fine (they
     come later, through a control stream). Every stage takes its matcher from here,
-    so every stage refuses an empty ``frames`` alike."""
+    so every stage refuses an empty ``frames`` alike. ``views``: the stage runs match
+    views (the batch match stage: :func:`view_margin`); else a view is refused."""
     if kind not in KINDS:
         raise SparkStageError(f"internal error: a stage of unknown kind {kind!r}")
     if isinstance(queries, Matcher):
@@ -135,9 +137,9 @@ def stage_matcher(
         ddl = schema if schema is not None else ddl_from_frames(frames)
         matcher = Matcher(ddl) if order is None else Matcher(ddl, order=order)
         matcher.register_queries(queries)
+    if matcher.views:  # (before only_kind: an aggregate view is an aggregate query too)
+        check_views(matcher, views)
     only_kind(matcher, kind)
-    if matcher.views:
-        raise SparkStageError(f"the Spark stages do not run views yet (view {matcher.views[0]}); run it locally")
     if matcher.tables and kind == "aggregate":
         # (an aggregate query cannot read a table: tables belong to the match stages)
         raise SparkStageError(
@@ -179,7 +181,10 @@ def build_spec(
     if partition_by not in PARTITION_MODES:
         raise SparkStageError(f"partition_by must be one of {', '.join(PARTITION_MODES)}, got {partition_by!r}")
     registry = matcher.registry
+    graph = matcher.registrations.views
     for rq in registry:
+        if rq.name in graph:  # (a view's columns are a stream's, not result columns)
+            continue
         for name in output_names(rq):
             if name in RESERVED:
                 raise SparkStageError(
@@ -201,9 +206,10 @@ def build_spec(
         lateness = max([lateness, *stream_lateness.values()])  # the widest reach back, for the buckets
     if emit is not None:
         settings += (("emit", emit),)
-    queries = tuple((rq.name, rq.text) for rq in registry)
+    # a view goes as its CREATE VIEW (its query's own text would register a plain query)
+    queries = tuple((rq.name, graph.get(rq.name).text if rq.name in graph else rq.text) for rq in registry)  # type: ignore[union-attr]
     ddl = matcher.catalog.ddl()
-    window = registry.max_window()
+    window = view_margin(matcher)
     if max_window is not None:
         if window > max_window:
             raise SparkStageError(f"a query's MAXWINDOW ({window:g} s) is larger than max_window ({max_window:g} s)")
@@ -213,6 +219,15 @@ def build_spec(
             raise SparkStageError("queries that come and go need partition_by='time' (or 'auto')")
         partition_by = "time"
     key = shared_equality_key(matcher.registry)
+    fault = view_key_fault(matcher, key) if graph and key is not None else None
+    if fault is not None:
+        if partition_by == "key":
+            raise SparkStageError(
+                f"partition_by='key' cannot run view {fault}: its key column {key[fault]} (read by queries "  # type: ignore[index]
+                "joining it on the key) is not its members' key column, so its rows would be made apart from the "
+                "tuples they join; use partition_by='time' (or 'auto')"
+            )
+        key = None  # time buckets (view_margin)
     if partition_by == "key" and key is None:
         raise SparkStageError(
             "partition_by='key' needs every multi-stream query to join all of its streams with '=' on one "
@@ -228,7 +243,8 @@ def build_spec(
             raise SparkStageError(f"bucket_width must be a positive number, got {bucket_width!r}")
         if width < span:
             raise SparkStageError(
-                f"bucket_width {width:g} is smaller than the largest MAXWINDOW plus allowed lateness ({span:g} s); "
+                f"bucket_width {width:g} is smaller than the largest MAXWINDOW (through views: their sum along the "
+                f"view graph) plus allowed lateness ({span:g} s); "
                 "a result could then span more than two buckets"
             )
     layouts = []
@@ -254,10 +270,83 @@ def build_spec(
         max_window=window,
         mode=mode,
         bucket_width=width,
-        key_columns=tuple(sorted(key.items())) if mode == "key" and key else (),
+        # (the declared streams' keys: a view's rows are made in the tasks, never shuffled)
+        key_columns=tuple(sorted((s, c) for s, c in key.items() if s in {layout.name for layout in layouts}))
+        if mode == "key" and key
+        else (),
         tables=tables,
     )
     return with_fingerprint(spec)
+
+
+def check_views(matcher: Matcher, runs_views: bool) -> None:
+    """Refuse the matcher's views unless the stage runs them (``runs_views``), and
+    aggregate views always: their rows come behind the watermark (:mod:`mqo.views`,
+    rule 2), which a task's margin of tuples does not bound."""
+    if not runs_views:
+        raise SparkStageError(
+            f"the Spark streaming and aggregate stages do not run views (view {matcher.views[0]}); run them with "
+            "runtime.spark.match_batch (batch) or locally"
+        )
+    for view in matcher.registrations.views:
+        if view.aggregate:
+            raise SparkStageError(
+                f"view {view.name} is an aggregate view: the Spark stages run match views only; run it locally "
+                "(mqo match --engine local, Matcher.push_batch)"
+            )
+
+
+def view_key_fault(matcher: Matcher, key: Mapping[str, str]) -> str | None:
+    """The first view that partitioning by ``key`` (:func:`shared_equality_key` of
+    every query and view) would split from the tuples it joins, else None.
+
+    A view's row is made in the task holding its members: all in one partition, since
+    a multi-stream view joins its members on the key (a single-stream view has one).
+    A query joining the view on the key needs that row in the partition of the view's
+    key column's value, which is its members' key only when that column is a member's
+    key column (``SELECT b.pid AS pid`` with ``B`` keyed by ``pid``, ``B`` partitioned
+    by it). A view no multi-stream query joins (not in ``key``) may be made anywhere."""
+    by_name = {rq.name: rq for rq in matcher.registry}
+    for view in matcher.registrations.views:
+        column = key.get(view.name)
+        if column is None:
+            continue
+        bound = by_name[view.name].context.bound
+        expr = next((out.expr for out in bound.outputs if out.name == column), None)
+        stream = dict(bound.aliases).get(getattr(expr, "alias", None))  # (a self-join's role: its stream)
+        if stream is None or key.get(stream) != getattr(expr, "name", None):
+            return view.name
+    return None
+
+
+def view_margin(matcher: Matcher) -> float:
+    """How far back (seconds) a result's tuples of the declared streams may reach
+    from its ts: the largest MAXWINDOW without views; with views, the longest chain of
+    windows through the view graph.
+
+    A view row's ts is its result's (its newest member's), and its members are within
+    the view's MAXWINDOW ``W_v`` before it (0 for a single-stream view). So the rows of
+    a stream or view ``s`` that a row of ``v`` rests on lie within ``reach(v) = W_v +
+    max(reach(s) for s read by v)`` (``reach`` of a declared stream or table: 0) before
+    it, and a result of a query ``q`` on the declared streams' tuples within ``W_q +
+    max(reach(s) for s read by q)`` before its ts. That maximum over every query and
+    view is the margin a time bucket needs before it (:mod:`runtime.spark.batch`)."""
+    if not matcher.views:
+        return matcher.registry.max_window()
+    upstream: dict[str, float] = {}  # per query id: the farthest reach of the views it reads
+
+    def back(rq: Any) -> float:
+        own = rq.maxwindow if rq.is_multi_stream else 0.0
+        return float(own) + upstream.get(rq.name, 0.0)
+
+    by_name = {rq.name: rq for rq in matcher.registry}
+    for name in matcher.views:  # registration order: a view's inputs come before it
+        if name not in by_name:  # (an aggregate view: refused by check_views)
+            continue
+        reach = back(by_name[name])
+        for reader in matcher.view_readers(name):
+            upstream[reader] = max(upstream.get(reader, 0.0), reach)
+    return max((back(rq) for rq in matcher.registry), default=0.0)
 
 
 def row_layout(ddl: str) -> StageSpec:

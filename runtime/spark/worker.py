@@ -84,13 +84,18 @@ def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None) -> Matcher:
 
     The tables' rows are the spec's (every version, whatever its ts, put before any
     tuple: :mod:`runtime.spark.tables`), loaded into each working matcher, never kept
-    in a streaming group's state."""
+    in a streaming group's state.
+
+    A matcher with views shares no plan (its views' streams and row ids are its own,
+    :meth:`Matcher.restore`): each batch task compiles its own from the template's
+    snapshot (only the batch stage runs views: :func:`runtime.spark.spec.check_views`)."""
     base = template(spec)
-    snapshot = base.snapshot(queries=False) if state is None else dict(state)
+    shared = not base.views
+    snapshot = base.snapshot(queries=not shared) if state is None else dict(state)
     snapshot.setdefault("counters", base.counters.__class__().as_dict())
     if spec.tables is not None:
         snapshot["reference_tables"] = spec.tables
-    return Matcher.restore(snapshot, like=base)
+    return Matcher.restore(snapshot, like=base if shared else None)
 
 
 def freeze(matcher: Matcher) -> dict[str, Any]:

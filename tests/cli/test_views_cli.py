@@ -94,8 +94,10 @@ def test_bad_output_view_and_spark_are_refused(tmp_path: Path) -> None:
     )
     done = match("--output-view", "pairs", schema=schema, queries=queries, inputs=inputs)
     assert done.returncode != 0 and "--output-view 'pairs': no '='; give VIEW=FILE" in done.stderr
-    done = match("--engine", "spark", schema=schema, queries=queries, inputs=inputs)
-    assert done.returncode != 0 and "does not run views yet (view pairs)" in done.stderr
+    done = match("--engine", "spark", "--output-view", "pairs=x.jsonl", schema=schema, queries=queries, inputs=inputs)
+    assert done.returncode != 0 and "--output-view pairs: --engine spark writes no view rows" in done.stderr
+    done = match("--engine", "spark", schema=schema, queries=queries, inputs=inputs)  # (views: test_views_spark_cli)
+    assert done.returncode != 0 and "aggregate query avg_pairs reads view pairs: the Spark aggregate" in done.stderr
 
 
 def test_serve_runs_views_across_a_restart(tmp_path: Path) -> None:

@@ -267,8 +267,13 @@ def _child(conn: Any, config: Config, seed: int) -> None:
 
 
 def run_isolated(config: Config, seed: int, budget: float) -> tuple[str, Any, float]:
-    """``run_point`` in a forked child; ('timeout', None, s) past the budget."""
-    ctx = mp.get_context("fork")
+    """``run_point`` in a child process; ('timeout', None, s) past the budget.
+
+    The child is forked from a fork server (a fresh interpreter), not from this
+    process: a plain fork copies whatever this process runs beside the sweep (a test
+    runner's I/O threads and pipes), which a child that is terminated midway can leave
+    broken."""
+    ctx = mp.get_context("forkserver")
     parent, child = ctx.Pipe(duplex=False)
     gc.collect()
     start = time.perf_counter()

@@ -271,6 +271,9 @@ class CompiledPlan:
     roles_of: list[tuple[int, ...]] = field(default_factory=list)
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
+    # a base plan's queries registered since, kept as a registry of their own from one
+    # update to the next (:class:`mqo.plan_update.DeltaPart`)
+    _delta_part: Any = field(default=None, repr=False)
     _per_stream: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

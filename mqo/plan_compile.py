@@ -23,7 +23,11 @@ from predicates.numbers import exact
 from predicates.records import Context, RowBlock, RowQuery
 
 
-def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
+def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | None = None) -> CompiledPlan:
+    """The plan of every query in ``registry``. With ``after`` (the base plan that
+    :mod:`mqo.plan_update` appends this part to), the lists, their bits and their
+    users are numbered after ``after``'s, as in the plan they are merged into, and
+    the lists are not arranged per stream: such a part is no plan of its own."""
     catalog = registry.catalog
     real = tuple(catalog)
     # the engine's streams: the declared ones, then the roles of self-joins (B#2, ...)
@@ -83,10 +87,12 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
     orders = np.array(facts.orders, np.int64)
-    by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base)
+    first_slot = after.n_slots if after is not None else 0
+    by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base, first_slot)
     csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
-    bits = {k: 0 for k in TYPES}
+    bits = dict(after.bits) if after is not None else {k: 0 for k in TYPES}
+    first_list = {k: len(after.lists[k]) if after is not None else 0 for k in TYPES}
     for key in registry.lists():
         numbers = key.family == "number" and not (key.right is not None and key.factor is None)
         constants, offsets, users, doubles = by_list.of(registry.key_id(key), numbers)
@@ -97,13 +103,13 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
             right_pos = column_position(schema_of(key.right.stream), key.right.column)
         lst = CompiledList(
             kind=key.kind,
-            index=len(lists[key.kind]),
+            index=first_list[key.kind] + len(lists[key.kind]),
             key=key,
             base=bits[key.kind],
             constants=constants,
             offsets=offsets,
             users=users,
-            slot_bits=n_slots,
+            slot_bits=first_slot + n_slots,
             left_stream=stream_number(key.left.stream),
             left_pos=column_position(schema_of(key.left.stream), key.left.column),
             right_stream=right_stream,
@@ -117,7 +123,10 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n
 
-    attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
+    if after is None:
+        attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
+    else:
+        attr_lists, pair_lists, indexed, attr_list_mask = [], {}, [], []
 
     return CompiledPlan(
         version=version,
@@ -320,9 +329,11 @@ class _ListRows:
     registered one by one (in the registry's columns, sorted by list once) and the
     tables' blocks (a list's constants are a column of its block, taken as they are:
     no row is made per predicate). ``slot_base``: each record's first slot (None when
-    every record has one slot, its number)."""
+    every record has one slot, its number); ``first_slot``: added to every slot."""
 
-    def __init__(self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None) -> None:
+    def __init__(
+        self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None, first_slot: int = 0
+    ) -> None:
         rows = registry.column_rows()
         live = rows["live"]
         everyone = bool(live.all())
@@ -335,6 +346,8 @@ class _ListRows:
         self.row_slot = _slots_of(alive(rows["order"]), orders, slot_base)
         if slot_base is not None:
             self.row_slot += alive(rows["disjunct"])
+        if first_slot:
+            self.row_slot += first_slot
         self.row_key = alive(rows["key"])
         self.row_value = alive(rows["value"])
         self.objects = rows["objects"]
@@ -346,7 +359,7 @@ class _ListRows:
         self.bounds = np.zeros(registry.key_ids + 1, np.int64)
         np.cumsum(np.bincount(self.row_key, minlength=registry.key_ids), out=self.bounds[1:])
         self.blocks = [
-            (_slots_of(block_orders, orders, slot_base), kids, values)
+            (_slots_of(block_orders, orders, slot_base) + first_slot, kids, values)
             for block_orders, kids, values in registry.block_parts()
         ]
         self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)

@@ -464,13 +464,13 @@ class CompiledPlan:
         if tables is None:
             words = words_for(self.n_slots)
             base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
-            lists = [lst.as_users() for lst in self.attr_lists[stream]]
             if self.base_plan is None:
+                lists = [lst.as_users() for lst in self.attr_lists[stream]]
                 tables = KillBitsets(lists, self.n_slots, base, budget_bytes)
                 release_freed_memory(self.n_slots)
             else:
                 shared = self.base_plan.kill_bitsets(stream, budget_bytes)
-                added = lists[len(self.base_plan.attr_lists[stream]) :]
+                added = [lst.as_users() for lst in self.attr_lists[stream][len(self.base_plan.attr_lists[stream]) :]]
                 tables = shared.extended(added, self.n_slots, base, budget_bytes)
             self._kill_bitsets[stream] = tables
         return tables

@@ -294,9 +294,16 @@ def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray
     arrays, the slots using each."""
     if not len(values):
         return np.zeros(0, np.float64), np.zeros(1, np.int64), np.zeros(0, np.int32)
-    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
-    offsets = np.append(starts, len(values)).astype(np.int64)
-    return values[starts].astype(np.float64), offsets, slots.astype(np.int32)
+    # (written into arrays made once: a plan update compiles dozens of short lists,
+    # where every array made costs more than the work)
+    first = np.empty(len(values), bool)
+    first[0] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    offsets = np.empty(len(starts) + 1, np.int64)
+    offsets[:-1] = starts
+    offsets[-1] = len(values)
+    return values[starts].astype(np.float64, copy=False), offsets, slots.astype(np.int32, copy=False)
 
 
 def _holds_integers(schema: StreamSchema, column: str) -> bool:

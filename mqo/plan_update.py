@@ -15,10 +15,13 @@ next plan from the previous one instead, in time proportional to what changed:
 * a removed query of the base keeps its slot numbers, with no streams: no tuple
   starts with it as a candidate, so it can never be reported.
 
-When the added and removed queries outgrow :func:`delta_limit` (about the square
-root of the base's slots), the next plan is compiled whole again: an update costs a
-fixed part plus O(changes since), a whole compile O(slots), so the cost of a change,
-amortized, stays O(sqrt(slots)).
+When the added queries outgrow :func:`delta_limit` (about the square root of the
+base's slots), or the removed ones :func:`dead_limit` (a share of them), the next
+plan is compiled whole again: an update costs a fixed part plus O(changes since), a
+whole compile O(slots), so the cost of a change, amortized, stays O(sqrt(slots)).
+The queries added since the base are kept in a registry of their own
+(:class:`DeltaPart`) from one update to the next, so an update registers only the
+changes since the last one, and compiles that part in the base's numbering.
 """
 
 from __future__ import annotations
@@ -39,11 +42,21 @@ from predicates.normalize import to_float
 
 TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 MIN_DELTA = 64
+DEAD_SHARE = 16  # removed queries of the base kept as dead slots: up to 1/16 of its slots
 
 
 def delta_limit(base_slots: int) -> int:
-    """How many queries may be added or removed before the plan is compiled whole."""
+    """How many queries may be added before the plan is compiled whole."""
     return max(MIN_DELTA, int(math.sqrt(base_slots)))
+
+
+def dead_limit(base_slots: int) -> int:
+    """How many of the base plan's queries may be removed before the plan is compiled
+    whole. A removed query costs an update nothing but a bit cleared (it keeps its
+    slot, with no streams), and matching nothing more than while it was registered,
+    so removals wait for a larger share than additions do: a service that replaces
+    subscriptions compiles whole half as often."""
+    return max(MIN_DELTA, base_slots // DEAD_SHARE)
 
 
 def update_plan(previous: CompiledPlan, registry: QueryRegistry, version: int) -> CompiledPlan | None:
@@ -58,7 +71,8 @@ def update_plan(previous: CompiledPlan, registry: QueryRegistry, version: int) -
             if k < len(base.record_orders) and base.record_orders[k] == order:
                 dead.add(k)
     added = registry.newest(newest_order)
-    if len(added) + len(dead) > delta_limit(base.n_slots) or len(base.streams) != base.n_real + len(registry.roles):
+    too_many = len(added) > delta_limit(base.n_slots) or len(dead) > dead_limit(base.n_slots)
+    if too_many or len(base.streams) != base.n_real + len(registry.roles):
         return None  # too many changes, or a new role of a self-join (a new stream)
     if base._delta_part is None:
         base._delta_part = DeltaPart(registry)

@@ -329,6 +329,9 @@ def _distinct_objects(
 
 
 _DOUBLE = object()  # (a row's constant is its double)
+# up to this many rows of doubles, every list's constants come from one sort of all rows
+# (:class:`_SortedRows`); more (a whole compile), each list's are sorted on their own
+WHOLE_SORT_ROWS = 1 << 16
 
 
 class _ListRows:
@@ -370,11 +373,19 @@ class _ListRows:
             for block_orders, kids, values in registry.block_parts()
         ]
         self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)
+        # few rows of doubles only (a plan update's part): every list's distinct constants
+        # from one sort of all rows, a list then a slice (per-list sorts cost more in
+        # calls than in work there)
+        self.sorted: _SortedRows | None = None
+        if not self.blocks and not len(self.exact_row_numbers) and len(self.row_key) <= WHOLE_SORT_ROWS:
+            self.sorted = _SortedRows(self.row_key, self.row_value, self.row_slot, self.bounds)
 
     def of(self, kid: int, numbers: bool) -> tuple[Any, np.ndarray, np.ndarray, bool]:
         """List ``kid``'s distinct constants in ascending order, its CSR offsets and
         users, and whether its constants are all doubles (a list of ``numbers`` with
         no exact constant such as 1/3)."""
+        if numbers and self.sorted is not None:
+            return (*self.sorted.of(kid), True)
         chosen = self.by_key[self.bounds[kid] : self.bounds[kid + 1]]
         values = [self.row_value[chosen]]
         slots = [self.row_slot[chosen]]
@@ -407,6 +418,33 @@ class _ListRows:
     def _numbers(self, chosen: np.ndarray) -> np.ndarray:
         """The column row numbers of live rows ``chosen`` (where other constants are kept)."""
         return chosen if self.row_numbers is None else self.row_numbers[chosen]
+
+
+class _SortedRows:
+    """Every row sorted by (list, constant) at once, each list's distinct constants and
+    CSR arrays then slices of the whole's (rows of doubles only: :class:`_ListRows`)."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray, slots: np.ndarray, bounds: np.ndarray) -> None:
+        order = np.lexsort((values, keys))
+        n = len(order)
+        by_row, by_key = values[order], keys[order]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.not_equal(by_row[1:], by_row[:-1], out=first[1:])
+        first[1:] |= by_key[1:] != by_key[:-1]
+        starts = np.flatnonzero(first)
+        self.constants = by_row[starts].astype(np.float64, copy=False)
+        self.offsets = np.append(starts, n).astype(np.int64)  # the rows of each distinct constant
+        self.users = slots[order].astype(np.int32)
+        self.bounds = bounds
+        self.first_constant = np.searchsorted(starts, bounds)  # each list's first, among all lists' constants
+
+    def of(self, kid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """List ``kid``'s distinct constants, its CSR offsets (from 0) and users, as
+        :func:`_distinct_numeric` gives them."""
+        a, b = int(self.first_constant[kid]), int(self.first_constant[kid + 1])
+        first_row, end_row = int(self.bounds[kid]), int(self.bounds[kid + 1])
+        return self.constants[a:b], self.offsets[a : b + 1] - first_row, self.users[first_row:end_row]
 
 
 def _slots_of(row_orders: np.ndarray, orders: np.ndarray, slot_base: np.ndarray | None) -> np.ndarray:

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
+import mqo.plan_compile
 import mqo.plan_update
 from tests.differential.test_exact_differential import matcher, run_batches, run_push
 from tests.references.exact_workloads import Push, Register, Unregister, Workload, many_queries
@@ -67,14 +68,20 @@ def interleaved(workload: Workload, seed: int, change_every: int, burst: int) ->
     burst=st.integers(1, 4),
     min_delta=st.integers(2, 12),
     dead_share=st.sampled_from([1, 2, 16]),
+    sort_whole=st.booleans(),
 )
-def test_changes_between_pushes(seed: int, change_every: int, burst: int, min_delta: int, dead_share: int) -> None:
+def test_changes_between_pushes(
+    seed: int, change_every: int, burst: int, min_delta: int, dead_share: int, sort_whole: bool
+) -> None:
     """Every push after any mix of changes finds what the reference finds; every plan,
-    updated or whole, and the kept part checked (``check=True``)."""
+    updated or whole, and the kept part checked (``check=True``); the lists' constants
+    sorted all at once or list by list (``WHOLE_SORT_ROWS``: small parts, whole compiles)."""
     workload = interleaved(many_queries(seed, n_queries=30, run=60), seed, change_every, burst)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(mqo.plan_update, "MIN_DELTA", min_delta)
         patch.setattr(mqo.plan_update, "DEAD_SHARE", dead_share)
+        if not sort_whole:
+            patch.setattr(mqo.plan_compile, "WHOLE_SORT_ROWS", 0)
         run_push(workload, matcher(check=True))
 
 

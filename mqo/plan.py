@@ -271,6 +271,9 @@ class CompiledPlan:
     roles_of: list[tuple[int, ...]] = field(default_factory=list)
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
+    # a base plan's queries registered since, kept as a registry of their own from one
+    # update to the next (:class:`mqo.plan_update.DeltaPart`)
+    _delta_part: Any = field(default=None, repr=False)
     _per_stream: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -461,13 +464,13 @@ class CompiledPlan:
         if tables is None:
             words = words_for(self.n_slots)
             base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
-            lists = [lst.as_users() for lst in self.attr_lists[stream]]
             if self.base_plan is None:
+                lists = [lst.as_users() for lst in self.attr_lists[stream]]
                 tables = KillBitsets(lists, self.n_slots, base, budget_bytes)
                 release_freed_memory(self.n_slots)
             else:
                 shared = self.base_plan.kill_bitsets(stream, budget_bytes)
-                added = lists[len(self.base_plan.attr_lists[stream]) :]
+                added = [lst.as_users() for lst in self.attr_lists[stream][len(self.base_plan.attr_lists[stream]) :]]
                 tables = shared.extended(added, self.n_slots, base, budget_bytes)
             self._kill_bitsets[stream] = tables
         return tables

@@ -23,7 +23,11 @@ from predicates.numbers import exact
 from predicates.records import Context, RowBlock, RowQuery
 
 
-def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
+def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | None = None) -> CompiledPlan:
+    """The plan of every query in ``registry``. With ``after`` (the base plan that
+    :mod:`mqo.plan_update` appends this part to), the lists, their bits and their
+    users are numbered after ``after``'s, as in the plan they are merged into, and
+    the lists are not arranged per stream: such a part is no plan of its own."""
     catalog = registry.catalog
     real = tuple(catalog)
     # the engine's streams: the declared ones, then the roles of self-joins (B#2, ...)
@@ -83,10 +87,12 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
     orders = np.array(facts.orders, np.int64)
-    by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base)
+    first_slot = after.n_slots if after is not None else 0
+    by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base, first_slot)
     csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
-    bits = {k: 0 for k in TYPES}
+    bits = dict(after.bits) if after is not None else {k: 0 for k in TYPES}
+    first_list = {k: len(after.lists[k]) if after is not None else 0 for k in TYPES}
     for key in registry.lists():
         numbers = key.family == "number" and not (key.right is not None and key.factor is None)
         constants, offsets, users, doubles = by_list.of(registry.key_id(key), numbers)
@@ -97,13 +103,13 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
             right_pos = column_position(schema_of(key.right.stream), key.right.column)
         lst = CompiledList(
             kind=key.kind,
-            index=len(lists[key.kind]),
+            index=first_list[key.kind] + len(lists[key.kind]),
             key=key,
             base=bits[key.kind],
             constants=constants,
             offsets=offsets,
             users=users,
-            slot_bits=n_slots,
+            slot_bits=first_slot + n_slots,
             left_stream=stream_number(key.left.stream),
             left_pos=column_position(schema_of(key.left.stream), key.left.column),
             right_stream=right_stream,
@@ -117,7 +123,10 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n
 
-    attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
+    if after is None:
+        attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
+    else:
+        attr_lists, pair_lists, indexed, attr_list_mask = [], {}, [], []
 
     return CompiledPlan(
         version=version,
@@ -285,9 +294,16 @@ def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray
     arrays, the slots using each."""
     if not len(values):
         return np.zeros(0, np.float64), np.zeros(1, np.int64), np.zeros(0, np.int32)
-    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
-    offsets = np.append(starts, len(values)).astype(np.int64)
-    return values[starts].astype(np.float64), offsets, slots.astype(np.int32)
+    # (written into arrays made once: a plan update compiles dozens of short lists,
+    # where every array made costs more than the work)
+    first = np.empty(len(values), bool)
+    first[0] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    offsets = np.empty(len(starts) + 1, np.int64)
+    offsets[:-1] = starts
+    offsets[-1] = len(values)
+    return values[starts].astype(np.float64, copy=False), offsets, slots.astype(np.int32, copy=False)
 
 
 def _holds_integers(schema: StreamSchema, column: str) -> bool:
@@ -313,6 +329,9 @@ def _distinct_objects(
 
 
 _DOUBLE = object()  # (a row's constant is its double)
+# up to this many rows of doubles, every list's constants come from one sort of all rows
+# (:class:`_SortedRows`); more (a whole compile), each list's are sorted on their own
+WHOLE_SORT_ROWS = 1 << 16
 
 
 class _ListRows:
@@ -320,9 +339,11 @@ class _ListRows:
     registered one by one (in the registry's columns, sorted by list once) and the
     tables' blocks (a list's constants are a column of its block, taken as they are:
     no row is made per predicate). ``slot_base``: each record's first slot (None when
-    every record has one slot, its number)."""
+    every record has one slot, its number); ``first_slot``: added to every slot."""
 
-    def __init__(self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None) -> None:
+    def __init__(
+        self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None, first_slot: int = 0
+    ) -> None:
         rows = registry.column_rows()
         live = rows["live"]
         everyone = bool(live.all())
@@ -335,6 +356,8 @@ class _ListRows:
         self.row_slot = _slots_of(alive(rows["order"]), orders, slot_base)
         if slot_base is not None:
             self.row_slot += alive(rows["disjunct"])
+        if first_slot:
+            self.row_slot += first_slot
         self.row_key = alive(rows["key"])
         self.row_value = alive(rows["value"])
         self.objects = rows["objects"]
@@ -346,15 +369,23 @@ class _ListRows:
         self.bounds = np.zeros(registry.key_ids + 1, np.int64)
         np.cumsum(np.bincount(self.row_key, minlength=registry.key_ids), out=self.bounds[1:])
         self.blocks = [
-            (_slots_of(block_orders, orders, slot_base), kids, values)
+            (_slots_of(block_orders, orders, slot_base) + first_slot, kids, values)
             for block_orders, kids, values in registry.block_parts()
         ]
         self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)
+        # few rows of doubles only (a plan update's part): every list's distinct constants
+        # from one sort of all rows, a list then a slice (per-list sorts cost more in
+        # calls than in work there)
+        self.sorted: _SortedRows | None = None
+        if not self.blocks and not len(self.exact_row_numbers) and len(self.row_key) <= WHOLE_SORT_ROWS:
+            self.sorted = _SortedRows(self.row_key, self.row_value, self.row_slot, self.bounds)
 
     def of(self, kid: int, numbers: bool) -> tuple[Any, np.ndarray, np.ndarray, bool]:
         """List ``kid``'s distinct constants in ascending order, its CSR offsets and
         users, and whether its constants are all doubles (a list of ``numbers`` with
         no exact constant such as 1/3)."""
+        if numbers and self.sorted is not None:
+            return (*self.sorted.of(kid), True)
         chosen = self.by_key[self.bounds[kid] : self.bounds[kid + 1]]
         values = [self.row_value[chosen]]
         slots = [self.row_slot[chosen]]
@@ -387,6 +418,33 @@ class _ListRows:
     def _numbers(self, chosen: np.ndarray) -> np.ndarray:
         """The column row numbers of live rows ``chosen`` (where other constants are kept)."""
         return chosen if self.row_numbers is None else self.row_numbers[chosen]
+
+
+class _SortedRows:
+    """Every row sorted by (list, constant) at once, each list's distinct constants and
+    CSR arrays then slices of the whole's (rows of doubles only: :class:`_ListRows`)."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray, slots: np.ndarray, bounds: np.ndarray) -> None:
+        order = np.lexsort((values, keys))
+        n = len(order)
+        by_row, by_key = values[order], keys[order]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.not_equal(by_row[1:], by_row[:-1], out=first[1:])
+        first[1:] |= by_key[1:] != by_key[:-1]
+        starts = np.flatnonzero(first)
+        self.constants = by_row[starts].astype(np.float64, copy=False)
+        self.offsets = np.append(starts, n).astype(np.int64)  # the rows of each distinct constant
+        self.users = slots[order].astype(np.int32)
+        self.bounds = bounds
+        self.first_constant = np.searchsorted(starts, bounds)  # each list's first, among all lists' constants
+
+    def of(self, kid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """List ``kid``'s distinct constants, its CSR offsets (from 0) and users, as
+        :func:`_distinct_numeric` gives them."""
+        a, b = int(self.first_constant[kid]), int(self.first_constant[kid + 1])
+        first_row, end_row = int(self.bounds[kid]), int(self.bounds[kid + 1])
+        return self.constants[a:b], self.offsets[a : b + 1] - first_row, self.users[first_row:end_row]
 
 
 def _slots_of(row_orders: np.ndarray, orders: np.ndarray, slot_base: np.ndarray | None) -> np.ndarray:

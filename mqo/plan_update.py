@@ -15,10 +15,13 @@ next plan from the previous one instead, in time proportional to what changed:
 * a removed query of the base keeps its slot numbers, with no streams: no tuple
   starts with it as a candidate, so it can never be reported.
 
-When the added and removed queries outgrow :func:`delta_limit` (about the square
-root of the base's slots), the next plan is compiled whole again: an update costs a
-fixed part plus O(changes since), a whole compile O(slots), so the cost of a change,
-amortized, stays O(sqrt(slots)).
+When the added queries outgrow :func:`delta_limit` (about the square root of the
+base's slots), or the removed ones :func:`dead_limit` (a share of them), the next
+plan is compiled whole again: an update costs a fixed part plus O(changes since), a
+whole compile O(slots), so the cost of a change, amortized, stays O(sqrt(slots)).
+The queries added since the base are kept in a registry of their own
+(:class:`DeltaPart`) from one update to the next, so an update registers only the
+changes since the last one, and compiles that part in the base's numbering.
 """
 
 from __future__ import annotations
@@ -31,19 +34,29 @@ from typing import Any
 import numpy as np
 
 from indexes.kill_bitsets import KillBitsets
-from mqo.plan import CompiledList, CompiledPlan, Levels
+from mqo.plan import CompiledPlan, Levels
 from mqo.plan_compile import arrange_lists, compile_plan
-from mqo.registry import QueryRegistry
+from mqo.registry import QueryRegistry, RegisteredQuery
 from predicates import Kind
 from predicates.normalize import to_float
 
 TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 MIN_DELTA = 64
+DEAD_SHARE = 16  # removed queries of the base kept as dead slots: up to 1/16 of its slots
 
 
 def delta_limit(base_slots: int) -> int:
-    """How many queries may be added or removed before the plan is compiled whole."""
+    """How many queries may be added before the plan is compiled whole."""
     return max(MIN_DELTA, int(math.sqrt(base_slots)))
+
+
+def dead_limit(base_slots: int) -> int:
+    """How many of the base plan's queries may be removed before the plan is compiled
+    whole. A removed query costs an update nothing but a bit cleared (it keeps its
+    slot, with no streams), and matching nothing more than while it was registered,
+    so removals wait for a larger share than additions do: a service that replaces
+    subscriptions compiles whole half as often."""
+    return max(MIN_DELTA, base_slots // DEAD_SHARE)
 
 
 def update_plan(previous: CompiledPlan, registry: QueryRegistry, version: int) -> CompiledPlan | None:
@@ -58,13 +71,62 @@ def update_plan(previous: CompiledPlan, registry: QueryRegistry, version: int) -
             if k < len(base.record_orders) and base.record_orders[k] == order:
                 dead.add(k)
     added = registry.newest(newest_order)
-    if len(added) + len(dead) > delta_limit(base.n_slots) or len(base.streams) != base.n_real + len(registry.roles):
+    too_many = len(added) > delta_limit(base.n_slots) or len(dead) > dead_limit(base.n_slots)
+    if too_many or len(base.streams) != base.n_real + len(registry.roles):
         return None  # too many changes, or a new role of a self-join (a new stream)
-    part = QueryRegistry(registry.catalog, registry.max_disjuncts)
-    part.roles = list(registry.roles)  # the same stream numbers as the base
-    part.add([rq.compiled for rq in added], [rq.since_ts for rq in added])
-    delta = compile_plan(part, version)
+    if base._delta_part is None:
+        base._delta_part = DeltaPart(registry)
+    part = base._delta_part.synced(registry, added)
+    delta = compile_plan(part, version, after=base)  # numbered after the base's lists and slots
     return _merged(base, delta, added, frozenset(dead), version, registry.removal_mark)
+
+
+class DeltaPart:
+    """The queries registered since a base plan, as a registry of their own kept from
+    one update to the next: an update adds the queries registered since the last one
+    and removes those unregistered since (O(changes)), instead of registering every
+    query added since the base again."""
+
+    def __init__(self, registry: QueryRegistry) -> None:
+        self.registry = QueryRegistry(registry.catalog, registry.max_disjuncts)
+        self.orders: list[int] = []  # the main registry's order of each query kept, in order
+        self.names: list[str] = []
+
+    def synced(self, registry: QueryRegistry, added: list[RegisteredQuery]) -> QueryRegistry:
+        """The part holding exactly ``added`` (the live queries registered since the
+        base, in order), by their orders in ``registry`` (a name unregistered and
+        registered again is another query)."""
+        wanted = [rq.order for rq in added]
+        live = set(wanted)
+        part = self.registry
+        part.roles = list(registry.roles)  # the same stream numbers as the base
+        if any(order not in live for order in self.orders):
+            kept = [(o, name) for o, name in zip(self.orders, self.names, strict=True) if o in live]
+            for o, name in zip(self.orders, self.names, strict=True):
+                if o not in live:
+                    part.remove(name)
+            self.orders = [o for o, _ in kept]
+            self.names = [name for _, name in kept]
+        k = len(self.orders)
+        if wanted[:k] != self.orders:  # (orders only grow: the kept ones come first)
+            self.__init__(registry)  # type: ignore[misc]  # (never seen: made anew, to be safe)
+            part, k = self.registry, 0
+            part.roles = list(registry.roles)
+        new = added[k:]
+        if new:
+            part.add([rq.compiled for rq in new], [rq.since_ts for rq in new])  # all or nothing
+            self.orders += wanted[k:]
+            self.names += [rq.name for rq in new]
+        return part
+
+    def _check(self, added: list[RegisteredQuery]) -> None:
+        """Assert the part holds ``added``, in order, with their texts' facts."""
+        kept = list(self.registry)
+        assert [rq.name for rq in kept] == [rq.name for rq in added] == self.names, "the part's queries differ"
+        assert len(self.orders) == len(set(self.orders)) and self.orders == sorted(self.orders), "orders disorder"
+        for mine, theirs in zip(kept, added, strict=True):
+            assert mine.compiled is theirs.compiled and mine.since_ts == theirs.since_ts, f"{mine.name} differs"
+        self.registry._check()
 
 
 def _merged(
@@ -91,16 +153,7 @@ def _merged(
     record_window = np.array(windows.floats, np.float64)[windows.level_of]
     top = int(windows.level_of.max()) if len(windows.level_of) else -1
 
-    lists = {}
-    bits = {}
-    users: dict[int, np.ndarray] = {}  # the delta's users (one array, shared) numbered after the base's slots
-    for kind in TYPES:
-        moved = [
-            _moved(lst, len(base.lists[kind]), base.bits[kind], n_base, n_base + delta.n_slots, users)
-            for lst in delta.lists[kind]
-        ]
-        lists[kind] = base.lists[kind] + moved
-        bits[kind] = base.bits[kind] + delta.bits[kind]
+    lists = {kind: base.lists[kind] + delta.lists[kind] for kind in TYPES}
     attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, len(base.streams))
     # the base's contexts keep their numbers, the delta's new ones follow
     new_contexts = {key: code for key, code in delta.context_code.items() if key not in base.context_code}
@@ -128,7 +181,7 @@ def _merged(
         slot_stream_mask=slot_stream_mask,
         slot_special=slot_special,
         lists=lists,
-        bits=bits,
+        bits=delta.bits,
         attr_lists=attr_lists,
         pair_lists=pair_lists,
         indexed_positions=indexed,
@@ -144,26 +197,6 @@ def _merged(
         dead_records=dead,
     )
     return plan
-
-
-def _moved(
-    lst: CompiledList, lists_before: int, bits_before: int, slots_before: int, slot_bits: int, users: dict
-) -> CompiledList:
-    """A delta plan's list numbered after the base's lists, bits and slots. A shallow
-    copy (``dataclasses.replace`` would make its search arrays anew): the covering list
-    is the same, the kill table (made from the users) is not. ``users``: the delta's
-    users arrays already renumbered, by id (its lists share one)."""
-    out = object.__new__(CompiledList)
-    out.__dict__.update(lst.__dict__)  # copy.copy's protocol costs four times as much
-    out.__dict__.pop("kill", None)
-    out.index = lst.index + lists_before
-    out.base = lst.base + bits_before
-    renumbered = users.get(id(lst.users))
-    if renumbered is None:
-        renumbered = users[id(lst.users)] = (lst.users + slots_before).astype(np.int32)
-    out.users = renumbered
-    out.slot_bits = slot_bits
-    return out
 
 
 def _combined(first: Levels, second: Levels, zeroed: frozenset[int]) -> Levels:
@@ -219,6 +252,9 @@ def check_plan(plan: CompiledPlan, registry: QueryRegistry) -> None:
     the same queries with the same facts and predicates per (query, disjunct), and
     kernel tables that prune exactly as tables built whole over the plan's lists."""
     fresh = compile_plan(registry, -1)
+    base = plan.base_plan
+    if base is not None and base._delta_part is not None:
+        base._delta_part._check(registry.newest(int(base.record_orders[-1]) if len(base.record_orders) else -1))
     assert plan.retention_window_exact == fresh.retention_window_exact, "retention window differs"
     assert plan.record_names == [rq.name for rq in plan.records], "a record's name differs"
     codes = plan.context_codes

@@ -145,7 +145,7 @@ class MatchBatch:
         became null (none with ``literal``: they are written as ``Infinity``/``NaN``).
         What the results of one assignment share (ts, ids, values) is formatted once
         per query context (:class:`ResultColumns`), then put after each query's id."""
-        types = self.plan.per_stream(-1, _plan_types)
+        types = self.plan.derived(_plan_types)
         columns = self.result_columns(types)
         distinct, replaced = columns.distinct, columns.overflowed
         layouts = self.layouts()
@@ -153,7 +153,7 @@ class MatchBatch:
             distinct, nonfinite = finite_columns(distinct, layouts, uses=columns.uses())
             replaced += nonfinite
         tails = json_lines(distinct, layouts, ("ts", "ids"), literal=literal, heads=False)
-        heads = self.plan.per_stream(-1, _plan_heads)
+        heads = self.plan.derived(_plan_heads)
         return shared_lines(tails, columns.slots, columns.run_starts, columns.run_rows, heads), replaced
 
     def write_csv(self, write: Callable[[bytes], object], types: Mapping[str, pa.DataType]) -> tuple[int, int]:
@@ -167,7 +167,7 @@ class MatchBatch:
         columns = self.result_columns(types)
         distinct, nonfinite = finite_columns(columns.distinct, self.layouts(), uses=columns.uses())
         tails = csv_lines(distinct, distinct.schema.names[1:], lead=",")
-        heads = self.plan.per_stream(-1, _plan_csv_heads)
+        heads = self.plan.derived(_plan_csv_heads)
         for chunk in shared_lines(tails, columns.slots, columns.run_starts, columns.run_rows, heads):
             write(chunk)
         return len(columns.slots), columns.overflowed + nonfinite
@@ -187,12 +187,12 @@ class MatchBatch:
 
     def layouts(self) -> dict[str, Layout]:
         """Each query's :class:`~mqo.result_encoding.Layout` (what its JSON object holds)."""
-        return self.plan.per_stream(-1, _plan_layouts)
+        return self.plan.derived(_plan_layouts)
 
     def result_columns(self, types: Mapping[str, pa.DataType] | None = None) -> ResultColumns:
         """The results as :class:`ResultColumns`: what one assignment of tuples gives
         the queries of one context (ts, ids, values) is one row, computed once."""
-        types = dict(types if types is not None else self.plan.per_stream(-1, _plan_types))
+        types = dict(types if types is not None else self.plan.derived(_plan_types))
         plan = self.plan
         slot_context, slot_record = plan.slot_context, plan.slot_record
         codes = plan.context_codes
@@ -248,7 +248,7 @@ class MatchBatch:
         ids = pa.MapArray.from_arrays(
             numpy_array(offsets), array_of(id_keys, pa.string()), array_of(id_items, pa.int64())
         )
-        names = plan.per_stream(-1, _plan_names)
+        names = plan.derived(_plan_names)
         columns = ResultColumns(
             pa.table({}), slots, np.array(run_starts, np.int64), np.array(run_rows, np.int64), names, slot_record, 0
         )
@@ -317,25 +317,25 @@ class ResultColumns:
         return np.bincount(self.run_rows, weights=lengths, minlength=n).astype(np.int64)
 
 
-def _plan_names(plan: CompiledPlan, _: int) -> pa.Array:
+def _plan_names(plan: CompiledPlan) -> pa.Array:
     return array_of(plan.record_names, pa.string())
 
 
-def _plan_heads(plan: CompiledPlan, _: int) -> np.ndarray:
+def _plan_heads(plan: CompiledPlan) -> np.ndarray:
     """Each slot's ``{"query":<name>``, UTF-8 (taken by slot numbers at once)."""
     return query_heads(plan.record_names)[plan.slot_record]
 
 
-def _plan_csv_heads(plan: CompiledPlan, _: int) -> np.ndarray:
+def _plan_csv_heads(plan: CompiledPlan) -> np.ndarray:
     """Each slot's query name as a CSV field, UTF-8 (taken by slot numbers at once)."""
     return csv_heads(plan.record_names)[plan.slot_record]
 
 
-def _plan_types(plan: CompiledPlan, _: int) -> dict[str, pa.DataType]:
+def _plan_types(plan: CompiledPlan) -> dict[str, pa.DataType]:
     return value_types(plan.records)
 
 
-def _plan_layouts(plan: CompiledPlan, _: int) -> dict[str, Layout]:
+def _plan_layouts(plan: CompiledPlan) -> dict[str, Layout]:
     return query_layouts(plan.records)
 
 

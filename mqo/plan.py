@@ -274,7 +274,8 @@ class CompiledPlan:
     # a base plan's queries registered since, kept as a registry of their own from one
     # update to the next (:class:`mqo.plan_update.DeltaPart`)
     _delta_part: Any = field(default=None, repr=False)
-    _per_stream: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
+    # what per_stream and derived made from this plan, by (maker, stream or -1)
+    _derived: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.slots = _Slots(self)
@@ -441,9 +442,18 @@ class CompiledPlan:
         batch path derives from the plan, :func:`mqo.prepare.prepare_batch`: one pushed
         tuple is a batch too)."""
         key = (make, stream)
-        made: Derived | None = self._per_stream.get(key)
+        made: Derived | None = self._derived.get(key)
         if made is None:
-            made = self._per_stream[key] = make(self, stream)
+            made = self._derived[key] = make(self, stream)
+        return made
+
+    def derived(self, make: Callable[[CompiledPlan], Derived]) -> Derived:
+        """``make(self)``, made once per plan and ``make``: what the result path derives
+        from the whole plan (its query names as Arrow, JSON heads, value types)."""
+        key = (make, -1)  # (beside per_stream's entries: no stream is numbered -1)
+        made: Derived | None = self._derived.get(key)
+        if made is None:
+            made = self._derived[key] = make(self)
         return made
 
     def build_tables(self) -> None:

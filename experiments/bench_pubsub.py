@@ -58,10 +58,12 @@ def pubsub_queries(
 
 
 def pubsub_texts(attrs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[str]:
+    """Subscription q as a query text (``Query ID: s<q>``); the arrays as Python lists
+    first: a million subscriptions' numpy scalars would cost more than their texts."""
     return [
         f"Query ID: s{q}\nSELECT * FROM E WHERE "
-        + " AND ".join(f"E.a{a} >= {lo[q, j]} AND E.a{a} <= {hi[q, j]}" for j, a in enumerate(attrs[q]))
-        for q in range(len(attrs))
+        + " AND ".join(f"E.a{a} >= {low} AND E.a{a} <= {high}" for a, low, high in zip(row, lows, highs, strict=True))
+        for q, (row, lows, highs) in enumerate(zip(attrs.tolist(), lo.tolist(), hi.tolist(), strict=True))
     ]
 
 

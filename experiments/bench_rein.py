@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from experiments._common import RESULTS, dirty_tree, git_commit, peak_mib
+from experiments.bench_pubsub import pubsub_texts
 
 ATTRIBUTES = 20
 SIZE = 10  # attributes a subscription tests
@@ -65,14 +66,6 @@ def brute_force(attrs: np.ndarray, lo: np.ndarray, values: np.ndarray) -> list[i
         v = event[attrs]
         out.append(int(((v >= lo) & (v <= lo + WIDTH)).all(axis=1).sum()))
     return out
-
-
-def texts(attrs: np.ndarray, lo: np.ndarray) -> list[str]:
-    return [
-        f"Query ID: s{q}\nSELECT * FROM E WHERE "
-        + " AND ".join(f"E.a{a} >= {low} AND E.a{a} <= {low + WIDTH}" for a, low in zip(row, lows, strict=True))
-        for q, (row, lows) in enumerate(zip(attrs.tolist(), lo.tolist(), strict=True))
-    ]
 
 
 def dump(folder: Path, attrs: np.ndarray, lo: np.ndarray, values: np.ndarray) -> tuple[Path, Path]:
@@ -123,7 +116,7 @@ def measure_mqo(subs: str, events: str) -> dict[str, Any]:
     lines = Path(subs).read_text().split("\n")
     n, size, attributes, _ = (int(x) for x in lines[0].split())
     triples = np.array([line.split() for line in lines[1 : n + 1]], dtype=np.int64).reshape(n, size, 3)
-    query_texts = texts(triples[:, :, 0], triples[:, :, 1])
+    query_texts = pubsub_texts(triples[:, :, 0], triples[:, :, 1], triples[:, :, 2])
     event_lines = Path(events).read_text().split("\n")
     values = np.array([line.split() for line in event_lines[1:] if line], dtype=np.int64)
     ddl = "REGISTER STREAM E (" + ", ".join(f"a{i} INTEGER" for i in range(attributes)) + ");"

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexes.covering import NOTHING, NULL, OPERATORS, CoveringList
-from indexes.exact import float_cut, integer_cut, linear_sign
+from indexes.exact import float_cut, integer_cut, linear_sign, span_sign
 
 OPS = ("<", "<=", ">", ">=", "=", "!=")
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq, "!=": operator.ne}
@@ -286,3 +286,18 @@ def test_integral_constants_of_an_integer_column_are_read_in_place() -> None:
     lt, le = cut.cuts()
     assert lt.tolist() == [-3.0, 1.0, 2.0] and le.tolist() == [-3.0, 0.0, 2.0]
     assert not np.shares_memory(lt, with_fraction)
+
+
+@given(
+    st.one_of(st.integers(-(2**62), 2**62), st.floats(allow_nan=False, allow_infinity=False)),
+    st.one_of(
+        st.fractions(min_value=-10, max_value=10),
+        st.sampled_from([Fraction(0), Fraction(1, 10**400), Fraction(-1, 10**400), Fraction(1, 3)]),
+    ),
+)
+def test_span_sign_of_one_timestamp_is_the_exact_sign(ts: float, window: Fraction) -> None:
+    # a result of one stream has lo == hi; its span (exactly 0) against the window is
+    # decided without Fractions, and must agree with the exact difference
+    expected = (window < 0) - (window > 0)  # the sign of 0 - window
+    assert span_sign(ts, ts, window, float(window)) == expected
+    assert span_sign(ts, ts, window, float(window)) == linear_sign(ts, Fraction(1), 1.0, ts, window, float(window))

@@ -262,6 +262,23 @@ def markdown(pairs: list[tuple[dict[str, Any], dict[str, Any]]], before_name: st
     return "\n".join(lines) + "\n"
 
 
+def phases_markdown(cells: list[dict[str, Any]]) -> str:
+    """Each cell's phases (``--phases``): seconds, CPU seconds, resident MiB at the end
+    and the phase's own peak."""
+    lines = [
+        "| cell | phase | s | CPU s | resident MiB at its end | its peak MiB |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for cell in cells:
+        name = f"{cell['n']:,} {cell['type']} {cell['form']}"
+        for row in cell.get("phases", ()):
+            lines.append(
+                f"| {name} | {row['phase']} | {row['s']:.2f} | {row['cpu_s']:.2f} | "
+                f"{row['rss_mib']:,.0f} | {row['peak_mib']:,.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("sizes", type=int, nargs="*")
@@ -272,14 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phases", action="store_true", help="time and memory of each phase (Phases)")
     p.add_argument("--profile", metavar="PREFIX", default="", help="write PREFIX-<type>-<form>-<n>.prof per cell")
     p.add_argument("--before", metavar="TREE", help="a checkout of the code to compare with, each cell run there first")
-    p.add_argument("--out", metavar="FILE", help="write the markdown table here (with --before)")
+    p.add_argument("--out", metavar="FILE", help="write the markdown table here (with --before, or --phases)")
     p.add_argument("--tables", nargs=2, metavar=("BEFORE", "AFTER"), help="markdown from saved JSON lines")
     p.add_argument("--cell", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cell:
         print(json.dumps(measure_ready(*json.loads(args.cell))), flush=True)
         return 0
-    pairs = []
+    pairs, cells = [], []
     if args.tables:
         before, after = ([json.loads(line) for line in Path(f).read_text().splitlines() if line] for f in args.tables)
         pairs = list(zip(before, after, strict=True))
@@ -292,10 +309,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(json.dumps({"before": True, **before}), flush=True)
                 after = run_ready(ctype, form, n, args.events, args.seed, prof, phases=args.phases)
                 print(json.dumps(after), flush=True)
+                cells.append(after)
                 if args.before:
                     pairs.append((before, after))
     if pairs and args.out:
         Path(args.out).write_text(markdown(pairs, "before"))
+    elif args.phases and args.out:
+        Path(args.out).write_text(phases_markdown(cells))
     return 0
 
 

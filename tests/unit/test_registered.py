@@ -182,3 +182,18 @@ def test_held_results_of_table_rows_survive_a_whole_compile() -> None:
     assert m.held_results == 2
     released = m.heartbeat(100.0)
     assert sorted((r.query, r.ts) for r in released) == [("a", 5.0), ("b", 5.0)]
+
+
+def test_a_name_given_twice_among_template_texts_registers_none() -> None:
+    """Texts read from one template come as one block, whose names the registry checks
+    as it adds them: a name given twice is the same error, and nothing is registered."""
+    m = mqo.Matcher(DDL)
+    texts = [f"Query ID: t{k}\nSELECT * FROM B WHERE B.p >= {k}.5 AND B.q <= {k}" for k in range(200)]
+    texts[150] = texts[150].replace("t150", "t20")
+    with pytest.raises(mqo.QueryError, match="query id t20 is given twice"):
+        m.register_queries(texts)
+    assert len(m.registry) == 0 and m.query_ids == []
+    texts[150] = texts[150].replace("t20", "t150")
+    assert m.register_queries(texts) == [f"t{k}" for k in range(200)]
+    assert isinstance(m.registry.queries.entries["t7"], int)  # (read from the template: a block's row)
+    m.registry._check()

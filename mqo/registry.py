@@ -4,7 +4,9 @@ Each registered query is a :class:`~predicates.templates.CompiledQuery` (its nam
 context, its disjuncts as list keys and constants) plus when it was registered. Its
 predicates are also appended to flat, typed columns (query, disjunct, list, constant),
 so a million queries cost a few hundred bytes each and the plan compiler groups all
-predicates of a list with one sort (:mod:`mqo.plan`).
+predicates of a list with one sort (:mod:`mqo.plan`). A table's rows (``register_table``,
+and texts read from one template) are kept as their block of constants and, under each
+name, the query's order number: no object per row (:mod:`mqo.registered`).
 
 Identical predicates are stored once in the compiled lists (one entry per distinct
 constant, with the queries using it), and a list exists exactly while some query uses

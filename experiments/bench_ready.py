@@ -12,12 +12,16 @@ resident memory (VmHWM: what this process held at most, not inherited from the
 process that started it as ``ru_maxrss`` is).
 
 Run ``python -m experiments.bench_ready 20000 1000000`` to print the cells as JSON
-lines; ``--profile`` writes a cProfile of registration plus first event per cell.
+lines; ``--profile`` writes a cProfile of registration plus first event per cell;
+``--phases`` adds each phase's seconds (wall and CPU), resident memory at its end and
+its own peak (:class:`Phases`: the inputs made, the kernels loaded, the registry's
+add, the plan's compile, its kernel tables, the first event).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -32,15 +36,75 @@ from experiments._common import peak_mib
 from experiments.bench_shapes import ddl, events, parameters, template, texts_of
 
 FORMS = ("text", "table")
+
+
+def _status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Phases:
+    """Seconds (wall and CPU), resident MiB at the end and peak MiB of each phase of a
+    cell: the kernel's peak (VmHWM) is reset at each boundary (``/proc/self/clear_refs``),
+    so a phase's peak is its own; the process's peak is the largest of them. The
+    boundaries are the first return of the matcher's registry's ``add``, of its plan
+    compile (``ensure_plan``) and of that plan's ``build_tables`` (what ran before
+    them in the registering call is in their phase)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.last = (time.perf_counter(), time.process_time())
+        self.peak = peak_mib()
+        self._reset()
+
+    def _reset(self) -> None:
+        with contextlib.suppress(OSError):  # not Linux, or not allowed: the peaks are the process's so far
+            Path("/proc/self/clear_refs").write_text("5")
+
+    def mark(self, phase: str) -> None:
+        now, peak = (time.perf_counter(), time.process_time()), peak_mib()
+        self.peak = max(self.peak, peak)
+        self.rows.append(
+            {
+                "phase": phase,
+                "s": now[0] - self.last[0],
+                "cpu_s": now[1] - self.last[1],
+                "rss_mib": _status_mib("VmRSS"),
+                "peak_mib": peak,
+            }
+        )
+        self._reset()
+        self.last = (time.perf_counter(), time.process_time())
+
+    def wrap(self, owner: Any, name: str, phase: str, then: Any = None) -> None:
+        """Mark ``phase`` when ``owner.name`` first returns (and ``then(result)``)."""
+        inner = getattr(owner, name)
+
+        def marked(*args: Any, **kwargs: Any) -> Any:
+            out = inner(*args, **kwargs)
+            if not any(row["phase"] == phase for row in self.rows):
+                self.mark(phase)
+                if then is not None:
+                    then(out)
+            return out
+
+        setattr(owner, name, marked)
+
+
 TYPES = ("INTEGER", "FLOAT")
 
 
-def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profile: str = "") -> dict[str, Any]:
+def measure_ready(
+    ctype: str, form: str, n: int, n_events: int, seed: int, profile: str = "", phases: bool = False
+) -> dict[str, Any]:
     """One cell, in this process (meant to be a fresh one: :func:`run_ready`)."""
     import gc
 
     import mqo
 
+    marks = Phases() if phases else None
     rng = np.random.default_rng(seed)
     query, names = template("filters")
     table = parameters(names, n, ctype, rng)
@@ -52,6 +116,8 @@ def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profi
         for name in names:
             columns[name] = table[name].astype(np.int64) if ctype == "INTEGER" else table[name]
     del table
+    if marks is not None:
+        marks.mark("inputs")
     # the kernels loaded (numba's cache) before the clock starts, what every process pays
     # once: over more than 64 queries, so the wide-mask variants are among them
     warm = mqo.Matcher(ddl(ctype))
@@ -61,6 +127,12 @@ def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profi
     del warm
     gc.collect()
     m = mqo.Matcher(ddl(ctype))
+    if marks is not None:
+        marks.mark("warm-up")
+        # the matcher's own objects wrapped: its registry's add, the plan it makes and
+        # that plan's kernel tables (the first event's plan is the one made then)
+        marks.wrap(m.registry, "add", "registry")
+        marks.wrap(m.registrations, "ensure_plan", "plan", lambda plan: marks.wrap(plan, "build_tables", "tables"))
     profiler = None
     if profile:
         import cProfile
@@ -77,6 +149,8 @@ def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profi
     t0 = time.perf_counter()
     found = len(m.push(stream, ts, values))
     first = time.perf_counter() - t0
+    if marks is not None:
+        marks.mark("first event")
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -99,8 +173,9 @@ def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profi
         found += len(m.push(stream, ts, values))
         times[i] = time.perf_counter() - t0
     gc.callbacks.remove(on_gc)
-    peak = peak_mib()
+    peak = peak_mib() if marks is None else max(marks.peak, peak_mib())
     return {
+        **({"phases": marks.rows} if marks is not None else {}),
         "full_gcs": len(full),
         "full_gc_max_ms": max(full, default=0.0) * 1000,
         "type": ctype,
@@ -118,11 +193,19 @@ def measure_ready(ctype: str, form: str, n: int, n_events: int, seed: int, profi
 
 
 def run_ready(
-    ctype: str, form: str, n: int, n_events: int, seed: int, profile: str = "", tree: str | None = None
+    ctype: str,
+    form: str,
+    n: int,
+    n_events: int,
+    seed: int,
+    profile: str = "",
+    tree: str | None = None,
+    phases: bool = False,
 ) -> dict[str, Any]:
     """:func:`measure_ready` in a fresh interpreter, on the code of this tree or of the
-    checkout ``tree`` (this file run by path there: its ``mqo`` and workloads)."""
-    args = json.dumps([ctype, form, n, n_events, seed, profile])
+    checkout ``tree`` (this file run by path there: its ``mqo`` and workloads; never
+    with ``phases`` there, which an older tree's script may not know)."""
+    args = json.dumps([ctype, form, n, n_events, seed, profile] + ([True] if phases else []))
     env = dict(os.environ)
     root = tree if tree is not None else str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root
@@ -179,6 +262,23 @@ def markdown(pairs: list[tuple[dict[str, Any], dict[str, Any]]], before_name: st
     return "\n".join(lines) + "\n"
 
 
+def phases_markdown(cells: list[dict[str, Any]]) -> str:
+    """Each cell's phases (``--phases``): seconds, CPU seconds, resident MiB at the end
+    and the phase's own peak."""
+    lines = [
+        "| cell | phase | s | CPU s | resident MiB at its end | its peak MiB |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for cell in cells:
+        name = f"{cell['n']:,} {cell['type']} {cell['form']}"
+        for row in cell.get("phases", ()):
+            lines.append(
+                f"| {name} | {row['phase']} | {row['s']:.2f} | {row['cpu_s']:.2f} | "
+                f"{row['rss_mib']:,.0f} | {row['peak_mib']:,.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("sizes", type=int, nargs="*")
@@ -186,16 +286,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--types", default=",".join(TYPES))
     p.add_argument("--forms", default=",".join(FORMS))
+    p.add_argument("--phases", action="store_true", help="time and memory of each phase (Phases)")
     p.add_argument("--profile", metavar="PREFIX", default="", help="write PREFIX-<type>-<form>-<n>.prof per cell")
     p.add_argument("--before", metavar="TREE", help="a checkout of the code to compare with, each cell run there first")
-    p.add_argument("--out", metavar="FILE", help="write the markdown table here (with --before)")
+    p.add_argument("--out", metavar="FILE", help="write the markdown table here (with --before, or --phases)")
     p.add_argument("--tables", nargs=2, metavar=("BEFORE", "AFTER"), help="markdown from saved JSON lines")
     p.add_argument("--cell", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cell:
         print(json.dumps(measure_ready(*json.loads(args.cell))), flush=True)
         return 0
-    pairs = []
+    pairs, cells = [], []
     if args.tables:
         before, after = ([json.loads(line) for line in Path(f).read_text().splitlines() if line] for f in args.tables)
         pairs = list(zip(before, after, strict=True))
@@ -206,12 +307,15 @@ def main(argv: list[str] | None = None) -> int:
                 if args.before:
                     before = run_ready(ctype, form, n, args.events, args.seed, tree=args.before)
                     print(json.dumps({"before": True, **before}), flush=True)
-                after = run_ready(ctype, form, n, args.events, args.seed, prof)
+                after = run_ready(ctype, form, n, args.events, args.seed, prof, phases=args.phases)
                 print(json.dumps(after), flush=True)
+                cells.append(after)
                 if args.before:
                     pairs.append((before, after))
     if pairs and args.out:
         Path(args.out).write_text(markdown(pairs, "before"))
+    elif args.phases and args.out:
+        Path(args.out).write_text(phases_markdown(cells))
     return 0
 
 

@@ -134,7 +134,7 @@ class HeldResults:
         where = _slot_numbers(new)
         moved = {}
         for q in range(old.n_slots):
-            key = (id(old.records[int(old.slot_record[q])]), int(old.slot_disjunct[q]))
+            key = (old.records[int(old.slot_record[q])].order, int(old.slot_disjunct[q]))
             if key in where:
                 moved[q] = where[key]
         kept: list[Entry] = []
@@ -186,10 +186,10 @@ class HeldResults:
 
 
 def _slot_numbers(plan: CompiledPlan) -> Mapping[tuple[int, int], int]:
-    """(record identity, disjunct) -> slot, for the slots ``plan`` runs (an updated
+    """(record order, disjunct) -> slot, for the slots ``plan`` runs (an updated
     plan keeps a removed query's slots, with no streams)."""
     out = {}
     for q in range(plan.n_slots):
         if int(plan.slot_stream_mask[q]):
-            out[(id(plan.records[int(plan.slot_record[q])]), int(plan.slot_disjunct[q]))] = q
+            out[(plan.records[int(plan.slot_record[q])].order, int(plan.slot_disjunct[q]))] = q
     return out

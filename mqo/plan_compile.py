@@ -15,7 +15,8 @@ import numpy as np
 
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
 from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
-from mqo.registry import QueryRegistry, RegisteredQuery, RegisteredRow
+from mqo.registered import BlockRun, RecordList, RegisteredRow
+from mqo.registry import QueryRegistry
 from predicates import ColumnType, Kind, Residual, StreamSchema
 from predicates.catalog import role_schema, split_role
 from predicates.normalize import to_float
@@ -47,10 +48,10 @@ def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | No
     def schema_of(name: str) -> StreamSchema:
         return streams[number[name.lower()]]
 
-    records = list(registry)
+    records = registry.records()
     n_records = len(records)
     facts = _RecordFacts(records)
-    n_disjuncts = np.array(facts.n_disjuncts, np.int64)
+    n_disjuncts = facts.n_disjuncts
     slot_base = np.zeros(n_records + 1, np.int64)
     np.cumsum(n_disjuncts, out=slot_base[1:])
     n_slots = int(slot_base[-1])
@@ -58,7 +59,7 @@ def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | No
     slot_disjunct = (np.arange(n_slots, dtype=np.int64) - slot_base[slot_record]).astype(np.int16)
 
     distinct = facts.contexts
-    record_context = np.array(facts.context_numbers, np.int64)
+    record_context = facts.context_numbers
     context_code = {id(ctx): _context_code(ctx, stream_number, schema_of) for ctx in distinct}
     context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
     record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
@@ -70,7 +71,7 @@ def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | No
     record_special = np.zeros(n_records, bool)
     slot_residuals: dict[int, tuple[Residual, ...]] = {}
     for i in facts.special:
-        disjuncts = records[i].disjuncts
+        disjuncts = records.disjuncts_of(i)
         record_special[i] = len(disjuncts) > 1
         for d, (_, residuals) in enumerate(disjuncts):
             if residuals:
@@ -86,7 +87,7 @@ def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | No
     slot_stream_mask = record_mask[slot_record] if n_slots else np.zeros(0, np.int64)
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
-    orders = np.array(facts.orders, np.int64)
+    orders = facts.orders
     first_slot = after.n_slots if after is not None else 0
     by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base, first_slot)
     csr = SharedCsr(by_list.size)
@@ -95,8 +96,7 @@ def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | No
     first_list = {k: len(after.lists[k]) if after is not None else 0 for k in TYPES}
     for key in registry.lists():
         numbers = key.family == "number" and not (key.right is not None and key.factor is None)
-        constants, offsets, users, doubles = by_list.of(registry.key_id(key), numbers)
-        constants, offsets, users, csr_base = csr.add(constants, offsets, users)
+        constants, offsets, users, doubles, csr_base = by_list.of(registry.key_id(key), numbers, csr)
         right_stream = right_pos = None
         if key.right is not None:
             right_stream = stream_number(key.right.stream)
@@ -231,55 +231,110 @@ class SharedCsr:
         self.positions, self.used = p + n, u + m
         return constants, self.offsets[p : p + n + 1], self.users, p
 
+    def add_sorted(self, values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """A list of doubles from its rows (constant, int32 slot; in any order) sorted
+        by constant straight into the shared arrays: as :meth:`add` returns it, with no
+        list-sized array made but the sort's. Doubles sort by value alone (the order of
+        equal constants' users is free: they are one position's set). Integers (every
+        INTEGER column's constants) are sorted with their slots as one int64 each: one
+        vectorized sort, no permutation gathered twice."""
+        m, p, u = len(values), self.positions, self.used
+        users = self.users[u : u + m]
+        packed = _packed(values, slots)
+        if packed is not None:
+            keys, low, shift = packed
+            keys.sort()
+            np.bitwise_and(keys, (1 << shift) - 1, out=users, casting="unsafe")
+            np.right_shift(keys, shift, out=keys)
+            ordered: np.ndarray = keys
+        else:
+            order = np.argsort(values, kind="quicksort")
+            np.take(slots, order, out=users, mode="clip")  # (in range: clip only skips a check)
+            ordered, low = values[order], 0
+            del order
+        first = np.empty(m, bool)
+        first[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        del first
+        n = len(starts)
+        offsets = self.offsets[p : p + n + 1]
+        np.add(starts, u, out=offsets[:n])
+        offsets[n] = u + m
+        constants = self.constants[p : p + n]
+        np.add(ordered[starts], low, out=constants, casting="unsafe")  # (int64 < 2**53: exact)
+        self.positions, self.used = p + n, u + m
+        return constants, offsets, self.users, p
+
 
 class _RecordFacts:
-    """What the compiler reads of each record, in one pass over them (at a million
-    records every pass is mostly cache misses): its disjuncts' count, its context's
+    """What the compiler reads of each record: its disjuncts' count, its context's
     number (``contexts``: the distinct ones, by first use), its MAXWINDOW as written
     (0 for a single-stream query), its horizon and order, and the special ones (more
-    than one conjunction of indexed predicates). A table row's query has one disjunct
-    and its block's facts: read from the block, not made into a query per look."""
+    than one conjunction of indexed predicates). A run of a block's rows has one
+    disjunct per row and its block's facts: filled for the whole run at once, no row
+    looked at (:class:`~mqo.registered.BlockRun`); a run of objects, one pass over them
+    (at a million records every pass is mostly cache misses)."""
 
-    def __init__(self, records: list[RegisteredQuery]) -> None:
-        self.n_disjuncts: list[int] = []
+    def __init__(self, records: RecordList) -> None:
         self.contexts: list[Context] = []
-        self.context_numbers: list[int] = []
         self.windows: list[Any] = []
         self.sinces: list[Any] = []
-        self.orders: list[int] = []
         self.special: list[int] = []
         number_of: dict[int, int] = {}
-        last_block: RowBlock | None = None
-        block_facts: tuple[int, Any, bool] = (0, 0.0, False)
-        n_disjuncts, context_numbers, windows = self.n_disjuncts, self.context_numbers, self.windows
-        for i, rq in enumerate(records):
-            kind = type(rq)
-            compiled = None if kind is RegisteredRow else rq.compiled
-            if compiled is None or type(compiled) is RowQuery:
-                block = rq.block if compiled is None else compiled.block  # type: ignore[attr-defined,union-attr]
-                if block is not last_block:
-                    last_block = block
-                    context = block.context
-                    window = (block.maxwindow or 0.0) if context.multi_stream else 0.0
-                    block_facts = (self._number(context, number_of), window, bool(block.residuals))
-                k, window, special = block_facts
-                n = 1
-            else:
-                context = compiled.context
-                k = number_of.get(id(context), -1)
-                if k < 0:
-                    k = self._number(context, number_of)
-                window = (compiled.maxwindow or 0.0) if context.multi_stream else 0.0
-                disjuncts = compiled.disjuncts
-                n = len(disjuncts)
-                special = n != 1 or bool(disjuncts[0][1])
-            n_disjuncts.append(n)
-            context_numbers.append(k)
-            windows.append(window)
-            if special:
-                self.special.append(i)
-        self.sinces = [rq.since_ts for rq in records]
-        self.orders = [rq.order for rq in records]
+        counts: list[np.ndarray] = []
+        numbers: list[np.ndarray] = []
+        orders: list[np.ndarray] = []
+        windows, sinces = self.windows, self.sinces
+        for start, run in zip(records.starts, records.runs, strict=False):
+            m = len(run)
+            if isinstance(run, BlockRun):
+                block = run.block
+                context = block.context
+                counts.append(np.ones(m, np.int64))
+                numbers.append(np.full(m, self._number(context, number_of), np.int64))
+                windows += [(block.maxwindow or 0.0) if context.multi_stream else 0.0] * m
+                sinces += [run.since_ts] * m
+                orders.append(run.orders)
+                if block.residuals:
+                    self.special += range(start, start + m)
+                continue
+            n_disjuncts: list[int] = []
+            context_numbers: list[int] = []
+            last_block: RowBlock | None = None
+            block_facts: tuple[int, Any, bool] = (0, 0.0, False)
+            for i, rq in enumerate(run, start):
+                compiled = None if type(rq) is RegisteredRow else rq.compiled
+                if compiled is None or type(compiled) is RowQuery:
+                    block = rq.block if compiled is None else compiled.block  # type: ignore[attr-defined,union-attr]
+                    if block is not last_block:
+                        last_block = block
+                        context = block.context
+                        window = (block.maxwindow or 0.0) if context.multi_stream else 0.0
+                        block_facts = (self._number(context, number_of), window, bool(block.residuals))
+                    k, window, special = block_facts
+                    n = 1
+                else:
+                    context = compiled.context
+                    k = number_of.get(id(context), -1)
+                    if k < 0:
+                        k = self._number(context, number_of)
+                    window = (compiled.maxwindow or 0.0) if context.multi_stream else 0.0
+                    disjuncts = compiled.disjuncts
+                    n = len(disjuncts)
+                    special = n != 1 or bool(disjuncts[0][1])
+                n_disjuncts.append(n)
+                context_numbers.append(k)
+                windows.append(window)
+                if special:
+                    self.special.append(i)
+            counts.append(np.array(n_disjuncts, np.int64))
+            numbers.append(np.array(context_numbers, np.int64))
+            sinces += [rq.since_ts for rq in run]
+            orders.append(np.fromiter((rq.order for rq in run), np.int64, m))
+        self.n_disjuncts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
+        self.context_numbers = np.concatenate(numbers) if numbers else np.zeros(0, np.int64)
+        self.orders = np.concatenate(orders).astype(np.int64, copy=False) if orders else np.zeros(0, np.int64)
 
     def _number(self, context: Context, number_of: dict[int, int]) -> int:
         k = number_of.get(id(context))
@@ -289,21 +344,26 @@ class _RecordFacts:
         return k
 
 
-def _distinct_numeric(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct constants (ascending; ``values`` is sorted) as doubles and, as CSR
-    arrays, the slots using each."""
+def _packed(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+    """Integral doubles and their slots as one sortable int64 each, ``(value - low) <<
+    shift | slot`` (and ``low``, ``shift``), or None when the values are not all
+    integers within 2**53 or their range and the slots do not fit in 63 bits."""
     if not len(values):
-        return np.zeros(0, np.float64), np.zeros(1, np.int64), np.zeros(0, np.int32)
-    # (written into arrays made once: a plan update compiles dozens of short lists,
-    # where every array made costs more than the work)
-    first = np.empty(len(values), bool)
-    first[0] = True
-    np.not_equal(values[1:], values[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    offsets = np.empty(len(starts) + 1, np.int64)
-    offsets[:-1] = starts
-    offsets[-1] = len(values)
-    return values[starts].astype(np.float64, copy=False), offsets, slots.astype(np.int32, copy=False)
+        return None
+    low, high = float(values.min()), float(values.max())
+    shift = max(1, int(slots.max()).bit_length())
+    if not (low >= -_EXACT and high <= _EXACT and high - low < 2.0 ** (62 - shift)):
+        return None
+    keys = values.astype(np.int64)
+    if not np.array_equal(keys, values):  # (a fraction, or NaN: the argsort's way)
+        return None
+    keys -= int(low)
+    keys <<= shift
+    keys |= slots
+    return keys, int(low), shift
+
+
+_EXACT = 2.0**53
 
 
 def _holds_integers(schema: StreamSchema, column: str) -> bool:
@@ -358,6 +418,7 @@ class _ListRows:
             self.row_slot += alive(rows["disjunct"])
         if first_slot:
             self.row_slot += first_slot
+        self.row_slot = self.row_slot.astype(np.int32)  # (a slot number is an int32 in the plan)
         self.row_key = alive(rows["key"])
         self.row_value = alive(rows["value"])
         self.objects = rows["objects"]
@@ -369,7 +430,7 @@ class _ListRows:
         self.bounds = np.zeros(registry.key_ids + 1, np.int64)
         np.cumsum(np.bincount(self.row_key, minlength=registry.key_ids), out=self.bounds[1:])
         self.blocks = [
-            (_slots_of(block_orders, orders, slot_base) + first_slot, kids, values)
+            ((_slots_of(block_orders, orders, slot_base) + first_slot).astype(np.int32), kids, values)
             for block_orders, kids, values in registry.block_parts()
         ]
         self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)
@@ -380,12 +441,14 @@ class _ListRows:
         if not self.blocks and not len(self.exact_row_numbers) and len(self.row_key) <= WHOLE_SORT_ROWS:
             self.sorted = _SortedRows(self.row_key, self.row_value, self.row_slot, self.bounds)
 
-    def of(self, kid: int, numbers: bool) -> tuple[Any, np.ndarray, np.ndarray, bool]:
-        """List ``kid``'s distinct constants in ascending order, its CSR offsets and
-        users, and whether its constants are all doubles (a list of ``numbers`` with
-        no exact constant such as 1/3)."""
+    def of(self, kid: int, numbers: bool, csr: SharedCsr) -> tuple[Any, np.ndarray, np.ndarray, bool, int]:
+        """List ``kid`` written into ``csr``: its distinct constants in ascending order,
+        CSR offsets and users (as :meth:`SharedCsr.add` gives them), whether its
+        constants are all doubles (a list of ``numbers`` with no exact constant such
+        as 1/3), and its first position."""
         if numbers and self.sorted is not None:
-            return (*self.sorted.of(kid), True)
+            constants, offsets, users, first = csr.add(*self.sorted.of(kid))
+            return constants, offsets, users, True, first
         chosen = self.by_key[self.bounds[kid] : self.bounds[kid + 1]]
         values = [self.row_value[chosen]]
         slots = [self.row_slot[chosen]]
@@ -393,17 +456,17 @@ class _ListRows:
             for j in np.flatnonzero(kids == kid).tolist():
                 values.append(table[:, j])
                 slots.append(block_slots)
-        all_values = np.concatenate(values) if len(values) > 1 else values[0]
+        # (one column of a block is strided by its row: sorted and gathered from a
+        # contiguous copy, the gathers stay in cache)
+        all_values = np.concatenate(values) if len(values) > 1 else np.ascontiguousarray(values[0])
         all_slots = np.concatenate(slots) if len(slots) > 1 else slots[0]
         del values, slots
         exact_rows = None
         if numbers and len(self.exact_row_numbers):
             exact_rows = np.isin(self._numbers(chosen), self.exact_row_numbers)
         if numbers and (exact_rows is None or not exact_rows.any()):
-            # doubles sort by value alone: the order of equal constants' users is free
-            # (they are one position's set), so the fast unstable sort will do
-            by_value = np.argsort(all_values, kind="quicksort")
-            return (*_distinct_numeric(all_values[by_value], all_slots[by_value]), True)
+            constants, offsets, users, first = csr.add_sorted(all_values, all_slots)
+            return constants, offsets, users, True, first
         # the registry's rows first (their constants as objects where kept so), then
         # the blocks' doubles
         objects = self.objects
@@ -413,7 +476,10 @@ class _ListRows:
             kept = [v if is_exact else _DOUBLE for v, is_exact in zip(kept, exact_rows.tolist(), strict=True)]
         kept += [_DOUBLE] * (len(all_values) - len(kept))
         python = [v if k is _DOUBLE else k for v, k in zip(all_values.tolist(), kept, strict=True)]
-        return (*_distinct_objects(python, all_slots, key=exact if numbers else None), False)
+        constants, offsets, users, first = csr.add(
+            *_distinct_objects(python, all_slots, key=exact if numbers else None)
+        )
+        return constants, offsets, users, False, first
 
     def _numbers(self, chosen: np.ndarray) -> np.ndarray:
         """The column row numbers of live rows ``chosen`` (where other constants are kept)."""
@@ -441,7 +507,7 @@ class _SortedRows:
 
     def of(self, kid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """List ``kid``'s distinct constants, its CSR offsets (from 0) and users, as
-        :func:`_distinct_numeric` gives them."""
+        as :meth:`SharedCsr.add` takes them."""
         a, b = int(self.first_constant[kid]), int(self.first_constant[kid + 1])
         first_row, end_row = int(self.bounds[kid]), int(self.bounds[kid + 1])
         return self.constants[a:b], self.offsets[a : b + 1] - first_row, self.users[first_row:end_row]

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mqo.registry import QueryRegistry, RegisteredRow
+from mqo.registered import BlockRun
+from mqo.registry import QueryRegistry
 from predicates.records import CompiledQuery
 from predicates.table import block_template, compile_table, parse_template
 from predicates.templates import FastCompiler
@@ -43,38 +44,26 @@ def query_entries(
     rows' names and constants, to be registered after the ``at`` first texts."""
     texts: list[tuple[str, str, float | str]] = []
     tables: list[dict[str, Any]] = []
-    run: list[RegisteredRow] = []
-
-    def close_run() -> None:
-        if run:
-            block = run[0].block
-            rows = np.fromiter((rq.row for rq in run), np.int64, len(run))
-            constants = np.frombuffer(block.values, np.float64).reshape(-1, block.width)[rows]
+    for run in registry.records().runs:
+        if isinstance(run, BlockRun) and not run.block.context.bound.self_join:
+            # (a self-join's rows are kept as texts)
+            block = run.block
+            constants = np.frombuffer(block.values, np.float64).reshape(-1, block.width)
+            if run.rows is not None:
+                constants = constants[run.rows]
             tables.append(
                 {
                     "at": len(texts),
                     "template": block_template(block),
-                    "names": [rq.name for rq in run],
+                    "names": list(run.names[run.names_at : run.names_at + len(run)]),
                     "constants": np.ascontiguousarray(constants.reshape(-1)),  # row after row
-                    "since": since_text(run[0].since_ts),
+                    "since": since_text(run.since_ts),
                 }
             )
-            run.clear()
-
-    for rq in registry:
-        if type(rq) is RegisteredRow:
-            if run and rq.block is run[0].block and rq.since_ts == run[0].since_ts:
-                run.append(rq)
-                continue
-            close_run()
-            if not rq.context.bound.self_join:  # (a self-join's rows are kept as texts)
-                run.append(rq)
-                continue
-        else:
-            close_run()
-        view = views.get(rq.name)
-        texts.append((rq.name, rq.text if view is None else view.text, since_text(rq.since_ts)))
-    close_run()
+            continue
+        for rq in run if not isinstance(run, BlockRun) else map(run.record, range(len(run))):
+            view = views.get(rq.name)
+            texts.append((rq.name, rq.text if view is None else view.text, since_text(rq.since_ts)))
     return texts, tables
 
 

@@ -104,8 +104,10 @@ class Registrations:
             max_disjuncts=self.config.max_disjuncts,
             compiler=self.registry.compiler,
         )
-        if check_names and len(sources) > 1:
-            repeated = first_repeated(instances.names if type(instances) is RowQueries else (q.name for q in instances))
+        # (a block's names are checked by the registry as it adds them, in one dict
+        # update: a set of a million names made here first cost half a second)
+        if check_names and len(sources) > 1 and type(instances) is not RowQueries:
+            repeated = first_repeated(q.name for q in instances)
             if repeated is not None:
                 raise QueryError(f"query id {repeated} is given twice", None, None)
         return instances

@@ -4,7 +4,9 @@ Each registered query is a :class:`~predicates.templates.CompiledQuery` (its nam
 context, its disjuncts as list keys and constants) plus when it was registered. Its
 predicates are also appended to flat, typed columns (query, disjunct, list, constant),
 so a million queries cost a few hundred bytes each and the plan compiler groups all
-predicates of a list with one sort (:mod:`mqo.plan`).
+predicates of a list with one sort (:mod:`mqo.plan`). A table's rows (``register_table``,
+and texts read from one template) are kept as their block of constants and, under each
+name, the query's order number: no object per row (:mod:`mqo.registered`).
 
 Identical predicates are stored once in the compiled lists (one entry per distinct
 constant, with the queries using it), and a list exists exactly while some query uses
@@ -24,6 +26,7 @@ so a role is never dropped, only left without queries.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from itertools import repeat
@@ -31,11 +34,20 @@ from typing import Any
 
 import numpy as np
 
+from mqo.registered import (
+    BlockRun,
+    RecordList,
+    RegisteredCompiled,
+    RegisteredQueries,
+    RegisteredQuery,
+    RegisteredRow,
+    Run,
+)
 from predicates import Catalog, Kind, ListKey, QueryError
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
-from predicates.records import CompiledQuery, Context, Disjunct, RowBlock, RowQueries, RowQuery
+from predicates.records import CompiledQuery, RowBlock, RowQueries
 from predicates.table import first_repeated
 from predicates.template_scan import ScanArrays
 from predicates.templates import FastCompiler
@@ -51,117 +63,13 @@ def scan_bytes(*arrays: np.ndarray) -> ScanArrays:
     return kernel(*arrays)
 
 
-class RegisteredQuery:
-    """A registered query and when it joined: a :class:`RegisteredCompiled` (a compiled
-    query of its own) or a :class:`RegisteredRow` (a row of a table's block).
-
-    ``since_ts`` is the matcher's retention horizon at registration: tuples older than
-    it may already have been purged, so results of this query never include them
-    (docs/ARCHITECTURE.md, Semantics).
-    """
-
-    __slots__ = ("order", "since_ts")
-
-    # each kind gives these (an attribute or a property)
-    name: str
-    compiled: CompiledQuery
-    context: Context
-    exact_maxwindow: float | Fraction | None  # MAXWINDOW as written (None without one)
-
-    @property
-    def streams(self) -> tuple[str, ...]:
-        return self.context.streams
-
-    @property
-    def aliases(self) -> tuple[tuple[str, str], ...]:
-        return self.context.aliases
-
-    @property
-    def maxwindow(self) -> float:
-        """MAXWINDOW in seconds (the nearest double; 0 without one)."""
-        return to_float(self.exact_maxwindow or 0.0)
-
-    @property
-    def is_multi_stream(self) -> bool:
-        return self.context.multi_stream
-
-    @property
-    def disjuncts(self) -> tuple[Disjunct, ...]:
-        return self.compiled.disjuncts
-
-    @property
-    def text(self) -> str:
-        """A query text naming and reproducing this query (a ``Query ID:`` header first)."""
-        return self.compiled.text
-
-    def predicates(self) -> Iterator[tuple[int, ListKey, Any]]:
-        """(disjunct, list key, constant) of every indexed predicate."""
-        for d, (preds, _) in enumerate(self.compiled.disjuncts):
-            for key, value in preds:
-                yield d, key, value
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, since_ts={self.since_ts})"
-
-
-class RegisteredCompiled(RegisteredQuery):
-    """A query registered as its compiled record (from a text, or a table row that is
-    not part of a block)."""
-
-    __slots__ = ("compiled",)
-
-    def __init__(self, compiled: CompiledQuery, since_ts: float | Fraction, order: int) -> None:
-        self.compiled = compiled
-        self.since_ts = since_ts
-        self.order = order
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.compiled.name
-
-    @property
-    def context(self) -> Context:  # type: ignore[override]
-        return self.compiled.context
-
-    @property
-    def exact_maxwindow(self) -> float | Fraction | None:  # type: ignore[override]
-        return self.compiled.maxwindow
-
-
-class RegisteredRow(RegisteredQuery):
-    """A table row's registration (:class:`~predicates.records.RowQueries`): its constants are
-    row ``row`` of ``block``. It is the row's only object, where a query of text has
-    its record and its compiled query; the :class:`~predicates.records.RowQuery` is made when
-    asked for."""
-
-    __slots__ = ("block", "name", "row")
-
-    def __init__(self, name: str, block: RowBlock, row: int, since_ts: float | Fraction, order: int) -> None:
-        self.name = name
-        self.block = block
-        self.row = row
-        self.since_ts = since_ts
-        self.order = order
-
-    @property
-    def compiled(self) -> RowQuery:  # type: ignore[override]
-        return RowQuery(self.name, self.block, self.row)
-
-    @property
-    def context(self) -> Context:  # type: ignore[override]
-        return self.block.context
-
-    @property
-    def exact_maxwindow(self) -> float | Fraction | None:  # type: ignore[override]
-        return self.block.maxwindow
-
-
 class QueryRegistry:
     def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
         self.catalog = catalog
         self.max_disjuncts = max_disjuncts
         self.compiler = FastCompiler(catalog, max_disjuncts)  # (the property: with the scan kernel)
-        self.queries: dict[str, RegisteredQuery] = {}
+        # by name: an object per query of its own, a table row's order (mqo.registered)
+        self.queries = RegisteredQueries(self._row_record)
         self._keys: list[ListKey | None] = []
         self._key_id: dict[ListKey, int] = {}
         self._key_uses: list[int] = []
@@ -238,7 +146,7 @@ class QueryRegistry:
         kids_of: dict[int, tuple[bytes, bool]] = {}
         kid_by_id: dict[int, int] = {}
         last_context = None
-        queries_by_name = self.queries
+        queries_by_name = self.queries.entries
         for compiled in queries:
             if compiled.name in queries_by_name:
                 raise ValueError(f"query id {compiled.name} is already registered")
@@ -304,18 +212,13 @@ class QueryRegistry:
         names, block = rows.names, rows.block
         if not names or any(key.family != "number" for key in block.keys):
             return False
-        queries = self.queries
+        queries = self.queries.entries
         if not queries.keys().isdisjoint(names):
             taken = next(name for name in names if name in queries)
             raise ValueError(f"query id {taken} is already registered")
         m, start, before = len(names), self._order, len(queries)
-        queries.update(
-            zip(
-                names,
-                map(RegisteredRow, names, repeat(block), range(m), repeat(since_ts), range(start, start + m)),
-                strict=True,
-            )
-        )
+        # each name's entry is its order: no object per row (mqo.registered)
+        queries.update(zip(names, range(start, start + m), strict=True))
         if len(queries) != before + m:  # a name given twice: every name added is new, so take them all back
             for name in names:
                 queries.pop(name, None)
@@ -324,7 +227,7 @@ class QueryRegistry:
             self.need_roles(block.context.bound.roles)
         kids = [self._key_number(key) for key in block.keys]
         self._order += m
-        self._blocks.append(_BlockRows(len(self._row_key), block, start, np.array(kids, np.int32)))
+        self._blocks.append(_BlockRows(len(self._row_key), block, start, np.array(kids, np.int32), since_ts))
         self._block_rows += self._blocks[-1].n_rows
         for kid in kids:
             self._key_uses[kid] += m
@@ -356,7 +259,7 @@ class QueryRegistry:
         m, width = len(queries), len(keys)
         start = self._order
         self._order += m
-        self.queries.update(
+        self.queries.entries.update(
             zip(names, map(RegisteredCompiled, queries, repeat(since_ts), range(start, start + m)), strict=False)
         )
         self._row_query.frombytes(np.repeat(np.arange(start, start + m, dtype=np.int64), width).tobytes())
@@ -416,13 +319,49 @@ class QueryRegistry:
 
     def newest(self, after_order: int) -> list[RegisteredQuery]:
         """The queries registered after the one numbered ``after_order``, in order."""
-        found = []
-        for rq in reversed(self.queries.values()):
-            if rq.order <= after_order:
-                break
-            found.append(rq)
-        found.reverse()
-        return found
+        return self.queries.newest(after_order)
+
+    def _row_record(self, name: str, order: int) -> RegisteredRow:
+        """The record of the table row numbered ``order`` (named ``name``), made now."""
+        b = self._blocks[bisect_right([b.first_order for b in self._blocks], order) - 1]
+        k = order - b.first_order if b.block_rows is None else int(np.searchsorted(b.orders, order))
+        row = k if b.block_rows is None else int(b.block_rows[k])
+        return RegisteredRow(name, b.block, row, b.since_ts, order)
+
+    def records(self) -> RecordList:
+        """The registered queries in registration order, a table's rows as runs of
+        their block (no object made per row: what a plan keeps)."""
+        runs: list[Run] = []
+        blocks = [(b, self._live(b.orders)) for b in self._blocks]
+        names = list(self.queries.entries)
+        if sum(int(live.sum()) for _, live in blocks) == len(names):  # only tables' rows
+            at = 0
+            for b, live in blocks:
+                run = _block_run(b, live, names, at)
+                runs.append(run)
+                at += len(run)
+            return RecordList(runs)
+        # objects and blocks interleaved: one pass over the entries, a block's rows skipped
+        firsts = [b.first_order for b, _ in blocks]
+        objects: list[RegisteredQuery] = []
+        entries = list(self.queries.entries.values())
+        i = 0
+        while i < len(entries):
+            entry = entries[i]
+            if type(entry) is not int:
+                objects.append(entry)  # type: ignore[arg-type]
+                i += 1
+                continue
+            if objects:
+                runs.append(objects)
+                objects = []
+            b, live = blocks[bisect_right(firsts, entry) - 1]
+            run = _block_run(b, live, names, i)
+            runs.append(run)
+            i += len(run)
+        if objects:
+            runs.append(objects)
+        return RecordList(runs)
 
     def _n_rows(self) -> int:
         return len(self._row_key) + self._block_rows
@@ -564,13 +503,15 @@ class _BlockRows:
     block's rows in order while None: none removed yet); ``at``: how many column rows
     precede them."""
 
-    __slots__ = ("at", "block", "block_rows", "kids", "orders")
+    __slots__ = ("at", "block", "block_rows", "first_order", "kids", "orders", "since_ts")
 
-    def __init__(self, at: int, block: RowBlock, first_order: int, kids: np.ndarray):
+    def __init__(self, at: int, block: RowBlock, first_order: int, kids: np.ndarray, since_ts: float | Fraction):
         self.at = at
         self.block = block
         self.block_rows: np.ndarray | None = None
         self.kids = kids
+        self.first_order = first_order
+        self.since_ts = since_ts
         m = len(block.values) // block.width
         self.orders = np.arange(first_order, first_order + m, dtype=np.int64)
 
@@ -582,11 +523,21 @@ class _BlockRows:
     def n_rows(self) -> int:
         return len(self.orders) * len(self.kids)
 
+    def block_rows_all(self) -> np.ndarray:
+        """The block row of each query."""
+        return self.block_rows if self.block_rows is not None else np.arange(len(self.orders), dtype=np.int64)
+
     def drop(self, dead: np.ndarray) -> None:
         """Forget the queries numbered in ``dead``."""
         keep = ~np.isin(self.orders, dead)
         if keep.all():
             return
-        rows = self.block_rows if self.block_rows is not None else np.arange(len(self.orders), dtype=np.int64)
-        self.block_rows = rows[keep]
+        self.block_rows = self.block_rows_all()[keep]
         self.orders = self.orders[keep]
+
+
+def _block_run(b: _BlockRows, live: np.ndarray, names: list[str], at: int) -> BlockRun:
+    """``b``'s live rows as a run whose first query is named ``names[at]``."""
+    if live.all():
+        return BlockRun(b.block, b.orders, b.block_rows, b.since_ts, names, at)
+    return BlockRun(b.block, b.orders[live], b.block_rows_all()[live], b.since_ts, names, at)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -271,7 +270,7 @@ class LiveDelta:
         lists = {kind: base.lists[kind] + [self._compiled(live) for live in self.kind_lists[kind]] for kind in TYPES}
         attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, len(base.streams))
         windows = self.windows.levels(n_records)
-        top = self.windows.top()  # (-1: no query left)
+        retention, retention_exact = self.windows.largest()
         views = {name: array[:n] for name, array in self.slot_arrays.items()}
         plan = CompiledPlan(
             version=version,
@@ -290,8 +289,8 @@ class LiveDelta:
             pair_lists=pair_lists,
             indexed_positions=indexed,
             attr_list_mask=attr_list_mask,
-            retention_window=windows.floats[top] if top >= 0 else 0.0,
-            retention_window_exact=windows.exact(top) if top >= 0 else Fraction(0),
+            retention_window=retention,
+            retention_window_exact=retention_exact,
             _stream_number=base._stream_number,
             record_orders=base.record_orders,
             base_of=base.base_of,
@@ -349,8 +348,16 @@ class LiveDelta:
         orders of the queries registered since the base and not removed, are the live
         added records, in order; slots and records agree; every list's segment is in
         covering order inside its room, apart from the others', with its users among
-        the added slots; bit blocks apart; each kernel row the OR of its list's users."""
+        the added slots; bit blocks apart; each kernel row the OR of its list's users;
+        each stream's masks kept in place those its slots' facts give."""
         base, n, arrays = self.base, self.n_slots, self.slot_arrays
+        streams, special = arrays["slot_stream_mask"][:n], arrays["slot_special"][:n]
+        for stream, masks in self.masks.items():
+            of_stream = (streams >> stream) & 1 == 1
+            single = of_stream & (streams == 1 << stream) & ~special
+            want = [single, of_stream & ~single, of_stream & (streams != 1 << stream)]
+            for row, flags in zip(masks, want, strict=True):
+                assert (row == bitset_of(np.flatnonzero(flags), len(row))).all(), f"stream {stream}: masks differ"
         added = self.records[len(base.records) :]
         assert [rq.order for k, rq in enumerate(added, len(base.records)) if k not in self.dead] == live_orders, (
             "the added queries differ from the registry's"

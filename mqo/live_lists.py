@@ -203,6 +203,7 @@ class LiveLevels:
         self.level_of = with_room(levels.level_of, n_records + 64)
         self.n = n_records
         self.counts = np.bincount(levels.level_of, minlength=len(self.values)).tolist()
+        self._largest: tuple[Any, Fraction] | None = None
 
     def _number(self, value: Any, slot_levels: np.ndarray, n_slots: int) -> int:
         k = bisect.bisect_left(self.values, value)  # (floats and Fractions compare exactly)
@@ -239,6 +240,15 @@ class LiveLevels:
     def top(self) -> int:
         """The largest level some record has (-1: none)."""
         return max((k for k, c in enumerate(self.counts) if c), default=-1)
+
+    def largest(self) -> tuple[float, Fraction]:
+        """The largest value some record has, as a double and exactly (0 without
+        records); the exact value kept from the last call while it is the same."""
+        top = self.top()
+        value = self.values[top] if top >= 0 else 0.0
+        if self._largest is None or self._largest[0] is not value:
+            self._largest = (value, exact(value))
+        return to_float(value), self._largest[1]
 
     def levels(self, n_records: int) -> Levels:
         return Levels(list(self.values), list(self.floats), self.level_of[:n_records])

@@ -7,26 +7,22 @@ next plan from the previous one instead, in time proportional to what changed:
 
 * the **base plan** (the last one compiled whole) keeps its slots, lists, search
   arrays and kernel tables, shared, untouched;
-* queries registered since are compiled on their own (a small plan) and appended:
-  their slots after the base's, their lists after the base's lists (a list key may
-  then have two lists, one per part: each query's predicates are in exactly one of
-  them, so the QED test is unchanged), their kernel tables in a second, narrow
-  table over the new slots' words (:meth:`indexes.kill_bitsets.KillBitsets.extended`);
-* a removed query of the base keeps its slot numbers, with no streams: no tuple
-  starts with it as a candidate, so it can never be reported.
+* the changes since are kept in place (:class:`~mqo.live_delta.LiveDelta`): an added
+  query's slots after the base's, its predicates inserted into one list per key (a
+  list key may then have two lists, the base's and the kept one: each query's
+  predicates are in exactly one of them, so the QED test is unchanged), their kernel
+  rows in a second part of each stream's tables; an update takes only the changes
+  since the last one, and the plan is made of views of what is kept;
+* a removed query keeps its slot numbers, with no streams: no tuple starts with it
+  as a candidate, so it can never be reported.
 
-When the added queries outgrow :func:`delta_limit` (about the square root of the
-base's slots), or the removed ones :func:`dead_limit` (a share of them), the next
-plan is compiled whole again: an update costs a fixed part plus O(changes since), a
-whole compile O(slots), so the cost of a change, amortized, stays O(sqrt(slots)).
-The queries added since the base are kept in a registry of their own
-(:class:`DeltaPart`) from one update to the next, so an update registers only the
-changes since the last one, and compiles that part in the base's numbering.
+When the added slots outgrow :func:`delta_limit`, or the removed queries of the base
+:func:`dead_limit` (shares of the base's slots), the next plan is compiled whole
+again: an update costs O(changes since the last one), a whole compile O(slots), once
+per O(slots) changes.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -39,12 +35,16 @@ from predicates import Kind
 
 TYPES = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 MIN_DELTA = 64
+DELTA_SHARE = 16  # slots added since the base, kept in place: up to 1/16 of its slots
 DEAD_SHARE = 16  # removed queries of the base kept as dead slots: up to 1/16 of its slots
 
 
 def delta_limit(base_slots: int) -> int:
-    """How many queries may be added before the plan is compiled whole."""
-    return max(MIN_DELTA, int(math.sqrt(base_slots)))
+    """How many slots may be added before the plan is compiled whole. An added slot
+    costs an update its insertions only, but a tuple walks the users its predicates
+    fail in the kept lists (they have no checkpoint rows), so they wait for a share of
+    the base's slots: then a whole compile, O(slots), comes once per O(slots) changes."""
+    return max(MIN_DELTA, base_slots // DELTA_SHARE)
 
 
 def dead_limit(base_slots: int) -> int:

@@ -30,7 +30,7 @@ import numpy as np
 
 from indexes.covering import kernel_form, own_cuts, search_comparisons
 from indexes.exact import EXACT_INTEGERS
-from indexes.kill_bitsets import bitset_of, bitset_to_int, is_view_at, set_bits, words_for
+from indexes.kill_bitsets import bitset_of, bitset_to_int, set_bits, words_for
 from mqo.batch_input import EXACT, NUMERIC
 from mqo.plan import CompiledPlan
 from mqo.row_layout import RowLayout, row_layout
@@ -157,6 +157,11 @@ def check_prepared(plan: CompiledPlan, prepared: PreparedBatch, attributes_first
             if part.kept[i] >= 0:
                 got = bitset_to_int(part.cand[part.kept[i]])
                 assert got == want, f"row {i}: kernel candidates {got:#x}, per row {want:#x}"
+        for kernel_part in plan.per_stream(s, _kernel_parts):  # the kernel reads each list's own cuts
+            for k, l in enumerate(kernel_part.chosen.tolist()):
+                at, end = int(kernel_part.starts[k]), int(kernel_part.ends[k])
+                lt, le = plan.attr_lists[s][l].covering.cuts()
+                assert (kernel_part.lt[at:end] == lt).all() and (kernel_part.le[at:end] == le).all(), f"list {l}: cuts"
 
 
 def _prepare_one(
@@ -248,6 +253,8 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
     row_of = plan.per_stream(stream, row_layout).numeric_row
     chosen, others, columns, ops, lts, les, bases = [], [], [], [], [], [], []
     integers = []
+    shared: np.ndarray | None = None  # the plan's array of doubles, while every list's cuts are in it
+    in_place = True
     for l, lst in enumerate(plan.attr_lists[stream][first:], first):
         if not lst.numeric or lst.right_pos is not None or lst.left_pos not in row_of:
             others.append(l)  # ts and id too: they are not columns of the batch
@@ -258,18 +265,19 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
         columns.append(row_of[lst.left_pos])
         ops.append(OP_CODES[lst.key.op])
         if lst.doubles and (not lst.integer or own_cuts(lst.constants)):  # type: ignore[arg-type]
-            lt = le = lst.constants  # doubles are their own cuts (no search arrays made)
+            # doubles are their own cuts: the list's constants, a view of the plan's array
+            # at its first position (CompiledList), read there (check_prepared checks it)
+            lt = le = lst.constants
+            shared = lt.base if shared is None else shared  # type: ignore[union-attr]
+            in_place = in_place and lt.base is shared  # type: ignore[union-attr]
         else:
             lt, le = lst.covering.cuts()
+            in_place = False
         lts.append(lt)
         les.append(le)
         bases.append(lst.csr_base)
     sizes = np.fromiter(map(len, lts), np.int64, len(lts))
-    shared = lts[0].base if lts else None
-    if isinstance(shared, np.ndarray) and all(
-        a is b and is_view_at(a, shared, base) for a, b, base in zip(lts, les, bases, strict=True)
-    ):
-        # doubles are their own cuts, views of the plan's one array: read in place
+    if in_place and isinstance(shared, np.ndarray):
         lt = le = shared
         starts = np.array(bases, np.int64)
     else:

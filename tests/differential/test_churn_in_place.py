@@ -224,6 +224,34 @@ def test_changes_are_kept_in_place() -> None:
     assert sorted(r.query for r in found) == sorted(brute(queries, 2.5, 20) + brute(queries, 4.0, 3))
 
 
+def test_kept_strings_disjunctions_and_residuals() -> None:
+    """Added queries whose lists hold strings (kept as values, not doubles), with OR
+    (several slots per query) and a residual, registered, removed and registered again
+    between pushes: each answer as the predicates evaluated here, each plan checked
+    against one compiled whole."""
+    m = mqo.Matcher("REGISTER STREAM E (a FLOAT, s VARCHAR);", check=True)
+    m.register_queries([f"Query ID: b{i}\nSELECT * FROM E WHERE E.a > {i}" for i in range(30)])
+    m.ensure_plan()
+    tests = {f"b{i}": (lambda a, s, i=i: a > i) for i in range(30)}
+    added = {
+        "w0": ("E.s = 'x' OR E.a < 1/3", lambda a, s: s == "x" or a < Fraction(1, 3)),
+        "w1": ("E.s = 'y' AND E.a >= 2", lambda a, s: s == "y" and a >= 2),
+        "w2": ("E.s >= 'x' OR E.s = 'a'", lambda a, s: s >= "x" or s == "a"),
+        "w3": ("E.a * E.a > 10 AND E.s != 'x'", lambda a, s: a * a > 10 and s != "x"),
+    }
+    events = [(0.25, "x"), (3.0, "y"), (5.0, "a"), (0.1, "b"), (4.0, "x")]
+    for k, (name, (where, test)) in enumerate([*added.items(), ("w0", added["w0"]), ("w2", added["w2"])]):
+        if name in tests:
+            m.unregister_query(name)
+            del tests[name]
+        m.register_query(f"Query ID: {name}\nSELECT * FROM E WHERE {where}")
+        tests[name] = test
+        for j, (a, s) in enumerate(events):
+            got = sorted(r.query for r in m.push("E", 10.0 * k + j, {"a": a, "s": s}))
+            assert got == sorted(q for q, t in tests.items() if t(Fraction(a), s)), (name, a, s)
+    assert m.ensure_plan().base_plan is not None
+
+
 @pytest.mark.parametrize("ctype", ["FLOAT", "INTEGER"])
 def test_many_insertions_move_lists(ctype: str) -> None:
     """Lists outgrow their room and move (and the shared arrays grow): the kept

@@ -75,6 +75,17 @@ def compare(left: Any, op: str, right: Any) -> bool:
     return _OPS[op](left, right)
 
 
+def search_comparisons(n: int) -> int:
+    """Comparisons a binary search over ``n`` constants costs."""
+    return max(1, n.bit_length())
+
+
+def own_cuts(doubles: np.ndarray) -> bool:
+    """An integer column's list of doubles is its own cuts: every constant integral
+    (so finite) and below 2**53 in magnitude (see :meth:`CoveringList._integer_cuts`)."""
+    return bool((np.abs(doubles) < EXACT_INTEGERS).all()) and bool(np.array_equal(np.ceil(doubles), doubles))
+
+
 def first_true(lo: int, hi: int, pred: Callable[[int], bool], guess: int) -> int:
     """Smallest i in [lo, hi] with pred(i) true, for pred monotone False..True over
     [lo, hi) (pred(hi) is taken as true). ``guess`` is usually exact already."""
@@ -157,13 +168,13 @@ class CoveringList:
         bisection reads the same arrays as the kernels."""
         if len(doubles) and not bool((np.abs(doubles) < EXACT_INTEGERS).all()):
             return False  # past 2**53 the decimal is not the double: integer_cut decides
-        lt = np.ceil(doubles)
-        if np.array_equal(lt, doubles):
+        if own_cuts(doubles):
             # integral constants (the usual case) are their own cuts: the plan's shared
             # array read in place, no two copies of every constant
             self._lt = self._le = self.constants
             self._arrays = (doubles, doubles)
             return True
+        lt = np.ceil(doubles)
         le = np.floor(doubles)
         self._lt, self._le = memoryview(lt), memoryview(le)
         self._arrays = (lt, le)
@@ -370,7 +381,7 @@ class CoveringList:
 
     def comparisons(self) -> int:
         """Comparisons one evaluation costs: a binary search over the list."""
-        return max(1, self.n.bit_length())
+        return search_comparisons(self.n)
 
     def extreme_for(self, lo: int, hi: int) -> Any:
         """The most covering constant among positions [lo, hi)."""

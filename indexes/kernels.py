@@ -301,3 +301,49 @@ def select_bits(cand: np.ndarray, mask: np.ndarray, counts: np.ndarray) -> tuple
                 k += 1
                 x ^= low
     return rows, bits
+
+
+@kernel
+def insert_user(
+    constants: np.ndarray,
+    offsets: np.ndarray,
+    users: np.ndarray,
+    start: int,
+    n: int,
+    p: int,
+    new: int,
+    value: float,
+    slot: int,
+) -> int:
+    """Add ``slot`` to the list at position ``start`` of the CSR arrays (``n``
+    positions, their users after ``offsets[start]``, with room for one more position
+    and user): as a new position ``p`` with constant ``value`` (``new``), or as one more
+    user of position ``p``; with ``p`` < 0, ``p`` and ``new`` are found by a binary
+    search of ``value`` among the constants (doubles, ascending). Returns ``new``."""
+    if p < 0:
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if constants[start + mid] < value:
+                lo = mid + 1
+            else:
+                hi = mid
+        p = lo
+        new = 1 if p == n or constants[start + p] != value else 0
+    end = offsets[start + n]
+    if new:
+        at = offsets[start + p]
+        for k in range(start + n, start + p, -1):
+            constants[k] = constants[k - 1]
+        constants[start + p] = value
+        for k in range(start + n + 1, start + p + 1, -1):
+            offsets[k] = offsets[k - 1] + 1
+        offsets[start + p + 1] = at + 1
+    else:
+        at = offsets[start + p + 1]  # after the users of the equal constant
+        for k in range(start + p + 1, start + n + 1):
+            offsets[k] += 1
+    for k in range(end, at, -1):
+        users[k] = users[k - 1]
+    users[at] = slot
+    return new

@@ -27,6 +27,9 @@ DEFAULT_BUDGET_BYTES = 256 << 20
 # a list's stride doubles while a stride's users number at most 1/WALK_SHARE of a
 # row's words: walking them (scattered bit clears) costs about what reading a row does
 WALK_SHARE = 4
+# the stride of a list kept without checkpoints (every failed user walked): a list that
+# takes insertions in place (mqo.live_delta), whose only rows are "none" and "all"
+WALK_STRIDE = 1 << 40
 
 MODE_OF_OP = {
     "<": modes.MODE_LESS,
@@ -76,6 +79,8 @@ def slots_of(mask: int) -> np.ndarray:
     return set_bits(words[None, :], words)[1]
 
 
+# the per-list arrays, as _build makes them and the kernels take them
+PER_LIST = ("modes", "ns", "strides", "prefix_rows", "suffix_rows", "any_rows", "csr_base", "part", "word_lo")
 # the second part of tables built whole: no lists (the kernels take both parts' arrays)
 _NO_PART = (np.zeros((1, 1), np.uint64), np.zeros(1, np.int64), np.zeros(0, np.int32))
 
@@ -126,6 +131,20 @@ class KillBitsets:
         (``>= self.n_slots``), for ``n_slots`` slots in all; ``base``: the candidates a
         tuple starts from (slots removed since are left out of it). Shares this
         table; only the new lists' (narrow) table is built."""
+        per_list, table2, offsets2, users2 = _build(lists, self.n_slots >> 6, words_for(n_slots), budget_bytes, 1)
+        return self.joined(per_list, (table2, offsets2, users2), n_slots, base)
+
+    def joined(
+        self,
+        per_list: dict[str, np.ndarray],
+        second: tuple[np.ndarray, np.ndarray, np.ndarray],
+        n_slots: int,
+        base: np.ndarray,
+    ) -> KillBitsets:
+        """These tables (built whole) and a second part: its lists' per-list arrays (as
+        :func:`_build` makes them, ``part`` 1) and its (checkpoint table, CSR offsets,
+        users), the table's rows over the words from this table's last on. Shares
+        both parts' arrays."""
         if self.parts != 1:
             raise ValueError("only tables built whole can be extended")
         out = KillBitsets.__new__(KillBitsets)
@@ -133,9 +152,8 @@ class KillBitsets:
         out.words = words_for(n_slots)
         out.base = base
         out.parts = 2
-        per_list, table2, offsets2, users2 = _build(lists, self.n_slots >> 6, out.words, budget_bytes, 1)
-        merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in per_list}
-        out._set_lists(merged, (self.table, self.offsets, self.users), (table2, offsets2, users2))
+        merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in PER_LIST}
+        out._set_lists(merged, (self.table, self.offsets, self.users), second)
         return out
 
     def _set_lists(
@@ -197,7 +215,9 @@ class KillBitsets:
         for l in range(count):
             mode, n, stride, part = int(self.modes[l]), int(self.ns[l]), int(self.strides[l]), int(self.part[l])
             assert mode in MODE_OF_OP.values(), f"list {l}: mode {mode}"
-            assert stride > 0 and stride & (stride - 1) == 0 and stride < 2 * max(n, 1), f"list {l}: stride {stride}"
+            walked = stride == WALK_STRIDE and n < stride  # a list taking insertions: no checkpoints
+            assert stride > 0 and stride & (stride - 1) == 0, f"list {l}: stride {stride}"
+            assert walked or stride < 2 * max(n, 1), f"list {l}: stride {stride} for {n} positions"
             assert int(self.word_lo[l]) == first_words[part], f"list {l}: its rows start at another word"
             table, offsets, users = parts[part]
             at = int(self.csr_base[l])

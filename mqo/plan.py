@@ -262,17 +262,16 @@ class CompiledPlan:
     record_orders: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     removal_mark: int = 0  # the registry's removal log read up to here (mqo.plan_update)
     # a plan updated in place of a recompile (mqo.plan_update): the fully compiled plan
-    # whose lists and kernel tables it shares, and that plan's records removed since
+    # whose lists and kernel tables it shares
     base_plan: CompiledPlan | None = field(default=None, repr=False)
-    dead_records: frozenset[int] = frozenset()
     # self-joins (see predicates.catalog.role_name): the declared stream each engine
     # stream reads, and each declared stream's roles after its first, in role order
     base_of: list[int] = field(default_factory=list)
     roles_of: list[tuple[int, ...]] = field(default_factory=list)
     _covered: dict[int, int] = field(default_factory=dict, repr=False)
     _kill_bitsets: dict[int, KillBitsets] = field(default_factory=dict, repr=False)
-    # a base plan's queries registered since, kept as a registry of their own from one
-    # update to the next (:class:`mqo.plan_update.DeltaPart`)
+    # a base plan's changes since, kept in place from one update to the next
+    # (:class:`mqo.live_delta.LiveDelta`)
     _delta_part: Any = field(default=None, repr=False)
     # what per_stream and derived made from this plan, by (maker, stream or -1)
     _derived: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
@@ -309,6 +308,8 @@ class CompiledPlan:
     def live_roles(self) -> list[tuple[int, ...]]:
         """Per declared stream, its roles after the first that some query reads: a
         tuple of the stream is matched in role 1, then in each of these, in order."""
+        if not any(self.roles_of):
+            return [() for _ in self.roles_of]  # (no self-join: no stream's slots made)
         slots = self.stream_slots
         return [tuple(r for r in roles if slots[r]) for roles in self.roles_of]
 
@@ -472,15 +473,13 @@ class CompiledPlan:
         extends its base plan's tables with its own lists')."""
         tables = self._kill_bitsets.get(stream)
         if tables is None:
-            words = words_for(self.n_slots)
-            base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
             if self.base_plan is None:
+                words = words_for(self.n_slots)
+                base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
                 lists = [lst.as_users() for lst in self.attr_lists[stream]]
                 tables = KillBitsets(lists, self.n_slots, base, budget_bytes)
                 release_freed_memory(self.n_slots)
-            else:
-                shared = self.base_plan.kill_bitsets(stream, budget_bytes)
-                added = [lst.as_users() for lst in self.attr_lists[stream][len(self.base_plan.attr_lists[stream]) :]]
-                tables = shared.extended(added, self.n_slots, base, budget_bytes)
+            else:  # the base's tables and the rows the changes since keep in place
+                tables = self.base_plan._delta_part.kill_bitsets(self, stream, budget_bytes)
             self._kill_bitsets[stream] = tables
         return tables

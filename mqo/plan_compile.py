@@ -24,11 +24,8 @@ from predicates.numbers import exact
 from predicates.records import Context, RowBlock, RowQuery
 
 
-def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | None = None) -> CompiledPlan:
-    """The plan of every query in ``registry``. With ``after`` (the base plan that
-    :mod:`mqo.plan_update` appends this part to), the lists, their bits and their
-    users are numbered after ``after``'s, as in the plan they are merged into, and
-    the lists are not arranged per stream: such a part is no plan of its own."""
+def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
+    """The plan of every query in ``registry``."""
     catalog = registry.catalog
     real = tuple(catalog)
     # the engine's streams: the declared ones, then the roles of self-joins (B#2, ...)
@@ -60,7 +57,7 @@ def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | No
 
     distinct = facts.contexts
     record_context = facts.context_numbers
-    context_code = {id(ctx): _context_code(ctx, stream_number, schema_of) for ctx in distinct}
+    context_code = {id(ctx): context_code_of(ctx, stream_number, schema_of) for ctx in distinct}
     context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
     record_mask = context_mask[record_context] if n_records else np.zeros(0, np.int64)
     windows = Levels.of(facts.windows)
@@ -88,45 +85,29 @@ def compile_plan(registry: QueryRegistry, version: int, after: CompiledPlan | No
     slot_special = record_special[slot_record] if n_slots else np.zeros(0, bool)
 
     orders = facts.orders
-    first_slot = after.n_slots if after is not None else 0
-    by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base, first_slot)
+    by_list = _ListRows(registry, orders, None if bool((n_disjuncts == 1).all()) else slot_base)
     csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
-    bits = dict(after.bits) if after is not None else {k: 0 for k in TYPES}
-    first_list = {k: len(after.lists[k]) if after is not None else 0 for k in TYPES}
+    bits = {k: 0 for k in TYPES}
     for key in registry.lists():
-        numbers = key.family == "number" and not (key.right is not None and key.factor is None)
-        constants, offsets, users, doubles, csr_base = by_list.of(registry.key_id(key), numbers, csr)
-        right_stream = right_pos = None
-        if key.right is not None:
-            right_stream = stream_number(key.right.stream)
-            right_pos = column_position(schema_of(key.right.stream), key.right.column)
+        constants, offsets, users, doubles, csr_base = by_list.of(registry.key_id(key), number_list(key), csr)
         lst = CompiledList(
             kind=key.kind,
-            index=first_list[key.kind] + len(lists[key.kind]),
+            index=len(lists[key.kind]),
             key=key,
             base=bits[key.kind],
             constants=constants,
             offsets=offsets,
             users=users,
-            slot_bits=first_slot + n_slots,
-            left_stream=stream_number(key.left.stream),
-            left_pos=column_position(schema_of(key.left.stream), key.left.column),
-            right_stream=right_stream,
-            right_pos=right_pos,
-            factor=to_float(key.factor) if key.factor is not None else None,
-            numeric=key.family == "number",
-            integer=_holds_integers(schema_of(key.left.stream), key.left.column),
+            slot_bits=n_slots,
             doubles=doubles,
             csr_base=csr_base,
+            **list_shape(key, stream_number, schema_of),
         )
         lists[key.kind].append(lst)
         bits[key.kind] += lst.n
 
-    if after is None:
-        attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
-    else:
-        attr_lists, pair_lists, indexed, attr_list_mask = [], {}, [], []
+    attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, n_streams)
 
     return CompiledPlan(
         version=version,
@@ -188,7 +169,31 @@ def arrange_lists(lists: dict[Kind, list[CompiledList]], n_streams: int) -> tupl
     return attr_lists, pair_lists, indexed, attr_list_mask
 
 
-def _context_code(context: Context, stream_number: Any, schema_of: Any) -> ContextCode:
+def number_list(key: Any) -> bool:
+    """A list whose constants are numbers compared by value (ordered exactly): not a
+    list of strings or booleans, nor a two-column list without a factor."""
+    return bool(key.family == "number" and not (key.right is not None and key.factor is None))
+
+
+def list_shape(key: Any, stream_number: Callable[[str], int], schema_of: Callable[[str], StreamSchema]) -> dict:
+    """What a list's :class:`~mqo.plan.CompiledList` reads of its key: its streams,
+    column positions, factor and the kinds of its values."""
+    right_stream = right_pos = None
+    if key.right is not None:
+        right_stream = stream_number(key.right.stream)
+        right_pos = column_position(schema_of(key.right.stream), key.right.column)
+    return {
+        "left_stream": stream_number(key.left.stream),
+        "left_pos": column_position(schema_of(key.left.stream), key.left.column),
+        "right_stream": right_stream,
+        "right_pos": right_pos,
+        "factor": to_float(key.factor) if key.factor is not None else None,
+        "numeric": key.family == "number",
+        "integer": holds_integers(schema_of(key.left.stream), key.left.column),
+    }
+
+
+def context_code_of(context: Context, stream_number: Any, schema_of: Any) -> ContextCode:
     bound = context.bound
     aliases = {stream_number(role): alias for alias, role in bound.role_aliases}
     ids = tuple(sorted(aliases))
@@ -366,7 +371,7 @@ def _packed(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, int, int
 _EXACT = 2.0**53
 
 
-def _holds_integers(schema: StreamSchema, column: str) -> bool:
+def holds_integers(schema: StreamSchema, column: str) -> bool:
     found = schema.lookup(column)
     return found is not None and found[1] in (ColumnType.INTEGER, ColumnType.BYTE)
 
@@ -399,11 +404,9 @@ class _ListRows:
     registered one by one (in the registry's columns, sorted by list once) and the
     tables' blocks (a list's constants are a column of its block, taken as they are:
     no row is made per predicate). ``slot_base``: each record's first slot (None when
-    every record has one slot, its number); ``first_slot``: added to every slot."""
+    every record has one slot, its number)."""
 
-    def __init__(
-        self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None, first_slot: int = 0
-    ) -> None:
+    def __init__(self, registry: QueryRegistry, orders: np.ndarray, slot_base: np.ndarray | None) -> None:
         rows = registry.column_rows()
         live = rows["live"]
         everyone = bool(live.all())
@@ -416,8 +419,6 @@ class _ListRows:
         self.row_slot = _slots_of(alive(rows["order"]), orders, slot_base)
         if slot_base is not None:
             self.row_slot += alive(rows["disjunct"])
-        if first_slot:
-            self.row_slot += first_slot
         self.row_slot = self.row_slot.astype(np.int32)  # (a slot number is an int32 in the plan)
         self.row_key = alive(rows["key"])
         self.row_value = alive(rows["value"])
@@ -430,7 +431,7 @@ class _ListRows:
         self.bounds = np.zeros(registry.key_ids + 1, np.int64)
         np.cumsum(np.bincount(self.row_key, minlength=registry.key_ids), out=self.bounds[1:])
         self.blocks = [
-            ((_slots_of(block_orders, orders, slot_base) + first_slot).astype(np.int32), kids, values)
+            (_slots_of(block_orders, orders, slot_base).astype(np.int32), kids, values)
             for block_orders, kids, values in registry.block_parts()
         ]
         self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from indexes.covering import kernel_form
+from indexes.covering import kernel_form, own_cuts, search_comparisons
 from indexes.exact import EXACT_INTEGERS
-from indexes.kill_bitsets import bitset_of, bitset_to_int, is_view_at, set_bits, words_for
+from indexes.kill_bitsets import bitset_of, bitset_to_int, set_bits, words_for
 from mqo.batch_input import EXACT, NUMERIC
 from mqo.plan import CompiledPlan
 from mqo.row_layout import RowLayout, row_layout
@@ -142,7 +142,7 @@ def check_prepared(plan: CompiledPlan, prepared: PreparedBatch, attributes_first
     :func:`prepare_batch` was told: ``attributes_first``)."""
     for part in (prepared, *prepared.roles):
         s = part.stream
-        masks = [bitset_to_int(m) for m in plan.per_stream(s, _batch_masks)[0]]
+        masks = [bitset_to_int(m) for m in plan.per_stream(s, stream_masks)[0]]
         for i in range(len(part)):
             row = part.row(i)
             killed = 0
@@ -157,6 +157,11 @@ def check_prepared(plan: CompiledPlan, prepared: PreparedBatch, attributes_first
             if part.kept[i] >= 0:
                 got = bitset_to_int(part.cand[part.kept[i]])
                 assert got == want, f"row {i}: kernel candidates {got:#x}, per row {want:#x}"
+        for kernel_part in plan.per_stream(s, _kernel_parts):  # the kernel reads each list's own cuts
+            for k, l in enumerate(kernel_part.chosen.tolist()):
+                at, end = int(kernel_part.starts[k]), int(kernel_part.ends[k])
+                lt, le = plan.attr_lists[s][l].covering.cuts()
+                assert (kernel_part.lt[at:end] == lt).all() and (kernel_part.le[at:end] == le).all(), f"list {l}: cuts"
 
 
 def _prepare_one(
@@ -168,7 +173,7 @@ def _prepare_one(
     store_all: bool,
 ) -> PreparedBatch:
     schema = plan.streams[stream]
-    masks, single_mask, engine_mask, matched = plan.per_stream(stream, _batch_masks)
+    masks, single_mask, engine_mask, matched = plan.per_stream(stream, stream_masks)
     if not matched:
         # no match query reads the stream (an aggregate-only stream): no kernel work,
         # and no row is wanted, so a replay visits only the late ones
@@ -188,14 +193,21 @@ def attribute_work(plan: CompiledPlan, stream: int) -> tuple[int, int]:
     counts it (:class:`mqo.stats.Counters`): a binary search per list, and two bitset
     operations. The kernels decide every list of the stream."""
     lists = plan.attr_lists[stream]
-    return sum(lst.covering.comparisons() for lst in lists), 2 * len(lists)
+    first, comparisons = 0, 0
+    if plan.base_plan is not None:  # the base's lists as counted for the base, then the added ones
+        first = len(plan.base_plan.attr_lists[stream])
+        comparisons = plan.base_plan.per_stream(stream, attribute_work)[0]
+    return comparisons + sum(search_comparisons(lst.n) for lst in lists[first:]), 2 * len(lists)
 
 
-def _batch_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+def stream_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """A stream's slots as bitsets: [single-stream plain ones, those the engine
     decides, multi-stream ones], the first two again on their own; and whether any
     match query reads the stream. The same for every batch of a plan."""
     words = words_for(plan.n_slots)
+    if plan.base_plan is not None:  # kept in place by the changes since the base
+        masks = plan.base_plan._delta_part.stream_masks(stream, words)
+        return masks, masks[0], masks[1], bool(masks[0].any() or masks[1].any())
     of_stream = (plan.slot_stream_mask >> stream) & 1 == 1
     single = of_stream & (plan.slot_stream_mask == (1 << stream)) & ~plan.slot_special
     single_mask = bitset_of(np.flatnonzero(single), words)
@@ -241,25 +253,31 @@ def _kernel_lists(plan: CompiledPlan, stream: int, first: int) -> _KernelLists:
     row_of = plan.per_stream(stream, row_layout).numeric_row
     chosen, others, columns, ops, lts, les, bases = [], [], [], [], [], [], []
     integers = []
+    shared: np.ndarray | None = None  # the plan's array of doubles, while every list's cuts are in it
+    in_place = True
     for l, lst in enumerate(plan.attr_lists[stream][first:], first):
         if not lst.numeric or lst.right_pos is not None or lst.left_pos not in row_of:
             others.append(l)  # ts and id too: they are not columns of the batch
             continue
-        if lst.covering.integer:
+        if lst.integer:
             integers.append(len(chosen))
         chosen.append(l)
         columns.append(row_of[lst.left_pos])
-        ops.append(OP_CODES[lst.covering.op])
-        lt, le = lst.covering.cuts()
+        ops.append(OP_CODES[lst.key.op])
+        if lst.doubles and (not lst.integer or own_cuts(lst.constants)):  # type: ignore[arg-type]
+            # doubles are their own cuts: the list's constants, a view of the plan's array
+            # at its first position (CompiledList), read there (check_prepared checks it)
+            lt = le = lst.constants
+            shared = lt.base if shared is None else shared  # type: ignore[union-attr]
+            in_place = in_place and lt.base is shared  # type: ignore[union-attr]
+        else:
+            lt, le = lst.covering.cuts()
+            in_place = False
         lts.append(lt)
         les.append(le)
         bases.append(lst.csr_base)
     sizes = np.fromiter(map(len, lts), np.int64, len(lts))
-    shared = lts[0].base if lts else None
-    if isinstance(shared, np.ndarray) and all(
-        a is b and is_view_at(a, shared, base) for a, b, base in zip(lts, les, bases, strict=True)
-    ):
-        # doubles are their own cuts, views of the plan's one array: read in place
+    if in_place and isinstance(shared, np.ndarray):
         lt = le = shared
         starts = np.array(bases, np.int64)
     else:

@@ -94,3 +94,16 @@ def list_ranges(
         los.append(lo_row)
         his.append(hi_row)
     return los, his
+
+
+def insert_user(positions: list[tuple[float, list[int]]], value: float, slot: int) -> list[tuple[float, list[int]]]:
+    """A list as (constant, users) pairs, constants ascending, with ``slot`` added:
+    to the users of ``value``'s position if there is one (last), else at a new
+    position in order."""
+    out = [(c, list(us)) for c, us in positions]
+    for c, us in out:
+        if c == value:
+            us.append(slot)
+            return out
+    out.append((value, [slot]))
+    return sorted(out, key=lambda pair: pair[0])

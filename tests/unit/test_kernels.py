@@ -46,6 +46,36 @@ def test_build_checkpoints(data, n_slots, stride, suffix):
     assert _rows_as_ints(table) == naive.checkpoints(offsets, users, n, stride, suffix)
 
 
+@given(
+    st.lists(st.tuples(st.sampled_from([-2.0, 0.0, 0.5, 1.0, 3.0]), st.integers(0, 60)), min_size=1, max_size=25),
+    st.integers(0, 5),
+    st.integers(0, 7),
+)
+@settings(max_examples=150, deadline=None)
+def test_insert_user(predicates: list, start: int, gap: int) -> None:
+    """Predicates inserted one by one into a list at position ``start`` of CSR arrays
+    (with ``gap`` free positions and users after it, as a list with room has) give the
+    constants and users the reference gives; the arrays around it are not written."""
+    size = start + len(predicates) + 1 + gap
+    constants = np.full(size, 9.0)
+    offsets = np.full(size + 1, -7, np.int64)
+    users = np.full(3 + len(predicates) + gap, -5, np.int32)
+    offsets[start] = 3  # its users after three others'
+    want: list = []
+    n = 0
+    for value, slot in predicates:
+        n += kernels.insert_user(constants, offsets, users, start, n, -1, 0, value, slot)
+        want = naive.insert_user(want, value, slot)
+        got = [
+            (float(constants[start + p]), users[offsets[start + p] : offsets[start + p + 1]].tolist()) for p in range(n)
+        ]
+        assert got == want
+    m = len(predicates)
+    assert (constants[:start] == 9.0).all() and (constants[start + n :] == 9.0).all()
+    assert (offsets[:start] == -7).all() and (offsets[start + n + 1 :] == -7).all()
+    assert (users[:3] == -5).all() and (users[3 + m :] == -5).all()
+
+
 def as_list_users(lists: list, how: str) -> list[ListUsers]:
     """The kernels' lists with their own CSR arrays (``own``); cut from one pair of
     arrays behind another list, as a compiled plan's are (``shared``: read in place);

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import mqo
 import mqo.plan_update
+from mqo.live_lists import LiveLevels
 from mqo.plan import Levels
 from tests.differential.test_exact_differential import matcher, run_batches, run_push, run_replay
 from tests.references.exact_workloads import Push, Register, Unregister, Workload, many_queries
@@ -149,14 +150,25 @@ def test_a_replaced_plan_is_freed_at_once() -> None:
     st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0, Fraction(1, 3), Fraction(10, 3), 20.0]), min_size=0, max_size=8),
     st.data(),
 )
-def test_levels_of_two_parts_are_the_levels_of_all(first: list, second: list, data: st.DataObject) -> None:
-    """A merged plan's MAXWINDOW and horizon levels (both the path that appends new
-    values and the one that renumbers) are what numbering every record at once gives:
-    distinct values ascending, each record's own value, removed records at 0."""
-    zeroed = frozenset(data.draw(st.sets(st.integers(0, len(first) - 1))) if first else ())
-    got = mqo.plan_update._combined(Levels.of(first), Levels.of(second), zeroed)
-    every = [0.0 if i in zeroed else v for i, v in enumerate(first)] + second
-    want = Levels.of(every)
+def test_levels_kept_in_place_are_the_levels_of_all(first: list, second: list, data: st.DataObject) -> None:
+    """MAXWINDOW and horizon levels kept in place (values appended above the others, or
+    between them, which renumbers the records and slots above) are what numbering every
+    record at once gives: distinct values ascending, each record's own value, removed
+    records at 0, and the largest level a record has."""
+    live = LiveLevels(Levels.of(first), len(first))
+    slot_levels = np.zeros(len(first) + len(second) + 1, np.int32)  # one slot per record
+    slot_levels[: len(first)] = live.level_of[: len(first)]
+    for k, value in enumerate(second):
+        slot_levels[len(first) + k] = live.append(value, slot_levels, len(first) + k)
+    removed = sorted(data.draw(st.sets(st.integers(0, len(first) + len(second) - 1)))) if first or second else []
+    for r in removed:
+        slot_levels[r] = live.set(r, 0.0, slot_levels, len(first) + len(second))
+    every = [0.0 if i in removed else v for i, v in enumerate(first + second)]
+    got = live.levels(len(every))
     assert [got.values[k] for k in got.level_of.tolist()] == every
-    assert got.values == sorted(set(got.values)) and set(want.values) <= set(got.values)
+    assert slot_levels[: len(every)].tolist() == got.level_of.tolist(), "a slot's level is not its record's"
+    assert got.values == sorted(set(got.values)) and set(Levels.of(every).values) <= set(got.values)
     assert got.floats == [float(v) for v in got.values]
+    live._check(len(every), removed)
+    top = live.top()
+    assert (got.values[top] if top >= 0 else None) == (max(every) if every else None)

@@ -102,7 +102,7 @@ class Registrations:
             first_position=self.next_position,
             taken=_Taken(self) if check_names else (),
             max_disjuncts=self.config.max_disjuncts,
-            compiler=self.registry.compiler,
+            compiler=self.registry.compiler.tokens,
         )
         if check_names and len(sources) > 1:
             repeated = first_repeated(instances.names if type(instances) is RowQueries else (q.name for q in instances))

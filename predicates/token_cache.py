@@ -52,11 +52,12 @@ Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
 Cutter = Callable[..., tuple[np.ndarray, ...]]  # cut_tokens, compiled
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Shortcut:
     """A comparison template whose constant is ``alpha`` times one of its numbers."""
 
     key: ListKey
+    key_number: int  # one per distinct key (comparisons written apart may make one key)
     number: int  # which of the comparison's numbers
     alpha: float  # 1.0 or -1.0
 
@@ -85,6 +86,7 @@ class TokenCache:
         self._contexts: dict[tuple[str, str, str | None], Context | None] = {}
         self._prefixes: dict[bytes, tuple[Context, str] | None] = {}
         self._comparisons: dict[tuple[Context, bytes], Shortcut | None] = {}
+        self._key_numbers: dict[ListKey, int] = {}
 
     def column_order(self) -> ColumnOrder:
         return self._order
@@ -143,7 +145,6 @@ class TokenCache:
             first_token,
             last_token,
             comparison_group,
-            comparison_piece,
             comparison_numbers,
             values,
             prefix_piece,
@@ -169,72 +170,57 @@ class TokenCache:
                     self._prefixes.clear()
                 self._prefixes[skeleton] = found
             contexts.append(None if found is _MISSING else found)
-        # each (prefix group, comparison group) pair's template (learned from its first comparison)
-        n_comparisons = len(comparison_group)
-        piece_of = comparison_piece
-        n_groups = max(len(comparison_bounds) - 1, 1)
-        pairs = prefix_group[piece_of] * n_groups + comparison_group
-        unique, first_of_pair, inverse = np.unique(pairs, return_index=True, return_inverse=True)
+        # per piece and comparison in order, each (prefix, comparison) skeleton's
+        # template looked up once per call (learned from its first comparison)
         comparison_skeletons = comparison_bytes.tobytes()
         comparison_at = comparison_bounds.tolist()
-        keys: list[ListKey | None] = []
-        number_of_pair = np.zeros(len(unique), np.int64)
-        alpha_of_pair = np.zeros(len(unique), np.float64)
-        for u, (pair, c) in enumerate(zip(unique.tolist(), first_of_pair.tolist(), strict=True)):
-            prefix = contexts[pair // n_groups]
-            shortcut = None
-            if prefix is not None:
-                g = pair % n_groups
-                key = (prefix[0], comparison_skeletons[comparison_at[g] : comparison_at[g + 1]])
-                shortcut = self._comparisons.get(key, _MISSING)
-                if shortcut is _MISSING:
-                    count = int(comparison_numbers[c + 1] - comparison_numbers[c])
-                    shortcut = self._learn_comparison(prefix, tokens, int(first_token[c]), int(last_token[c]), count)
-                    if len(self._comparisons) >= _KEPT:
-                        self._comparisons.clear()
-                    self._comparisons[key] = shortcut
-            keys.append(None if shortcut is None else shortcut.key)
-            if shortcut is not None:
-                number_of_pair[u] = shortcut.number
-                alpha_of_pair[u] = shortcut.alpha
-        known = np.array([k is not None for k in keys], np.bool_)
-        numbering: dict[ListKey | None, int] = {}  # (comparisons written apart may make one key)
-        key_of_pair = np.array([numbering.setdefault(k, len(numbering)) for k in keys], np.int64)
-        padded = np.append(values, np.nan)  # (a comparison without numbers reads the NaN past them)
-        constants = padded[comparison_numbers[:-1] + number_of_pair[inverse]] * alpha_of_pair[inverse] + 0.0
-        # a piece is taken when each comparison has a template and a plain constant
-        bad = ~known[inverse] | np.isnan(constants)
-        # ... and no predicate is written twice (the front end keeps it once): a piece
-        # with a key written twice is checked in full (rare: an interval's two ends
-        # are two keys)
-        if n_comparisons > 1:
-            combined = piece_of * len(numbering) + key_of_pair[inverse]
-            order = np.argsort(combined, kind="stable")
-            repeated = combined[order][1:] == combined[order][:-1]
-            for k in np.unique(piece_of[order][1:][repeated]).tolist():
-                a, b = int(piece_comparisons[k]), int(piece_comparisons[k + 1])
-                pairs_of_piece = list(zip(key_of_pair[inverse[a:b]].tolist(), constants[a:b].tolist(), strict=True))
-                if len(set(pairs_of_piece)) != len(pairs_of_piece):
-                    bad[a:b] = True
-        # (every piece has a comparison; a text may have no piece)
-        bad_piece = np.logical_or.reduceat(bad, piece_comparisons[:-1]) if n_comparisons else np.zeros(0, np.bool_)
-        bad_so_far = np.concatenate(([0], np.cumsum(bad_piece)))
-        bad_text = doubt | (bad_so_far[text_pieces[1:]] > bad_so_far[text_pieces[:-1]])
+        n_groups = len(comparison_at) - 1
+        of_prefix: list[list[Any] | None] = [None] * len(contexts)  # per prefix group: per comparison group
+        groups = comparison_group.tolist()
+        first_number = comparison_numbers.tolist()
+        constants = values.tolist()
         bounds = piece_comparisons.tolist()
+        prefixes = prefix_group.tolist()
         of_text = text_pieces.tolist()
-        groups = prefix_group.tolist()
         names = self._names(tokens, name_token)
-        # every comparison's key and constant at once: a piece's are then slices (C copies)
-        key_column = list(map(keys.__getitem__, inverse.tolist()))
-        constant_column = array("d", constants.tobytes())
-        for t in np.flatnonzero(~bad_text & (np.diff(text_pieces) > 0)).tolist():
-            first, stop = of_text[t], of_text[t + 1]
+        # a piece with a number that is not a plain decimal is the parser's
+        nans = np.concatenate(([0], np.cumsum(np.isnan(values))))
+        number_bounds = comparison_numbers[piece_comparisons]
+        odd_number = (nans[number_bounds[1:]] > nans[number_bounds[:-1]]).tolist()
+        for t in np.flatnonzero(~doubt & (np.diff(text_pieces) > 0)).tolist():
             queries = []
-            for k in range(first, stop):
+            for k in range(of_text[t], of_text[t + 1]):
+                prefix = contexts[prefixes[k]]
+                if prefix is None or odd_number[k]:
+                    break
                 a, b = bounds[k], bounds[k + 1]
-                conjunction = Conjunction(tuple(key_column[a:b]), constant_column[a:b])  # type: ignore[arg-type]
-                queries.append(CompiledQuery("", contexts[groups[k]][0], None, ((conjunction, ()),)))
-            out[t] = (names[first:stop], queries)
+                table = of_prefix[prefixes[k]]
+                if table is None:
+                    table = of_prefix[prefixes[k]] = [_MISSING] * n_groups
+                shortcuts = [table[g] for g in groups[a:b]]
+                if _MISSING in shortcuts:
+                    for i, c in enumerate(range(a, b)):
+                        if shortcuts[i] is _MISSING:
+                            g = groups[c]
+                            shortcuts[i] = table[g] = self._shortcut(
+                                prefix, comparison_skeletons[comparison_at[g] : comparison_at[g + 1]], tokens,
+                                int(first_token[c]), int(last_token[c]), first_number[c + 1] - first_number[c],
+                            )  # fmt: skip
+                if None in shortcuts:
+                    break
+                numbers = [
+                    constants[n + s.number] * s.alpha + 0.0 for n, s in zip(first_number[a:b], shortcuts, strict=True)
+                ]
+                # a predicate written twice is kept once by the front end: the parser's
+                numbered = [s.key_number for s in shortcuts]
+                if len(set(numbered)) != len(numbered) and len(set(zip(numbered, numbers, strict=True))) != len(
+                    numbered
+                ):
+                    break
+                conjunction = Conjunction(tuple([s.key for s in shortcuts]), array("d", numbers))
+                queries.append(CompiledQuery("", prefix[0], None, ((conjunction, ()),)))
+            else:
+                out[t] = (names[of_text[t] : of_text[t + 1]], queries)
         return out
 
     @staticmethod
@@ -253,6 +239,20 @@ class TokenCache:
         return names
 
     # ----------------------------------------------------------------- learning
+
+    def _shortcut(
+        self, prefix: tuple[Context, str], skeleton: bytes, tokens: _Tokens, first: int, last: int, count: int
+    ) -> Shortcut | None:
+        """The template of a comparison of ``prefix`` with token skeleton ``skeleton``
+        (learned from the tokens ``first:last``, with ``count`` numbers, if not known)."""
+        key = (prefix[0], skeleton)
+        shortcut = self._comparisons.get(key, _MISSING)
+        if shortcut is _MISSING:
+            shortcut = self._learn_comparison(prefix, tokens, first, last, count)
+            if len(self._comparisons) >= _KEPT:
+                self._comparisons.clear()  # (key numbers stay: a call may hold older shortcuts)
+            self._comparisons[key] = shortcut
+        return shortcut  # type: ignore[no-any-return]
 
     def _learn_prefix(self, tokens: _Tokens, select: int, where: int) -> tuple[Context, str] | None:
         """The context of the prefix ``select:where`` (tokens), and the prefix's text."""
@@ -300,7 +300,8 @@ class TokenCache:
         formula = Formula.of(symbolic.constant)
         if len(formula.terms) != 1 or formula.beta != 0 or formula._alpha not in (1.0, -1.0):
             return None
-        return Shortcut(concrete.key, params[formula._index], formula._alpha)
+        key_number = self._key_numbers.setdefault(concrete.key, len(self._key_numbers))
+        return Shortcut(concrete.key, key_number, params[formula._index], formula._alpha)
 
 
 _MISSING: Any = object()

@@ -278,7 +278,7 @@ def cut_tokens(
     per piece ``name_token`` (-1: no header), ``select_token``, ``where_token`` (its
     prefix is the tokens ``select_token:where_token``), ``prefix_group``,
     ``piece_comparisons`` (P + 1); per comparison ``first_token``, ``last_token``
-    (its tokens, end excluded), ``comparison_group``, ``comparison_piece``,
+    (its tokens, end excluded), ``comparison_group``,
     ``comparison_numbers`` (C + 1); per number ``values`` (NaN: not a plain decimal of
     at most 15 digits); per prefix group ``prefix_piece``, its first piece (-1: none);
     the skeletons of the prefixes' and comparisons' groups
@@ -298,7 +298,6 @@ def cut_tokens(
     comparison_group = np.empty(n_tokens + 1, np.int64)
     comparison_numbers = np.zeros(n_tokens + 2, np.int64)
     values = np.empty(n_tokens + 1, np.float64)
-    comparison_piece = np.empty(n_tokens + 1, np.int64)
     prefix_piece = np.empty(n_tokens + 1, np.int64)
     room = 2 * len(data) + n_tokens + 16
     prefix_bytes = np.empty(room, np.uint8)
@@ -456,7 +455,6 @@ def cut_tokens(
                 first_token[c] = x
                 last_token[c] = y
                 comparison_group[c] = g
-                comparison_piece[c] = p
                 c += 1
                 comparison_numbers[c] = r
                 x = y + 1
@@ -486,7 +484,6 @@ def cut_tokens(
         first_token[:c],
         last_token[:c],
         comparison_group[:c],
-        comparison_piece[:c],
         comparison_numbers[: c + 1],
         values[:r],
         prefix_piece[:n_prefixes],

@@ -124,7 +124,7 @@ def test_the_cut_reads_pieces_headers_and_comparisons() -> None:
         "Query ID: s1\nSELECT * FROM E WHERE E.a >= 10.5 AND E.a <= 20;\n;Query ID 'x y' SELECT * FROM E WHERE E.b < -3",
         "select * from E where E.a >= 7 and E.b < 1e3 -- and or not\n;  ",
     ]
-    (doubt, text_pieces, name_token, _, _, prefix_group, piece_comparisons, _, _, group, piece, numbers, values,
+    (doubt, text_pieces, name_token, _, _, prefix_group, piece_comparisons, _, _, group, numbers, values,
      prefix_piece, *_) = cut(texts)  # fmt: skip
     assert doubt.tolist() == [False, False]
     assert text_pieces.tolist() == [0, 2, 3]
@@ -132,6 +132,6 @@ def test_the_cut_reads_pieces_headers_and_comparisons() -> None:
     assert prefix_group.tolist() == [0, 0, 1]  # (the prefix is its tokens' text: SELECT and select differ)
     assert piece_comparisons.tolist() == [0, 2, 3, 5]
     assert group.tolist() == [0, 1, 2, 0, 3]  # E.a >= # alike in the first and third pieces
-    assert piece.tolist() == [0, 0, 1, 2, 2] and prefix_piece.tolist() == [0, 2]
+    assert prefix_piece.tolist() == [0, 2]
     assert numbers.tolist() == [0, 1, 2, 3, 4, 5]
     assert values[:4].tolist() == [10.5, 20.0, 3.0, 7.0] and np.isnan(values[4])  # (1e3 is no plain decimal)

@@ -28,7 +28,8 @@ NUMBERS = st.one_of(
 )  # fmt: skip
 COLUMNS = st.sampled_from(
     ["B.pressure", "B.temp", "b.temp", "B.PRESSURE", "-B.temp", "(B.pressure)", "B.temp + 1", "2 * B.temp",
-     "B.nope", "pressure", "B.temp+1", "B . temp", 'B."temp"', "B.tëmp", "H.vib", "P.name"]
+     "B.nope", "pressure", "B.temp+1", "B . temp", 'B."temp"', "B.tëmp", "H.vib", "P.name", "B.alert", "P.level",
+     "-B.alert"]
 )  # fmt: skip
 OPS = st.sampled_from(["<", "<=", ">", ">=", "=", "!=", "<>", "lt=", "GT=", "=="])
 RIGHTS = st.one_of(NUMBERS, st.sampled_from(["'x'", "'it''s'", "'a;b'", "H.vib", "B.temp", "'é'"]))

@@ -14,13 +14,13 @@ from predicates import Catalog, QueryError
 from predicates.frontend import front_end
 from predicates.records import CompiledQuery
 from predicates.template_scan import Scan
-from predicates.templates import FastCompiler
+from predicates.token_cache import TokenCache
 from tests.unit.test_templates import DDL, summary
 
 
-def scanning_compiler(catalog: Catalog) -> FastCompiler:
+def scanning_compiler(catalog: Catalog) -> TokenCache:
     """A compiler whose template cache scans with the kernel (as the matcher's does)."""
-    compiler = FastCompiler(catalog)
+    compiler = TokenCache(catalog)
     compiler.templates.scanner = scan_bytes
     return compiler
 

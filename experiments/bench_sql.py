@@ -71,8 +71,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -419,8 +418,13 @@ def write_workload(folder: Path, counts: dict[Shape, int], n_tuples: int, rng: n
     return queries
 
 
-def results(folder: Path, pattern: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted(folder.glob(pattern)) for line in path.read_text().splitlines()]
+def results(folder: Path, pattern: str) -> Iterator[dict[str, Any]]:
+    """The result lines of the files matching ``pattern``, one at a time (millions of
+    results as dicts at once would take gigabytes)."""
+    for path in sorted(folder.glob(pattern)):
+        with open(path) as f:
+            for line in f:
+                yield json.loads(line)
 
 
 def same_ids(r: dict[str, Any]) -> tuple:
@@ -431,11 +435,44 @@ def same_result(r: dict[str, Any]) -> tuple:
     return (*same_ids(r), r["ts"], *sorted(r["values"].items()))
 
 
-def check_equal(ours: Iterable[dict], theirs: Iterable[dict], key: Callable[[dict], tuple], what: str) -> None:
-    mine, other = Counter(map(key, ours)), Counter(map(key, theirs))
-    if mine != other:
-        diff = list((mine - other).items())[:3], list((other - mine).items())[:3]
-        raise AssertionError(f"mqo and {what} found different results (only mqo, only SQL: {diff})")
+def hashed(found: Iterable[dict], key: Callable[[dict], tuple]) -> np.ndarray:
+    """The results as a sorted array of their keys' hashes (a multiset in 8 bytes a
+    result; equal keys hash alike in one process)."""
+    return np.sort(np.fromiter((hash(key(r)) for r in found), np.int64))
+
+
+Found = Callable[[], Iterable[dict]]  # results read from the start each time it is called
+
+
+def check_equal(
+    ours: Found | Iterable[dict], theirs: Found | Iterable[dict], key: Callable[[dict], tuple], what: str
+) -> int:
+    """Assert the two sides found the same results (as multisets of ``key``, kept as
+    8-byte hashes: millions of results as dicts would take gigabytes); returns how
+    many. Each side is results or a function that reads them (from the start, each
+    call); a difference names a few results only one side has, read again where a
+    side can be (a function, a list)."""
+    mine, other = hashed(_read(ours), key), hashed(_read(theirs), key)
+    if len(mine) != len(other) or (mine != other).any():
+        only_mine = set(np.setdiff1d(mine, other).tolist())
+        only_other = set(np.setdiff1d(other, mine).tolist())
+        raise AssertionError(
+            f"mqo and {what} found different results ({len(mine)} against {len(other)}; "
+            f"only mqo: {_some(ours, key, only_mine)}, only SQL: {_some(theirs, key, only_other)})"
+        )
+    return len(mine)
+
+
+def _read(found: Found | Iterable[dict]) -> Iterable[dict]:
+    return found() if callable(found) else found
+
+
+def _some(found: Found | Iterable[dict], key: Callable[[dict], tuple], hashes: set[int]) -> list[tuple]:
+    """A few results of ``found`` whose keys hash to one of ``hashes`` (none if it was
+    an iterator, read up already)."""
+    if isinstance(found, Iterator):
+        return []
+    return [k for k in map(key, _read(found)) if hash(k) in hashes][:3]
 
 
 # ------------------------------------------------------------------ benchmarks
@@ -462,12 +499,17 @@ def compare(
         what = f"{n} queries of {len(shapes)} shape(s), 2 x {n_tuples} tuples"
         progress(f"{bench}: mqo match, {what}")
         mqo_s = run_mqo(d)
-        ours = results(d, "mqo.jsonl")
+        n_ours = sum(1 for _ in results(d, "mqo.jsonl"))
         progress(f"{bench}: mqo match's phases")
         phases = mqo_phases(d)
         progress(f"{bench}: DuckDB, {len(shapes)} set-based statement(s)")
         set_s, set_spent = run_duckdb(set_based(shapes, d), d, "set")
-        check_equal(ours, results(d, "set_*.json"), same_result, "the set-based DuckDB statements")
+        check_equal(
+            lambda: results(d, "mqo.jsonl"),
+            lambda: results(d, "set_*.json"),
+            same_result,
+            "the set-based DuckDB statements",
+        )
         timed = queries
         if sample is not None:
             of = {s: [k for k, q in enumerate(queries) if q.shape is s] for s in shapes}
@@ -475,24 +517,28 @@ def compare(
             timed = [queries[k] for k in sorted(np.concatenate(picked).tolist())]
         progress(f"{bench}: DuckDB, one statement per query, {len(timed)} of {n}")
         each_s, spent = run_duckdb(per_query(timed, d), d, "each")
-        theirs = results(d, "each_*.json")
         names = {q.qid for q in timed}
-        check_equal((r for r in ours if r["query"] in names), theirs, same_ids, "DuckDB's per-query SQL")
+        n_theirs = check_equal(
+            lambda: (r for r in results(d, "mqo.jsonl") if r["query"] in names),
+            lambda: results(d, "each_*.json"),
+            same_ids,
+            "DuckDB's per-query SQL",
+        )
     # scaled: each shape's statements by its queries, the COPY by the results
     scaled = each_s
     for s in shapes:
         scaled += spent.get(s.name, 0.0) * (counts[s] / sum(q.shape is s for q in timed) - 1)
-    scaled += spent["copy"] * (len(ours) / max(len(theirs), 1) - 1)
+    scaled += spent["copy"] * (n_ours / max(n_theirs, 1) - 1)
     inside = ", ".join(f"{label} {seconds:.2f}" for label, seconds in set_spent.items())
     if len(shapes) > 1:
         inside += f" (statements together {sum(set_spent[s.name] for s in shapes):.2f})"
     rows = [
-        row(bench, prefix + "mqo match (whole process), seconds", mqo_s, note=f"{what}, {len(ours)} results; {phases}"),
+        row(bench, prefix + "mqo match (whole process), seconds", mqo_s, note=f"{what}, {n_ours} results; {phases}"),
         row(
             bench,
             prefix + "DuckDB, one SQL query per query (whole process), seconds",
             scaled,
-            note=f"{len(theirs)} results"
+            note=f"{n_theirs} results"
             + ("" if timed is queries else f" of {len(timed)} queries timed ({each_s:.2f} s), scaled shape by shape"),
         ),
         row(bench, prefix + "speed-up mqo / DuckDB", scaled / mqo_s, target=">= 20x", met=scaled / mqo_s >= 20),
@@ -501,7 +547,7 @@ def compare(
             prefix + f"DuckDB, {'one set-based statement' if len(shapes) == 1 else 'one set-based statement per shape'}"
             " for all queries (whole process), seconds",
             set_s,
-            note=f"{len(ours)} results; query constants in a table, streams pre-cut by the loosest constants; "
+            note=f"{n_ours} results; query constants in a table, streams pre-cut by the loosest constants; "
             f"in the process: {inside} s",
         ),
         row(

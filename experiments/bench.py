@@ -1,6 +1,6 @@
 """Performance benchmarks of the matcher, each against the target it is held to.
 
-    python -m experiments.bench [--only a,b,b',c,c',d,e,f,g,h] [--quick] [--out DIR]
+    python -m experiments.bench [--only a,b,b',c,c',d,e,f,g,h] [--quick] [--out DIR] [--sql-sizes N,...]
 
 a. shared vs unshared: 1,000 two-stream queries of the thesis' shape on one matcher,
    against the same engine with one query per matcher, over 2 x 10,000 tuples. The
@@ -14,7 +14,10 @@ b. against DuckDB (:mod:`experiments.bench_sql`): the ``mqo match`` command, as 
    process; results asserted equal (ids with the per-query SQL; query, ts, ids and
    values as multisets with the set-based). The mqo row's note splits an instrumented
    run of the command into its phases (start-up, registering, plan, reading, kernels,
-   matching, writing).
+   matching, writing). At each size of ``--sql-sizes`` (tuples per stream, default
+   50,000 and 250,000; rows of a size after the first are named after it): mqo is held
+   to 1.5x the set-based statement at 2 x 50,000 and 2x from 2 x 250,000 on; past the
+   first size the per-query SQL is timed on 100 queries and scaled.
 b'. the same, heterogeneous: queries of seven shapes (other columns, join conditions,
    windows; one-stream filters among the joins), so SQL takes one set-based statement
    per shape (all in one process); the per-query SQL is timed on a sample of each
@@ -391,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subscriptions", default="20000,1000000", help="pub/sub sizes for (c)")
     parser.add_argument("--memory-tuples", type=int, default=10_000_000, help="tuples for (d)")
     parser.add_argument("--shape-subscriptions", type=int, default=20_000, help="subscriptions per cell of (h)")
+    parser.add_argument(
+        "--sql-sizes", default="50000,250000", help="tuples per stream for (b) and (b'), comma-separated"
+    )
     parser.add_argument("--linear-sizes", default=",".join(map(str, LINEAR_SIZES)), help="tuples per stream for (f)")
     args = parser.parse_args(argv)
     if args.out is None:
@@ -402,10 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     chosen = set(args.only.split(","))
     q = args.quick
+    sql_sizes = [int(x) for x in args.sql_sizes.split(",")]
     runs: dict[str, Callable[[], list[dict[str, Any]]]] = {
         "a": lambda: bench_shared(100 if q else 1000, 2000 if q else 10_000, 10 if q else 100, args.seed),
-        "b": lambda: bench_sql.bench_duckdb(200 if q else 10_000, 5000 if q else 50_000, args.seed),
-        "b'": lambda: bench_sql.bench_hetero(210 if q else 10_000, 5000 if q else 50_000, 5 if q else 100, args.seed),
+        "b": lambda: bench_sql.bench_duckdb(200 if q else 10_000, [5000] if q else sql_sizes, args.seed),
+        "b'": lambda: bench_sql.bench_hetero(
+            210 if q else 10_000, [5000] if q else sql_sizes, 5 if q else 100, args.seed
+        ),
         "c": lambda: (
             bench_pubsub(
                 [2000] if q else [int(x) for x in args.subscriptions.split(",")], 200 if q else 1000, args.seed

@@ -24,6 +24,13 @@ __all__ = ["MODE_EQUAL", "MODE_GREATER", "MODE_LESS", "MODE_NOT_EQUAL", "NULL"]
 
 
 ONE = np.uint64(1)
+# A word's lowest set bit, times this De Bruijn constant, holds the bit's number in its
+# top six bits, each number once: a table lookup instead of a shift per bit position.
+DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+DE_BRUIJN_SHIFT = np.uint64(58)
+DE_BRUIJN_BITS = np.zeros(64, np.int64)
+for _b in range(64):
+    DE_BRUIJN_BITS[((1 << _b) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58] = _b
 
 
 @kernel
@@ -291,13 +298,8 @@ def select_bits(cand: np.ndarray, mask: np.ndarray, counts: np.ndarray) -> tuple
             x = cand[i, w] & mask[w]
             while x:
                 low = x & (~x + ONE)
-                b = 0
-                t = low
-                while t > ONE:
-                    t >>= ONE
-                    b += 1
                 rows[k] = i
-                bits[k] = w * 64 + b
+                bits[k] = w * 64 + DE_BRUIJN_BITS[(low * DE_BRUIJN) >> DE_BRUIJN_SHIFT]
                 k += 1
                 x ^= low
     return rows, bits

@@ -51,6 +51,7 @@ from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_
 from indexes.kill_bitsets import slots_of
 from indexes.stored import StoredTuple
 from mqo.plan import CompiledList, CompiledPlan
+from mqo.probe_bounds import EMPTY, FULL, probe_bounds
 from mqo.state import WindowState
 from mqo.stats import Counters
 from predicates import Kind
@@ -58,9 +59,8 @@ from predicates import Kind
 A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
 # the types a partial grows through: per type, its pair lists and connected slots
 Growth = tuple[tuple[list[list[list[CompiledList]]], list[list[int]]], ...]
-_FULL = "full"
-_EMPTY = "empty"
-_REL = 1e-12
+_A_NAME, _J_NAME, _W_NAME = A.value, J.value, W.value  # (an Enum's .value is a Python-level property)
+_TIME_ONLY, _COMPLETION = 0, 3  # the growths' keys (1: joins, 2: windows)
 
 
 class Partial:
@@ -146,6 +146,15 @@ class Engine:
         }
         self._completion = (*self._growth[J], *self._growth[W])
         self._emitted: set[tuple[Any, ...]] = set()
+        # What the loops below would find by walking every pair of streams, per partial's
+        # stream mask, made on first use (a plan's tables do not change while it runs):
+        # a partial then visits only the streams and lists that can act on it.
+        self._links: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        self._probes: dict[tuple[int, int, int], list[tuple[int, CompiledList]]] = {}
+        self._member_pairs: dict[tuple[Kind, int], list[tuple[int, int, list[CompiledList]]]] = {}
+        self._join_lists: dict[tuple[int, int], list[tuple[int, list[CompiledList], list[CompiledList]]]] = {}
+        self._open: dict[int, list[tuple[int, int]]] = {}
+        self._tables_of = plan.version  # (a plan changed in place would make them again)
         self._reset_counts()
 
     def work(self) -> int:
@@ -179,6 +188,8 @@ class Engine:
         plan = self.plan
         counters = self.counters
         results: list[ResultBlock] = []
+        if self._tables_of != plan.version:
+            self._clear_tables()
         stream_slots = plan.stream_slots[t.stream]
         if cand is not None:
             t.attr_version = plan.version
@@ -200,7 +211,8 @@ class Engine:
         frontier = [Partial(tuples, 1 << t.stream, cand, 0, 0, 0, 0, ts, ts)]
         for kind in order:
             entered = len(frontier)
-            counters.phase_in[kind.value] += entered
+            name = _J_NAME if kind is J else _W_NAME if kind is W else _A_NAME
+            counters.phase_in[name] += entered
             before = self.work() if measure else 0
             if kind is A:
                 self._on_a = True
@@ -211,16 +223,16 @@ class Engine:
                 else:
                     self._on_w = True
                 frontier = self._expand(
-                    [p for p in frontier if self._evaluate_members(p, kind)], self._growth[kind], None
+                    [p for p in frontier if self._evaluate_members(p, kind)], 1 if kind is J else 2, None
                 )
-            counters.phase_out[kind.value] += len(frontier)
+            counters.phase_out[name] += len(frontier)
             if measure:
                 phases.append((kind, entered, len(frontier), self.work() - before))
             if not frontier:
                 break
         if frontier:
             before = self.work() if measure else 0
-            self._expand(frontier, self._completion, results)
+            self._expand(frontier, _COMPLETION, results)
             if measure and phases:
                 # completion work counts toward the last phase (it depends on the order)
                 kind, entered, left, work = phases[-1]
@@ -232,6 +244,12 @@ class Engine:
         counters.intermediate += self.intermediate
         counters.results += sum(len(block) for block in results)
         return results
+
+    def _clear_tables(self) -> None:
+        """Forget the per-mask tables (made again from the plan as partials need them)."""
+        for table in (self._links, self._probes, self._member_pairs, self._join_lists, self._open):
+            table.clear()
+        self._tables_of = self.plan.version
 
     def _unfed(self, s: int) -> int:
         """Slots that also read a stream other than ``s`` storing no tuple now: none of
@@ -290,24 +308,20 @@ class Engine:
 
     def _evaluate_members(self, p: Partial, kind: Kind) -> bool:
         """Evaluate ``kind``'s lists between the members a partial already has."""
-        tuples = p.tuples
-        lists_by_pair = self._pairs_j if kind is J else self._pairs_w
+        pairs = self._member_pairs.get((kind, p.mask))
+        if pairs is None:
+            pairs = self._member_pairs[(kind, p.mask)] = self._pairs_within(p.mask, kind)
         cand = p.cand
         sat = rel = 0
-        for x in range(self.n_streams):
-            xt = tuples[x]
-            if xt is None:
-                continue
-            for y in range(x + 1, self.n_streams):
-                yt = tuples[y]
-                if yt is None:
+        tuples = p.tuples
+        for x, y, lists in pairs:
+            xt, yt = tuples[x], tuples[y]
+            for lst in lists:
+                if not lst.kill.any_user & cand:
                     continue
-                for lst in lists_by_pair[x][y]:
-                    if not lst.kill.any_user & cand:
-                        continue
-                    cand, sat, rel = self._evaluate_pair(lst, x, xt, yt, cand, sat, rel)
-                    if not cand:
-                        return False
+                cand, sat, rel = self._evaluate_pair(lst, x, xt, yt, cand, sat, rel)  # type: ignore[arg-type]
+                if not cand:
+                    return False
         p.cand = cand
         if kind is J:
             p.sat_j |= sat
@@ -316,6 +330,18 @@ class Engine:
             p.sat_w |= sat
             p.rel_w |= rel
         return True
+
+    def _pairs_within(self, mask: int, kind: Kind) -> list[tuple[int, int, list[CompiledList]]]:
+        """The pairs x < y of streams in ``mask`` with lists of ``kind``, and the lists."""
+        lists_by_pair = self._pairs_j if kind is J else self._pairs_w
+        n = self.n_streams
+        return [
+            (x, y, lists_by_pair[x][y])
+            for x in range(n)
+            if mask >> x & 1
+            for y in range(x + 1, n)
+            if mask >> y & 1 and lists_by_pair[x][y]
+        ]
 
     def _evaluate_pair(
         self, lst: CompiledList, x: int, xt: StoredTuple, yt: StoredTuple, cand: int, sat: int, rel: int
@@ -330,30 +356,27 @@ class Engine:
 
     # ------------------------------------------------------------------ growth
 
-    def _expand(self, frontier: list[Partial], kinds: Growth, results: list[ResultBlock] | None) -> list[Partial]:
-        """Grow partials through the lists of ``kinds`` (per type: its pair lists and
-        connected slots). With ``results`` (completion) also grow through time alone
-        and report complete candidates; else return the partials that keep candidates
-        without growing further."""
+    def _expand(self, frontier: list[Partial], key: int, results: list[ResultBlock] | None) -> list[Partial]:
+        """Grow partials through the lists of the growth ``key`` (joins, windows, or,
+        at completion, both). With ``results`` (completion) also grow through time
+        alone and report complete candidates; else return the partials that keep
+        candidates without growing further."""
         plan = self.plan
-        n = self.n_streams
         kept: list[Partial] = []
         stack = list(frontier)
+        links, grow = self._links, self._grow
         while stack:
             p = stack.pop()
             cand = p.cand
-            for y in range(n):
-                if p.mask >> y & 1:
-                    continue
-                conn = 0
-                for x in range(n):
-                    if p.mask >> x & 1:
-                        for _, connected in kinds:
-                            conn |= connected[x][y]
+            mask = p.mask
+            linked = links.get((key, mask))
+            if linked is None:
+                linked = links[(key, mask)] = self._linked(key, mask)
+            for y, conn in linked:
                 cy = cand & conn
                 if not cy:
                     continue
-                stack.extend(self._grow(p, y, cy, kinds))
+                stack.extend(grow(p, y, cy, key))
                 cand &= ~cy
                 self.bitset_ops += 2
                 if not cand:
@@ -364,24 +387,52 @@ class Engine:
                 p.cand = cand
                 kept.append(p)
                 continue
-            done = cand & plan.covered_slots(p.mask)
+            done = cand & plan.covered_slots(mask)
             if done:
                 self._emit(p, done, results)
                 cand &= ~done
-            for y in range(n):
+            if not cand:
+                continue
+            missing = self._open.get(mask)
+            if missing is None:
+                reads = plan.stream_slots
+                missing = self._open[mask] = [(y, reads[y]) for y in range(self.n_streams) if not mask >> y & 1]
+            for y, reads_y in missing:
                 if not cand:
                     break
-                if p.mask >> y & 1:
-                    continue
-                cy = cand & plan.stream_slots[y]
+                cy = cand & reads_y
                 if cy:
-                    stack.extend(self._grow(p, y, cy, ()))
+                    stack.extend(grow(p, y, cy, _TIME_ONLY))
                     cand &= ~cy
         return kept
 
-    def _grow(self, p: Partial, y: int, cy: int, kinds: Growth) -> list[Partial]:
+    def _kinds(self, key: int) -> Growth:
+        if key == _TIME_ONLY:
+            return ()
+        return self._completion if key == _COMPLETION else self._growth[J if key == 1 else W]
+
+    def _linked(self, key: int, mask: int) -> list[tuple[int, int]]:
+        """The streams a partial of ``mask`` lacks, each with the slots that a list of
+        the growth ``key`` connects to it from a member (those with none left out)."""
+        kinds = self._kinds(key)
+        n = self.n_streams
+        out = []
+        for y in range(n):
+            if mask >> y & 1:
+                continue
+            conn = 0
+            for x in range(n):
+                if mask >> x & 1:
+                    for _, connected in kinds:
+                        conn |= connected[x][y]
+            if conn:
+                out.append((y, conn))
+        return out
+
+    def _grow(self, p: Partial, y: int, cy: int, key: int) -> list[Partial]:
         """New partials: ``p`` plus each tuple of stream ``y`` that may satisfy a slot
-        of ``cy``, retrieved through ``kinds``' lists (or by time alone if none)."""
+        of ``cy``, retrieved through the lists of the growth ``key`` (or by time alone
+        if none)."""
         plan = self.plan
         store = self.state.streams[y]
         window = plan.window_of(cy)
@@ -390,47 +441,50 @@ class Engine:
         t_lo = p.hi - window[0] - slack
         t_hi = p.lo + window[0] + slack
         found: dict[int, StoredTuple] = {}
-        for x in range(self.n_streams):
-            xt = p.tuples[x]
-            if xt is None:
+        tuples = p.tuples
+        probes = self._probes.get((key, p.mask, y))
+        if probes is None:
+            kinds = self._kinds(key)
+            probes = self._probes[(key, p.mask, y)] = [
+                (x, lst) for x in range(self.n_streams) if p.mask >> x & 1 for pairs, _ in kinds for lst in pairs[x][y]
+            ]
+        for x, lst in probes:
+            if not lst.kill.any_user & cy:
                 continue
-            for pairs, _ in kinds:
-                for lst in pairs[x][y]:
-                    if not lst.kill.any_user & cy:
-                        continue
-                    self.probes += 1
-                    known_left = lst.left_stream == x
-                    bounds = _bounds(lst, known_left, xt.row, cy)
-                    if bounds is _EMPTY:
-                        continue
-                    target = lst.right_pos if known_left else lst.left_pos
-                    if bounds is _FULL or target == 0:
-                        lo, hi = t_lo, t_hi
-                        if bounds is not _FULL:
-                            if bounds[0] is not None and bounds[0] > lo:
-                                lo = bounds[0]
-                            if bounds[1] is not None and bounds[1] < hi:
-                                hi = bounds[1]
-                        for r in store.buckets.range(lo, hi):
-                            found[r.seq] = r
-                            self.retrieved += 1
-                    else:
-                        scanned = 0
-                        for r in store.values[target].range(bounds[0], bounds[1]):  # type: ignore[index]
-                            scanned += 1
-                            ts = r.row[0]
-                            if t_lo <= ts <= t_hi:
-                                found[r.seq] = r
-                        self.comparisons += scanned  # each fetched tuple's time is checked
-                        self.retrieved += scanned
-        if not kinds:
+            self.probes += 1
+            known_left = lst.left_stream == x
+            bounds = probe_bounds(lst, known_left, tuples[x].row, cy)  # type: ignore[union-attr]
+            if bounds is EMPTY:
+                continue
+            target = lst.right_pos if known_left else lst.left_pos
+            if bounds is FULL or target == 0:
+                lo, hi = t_lo, t_hi
+                if bounds is not FULL:
+                    if bounds[0] is not None and bounds[0] > lo:
+                        lo = bounds[0]
+                    if bounds[1] is not None and bounds[1] < hi:
+                        hi = bounds[1]
+                for r in store.buckets.range(lo, hi):
+                    found[r.seq] = r
+                    self.retrieved += 1
+            else:
+                scanned = 0
+                for r in store.values[target].range(bounds[0], bounds[1]):  # type: ignore[index]
+                    scanned += 1
+                    ts = r.row[0]
+                    if t_lo <= ts <= t_hi:
+                        found[r.seq] = r
+                self.comparisons += scanned  # each fetched tuple's time is checked
+                self.retrieved += scanned
+        if key == _TIME_ONLY:
             self.probes += 1
             for r in store.buckets.range(t_lo, t_hi):
                 found[r.seq] = r
                 self.retrieved += 1
         children = []
+        join = self._join
         for r in found.values():
-            child = self._join(p, y, r, cy, window)
+            child = join(p, y, r, cy, window)
             if child is not None:
                 children.append(child)
         return children
@@ -455,20 +509,26 @@ class Engine:
                 return None
         sat_j, sat_w, rel_j, rel_w = p.sat_j, p.sat_w, p.rel_j, p.rel_w
         tuples = p.tuples
-        for x in range(self.n_streams):
+        members = self._join_lists.get((p.mask, y))
+        if members is None:
+            members = self._join_lists[(p.mask, y)] = [
+                (x, self._pairs_j[x][y], self._pairs_w[x][y])
+                for x in range(self.n_streams)
+                if p.mask >> x & 1 and (self._pairs_j[x][y] or self._pairs_w[x][y])
+            ]
+        on_j, on_w = self._on_j, self._on_w
+        for x, joins, windows in members:
             xt = tuples[x]
-            if xt is None:
-                continue
-            if self._on_j:
-                for lst in self._pairs_j[x][y]:
+            if on_j:
+                for lst in joins:
                     if lst.kill.any_user & cand:
-                        cand, sat_j, rel_j = self._evaluate_pair(lst, x, xt, r, cand, sat_j, rel_j)
+                        cand, sat_j, rel_j = self._evaluate_pair(lst, x, xt, r, cand, sat_j, rel_j)  # type: ignore[arg-type]
                         if not cand:
                             return None
-            if self._on_w:
-                for lst in self._pairs_w[x][y]:
+            if on_w:
+                for lst in windows:
                     if lst.kill.any_user & cand:
-                        cand, sat_w, rel_w = self._evaluate_pair(lst, x, xt, r, cand, sat_w, rel_w)
+                        cand, sat_w, rel_w = self._evaluate_pair(lst, x, xt, r, cand, sat_w, rel_w)  # type: ignore[arg-type]
                         if not cand:
                             return None
         grown = list(tuples)
@@ -537,54 +597,3 @@ def _registered_by(slot: Any, ts: float) -> bool:
     """Whether ``slot``'s query was registered early enough to see a tuple at ``ts``."""
     since = slot.since_ts
     return since == -math.inf or at_least(ts, since, to_float(since))
-
-
-def _bounds(lst: CompiledList, known_left: bool, row: Any, cand: int) -> Any:
-    """Range of the unknown side's column that can satisfy the most covering
-    predicate of ``lst`` relevant to ``cand``: ``(lo, hi)`` inclusive (None is
-    unbounded), ``_FULL`` (no help from the index) or ``_EMPTY``.
-
-    Numeric bounds are widened by a relative slack so rounding never loses a tuple;
-    every retrieved tuple is then evaluated exactly."""
-    op = lst.key.op
-    if op == "!=":
-        return _FULL
-    value = row[lst.left_pos] if known_left else row[lst.right_pos]
-    if value is None:
-        return _EMPTY
-    if not lst.numeric:
-        if op == "=":
-            return (value, value)
-        # known_left: value OP y; else x OP value
-        below = op in ("<", "<=")
-        if known_left:
-            return (value, None) if below else (None, value)
-        return (None, value) if below else (value, None)
-    kill = lst.kill
-    cs = lst.covering.floats
-    if op in ("<", "<="):
-        c_lo = c_hi = cs[kill.last_used(cand)]
-    elif op in (">", ">="):
-        c_lo = c_hi = cs[kill.first_used(cand)]
-    else:
-        c_lo, c_hi = cs[kill.first_used(cand)], cs[kill.last_used(cand)]
-    k = lst.factor
-    assert k is not None
-    if not (math.isfinite(c_lo) and math.isfinite(c_hi) and math.isfinite(k * value)):
-        return _FULL  # no useful bound; every tuple in the window is tested exactly
-    if known_left:
-        # value OP k*y + c  =>  bound on y
-        b1, b2 = (value - c_lo) / k, (value - c_hi) / k
-        slack = _REL * ((abs(value) + abs(c_lo) + abs(c_hi)) / abs(k) + abs(b1) + abs(b2)) + 1e-300
-        if op == "=":
-            return (min(b1, b2) - slack, max(b1, b2) + slack)
-        grows = (op in ("<", "<=")) == (k > 0)
-        return (b1 - slack, None) if grows else (None, b1 + slack)
-    # x OP k*value + c  =>  bound on x
-    r1, r2 = k * value + c_lo, k * value + c_hi
-    slack = _REL * (abs(r1) + abs(r2) + abs(k * value)) + 1e-300
-    if op == "=":
-        return (min(r1, r2) - slack, max(r1, r2) + slack)
-    if op in ("<", "<="):
-        return (None, r1 + slack)
-    return (r1 - slack, None)

@@ -35,7 +35,6 @@ from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from mqo import (
     AggregateBatch,
@@ -300,6 +299,8 @@ class ParquetWriter(ResultWriter):
         # A device or pipe is written in place; a file is written beside and renamed.
         special = target.exists() and not target.is_file()
         self._temp = None if special else target.with_name(f".{target.name}.{os.getpid()}.partial")
+        import pyarrow.parquet as pq  # here: JSON lines and CSV runs do without it
+
         with writing(self.what, path):
             self._writer = pq.ParquetWriter(str(self._temp or target), self.schema)
         self._pending: list[pa.Table] = []  # results given a few at a time, one row group

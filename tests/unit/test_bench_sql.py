@@ -60,7 +60,7 @@ def test_constants_never_sit_on_the_data_grid(shape: bench_sql.Shape) -> None:
 
 
 def test_heterogeneous_variant_at_a_small_size() -> None:
-    rows = bench_sql.bench_hetero(70, 2000, 3, seed=5)
+    rows = bench_sql.bench_hetero(70, [2000], 3, seed=5)
     assert {r["benchmark"] for r in rows} == {"b'"}
     assert [r["metric"] for r in rows if r["metric"] in METRICS] == [
         METRICS[0],
@@ -71,6 +71,23 @@ def test_heterogeneous_variant_at_a_small_size() -> None:
     assert "7 shape(s)" in rows[0]["note"] and "register" in rows[0]["note"]
     assert "of 21 queries timed" in rows[1]["note"]
     assert all(r["met"] in (True, False) for r in rows if r["target"])
+
+
+def test_the_thesis_variant_at_two_sizes() -> None:
+    """A second size's rows say their size, time the per-query SQL on a sample, and
+    hold mqo to 2x the set-based statement from 2 x 250,000 tuples on."""
+    rows = bench_sql.bench_duckdb(20, [1000, 1500], seed=3, sample=4)
+    first = [r for r in rows if not r["metric"].startswith("2 x")]
+    second = [r for r in rows if r["metric"].startswith("2 x 1,500 tuples: ")]
+    assert [r["metric"] for r in first if r["metric"] in METRICS] == METRICS
+    assert [r["metric"].removeprefix("2 x 1,500 tuples: ") for r in second if r["target"]] == [
+        "speed-up mqo / DuckDB",
+        "speed-up mqo / set-based DuckDB",
+    ]
+    assert len(first) == len(second) == len(rows) / 2
+    assert "of 4 queries timed" in second[1]["note"] and "queries timed" not in first[1]["note"]
+    assert first[-1]["target"] == ">= 1.5x" and second[-1]["target"] == ">= 1.5x"
+    assert bench_sql.set_based_target(250_000) == 2.0 and bench_sql.set_based_target(50_000) == 1.5
 
 
 def test_bench_main_runs_b_and_b_prime_into_one_table(tmp_path: Path) -> None:

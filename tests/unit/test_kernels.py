@@ -304,3 +304,18 @@ def test_prune_lists_cut_from_shared_arrays_seeded(how: str) -> None:
                     lo[l, i] = min(a, 0)
         tables = KillBitsets(as_list_users(lists, how), n_slots, bitset_of(np.arange(n_slots), words_for(n_slots)), 1)
         assert _rows_as_ints(tables.prune(lo, hi)) == naive.prune((1 << n_slots) - 1, lists, lo, hi, 2)
+
+
+def test_select_bits_every_position():
+    """Each of a word's 64 bit positions alone, every word full, and the last word's
+    top bit: select_bits names each bit (its lowest set bit is looked up, not shifted
+    out), as the plain reference does."""
+    words = words_for(200)
+    singles = [1 << b for b in range(200)]
+    rows = [*singles, (1 << 200) - 1, 1 << 199 | 1 << 63 | 1]
+    cand = np.stack([int_to_bitset(r, words) for r in rows])
+    mask = (1 << 200) - 1
+    m = int_to_bitset(mask, words)
+    row_of, bits = kernels.select_bits(cand, m, kernels.count_bits(cand, m))
+    assert list(zip(row_of.tolist(), bits.tolist(), strict=True)) == naive.select_bits(rows, mask)
+    assert bits[:200].tolist() == list(range(200))

@@ -1,0 +1,64 @@
+"""The watermark each tuple of a batch meets (``Clock.late_mask``'s marks, made when
+read): the same whatever the batch is cut into, with ties, decimal lateness and a
+stream that speaks late; read by position (negative too) and extended by ``append``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqo.clock import Clock
+
+
+def clock(lateness: float) -> Clock:
+    return Clock(lateness, ["A", "B"], now=lambda: 0.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 1), st.sampled_from([0.0, 0.1, 0.2, 0.3, 1.0, 1.1, 2.5, 2.5, 7.0])),
+        min_size=1,
+        max_size=30,
+    ),
+    lateness=st.sampled_from([0.0, 0.1, 1.5]),
+    cut=st.integers(0, 30),
+)
+def test_marks_do_not_depend_on_how_the_batch_is_cut(rows: list[Any], lateness: float, cut: int) -> None:
+    streams = np.array([s for s, _ in rows], np.int64)
+    ts = np.array([t for _, t in rows], np.float64)
+    whole = clock(lateness)
+    late, marks = whole.late_mask(streams, ts)
+    assert len(marks) == len(rows)
+    # one tuple at a time: each batch of one meets the watermark the tuples before made
+    stepwise = clock(lateness)
+    expected_late, expected = [], []
+    for s, t in rows:
+        one_late, one_marks = stepwise.late_mask(np.array([s]), np.array([t]))
+        expected_late.append(bool(one_late[0]))
+        expected.append(one_marks[0])
+    assert [marks[j] for j in range(len(rows))] == expected
+    assert late.tolist() == expected_late
+    assert whole.mark == stepwise.mark
+    # two pieces meet the same marks as the whole
+    k = min(cut, len(rows))
+    split = clock(lateness)
+    first = split.late_mask(streams[:k], ts[:k])[1] if k else []
+    second = split.late_mask(streams[k:], ts[k:])[1] if k < len(rows) else []
+    assert [first[j] for j in range(len(first))] + [second[j] for j in range(len(second))] == expected
+    # read from the end, and extended (as the replay adds the mark after the batch)
+    assert marks[-1] == expected[-1]
+    marks.append(whole.mark)
+    assert len(marks) == len(rows) + 1 and marks[len(rows)] == whole.mark and marks[-1] == whole.mark
+
+
+def test_no_watermark_before_a_stream_has_spoken() -> None:
+    c = clock(0.0)
+    late, marks = c.late_mask(np.array([0, 0, 1]), np.array([5.0, 6.0, 4.0]))
+    # B is silent (not idle) until its first tuple: no watermark before it
+    assert [marks[j] for j in range(3)] == [None, None, None]
+    assert late.tolist() == [False, False, False]
+    assert c.mark is not None and c.mark[0] == 4.0

@@ -103,7 +103,7 @@ from typing import TYPE_CHECKING
 
 from mqo import Matcher
 from runtime.spark.common import key_column, result_schema, shuffle_partitions, time_buckets, unify
-from runtime.spark.spec import SparkStageError, build_spec, stage_matcher
+from runtime.spark.spec import SparkStageError, StageSpec, build_spec, stage_matcher
 from runtime.spark.tables import DEFAULT_MAX_TABLE_ROWS, stage_tables
 from runtime.spark.worker import match_partition
 
@@ -151,15 +151,22 @@ def match_batch(
         matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0, tables=reference
     )
     n = shuffle_partitions(streams, partitions, "partitions")
-    unified = unify(streams, spec)
-    if spec.mode == "key":
-        keyed = unified.withColumn("_b", key_column(spec)).withColumn("_home", F.col("_b"))
-        arranged = keyed.repartition(n, "_b").sortWithinPartitions("ts", "_s", "id")
-    else:
-        bucketed = time_buckets(unified, spec)
-        arranged = bucketed.repartitionByRange(n, "_b").sortWithinPartitions("_b", "ts", "_s", "id")
-    results = arranged.mapInArrow(partial(match_partition, spec), result_schema(spec))
+    results = arranged(streams, spec, n).mapInArrow(partial(match_partition, spec), result_schema(spec))
     if emit == "ordered":
         # every result is final in a batch job (no tuple comes later): order is a sort
         results = results.orderBy("ts", "query", F.array_sort(F.map_entries("ids")))
     return results
+
+
+def arranged(streams: Mapping[str, DataFrame], spec: StageSpec, n: int) -> DataFrame:
+    """The streams' rows in ``n`` partitions as the spec partitions them, each sorted in
+    the order its task matches them (see the module docstring): what
+    :func:`runtime.spark.worker.match_partition` and ``view_partition`` read."""
+    from pyspark.sql import functions as F
+
+    unified = unify(streams, spec)
+    if spec.mode == "key":
+        keyed = unified.withColumn("_b", key_column(spec)).withColumn("_home", F.col("_b"))
+        return keyed.repartition(n, "_b").sortWithinPartitions("ts", "_s", "id")
+    bucketed = time_buckets(unified, spec)
+    return bucketed.repartitionByRange(n, "_b").sortWithinPartitions("_b", "ts", "_s", "id")

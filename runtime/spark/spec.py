@@ -104,10 +104,12 @@ def only_kind(matcher: Matcher, kind: str) -> None:
             "runtime.spark.aggregate.aggregate_batch (batch), runtime.spark.aggregate_streaming.aggregate_stream "
             "(streaming), mqo match --engine local or Matcher.push_batch"
         )
-    if kind == "aggregate" and len(matcher.registry):
-        names = ", ".join(rq.name for rq in list(matcher.registry)[:5])
+    views = matcher.registrations.views
+    plain = [rq.name for rq in matcher.registry if rq.name not in views]  # (a match view makes rows to aggregate)
+    if kind == "aggregate" and plain:
         raise SparkStageError(
-            f"match queries ({names}) go to runtime.spark.match_batch or match_stream; give aggregate queries only"
+            f"match queries ({', '.join(plain[:5])}) go to runtime.spark.match_batch or match_stream; give "
+            "aggregate queries (and the match views they read) only"
         )
 
 
@@ -285,8 +287,8 @@ def check_views(matcher: Matcher, runs_views: bool) -> None:
     rule 2), which a task's margin of tuples does not bound."""
     if not runs_views:
         raise SparkStageError(
-            f"the Spark streaming and aggregate stages do not run views (view {matcher.views[0]}); run them with "
-            "runtime.spark.match_batch (batch) or locally"
+            f"the Spark streaming stages do not run views (view {matcher.views[0]}); run them with "
+            "runtime.spark.match_batch or aggregate_batch (batch) or locally"
         )
     for view in matcher.registrations.views:
         if view.aggregate:

@@ -168,7 +168,7 @@ def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
         match=r"partition_by='key' cannot run view w: its key column k .* use partition_by='time' \(or 'auto'\)",
     ):
         build_spec(apart, partition_by="key")
-    with pytest.raises(SparkStageError, match=r"streaming and aggregate stages do not run views \(view pairs\)"):
+    with pytest.raises(SparkStageError, match=r"streaming stages do not run views \(view pairs\)"):
         stage_matcher(keyed, None, {}, None)
     counting = mqo.Matcher(SCHEMA.ddl())
     counting.register_queries(

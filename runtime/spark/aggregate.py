@@ -36,8 +36,8 @@ nothing is combined across tasks and the rows are exact. Per stream:
 **Aggregates over match views.** ``queries`` may hold match views (``CREATE VIEW``)
 and aggregate queries reading them: the batch match stage's tasks make the views'
 rows (:mod:`runtime.spark.view_rows`, in the local engine's order), and each view is
-then one more stream, partitioned as above. Aggregate views are refused
-(:func:`runtime.spark.spec.check_views`).
+then one more stream, partitioned as above. Aggregate views' rows are made first
+(:mod:`runtime.spark.aggregate_views`), each view then a declared stream.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ import pyarrow as pa
 
 from mqo import AggregateBatch, Matcher, text_of
 from predicates import AggregateQuery
+from runtime.spark.aggregate_views import materialize
 from runtime.spark.common import pandas_frame, runs, shuffle_partitions, unify
 from runtime.spark.spec import (
     SparkStageError,
@@ -149,6 +150,10 @@ def aggregate_batch(
         raise SparkStageError(
             f"{given[0]} is a view: its rows come from its query over the streams; give the streams' DataFrames"
         )
+    if matcher.registrations.views.aggregating:  # their rows first, then streams like any (aggregate_views)
+        matcher, streams = materialize(streams, matcher, aggregate_batch, n, span)
+        aggregator = matcher.aggregator
+        assert aggregator is not None
     views = needed_views(matcher, [registered.query.stream for registered in aggregator.queries.values()])
     if views:
         # the views' rows first (the batch match stage's tasks make them), then the

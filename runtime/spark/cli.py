@@ -88,14 +88,19 @@ def run_spark_match(
         feed = TableFeed(matching if matching is not None else matcher, table_specs)
         if matching is not None:
             put_file_rows(feed)
-    registered = aggregating.aggregator.queries.values() if aggregating is not None else ()  # type: ignore[union-attr]
-    queries = [r.query for r in registered]
+    queries = aggregating.registrations.output_aggregates() if aggregating is not None else []
     separate = bool(queries) and fmt != "jsonl"
     aggregates_path = aggregate_writers.aggregates_path(args.output, fmt, args.aggregates) if separate else None
     if separate:
         named.append(("the aggregate file", aggregates_path, False))
     views = dict(output_views or {})
     named += [(f"the rows of view {view}", path, True) for view, path in views.items()]
+    for view in views:
+        if matcher.registrations.views.get(view).aggregate:  # type: ignore[union-attr]
+            raise SparkStageError(
+                f"--output-view {view}: an aggregate view's rows are not written with --engine spark; use "
+                "--engine local"
+            )
     written = views_matcher(matcher, needed_views(matcher, views)) if views else None  # (refusals before reading)
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     plan = matcher.ensure_plan()
@@ -158,20 +163,15 @@ def run_spark_match(
 
 def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
     """Matchers of the same streams and settings holding the match queries and the
-    aggregate queries (each kind runs in its own Spark stage); None for a kind the
-    file does not have."""
-    aggregator = matcher.aggregator
-    has_aggregates = aggregator is not None and len(aggregator) > 0
+    aggregate queries (each kind runs in its own Spark stage), each with the views it
+    reads (an aggregate view's rows are made by each stage that reads them:
+    :mod:`runtime.spark.aggregate_views`); None for a kind the file does not have."""
     views = matcher.registrations.views
-    # (views alone make no results: their rows are read by aggregates and --output-view)
-    plain = any(rq.name not in views for rq in matcher.registry)
-    if not has_aggregates:
+    outputs = matcher.registrations.output_aggregates()  # (every level's; not the aggregate views)
+    # (views alone make no results: their rows are read by other queries and --output-view)
+    plain = [rq for rq in matcher.registry if rq.name not in views]
+    if not outputs and not views.aggregating:
         return (matcher if plain else None), None
-    for name in aggregator.queries:  # type: ignore[union-attr]
-        if name in views:
-            raise SparkStageError(
-                f"view {name} is an aggregate view: --engine spark runs match views only; use --engine local"
-            )
     ddl = matcher.catalog.ddl()
     matching = None
     if plain:
@@ -179,14 +179,16 @@ def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
         texts = table_texts(matcher)
         if texts:  # (declared before the queries that read them; no aggregate query can)
             matching.register_queries(texts, "<tables>")
-        for rq in matcher.registry:  # (a view as its CREATE VIEW, which declares its stream)
-            text = views.get(rq.name).text if rq.name in views else rq.text  # type: ignore[union-attr]
-            matching.register_query(text, query_id=rq.name, source_name=f"<query {rq.name}>")
-    # the match views the aggregate queries read come along: the aggregate stage makes their rows
-    read = [registered.query.stream for registered in aggregator.queries.values()]  # type: ignore[union-attr]
-    aggregating = views_matcher(matcher, needed_views(matcher, read))
-    for name, registered in aggregator.queries.items():  # type: ignore[union-attr]
-        aggregating.register_query(registered.query.text, query_id=name, source_name=f"<query {name}>")
+        for view in views:  # (each as its CREATE VIEW, which declares its stream)
+            matching.register_query(view.text, query_id=view.name, source_name=f"<view {view.name}>")
+        for rq in plain:
+            matching.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
+    if not outputs:
+        return matching, None
+    # the views the aggregate queries read come along: the aggregate stage makes their rows
+    aggregating = views_matcher(matcher, needed_views(matcher, [q.stream for q in outputs]))
+    for query in outputs:
+        aggregating.register_query(query.text, query_id=query.name, source_name=f"<query {query.name}>")
     return matching, aggregating
 
 
@@ -195,8 +197,7 @@ def run_aggregates(aggregating: Matcher, frames: Mapping[str, Any], partitions: 
     stream without any has no rows, as in the local engine), in file order."""
     from runtime.spark.aggregate import aggregate_batch
 
-    assert aggregating.aggregator is not None
-    queries = [registered.query for registered in aggregating.aggregator.queries.values()]
+    queries = aggregating.registrations.output_aggregates()
     views = aggregating.registrations.views
     # (a view's rows come from the streams given: none when its streams have no tuples)
     fed = [q for q in queries if q.stream in frames or q.stream in views]

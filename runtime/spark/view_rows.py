@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from mqo import ARROW_TYPES, Matcher
+from runtime.spark.common import arranged
 from runtime.spark.spec import SparkStageError, build_spec
 from runtime.spark.worker import ViewLayout, view_partition
 
@@ -63,8 +64,8 @@ def needed_views(matcher: Matcher, read: Iterable[str]) -> list[str]:
 
 
 def views_matcher(matcher: Matcher, names: list[str]) -> Matcher:
-    """A matcher of ``matcher``'s declared streams and settings holding only the match
-    views ``names`` (in the order given: registration order), each registered by its
+    """A matcher of ``matcher``'s declared streams and settings holding only the views
+    ``names`` (in the order given: registration order), each registered by its
     ``CREATE VIEW``. A view reading a table is refused: the view-rows stage takes no
     table rows."""
     graph = matcher.registrations.views
@@ -113,8 +114,6 @@ def view_rows(
     """The rows of the views ``names`` that ``matcher``'s views (match views only, from
     :func:`views_matcher`) make over the stream DataFrames, in the stage's layout
     (:class:`runtime.spark.worker.ViewLayout`), and that layout."""
-    from runtime.spark.batch import arranged
-
     spec = build_spec(matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0)
     layout = layout_of(matcher, names)
     given = {name: df for name, df in streams.items() if matcher.catalog.get(name) is not None}

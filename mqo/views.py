@@ -13,8 +13,9 @@ window's end (:func:`aggregate_rows`). So views over views, joins of views with
 streams and with each other, and aggregates over views all follow.
 
 **Match views: order and time.** The results found by one incoming tuple are taken
-apart: the view queries' results become rows, in ``ts`` order (stable: in the order
-found), and are fed, one generation after another (the rows a view's rows make in the
+apart: the view queries' results become rows, in ``ts`` order, then view
+(registration order), then their members' ids (not the order a join found them in,
+which the adaptive join order moves), and are fed, one generation after another (the rows a view's rows make in the
 views reading it come after all of them), before the call returns; results of view
 queries are not returned (``mqo match --output-view NAME`` writes them). A match
 view's stream has no clock of its own: a result found by a tuple that is not late has
@@ -242,7 +243,7 @@ def split_blocks(
     graph: ViewGraph, plan: CompiledPlan, blocks: list[ResultBlock]
 ) -> tuple[list[ResultBlock], list[ViewRow]]:
     """The result blocks without the view queries' results, and the view rows those
-    results make (in the order found)."""
+    results make (in ts order, then view, then their members' ids: see the module docstring)."""
     is_view = graph.view_slots(plan)
     kept: list[ResultBlock] = []
     own: list[ResultBlock] = []
@@ -255,8 +256,17 @@ def split_blocks(
         if not views.all():
             kept.append(ResultBlock(numbers[~views], block.tuples, block.ts))
         own.append(ResultBlock(numbers[views], block.tuples, block.ts))
-    rows = [(m.ts, m.query, dict(m.values)) for m in MatchBatch(plan, own).matches()] if own else []
-    return kept, rows
+    if not own:
+        return kept, []
+    # one order whatever order the joins found them in (the adaptive join order moves
+    # with the statistics, so a matcher that has seen other tuples finds them in
+    # another): the rows' ids, and a count window over them, depend on the input only
+    at = {name: k for k, name in enumerate(graph.views)}
+    found = sorted(
+        MatchBatch(plan, own).matches(),
+        key=lambda m: (m.ts, at[m.query.lower()], sorted((a, i is None, i or 0) for a, i in m.ids.items())),
+    )
+    return kept, [(m.ts, m.query, dict(m.values)) for m in found]
 
 
 def feed(

@@ -92,14 +92,10 @@ def cmd_match(args: argparse.Namespace) -> int:
     for message in workload_warnings(matcher, args.queries, [spec.stream for spec in inputs]):
         warn("match", message)
     if args.engine == "spark":
-        if output_views:  # (a task makes the view rows of its margin again: runtime.spark.batch, "Views")
-            raise CliError(
-                f"--output-view {next(iter(output_views))}: --engine spark writes no view rows; use --engine local"
-            )
         require(["pyspark", "pandas"], "--engine spark")
         from runtime.spark.cli import run_spark_match
 
-        summary = run_spark_match(args, inputs, fmt, matcher)
+        summary = run_spark_match(args, inputs, fmt, matcher, output_views)
     else:
         summary = run_match(
             matcher,

@@ -32,6 +32,12 @@ nothing is combined across tasks and the rows are exact. Per stream:
 * **one task** for the stream otherwise (a landmark window, count windows without
   a common group key, or an ISTREAM/DSTREAM query without one, which compares each
   window with the previous, need the stream's whole history in order).
+
+**Aggregates over match views.** ``queries`` may hold match views (``CREATE VIEW``)
+and aggregate queries reading them: the batch match stage's tasks make the views'
+rows (:mod:`runtime.spark.view_rows`, in the local engine's order), and each view is
+then one more stream, partitioned as above. Aggregate views' rows are made first
+(:mod:`runtime.spark.aggregate_views`), each view then a declared stream.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import pyarrow as pa
 
 from mqo import AggregateBatch, Matcher, text_of
 from predicates import AggregateQuery
+from runtime.spark.aggregate_views import materialize
 from runtime.spark.common import pandas_frame, runs, shuffle_partitions, unify
 from runtime.spark.spec import (
     SparkStageError,
@@ -57,6 +64,7 @@ from runtime.spark.spec import (
     stage_matcher,
     without_lateness,
 )
+from runtime.spark.view_rows import needed_views, view_frames, view_rows, views_as_streams, views_matcher
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -129,12 +137,34 @@ def aggregate_batch(
     span: float | None = None,
 ) -> DataFrame:
     """The aggregate rows of the queries over the stream DataFrames (see the module
-    docstring). ``queries`` holds aggregate queries only (match queries go to
-    :func:`runtime.spark.match_batch`); ``span``: the time span width for streams
-    partitioned by time (default four times the stream's largest RANGE)."""
-    matcher = stage_matcher(queries, schema, streams, None, kind="aggregate")
-    plans = stream_plans(matcher, streams, span)
+    docstring). ``queries`` holds aggregate queries and the match views they read (match
+    queries go to :func:`runtime.spark.match_batch`); ``streams`` the declared streams'
+    DataFrames (a view's rows come from its query); ``span``: the time span width for
+    streams partitioned by time (default four times the stream's largest RANGE)."""
+    matcher = stage_matcher(queries, schema, streams, None, kind="aggregate", views=True)
     n = shuffle_partitions(streams, partitions, "partitions")
+    aggregator = matcher.aggregator
+    assert aggregator is not None
+    given = [name for name in streams if name in matcher.registrations.views]
+    if given:
+        raise SparkStageError(
+            f"{given[0]} is a view: its rows come from its query over the streams; give the streams' DataFrames"
+        )
+    if matcher.registrations.views.aggregating:  # their rows first, then streams like any (aggregate_views)
+        matcher, streams = materialize(streams, matcher, aggregate_batch, n, span)
+        aggregator = matcher.aggregator
+        assert aggregator is not None
+    views = needed_views(matcher, [registered.query.stream for registered in aggregator.queries.values()])
+    if views:
+        # the views' rows first (the batch match stage's tasks make them), then the
+        # aggregate queries over them as over declared streams (runtime.spark.view_rows)
+        made, layout = view_rows(streams, views_matcher(matcher, views), views, partitions=n)
+        streams = {**streams, **view_frames(made, layout)}
+        ddl = views_as_streams(matcher, views)
+        matcher = register_each(
+            Matcher(ddl), [(name, registered.query.text) for name, registered in aggregator.queries.items()]
+        )
+    plans = stream_plans(matcher, streams, span)
     ddl = without_lateness(matcher.catalog.ddl())  # tuples come in (ts, id) order, none late
     layout_spec = row_layout(ddl)
     out = None

@@ -87,8 +87,10 @@ streams' tuples. So:
 
 A view member's id in ``ids`` numbers the view's rows in the task that made it (the
 local engine numbers them over the whole input; a task cannot know how many rows
-came before its bucket), so compare view members by value. Aggregate views, and
-views in the streaming stages, are refused with an error naming the view.
+came before its bucket), so compare view members by value. Aggregate views run here
+too: their rows are made first (:mod:`runtime.spark.aggregate_views`) and read as a
+declared stream's, their ids the local engine's. Views in the streaming stages are
+refused with an error naming the view.
 
 The stage's spec is built on the driver (:mod:`runtime.spark.spec`), the rows laid out
 and grouped by the plumbing the stages share (:mod:`runtime.spark.common`); the plan is
@@ -102,7 +104,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from mqo import Matcher
-from runtime.spark.common import key_column, result_schema, shuffle_partitions, time_buckets, unify
+from runtime.spark.aggregate import aggregate_batch
+from runtime.spark.aggregate_views import materialize
+from runtime.spark.common import arranged, result_schema, shuffle_partitions
 from runtime.spark.spec import SparkStageError, build_spec, stage_matcher
 from runtime.spark.tables import DEFAULT_MAX_TABLE_ROWS, stage_tables
 from runtime.spark.worker import match_partition
@@ -145,20 +149,16 @@ def match_batch(
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
     matcher = stage_matcher(queries, schema, streams, order, views=True)
+    if matcher.registrations.views.aggregating:  # their rows first, then streams like any (aggregate_views)
+        n = shuffle_partitions(streams, partitions, "partitions")
+        matcher, streams = materialize(streams, matcher, aggregate_batch, n)
     reference = stage_tables(matcher, tables, max_table_rows, streams)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
     spec = build_spec(
         matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0, tables=reference
     )
     n = shuffle_partitions(streams, partitions, "partitions")
-    unified = unify(streams, spec)
-    if spec.mode == "key":
-        keyed = unified.withColumn("_b", key_column(spec)).withColumn("_home", F.col("_b"))
-        arranged = keyed.repartition(n, "_b").sortWithinPartitions("ts", "_s", "id")
-    else:
-        bucketed = time_buckets(unified, spec)
-        arranged = bucketed.repartitionByRange(n, "_b").sortWithinPartitions("_b", "ts", "_s", "id")
-    results = arranged.mapInArrow(partial(match_partition, spec), result_schema(spec))
+    results = arranged(streams, spec, n).mapInArrow(partial(match_partition, spec), result_schema(spec))
     if emit == "ordered":
         # every result is final in a batch job (no tuple comes later): order is a sort
         results = results.orderBy("ts", "query", F.array_sort(F.map_entries("ids")))

@@ -47,22 +47,28 @@ from runtime.io import aggregate_writers
 from runtime.io.inputs import BadRow, InputSpec, StreamData, merge, read_inputs
 from runtime.io.named_paths import TABLE
 from runtime.io.table_rows import TableSpec
-from runtime.io.writers import check_output_paths, open_writer, side_paths, write_jsonl
+from runtime.io.writers import LinesFile, check_output_paths, open_writer, side_paths, write_jsonl
 from runtime.local.match import Summary
 from runtime.local.tables import TableFeed
 from runtime.spark.spec import SparkStageError
 from runtime.spark.tables import put_file_rows, table_texts
+from runtime.spark.view_rows import needed_views, numbered, view_rows, views_matcher
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
 def run_spark_match(
-    args: argparse.Namespace, inputs: list[InputSpec], fmt: str, matcher: Matcher | None = None
+    args: argparse.Namespace,
+    inputs: list[InputSpec],
+    fmt: str,
+    matcher: Matcher | None = None,
+    output_views: Mapping[str, str] | None = None,
 ) -> Summary:
     """Run ``mqo match`` on Spark; returns the same summary as the local engine. The
     output paths are checked (and side files of an earlier run removed) before any
-    input is read, as the local engine does."""
+    input is read, as the local engine does. ``output_views``: {view: file} of views
+    whose rows are written as the local engine writes them (:func:`write_view_rows`)."""
     from runtime.spark.batch import match_batch
     from runtime.workload import load_matcher
 
@@ -82,12 +88,20 @@ def run_spark_match(
         feed = TableFeed(matching if matching is not None else matcher, table_specs)
         if matching is not None:
             put_file_rows(feed)
-    registered = aggregating.aggregator.queries.values() if aggregating is not None else ()  # type: ignore[union-attr]
-    queries = [r.query for r in registered]
+    queries = aggregating.registrations.output_aggregates() if aggregating is not None else []
     separate = bool(queries) and fmt != "jsonl"
     aggregates_path = aggregate_writers.aggregates_path(args.output, fmt, args.aggregates) if separate else None
     if separate:
         named.append(("the aggregate file", aggregates_path, False))
+    views = dict(output_views or {})
+    named += [(f"the rows of view {view}", path, True) for view, path in views.items()]
+    for view in views:
+        if matcher.registrations.views.get(view).aggregate:  # type: ignore[union-attr]
+            raise SparkStageError(
+                f"--output-view {view}: an aggregate view's rows are not written with --engine spark; use "
+                "--engine local"
+            )
+    written = views_matcher(matcher, needed_views(matcher, views)) if views else None  # (refusals before reading)
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     plan = matcher.ensure_plan()
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)
@@ -99,7 +113,7 @@ def run_spark_match(
     tables = stream_tables(matcher, data, ids, keep)
     found = result_schema(matcher.value_types()).empty_table()
     rows = AggregateBatch()
-    if tables and (matching is not None or any(q.stream in tables for q in queries)):
+    if tables and (matching is not None or aggregating is not None or written is not None):
         spark, owned = spark_session(args.master)
         try:
             frames = {name: spark.createDataFrame(table) for name, table in tables.items()}
@@ -110,6 +124,8 @@ def run_spark_match(
                 found = in_result_order(match_batch(frames, matching, partitions=cores).toArrow(), matching)
             if aggregating is not None:
                 rows = run_aggregates(aggregating, frames, cores)
+            if written is not None:
+                write_view_rows(views, written, frames, cores)
         finally:
             if owned:
                 spark.stop()
@@ -134,6 +150,8 @@ def run_spark_match(
     summary.tuples = summary.total = sum(len(d) for d in data)
     for d in data:
         summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
+    if written is not None and not tables:
+        write_view_rows(views, written, {}, 1)  # no tuple: the files as the local engine leaves them
     summary.late = len(late)
     summary.rejected = len(rejected)
     write_jsonl(late_path, (t.as_dict() for t in late), "the late-tuple file")
@@ -145,36 +163,32 @@ def run_spark_match(
 
 def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
     """Matchers of the same streams and settings holding the match queries and the
-    aggregate queries (each kind runs in its own Spark stage); None for a kind the
-    file does not have."""
-    aggregator = matcher.aggregator
-    has_aggregates = aggregator is not None and len(aggregator) > 0
-    if not has_aggregates:
-        return (matcher if len(matcher.registry) else None), None
+    aggregate queries (each kind runs in its own Spark stage), each with the views it
+    reads (an aggregate view's rows are made by each stage that reads them:
+    :mod:`runtime.spark.aggregate_views`); None for a kind the file does not have."""
     views = matcher.registrations.views
-    for name, registered in aggregator.queries.items():  # type: ignore[union-attr]
-        if name in views:
-            raise SparkStageError(
-                f"view {name} is an aggregate view: --engine spark runs match views only; use --engine local"
-            )
-        if registered.query.stream in views:
-            raise SparkStageError(
-                f"aggregate query {name} reads view {registered.query.stream}: the Spark aggregate stage reads "
-                "declared streams only; use --engine local"
-            )
+    outputs = matcher.registrations.output_aggregates()  # (every level's; not the aggregate views)
+    # (views alone make no results: their rows are read by other queries and --output-view)
+    plain = [rq for rq in matcher.registry if rq.name not in views]
+    if not outputs and not views.aggregating:
+        return (matcher if plain else None), None
     ddl = matcher.catalog.ddl()
     matching = None
-    if len(matcher.registry):
+    if plain:
         matching = Matcher(ddl, config=matcher.config)
         texts = table_texts(matcher)
         if texts:  # (declared before the queries that read them; no aggregate query can)
             matching.register_queries(texts, "<tables>")
-        for rq in matcher.registry:  # (a view as its CREATE VIEW, which declares its stream)
-            text = views.get(rq.name).text if rq.name in views else rq.text  # type: ignore[union-attr]
-            matching.register_query(text, query_id=rq.name, source_name=f"<query {rq.name}>")
-    aggregating = Matcher(ddl, config=matcher.config)
-    for name, registered in aggregator.queries.items():  # type: ignore[union-attr]
-        aggregating.register_query(registered.query.text, query_id=name, source_name=f"<query {name}>")
+        for view in views:  # (each as its CREATE VIEW, which declares its stream)
+            matching.register_query(view.text, query_id=view.name, source_name=f"<view {view.name}>")
+        for rq in plain:
+            matching.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
+    if not outputs:
+        return matching, None
+    # the views the aggregate queries read come along: the aggregate stage makes their rows
+    aggregating = views_matcher(matcher, needed_views(matcher, [q.stream for q in outputs]))
+    for query in outputs:
+        aggregating.register_query(query.text, query_id=query.name, source_name=f"<query {query.name}>")
     return matching, aggregating
 
 
@@ -183,19 +197,34 @@ def run_aggregates(aggregating: Matcher, frames: Mapping[str, Any], partitions: 
     stream without any has no rows, as in the local engine), in file order."""
     from runtime.spark.aggregate import aggregate_batch
 
-    assert aggregating.aggregator is not None
-    queries = [registered.query for registered in aggregating.aggregator.queries.values()]
-    fed = [q for q in queries if q.stream in frames]
+    queries = aggregating.registrations.output_aggregates()
+    views = aggregating.registrations.views
+    # (a view's rows come from the streams given: none when its streams have no tuples)
+    fed = [q for q in queries if q.stream in frames or q.stream in views]
     if not fed:
         return AggregateBatch()
     if len(fed) < len(queries):
-        ddl = aggregating.catalog.ddl()
-        aggregating = Matcher(ddl, config=aggregating.config)
+        aggregating = views_matcher(aggregating, needed_views(aggregating, [q.stream for q in fed]))
         for q in fed:
             aggregating.register_query(q.text, query_id=q.name, source_name=f"<query {q.name}>")
-    streams = {q.stream for q in fed}
-    table = aggregate_batch({s: frames[s] for s in streams}, aggregating, partitions=partitions).toArrow()
+    table = aggregate_batch(dict(frames), aggregating, partitions=partitions).toArrow()
     return aggregate_writers.in_file_order(stage_rows(table, queries))
+
+
+def write_view_rows(views: Mapping[str, str], source: Matcher, frames: Mapping[str, Any], partitions: int) -> None:
+    """Write the rows of each view of ``views`` ({view: file}) that the match views of
+    ``source`` (:func:`runtime.spark.view_rows.views_matcher`) make over the stream
+    DataFrames, as ``mqo match --engine local --output-view`` writes them: JSON lines
+    ``view``, ``ts``, ``id``, ``values`` in the order made, with the local engine's ids
+    (:func:`runtime.spark.view_rows.numbered`); a view without rows leaves no file."""
+    names = [source.registrations.views.get(view).name for view in views]  # type: ignore[union-attr]
+    made: dict[str, list[tuple[float, int, dict[str, Any]]]] = {name: [] for name in names}
+    if frames:
+        rows, layout = view_rows(frames, source, names, partitions=partitions)
+        made = numbered(rows.toArrow(), layout)
+    for name, (view, path) in zip(names, views.items(), strict=True):
+        with LinesFile(path, f"the rows of view {view}") as out:
+            out.write({"view": name, "ts": ts, "id": ident, "values": values} for ts, ident, values in made[name])
 
 
 def stage_rows(table: pa.Table, queries: list[AggregateQuery]) -> AggregateBatch:
@@ -263,7 +292,9 @@ def arrival_order(
     next_id: dict[str, int] = {}
     # the matcher's own clock, so both engines call the same tuples late
     plan = matcher.ensure_plan()
-    streams = plan.streams[: plan.n_real]  # declared streams, not roles
+    # the declared streams' clocks, as the local engine keeps them (not roles, not views
+    # or tables: a view's time is its inputs', and a clock no tuple moves holds all back)
+    streams = [s for s in plan.streams[: plan.n_real] if not s.view and not s.table_key]
     names = [schema.name for schema in streams]
     clock = clock_for(matcher.config, streams)
     for k, i in merge(data):

@@ -273,6 +273,20 @@ def _key_family(spec: StageSpec, stream: str, column: str) -> str:
     return "number" if ctype.is_numeric else ctype.value
 
 
+def arranged(streams: Mapping[str, DataFrame], spec: StageSpec, n: int) -> DataFrame:
+    """The streams' rows in ``n`` partitions as the spec partitions them, each sorted in
+    the order its task matches them (runtime/spark/batch.py's module docstring): what
+    :func:`runtime.spark.worker.match_partition` and ``view_partition`` read."""
+    from pyspark.sql import functions as F
+
+    unified = unify(streams, spec)
+    if spec.mode == "key":
+        keyed = unified.withColumn("_b", key_column(spec)).withColumn("_home", F.col("_b"))
+        return keyed.repartition(n, "_b").sortWithinPartitions("ts", "_s", "id")
+    bucketed = time_buckets(unified, spec)
+    return bucketed.repartitionByRange(n, "_b").sortWithinPartitions("_b", "ts", "_s", "id")
+
+
 def time_buckets(unified: DataFrame, spec: StageSpec) -> DataFrame:
     """Adds ``_home`` (the tuple's bucket) and ``_b`` (the bucket this copy goes to):
     one copy per tuple, more for a tuple within MAXWINDOW of its bucket's end (a result

@@ -97,17 +97,21 @@ KINDS = ("match", "aggregate")
 
 def only_kind(matcher: Matcher, kind: str) -> None:
     """Refuse a matcher holding queries of the other kind than the stage runs."""
-    if kind == "match" and matcher.aggregator is not None and len(matcher.aggregator):
-        names = ", ".join(list(matcher.aggregator.queries)[:5])
+    views = matcher.registrations.views
+    # (an aggregate view makes rows other queries read: runtime.spark.aggregate_views)
+    aggregates = [name for name in (matcher.aggregator.queries if matcher.aggregator else ()) if name not in views]
+    if kind == "match" and aggregates:
+        names = ", ".join(aggregates[:5])
         raise SparkStageError(
             f"aggregate queries ({names}) do not run in the match stages; run them with "
             "runtime.spark.aggregate.aggregate_batch (batch), runtime.spark.aggregate_streaming.aggregate_stream "
             "(streaming), mqo match --engine local or Matcher.push_batch"
         )
-    if kind == "aggregate" and len(matcher.registry):
-        names = ", ".join(rq.name for rq in list(matcher.registry)[:5])
+    plain = [rq.name for rq in matcher.registry if rq.name not in views]  # (a match view makes rows to aggregate)
+    if kind == "aggregate" and plain:
         raise SparkStageError(
-            f"match queries ({names}) go to runtime.spark.match_batch or match_stream; give aggregate queries only"
+            f"match queries ({', '.join(plain[:5])}) go to runtime.spark.match_batch or match_stream; give "
+            "aggregate queries (and the match views they read) only"
         )
 
 
@@ -280,19 +284,24 @@ def build_spec(
 
 
 def check_views(matcher: Matcher, runs_views: bool) -> None:
-    """Refuse the matcher's views unless the stage runs them (``runs_views``), and
-    aggregate views always: their rows come behind the watermark (:mod:`mqo.views`,
-    rule 2), which a task's margin of tuples does not bound."""
+    """Refuse the matcher's views unless the stage runs them (``runs_views``: the batch
+    stages), and a match view reading an aggregate view always: the local engine
+    numbers the match-view rows of one emission's aggregate rows together, a stage
+    one aggregate row at a time (:mod:`runtime.spark.aggregate_views`)."""
     if not runs_views:
         raise SparkStageError(
-            f"the Spark streaming and aggregate stages do not run views (view {matcher.views[0]}); run them with "
-            "runtime.spark.match_batch (batch) or locally"
+            f"the Spark streaming stages do not run views (view {matcher.views[0]}); run them with "
+            "runtime.spark.match_batch or aggregate_batch (batch) or locally"
         )
-    for view in matcher.registrations.views:
+    graph = matcher.registrations.views
+    for view in graph:
         if view.aggregate:
+            continue
+        read = next((r for r in view.reads if r in graph and graph.get(r).aggregate), None)  # type: ignore[union-attr]
+        if read is not None:
             raise SparkStageError(
-                f"view {view.name} is an aggregate view: the Spark stages run match views only; run it locally "
-                "(mqo match --engine local, Matcher.push_batch)"
+                f"view {view.name} is a match view reading aggregate view {graph.get(read).name}: the Spark stages "  # type: ignore[union-attr]
+                "do not run that; run it locally (mqo match --engine local, Matcher.push_batch)"
             )
 
 
@@ -341,7 +350,7 @@ def view_margin(matcher: Matcher) -> float:
 
     by_name = {rq.name: rq for rq in matcher.registry}
     for name in matcher.views:  # registration order: a view's inputs come before it
-        if name not in by_name:  # (an aggregate view: refused by check_views)
+        if name not in by_name:  # (an aggregate view: a declared stream once made, runtime.spark.aggregate_views)
             continue
         reach = back(by_name[name])
         for reader in matcher.view_readers(name):

@@ -121,47 +121,14 @@ def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Itera
     pushed in turn.
     """
     matcher = spawn(spec)  # before the first batch: the plan compiles while the rows arrive
-    received = list(batches)
-    if not received:  # an empty partition (more partitions than keys or buckets)
+    task = _Task.of(spec, matcher, batches)
+    if task is None:
         return
-    table = pa.Table.from_batches(received)
-    if table.num_rows == 0:
-        return
-    s = table.column("_s").to_numpy().copy()  # renumbered below
-    if spec.mode == "key":  # one matcher for all keys, nothing copied
-        keep = np.ones(table.num_rows, bool)
-        owned = keep
-    else:
-        b = table.column("_b").to_numpy()
-        owned = b == table.column("_home").to_numpy()
-        # the bucket this task matched just before each row's bucket
-        changes = np.concatenate(([False], b[1:] != b[:-1]))
-        starts = np.flatnonzero(np.concatenate(([True], changes[1:])))
-        before = np.concatenate(([np.iinfo(np.int64).min], b[starts[:-1]]))
-        previous = before[np.cumsum(changes)]
-        keep = owned | (previous != b - 1)
-    ts = table.column("ts").to_numpy(zero_copy_only=False)
-    ids = table.column("id").to_numpy(zero_copy_only=False)
-    if ids.dtype.kind != "i":
-        raise SparkStageError("a tuple has a NULL id")
-    prepared = []
-    row_in_batch = np.zeros(table.num_rows, np.int64)
-    for k, layout in enumerate(spec.streams):
-        mine = np.flatnonzero((s == layout.number) & keep)
-        row_in_batch[mine] = np.arange(len(mine))
-        data: dict[str, Any] = {"ts": ts[mine], "id": ids[mine]}
-        for col, f in zip(layout.columns, layout.fields, strict=True):
-            data[col] = table.column(f).take(pa.array(mine)).combine_chunks()
-        prepared.append(matcher.prepare(layout.name, data))
-        s[mine] = k  # from here on, the number of its prepared batch
-    order = np.flatnonzero(keep)
-    which, rows = s[order].astype(np.int64), row_in_batch[order]
-    kept_owned = owned[order]
     found = MatchBatch(matcher.ensure_plan())
     types = spec.arrow_value_types()
     waiting = 0
-    for j, blocks in matcher.replay(prepared, which, rows):
-        if blocks and kept_owned[j]:
+    for j, blocks in task.replayed():
+        if blocks and task.owned[j]:
             found.blocks.extend(blocks)
             waiting += sum(len(block) for block in blocks)
             if waiting >= _OUT_ROWS:
@@ -170,6 +137,136 @@ def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Itera
                 waiting = 0
     if waiting:
         yield from found.to_arrow(types).to_batches()
+
+
+def view_partition(spec: StageSpec, views: ViewLayout, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One task of the view-rows stage (:mod:`runtime.spark.view_rows`): the rows of
+    ``views`` that the partition's tuples make, matched as :func:`match_partition`
+    matches them, each with the tuple that made it (``_s``, ``_t``: its stream number
+    and id; ``_n``: the row's number in this task), for the global order the local
+    engine numbers them in. Only rows made by a tuple of its home bucket are kept
+    (a view row's ts is that tuple's, so it is owned as a result is)."""
+    matcher = spawn(spec)
+    task = _Task.of(spec, matcher, batches)
+    if task is None:
+        return
+    made: list[tuple[str, float, int, dict[str, Any]]] = []
+    matcher.view_sink = lambda view, ts, ident, values: made.append((view, ts, ident, values))
+    rows: list[tuple[int, tuple[str, float, int, dict[str, Any]]]] = []
+    wanted = {name.lower() for name in views.names}
+    for j, _ in task.replayed():
+        if made:
+            if task.owned[j]:
+                rows += [(j, row) for row in made if row[0].lower() in wanted]
+            made.clear()
+        if len(rows) >= _OUT_ROWS:
+            yield views.batch(rows, task)
+            rows = []
+    if rows:
+        yield views.batch(rows, task)
+
+
+class ViewLayout:
+    """The view-rows stage's output: ``view``, ``ts``, the making tuple's ``_s`` and
+    ``_t``, the row's number ``_n`` in its task, then every view's columns as
+    ``_v{k}_{i}`` (NULL in other views' rows)."""
+
+    def __init__(self, views: list[tuple[str, tuple[str, ...], tuple[pa.DataType, ...]]]) -> None:
+        self.names = [name for name, _, _ in views]
+        self.views = views
+        fields = [
+            pa.field("view", pa.string()),
+            pa.field("ts", pa.float64()),
+            pa.field("_s", pa.int32()),
+            pa.field("_t", pa.int64()),
+            pa.field("_n", pa.int64()),
+        ]
+        for k, (_, _columns, types) in enumerate(views):
+            fields += [pa.field(f"_v{k}_{i}", t) for i, t in enumerate(types)]
+        self.schema = pa.schema(fields)
+
+    def batch(self, rows: list[tuple[int, tuple[str, float, int, dict[str, Any]]]], task: _Task) -> pa.RecordBatch:
+        trigger = np.array([j for j, _ in rows], np.int64)
+        at = {name.lower(): k for k, name in enumerate(self.names)}
+        arrays: list[Any] = [
+            [row[0] for _, row in rows],
+            [row[1] for _, row in rows],
+            task.stream_numbers[trigger],
+            task.ids[trigger],
+            [row[2] for _, row in rows],
+        ]
+        for k, (_, columns, _types) in enumerate(self.views):
+            for column in columns:
+                arrays.append([row[3].get(column) if at[row[0].lower()] == k else None for _, row in rows])
+        return pa.RecordBatch.from_arrays(
+            [pa.array(a, f.type) for a, f in zip(arrays, self.schema, strict=True)], schema=self.schema
+        )
+
+
+class _Task:
+    """A task's rows laid out for :meth:`Matcher.replay` (see :func:`match_partition`):
+    per replayed row ``j``, whether it is owned, its stream number and its id."""
+
+    def __init__(
+        self,
+        matcher: Matcher,
+        prepared: list[Any],
+        which: np.ndarray,
+        rows: np.ndarray,
+        owned: np.ndarray,
+        stream_numbers: np.ndarray,
+        ids: np.ndarray,
+    ) -> None:
+        self.matcher = matcher
+        self.prepared = prepared
+        self.which = which
+        self.rows = rows
+        self.owned = owned
+        self.stream_numbers = stream_numbers
+        self.ids = ids
+
+    def replayed(self) -> Iterator[tuple[int, list[Any]]]:
+        return self.matcher.replay(self.prepared, self.which, self.rows)
+
+    @classmethod
+    def of(cls, spec: StageSpec, matcher: Matcher, batches: Iterator[pa.RecordBatch]) -> _Task | None:
+        received = list(batches)
+        if not received:  # an empty partition (more partitions than keys or buckets)
+            return None
+        table = pa.Table.from_batches(received)
+        if table.num_rows == 0:
+            return None
+        original = table.column("_s").to_numpy()
+        s = original.copy()  # renumbered below
+        if spec.mode == "key":  # one matcher for all keys, nothing copied
+            keep = np.ones(table.num_rows, bool)
+            owned = keep
+        else:
+            b = table.column("_b").to_numpy()
+            owned = b == table.column("_home").to_numpy()
+            # the bucket this task matched just before each row's bucket
+            changes = np.concatenate(([False], b[1:] != b[:-1]))
+            starts = np.flatnonzero(np.concatenate(([True], changes[1:])))
+            before = np.concatenate(([np.iinfo(np.int64).min], b[starts[:-1]]))
+            previous = before[np.cumsum(changes)]
+            keep = owned | (previous != b - 1)
+        ts = table.column("ts").to_numpy(zero_copy_only=False)
+        ids = table.column("id").to_numpy(zero_copy_only=False)
+        if ids.dtype.kind != "i":
+            raise SparkStageError("a tuple has a NULL id")
+        prepared = []
+        row_in_batch = np.zeros(table.num_rows, np.int64)
+        for k, layout in enumerate(spec.streams):
+            mine = np.flatnonzero((s == layout.number) & keep)
+            row_in_batch[mine] = np.arange(len(mine))
+            data: dict[str, Any] = {"ts": ts[mine], "id": ids[mine]}
+            for col, f in zip(layout.columns, layout.fields, strict=True):
+                data[col] = table.column(f).take(pa.array(mine)).combine_chunks()
+            prepared.append(matcher.prepare(layout.name, data))
+            s[mine] = k  # from here on, the number of its prepared batch
+        order = np.flatnonzero(keep)
+        which, rows = s[order].astype(np.int64), row_in_batch[order]
+        return cls(matcher, prepared, which, rows, owned[order], original[order].astype(np.int32), ids[order])
 
 
 class Rows:

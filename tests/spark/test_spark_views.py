@@ -168,13 +168,18 @@ def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
         match=r"partition_by='key' cannot run view w: its key column k .* use partition_by='time' \(or 'auto'\)",
     ):
         build_spec(apart, partition_by="key")
-    with pytest.raises(SparkStageError, match=r"streaming and aggregate stages do not run views \(view pairs\)"):
+    with pytest.raises(SparkStageError, match=r"streaming stages do not run views \(view pairs\)"):
         stage_matcher(keyed, None, {}, None)
-    counting = mqo.Matcher(SCHEMA.ddl())
+    counting = mqo.Matcher(
+        SCHEMA.ddl()
+    )  # an aggregate view runs (test_spark_aggregate_views); a match view over it not
     counting.register_queries(
-        ["CREATE VIEW counts AS SELECT B.x AS x, COUNT(*) AS n FROM B [RANGE 4 SLIDE 2] GROUP BY B.x;", TEXTS[0]]
+        [
+            "CREATE VIEW counts AS SELECT B.x AS x, COUNT(*) AS n FROM B [RANGE 4 SLIDE 2] GROUP BY B.x;",
+            "CREATE VIEW many AS SELECT c.x AS x FROM counts c WHERE c.n > 2;",
+        ]
     )
     with pytest.raises(
-        SparkStageError, match=r"view counts is an aggregate view: the Spark stages run match views only"
+        SparkStageError, match=r"view many is a match view reading aggregate view counts: the Spark stages do not"
     ):
         stage_matcher(counting, None, {}, None, views=True)

@@ -188,7 +188,7 @@ class Engine:
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        cand = stream_slots & ~self._unfed(t.stream)
+        cand = stream_slots & ~self._unfed(t.stream, t.row[0])
         if not cand:
             return results
         self._on_a = self._on_j = self._on_w = False
@@ -233,15 +233,21 @@ class Engine:
         counters.results += sum(len(block) for block in results)
         return results
 
-    def _unfed(self, s: int) -> int:
-        """Slots that also read a stream other than ``s`` storing no tuple now: none of
-        their results can end with this tuple, so no partial is grown for them (a query
-        over a stream not fed yet, or gone quiet and purged, costs nothing)."""
-        streams, reads = self.state.streams, self.plan.stream_slots
+    def _unfed(self, s: int, ts: float) -> int:
+        """Slots that also read a stream other than ``s`` storing no tuple now, or none
+        at or after ``ts`` where their window predicates want one (``plan.later_partner``):
+        none of their results can end with this tuple, so no partial is grown for them
+        (a query over a stream not fed yet, or gone quiet and purged, costs nothing; nor
+        does a bid that an aggregate view's row, made later, will find)."""
+        streams, reads, later = self.state.streams, self.plan.stream_slots, self.plan.later_partner[s]
         dead = 0
         for y in range(self.n_streams):
-            if y != s and reads[y] and not len(streams[y].buckets):
-                dead |= reads[y]
+            if y != s and reads[y]:
+                buckets = streams[y].buckets
+                if not len(buckets):
+                    dead |= reads[y]
+                elif later[y] and buckets.newest_ts() < ts:
+                    dead |= later[y]
         return dead
 
     # ------------------------------------------------------ predicate evaluation
@@ -342,14 +348,16 @@ class Engine:
         while stack:
             p = stack.pop()
             cand = p.cand
+            # (the members once, not a pass over every stream per stream grown to: with
+            # many views a plan has dozens of streams)
+            members = [x for x in range(n) if p.mask >> x & 1]
             for y in range(n):
                 if p.mask >> y & 1:
                     continue
                 conn = 0
-                for x in range(n):
-                    if p.mask >> x & 1:
-                        for _, connected in kinds:
-                            conn |= connected[x][y]
+                for x in members:
+                    for _, connected in kinds:
+                        conn |= connected[x][y]
                 cy = cand & conn
                 if not cy:
                     continue

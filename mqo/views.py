@@ -275,16 +275,28 @@ def feed(
     out: list[ResultBlock] = []
     while rows:
         rows.sort(key=lambda row: row[0])  # stable: rows of one ts in the order found (or made)
-        found: list[ResultBlock] = []
         taken: dict[str, list[tuple[float, int, dict[str, Any]]]] = {}
+        order: list[tuple[str, int]] = []  # the generation's rows: (view, number among its rows)
         for ts, name, values in rows:
             view = graph.views[name.lower()]
             row_id = graph.next_ids[name.lower()]
             graph.next_ids[name.lower()] = row_id + 1
             if sink is not None:
                 sink(view.name, ts, row_id, values)
-            found += pipeline.push_derived(plan.stream_number(view.name), ts, values, row_id)
-            taken.setdefault(view.name, []).append((ts, row_id, values))
+            made = taken.setdefault(view.name, [])
+            order.append((view.name, len(made)))
+            made.append((ts, row_id, values))
+        # each view's rows decided at once (attribute predicates read the row alone), then
+        # matched and stored one by one in the generation's order: a row meets the rows before it
+        prepared = {
+            name: pipeline.prepare_derived(plan.stream_number(name), rows_batch(graph.views[name.lower()].schema, made))
+            for name, made in taken.items()
+        }
+        wanted = {name: part.visit_flags() for name, part in prepared.items()}
+        found: list[ResultBlock] = []
+        for name, i in order:
+            if wanted[name][i]:
+                found += pipeline.push_derived(prepared[name], i)
         for name, made in taken.items():
             ingest(name, made)
         kept, rows = split_blocks(graph, plan, found)

@@ -191,6 +191,8 @@ class Engine:
         cand = stream_slots & ~self._unfed(t.stream, t.row[0])
         if not cand:
             return results
+        if not cand & plan.paired_slots:  # join and window phases would grow nothing: any order is one
+            order, measure = (A,), False
         self._on_a = self._on_j = self._on_w = False
         self._emitted.clear()
         self._reset_counts()
@@ -234,11 +236,9 @@ class Engine:
         return results
 
     def _unfed(self, s: int, ts: float) -> int:
-        """Slots that also read a stream other than ``s`` storing no tuple now, or none
-        at or after ``ts`` where their window predicates want one (``plan.later_partner``):
-        none of their results can end with this tuple, so no partial is grown for them
-        (a query over a stream not fed yet, or gone quiet and purged, costs nothing; nor
-        does a bid that an aggregate view's row, made later, will find)."""
+        """Slots that also read a stream other than ``s`` storing no tuple now (or none at
+        or after ``ts`` where their window predicates want one, ``plan.later_partner``):
+        none of their results can end with this tuple, so no partial is grown for them."""
         streams, reads, later = self.state.streams, self.plan.stream_slots, self.plan.later_partner[s]
         dead = 0
         for y in range(self.n_streams):
@@ -348,9 +348,7 @@ class Engine:
         while stack:
             p = stack.pop()
             cand = p.cand
-            # (the members once, not a pass over every stream per stream grown to: with
-            # many views a plan has dozens of streams)
-            members = [x for x in range(n) if p.mask >> x & 1]
+            members = [x for x in range(n) if p.mask >> x & 1]  # (once: plans with views have dozens of streams)
             for y in range(n):
                 if p.mask >> y & 1:
                     continue
@@ -506,6 +504,7 @@ class Engine:
         if not special:
             return
         rows: list[Any] = [m.row if m is not None else None for m in p.tuples]
+        seqs: tuple[int, ...] | None = None  # the tuples' numbers, once: they key a query's one report
         while special:
             low = special & -special
             special ^= low
@@ -518,7 +517,9 @@ class Engine:
                 if not all(test(rows) for test in slot.residuals):
                     continue
             if slot.multi_disjunct:
-                key = (slot.query.name, *(m.seq if m is not None else -1 for m in p.tuples))
+                if seqs is None:
+                    seqs = tuple(m.seq if m is not None else -1 for m in p.tuples)
+                key = (slot.query.name, seqs)
                 if key in self._emitted:
                     continue
                 self._emitted.add(key)

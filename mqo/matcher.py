@@ -273,8 +273,11 @@ class Matcher:
             self.registrations.views, self.ensure_plan(), self.pipeline, blocks, self._ingest_view, self.view_sink
         )
 
-    def _ingest_view(self, view: str, rows: list[tuple[float, int, dict[str, Any]]]) -> None:
-        self.registrations.ingest_view_rows(view, rows)  # a view row is never late (mqo.views)
+    def _ingest_view(self, view: str, batch: Mapping[str, Any]) -> None:
+        """A view's rows of one generation (columns with ts and id) for the aggregate
+        queries reading it; a view row is never late (:mod:`mqo.views`)."""
+        if len(batch["ts"]) and self.registrations.aggregating(view):
+            self.registrations.ingest(view, batch)
 
     def _emit(self, flush: bool = False, mark: Any = None) -> list[ResultBlock]:
         """Emit the aggregate windows the watermark (``mark``, else the clock's now)

@@ -350,12 +350,17 @@ class CompiledPlan:
         their partials), so every order does the same work: the adaptive policy neither
         measures nor orders them (a single-stream query with OR goes through the engine
         for its once-per-query report, not for an order)."""
-        with_pairs = 0
+        return [bool(slots & self.paired_slots) for slots in self.stream_slots]
+
+    @cached_property
+    def paired_slots(self) -> int:
+        """Slots with a join or window predicate."""
+        paired = 0
         for kind in (Kind.JOIN, Kind.WINDOW):
             for row in self.connected[kind]:
                 for mask in row:
-                    with_pairs |= mask
-        return [bool(slots & with_pairs) for slots in self.stream_slots]
+                    paired |= mask
+        return paired
 
     @cached_property
     def later_partner(self) -> list[list[int]]:

@@ -64,6 +64,7 @@ class LooksAtEverything(AdaptivePolicy):
 
     def observe(self, stream: int, phases: list) -> None:
         stats = self.stats[stream]
+        self.weigh_trial(stream, phases)
         for position, (kind, entered, left, work) in enumerate(phases):
             stats[(kind, position)].observe(entered, left, work)
             stats[(kind, None)].observe(entered, left, work)
@@ -73,10 +74,7 @@ class LooksAtEverything(AdaptivePolicy):
         if seen < self.warmup:
             return
         if any(key[1] is not None and ts.drifted(self.drift) for key, ts in stats.items()):
-            for ts in stats.values():
-                ts.refresh()
-            self.reset_at[stream] = seen
-            self.changes += 1
+            self.refresh(stream)
             return
         if (
             seen == self.warmup
@@ -249,3 +247,30 @@ def test_streams_whose_order_cannot_matter_are_not_measured_and_the_others_still
             assert policy.orders[1][0] is W, "H's tuples: the window filters hard, so it goes first"
     assert found["adaptive"] == found["AJW"]  # (in another order within a tuple's results)
     assert sum(1 for q, _, _ in found["AJW"] if q == "either") == sum(1 for i in range(400) if i % 3)  # once a tuple
+
+
+def test_an_order_whose_trial_costs_more_than_it_is_spread_over_is_not_tried_again_until_a_drift():
+    """A view's row run window first meets thousands of stored tuples where its join
+    meets one: trying such an order costs more than the ``explore_every`` tuples the
+    trial is spread over, so it is tried once, and again only after the figures drift."""
+    policy = AdaptivePolicy(["V"], explore_every=5)
+    tried: Counter = Counter()
+
+    def run(n: int, usual: int) -> None:
+        for _ in range(n):
+            order = policy.order_for(0)
+            window_first = order[0] is W
+            tried[window_first] += 1
+            work = 10_000 if window_first else usual
+            policy.observe(0, [(order[0], 1, 1, work), (order[1], 1, 1, 0), (order[2], 1, 1, 0)])
+
+    run(400, 3)
+    assert tried[True] == 2, "each window-first order (WAJ, WJA) is tried once"
+    assert policy.shunned[0] == {(W, A, J), (W, J, A)}
+    assert decode_policy(policy).shunned == policy.shunned
+    run(200, 300)  # the usual work jumps a hundredfold: the figures drift, every order may be tried again
+    assert policy.changes and tried[True] > 2
+
+
+def decode_policy(policy: AdaptivePolicy) -> AdaptivePolicy:
+    return AdaptivePolicy.from_state(decode_snapshot(encode_snapshot({"p": policy.state()}))["p"])

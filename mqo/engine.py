@@ -51,6 +51,7 @@ from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_
 from indexes.kill_bitsets import slots_of
 from indexes.stored import StoredTuple
 from mqo.plan import CompiledList, CompiledPlan
+from mqo.reorder import TrialTooCostly
 from mqo.state import WindowState
 from mqo.stats import Counters
 from predicates import Kind
@@ -132,6 +133,7 @@ class Engine:
         # put the most selective first)
         self.attr_lists = [list(lists) for lists in plan.attr_lists]
         self.list_observer: Callable[[int, float], None] | None = None
+        self.budget: int | None = None  # an exploring order's work past which it stops (TrialTooCostly)
         self.phases: list[tuple[Kind, int, int, int]] = []
         self.n_streams = len(plan.streams)
         # which types' phases have run for the current tuple (attributes, joins,
@@ -236,9 +238,8 @@ class Engine:
         return results
 
     def _unfed(self, s: int, ts: float) -> int:
-        """Slots that also read a stream other than ``s`` storing no tuple now (or none at
-        or after ``ts`` where their window predicates want one, ``plan.later_partner``):
-        none of their results can end with this tuple, so no partial is grown for them."""
+        """Slots that also read a stream other than ``s`` storing no tuple (or none at or after
+        ``ts`` their window predicates want, ``plan.later_partner``): none ends a result now."""
         streams, reads, later = self.state.streams, self.plan.stream_slots, self.plan.later_partner[s]
         dead = 0
         for y in range(self.n_streams):
@@ -434,6 +435,8 @@ class Engine:
             for r in store.buckets.range(t_lo, t_hi):
                 found[r.seq] = r
                 self.retrieved += 1
+        if self.budget is not None and self.work() + len(found) > self.budget:
+            raise TrialTooCostly
         children = []
         for r in found.values():
             child = self._join(p, y, r, cy, window)
@@ -504,7 +507,6 @@ class Engine:
         if not special:
             return
         rows: list[Any] = [m.row if m is not None else None for m in p.tuples]
-        seqs: tuple[int, ...] | None = None  # the tuples' numbers, once: they key a query's one report
         while special:
             low = special & -special
             special ^= low
@@ -517,9 +519,7 @@ class Engine:
                 if not all(test(rows) for test in slot.residuals):
                     continue
             if slot.multi_disjunct:
-                if seqs is None:
-                    seqs = tuple(m.seq if m is not None else -1 for m in p.tuples)
-                key = (slot.query.name, seqs)
+                key = (slot.query.name, *(m.seq if m is not None else -1 for m in p.tuples))
                 if key in self._emitted:
                     continue
                 self._emitted.add(key)

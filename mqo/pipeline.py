@@ -197,11 +197,7 @@ class Pipeline:
         s = t.stream
         if policy is None or not engine.plan.order_matters[s]:
             return engine.process(t, self.order, cand)
-        blocks = engine.process(t, policy.order_for(s), cand, measure=True)
-        policy.observe(s, engine.phases)
-        if policy.seen[s] % 256 == 1:
-            engine.attr_lists[s] = policy.list_order(engine.attr_lists[s], engine.attr_lists[s])
-        return blocks
+        return policy.process(engine, t, cand)
 
     # ------------------------------------------------------------- one tuple
 

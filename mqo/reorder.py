@@ -48,10 +48,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqo.config import order_name, parse_order
 from predicates import INDEXED_KINDS, Kind
+
+if TYPE_CHECKING:
+    from indexes.stored import StoredTuple
+    from mqo.engine import Engine, ResultBlock
 
 TYPES = INDEXED_KINDS
 ALL_ORDERS: tuple[tuple[Kind, Kind, Kind], ...] = tuple(permutations(TYPES))  # type: ignore[assignment]
@@ -121,6 +125,11 @@ class TypeStats:
         self.slow_fanout.value = self.fanout.value
         self.slow_cost.value = self.cost.value
         self.samples = 0
+
+
+class TrialTooCostly(Exception):
+    """A tuple trying another order passed its work budget
+    (:meth:`AdaptivePolicy.trial_budget`): it is matched again in its stream's order."""
 
 
 @dataclass
@@ -246,6 +255,24 @@ class AdaptivePolicy:
         self.running[stream] = order
         return order
 
+    def process(self, engine: Engine, t: StoredTuple, cand: int | None) -> list[ResultBlock]:
+        """Match ``t`` in its stream's next order, measured: a trial of another order
+        that passes its budget (:meth:`trial_budget`) stops, and the tuple is matched
+        in the stream's own order (the engine changes no state before it returns)."""
+        s = t.stream
+        order = self.order_for(s)
+        engine.budget = self.trial_budget(s)
+        try:
+            blocks = engine.process(t, order, cand, measure=True)
+        except TrialTooCostly:
+            self.abandon_trial(s, engine.phases, engine.work())
+            engine.budget = None
+            blocks = engine.process(t, self.orders[s], cand, measure=True)
+        self.observe(s, engine.phases)
+        if self.seen[s] % 256 == 1:
+            engine.attr_lists[s] = self.list_order(engine.attr_lists[s], engine.attr_lists[s])
+        return blocks
+
     def observe(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
         """One tuple's phases, in the order they ran: (type, partials in, partials
         out, work)."""
@@ -286,8 +313,39 @@ class AdaptivePolicy:
         running = self.running[stream]
         if running == self.orders[stream]:
             self.typical[stream].add(work_done)
-        elif work_done > self.explore_every * max(self.typical[stream].value or 0.0, 1.0):
+        elif work_done > self._budget(stream):
             self.shunned[stream].add(running)
+
+    def trial_budget(self, stream: int) -> int | None:
+        """While the next tuple of ``stream`` tries another order: the work past which
+        the engine stops the trial (:class:`TrialTooCostly`), what ``explore_every``
+        typical tuples cost; None when it runs the stream's own order."""
+        return None if self.running[stream] == self.orders[stream] else int(self._budget(stream))
+
+    def abandon_trial(self, stream: int, phases: list[tuple[Kind, int, int, int]], work: int) -> None:
+        """The trial passed its budget after ``phases`` and ``work`` in all: its figures
+        so far are kept (the phase it stopped in at the work done: a lower bound, so the
+        estimates know the order is dear), the order is shunned, and the tuple runs in
+        the stream's own order."""
+        running = self.running[stream]
+        trial = list(phases)
+        rest = work - sum(phase[3] for phase in trial)
+        if len(trial) < len(running):
+            entered = trial[-1][2] if trial else 1
+            trial.append((running[len(trial)], entered, entered, rest))
+        else:  # (stopped in the completion, which counts toward the last phase)
+            kind, entered, left, done = trial[-1]
+            trial[-1] = (kind, entered, left, done + rest)
+        stats = self.stats[stream]
+        for position, (kind, entered, left, done) in enumerate(trial):
+            if entered:
+                stats[(kind, position)].observe(entered, left, done)
+                stats[(kind, None)].observe(entered, left, done)
+        self.shunned[stream].add(running)
+        self.running[stream] = self.orders[stream]
+
+    def _budget(self, stream: int) -> float:
+        return self.explore_every * max(self.typical[stream].value or 0.0, 1.0)
 
     def refresh(self, stream: int) -> None:
         """The stream's figures drifted: re-learn them, and try every order again."""

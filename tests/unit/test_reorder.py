@@ -274,3 +274,36 @@ def test_an_order_whose_trial_costs_more_than_it_is_spread_over_is_not_tried_aga
 
 def decode_policy(policy: AdaptivePolicy) -> AdaptivePolicy:
     return AdaptivePolicy.from_state(decode_snapshot(encode_snapshot({"p": policy.state()}))["p"])
+
+
+def test_a_trial_past_its_budget_stops_and_the_tuple_is_matched_in_its_own_order():
+    """H's rows join the bids of their last 30 s on price: tried window first, one row
+    would meet every bid of the window. The trial stops once its work passes what
+    ``explore_every`` of H's usual tuples cost, the order is shunned, and the row is
+    matched in H's own order: the results are a static order's, and H's rows never
+    fetched the window's bids."""
+    ddl = "REGISTER STREAM B (price INTEGER); REGISTER STREAM H (price INTEGER);"
+    query = (
+        "Query ID: top\nSELECT * FROM B, H WINDOW B.ts <= H.ts AND B.ts > H.ts - 30 MAXWINDOW 30 "
+        "WHERE B.price = H.price"
+    )
+    found = {}
+    for order in ("adaptive", "AJW"):
+        m = mqo.Matcher(ddl, order=order)
+        m.register_query(query)
+        if m.policy is not None:
+            m.policy.explore_every = 2  # (a trial every other H row)
+        out = []
+        bids = 0
+        for second in range(60):
+            for k in range(100):
+                out += m.push("B", second + k / 100, {"price": (second * 100 + k) % 997})
+                bids += 1
+            out += m.push("H", second + 0.995, {"price": (second * 100 + 7) % 997})
+        found[order] = sorted((r.ts, sorted(r.ids.items())) for r in out)
+        if order == "adaptive":
+            policy = m.policy
+            assert policy is not None
+            assert policy.shunned[1] & {(W, A, J), (W, J, A), (A, W, J)}, "a window-first order was tried"
+            assert m.counters.retrieved < bids // 10, "no H row fetched a window of bids"
+    assert found["adaptive"] == found["AJW"]

@@ -146,6 +146,11 @@ class TimeBuckets:
             return None
         return self._buckets[self._keys[0]].times[0]
 
+    def newest_ts(self) -> float | None:
+        if not self._keys:
+            return None
+        return self._buckets[self._keys[-1]].times[-1]
+
     def _check(self) -> None:
         total = 0
         prev_key = None

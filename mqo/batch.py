@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 
 from mqo.arrow_build import array_of, numpy_array
-from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
 from mqo.result_encoding import (
     Layout,
@@ -35,7 +34,7 @@ from mqo.result_encoding import (
     value_types,
     within_64_bits,
 )
-from mqo.results import MATCH_SETTERS, Match, ReadOnlyDict
+from mqo.results import MATCH_SETTERS, Match, ReadOnlyDict, ResultBlock
 
 
 @dataclass

@@ -38,8 +38,8 @@ import numpy as np
 
 from indexes.stored import StoredTuple
 from mqo.batch import SingleResults
-from mqo.engine import ResultBlock
 from mqo.plan import CompiledPlan
+from mqo.results import ResultBlock
 
 Entry = tuple[float, int, int, ResultBlock]  # (ts, arrival of the last tuple, found, block)
 

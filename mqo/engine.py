@@ -45,13 +45,12 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_float
-from indexes.kill_bitsets import slots_of
 from indexes.stored import StoredTuple
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.probe_bounds import EMPTY, FULL, probe_bounds
+from mqo.reorder import TrialTooCostly
+from mqo.results import ResultBlock
 from mqo.state import WindowState
 from mqo.stats import Counters
 from predicates import Kind
@@ -96,30 +95,6 @@ class Partial:
         self.hi = hi
 
 
-class ResultBlock:
-    """Results sharing one assignment of tuples: every slot of ``slots`` is satisfied by
-    ``tuples`` (one per stream, None where the stream is not in it). ``slots`` is a
-    mask (an int), or the slot numbers ascending (an int64 array): what a pushed
-    tuple's single-stream results are read off its candidate words as, with no wide
-    int made and taken apart again. :meth:`numbers` gives them either way."""
-
-    __slots__ = ("slots", "ts", "tuples")
-
-    def __init__(self, slots: int | np.ndarray, tuples: list[StoredTuple | None], ts: float) -> None:
-        self.slots = slots
-        self.tuples = tuples
-        self.ts = ts
-
-    def numbers(self) -> np.ndarray:
-        """The slot numbers, ascending."""
-        slots = self.slots
-        return slots if isinstance(slots, np.ndarray) else slots_of(slots)
-
-    def __len__(self) -> int:
-        slots = self.slots
-        return len(slots) if isinstance(slots, np.ndarray) else slots.bit_count()
-
-
 class Engine:
     """Processes one tuple at a time against a compiled plan and the window state."""
 
@@ -132,6 +107,7 @@ class Engine:
         # put the most selective first)
         self.attr_lists = [list(lists) for lists in plan.attr_lists]
         self.list_observer: Callable[[int, float], None] | None = None
+        self.budget: int | None = None  # an exploring order's work past which it stops (TrialTooCostly)
         self.phases: list[tuple[Kind, int, int, int]] = []
         self.n_streams = len(plan.streams)
         # which types' phases have run for the current tuple (attributes, joins,
@@ -199,9 +175,11 @@ class Engine:
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        cand = stream_slots & ~self._unfed(t.stream)
+        cand = stream_slots & ~self._unfed(t.stream, t.row[0])
         if not cand:
             return results
+        if not cand & plan.paired_slots:  # join and window phases would grow nothing: any order is one
+            order, measure = (A,), False
         self._on_a = self._on_j = self._on_w = False
         self._emitted.clear()
         self._reset_counts()
@@ -251,15 +229,18 @@ class Engine:
             table.clear()
         self._tables_of = self.plan.version
 
-    def _unfed(self, s: int) -> int:
-        """Slots that also read a stream other than ``s`` storing no tuple now: none of
-        their results can end with this tuple, so no partial is grown for them (a query
-        over a stream not fed yet, or gone quiet and purged, costs nothing)."""
-        streams, reads = self.state.streams, self.plan.stream_slots
+    def _unfed(self, s: int, ts: float) -> int:
+        """Slots that also read a stream other than ``s`` storing no tuple (or none at or after
+        ``ts`` their window predicates want, ``plan.later_partner``): none ends a result now."""
+        streams, reads, later = self.state.streams, self.plan.stream_slots, self.plan.later_partner[s]
         dead = 0
         for y in range(self.n_streams):
-            if y != s and reads[y] and not len(streams[y].buckets):
-                dead |= reads[y]
+            if y != s and reads[y]:
+                buckets = streams[y].buckets
+                if not len(buckets):
+                    dead |= reads[y]
+                elif later[y] and buckets.newest_ts() < ts:
+                    dead |= later[y]
         return dead
 
     # ------------------------------------------------------ predicate evaluation
@@ -481,6 +462,8 @@ class Engine:
             for r in store.buckets.range(t_lo, t_hi):
                 found[r.seq] = r
                 self.retrieved += 1
+        if self.budget is not None and self.work() + len(found) > self.budget:
+            raise TrialTooCostly
         children = []
         join = self._join
         for r in found.values():

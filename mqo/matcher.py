@@ -19,7 +19,6 @@ from mqo.batch import MatchBatch
 from mqo.clock import Clock, heartbeat_args
 from mqo.config import ORDERS, MatcherConfig, parse_order
 from mqo.emit import HeldResults
-from mqo.engine import ResultBlock
 from mqo.explain import plan_account, render_explain
 from mqo.pipeline import Pipeline
 from mqo.plan import CompiledPlan
@@ -28,7 +27,7 @@ from mqo.registrations import NeverMatchesWarning, Registrations
 from mqo.registry import QueryRegistry
 from mqo.reorder import AdaptivePolicy
 from mqo.result_encoding import value_types
-from mqo.results import LateTuple, Match, TupleError
+from mqo.results import LateTuple, Match, ResultBlock, TupleError
 from mqo.snapshot import load_snapshot, restored_config, take_snapshot
 from mqo.state import WindowState
 from mqo.stats import Counters
@@ -273,8 +272,11 @@ class Matcher:
             self.registrations.views, self.ensure_plan(), self.pipeline, blocks, self._ingest_view, self.view_sink
         )
 
-    def _ingest_view(self, view: str, rows: list[tuple[float, int, dict[str, Any]]]) -> None:
-        self.registrations.ingest_view_rows(view, rows)  # a view row is never late (mqo.views)
+    def _ingest_view(self, view: str, batch: Mapping[str, Any]) -> None:
+        """A view's rows of one generation (columns with ts and id) for the aggregate
+        queries reading it; a view row is never late (:mod:`mqo.views`)."""
+        if len(batch["ts"]) and self.registrations.aggregating(view):
+            self.registrations.ingest(view, batch)
 
     def _emit(self, flush: bool = False, mark: Any = None) -> list[ResultBlock]:
         """Emit the aggregate windows the watermark (``mark``, else the clock's now)

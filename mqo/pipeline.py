@@ -49,11 +49,11 @@ from mqo.batch_input import columns_of
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
-from mqo.engine import Engine, ResultBlock
+from mqo.engine import Engine
 from mqo.plan import CompiledPlan
 from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, attribute_work, check_prepared, prepare_batch
 from mqo.reorder import AdaptivePolicy
-from mqo.results import LateTuple, TupleError
+from mqo.results import LateTuple, ResultBlock, TupleError
 from mqo.row_layout import row_columns, row_layout
 from mqo.rows import RowBuilder
 from mqo.state import WindowState, auto_bucket_width, moved_state, stream_names
@@ -194,14 +194,10 @@ class Pipeline:
         engine = self.engine
         assert engine is not None
         policy = self.policy
-        if policy is None:
-            return engine.process(t, self.order, cand)
         s = t.stream
-        blocks = engine.process(t, policy.order_for(s), cand, measure=True)
-        policy.observe(s, engine.phases)
-        if policy.seen[s] % 256 == 1:
-            engine.attr_lists[s] = policy.list_order(engine.attr_lists[s], engine.attr_lists[s])
-        return blocks
+        if policy is None or not engine.plan.order_matters[s]:
+            return engine.process(t, self.order, cand)
+        return policy.process(engine, t, cand)
 
     # ------------------------------------------------------------- one tuple
 
@@ -215,19 +211,23 @@ class Pipeline:
         prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.per_stream(s, row_layout)), row)
         return self.push_prepared(prepared, 0)
 
-    def push_derived(self, s: int, ts: float, values: Mapping[str, Any], id: int) -> list[ResultBlock]:
-        """One row of the view numbered ``s``, made by its query from tuples just
-        matched: matched and stored as a tuple of its stream, without the clock (a
-        view's time is its inputs': the row's ts is at or after the watermark, see
-        :mod:`mqo.views`), so never late; the result blocks whose last tuple it is."""
+    def prepare_derived(self, s: int, batch: Mapping[str, Any]) -> PreparedBatch:
+        """Rows of the view numbered ``s`` made in one generation (columns with ``ts``
+        and ``id``): counted as arrived, their attribute phase decided at once."""
         plan = self.plan
         assert plan is not None
-        row = self.row_builders[s].build(ts, values, id)
-        ts_one, id_one = np.array([row[0]]), np.array([row[1]], np.int64)
-        prepared = self._attributes(s, ts_one, id_one, row_columns(row, plan.per_stream(s, row_layout)), row)
-        self.counters.tuples += 1
-        self.arrived += 1
-        return self._matched_row(prepared, 0, int(prepared.flags[0]))
+        ts, ids, columns = columns_of(batch, plan.streams[s], self.config.missing == "null")
+        assert ids is not None
+        builder = self.row_builders[s]
+        builder.restart_ids(builder.next_id + len(ts))  # (what building the rows one by one takes)
+        self.counters.tuples += len(ts)
+        self.arrived += len(ts)
+        return self._attributes(s, ts, ids, columns)
+
+    def push_derived(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
+        """Row i of a view's prepared rows matched and stored without the clock (a view's
+        time is its inputs', :mod:`mqo.views`: never late); the blocks it ends."""
+        return self._matched_row(prepared, i, int(prepared.flags[i]))
 
     def _attributes(
         self, s: int, ts: np.ndarray, ids: np.ndarray, columns: dict[str, Any], pushed: tuple[Any, ...] | None = None

@@ -345,6 +345,47 @@ class CompiledPlan:
         return out
 
     @cached_property
+    def order_matters(self) -> list[bool]:
+        """Per stream: whether a slot reading it has a join or window predicate. Without
+        one, the join and window phases of its tuples do nothing (completion alone grows
+        their partials), so every order does the same work: the adaptive policy neither
+        measures nor orders them (a single-stream query with OR goes through the engine
+        for its once-per-query report, not for an order)."""
+        return [bool(slots & self.paired_slots) for slots in self.stream_slots]
+
+    @cached_property
+    def paired_slots(self) -> int:
+        """Slots with a join or window predicate."""
+        paired = 0
+        for kind in (Kind.JOIN, Kind.WINDOW):
+            for row in self.connected[kind]:
+                for mask in row:
+                    paired |= mask
+        return paired
+
+    @cached_property
+    def later_partner(self) -> list[list[int]]:
+        """``later_partner[s][y]``: the slots with a window predicate that holds only when
+        their tuple of ``y`` is at or after their tuple of ``s`` (``y.ts >= s.ts + c``
+        with ``c >= 0``, exactly). A tuple of ``s`` newer than every stored tuple of ``y``
+        ends no result of theirs (it is found when its tuple of ``y`` arrives): a bid
+        joined with an aggregate view's row at its window's end costs no probe."""
+        n = len(self.streams)
+        out = [[0] * n for _ in range(n)]
+        for lst in self.lists[Kind.WINDOW]:
+            a, b, op = lst.left_stream, lst.right_stream, lst.key.op
+            if b is None or lst.left_pos != 0 or lst.right_pos != 0 or not lst.numeric or lst.key.factor != 1:
+                continue
+            # a.ts OP b.ts + c: b is at or after a when (OP is <, <= or =) and c <= 0,
+            # a at or after b when (OP is >, >= or =) and c >= 0
+            for p, c in enumerate(lst.values):
+                if op in ("<", "<=", "=") and c <= 0:
+                    out[a][b] |= mask_of(lst.users_of(p))
+                if op in (">", ">=", "=") and c >= 0:
+                    out[b][a] |= mask_of(lst.users_of(p))
+        return out
+
+    @cached_property
     def _window_masks(self) -> list[int]:
         """Per window level, the slots whose MAXWINDOW is at least it."""
         return [mask_of_flags(self.slot_window_level >= i) for i in range(len(self.windows))]

@@ -26,7 +26,11 @@ measured selectivity. Here:
 * between changes, one tuple in ``explore_every`` runs another order: mostly the
   runner-up (the order that might take over, and cheap to try because it is close),
   every fourth time one of the others in turn, so the figures of positions the
-  current order does not use stay fresh.
+  current order does not use stay fresh. An order whose trial cost more work than
+  ``explore_every`` tuples of the running order (an aggregate view's row growing
+  through a window of thousands of bids before its join) is **shunned**: neither
+  tried again nor chosen on that stream until its figures drift, so exploring never
+  costs more than the tuples it is spread over.
 
 Within the attribute type, lists are tried most selective first: the engine stops at
 the first list that rules out every candidate, so a tuple fails fast. The reorderer
@@ -44,10 +48,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqo.config import order_name, parse_order
 from predicates import INDEXED_KINDS, Kind
+
+if TYPE_CHECKING:
+    from indexes.stored import StoredTuple
+    from mqo.engine import Engine
+    from mqo.results import ResultBlock
 
 TYPES = INDEXED_KINDS
 ALL_ORDERS: tuple[tuple[Kind, Kind, Kind], ...] = tuple(permutations(TYPES))  # type: ignore[assignment]
@@ -119,6 +128,11 @@ class TypeStats:
         self.samples = 0
 
 
+class TrialTooCostly(Exception):
+    """A tuple trying another order passed its work budget
+    (:meth:`AdaptivePolicy.trial_budget`): it is matched again in its stream's order."""
+
+
 @dataclass
 class Switch:
     """A change of order, for the record (``explain`` and the reordering experiment)."""
@@ -161,6 +175,10 @@ class AdaptivePolicy:
         self.explored = [0] * n
         self.reset_at = [-1] * n
         self.running: list[tuple[Kind, Kind, Kind]] = [initial] * n
+        # per stream: the work of a tuple run in its chosen order, and the orders whose
+        # trial cost more than explore_every such tuples (not tried again until a drift)
+        self.typical = [Average(0.05) for _ in range(n)]
+        self.shunned: list[set[tuple[Kind, Kind, Kind]]] = [set() for _ in range(n)]
         # per stream, the (drift, warmup) its figures were all last tested with
         self._looked_with: list[tuple[float, int] | None] = [None] * n
         self.total = 0
@@ -176,6 +194,8 @@ class AdaptivePolicy:
             "streams": list(self.streams),
             "orders": [order_name(o) for o in self.orders],
             "running": [order_name(o) for o in self.running],
+            "typical": [_average_data(avg) for avg in self.typical],
+            "shunned": [sorted(order_name(o) for o in orders) for orders in self.shunned],
             # per stream, each (type, position) in the order of _STAT_KEYS
             "stats": [[_type_stats_data(per[key]) for key in _STAT_KEYS] for per in self.stats],
             "list_pass": [[index, *_average_data(avg)] for index, avg in self.list_pass.items()],
@@ -196,8 +216,11 @@ class AdaptivePolicy:
         n = len(policy.streams)
         policy.orders = [_order(name) for name in data["orders"]]
         policy.running = [_order(name) for name in data["running"]]
+        if "typical" in data:  # (absent from snapshots of earlier versions: nothing shunned yet)
+            policy.typical = [_average(avg) for avg in data["typical"]]
+            policy.shunned = [{_order(name) for name in orders} for orders in data["shunned"]]
         stats = data["stats"]
-        if not len(policy.orders) == len(policy.running) == len(stats) == n:
+        if not len(policy.orders) == len(policy.running) == len(stats) == len(policy.typical) == n:
             raise ValueError("the adaptive order's statistics do not cover its streams")
         policy.stats = [{key: _type_stats(item) for key, item in zip(_STAT_KEYS, per, strict=True)} for per in stats]
         policy.list_pass = {int(index): _average(rest) for index, *rest in data["list_pass"]}
@@ -218,8 +241,13 @@ class AdaptivePolicy:
         """The order for the next tuple of ``stream`` (one in ``explore_every`` explores)."""
         order = self.orders[stream]
         if self.seen[stream] % self.explore_every == self.explore_every - 1:
-            others = [o for o in ALL_ORDERS if o != order]
+            shunned = self.shunned[stream]
+            others = [o for o in ALL_ORDERS if o != order and o not in shunned]
             turn = self.explored[stream]
+            if not others:
+                self.explored[stream] += 1
+                self.running[stream] = order
+                return order
             if turn % 4 == 3:
                 order = others[(turn // 4) % len(others)]
             else:
@@ -228,11 +256,30 @@ class AdaptivePolicy:
         self.running[stream] = order
         return order
 
+    def process(self, engine: Engine, t: StoredTuple, cand: int | None) -> list[ResultBlock]:
+        """Match ``t`` in its stream's next order, measured: a trial of another order
+        that passes its budget (:meth:`trial_budget`) stops, and the tuple is matched
+        in the stream's own order (the engine changes no state before it returns)."""
+        s = t.stream
+        order = self.order_for(s)
+        engine.budget = self.trial_budget(s)
+        try:
+            blocks = engine.process(t, order, cand, measure=True)
+        except TrialTooCostly:
+            self.abandon_trial(s, engine.phases, engine.work())
+            engine.budget = None
+            blocks = engine.process(t, self.orders[s], cand, measure=True)
+        self.observe(s, engine.phases)
+        if self.seen[s] % 256 == 1:
+            engine.attr_lists[s] = self.list_order(engine.attr_lists[s], engine.attr_lists[s])
+        return blocks
+
     def observe(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
         """One tuple's phases, in the order they ran: (type, partials in, partials
         out, work)."""
         stats = self.stats[stream]
         changed: list[TypeStats] = []
+        self.weigh_trial(stream, phases)
         for position, (kind, entered, left, work) in enumerate(phases):
             if entered:  # (no partial in: nothing measured)
                 at = stats[(kind, position)]
@@ -251,10 +298,7 @@ class AdaptivePolicy:
         # the figures that did not change were looked at when they last did (a drift
         # then refreshed them all): only the changed ones can have drifted since
         if any(ts.drifted(self.drift) for ts in changed):
-            for ts in stats.values():
-                ts.refresh()
-            self.reset_at[stream] = seen
-            self.changes += 1
+            self.refresh(stream)
             return
         if (
             seen == self.warmup
@@ -262,6 +306,55 @@ class AdaptivePolicy:
             or self.running[stream] != self.orders[stream]
         ):
             self._repick(stream)
+
+    def weigh_trial(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
+        """A tuple's work: typical of the running order, or, for a trial of another,
+        too much to try it again (more than ``explore_every`` typical tuples)."""
+        work_done = sum(phase[3] for phase in phases)
+        running = self.running[stream]
+        if running == self.orders[stream]:
+            self.typical[stream].add(work_done)
+        elif work_done > self._budget(stream):
+            self.shunned[stream].add(running)
+
+    def trial_budget(self, stream: int) -> int | None:
+        """While the next tuple of ``stream`` tries another order: the work past which
+        the engine stops the trial (:class:`TrialTooCostly`), what ``explore_every``
+        typical tuples cost; None when it runs the stream's own order."""
+        return None if self.running[stream] == self.orders[stream] else int(self._budget(stream))
+
+    def abandon_trial(self, stream: int, phases: list[tuple[Kind, int, int, int]], work: int) -> None:
+        """The trial passed its budget after ``phases`` and ``work`` in all: its figures
+        so far are kept (the phase it stopped in at the work done: a lower bound, so the
+        estimates know the order is dear), the order is shunned, and the tuple runs in
+        the stream's own order."""
+        running = self.running[stream]
+        trial = list(phases)
+        rest = work - sum(phase[3] for phase in trial)
+        if len(trial) < len(running):
+            entered = trial[-1][2] if trial else 1
+            trial.append((running[len(trial)], entered, entered, rest))
+        else:  # (stopped in the completion, which counts toward the last phase)
+            kind, entered, left, done = trial[-1]
+            trial[-1] = (kind, entered, left, done + rest)
+        stats = self.stats[stream]
+        for position, (kind, entered, left, done) in enumerate(trial):
+            if entered:
+                stats[(kind, position)].observe(entered, left, done)
+                stats[(kind, None)].observe(entered, left, done)
+        self.shunned[stream].add(running)
+        self.running[stream] = self.orders[stream]
+
+    def _budget(self, stream: int) -> float:
+        return self.explore_every * max(self.typical[stream].value or 0.0, 1.0)
+
+    def refresh(self, stream: int) -> None:
+        """The stream's figures drifted: re-learn them, and try every order again."""
+        for ts in self.stats[stream].values():
+            ts.refresh()
+        self.shunned[stream].clear()
+        self.reset_at[stream] = self.seen[stream]
+        self.changes += 1
 
     def observe_list(self, index: int, passed: float) -> None:
         avg = self.list_pass.get(index)
@@ -295,7 +388,10 @@ class AdaptivePolicy:
     def _repick(self, stream: int) -> None:
         current = self.orders[stream]
         estimates = {order_name(o): self.estimate(stream, o) for o in ALL_ORDERS}
-        best = min(ALL_ORDERS, key=lambda o: estimates[order_name(o)])
+        # (a shunned order's trial cost more than the tuples it was spread over: its
+        # estimate, from one sample, is not trusted to run every tuple)
+        allowed = [o for o in ALL_ORDERS if o == current or o not in self.shunned[stream]]
+        best = min(allowed, key=lambda o: estimates[order_name(o)])
         if best != current and estimates[order_name(best)] < estimates[order_name(current)] * (1 - self.hysteresis):
             self.orders[stream] = best
             self.switches.append(

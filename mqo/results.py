@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from indexes.kill_bitsets import slots_of
+from indexes.stored import StoredTuple
 from predicates import MqoError
 
 
@@ -86,3 +90,27 @@ class LateTuple:
 
 class TupleError(MqoError):
     """A tuple that cannot be matched as given (unknown stream or column, wrong type)."""
+
+
+class ResultBlock:
+    """Results sharing one assignment of tuples: every slot of ``slots`` is satisfied by
+    ``tuples`` (one per stream, None where the stream is not in it). ``slots`` is a
+    mask (an int), or the slot numbers ascending (an int64 array): what a pushed
+    tuple's single-stream results are read off its candidate words as, with no wide
+    int made and taken apart again. :meth:`numbers` gives them either way."""
+
+    __slots__ = ("slots", "ts", "tuples")
+
+    def __init__(self, slots: int | np.ndarray, tuples: list[StoredTuple | None], ts: float) -> None:
+        self.slots = slots
+        self.tuples = tuples
+        self.ts = ts
+
+    def numbers(self) -> np.ndarray:
+        """The slot numbers, ascending."""
+        slots = self.slots
+        return slots if isinstance(slots, np.ndarray) else slots_of(slots)
+
+    def __len__(self) -> int:
+        slots = self.slots
+        return len(slots) if isinstance(slots, np.ndarray) else slots.bit_count()

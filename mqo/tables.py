@@ -40,10 +40,9 @@ import numpy as np
 
 from indexes.stored import StoredTuple
 from mqo.batch import MatchBatch, SingleResults
-from mqo.engine import ResultBlock
 from mqo.expressions import TestFn, column_position, compile_test
 from mqo.plan import CompiledPlan
-from mqo.results import TupleError
+from mqo.results import ResultBlock, TupleError
 from mqo.rows import RowBuilder
 from predicates.ast import And, Comparison, Condition, Or, condition_text
 from predicates.catalog import StreamSchema

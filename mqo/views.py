@@ -60,13 +60,16 @@ data, level by level) emit too, and keep the match results their rows find for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from indexes.kill_table import mask_of_flags
+from mqo.aggregation.results import AggregateValues
 from mqo.batch import MatchBatch
-from mqo.engine import ResultBlock
+from mqo.results import ResultBlock
 from predicates import QueryError
 from predicates.catalog import StreamSchema, split_role
 from predicates.views import ViewDefinition
@@ -76,10 +79,23 @@ if TYPE_CHECKING:
     from mqo.pipeline import Pipeline
     from mqo.plan import CompiledPlan
 
-# a view row made by a result or an aggregate: (ts, view name, values)
-ViewRow = tuple[float, str, dict[str, Any]]
-# hands a view's rows of one generation, as (ts, id, values), to the aggregate queries
-Ingest = Callable[[str, list[tuple[float, int, dict[str, Any]]]], None]
+
+@dataclass
+class ViewRows:
+    """Rows of one view made together (by results, or by an aggregate's emission), in
+    the order made, as columns: ``ts`` and each of the view's columns (None: NULL)."""
+
+    view: str  # the view's name as declared
+    ts: Any  # float64 array, or a list of floats
+    columns: dict[str, list[Any]]
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+ViewRow = ViewRows  # (what mqo.registrations calls an emission's rows)
+# hands a view's rows of one generation, as a batch of columns with ts and id, to the aggregate queries
+Ingest = Callable[[str, Mapping[str, Any]], None]
 
 
 class ViewGraph:
@@ -89,6 +105,7 @@ class ViewGraph:
         self.views: dict[str, ViewDefinition] = {}  # by lower-case name
         self.next_ids: dict[str, int] = {}
         self._slots: tuple[CompiledPlan, np.ndarray] | None = None  # the view queries' slots of a plan
+        self._mask: tuple[CompiledPlan, int] | None = None  # and as a mask
 
     def __bool__(self) -> bool:
         return bool(self.views)
@@ -105,12 +122,12 @@ class ViewGraph:
     def add(self, view: ViewDefinition) -> None:
         self.views[view.name.lower()] = view
         self.next_ids.setdefault(view.name.lower(), 0)
-        self._slots = None
+        self._slots = self._mask = None
 
     def remove(self, name: str) -> None:
         del self.views[name.lower()]
         del self.next_ids[name.lower()]
-        self._slots = None
+        self._slots = self._mask = None
 
     @property
     def aggregating(self) -> bool:
@@ -124,6 +141,12 @@ class ViewGraph:
             is_view = np.array([name.lower() in self.views for name in names], bool)
             self._slots = (plan, is_view[plan.slot_record] if len(names) else np.zeros(0, bool))
         return self._slots[1]
+
+    def view_mask(self, plan: CompiledPlan) -> int:
+        """The view queries' slots of ``plan`` as a mask."""
+        if self._mask is None or self._mask[0] is not plan:
+            self._mask = (plan, mask_of_flags(self.view_slots(plan)))
+        return self._mask[1]
 
     # ------------------------------------------------------------- the graph
 
@@ -190,25 +213,34 @@ def check_room(streams: int, views: list[ViewDefinition]) -> None:
         )
 
 
-def aggregate_rows(graph: ViewGraph, chunks: list[AggregateChunk]) -> list[ViewRow]:
-    """The rows of aggregate views in ``chunks`` (one emission of one level): ``ts``
-    the window's end, the SELECT values as the view's columns; sorted by window end,
-    then view (registration order), then group key (NULL first): the order they are
-    numbered and fed in (module docstring, rule 2)."""
-    order = {name: k for k, name in enumerate(graph.views)}
-    keyed: list[tuple[float, int, tuple[tuple[bool, Any], ...], ViewRow]] = []
+def aggregate_rows(graph: ViewGraph, chunks: list[AggregateChunk]) -> list[ViewRows]:
+    """The rows of aggregate views in ``chunks`` (one emission of one level), one part
+    per view in registration order: ``ts`` the window's end, the SELECT values as the
+    view's columns, sorted by window end, then group key (NULL first); the parts
+    merged by ``ts`` (stably) are in the order the rows are numbered and fed in:
+    window end, view, group key (module docstring, rule 2)."""
+    by_view: dict[str, list[AggregateChunk]] = {}
     for chunk in chunks:
-        view = graph.views[chunk.query.lower()]
-        columns = [column.name for column in view.schema.columns]
-        at = order[chunk.query.lower()]
-        codes = np.asarray(chunk.codes, np.int64).tolist()
-        ends = np.asarray(chunk.ends, np.float64).tolist()
-        for r, (end, code) in enumerate(zip(ends, codes, strict=True)):
-            key = tuple((v is not None, v) for v in chunk.keys[code])
-            values = {name: column[r] for name, column in zip(columns, chunk.values, strict=True)}
-            keyed.append((end, at, key, (end, view.name, values)))
-    keyed.sort(key=lambda row: row[:3])
-    return [row[3] for row in keyed]
+        by_view.setdefault(chunk.query.lower(), []).append(chunk)
+    parts = []
+    for name, view in graph.views.items():
+        own = by_view.get(name)
+        if not own:
+            continue
+        # each group key's rank among the view's keys (one sort of the distinct keys)
+        distinct = sorted({key for chunk in own for key in chunk.keys}, key=_key_order)
+        rank = {key: r for r, key in enumerate(distinct)}
+        ranks = np.concatenate(
+            [np.array([rank[key] for key in chunk.keys], np.int64)[np.asarray(chunk.codes, np.int64)] for chunk in own]
+        )
+        ends = np.concatenate([np.asarray(chunk.ends, np.float64) for chunk in own])
+        order = np.lexsort((ranks, ends))  # stable: rows of one end and group in the order made
+        columns = {
+            column.name: AggregateValues.concat([chunk.values[k] for chunk in own]).take(order).tolist()
+            for k, column in enumerate(view.schema.columns)
+        }
+        parts.append(ViewRows(view.name, ends[order], columns))
+    return parts
 
 
 def rows_batch(schema: StreamSchema, rows: list[tuple[float, int, dict[str, Any]]]) -> dict[str, list[Any]]:
@@ -241,13 +273,18 @@ def declare_ready(
 
 def split_blocks(
     graph: ViewGraph, plan: CompiledPlan, blocks: list[ResultBlock]
-) -> tuple[list[ResultBlock], list[ViewRow]]:
+) -> tuple[list[ResultBlock], list[ViewRows]]:
     """The result blocks without the view queries' results, and the view rows those
-    results make (in ts order, then view, then their members' ids: see the module docstring)."""
+    results make (in ts order, then view, then their members' ids: see the module docstring;
+    a part per run of rows of one view)."""
     is_view = graph.view_slots(plan)
+    view_mask = graph.view_mask(plan)
     kept: list[ResultBlock] = []
     own: list[ResultBlock] = []
     for block in blocks:
+        if isinstance(block.slots, int) and not block.slots & view_mask:
+            kept.append(block)  # (most blocks: no view query's, told without their numbers)
+            continue
         numbers = block.numbers()
         views = is_view[numbers]
         if not views.any():
@@ -266,40 +303,91 @@ def split_blocks(
         MatchBatch(plan, own).matches(),
         key=lambda m: (m.ts, at[m.query.lower()], sorted((a, i is None, i or 0) for a, i in m.ids.items())),
     )
-    return kept, [(m.ts, m.query, dict(m.values)) for m in found]
+    parts: list[ViewRows] = []
+    for m in found:
+        view = graph.views[m.query.lower()]
+        if not parts or parts[-1].view != view.name:
+            parts.append(ViewRows(view.name, [], {column.name: [] for column in view.schema.columns}))
+        part = parts[-1]
+        part.ts.append(m.ts)
+        for name, values in part.columns.items():
+            values.append(m.values.get(name))
+    return kept, parts
 
 
 def feed(
     graph: ViewGraph,
     plan: CompiledPlan,
     pipeline: Pipeline,
-    rows: list[ViewRow],
+    parts: list[ViewRows],
     ingest: Ingest,
     sink: Callable[[str, float, int, dict[str, Any]], None] | None = None,
 ) -> list[ResultBlock]:
-    """Feed view rows in, generation by generation: each generation (in ``ts`` order,
-    stable) is numbered, matched as rows
-    of their views and handed to the aggregate queries (``ingest``, per view); the
+    """Feed view rows in, generation by generation: each generation (the parts' rows
+    merged in ``ts`` order, stable) is numbered per view, matched as rows of their
+    views and handed to the aggregate queries (``ingest``, a batch per view); the
     match views' results it finds are the next generation. The results to return
     (no view query's). ``sink``, when given, sees every view row as (view, ts, id, values)."""
     out: list[ResultBlock] = []
-    while rows:
-        rows.sort(key=lambda row: row[0])  # stable: rows of one ts in the order found (or made)
+    while parts:
+        ts = np.concatenate([np.asarray(part.ts, np.float64) for part in parts])
+        order = np.argsort(ts, kind="stable")  # rows of one ts in the order found (or made)
+        names = list(dict.fromkeys(part.view for part in parts))  # the views, as first found
+        view_of = np.repeat([names.index(part.view) for part in parts], [len(part) for part in parts])
+        # each row's place among its view's rows (its parts one after the other)
+        local = np.concatenate([np.arange(len(part)) for part in parts])
+        for k in range(len(names)):
+            mine = view_of == k
+            local[mine] = np.arange(int(mine.sum()))
+        view_of, local = view_of[order], local[order]
+        batches: dict[str, dict[str, Any]] = {}
+        places: list[np.ndarray] = []  # per view, the places in the generation of its rows
+        for k, name in enumerate(names):
+            at = np.flatnonzero(view_of == k)
+            places.append(at)
+            first = graph.next_ids[name.lower()]
+            graph.next_ids[name.lower()] = first + len(at)
+            batch: dict[str, Any] = {"ts": ts[order[at]], "id": np.arange(first, first + len(at), dtype=np.int64)}
+            mine = [part for part in parts if part.view == name]
+            for column in mine[0].columns:
+                batch[column] = _gathered([v for part in mine for v in part.columns[column]], local[at])
+            batches[name] = batch
+        if sink is not None:
+            number = np.empty(len(order), np.int64)
+            for at in places:
+                number[at] = np.arange(len(at))
+            for k, i in zip(view_of.tolist(), number.tolist(), strict=True):
+                batch = batches[names[k]]
+                values = {column: values[i] for column, values in batch.items() if column not in ("ts", "id")}
+                sink(names[k], float(batch["ts"][i]), int(batch["id"][i]), values)
+        # each view's rows decided at once (attribute predicates read the row alone), then
+        # matched and stored one by one in the generation's order: a row meets the rows before it
+        prepared = [pipeline.prepare_derived(plan.stream_number(name), batches[name]) for name in names]
+        wanted: list[tuple[int, int, int]] = []  # (place in the generation, view, number among its rows)
+        for k, (at, part) in enumerate(zip(places, prepared, strict=True)):
+            rows = np.flatnonzero(part.visit_flags())
+            wanted += zip(at[rows].tolist(), [k] * len(rows), rows.tolist(), strict=True)
+        wanted.sort()
         found: list[ResultBlock] = []
-        taken: dict[str, list[tuple[float, int, dict[str, Any]]]] = {}
-        for ts, name, values in rows:
-            view = graph.views[name.lower()]
-            row_id = graph.next_ids[name.lower()]
-            graph.next_ids[name.lower()] = row_id + 1
-            if sink is not None:
-                sink(view.name, ts, row_id, values)
-            found += pipeline.push_derived(plan.stream_number(view.name), ts, values, row_id)
-            taken.setdefault(view.name, []).append((ts, row_id, values))
-        for name, made in taken.items():
-            ingest(name, made)
-        kept, rows = split_blocks(graph, plan, found)
+        for _, k, i in wanted:
+            found += pipeline.push_derived(prepared[k], i)
+        for name in names:
+            ingest(name, batches[name])
+        kept, parts = split_blocks(graph, plan, found)
         out += kept
     return out
+
+
+def _key_order(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """How group keys sort: value by value, NULL first."""
+    return tuple((v is not None, v) for v in key)
+
+
+def _gathered(values: list[Any], rows: np.ndarray) -> list[Any]:
+    """``values`` at ``rows`` (the values themselves when ``rows`` takes them in order)."""
+    if len(rows) == len(values) and not (np.diff(rows) != 1).any():
+        return values
+    return [values[i] for i in rows.tolist()]
 
 
 def derive(
@@ -312,5 +400,5 @@ def derive(
 ) -> list[ResultBlock]:
     """The results of ``blocks`` (found by one incoming tuple) with every view row they
     make fed in (:func:`feed`): the results to return (no view query's)."""
-    out, rows = split_blocks(graph, plan, blocks)
-    return out + feed(graph, plan, pipeline, rows, ingest, sink) if rows else out
+    out, parts = split_blocks(graph, plan, blocks)
+    return out + feed(graph, plan, pipeline, parts, ingest, sink) if parts else out

@@ -221,7 +221,7 @@ def test_results_are_written_in_pieces_as_they_come(tmp_path: Path, monkeypatch:
 def test_matching_loop_does_not_recount_what_it_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The quadratic bug counted every buffered result on every row. Counted here by
     calls, not by time: the results held are counted a bounded number of times."""
-    from mqo.engine import ResultBlock
+    from mqo.results import ResultBlock
 
     calls = 0
     original = ResultBlock.__len__

@@ -149,7 +149,9 @@ def test_streams_windows_order_views_and_aggregates() -> None:
     order = data["order"]
     assert order["mode"] == "adaptive"
     seen = {s["stream"]: s for s in order["streams"]}
-    assert seen["B"]["seen"] == PUSHED and seen["H"]["seen"] == PUSHED and seen["T"]["seen"] == PUSHED // 2
+    assert seen["B"]["seen"] == PUSHED and seen["H"]["seen"] == PUSHED
+    # T's one query reads T alone: every order does the same work for its tuples, none is measured
+    assert "T" not in seen
     for s in order["streams"]:
         assert set(s["fanout"]) == set(s["work"]) == {"A", "J", "W"}
         assert sorted(s["estimated_work"]) == sorted(["AJW", "AWJ", "JAW", "JWA", "WAJ", "WJA"])

@@ -64,6 +64,7 @@ class LooksAtEverything(AdaptivePolicy):
 
     def observe(self, stream: int, phases: list) -> None:
         stats = self.stats[stream]
+        self.weigh_trial(stream, phases)
         for position, (kind, entered, left, work) in enumerate(phases):
             stats[(kind, position)].observe(entered, left, work)
             stats[(kind, None)].observe(entered, left, work)
@@ -73,10 +74,7 @@ class LooksAtEverything(AdaptivePolicy):
         if seen < self.warmup:
             return
         if any(key[1] is not None and ts.drifted(self.drift) for key, ts in stats.items()):
-            for ts in stats.values():
-                ts.refresh()
-            self.reset_at[stream] = seen
-            self.changes += 1
+            self.refresh(stream)
             return
         if (
             seen == self.warmup
@@ -220,3 +218,92 @@ def test_explain_shows_the_order_and_its_statistics(thesis_ddl, running_example)
 
 # That changing orders mid-stream changes no result is held against the exact reference:
 # tests/differential/test_exact_shapes.py::test_changing_orders_mid_stream_changes_no_result.
+
+
+def test_streams_whose_order_cannot_matter_are_not_measured_and_the_others_still_reorder():
+    """S's one query reads S alone (with OR: its tuples go through the engine, to be
+    reported once per query): every order does the same work for them, so the policy
+    measures none; B and H, joined with a window that filters hard, still get an order
+    of their own, window first for H, and the results are those of a static order."""
+    ddl = "REGISTER STREAM B (x FLOAT); REGISTER STREAM H (y FLOAT); REGISTER STREAM S (k INTEGER);"
+    queries = [
+        "Query ID: joined\nSELECT * FROM B, H WINDOW H.ts >= B.ts AND H.ts <= B.ts + 0.5 MAXWINDOW 100 WHERE B.x < H.y",
+        "Query ID: either\nSELECT * FROM S WHERE S.k = 1 OR S.k = 2 OR S.k = 1",
+    ]
+    found = {}
+    for order in ("adaptive", "AJW"):
+        m = mqo.Matcher(ddl, order=order)
+        m.register_queries(queries)
+        out = []
+        for i in range(400):
+            out += m.push("B", i * 0.25, {"x": float(i % 7)})
+            out += m.push("H", i * 0.25 + 0.1, {"y": 10.0})
+            out += m.push("S", i * 0.25 + 0.2, {"k": i % 3})
+        found[order] = sorted((r.query, r.ts, sorted(r.ids.items())) for r in out)
+        if order == "adaptive":
+            policy = m.policy
+            assert policy is not None
+            assert policy.seen == [400, 400, 0]
+            assert policy.orders[1][0] is W, "H's tuples: the window filters hard, so it goes first"
+    assert found["adaptive"] == found["AJW"]  # (in another order within a tuple's results)
+    assert sum(1 for q, _, _ in found["AJW"] if q == "either") == sum(1 for i in range(400) if i % 3)  # once a tuple
+
+
+def test_an_order_whose_trial_costs_more_than_it_is_spread_over_is_not_tried_again_until_a_drift():
+    """A view's row run window first meets thousands of stored tuples where its join
+    meets one: trying such an order costs more than the ``explore_every`` tuples the
+    trial is spread over, so it is tried once, and again only after the figures drift."""
+    policy = AdaptivePolicy(["V"], explore_every=5)
+    tried: Counter = Counter()
+
+    def run(n: int, usual: int) -> None:
+        for _ in range(n):
+            order = policy.order_for(0)
+            window_first = order[0] is W
+            tried[window_first] += 1
+            work = 10_000 if window_first else usual
+            policy.observe(0, [(order[0], 1, 1, work), (order[1], 1, 1, 0), (order[2], 1, 1, 0)])
+
+    run(400, 3)
+    assert tried[True] == 2, "each window-first order (WAJ, WJA) is tried once"
+    assert policy.shunned[0] == {(W, A, J), (W, J, A)}
+    assert decode_policy(policy).shunned == policy.shunned
+    run(200, 300)  # the usual work jumps a hundredfold: the figures drift, every order may be tried again
+    assert policy.changes and tried[True] > 2
+
+
+def decode_policy(policy: AdaptivePolicy) -> AdaptivePolicy:
+    return AdaptivePolicy.from_state(decode_snapshot(encode_snapshot({"p": policy.state()}))["p"])
+
+
+def test_a_trial_past_its_budget_stops_and_the_tuple_is_matched_in_its_own_order():
+    """H's rows join the bids of their last 30 s on price: tried window first, one row
+    would meet every bid of the window. The trial stops once its work passes what
+    ``explore_every`` of H's usual tuples cost, the order is shunned, and the row is
+    matched in H's own order: the results are a static order's, and H's rows never
+    fetched the window's bids."""
+    ddl = "REGISTER STREAM B (price INTEGER); REGISTER STREAM H (price INTEGER);"
+    query = (
+        "Query ID: top\nSELECT * FROM B, H WINDOW B.ts <= H.ts AND B.ts > H.ts - 30 MAXWINDOW 30 "
+        "WHERE B.price = H.price"
+    )
+    found = {}
+    for order in ("adaptive", "AJW"):
+        m = mqo.Matcher(ddl, order=order)
+        m.register_query(query)
+        if m.policy is not None:
+            m.policy.explore_every = 2  # (a trial every other H row)
+        out = []
+        bids = 0
+        for second in range(60):
+            for k in range(100):
+                out += m.push("B", second + k / 100, {"price": (second * 100 + k) % 997})
+                bids += 1
+            out += m.push("H", second + 0.995, {"price": (second * 100 + 7) % 997})
+        found[order] = sorted((r.ts, sorted(r.ids.items())) for r in out)
+        if order == "adaptive":
+            policy = m.policy
+            assert policy is not None
+            assert policy.shunned[1] & {(W, A, J), (W, J, A), (A, W, J)}, "a window-first order was tried"
+            assert m.counters.retrieved < bids // 10, "no H row fetched a window of bids"
+    assert found["adaptive"] == found["AJW"]

@@ -134,3 +134,37 @@ def test_a_plan_holds_at_most_63_streams() -> None:
     assert len(m.views) == 60 and m.catalog.get("w0") is None
     m.register_queries(texts[:1])
     assert m.push("B", 1.0, {"x": 5}) == [] and len(m.views) == 61
+
+
+def test_a_generation_of_view_rows_is_decided_in_one_batch_per_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An emission's aggregate rows (one per group) go through the attribute kernels as
+    one batch per view, not one call per row; the rows are matched one by one after,
+    and find what pushing them one by one found (against the rows themselves)."""
+    import mqo.pipeline
+
+    sizes: list[int] = []
+    real = mqo.pipeline.prepare_batch
+
+    def counting(plan: Any, stream: int, ts: Any, *args: Any, **kwargs: Any) -> Any:
+        if plan.streams[stream].view:
+            sizes.append(len(ts))
+        return real(plan, stream, ts, *args, **kwargs)
+
+    monkeypatch.setattr(mqo.pipeline, "prepare_batch", counting)
+    m = mqo.Matcher("REGISTER STREAM Bid (auction INTEGER, price INTEGER);")
+    m.register_queries(
+        [
+            "CREATE VIEW bids AS SELECT B.auction AS auction, COUNT(*) AS n FROM Bid B [RANGE 10 sec] GROUP BY B.auction;",
+            "Query ID: busy\nSELECT c.auction, c.n FROM bids c WHERE c.n >= 3;",
+        ]
+    )
+    counts: dict[int, int] = {}
+    for k in range(200):
+        auction = (k * 7) % 40
+        counts[auction] = counts.get(auction, 0) + 1
+        m.push("Bid", 0.01 + k * 0.04, {"auction": auction, "price": k})  # all in the window (0, 10]
+    found = m.push("Bid", 10.5, {"auction": 1000, "price": 0})  # the first window closes
+    assert sizes == [40]
+    assert sorted((r.values["c.auction"], r.values["c.n"]) for r in found) == sorted(
+        (a, n) for a, n in counts.items() if n >= 3
+    )

@@ -199,10 +199,6 @@ class TemplateCache:
         names: list[str | None] = []
         if texts[0]:  # the first piece's template first: its header is then cut from all
             self._scanned([texts[0][: texts[0].find(";") + 1 or None]], sample=False)
-        if len(texts) > 2 * _SAMPLE:  # (texts of many shapes are found out on their first ones, not a chunk)
-            scan, found = self._scanned(texts[: _SAMPLE + 1], sample=True)
-            if found is None:
-                return Reading.nothing(len(texts))
         for first in range(0, len(texts), CHUNK):
             scan, found = self._scanned(texts[first : first + CHUNK], sample=first == 0)
             if first == 0 and (len(scan) < self.fewest or found is None):

@@ -14,13 +14,13 @@ from predicates import Catalog, QueryError
 from predicates.frontend import front_end
 from predicates.records import CompiledQuery
 from predicates.template_scan import Scan
-from predicates.token_cache import TokenCache
+from predicates.templates import FastCompiler
 from tests.unit.test_templates import DDL, summary
 
 
-def scanning_compiler(catalog: Catalog) -> TokenCache:
+def scanning_compiler(catalog: Catalog) -> FastCompiler:
     """A compiler whose template cache scans with the kernel (as the matcher's does)."""
-    compiler = TokenCache(catalog)
+    compiler = FastCompiler(catalog)
     compiler.templates.scanner = scan_bytes
     return compiler
 

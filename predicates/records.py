@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from predicates.clauses import split_header
+from predicates.lexer import literal_problem
 from predicates.normalize import (
     ColumnKey,
     ListKey,
@@ -123,10 +124,13 @@ def scaled_number(text: str, alpha: float) -> float | Fraction:
     characters has at most 15 digits, and every such decimal is the shortest one of
     its double: then the double is the constant and no Fraction is needed."""
     value = float(text) * alpha + 0.0  # + 0.0: no negative zero
-    if (alpha == 1.0 or alpha == -1.0) and len(text) <= 15:
+    plain = "e" not in text and "E" not in text  # (1e-400 is short, and not the double 0.0)
+    if (alpha == 1.0 or alpha == -1.0) and len(text) <= 15 and plain:
         return value
     if (value == INF or value == -INF) and float(text) in (INF, -INF):
         return value  # a literal out of range: the full front end reports it
+    if not plain and literal_problem(text) is not None:
+        return INF  # (1e-999999: Fraction would compute the power) the front end reports it
     return faithful(Fraction(text) * Fraction(alpha))
 
 
@@ -270,8 +274,11 @@ def _exact(value: Any, key: ListKey) -> Any:
 
 def maxwindow_value(text: str, scale: Fraction) -> float | Fraction:
     """A MAXWINDOW of ``text`` units of ``scale`` seconds, as the engine keeps it."""
-    if scale == 1 and len(text) <= 15:
+    plain = "e" not in text and "E" not in text
+    if scale == 1 and len(text) <= 15 and plain:
         return float(text)
+    if not plain and literal_problem(text) is not None:
+        return INF  # the front end reports it
     seconds = Fraction(text) * scale
     return INF if to_float(seconds) == INF else faithful(seconds)
 

@@ -352,7 +352,9 @@ class FastCompiler:
             pattern, numbers = HOLE.join(parts[0::2]), parts[1::2]
         else:
             pattern, numbers = split
-        if any(len(n) > 15 and _not_a_value(n) for n in numbers):
+        # a literal with an exponent goes to the parser: short, it can still be out of
+        # range (1e999999) or below the doubles (1e-400 is not 0.0)
+        if any("e" in n or "E" in n or (len(n) > 15 and _not_a_value(n)) for n in numbers):
             return UNKNOWN  # a literal the parser refuses (too large, too many digits): it says where
         # the context object itself (not its id) is in the key: an evicted context's id
         # could be reused by a new one

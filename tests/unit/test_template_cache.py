@@ -50,7 +50,7 @@ CONSTANTS = st.one_of(
             "0", "00", "007", "5.", ".5", "0.1", "0.3", "999999999999999", "1000000000000000",
             "123456789.012345", "1234567890.123456", "9007199254740993", "1e5", "1.5e-3", "2E+3",
             "1" * 40, "1.2.3", "1e999999", "0.000000000000001", "3 ", "(4)", "-6", "- 7", "8a", "'9'",
-            "1" + "0" * 400,
+            "1" + "0" * 400, "1e-400", "0.1e-350", "2E-330", "1e-999999", "5e-324",
         ]
     ),
 )  # fmt: skip
@@ -97,6 +97,8 @@ def outcome(compile_it) -> tuple:  # type: ignore[no-untyped-def]
 @example(
     SHAPES[9], ["1", "1", "2", "1"], ["0", "1" + "0" * 400, "0", "0"], None, "list"
 )  # (the comparison caches took it)
+@example(SHAPES[0], ["1", "2", "3", "4"], ["1e-400", "2", "3", "4"], None, "file")  # (not the double 0.0)
+@example(SHAPES[0], ["1", "2", "3", "4"], ["1e999999", "2", "3", "4"], None, "list")  # (out of range: an error)
 def test_a_text_read_from_a_template_compiles_as_the_parser_reads_it(shape, teacher, constants, name, form):
     """The cache learns the shape from one text, then reads others of the shape with
     other constants and names: what it gives is the parser's, queries or error."""

@@ -28,7 +28,9 @@ REGISTER STREAM P (name VARCHAR, level INT);
 
 def summary(compiled) -> tuple:
     disjuncts = sorted(
-        (tuple(sorted((k.describe(), repr(v)) for k, v in preds)), tuple(sorted(r.text for r in res)))
+        # (a constant by its type and value, not repr: 1e999999 is exact, and Python will not
+        # print an int of more than 4,300 digits)
+        (tuple(sorted((k.describe(), type(v).__name__, v) for k, v in preds)), tuple(sorted(r.text for r in res)))
         for preds, res in compiled.disjuncts
     )
     return (compiled.name, compiled.maxwindow, tuple(disjuncts), compiled.context.aliases, compiled.context.bound.roles)

@@ -37,7 +37,7 @@ from mqo.plan_update import check_plan, update_plan
 from mqo.query_snapshot import query_entries, since_value, table_rows
 from mqo.registry import QueryRegistry
 from mqo.tables import Tables
-from mqo.views import ViewGraph, ViewRow, aggregate_rows, check_views, declare_ready, reads_of, rows_batch
+from mqo.views import ViewGraph, ViewRows, aggregate_rows, check_views, declare_ready, reads_of
 from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
@@ -406,12 +406,6 @@ class Registrations:
         assert aggregator is not None
         aggregator.ingest(stream, batch, late_of=late_of)
 
-    def ingest_view_rows(self, view: str, rows: list[tuple[float, int, dict[str, Any]]]) -> None:
-        """A view's rows of one generation (ts, id, values), never late (:mod:`mqo.views`), as one batch."""
-        if not rows or not self.aggregating(view):
-            return
-        self.ingest(view, rows_batch(self.catalog.require(view), rows))
-
     def ingest_row(self, stream: str, ts: Any, values: Mapping[str, Any] | None, id: int | None) -> None:
         """One tuple of ``stream``, not late, for the aggregate queries."""
         one = {"ts": [ts], **{name: [v] for name, v in (values or {}).items()}}
@@ -429,7 +423,7 @@ class Registrations:
             if mark is not None:
                 self.emitted.extend(self.aggregator.emit(*clock.exact(mark)))
 
-    def emit_level(self, aggregator: Aggregator, clock: Clock, mark: Any, flush: bool) -> list[ViewRow]:
+    def emit_level(self, aggregator: Aggregator, clock: Clock, mark: Any, flush: bool) -> list[ViewRows]:
         """One level's emission at the watermark ``mark`` (``flush``: end of input,
         every window holding data): its rows of aggregate views, in the order they are
         fed (:func:`mqo.views.aggregate_rows`); the others join the rows to take."""

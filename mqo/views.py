@@ -71,7 +71,7 @@ from mqo.aggregation.results import AggregateValues
 from mqo.batch import MatchBatch
 from mqo.results import ResultBlock
 from predicates import QueryError
-from predicates.catalog import StreamSchema, split_role
+from predicates.catalog import split_role
 from predicates.views import ViewDefinition
 
 if TYPE_CHECKING:
@@ -93,7 +93,6 @@ class ViewRows:
         return len(self.ts)
 
 
-ViewRow = ViewRows  # (what mqo.registrations calls an emission's rows)
 # hands a view's rows of one generation, as a batch of columns with ts and id, to the aggregate queries
 Ingest = Callable[[str, Mapping[str, Any]], None]
 
@@ -241,14 +240,6 @@ def aggregate_rows(graph: ViewGraph, chunks: list[AggregateChunk]) -> list[ViewR
         }
         parts.append(ViewRows(view.name, ends[order], columns))
     return parts
-
-
-def rows_batch(schema: StreamSchema, rows: list[tuple[float, int, dict[str, Any]]]) -> dict[str, list[Any]]:
-    """A view's rows (ts, id, values) as a batch of columns."""
-    batch: dict[str, list[Any]] = {"ts": [ts for ts, _, _ in rows], "id": [i for _, i, _ in rows]}
-    for column in schema.columns:
-        batch[column.name] = [values.get(column.name) for _, _, values in rows]
-    return batch
 
 
 def declare_ready(

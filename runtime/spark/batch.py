@@ -89,8 +89,8 @@ A view member's id in ``ids`` numbers the view's rows in the task that made it (
 local engine numbers them over the whole input; a task cannot know how many rows
 came before its bucket), so compare view members by value. Aggregate views run here
 too: their rows are made first (:mod:`runtime.spark.aggregate_views`) and read as a
-declared stream's, their ids the local engine's. Views in the streaming stages are
-refused with an error naming the view.
+declared stream's, their ids the local engine's. The streaming match stage runs match
+views the same way (:mod:`runtime.spark.streaming`, "Views").
 
 The stage's spec is built on the driver (:mod:`runtime.spark.spec`), the rows laid out
 and grouped by the plumbing the stages share (:mod:`runtime.spark.common`); the plan is

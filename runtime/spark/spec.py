@@ -123,14 +123,15 @@ def stage_matcher(
     *,
     may_be_empty: bool = False,
     kind: str = "match",
-    views: bool = False,
+    views: bool | str = False,
 ) -> Matcher:
     """A driver-side matcher holding the streams and queries of a stage of ``kind``
     (``match`` or ``aggregate``; it validates them here, with the usual located
     errors, before any Spark job runs). ``may_be_empty``: no queries is fine (they
     come later, through a control stream). Every stage takes its matcher from here,
-    so every stage refuses an empty ``frames`` alike. ``views``: the stage runs match
-    views (the batch match stage: :func:`view_margin`); else a view is refused."""
+    so every stage refuses an empty ``frames`` alike. ``views``: True, the stage runs
+    views (the batch stages: :func:`view_margin`, :mod:`runtime.spark.aggregate_views`);
+    ``"match"``, match views only (the streaming match stage); else a view is refused."""
     if kind not in KINDS:
         raise SparkStageError(f"internal error: a stage of unknown kind {kind!r}")
     if isinstance(queries, Matcher):
@@ -283,17 +284,27 @@ def build_spec(
     return with_fingerprint(spec)
 
 
-def check_views(matcher: Matcher, runs_views: bool) -> None:
-    """Refuse the matcher's views unless the stage runs them (``runs_views``: the batch
-    stages), and a match view reading an aggregate view always: the local engine
-    numbers the match-view rows of one emission's aggregate rows together, a stage
-    one aggregate row at a time (:mod:`runtime.spark.aggregate_views`)."""
+def check_views(matcher: Matcher, runs_views: bool | str) -> None:
+    """Refuse the matcher's views unless the stage runs them (``runs_views``: True for
+    the batch stages; ``"match"`` for the streaming match stage, which runs match views
+    in its state groups but cannot make an aggregate view's rows), and a match view
+    reading an aggregate view always: the local engine numbers the match-view rows of
+    one emission's aggregate rows together, a stage one aggregate row at a time
+    (:mod:`runtime.spark.aggregate_views`)."""
+    graph = matcher.registrations.views
     if not runs_views:
         raise SparkStageError(
-            f"the Spark streaming stages do not run views (view {matcher.views[0]}); run them with "
-            "runtime.spark.match_batch or aggregate_batch (batch) or locally"
+            f"the Spark streaming aggregate stages do not run views (view {matcher.views[0]}); run them with "
+            "runtime.spark.aggregate_batch (batch) or locally"
         )
-    graph = matcher.registrations.views
+    if runs_views == "match":
+        aggregate = next((view for view in graph if view.aggregate), None)
+        if aggregate is not None:
+            raise SparkStageError(
+                f"aggregate view {aggregate.name} does not run in the Spark streaming stages (its rows leave "
+                "behind the watermark, from a stage of their own); run it with runtime.spark.match_batch or "
+                "aggregate_batch (batch) or locally"
+            )
     for view in graph:
         if view.aggregate:
             continue

@@ -26,6 +26,7 @@ from runtime.spark.cli import stage_rows
 from tests.references.exact_language import And, Cmp, Col, Duration, Item, Query
 from tests.references.exact_views import AggView, View, ViewReference
 from tests.references.reference import Result, exact_result
+from tests.spark.helpers import XY, stream_frames
 from tests.spark.test_spark_view_aggregates import SCHEMA, row_key, tuples
 
 OPS = ("RSTREAM", "ISTREAM", "DSTREAM")
@@ -126,13 +127,7 @@ def test_aggregate_views_equal_the_local_matcher_and_the_reference(spark_session
     want = comparable(expected)
     assert comparable([exact_result(m.query, m.ts, m.ids, m.values) for m in found]) == want
 
-    frames = {
-        name: spark_session.createDataFrame(
-            [(ts, ident, v["x"], v["y"]) for s, ts, ident, v in rows if s == name],
-            "ts double, id long, x long, y double",
-        )
-        for name in ("B", "H")
-    }
+    frames = stream_frames(spark_session, rows, {"B": XY, "H": XY})
     stage = match_batch(frames, texts, schema=SCHEMA.ddl(), partitions=4).collect()
     assert comparable(results_of(stage)) == want
     queries = local.registrations.output_aggregates()
@@ -166,8 +161,5 @@ def test_an_aggregate_view_over_a_stream_without_tuples_has_no_rows(spark_sessio
     want = Counter(
         exact_result(m.query, m.ts, m.ids, {k: v for k, v in m.values.items() if v is not None}) for m in found
     )
-    frame = spark_session.createDataFrame(
-        [(ts, ident, v["x"], v["y"]) for _, ts, ident, v in rows], "ts double, id long, x long, y double"
-    )
-    got = match_batch({"B": frame}, texts, schema=SCHEMA.ddl(), partitions=2).collect()
+    got = match_batch(stream_frames(spark_session, rows, {"B": XY}), texts, schema=SCHEMA.ddl(), partitions=2).collect()
     assert Counter(results_of(got)) == want and {r.query for r in want} == {"busy"}

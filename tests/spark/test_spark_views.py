@@ -24,6 +24,7 @@ from tests.references.exact_language import FLOAT, INTEGER, And, Cmp, Col, Colum
 from tests.references.exact_language import Stream as RefStream
 from tests.references.exact_views import View, ViewReference
 from tests.references.reference import Result, exact_result
+from tests.spark.helpers import XY, stream_frames
 
 SCHEMA = Schema(
     (
@@ -101,13 +102,7 @@ def test_views_in_the_batch_stage_equal_the_local_matcher_and_the_reference(spar
     want = Counter(key(r) for r in expected)
     assert Counter(key(r) for r in found) == want
 
-    frames = {
-        name: spark_session.createDataFrame(
-            [(ts, ident, v["x"], v["y"]) for s, ts, ident, v in rows if s == name],
-            "ts double, id long, x long, y double",
-        )
-        for name in ("B", "H")
-    }
+    frames = stream_frames(spark_session, rows, {"B": XY, "H": XY})
     stage = match_batch(frames, TEXTS, schema=SCHEMA.ddl(), partitions=12, bucket_width=WIDTH).collect()
     assert Counter(key(r) for r in results(stage)) == want
     # without "plain" (no equality) every join is on x and pairs selects b.x: by key
@@ -168,7 +163,7 @@ def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
         match=r"partition_by='key' cannot run view w: its key column k .* use partition_by='time' \(or 'auto'\)",
     ):
         build_spec(apart, partition_by="key")
-    with pytest.raises(SparkStageError, match=r"streaming stages do not run views \(view pairs\)"):
+    with pytest.raises(SparkStageError, match=r"streaming aggregate stages do not run views \(view pairs\)"):
         stage_matcher(keyed, None, {}, None)
     counting = mqo.Matcher(
         SCHEMA.ddl()

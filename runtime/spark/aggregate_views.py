@@ -16,8 +16,14 @@ then run over a matcher where each aggregate view is a declared stream.
 
 A match view reading an aggregate view is refused (:func:`runtime.spark.spec.check_views`):
 the local engine feeds the rows of one emission as one generation, whose match-view
-rows it numbers together, where a stage sees them one row at a time. Tables with
-aggregate views are refused too (the stages that make the views take no tables).
+rows it numbers together, where a stage sees them one row at a time.
+
+**Tables.** No view reads a table (a match query can), so the stages that make an
+aggregate view's rows need none: tables stay with the queries after them. The matcher
+:func:`materialize` returns declares the tables first (their rows go to the match
+stage with its spec, taken from the caller's matcher before:
+:func:`runtime.spark.tables.stage_tables`), and a query joining an aggregate view's
+rows with a table reads it as of each row's ts (the window's end), as any query does.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from mqo import Matcher
 from predicates import AggregateQuery
 from runtime.spark.common import SQL_TYPES, quoted
-from runtime.spark.spec import SparkStageError
+from runtime.spark.tables import table_texts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -47,12 +53,8 @@ def materialize(
     stream, and the stream DataFrames with each aggregate view's rows added.
     ``aggregate``: :func:`runtime.spark.aggregate.aggregate_batch` (given by the
     caller, which that stage is too), run once per aggregate view over a matcher of
-    its query and the match views below it."""
-    if matcher.tables:
-        raise SparkStageError(
-            f"aggregate views with a table ({matcher.tables[0]}) do not run on Spark; use --engine local "
-            "(Matcher.push_batch)"
-        )
+    its query and the match views below it. The returned matcher declares
+    ``matcher``'s tables (without their rows: the caller ships those)."""
     graph = matcher.registrations.views
     frames = dict(streams)
     made: list[str] = []  # the aggregate views made so far: declared streams from here on
@@ -74,7 +76,7 @@ def materialize(
         rows = aggregate(frames, step, partitions=partitions, span=span)
         frames[view.name] = aggregate_view_frame(rows, matcher, view.name)
         made.append(view.name)
-    out = flat(matcher, made, below)
+    out = flat(matcher, made, below, table_texts(matcher))
     for rq in matcher.registry:
         if rq.name not in graph:
             out.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
@@ -97,12 +99,15 @@ def no_rows(like: DataFrame, columns: Any) -> DataFrame:
     return like.sparkSession.createDataFrame([], f"ts double, id bigint, {types}")
 
 
-def flat(matcher: Matcher, made: list[str], views: list[str]) -> Matcher:
+def flat(matcher: Matcher, made: list[str], views: list[str], tables: list[str] | None = None) -> Matcher:
     """A matcher of ``matcher``'s declared streams and settings with the aggregate views
-    ``made`` declared as streams and the match views ``views`` registered."""
+    ``made`` declared as streams, the tables ``tables`` (``CREATE TABLE`` texts)
+    declared and the match views ``views`` registered."""
     graph = matcher.registrations.views
     ddl = [matcher.catalog.ddl(), *(graph.get(name).schema.ddl() for name in made)]  # type: ignore[union-attr]
     out = Matcher("\n".join(ddl), config=matcher.config)
+    if tables:
+        out.register_queries(tables, "<tables>")
     for name in views:
         out.register_query(graph.get(name).text, query_id=name, source_name=f"<view {name}>")  # type: ignore[union-attr]
     return out

@@ -149,10 +149,10 @@ def match_batch(
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
     matcher = stage_matcher(queries, schema, streams, order, views=True)
+    reference = stage_tables(matcher, tables, max_table_rows, streams)  # (the caller's matcher holds the rows)
     if matcher.registrations.views.aggregating:  # their rows first, then streams like any (aggregate_views)
         n = shuffle_partitions(streams, partitions, "partitions")
         matcher, streams = materialize(streams, matcher, aggregate_batch, n)
-    reference = stage_tables(matcher, tables, max_table_rows, streams)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
     spec = build_spec(
         matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0, tables=reference

@@ -14,9 +14,13 @@ local engine's (a view's rows are numbered by window end, then group key, NULL f
 the offset of the rows with earlier ends plus the rank within the end). The queries
 then run over a matcher where each aggregate view is a declared stream.
 
-A match view reading an aggregate view is refused (:func:`runtime.spark.spec.check_views`):
-the local engine feeds the rows of one emission as one generation, whose match-view
-rows it numbers together, where a stage sees them one row at a time.
+A match view reading an aggregate view runs in the match stage, its rows made there
+from the aggregate view's rows as from any stream's (its ids are the tasks' there, as
+every match view's). An aggregate view or query over it is refused
+(:func:`runtime.spark.spec.check_views`): the local engine feeds the rows of one
+emission as one generation, whose match-view rows it numbers together, where a stage
+makes them one aggregate row at a time, and an aggregate needs them in the local
+engine's order.
 
 **Tables.** No view reads a table (a match query can), so the stages that make an
 aggregate view's rows need none: tables stay with the queries after them. The matcher
@@ -35,6 +39,7 @@ from mqo import Matcher
 from predicates import AggregateQuery
 from runtime.spark.common import SQL_TYPES, quoted
 from runtime.spark.tables import table_texts
+from runtime.spark.view_rows import needed_views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -53,7 +58,7 @@ def materialize(
     stream, and the stream DataFrames with each aggregate view's rows added.
     ``aggregate``: :func:`runtime.spark.aggregate.aggregate_batch` (given by the
     caller, which that stage is too), run once per aggregate view over a matcher of
-    its query and the match views below it. The returned matcher declares
+    its query and the match views it reads. The returned matcher declares
     ``matcher``'s tables (without their rows: the caller ships those)."""
     graph = matcher.registrations.views
     frames = dict(streams)
@@ -64,6 +69,7 @@ def materialize(
             below.append(view.name)
             continue
         source = view_query(matcher, view.name).stream
+        reads = [name for name in needed_views(matcher, [source]) if name in below]  # (the match views it needs)
         declared = source.lower() in {schema.name.lower() for schema in matcher.catalog.base_streams()}
         if declared and source.lower() not in {name.lower() for name in frames}:
             # a declared stream without a DataFrame has no tuples (the CLI's streams
@@ -71,7 +77,7 @@ def materialize(
             frames[view.name] = no_rows(next(iter(frames.values())), view.schema.columns)
             made.append(view.name)
             continue
-        step = flat(matcher, made, below)
+        step = flat(matcher, made, reads)
         step.register_query(view_query(matcher, view.name).text, query_id=view.name, source_name=f"<view {view.name}>")
         rows = aggregate(frames, step, partitions=partitions, span=span)
         frames[view.name] = aggregate_view_frame(rows, matcher, view.name)

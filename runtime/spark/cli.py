@@ -103,8 +103,9 @@ def run_spark_match(
     aggregated = {view: path for view, path in (output_views or {}).items() if view not in views}
     written = views_matcher(matcher, needed_views(matcher, views)) if views else None
     windowed = views_matcher(matcher, needed_views(matcher, aggregated)) if aggregated else None
-    if windowed is not None:
-        check_views(windowed, True)
+    for shown in (written, windowed):
+        if shown is not None:
+            check_views(shown, True, "aggregate")  # (rows in the local engine's order)
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     plan = matcher.ensure_plan()
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)

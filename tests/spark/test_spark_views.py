@@ -167,7 +167,7 @@ def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
         stage_matcher(keyed, None, {}, None)
     counting = mqo.Matcher(
         SCHEMA.ddl()
-    )  # an aggregate view runs (test_spark_aggregate_views); a match view over it not
+    )  # an aggregate view runs (test_spark_aggregate_views); a match view over it in the match stage only
     counting.register_queries(
         [
             "CREATE VIEW counts AS SELECT B.x AS x, COUNT(*) AS n FROM B [RANGE 4 SLIDE 2] GROUP BY B.x;",
@@ -175,6 +175,9 @@ def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
         ]
     )
     with pytest.raises(
-        SparkStageError, match=r"view many is a match view reading aggregate view counts: the Spark stages do not"
+        SparkStageError,
+        match=r"view many is a match view reading aggregate view counts: the Spark aggregate stages and --output-view",
     ):
+        stage_matcher(counting, None, {}, None, kind="aggregate", views=True)
+    with pytest.raises(SparkStageError, match=r"no stream DataFrames given"):  # (the match stage runs it)
         stage_matcher(counting, None, {}, None, views=True)

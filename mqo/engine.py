@@ -67,7 +67,8 @@ class Partial:
 
     ``cand`` are the slots it may still satisfy; ``sat_j``/``sat_w`` the join and
     window predicates it satisfied (SatPBS) and ``rel_j``/``rel_w`` the ones it was
-    tested against (RelPBS); ``lo``/``hi`` its smallest and largest timestamp.
+    tested against (RelPBS), kept only for the QED check (``check_qed``);
+    ``lo``/``hi`` its smallest and largest timestamp.
     """
 
     __slots__ = ("cand", "hi", "lo", "mask", "rel_j", "rel_w", "sat_j", "sat_w", "tuples")
@@ -127,7 +128,7 @@ class Engine:
         # a partial then visits only the streams and lists that can act on it.
         self._links: dict[tuple[int, int], list[tuple[int, int]]] = {}
         self._probes: dict[tuple[int, int, int], list[tuple[int, CompiledList]]] = {}
-        self._member_pairs: dict[tuple[Kind, int], list[tuple[int, int, list[CompiledList]]]] = {}
+        self._member_pairs: dict[tuple[bool, int], list[tuple[int, int, list[CompiledList]]]] = {}
         self._join_lists: dict[tuple[int, int], list[tuple[int, list[CompiledList], list[CompiledList]]]] = {}
         self._open: dict[int, list[tuple[int, int]]] = {}
         self._tables_of = plan.version  # (a plan changed in place would make them again)
@@ -175,7 +176,10 @@ class Engine:
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        cand = stream_slots & ~self._unfed(t.stream, t.row[0])
+        # given candidates already passed ``t``'s attribute predicates: starting from
+        # them (not from every slot reading the stream) a tuple that the kernels left
+        # only slots no stored tuple can complete stops here, before any phase runs
+        cand = (stream_slots if cand is None else stream_slots & cand) & ~self._unfed(t.stream, t.row[0])
         if not cand:
             return results
         if not cand & plan.paired_slots:  # join and window phases would grow nothing: any order is one
@@ -289,9 +293,10 @@ class Engine:
 
     def _evaluate_members(self, p: Partial, kind: Kind) -> bool:
         """Evaluate ``kind``'s lists between the members a partial already has."""
-        pairs = self._member_pairs.get((kind, p.mask))
+        key = (kind is J, p.mask)  # (a Kind's hash is a Python-level call: keyed by a bool)
+        pairs = self._member_pairs.get(key)
         if pairs is None:
-            pairs = self._member_pairs[(kind, p.mask)] = self._pairs_within(p.mask, kind)
+            pairs = self._member_pairs[key] = self._pairs_within(p.mask, kind)
         cand = p.cand
         sat = rel = 0
         tuples = p.tuples
@@ -333,6 +338,10 @@ class Engine:
             outcome = lst.evaluate_pair(yt.row, xt.row)
         self.comparisons += lst.covering.comparisons()
         self.bitset_ops += 3
+        if not self.check_qed:
+            # SatPBS/RelPBS are read only by the QED check (check_qed): as wide as the
+            # lists, they would cost two big ints per pair otherwise
+            return cand & ~lst.kill.killed(*outcome), sat, rel
         return cand & ~lst.kill.killed(*outcome), sat | lst.sat_bits(outcome), rel | lst.block
 
     # ------------------------------------------------------------------ growth

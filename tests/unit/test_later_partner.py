@@ -63,3 +63,21 @@ def test_out_of_order_partners_are_still_found() -> None:
                 found += m.push(stream, ts, {"x" if stream == "B" else "y": value}, id=j)
             got = sorted((r.ids["B"], r.ids["H"]) for r in found)
             assert got == brute_force(rows, offset, 2.0), (offset, rows)
+
+
+def test_a_tuple_whose_attribute_candidates_all_want_a_later_partner_runs_no_phase() -> None:
+    """The stream's other queries (here one whose attribute predicate the tuple fails)
+    do not keep it in the engine: it starts from the candidates its attribute predicates
+    left, and those all want a later partner than any stored one."""
+    m = mqo.Matcher(DDL)
+    m.register_query("SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 10 WHERE B.x > 5 AND B.x = H.y", "later")
+    m.register_query("SELECT * FROM B, H MAXWINDOW 10 WHERE B.x < 0 AND B.x = H.y", "any_order")
+    m.push("H", 0.0, {"y": 10})
+    entered = dict(m.counters.phase_in)
+    for k in range(20):  # every one fails ``any_order``'s B.x < 0 and is newer than every H
+        assert m.push("B", 1.0 + k * 0.1, {"x": 10}) == []
+    assert m.counters.phase_in == entered and m.counters.index_probes == 0
+    found = m.push("H", 6.0, {"y": 10})  # found when their partner arrives
+    assert sorted(r.ids["B"] for r in found) == list(range(20)) and {r.query for r in found} == {"later"}
+    assert m.push("B", 7.0, {"x": -3}) == []  # ``any_order`` probes: no H has y = -3
+    assert m.counters.index_probes > 0

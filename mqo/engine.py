@@ -47,6 +47,7 @@ from typing import Any
 
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_float
 from indexes.stored import StoredTuple
+from mqo.partial import Partial
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.probe_bounds import EMPTY, FULL, probe_bounds
 from mqo.reorder import TrialTooCostly
@@ -60,40 +61,6 @@ A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
 Growth = tuple[tuple[list[list[list[CompiledList]]], list[list[int]]], ...]
 _A_NAME, _J_NAME, _W_NAME = A.value, J.value, W.value  # (an Enum's .value is a Python-level property)
 _TIME_ONLY, _COMPLETION = 0, 3  # the growths' keys (1: joins, 2: windows)
-
-
-class Partial:
-    """A partial (or complete) result: one tuple per stream it has so far.
-
-    ``cand`` are the slots it may still satisfy; ``sat_j``/``sat_w`` the join and
-    window predicates it satisfied (SatPBS) and ``rel_j``/``rel_w`` the ones it was
-    tested against (RelPBS), kept only for the QED check (``check_qed``);
-    ``lo``/``hi`` its smallest and largest timestamp.
-    """
-
-    __slots__ = ("cand", "hi", "lo", "mask", "rel_j", "rel_w", "sat_j", "sat_w", "tuples")
-
-    def __init__(
-        self,
-        tuples: list[StoredTuple | None],
-        mask: int,
-        cand: int,
-        sat_j: int,
-        sat_w: int,
-        rel_j: int,
-        rel_w: int,
-        lo: float,
-        hi: float,
-    ) -> None:
-        self.tuples = tuples
-        self.mask = mask
-        self.cand = cand
-        self.sat_j = sat_j
-        self.sat_w = sat_w
-        self.rel_j = rel_j
-        self.rel_w = rel_w
-        self.lo = lo
-        self.hi = hi
 
 
 class Engine:
@@ -475,6 +442,22 @@ class Engine:
             raise TrialTooCostly
         children = []
         join = self._join
+        if self._on_a:
+            # first: a fetched tuple's attribute outcome is decided already (by the batch
+            # kernels, or once per tuple, kept on it), and it turns most of them away
+            # (on (b'), 4 in 5) before any pair test
+            version, decided = plan.version, plan.attr_list_mask[y]
+            for r in found.values():
+                if r.attr_version == version and r.attr_done == decided:
+                    cr = cy & ~r.attr_kill
+                else:
+                    cr = cy & ~self.attribute_kill(r, cy)
+                if cr:
+                    child = join(p, y, r, cr, window)
+                    if child is not None:
+                        children.append(child)
+            self.bitset_ops += len(found)
+            return children
         for r in found.values():
             child = join(p, y, r, cy, window)
             if child is not None:
@@ -485,20 +468,14 @@ class Engine:
         self, p: Partial, y: int, r: StoredTuple, cand: int, window: tuple[float, float | Fraction]
     ) -> Partial | None:
         """``p`` plus tuple ``r`` of stream ``y``, tested against every list of the
-        types already run; None when no candidate survives."""
+        types already run but attributes (which :meth:`_grow` tested); None when no
+        candidate survives."""
         ts = r.row[0]
         lo = p.lo if p.lo < ts else ts
         hi = p.hi if p.hi > ts else ts
         self.comparisons += 1
         if span_sign(lo, hi, window[1], window[0]) > 0:
             return None
-        if self._on_a:
-            # first: ``r``'s attribute outcome is decided already (by the batch kernels,
-            # or once per tuple), and it turns most candidates away before any pair test
-            cand &= ~self.attribute_kill(r, cand)
-            self.bitset_ops += 1
-            if not cand:
-                return None
         sat_j, sat_w, rel_j, rel_w = p.sat_j, p.sat_w, p.rel_j, p.rel_w
         tuples = p.tuples
         members = self._join_lists.get((p.mask, y))

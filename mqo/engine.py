@@ -120,12 +120,12 @@ class Engine:
         self,
         t: StoredTuple,
         order: tuple[Kind, Kind, Kind],
-        cand: int | None = None,
+        given: int | None = None,
         measure: bool = False,
     ) -> list[ResultBlock]:
         """All results whose last tuple is ``t`` (``t`` is not stored yet).
 
-        ``cand``, when given, is ``t``'s candidates after its attribute predicates,
+        ``given``, when given, is ``t``'s candidates after its attribute predicates,
         decided beforehand (by the batch kernels); the attribute phase then costs
         nothing for ``t``. With ``measure``, :attr:`phases` receives each phase's
         (type, partials in, partials out, work)."""
@@ -135,19 +135,27 @@ class Engine:
         if self._tables_of != plan.version:
             self._clear_tables()
         stream_slots = plan.stream_slots[t.stream]
-        if cand is not None:
+        if given is not None:
             t.attr_version = plan.version
             # (the QED test needs the lists' satisfied bits: they are decided again)
             t.attr_done = 0 if self.check_qed else plan.attr_list_mask[t.stream]
-            t.attr_kill = stream_slots & ~cand
+            t.attr_kill = stream_slots & ~given
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        # given candidates already passed ``t``'s attribute predicates: starting from
-        # them (not from every slot reading the stream) a tuple that the kernels left
-        # only slots no stored tuple can complete stops here, before any phase runs
-        cand = (stream_slots if cand is None else stream_slots & cand) & ~self._unfed(t.stream, t.row[0])
+        cand = stream_slots & ~self._unfed(t.stream, t.row[0])
         if not cand:
+            return results
+        # The attribute phase comes first and what it leaves of ``t``'s candidates is
+        # given: a tuple it leaves nothing stops here, counted and measured as that
+        # phase would be (one partial in, none out, no work), without running it (under
+        # check_qed the phase decides the lists again, and runs). An order that runs
+        # joins or windows first forms partials before attributes prune them: the
+        # thesis' orders, and the cost model, count those.
+        if given is not None and order[0] is A and not self.check_qed and not cand & given:
+            counters.phase_in[_A_NAME] += 1
+            if measure and cand & plan.paired_slots:
+                phases.append((A, 1, 0, 0))
             return results
         if not cand & plan.paired_slots:  # join and window phases would grow nothing: any order is one
             order, measure = (A,), False

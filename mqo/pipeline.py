@@ -394,7 +394,7 @@ class Pipeline:
         if len(single_indexes):
             # single-stream results of all rows at once, read off the candidate bits
             row_of, slots = set_bits(prepared.candidates(single_indexes), prepared.single_mask)
-            stored_rows = [prepared.row(int(i)) for i in single_indexes]
+            stored_rows = prepared.rows(single_indexes)
             singles = SingleResults(prepared.stream, stored_rows, row_of, slots)
             if held is None:
                 out.singles.append(singles)

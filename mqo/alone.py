@@ -14,7 +14,8 @@ after every registration's horizon, as for the plain slots), which is what
 whose only work is these results: not stored (no join reads them), no other slot of the
 engine's, no further role, and no slot in ``apart`` (a view query's, whose rows must
 go in before the next row: :mod:`mqo.views`). Their results are made a chunk at a time
-(:func:`alone_blocks`), one block per row, in arrival order.
+(:func:`alone_blocks`), one block per row, and handed over row by row, in arrival order
+(each at its own row: a Spark task keeps the results of the rows it owns).
 """
 
 from __future__ import annotations
@@ -101,10 +102,10 @@ def alone_blocks(
 
 def run_blocks(
     plan: CompiledPlan, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, seq: int
-) -> list[ResultBlock]:
-    """The result blocks of a run of rows decided alone (row ``row_indexes[j]`` of
-    ``prepared[which[j]]`` the j-th to arrive), in arrival order; the j-th row's tuple
-    is numbered ``seq + j``."""
+) -> list[tuple[int, ResultBlock]]:
+    """The results of a run of rows decided alone (row ``row_indexes[j]`` of
+    ``prepared[which[j]]`` the j-th to arrive): (j, its result block) for each row with
+    results, in arrival order; the j-th row's tuple is numbered ``seq + j``."""
     seqs = np.arange(seq, seq + len(which), dtype=np.int64)
     found: list[tuple[int, ResultBlock]] = []
     for k, prep in enumerate(prepared):
@@ -114,4 +115,4 @@ def run_blocks(
             found += zip(mine[hit].tolist(), blocks, strict=True)
     if len(prepared) > 1:
         found.sort(key=lambda pair: pair[0])
-    return [block for _, block in found]
+    return found

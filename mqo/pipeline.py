@@ -294,8 +294,8 @@ class Pipeline:
         ``prepared[which[j]]`` arrives j-th. Only rows that are late or that some query
         wants are visited one by one, save those whose only results are single-stream
         ones (:mod:`mqo.alone`; none of the slots of the bitset ``apart``): theirs are
-        made a run at a time and yielded, in arrival order, before the next row visited.
-        Yields (j, result blocks): j the row visited (or the last row of the run).
+        made a run at a time, and yielded row by row before the next row visited. Yields
+        (j, result blocks) for each row visited or with such results.
 
         Under ``emit='ordered'`` the blocks yielded at row j are those released once
         row j is in (the watermark after it); what rows that are not visited release
@@ -365,15 +365,17 @@ class Pipeline:
     def _alone_runs(
         self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, positions: np.ndarray
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """The results of the rows at ``positions`` (each decided alone), a run of at most
-        :data:`~mqo.alone.ALONE_CHUNK` rows at a time: (its last position, its blocks)."""
+        """The results of the rows at ``positions`` (each decided alone), made a run of at
+        most :data:`~mqo.alone.ALONE_CHUNK` rows at a time: (position, its block) per row."""
         assert self.plan is not None
         for start in range(0, len(positions), ALONE_CHUNK):
             run = positions[start : start + ALONE_CHUNK]
-            blocks = run_blocks(self.plan, prepared, which[run], row_indexes[run], self.seq)
+            found = run_blocks(self.plan, prepared, which[run], row_indexes[run], self.seq)
             self.seq += len(run)  # as visiting them numbers them
-            self.counters.results += sum(len(block) for block in blocks)
-            yield int(run[-1]), blocks
+            self.counters.results += sum(len(block) for _, block in found)
+            at = run.tolist()
+            for k, block in found:
+                yield at[k], [block]
 
     def push_batch(self, s: int, batch: Any) -> MatchBatch:
         """A batch of stream ``s``, in row order, as if pushed one by one."""

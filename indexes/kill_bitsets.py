@@ -60,6 +60,19 @@ def bitset_of(slots: np.ndarray, words: int) -> np.ndarray:
     return np.packbits(selected, bitorder="little").view("<u8").astype(np.uint64, copy=False)
 
 
+def stream_bitset(stream_masks: np.ndarray, stream: int, words: int) -> np.ndarray:
+    """A bitset row of the slots whose stream mask (int64 per slot) has bit
+    ``stream``, made a chunk of slots at a time: no slot-sized temporary (at a million
+    slots an index array and two masks' worth, 17 MB, at the kernel tables' peak)."""
+    out = np.zeros(words * 8, np.uint8)
+    bit = np.int64(1) << np.int64(stream)
+    step = 1 << 16  # (a multiple of 8: each chunk's bits start on a byte)
+    for start in range(0, len(stream_masks), step):
+        packed = np.packbits((stream_masks[start : start + step] & bit) != 0, bitorder="little")
+        out[start // 8 : start // 8 + len(packed)] = packed
+    return out.view("<u8").astype(np.uint64, copy=False)
+
+
 def bitset_to_int(row: np.ndarray) -> int:
     return int.from_bytes(row.astype("<u8", copy=False).tobytes(), "little")
 

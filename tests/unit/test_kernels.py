@@ -384,3 +384,18 @@ def test_prune_with_offsets_of_either_type(monkeypatch: pytest.MonkeyPatch, firs
             if op in (">", ">="):
                 lo[l, i] = min(a, 0)
     assert _rows_as_ints(tables.prune(lo, hi)) == naive.prune((1 << n_slots) - 1, lists, lo, hi, 3)
+
+
+@pytest.mark.parametrize("n_slots", [0, 1, 63, 64, 65, (1 << 16) - 1, (1 << 16) + 9, 3 * (1 << 16) + 70])
+def test_stream_bitset_is_the_slots_reading_the_stream(n_slots: int) -> None:
+    """The chunked bitset of a stream's slots is the one made from their indexes, for
+    every stream bit (63, the sign bit, included), across chunk and word boundaries."""
+    rng = np.random.default_rng(n_slots)
+    masks = rng.integers(-(1 << 63), (1 << 63) - 1, n_slots, dtype=np.int64, endpoint=True)
+    masks[: n_slots // 3] = 0  # (some slots read nothing: removed queries)
+    words = words_for(n_slots)
+    for stream in (0, 1, 5, 62, 63):
+        reading = np.flatnonzero((masks >> stream) & 1 == 1)
+        got = kill_bitsets.stream_bitset(masks, stream, words)
+        assert got.dtype == np.uint64 and got.shape == (words,)
+        assert bitset_to_int(got) == bitset_to_int(bitset_of(reading, words))

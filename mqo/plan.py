@@ -273,6 +273,9 @@ class CompiledPlan:
     # a base plan's changes since, kept in place from one update to the next
     # (:class:`mqo.live_delta.LiveDelta`)
     _delta_part: Any = field(default=None, repr=False)
+    # what build_tables makes per stream before the stream's kernel tables (the batch
+    # path's slot masks, given by the compiler: this module does not import it)
+    stream_makers: tuple[Callable[[CompiledPlan, int], Any], ...] = field(default=(), repr=False)
     # what per_stream and derived made from this plan, by (maker, stream or -1)
     _derived: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
 
@@ -502,8 +505,6 @@ class CompiledPlan:
         """Build now what the first tuple of each stream would otherwise build: every
         list's search arrays, each stream's slot masks and kernel tables (after a bulk
         registration, so the first event costs one batch, not a table build)."""
-        from mqo.prepare import stream_masks  # (prepare reads plans: imported when used)
-
         for kind_lists in self.lists.values():
             for lst in kind_lists:
                 _ = lst.covering
@@ -512,7 +513,8 @@ class CompiledPlan:
                 # the stream's slot masks first, their slot-sized temporaries handed
                 # back before the table is made (made by the first tuple, they stood
                 # on top of the table at the peak)
-                self.per_stream(stream, stream_masks)
+                for make in self.stream_makers:
+                    self.per_stream(stream, make)
                 release_freed_memory(self.n_slots)
                 self.kill_bitsets(stream)
 

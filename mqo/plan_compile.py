@@ -16,6 +16,7 @@ import numpy as np
 from indexes.kill_bitsets import positions_type
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
 from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
+from mqo.prepare import stream_masks
 from mqo.registered import BlockRun, RecordList, RegisteredRow
 from mqo.registry import QueryRegistry
 from predicates import ColumnType, Kind, Residual, StreamSchema
@@ -146,6 +147,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         base_of=base_of,
         roles_of=roles_of,
         removal_mark=registry.removal_mark,
+        stream_makers=(stream_masks,),
     )
 
 

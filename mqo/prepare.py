@@ -118,8 +118,15 @@ class PreparedBatch:
         return list(zip(*columns, strict=True))
 
     def candidates(self, rows: np.ndarray) -> np.ndarray:
-        """Candidate rows (``[len(rows), words]``) of flagged rows."""
-        return self.cand[self.kept[rows]]
+        """Candidate rows (``[len(rows), words]``) of ``rows``: none for a row the kernels
+        left no candidate (kept -1; under an order whose first phase is not the attribute
+        one such a row is still flagged ENGINE, and ``cand[-1]`` would be another row's)."""
+        kept = self.kept[rows]
+        if not len(self.cand):
+            return np.zeros((len(kept), self.cand.shape[1]), np.uint64)
+        out = self.cand[kept]
+        out[kept < 0] = 0
+        return out
 
     @property
     def disjunct_bits(self) -> int:

@@ -42,3 +42,29 @@ def test_each_result_comes_at_its_rows_position() -> None:
             assert match.ids[alias] == rows[j] and match.ts == j / 10, (j, match)
             seen += 1
     assert queries == {"some_b", "either", "h", "pair"} and seen > n / 2
+
+
+def test_rows_without_candidates_get_no_results_in_every_order() -> None:
+    """A row the attribute kernels leave no candidate is still flagged for the engine
+    under an order whose first phase is not the attribute one; deciding it alone must
+    read no other row's candidates (its ``kept`` is -1). Here every other row holds the
+    OR query, so borrowing a neighbour's bits would report the rows that hold none."""
+    ddl = "REGISTER STREAM A (x INTEGER, tag STRING); REGISTER STREAM B (y INTEGER);"
+    queries = [
+        "Query ID: q1\nSELECT * FROM A WHERE A.tag <= 'B' OR A.x > 5;",
+        "Query ID: pair\nSELECT * FROM A, B MAXWINDOW 2 WHERE A.x = B.y AND A.x > 100;",
+    ]
+    n = 200
+    xs = [9 if i % 2 else 0 for i in range(n)]  # odd rows hold q1 (x > 5), even rows nothing
+    tags = [None if i % 2 == 0 else "Z" for i in range(n)]
+    for order in mqo.ORDERS:
+        m = mqo.Matcher(ddl, store="candidates", order=order)
+        m.register_queries(queries)
+        prepared = [m.prepare("A", {"ts": [i / 10 for i in range(n)], "x": xs, "tag": tags})]
+        plan = m.ensure_plan()
+        got = set()
+        for _, blocks in m.replay(prepared, np.zeros(n, np.int64), np.arange(n)):
+            for match in mqo.batch.MatchBatch(plan, blocks).matches():
+                assert match.query == "q1"
+                got.add(match.ids["A"])
+        assert got == set(range(1, n, 2)), order

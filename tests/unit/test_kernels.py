@@ -37,6 +37,23 @@ def _rows_as_ints(rows: np.ndarray) -> list[int]:
     return [bitset_to_int(row) for row in rows]
 
 
+def _random_ranges(rng: np.random.Generator, lists: list, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per list and row, a random (lo, hi) search outcome for the list's operator (a
+    ``<``/``<=`` one runs to the end, a ``>``/``>=`` one from the start)."""
+    lo = np.zeros((len(lists), n_rows), np.int64)
+    hi = np.zeros((len(lists), n_rows), np.int64)
+    for l, (op, offsets, _) in enumerate(lists):
+        n = len(offsets) - 1
+        for i in range(n_rows):
+            a = int(rng.integers(-1, n + 1))
+            lo[l, i], hi[l, i] = a, int(rng.integers(max(a, 0), n + 1))
+            if op in ("<", "<="):
+                hi[l, i] = n
+            if op in (">", ">="):
+                lo[l, i] = min(a, 0)
+    return lo, hi
+
+
 @given(st.data(), st.integers(1, 150), st.integers(1, 5), st.booleans())
 @settings(max_examples=150, deadline=None)
 def test_build_checkpoints(data, n_slots, stride, suffix):
@@ -308,17 +325,7 @@ def test_prune_lists_cut_from_shared_arrays_seeded(how: str) -> None:
             offsets = np.zeros(n + 1, np.int64)
             offsets[1:] = np.cumsum([len(u) for u in per])
             lists.append((str(rng.choice(OPS)), offsets, np.array([x for u in per for x in u], np.int32)))
-        lo = np.zeros((3, 2), np.int64)
-        hi = np.zeros((3, 2), np.int64)
-        for l, (op, offsets, _) in enumerate(lists):
-            n = len(offsets) - 1
-            for i in range(2):
-                a = int(rng.integers(-1, n + 1))
-                lo[l, i], hi[l, i] = a, int(rng.integers(max(a, 0), n + 1))
-                if op in ("<", "<="):
-                    hi[l, i] = n
-                if op in (">", ">="):
-                    lo[l, i] = min(a, 0)
+        lo, hi = _random_ranges(rng, lists, 2)
         tables = KillBitsets(as_list_users(lists, how), n_slots, bitset_of(np.arange(n_slots), words_for(n_slots)), 1)
         assert _rows_as_ints(tables.prune(lo, hi)) == naive.prune((1 << n_slots) - 1, lists, lo, hi, 2)
 
@@ -372,17 +379,7 @@ def test_prune_with_offsets_of_either_type(monkeypatch: pytest.MonkeyPatch, firs
     tables = first.extended([own_second], n_slots, bitset_of(np.arange(n_slots), words_for(n_slots)), 1)
     assert tables.offsets.dtype == tables.offsets2.dtype == first.offsets.dtype
     tables._check()
-    lo = np.zeros((4, 3), np.int64)
-    hi = np.zeros((4, 3), np.int64)
-    for l, (op, offsets, _) in enumerate(lists):
-        n = len(offsets) - 1
-        for i in range(3):
-            a = int(rng.integers(-1, n + 1))
-            lo[l, i], hi[l, i] = a, int(rng.integers(max(a, 0), n + 1))
-            if op in ("<", "<="):
-                hi[l, i] = n
-            if op in (">", ">="):
-                lo[l, i] = min(a, 0)
+    lo, hi = _random_ranges(rng, lists, 3)
     assert _rows_as_ints(tables.prune(lo, hi)) == naive.prune((1 << n_slots) - 1, lists, lo, hi, 3)
 
 

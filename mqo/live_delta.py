@@ -96,6 +96,10 @@ class LiveDelta:
         self.storage = LiveLists(FIRST_STORAGE, 4 * FIRST_STORAGE)
         self.lists: dict[ListKey, LiveList] = {}
         self.kind_lists: dict[Kind, list[LiveList]] = {k: [] for k in TYPES}
+        # each added list's compiled list as the last plan had it (kept in its place, so
+        # a plan replaces only the lists changed since), and the lists changed since
+        self.kind_compiled: dict[Kind, list[Any]] = {k: [] for k in TYPES}
+        self.changed: dict[int, LiveList] = {}
         self.bits_end = dict(base.bits)
         self.kernel_rows: dict[int, KernelRows] = {}
         self.masks: dict[int, np.ndarray] = {}  # per stream read so far: prepare.stream_masks, in place
@@ -246,6 +250,9 @@ class LiveDelta:
             self.bits_end[kind] += FIRST_ROOM
             self.lists[key] = live
             self.kind_lists[kind].append(live)
+            live.kept, live.kept_at = self.kind_compiled[kind], len(self.kind_compiled[kind])
+            live.kept.append(None)
+            self.changed[id(live)] = live
             if kind == Kind.ATTRIBUTE:
                 stream = shape["left_stream"]
                 rows = self.kernel_rows.get(stream)
@@ -273,9 +280,10 @@ class LiveDelta:
                 rows.setdefault(live.shape["left_stream"], []).extend(live.rows)
         for stream, stream_rows in rows.items():
             self.kernel_rows[stream].set_rows(np.array(stream_rows, np.intp), slot)
-        bits_end = self.bits_end
+        bits_end, changed = self.bits_end, self.changed
         for live in lists:
             live.compiled = None
+            changed[id(live)] = live
             if live.n > live.bit_room:
                 live.bit_base, live.bit_room = bits_end[live.kind], 2 * live.bit_room
                 bits_end[live.kind] += live.bit_room
@@ -284,6 +292,7 @@ class LiveDelta:
         """One predicate of slot ``slot``: into its list, its kernel rows and bits."""
         self.storage.insert(live, value, slot)
         live.compiled = None
+        self.changed[id(live)] = live
         if live.rows:
             self.kernel_rows[live.shape["left_stream"]].set_user(live, slot)
         if live.n > live.bit_room:
@@ -300,7 +309,11 @@ class LiveDelta:
             self._seen_moves = self.storage.moved
             for live in self.lists.values():
                 live.compiled = None
-        lists = {kind: base.lists[kind] + [self._compiled(live) for live in self.kind_lists[kind]] for kind in TYPES}
+                self.changed[id(live)] = live
+        for live in self.changed.values():
+            live.kept[live.kept_at] = self._compiled(live)
+        self.changed = {}
+        lists: dict[Kind, list[CompiledList]] = {kind: base.lists[kind] + self.kind_compiled[kind] for kind in TYPES}
         attr_lists, pair_lists, indexed, attr_list_mask = arrange_lists(lists, len(base.streams), base)
         windows = self.windows.levels(n_records)
         retention, retention_exact = self.windows.largest()
@@ -416,6 +429,9 @@ class LiveDelta:
         assert self.dead_base == sum(1 for k in self.dead if k < len(base.records)), "removed base queries"
         self.windows._check(len(self.records), self.dead)
         self.sinces._check(len(self.records), ())
+        for kind in TYPES:
+            for live, compiled in zip(self.kind_lists[kind], self.kind_compiled[kind], strict=True):
+                assert id(live) in self.changed or compiled is live.compiled, "a kept compiled list out of date"
         taken: list[tuple[int, int, str]] = []
         blocks: list[tuple[int, int, Kind]] = []
         storage = self.storage

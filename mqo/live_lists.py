@@ -141,6 +141,9 @@ class LiveList:
         self.bit_room = 0
         self.rows: tuple[int, ...] = ()  # its "all users" rows in its stream's kernel table
         self.compiled: CompiledList | None = None  # None: made anew at the next plan
+        # where the plans' list of added lists of its type keeps its compiled list
+        self.kept: list[Any] = []
+        self.kept_at = 0
 
     def constant_of(self, value: Any) -> Any:
         """A predicate's constant as the list keeps it (as a whole compile does: a number

@@ -98,6 +98,7 @@ class Engine:
         self._member_pairs: dict[tuple[bool, int], list[tuple[int, int, list[CompiledList]]]] = {}
         self._join_lists: dict[tuple[int, int], list[tuple[int, list[CompiledList], list[CompiledList]]]] = {}
         self._open: dict[int, list[tuple[int, int]]] = {}
+        self._partners: dict[int, list[tuple[int, int, int]]] = {}
         self._tables_of = plan.version  # (a plan changed in place would make them again)
         self._reset_counts()
 
@@ -143,7 +144,7 @@ class Engine:
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        cand = stream_slots & ~self._unfed(t.stream, t.row[0])
+        cand = self._fed(t.stream, t.row[0])
         if not cand:
             return results
         # The attribute phase comes first and what it leaves of ``t``'s candidates is
@@ -204,23 +205,38 @@ class Engine:
 
     def _clear_tables(self) -> None:
         """Forget the per-mask tables (made again from the plan as partials need them)."""
-        for table in (self._links, self._probes, self._member_pairs, self._join_lists, self._open):
+        for table in (self._links, self._probes, self._member_pairs, self._join_lists, self._open, self._partners):
             table.clear()
         self._tables_of = self.plan.version
 
-    def _unfed(self, s: int, ts: float) -> int:
-        """Slots that also read a stream other than ``s`` storing no tuple (or none at or after
-        ``ts`` their window predicates want, ``plan.later_partner``): none ends a result now."""
-        streams, reads, later = self.state.streams, self.plan.stream_slots, self.plan.later_partner[s]
-        dead = 0
-        for y in range(self.n_streams):
-            if y != s and reads[y]:
-                buckets = streams[y].buckets
-                if not len(buckets):
-                    dead |= reads[y]
-                elif later[y] and buckets.newest_ts() < ts:
-                    dead |= later[y]
-        return dead
+    def _fed(self, s: int, ts: float) -> int:
+        """The slots reading ``s`` that a tuple of ``s`` at ``ts`` may end a result of now:
+        not those that also read a stream storing no tuple (or none at or after ``ts``
+        their window predicates want, ``plan.later_partner``)."""
+        partners = self._partners.get(s)
+        if partners is None:
+            partners = self._partners[s] = self._partners_of(s)
+        cand = self.plan.stream_slots[s]
+        streams = self.state.streams
+        for y, reads, later in partners:
+            buckets = streams[y].buckets
+            if not len(buckets):
+                cand &= ~reads
+            elif later and buckets.newest_ts() < ts:
+                cand &= ~later
+        return cand
+
+    def _partners_of(self, s: int) -> list[tuple[int, int, int]]:
+        """The streams other than ``s`` that slots reading ``s`` also read, each with those
+        slots and the ones among them that want its tuple at or after ``s``'s (with
+        many views, most streams share no slot with ``s``: they are not looked at)."""
+        plan = self.plan
+        mine, later = plan.stream_slots[s], plan.later_partner[s]
+        return [
+            (y, plan.stream_slots[y] & mine, later[y] & mine)
+            for y in range(self.n_streams)
+            if y != s and plan.stream_slots[y] & mine
+        ]
 
     # ------------------------------------------------------ predicate evaluation
 

@@ -140,15 +140,16 @@ class WindowState:
         for those slots)."""
         mine = stream_slots[s]
         cand = mine
-        wanted = []
+        wanted: list[tuple[float, int]] = []
         for y, store in enumerate(self.streams):
             reads = stream_slots[y] & mine if y < len(stream_slots) else 0
             if y == s or not reads:
                 continue
-            if not len(store.buckets):
+            newest = store.buckets.newest_ts()
+            if newest is None:  # (stores nothing)
                 cand &= ~reads
             elif later[y] & mine:
-                wanted.append((store.buckets.newest_ts(), later[y] & mine))
+                wanted.append((newest, later[y] & mine))
         wanted.sort(key=lambda item: item[0])
         dead = [0]
         for _, slots in wanted:

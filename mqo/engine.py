@@ -41,6 +41,7 @@ So no result is produced twice, whatever the order.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -98,6 +99,8 @@ class Engine:
         self._member_pairs: dict[tuple[bool, int], list[tuple[int, int, list[CompiledList]]]] = {}
         self._join_lists: dict[tuple[int, int], list[tuple[int, list[CompiledList], list[CompiledList]]]] = {}
         self._open: dict[int, list[tuple[int, int]]] = {}
+        # per stream, what _fed found the other streams storing, and when
+        self._feeds: dict[int, tuple[int, int, list[float], list[int]]] = {}
         self._tables_of = plan.version  # (a plan changed in place would make them again)
         self._reset_counts()
 
@@ -143,7 +146,7 @@ class Engine:
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        cand = stream_slots & ~self._unfed(t.stream, t.row[0])
+        cand = self._fed(t.stream, t.row[0])
         if not cand:
             return results
         # The attribute phase comes first and what it leaves of ``t``'s candidates is
@@ -204,23 +207,24 @@ class Engine:
 
     def _clear_tables(self) -> None:
         """Forget the per-mask tables (made again from the plan as partials need them)."""
-        for table in (self._links, self._probes, self._member_pairs, self._join_lists, self._open):
+        for table in (self._links, self._probes, self._member_pairs, self._join_lists, self._open, self._feeds):
             table.clear()
         self._tables_of = self.plan.version
 
-    def _unfed(self, s: int, ts: float) -> int:
-        """Slots that also read a stream other than ``s`` storing no tuple (or none at or after
-        ``ts`` their window predicates want, ``plan.later_partner``): none ends a result now."""
-        streams, reads, later = self.state.streams, self.plan.stream_slots, self.plan.later_partner[s]
-        dead = 0
-        for y in range(self.n_streams):
-            if y != s and reads[y]:
-                buckets = streams[y].buckets
-                if not len(buckets):
-                    dead |= reads[y]
-                elif later[y] and buckets.newest_ts() < ts:
-                    dead |= later[y]
-        return dead
+    def _fed(self, s: int, ts: float) -> int:
+        """The slots reading ``s`` that a tuple of ``s`` at ``ts`` may end a result of now:
+        not those that also read a stream storing no tuple (or none at or after ``ts``
+        their window predicates want, ``plan.later_partner``). What the other streams
+        store is looked at again only when one of them changed (a run of bids between
+        two rows of the views they join costs a binary search each)."""
+        state = self.state
+        seen = state.changes - state.changed[s]  # (the other streams' changes: they only grow)
+        fed = self._feeds.get(s)
+        if fed is None or fed[0] != seen:
+            plan = self.plan
+            fed = self._feeds[s] = (seen, *state.feeding(s, plan.stream_slots, plan.later_partner[s]))
+        _, cand, newest, dead = fed
+        return cand & ~dead[bisect_left(newest, ts)]
 
     # ------------------------------------------------------ predicate evaluation
 
@@ -535,6 +539,8 @@ class Engine:
         if not special:
             return
         rows: list[Any] = [m.row if m is not None else None for m in p.tuples]
+        found: tuple[Any, ...] | None = None  # which tuples p holds, for reporting once per query
+        reported = 0  # (one block for them all: results in slot order, as block by block)
         while special:
             low = special & -special
             special ^= low
@@ -547,11 +553,15 @@ class Engine:
                 if not all(test(rows) for test in slot.residuals):
                     continue
             if slot.multi_disjunct:
-                key = (slot.query.name, *(m.seq if m is not None else -1 for m in p.tuples))
+                if found is None:  # (the streams p holds and their tuples' arrival numbers)
+                    found = (p.mask, *(m.seq for m in p.tuples if m is not None))
+                key = (slot.query.name, *found)
                 if key in self._emitted:
                     continue
                 self._emitted.add(key)
-            results.append(ResultBlock(low, p.tuples, p.hi))
+            reported |= low
+        if reported:
+            results.append(ResultBlock(reported, p.tuples, p.hi))
 
     def _check_qed(self, p: Partial, done: int) -> None:
         """The thesis' subset test, slot by slot: a debugging aid for the tests."""

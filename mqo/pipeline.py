@@ -60,6 +60,7 @@ from mqo.prepare import (
     PreparedBatch,
     attribute_work,
     check_prepared,
+    engine_cands_in_order,
     prepare_batch,
     rows_in_order,
 )
@@ -304,7 +305,8 @@ class Pipeline:
         if not n:
             return
         ts = np.empty(n, np.float64)
-        flags = np.empty(n, np.int8)
+        flags = np.empty(n, np.int8)  # every role's work
+        own = np.empty(n, np.int8)  # role 1's
         streams = np.empty(n, np.int64)
         alone = np.zeros(n, bool)
         held = self.held
@@ -312,6 +314,7 @@ class Pipeline:
             chosen = which == k
             ts[chosen] = prep.ts[row_indexes[chosen]]
             flags[chosen] = prep.visit_flags()[row_indexes[chosen]]
+            own[chosen] = prep.flags[row_indexes[chosen]]
             streams[chosen] = prep.stream
             if held is None:  # (held results go in with their arrival numbers one by one)
                 alone[chosen] = alone_rows(prep, apart)[row_indexes[chosen]]
@@ -326,31 +329,35 @@ class Pipeline:
         runs = np.searchsorted(singles, visited).tolist()  # the singles before each visited row
         done = 0  # singles yielded
         advanced = -1  # the row whose watermark the horizon was last moved to
-        stored: list[tuple[Any, ...]] = []
         for v, (j, before) in enumerate(zip(visited.tolist(), runs, strict=True)):
             if before > done:
                 yield from self._alone_runs(prepared, which, row_indexes, singles[done:before])
                 done = before
-            if v % ROWS_AT_ONCE == 0:  # the visited rows' stored rows, made a column at a time
+            c = v % ROWS_AT_ONCE
+            if c == 0:  # the next visited rows' stored rows and candidates, made a batch at a time
                 at = visited[v : v + ROWS_AT_ONCE]
                 stored = rows_in_order(prepared, which[at], row_indexes[at])
-            prep, i, row = prepared[int(which[j])], int(row_indexes[j]), stored[v % ROWS_AT_ONCE]
-            if late[j]:
-                self._late(prep.stream, row, marks[j])
+                cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
+                lists = (which[at].tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
+                parts = list(zip(*lists, strict=True))
+            k, i, own_flags, is_late = parts[c]
+            prep = prepared[k]
+            if is_late:
+                self._late(prep.stream, stored[c], marks[j])
                 continue
             if advanced != j:
                 self._advance(marks[j])
-            blocks = self._matched_row(prep, i, int(prep.flags[i]), row)
-            self._advance(marks[j + 1])
+            blocks = self._matched_row(prep, i, own_flags, stored[c], cands[c])
+            self.replay_mark = mark = marks[j + 1]
+            self._advance(mark)
             advanced = j + 1
-            self.replay_mark = marks[j + 1]
             if held is None:
                 yield j, blocks
                 continue
             held.add(blocks, first + j)
-            released = self._released(marks[j + 1])
+            released = self._released(mark)
             if self.config.check:
-                self._check_time(marks[j + 1])
+                self._check_time(mark)
             if released:
                 yield j, released
         if done < len(singles):
@@ -427,28 +434,44 @@ class Pipeline:
         return out
 
     def _matched_row(
-        self, prepared: PreparedBatch, i: int, flags: int, row: tuple[Any, ...] | None = None
+        self,
+        prepared: PreparedBatch,
+        i: int,
+        flags: int,
+        row: tuple[Any, ...] | None = None,
+        cand: int | None = None,
     ) -> list[ResultBlock]:
         """Row i of a prepared batch, known not to be late (``flags``: its role 1's
-        work; then its further roles, each with its own flags); ``row``: its stored row, if made."""
+        work; then its further roles, each with its own flags); ``row``: its stored row,
+        and ``cand``: its role 1's engine candidates (:meth:`PreparedBatch.engine_cand`), if made."""
         blocks: list[ResultBlock] = []
-        roles = [role for role in prepared.roles if role.flags[i]]
+        roles = [role for role in prepared.roles if role.flags[i]] if prepared.roles else prepared.roles
         if not flags and not roles:
             return blocks
         assert self.plan is not None
         t = StoredTuple(prepared.stream, self.seq, prepared.row(i) if row is None else row)
         self.seq += 1
-        self._matched_flags(prepared, i, flags, t, blocks)
+        self._matched_flags(prepared, i, flags, t, blocks, cand)
         for role in roles:
             self._matched_flags(role, i, int(role.flags[i]), StoredTuple(role.stream, t.seq, t.row), blocks)
         return blocks
 
     def _matched_flags(
-        self, prepared: PreparedBatch, i: int, flags: int, t: StoredTuple, blocks: list[ResultBlock]
+        self,
+        prepared: PreparedBatch,
+        i: int,
+        flags: int,
+        t: StoredTuple,
+        blocks: list[ResultBlock],
+        cand: int | None = None,
     ) -> None:
-        """What ``flags`` ask for tuple ``t``, row i of ``prepared``: results to ``blocks``."""
+        """What ``flags`` ask for tuple ``t``, row i of ``prepared`` (``cand``: its engine
+        candidates, if made): results to ``blocks``."""
         assert self.plan is not None
-        cand = prepared.engine_cand(i) if flags & ENGINE else 0
+        if not flags & ENGINE:
+            cand = 0
+        elif cand is None:
+            cand = prepared.engine_cand(i)
         alone = cand & prepared.disjunct_bits  # single-stream queries' disjuncts (mqo.alone)
         if flags & SINGLE or alone:
             members: list[StoredTuple | None] = [None] * len(self.plan.streams)

@@ -23,6 +23,7 @@ CLI's merged runs), which keeps results exactly those of pushing one by one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,20 +138,42 @@ class PreparedBatch:
         return bits
 
     def engine_cand(self, i: int) -> int:
+        """Row i's candidate slots the engine decides (0 for a row the kernels left none)."""
         k = self.kept[i]
         return 0 if k < 0 else bitset_to_int(self.cand[k] & self.engine_mask)
+
+    def engine_cands(self, rows: np.ndarray) -> list[int]:
+        """:meth:`engine_cand` of each of ``rows``, masked a batch at a time."""
+        return [bitset_to_int(words) for words in self.candidates(rows) & self.engine_mask]
 
 
 def rows_in_order(prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray) -> list[tuple[Any, ...]]:
     """The stored rows of row ``row_indexes[j]`` of ``prepared[which[j]]`` for each j, in
     that order (each batch's made a column at a time, :meth:`PreparedBatch.rows`)."""
+    return _in_order(prepared, which, row_indexes, PreparedBatch.rows)
+
+
+def engine_cands_in_order(prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray) -> list[int]:
+    """:meth:`PreparedBatch.engine_cands` of row ``row_indexes[j]`` of ``prepared[which[j]]``
+    for each j, in that order."""
+    return _in_order(prepared, which, row_indexes, PreparedBatch.engine_cands)
+
+
+def _in_order(
+    prepared: list[PreparedBatch],
+    which: np.ndarray,
+    row_indexes: np.ndarray,
+    made: Callable[[PreparedBatch, np.ndarray], list[Any]],
+) -> list[Any]:
+    """What ``made`` gives for row ``row_indexes[j]`` of ``prepared[which[j]]`` for each j,
+    in that order (made a batch at a time)."""
     if len(prepared) == 1:
-        return prepared[0].rows(row_indexes)
+        return made(prepared[0], row_indexes)
     out: list[Any] = [None] * len(which)
     for k, prep in enumerate(prepared):
         mine = np.flatnonzero(which == k)
-        for at, row in zip(mine.tolist(), prep.rows(row_indexes[mine]), strict=True):
-            out[at] = row
+        for at, item in zip(mine.tolist(), made(prep, row_indexes[mine]), strict=True):
+            out[at] = item
     return out
 
 

@@ -60,6 +60,15 @@ if TYPE_CHECKING:
 
 TYPES = INDEXED_KINDS
 ALL_ORDERS: tuple[tuple[Kind, Kind, Kind], ...] = tuple(permutations(TYPES))  # type: ignore[assignment]
+ORDER_NAMES = [order_name(order) for order in ALL_ORDERS]  # (a tuple of Kinds hashes in Python: by index)
+_A, _J = Kind.ATTRIBUTE, Kind.JOIN
+
+
+def _at(kind: Kind, position: int | None) -> int:
+    """Where the figures of ``kind`` at ``position`` (None: any) sit in a stream's
+    :attr:`AdaptivePolicy.tables` row (a Kind's hash is a Python-level call: the hot
+    paths tell the types apart by identity instead)."""
+    return (0 if kind is _A else 1 if kind is _J else 2) * 4 + (3 if position is None else position)
 
 
 @dataclass
@@ -108,10 +117,19 @@ class TypeStats:
             return
         ratio = left / entered
         per = work / entered
-        self.fanout.add(ratio)
-        self.cost.add(per)
-        self.slow_fanout.add(ratio)
-        self.slow_cost.add(per)
+        # Each of the four averages takes its value by Average.add's rule, written out
+        # here: every phase of every engine tuple lands in two of these, and four method
+        # calls a time cost more than the arithmetic (test_reorder holds the two equal)
+        for avg, x in ((self.fanout, ratio), (self.cost, per), (self.slow_fanout, ratio), (self.slow_cost, per)):
+            value = avg.value
+            if value is None:
+                avg.value = x
+                continue
+            fresh = avg.fresh = avg.fresh + 1
+            rate = avg.rate
+            if fresh < 1 / rate and 1.0 / fresh > rate:
+                rate = 1.0 / fresh
+            avg.value = value + rate * (x - value)
         self.samples += 1
 
     def drifted(self, threshold: float) -> bool:
@@ -171,6 +189,7 @@ class AdaptivePolicy:
         self.stats: list[dict[tuple[Kind, int | None], TypeStats]] = [
             {(k, p): TypeStats() for k in TYPES for p in (0, 1, 2, None)} for _ in range(n)
         ]
+        self.tables = self._tables()
         self.list_pass: dict[int, Average] = {}
         self.hysteresis = hysteresis
         self.drift = drift
@@ -229,6 +248,7 @@ class AdaptivePolicy:
         if not len(policy.orders) == len(policy.running) == len(stats) == len(policy.typical) == n:
             raise ValueError("the adaptive order's statistics do not cover its streams")
         policy.stats = [{key: _type_stats(item) for key, item in zip(_STAT_KEYS, per, strict=True)} for per in stats]
+        policy.tables = policy._tables()
         policy.list_pass = {int(index): _average(rest) for index, *rest in data["list_pass"]}
         policy.seen = [int(x) for x in data["seen"]]
         policy.explored = [int(x) for x in data["explored"]]
@@ -240,6 +260,16 @@ class AdaptivePolicy:
         policy.changes = int(data["changes"])
         policy.switches = [Switch(**switch) for switch in data["switches"]]
         return policy
+
+    def _tables(self) -> list[list[TypeStats]]:
+        """Per stream, the same figures as :attr:`stats` in a list, at :func:`_at`."""
+        tables = []
+        for per in self.stats:
+            row: list[TypeStats] = [TypeStats()] * 12
+            for (kind, position), ts in per.items():
+                row[_at(kind, position)] = ts
+            tables.append(row)
+        return tables
 
     # ------------------------------------------------------------ the engine side
 
@@ -283,14 +313,15 @@ class AdaptivePolicy:
     def observe(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
         """One tuple's phases, in the order they ran: (type, partials in, partials
         out, work)."""
-        stats = self.stats[stream]
+        table = self.tables[stream]
         changed: list[TypeStats] = []
         self.weigh_trial(stream, phases)
         for position, (kind, entered, left, work) in enumerate(phases):
             if entered:  # (no partial in: nothing measured)
-                at = stats[(kind, position)]
+                row = 0 if kind is _A else 4 if kind is _J else 8  # (as _at)
+                at = table[row + position]
                 at.observe(entered, left, work)
-                stats[(kind, None)].observe(entered, left, work)
+                table[row + 3].observe(entered, left, work)
                 changed.append(at)
         self.seen[stream] += 1
         self.total += 1
@@ -300,12 +331,14 @@ class AdaptivePolicy:
         looking_with = (self.drift, self.warmup)
         if self._looked_with[stream] != looking_with:  # the first look (or new settings): all
             self._looked_with[stream] = looking_with
-            changed = [ts for key, ts in stats.items() if key[1] is not None]
+            changed = [ts for key, ts in self.stats[stream].items() if key[1] is not None]
         # the figures that did not change were looked at when they last did (a drift
         # then refreshed them all): only the changed ones can have drifted since
-        if any(ts.drifted(self.drift) for ts in changed):
-            self.refresh(stream)
-            return
+        drift = self.drift
+        for ts in changed:
+            if ts.drifted(drift):
+                self.refresh(stream)
+                return
         if (
             seen == self.warmup
             or seen == self.reset_at[stream] + self.settle
@@ -316,7 +349,9 @@ class AdaptivePolicy:
     def weigh_trial(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
         """A tuple's work: typical of the running order, or, for a trial of another,
         too much to try it again (more than ``explore_every`` typical tuples)."""
-        work_done = sum(phase[3] for phase in phases)
+        work_done = 0
+        for phase in phases:  # (no generator: most tuples have one phase, or none)
+            work_done += phase[3]
         running = self.running[stream]
         if running == self.orders[stream]:
             self.typical[stream].add(work_done)
@@ -343,11 +378,11 @@ class AdaptivePolicy:
         else:  # (stopped in the completion, which counts toward the last phase)
             kind, entered, left, done = trial[-1]
             trial[-1] = (kind, entered, left, done + rest)
-        stats = self.stats[stream]
+        table = self.tables[stream]
         for position, (kind, entered, left, done) in enumerate(trial):
             if entered:
-                stats[(kind, position)].observe(entered, left, done)
-                stats[(kind, None)].observe(entered, left, done)
+                table[_at(kind, position)].observe(entered, left, done)
+                table[_at(kind, None)].observe(entered, left, done)
         self.shunned[stream].add(running)
         self.running[stream] = self.orders[stream]
 
@@ -378,13 +413,14 @@ class AdaptivePolicy:
 
     def estimate(self, stream: int, order: tuple[Kind, ...]) -> float:
         """Estimated work per tuple of ``order`` for tuples of ``stream``."""
-        stats = self.stats[stream]
+        table = self.tables[stream]
         total = 0.0
         carried = 1.0
         for position, kind in enumerate(order):
-            ts = stats[(kind, position)]
+            row = 0 if kind is _A else 4 if kind is _J else 8  # (as _at)
+            ts = table[row + position]
             if ts.samples < 3:
-                ts = stats[(kind, None)]
+                ts = table[row + 3]
             cost = ts.cost.value if ts.cost.value is not None else 10.0
             fanout = ts.fanout.value if ts.fanout.value is not None else 1.0
             total += carried * cost
@@ -392,16 +428,18 @@ class AdaptivePolicy:
         return total
 
     def _repick(self, stream: int) -> None:
-        current = self.orders[stream]
-        estimates = {order_name(o): self.estimate(stream, o) for o in ALL_ORDERS}
+        current = ALL_ORDERS.index(self.orders[stream])
+        costs = [self.estimate(stream, o) for o in ALL_ORDERS]
         # (a shunned order's trial cost more than the tuples it was spread over: its
         # estimate, from one sample, is not trusted to run every tuple)
-        allowed = [o for o in ALL_ORDERS if o == current or o not in self.shunned[stream]]
-        best = min(allowed, key=lambda o: estimates[order_name(o)])
-        if best != current and estimates[order_name(best)] < estimates[order_name(current)] * (1 - self.hysteresis):
-            self.orders[stream] = best
+        shunned = self.shunned[stream]
+        allowed = [i for i, o in enumerate(ALL_ORDERS) if i == current or not shunned or o not in shunned]
+        best = min(allowed, key=costs.__getitem__)
+        if best != current and costs[best] < costs[current] * (1 - self.hysteresis):
+            self.orders[stream] = ALL_ORDERS[best]
+            estimates = dict(zip(ORDER_NAMES, costs, strict=True))
             self.switches.append(
-                Switch(self.total, self.streams[stream], order_name(current), order_name(best), estimates)
+                Switch(self.total, self.streams[stream], ORDER_NAMES[current], ORDER_NAMES[best], estimates)
             )
 
     # ------------------------------------------------------------------ display

@@ -61,6 +61,10 @@ class WindowState:
         self.width = width
         self.streams = [StreamStore(width) for _ in range(n_streams)]
         self._purged_to = float("-inf")
+        # how often tuples came or went, in all and per stream: what the engine keeps of
+        # the other streams (mqo.engine, Engine._fed) holds while the difference does
+        self.changes = 0
+        self.changed = [0] * n_streams
 
     def __len__(self) -> int:
         return sum(len(s.buckets) for s in self.streams)
@@ -74,6 +78,8 @@ class WindowState:
         of stream ``s`` that need a value index."""
         while len(self.streams) < len(indexed_positions):
             self.streams.append(StreamStore(self.width))
+            self.changed.append(0)
+        self.changes += 1  # (a tuple's bucket may change: counted as a change of every stream)
         if width != self.width:
             self.width = width
             self._purged_to = float("-inf")
@@ -94,7 +100,10 @@ class WindowState:
                     store.values[pos] = index
 
     def insert(self, t: StoredTuple) -> None:
-        self.streams[t.stream].insert(t)
+        s = t.stream
+        self.streams[s].insert(t)
+        self.changes += 1
+        self.changed[s] += 1
 
     def clear(self, s: int) -> None:
         """Forget every tuple of stream ``s`` (its indexes stay, empty)."""
@@ -102,6 +111,8 @@ class WindowState:
         fresh = StreamStore(self.width)
         fresh.values = {pos: ValueIndex(pos) for pos in store.values}
         self.streams[s] = fresh
+        self.changes += 1
+        self.changed[s] += 1
 
     def purge(self, horizon: float) -> int:
         """Drop the buckets entirely older than ``horizon``; returns tuples dropped.
@@ -110,7 +121,40 @@ class WindowState:
         if bucket <= self._purged_to:
             return 0
         self._purged_to = bucket
-        return sum(store.purge(horizon) for store in self.streams)
+        dropped = 0
+        for s, store in enumerate(self.streams):
+            gone = store.purge(horizon)
+            if gone:
+                dropped += gone
+                self.changes += 1
+                self.changed[s] += 1
+        return dropped
+
+    def feeding(self, s: int, stream_slots: list[int], later: list[int]) -> tuple[int, list[float], list[int]]:
+        """What a tuple of stream ``s`` may end results with, for :meth:`mqo.engine.Engine._fed`
+        (``stream_slots``: the slots reading each stream; ``later``: per stream, the slots
+        that want its tuple at or after ``s``'s, ``CompiledPlan.later_partner[s]``): the
+        slots reading ``s`` whose other streams all store a tuple; the newest ts stored
+        by each other stream some of those want later, ascending; and for each count k
+        of them, the slots of the first k (a tuple newer than those k finds no partner
+        for those slots)."""
+        mine = stream_slots[s]
+        cand = mine
+        wanted: list[tuple[float, int]] = []
+        for y, store in enumerate(self.streams):
+            reads = stream_slots[y] & mine if y < len(stream_slots) else 0
+            if y == s or not reads:
+                continue
+            newest = store.buckets.newest_ts()
+            if newest is None:  # (stores nothing)
+                cand &= ~reads
+            elif later[y] & mine:
+                wanted.append((newest, later[y] & mine))
+        wanted.sort(key=lambda item: item[0])
+        dead = [0]
+        for _, slots in wanted:
+            dead.append(dead[-1] | slots)
+        return cand, [newest for newest, _ in wanted], dead
 
     def snapshot(self) -> dict[str, Any]:
         """Plain data: per stream, the stored rows with their arrival numbers."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
+
 import mqo
+from mqo.batch import MatchBatch
 
 DDL = "REGISTER STREAM B (x INTEGER); REGISTER STREAM H (y INTEGER);"
 
@@ -90,3 +93,45 @@ def test_mixed_queries_with_attribute_filters_against_brute_force() -> None:
             and (by_id[b][2] < 2 or by_id[b][1] <= by_id[h][1])
         )
         assert got == want, rows
+
+
+def test_what_a_tuple_finds_stored_follows_every_change_of_its_partners() -> None:
+    """The engine keeps what a stream's partners store between its tuples and looks
+    again when one changes (``Engine._fed``): H tuples arriving between B's (some
+    newer than the B's after them), gaps in time over which the window's purge empties
+    H, and tuples of a third stream K (stored for a query of its own, no partner of B's)
+    in between. Pushed one by one and replayed, every (B, H) pair against brute force;
+    and a B newer than every stored H probes nothing, whatever K did before it."""
+    ddl = DDL + " REGISTER STREAM K (z INTEGER);"
+    column = {"B": "x", "H": "y", "K": "z"}
+    rng = random.Random(5)
+    for _ in range(25):
+        rows, top = [], 0.0
+        for _ in range(60):
+            top += rng.choice((2.0, 25.0) if rng.random() < 0.1 else (0.0, 0.5, 1.0))
+            rows.append((rng.choice("BHHK"), top, rng.randint(0, 2)))
+        others = [j for j, row in enumerate(rows) if row[0] != "K"]  # brute force's ids: positions among B and H
+        want = [(others[b], others[h]) for b, h in brute_force([rows[j] for j in others], 0.0, 0.0)]
+        for replayed in (False, True):
+            m = mqo.Matcher(ddl, time="global")
+            m.register_query("SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 10 WHERE B.x = H.y", "q")
+            m.register_query("SELECT * FROM K, H MAXWINDOW 5 WHERE K.z = H.y", "k")
+            found = []
+            if replayed:
+                prepared = []
+                for s in "BHK":
+                    mine = [(j, ts, v) for j, (name, ts, v) in enumerate(rows) if name == s]
+                    batch = {"ts": [r[1] for r in mine], "id": [r[0] for r in mine], column[s]: [r[2] for r in mine]}
+                    prepared.append(m.prepare(s, batch))
+                which = np.array(["BHK".index(name) for name, _, _ in rows])
+                positions = np.array([sum(1 for r in rows[:j] if r[0] == rows[j][0]) for j in range(len(rows))])
+                for _, blocks in m.replay(prepared, which, positions):
+                    found += MatchBatch(m.ensure_plan(), blocks).matches()
+            else:
+                for j, (stream, ts, value) in enumerate(rows):
+                    probes = m.counters.index_probes
+                    found += m.push(stream, ts, {column[stream]: value}, id=j)
+                    if stream == "B" and all(r[1] < ts for r in rows[:j] if r[0] == "H"):
+                        assert m.counters.index_probes == probes, "a B newer than every H probed"
+            got = sorted((r.ids["B"], r.ids["H"]) for r in found if r.query == "q")
+            assert got == want, (replayed, rows)

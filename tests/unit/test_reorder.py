@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mqo
-from mqo.reorder import ALL_ORDERS, AdaptivePolicy, order_name
+from mqo.reorder import ALL_ORDERS, AdaptivePolicy, Average, TypeStats, order_name
 from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from predicates import Kind
 
@@ -307,3 +307,27 @@ def test_a_trial_past_its_budget_stops_and_the_tuple_is_matched_in_its_own_order
             assert policy.shunned[1] & {(W, A, J), (W, J, A), (A, W, J)}, "a window-first order was tried"
             assert m.counters.retrieved < bids // 10, "no H row fetched a window of bids"
     assert found["adaptive"] == found["AJW"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 200), st.integers(0, 5000)), max_size=60),
+       st.sampled_from([0, 7, 30]))  # fmt: skip
+def test_type_stats_take_each_measurement_as_average_add_does(measurements, quicken_at):
+    """``TypeStats.observe`` writes ``Average.add``'s rule out for speed: the figures it
+    keeps are those of the four averages fed one by one, to the last bit (a refresh
+    in the middle makes the fast ones re-learn)."""
+    stats = TypeStats()
+    fanout, cost, slow_fanout, slow_cost = (Average(a.rate, fresh=a.fresh) for a in
+                                            (stats.fanout, stats.cost, stats.slow_fanout, stats.slow_cost))  # fmt: skip
+    for n, (entered, left, work) in enumerate(measurements):
+        if n == quicken_at:
+            stats.refresh()
+            fanout.quicken()
+            cost.quicken()
+            slow_fanout.value, slow_cost.value = fanout.value, cost.value
+        stats.observe(entered, left, work)
+        if entered:
+            for avg, x in ((fanout, left / entered), (cost, work / entered),
+                           (slow_fanout, left / entered), (slow_cost, work / entered)):  # fmt: skip
+                avg.add(x)
+    assert [stats.fanout, stats.cost, stats.slow_fanout, stats.slow_cost] == [fanout, cost, slow_fanout, slow_cost]

@@ -11,7 +11,7 @@ put together in :mod:`predicates.frontend`); what comes before it are caches
 
 from predicates.aggregate import AggregateQuery
 from predicates.ast import Aggregate, BoolLit, ColumnRef, ColumnType, Number, StringLit
-from predicates.catalog import Catalog, Column, StreamSchema
+from predicates.catalog import Catalog, Column, StreamSchema, split_role
 from predicates.entry import compile, compile_many
 from predicates.errors import MqoError, QueryError, Source, Span, did_you_mean
 from predicates.normalize import (
@@ -67,5 +67,6 @@ __all__ = [
     "parse_duration",
     "parse_queries",
     "parse_query",
+    "split_role",
     "split_tables",
 ]

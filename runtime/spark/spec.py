@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from mqo import Catalog, Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
-from predicates import ColumnRef, ColumnType
-from predicates.catalog import split_role
-from predicates.normalize import ColumnKey
+from predicates import ColumnKey, ColumnRef, ColumnType, split_role
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -136,6 +136,8 @@ def compile_many(
             text, catalog, source_name=where, first_position=position, taken=taken, max_disjuncts=max_disjuncts
         )
         position += len(parsed[k])
+    if not reading.groups:  # (none read from templates: a few texts, texts of many shapes)
+        return [record for k in range(len(texts)) for record in parsed[k]]
     rows = instantiate(reading, names, whole=not parsed)
     if isinstance(rows, RowQueries):
         return rows

@@ -74,6 +74,32 @@ _TOKEN_RE = re.compile(
 )
 
 
+def token_matches(text: str) -> tuple[list[str], list[int], list[int]]:
+    """The lexer's reading of ``text`` as three lists: per token its group in the
+    expression (``number``, ``ident``, ``quoted_ident``, ``string``, ``op``,
+    ``thesis_op``, ``punct``; ``error`` for a character that starts no token, which
+    ends the lists), its start and its end. Blanks and comments are no tokens."""
+    groups: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for m in _TOKEN_RE.finditer(text):
+        if m.start() != pos:
+            break  # (a character no token starts with: the search went past it)
+        group = m.lastgroup
+        end = m.end()
+        if group != "ws" and group != "comment":
+            groups.append(group)  # type: ignore[arg-type]
+            starts.append(pos)
+            ends.append(end)
+        pos = end
+    if pos < len(text):
+        groups.append("error")
+        starts.append(pos)
+        ends.append(pos + 1)
+    return groups, starts, ends
+
+
 def tokenize(source: Source) -> list[Token]:
     """All tokens of ``source``, ending with one EOF token.
 
@@ -83,12 +109,9 @@ def tokenize(source: Source) -> list[Token]:
     """
     text = source.text
     tokens: list[Token] = []
-    pos = 0
-    n = len(text)
-    match = _TOKEN_RE.match
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
+    groups, starts, ends = token_matches(text)
+    for group, pos, end in zip(groups, starts, ends, strict=True):
+        if group == "error":
             ch = text[pos]
             if ch == "'":
                 message = "unterminated string literal"
@@ -97,24 +120,16 @@ def tokenize(source: Source) -> list[Token]:
             else:
                 message = f"unexpected character {ch!r}"
             tokens.append(Token(T.ERROR, message, pos, pos + 1))
-            break
-        kind = m.lastgroup
-        end = m.end()
-        if kind == "number":
-            tokens.append(Token(T.NUMBER, m.group(), pos, end))
-        elif kind == "ident":
-            tokens.append(Token(T.IDENT, m.group(), pos, end))
-        elif kind == "quoted_ident":
-            tokens.append(Token(T.IDENT, m.group()[1:-1].replace('""', '"'), pos, end))
-        elif kind == "string":
-            tokens.append(Token(T.STRING, m.group(), pos, end))
-        elif kind == "op" or kind == "thesis_op":
-            tokens.append(Token(T.OP, m.group(), pos, end))
-        elif kind == "punct":
-            tokens.append(Token(T.PUNCT, m.group(), pos, end))
-        pos = end
+        elif group == "quoted_ident":
+            tokens.append(Token(T.IDENT, text[pos + 1 : end - 1].replace('""', '"'), pos, end))
+        else:
+            tokens.append(Token(_KINDS[group], text[pos:end], pos, end))
+    n = len(text)
     tokens.append(Token(T.EOF, "", n, n))
     return tokens
+
+
+_KINDS = {"number": T.NUMBER, "ident": T.IDENT, "string": T.STRING, "op": T.OP, "thesis_op": T.OP, "punct": T.PUNCT}
 
 
 MAX_DIGITS = 1000  # significant digits of a literal

@@ -52,9 +52,11 @@ from predicates.parser import parse_duration, parse_query
 from predicates.records import CompiledQuery, Conjunction, Context, Formula
 from predicates.semantic import bind
 from predicates.template_cache import FEWEST, TemplateCache
+from predicates.token_cut import cut_text
 from predicates.token_scan import BLANK_TABLE, NUMBER, QUOTED, STRING, WORDS, cut_tokens, lex_bytes
 
 _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learned again)
+_FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches even once numba is loaded
 
 Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
 Cutter = Callable[..., tuple[np.ndarray, ...]]  # cut_tokens, compiled
@@ -157,6 +159,11 @@ class TokenCache:
         that text."""
         if len(self.catalog) != self._streams_seen:
             self._reset()
+        if len(texts) < FEWEST and ("numba" not in sys.modules or sum(map(len, texts)) < _FEW_CHARS):
+            # a few texts: cut on the lexer's matches (the kernels' fixed cost would be
+            # most of the time, and before the first tuple their first load, numba's
+            # import, more than all of it); a long query file still goes to the kernels
+            return [self._read_text(text) for text in texts]
         out: list[tuple[list[str | None], list[CompiledQuery]] | None] = [None] * len(texts)
         ascii_texts = [text if text.isascii() else "" for text in texts]  # (the others: the parser's)
         joined = "".join(ascii_texts)
@@ -165,10 +172,6 @@ class TokenCache:
         data = np.frombuffer(joined.encode("ascii"), np.uint8)
         text_ends = np.cumsum(np.fromiter(map(len, ascii_texts), np.int64, len(ascii_texts)))
         lex, cut = self.lexer or lex_bytes, self.cutter or cut_tokens
-        if len(texts) < FEWEST and "numba" not in sys.modules:
-            # (a few texts before the first tuple: the kernels' first load, numba's
-            # import, would cost more than the plain functions on them)
-            lex, cut = lex_bytes, cut_tokens
         text_tokens, kind, start, end = lex(data, text_ends, BLANK_TABLE)
         (
             doubt,
@@ -255,37 +258,84 @@ class TokenCache:
                         )  # fmt: skip
                 if None in shortcuts:
                     break
-                numbers = [
-                    *prefix.values,
-                    *(s.constant(constants, n) for n, s in zip(first_number[a:b], shortcuts, strict=True)),
-                ]
-                # a predicate written twice is kept once by the front end: the parser's
-                numbered = [*prefix.key_numbers, *(s.key_number for s in shortcuts)]
-                if len(set(numbered)) != len(numbered) and len(set(zip(numbered, numbers, strict=True))) != len(
-                    numbered
-                ):
+                query = self._assemble(prefix, shortcuts, constants, first_number[a:b])
+                if query is None:
                     break
-                keys = (*prefix.keys, *(s.key for s in shortcuts))
-                plain = all(type(v) is float for v in numbers)
-                conjunction = Conjunction(keys, array("d", numbers) if plain else tuple(numbers))
-                queries.append(CompiledQuery("", prefix.context, prefix.maxwindow, ((conjunction, ()),)))
+                queries.append(query)
             else:
                 out[t] = (names[of_text[t] : of_text[t + 1]], queries)
         return out
 
     @staticmethod
-    def _names(tokens: _Tokens, name_token: np.ndarray) -> list[str | None]:
+    def _assemble(
+        prefix: Prefix, shortcuts: list[Shortcut], numbers: list[float], firsts: Sequence[int]
+    ) -> CompiledQuery | None:
+        """A piece's query (named by the caller): its prefix's context, window and
+        predicates, then per comparison its template's key and constant (its numbers
+        start at ``numbers[firsts[i]]``); None for a predicate written twice."""
+        values = [*prefix.values, *(s.constant(numbers, n) for n, s in zip(firsts, shortcuts, strict=True))]
+        # a predicate written twice is kept once by the front end: the parser's
+        numbered = [*prefix.key_numbers, *(s.key_number for s in shortcuts)]
+        if len(set(numbered)) != len(numbered) and len(set(zip(numbered, values, strict=True))) != len(numbered):
+            return None
+        keys = (*prefix.keys, *(s.key for s in shortcuts))
+        plain = all(type(v) is float for v in values)
+        conjunction = Conjunction(keys, array("d", values) if plain else tuple(values))
+        return CompiledQuery("", prefix.context, prefix.maxwindow, ((conjunction, ()),))
+
+    def _read_text(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:
+        """:meth:`read` of one text, cut on the lexer's matches (:mod:`predicates.token_cut`:
+        a call of a few texts costs no arrays)."""
+        cut = cut_text(text) if text.isascii() else None
+        if cut is None or not cut.pieces:
+            return None
+        tokens = _Tokens(text, cut.kind, cut.start, cut.end)  # type: ignore[arg-type]
+        names: list[str | None] = []
+        queries = []
+        for piece in cut.pieces:
+            prefix = self._prefixes.get(piece.prefix, _MISSING)
+            if prefix is _MISSING:
+                prefix = self._learn_prefix(tokens, piece.select_token, piece.where_token)
+                if len(self._prefixes) >= _KEPT:
+                    self._prefixes.clear()
+                self._prefixes[piece.prefix] = prefix
+            numbers = piece.numbers
+            if prefix is None or any(v != v for v in numbers):  # (NaN: a number not plain)
+                return None
+            shortcuts = []
+            firsts = [first for _, _, _, first in piece.comparisons]
+            for c, (skeleton, first, last, n0) in enumerate(piece.comparisons):
+                own = numbers[n0 : firsts[c + 1] if c + 1 < len(firsts) else len(numbers)]
+                shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
+                if shortcut is not None and shortcut.fixed:
+                    shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
+                if shortcut is None:
+                    return None
+                shortcuts.append(shortcut)
+            query = self._assemble(prefix, shortcuts, numbers, firsts)
+            if query is None:
+                return None
+            names.append(None if piece.name_token < 0 else self._name(tokens, piece.name_token))
+            queries.append(query)
+        return names, queries
+
+    @staticmethod
+    def _name(tokens: _Tokens, i: int) -> str:
+        """The header name of token ``i``, as the parser reads it."""
+        text = tokens.text(i)
+        kind = tokens.kind[i]
+        if kind == STRING:
+            return text[1:-1].replace("''", "'")
+        if kind == QUOTED:
+            return text[1:-1].replace('""', '"')
+        return text
+
+    @classmethod
+    def _names(cls, tokens: _Tokens, name_token: np.ndarray) -> list[str | None]:
         """Each piece's header name (None: it has none), as the parser reads it."""
         names: list[str | None] = [None] * len(name_token)
         for k in np.flatnonzero(name_token >= 0).tolist():
-            i = int(name_token[k])
-            text = tokens.text(i)
-            kind = tokens.kind[i]
-            if kind == STRING:
-                text = text[1:-1].replace("''", "'")
-            elif kind == QUOTED:
-                text = text[1:-1].replace('""', '"')
-            names[k] = text
+            names[k] = cls._name(tokens, int(name_token[k]))
         return names
 
     # ----------------------------------------------------------------- learning

@@ -226,6 +226,7 @@ class TokenCache:
         nans = np.concatenate(([0], np.cumsum(np.isnan(values))))
         number_bounds = comparison_numbers[piece_comparisons]
         odd_number = (nans[number_bounds[1:]] > nans[number_bounds[:-1]]).tolist()
+        general = False  # whether a template of this call has fixed numbers or a formula
         for t in np.flatnonzero(~doubt & (np.diff(text_pieces) > 0)).tolist():
             queries = []
             for k in range(of_text[t], of_text[t + 1]):
@@ -241,24 +242,28 @@ class TokenCache:
                     for i, c in enumerate(range(a, b)):
                         if shortcuts[i] is _MISSING:
                             g = groups[c]
-                            shortcuts[i] = table[g] = self._shortcut(
+                            shortcut = shortcuts[i] = table[g] = self._shortcut(
                                 prefix, comparison_skeletons[comparison_at[g] : comparison_at[g + 1]], tokens,
                                 int(first_token[c]), int(last_token[c]),
                                 constants[first_number[c] : first_number[c + 1]],
                             )  # fmt: skip
+                            if shortcut is not None and (shortcut.fixed or shortcut.formula is not None):
+                                general = True  # (the call's usual texts: numbers times 1 or -1 only)
                 if None in shortcuts:
                     break
-                for i, shortcut in enumerate(shortcuts):
-                    if shortcut.fixed:  # (a factor: the template of its value)
-                        c = a + i
-                        g = groups[c]
-                        shortcuts[i] = self._variant(
-                            prefix, shortcut, comparison_skeletons[comparison_at[g] : comparison_at[g + 1]], tokens,
-                            int(first_token[c]), int(last_token[c]), constants[first_number[c] : first_number[c + 1]],
-                        )  # fmt: skip
-                if None in shortcuts:
-                    break
-                query = self._assemble(prefix, shortcuts, constants, first_number[a:b])
+                if general:
+                    for i, shortcut in enumerate(shortcuts):
+                        if shortcut.fixed:  # (a factor: the template of its value)
+                            c = a + i
+                            g = groups[c]
+                            shortcuts[i] = self._variant(
+                                prefix, shortcut, comparison_skeletons[comparison_at[g] : comparison_at[g + 1]],
+                                tokens, int(first_token[c]), int(last_token[c]),
+                                constants[first_number[c] : first_number[c + 1]],
+                            )  # fmt: skip
+                    if None in shortcuts:
+                        break
+                query = self._assemble(prefix, shortcuts, constants, first_number[a:b], general)
                 if query is None:
                     break
                 queries.append(query)
@@ -268,18 +273,27 @@ class TokenCache:
 
     @staticmethod
     def _assemble(
-        prefix: Prefix, shortcuts: list[Shortcut], numbers: list[float], firsts: Sequence[int]
+        prefix: Prefix, shortcuts: list[Shortcut], numbers: list[float], firsts: Sequence[int], general: bool
     ) -> CompiledQuery | None:
         """A piece's query (named by the caller): its prefix's context, window and
         predicates, then per comparison its template's key and constant (its numbers
-        start at ``numbers[firsts[i]]``); None for a predicate written twice."""
-        values = [*prefix.values, *(s.constant(numbers, n) for n, s in zip(firsts, shortcuts, strict=True))]
+        start at ``numbers[firsts[i]]``; ``general``: some template may have a formula);
+        None for a predicate written twice."""
+        values: list[Any]
+        if general:
+            values = [s.constant(numbers, n) for n, s in zip(firsts, shortcuts, strict=True)]
+        else:  # (per comparison one number times 1 or -1: its double)
+            values = [numbers[n + s.number] * s.alpha + 0.0 for n, s in zip(firsts, shortcuts, strict=True)]
+        numbered = [s.key_number for s in shortcuts]
+        keys = tuple([s.key for s in shortcuts])
+        if prefix.keys:
+            values = [*prefix.values, *values]
+            numbered = [*prefix.key_numbers, *numbered]
+            keys = prefix.keys + keys
         # a predicate written twice is kept once by the front end: the parser's
-        numbered = [*prefix.key_numbers, *(s.key_number for s in shortcuts)]
         if len(set(numbered)) != len(numbered) and len(set(zip(numbered, values, strict=True))) != len(numbered):
             return None
-        keys = (*prefix.keys, *(s.key for s in shortcuts))
-        plain = all(type(v) is float for v in values)
+        plain = not general or all(type(v) is float for v in values)
         conjunction = Conjunction(keys, array("d", values) if plain else tuple(values))
         return CompiledQuery("", prefix.context, prefix.maxwindow, ((conjunction, ()),))
 
@@ -312,7 +326,7 @@ class TokenCache:
                 if shortcut is None:
                     return None
                 shortcuts.append(shortcut)
-            query = self._assemble(prefix, shortcuts, numbers, firsts)
+            query = self._assemble(prefix, shortcuts, numbers, firsts, True)
             if query is None:
                 return None
             names.append(None if piece.name_token < 0 else self._name(tokens, piece.name_token))

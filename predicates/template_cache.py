@@ -66,6 +66,7 @@ _LEARN_TRIAL = 16  # pieces learned before learning must show it pays...
 _LEARN_PAYS = 4  # ...by one hit per this many learned
 _VARIANTS = 64  # templates of one skeleton for other fixed numbers, learned in one scan
 _UNLEARNED: Any = object()
+_NONE_READ = np.zeros(0, np.bool_)
 # what a hole of a template is: a list key's constant (times its sign), a number of
 # the query's text that must stay as it is, or a number inside a comment
 PARAMETER, FIXED, COMMENT = 0, 1, 2
@@ -149,8 +150,14 @@ class Reading:
 
     @classmethod
     def nothing(cls, texts: int) -> Reading:
-        """No text read (none scanned)."""
-        return cls(np.zeros(texts + 1, np.int64), np.zeros(0, np.bool_), [], [])
+        """No text read (none scanned; made without arrays: one ``register_query``)."""
+        reading = cls.__new__(cls)
+        reading.pieces_of_text = [0] * (texts + 1)
+        reading.read_piece = _NONE_READ
+        reading.names = []
+        reading.groups = []
+        reading._text_read = [False] * texts
+        return reading
 
     def all_read(self) -> bool:
         """Whether every text's pieces were read (and every text has one)."""

@@ -58,27 +58,91 @@ BLANK = r"[ \t\r\n\f]"
 NUMBER_LITERAL = r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 WORD = r"[A-Za-z_][A-Za-z_0-9]*"
 
-_TOKEN_RE = re.compile(
-    rf"""
-    (?P<ws>{BLANK}+)
-  | (?P<comment>--[^\n]*)
-  | (?P<number>{NUMBER_LITERAL})
-  | (?P<thesis_op>(?i:lt=|gt=)(?![=<>]))
-  | (?P<ident>{WORD})
-  | (?P<quoted_ident>"(?:[^"\n]|"")*")
-  | (?P<string>'(?:[^'\n]|'')*')
-  | (?P<op><=|>=|<>|!=|==|<|>|=|\+|-|\*|/)
-  | (?P<punct>[(),.;:\[\]])
-    """,
-    re.VERBOSE,
+# the tokens, in the order the lexer tries them (the first that matches is the token)
+_ALTERNATIVES = (
+    ("ws", f"{BLANK}+"),
+    ("comment", r"--[^\n]*"),
+    ("number", NUMBER_LITERAL),
+    ("thesis_op", r"(?i:lt=|gt=)(?![=<>])"),
+    ("ident", WORD),
+    ("quoted_ident", r'"(?:[^"\n]|"")*"'),
+    ("string", r"'(?:[^'\n]|'')*'"),
+    ("op", r"<=|>=|<>|!=|==|<|>|=|\+|-|\*|/"),
+    ("punct", r"[(),.;:\[\]]"),
 )
+_TOKEN_RE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _ALTERNATIVES))
+# The same alternatives as one **run**: the tokens up to the next number (blanks and
+# comments among them) and that number. ``(?![0-9]|\.[0-9])`` first: where a number
+# starts (a digit, or a dot and a digit: where NUMBER_LITERAL matches), the lexer takes
+# the number (no blank or comment starts with a digit or a dot);
+# ``(?>...)`` and ``*+``: the first alternative that matches is kept and never given
+# back, as the lexer keeps it. ``findall`` then reads a text in C, a match per number.
+_RUN_RE = re.compile(
+    "((?:(?![0-9]|\\.[0-9])(?>"
+    + "|".join(pattern for name, pattern in _ALTERNATIVES if name != "number")
+    + f"))*+)({NUMBER_LITERAL})?"
+)
+# a run's tokens (groups, starts and ends from the run's start), by its text: query
+# texts written by a program repeat their runs (" AND E.a5 <= ") thousands of times
+_RUNS: dict[str, tuple[list[str], list[int], list[int]]] = {}
+_RUNS_KEPT = 4096
+
+
+def token_runs(text: str) -> list[tuple[str, str]] | None:
+    """``text`` as its runs (see ``_RUN_RE``): per run its text before a number and the
+    number ('' for none); None where they do not tile it (a character that starts no
+    token: :func:`token_matches` places the error)."""
+    runs: list[tuple[str, str]] = _RUN_RE.findall(text)
+    if sum([len(r) + len(n) for r, n in runs]) != len(text):
+        return None
+    return runs
+
+
+def run_matches(run: str) -> tuple[list[str], list[int], list[int]]:
+    """:func:`token_matches` of a run of :func:`token_runs`, cached by its text: a run's
+    tokens depend on its text alone (its last token is followed by a number's digit or
+    dot, or by the end, and no token but an identifier, a ``.`` or a comment would reach
+    into a digit or a dot, and each of those would have taken the number into itself,
+    ending no run there). The lists are shared: not to be changed."""
+    cached = _RUNS.get(run)
+    if cached is None:
+        cached = matches_one_by_one(run)
+        if len(_RUNS) >= _RUNS_KEPT:
+            _RUNS.clear()
+        _RUNS[run] = cached
+    return cached
 
 
 def token_matches(text: str) -> tuple[list[str], list[int], list[int]]:
     """The lexer's reading of ``text`` as three lists: per token its group in the
     expression (``number``, ``ident``, ``quoted_ident``, ``string``, ``op``,
     ``thesis_op``, ``punct``; ``error`` for a character that starts no token, which
-    ends the lists), its start and its end. Blanks and comments are no tokens."""
+    ends the lists), its start and its end. Blanks and comments are no tokens.
+    Read run by run (:func:`token_runs`, :func:`run_matches`)."""
+    runs = token_runs(text)
+    if runs is None:
+        return matches_one_by_one(text)
+    groups: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for run, number in runs:
+        if run:
+            run_groups, run_starts, run_ends = run_matches(run)
+            groups += run_groups
+            starts += map(pos.__add__, run_starts)
+            ends += map(pos.__add__, run_ends)
+            pos += len(run)
+        if number:
+            groups.append("number")
+            starts.append(pos)
+            pos += len(number)
+            ends.append(pos)
+    return groups, starts, ends
+
+
+def matches_one_by_one(text: str) -> tuple[list[str], list[int], list[int]]:
+    """:func:`token_matches`, a match of the lexer's expression at a time."""
     groups: list[str] = []
     starts: list[int] = []
     ends: list[int] = []

@@ -15,9 +15,10 @@ the two cuts equal on random texts.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 
-from predicates.lexer import token_matches
+from predicates.lexer import run_matches, token_runs
 from predicates.token_scan import DIGITS, ERROR, IDENT, NUMBER, OP, PUNCT, QUOTED, STRING
 
 # the lexer's groups as the kernels' kinds
@@ -64,79 +65,134 @@ def plain_value(text: str) -> float:
 
 def cut_text(text: str) -> Cut | None:
     """The pieces of an ASCII ``text``, or None where ``cut_tokens`` finds a doubt."""
-    groups, start, end = token_matches(text)
-    kind = [KIND_OF[g] for g in groups]
-    # (upper case: the words the cut looks for, none longer than MAXWINDOW)
-    words = [
-        text[s:e].upper() if g == "ident" and e - s <= 9 else "" for g, s, e in zip(groups, start, end, strict=True)
-    ]
+    runs = token_runs(text)
+    if runs is None:
+        return None  # (a character that starts no token: a doubt)
+    kind: list[int] = []
+    start: list[int] = []
+    end: list[int] = []
+    words: list[str] = []  # (upper case: the words the cut looks for, none longer than MAXWINDOW)
+    parts: list[str] = []  # per token its kind byte and text (a number's: its kind byte alone)
+    number_at: list[int] = []  # the number tokens
+    values: list[float] = []  # and their values
+    number_part = _KIND_CHAR[NUMBER]
+    pos = 0
+    for run, number in runs:
+        run_kind, run_start, run_end, run_words, run_parts = _run_tokens(run, number != "")
+        kind += run_kind
+        words += run_words
+        parts += run_parts
+        start += map(pos.__add__, run_start)
+        end += map(pos.__add__, run_end)
+        pos += len(run)
+        if number:  # (the run's number placeholder: this number's bounds)
+            number_at.append(len(kind) - 1)
+            values.append(plain_value(number))
+            pos += len(number)
+            end[-1] = pos
     n = len(kind)
+    semicolons = [x for x in range(n) if parts[x] == _SEMICOLON] if ";" in text else []
     pieces: list[Piece] = []
     i = 0
     while i < n:
-        if kind[i] == PUNCT and text[start[i]] == ";":  # a stray ';': no query
+        if parts[i] == _SEMICOLON:  # a stray ';': no query
             i += 1
             continue
-        q = i
-        while q < n and not (kind[q] == PUNCT and text[start[q]] == ";"):
-            q += 1
+        q = next((x for x in semicolons if x > i), n)
         name = -1
         s = i
         if q - s >= 3 and words[s] == "QUERY" and words[s + 1] == "ID":
             s += 2
-            if kind[s] == PUNCT and text[start[s]] == ":":
+            if parts[s] == _COLON:
                 s += 1
-            if s < q and kind[s] != OP and kind[s] != PUNCT and kind[s] != ERROR:
+            if s < q and kind[s] != OP and kind[s] != PUNCT:
                 name = s
                 s += 1
             else:
                 return None
         if s >= q or words[s] != "SELECT":
             return None
-        from_at = where_at = -1
-        for x in range(s + 1, q):
-            k = kind[x]
-            if k == ERROR:
-                return None
-            if k == PUNCT:
-                ch = text[start[x]]
-                if ch in "[]:" or (ch in "()" and where_at < 0):
-                    return None
-            elif k == IDENT:
-                word = words[x]
-                if word == "FROM" and from_at < 0 and where_at < 0:
-                    from_at = x
-                elif word == "WHERE" and from_at >= 0 and where_at < 0:
-                    where_at = x
-                elif word in ("WINDOW", "MAXWINDOW") and from_at >= 0 and where_at < 0:
-                    pass
-                elif word in _DOUBT or word in ("QUERY", "SELECT", "FROM", "WHERE", "WINDOW", "MAXWINDOW"):
-                    return None
-        if from_at < 0 or where_at < 0 or from_at + 1 == where_at:
+        where_at = _where_token(words, parts, s, q)
+        if where_at < 0:
             return None
         prefix = "".join([_KIND_CHAR[kind[x]] + text[start[x] : end[x]] for x in range(s, where_at)]).encode("ascii")
         comparisons: list[tuple[bytes, int, int, int]] = []
         numbers: list[float] = []
         x = where_at + 1
         while x <= q:
-            y = x
-            while y < q and words[y] != "AND":
-                y += 1
+            try:
+                y = words.index("AND", x, q)
+            except ValueError:
+                y = q
             if y == x:
                 return None  # an empty comparison (WHERE AND, a trailing AND)
-            parts = []
             first_number = len(numbers)
-            for z in range(x, y):
-                if kind[z] == NUMBER:
-                    parts.append(_KIND_CHAR[NUMBER])
-                    numbers.append(plain_value(text[start[z] : end[z]]))
-                else:
-                    parts.append(_KIND_CHAR[kind[z]] + text[start[z] : end[z]])
-            comparisons.append(("".join(parts).encode("ascii"), x, y, first_number))
+            own = parts[x:y]
+            if number_part in own:
+                k = bisect_left(number_at, x)
+                numbers += values[k : k + own.count(number_part)]
+            comparisons.append(("".join(own).encode("ascii"), x, y, first_number))
             x = y + 1
         pieces.append(Piece(name, s, where_at, prefix, comparisons, numbers))
         i = q + 1 if q < n else q
     return Cut(kind, start, end, pieces)
+
+
+_RUNS: dict[tuple[str, bool], tuple[list[int], list[int], list[int], list[str], list[str]]] = {}
+_RUNS_KEPT = 4096
+
+
+def _run_tokens(run: str, number: bool) -> tuple[list[int], list[int], list[int], list[str], list[str]]:
+    """A run's tokens (:func:`predicates.lexer.run_matches`) as the cut reads them, with
+    its number's last if ``number``: kinds, starts and ends from the run's start (the
+    number's end is its start: the caller sets it), words and skeleton parts; cached by the run's
+    text (it holds no number). The lists are shared: not to be changed."""
+    key = (run, number)
+    cached = _RUNS.get(key)
+    if cached is None:
+        groups, starts, ends = run_matches(run)
+        kinds = [KIND_OF[g] for g in groups]
+        words = [
+            run[s:e].upper() if g == "ident" and e - s <= 9 else ""
+            for g, s, e in zip(groups, starts, ends, strict=True)
+        ]
+        parts = [_KIND_CHAR[k] + run[s:e] for k, s, e in zip(kinds, starts, ends, strict=True)]
+        if number:  # (the number's start is the run's end; its end is set per text)
+            n = len(run)
+            cached = ([*kinds, NUMBER], [*starts, n], [*ends, n], [*words, ""], [*parts, _KIND_CHAR[NUMBER]])
+        else:
+            cached = (kinds, starts, ends, words, parts)
+        if len(_RUNS) >= _RUNS_KEPT:
+            _RUNS.clear()
+        _RUNS[key] = cached
+    return cached
+
+
+_SEMICOLON = _KIND_CHAR[PUNCT] + ";"
+_COLON = _KIND_CHAR[PUNCT] + ":"
+_NOT_AFTER_SELECT = _DOUBT | {"QUERY", "SELECT"}
+_BRACKETS = {_KIND_CHAR[PUNCT] + c for c in "[]:"}
+_PARENTHESES = {_KIND_CHAR[PUNCT] + c for c in "()"}
+
+
+def _where_token(words: list[str], parts: list[str], s: int, q: int) -> int:
+    """The WHERE token of the piece of tokens ``s:q`` (its SELECT at ``s``), or -1 for
+    a doubt: one FROM, then one WHERE with tokens between them and any WINDOW or
+    MAXWINDOW between them too, no other word of a doubt, no ``[``, ``]`` or ``:``, and
+    no parenthesis before the WHERE."""
+    after = words[s + 1 : q]
+    if after.count("FROM") != 1 or after.count("WHERE") != 1 or not _NOT_AFTER_SELECT.isdisjoint(after):
+        return -1
+    from_at = s + 1 + after.index("FROM")
+    where_at = s + 1 + after.index("WHERE")
+    if where_at <= from_at + 1:
+        return -1
+    for word in ("WINDOW", "MAXWINDOW"):
+        if word in after and not all(from_at < x < where_at for x in range(s + 1, q) if words[x] == word):
+            return -1
+    if not _BRACKETS.isdisjoint(parts[s + 1 : q]) or not _PARENTHESES.isdisjoint(parts[s + 1 : where_at]):
+        return -1
+    return where_at
 
 
 __all__ = ["KIND_OF", "Cut", "Piece", "cut_text", "plain_value"]

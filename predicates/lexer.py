@@ -71,16 +71,19 @@ _ALTERNATIVES = (
     ("punct", r"[(),.;:\[\]]"),
 )
 _TOKEN_RE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _ALTERNATIVES))
-# The same alternatives as one **run**: the tokens up to the next number (blanks and
-# comments among them) and that number. ``(?![0-9]|\.[0-9])`` first: where a number
-# starts (a digit, or a dot and a digit: where NUMBER_LITERAL matches), the lexer takes
-# the number (no blank or comment starts with a digit or a dot);
-# ``(?>...)`` and ``*+``: the first alternative that matches is kept and never given
-# back, as the lexer keeps it. ``findall`` then reads a text in C, a match per number.
+# The same alternatives as one **run**: the tokens up to the next number or the next
+# blank that holds a line break (blanks and comments among them), then that number.
+# ``(?![0-9]|\.[0-9])`` first: where a number starts (a digit, or a dot and a digit:
+# where NUMBER_LITERAL matches), the lexer takes the number (no blank or comment
+# starts with a digit or a dot); ``(?>...)`` and ``*+``: the first alternative that
+# matches is kept and never given back, as the lexer keeps it. In the run a blank is
+# one without a line break (taken whole, ``++``); a blank with one ends the run, whole.
+# ``findall`` then reads a text in C, a match per number or line, and the runs recur
+# (" AND E.a5 <= ", a header's line apart from the SELECT line after it).
 _RUN_RE = re.compile(
-    "((?:(?![0-9]|\\.[0-9])(?>"
-    + "|".join(pattern for name, pattern in _ALTERNATIVES if name != "number")
-    + f"))*+)({NUMBER_LITERAL})?"
+    "((?:(?![0-9]|\\.[0-9])(?>[ \\t\\r\\f]++(?!\\n)|"
+    + "|".join(pattern for name, pattern in _ALTERNATIVES if name not in ("ws", "number"))
+    + f"))*+{BLANK}*+)({NUMBER_LITERAL})?"
 )
 # a run's tokens (groups, starts and ends from the run's start), by its text: query
 # texts written by a program repeat their runs (" AND E.a5 <= ") thousands of times
@@ -100,10 +103,10 @@ def token_runs(text: str) -> list[tuple[str, str]] | None:
 
 def run_matches(run: str) -> tuple[list[str], list[int], list[int]]:
     """:func:`token_matches` of a run of :func:`token_runs`, cached by its text: a run's
-    tokens depend on its text alone (its last token is followed by a number's digit or
-    dot, or by the end, and no token but an identifier, a ``.`` or a comment would reach
-    into a digit or a dot, and each of those would have taken the number into itself,
-    ending no run there). The lists are shared: not to be changed."""
+    tokens depend on its text alone (its last token is a whole blank, or is followed by
+    a number's digit or dot or by the end, and no token but an identifier, a ``.`` or a
+    comment would reach into a digit or a dot, and each of those would have taken the
+    number into itself, ending no run there). The lists are shared: not to be changed."""
     cached = _RUNS.get(run)
     if cached is None:
         cached = matches_one_by_one(run)

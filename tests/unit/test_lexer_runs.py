@@ -14,7 +14,7 @@ from predicates.lexer import matches_one_by_one, token_matches, token_runs
 PIECES = st.sampled_from(
     ["1", "2.5", ".5", "7.", "1e5", "1e", "3E-2", "e5", "a", "a1", "_x", ".", "..", "-", "--", "-- c\n", "\n",
      " ", "\t", "lt=", "gt=", "LT", "=", "<", "<=", ">", "*", "'s'", "'", "''", '"q"', '"', "(", ")", ";", ":",
-     "$", "é", "AND", "E.a19", " AND ", "WHERE", "9x", "0.1.2"]
+     "$", "é", " \n ", "\r\n", "\n\t", "AND", "E.a19", " AND ", "WHERE", "9x", "0.1.2"]
 )  # fmt: skip
 
 
@@ -25,6 +25,8 @@ PIECES = st.sampled_from(
 @example([".", "5"])
 @example(["-- c", "5"])
 @example(["lt=", "5"])
+@example(["a", " \n ", "1"])
+@example(["-- c\n", " ", "x"])
 def test_run_by_run_is_the_lexers_reading(pieces: list[str]) -> None:
     text = "".join(pieces)
     # twice: the second reading takes the runs from the cache

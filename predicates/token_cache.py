@@ -52,7 +52,7 @@ from predicates.parser import parse_duration, parse_query
 from predicates.records import CompiledQuery, Conjunction, Context, Formula
 from predicates.semantic import bind
 from predicates.template_cache import FEWEST, TemplateCache
-from predicates.token_cut import cut_text
+from predicates.token_cut import Cut, cut_text
 from predicates.token_scan import BLANK_TABLE, NUMBER, QUOTED, STRING, WORDS, cut_tokens, lex_bytes
 
 _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learned again)
@@ -303,7 +303,7 @@ class TokenCache:
         cut = cut_text(text) if text.isascii() else None
         if cut is None or not cut.pieces:
             return None
-        tokens = _Tokens(text, cut.kind, cut.start, cut.end)  # type: ignore[arg-type]
+        tokens = _CutTokens(text, cut)
         names: list[str | None] = []
         queries = []
         for piece in cut.pieces:
@@ -329,20 +329,18 @@ class TokenCache:
             query = self._assemble(prefix, shortcuts, numbers, firsts, True)
             if query is None:
                 return None
-            names.append(None if piece.name_token < 0 else self._name(tokens, piece.name_token))
+            if piece.name_token < 0:
+                names.append(None)
+            else:
+                kind, start, end = cut.token(piece.name_token)
+                names.append(_header_name(kind, text[start:end]))
             queries.append(query)
         return names, queries
 
     @staticmethod
     def _name(tokens: _Tokens, i: int) -> str:
         """The header name of token ``i``, as the parser reads it."""
-        text = tokens.text(i)
-        kind = tokens.kind[i]
-        if kind == STRING:
-            return text[1:-1].replace("''", "'")
-        if kind == QUOTED:
-            return text[1:-1].replace('""', '"')
-        return text
+        return _header_name(int(tokens.kind[i]), tokens.text(i))
 
     @classmethod
     def _names(cls, tokens: _Tokens, name_token: np.ndarray) -> list[str | None]:
@@ -497,6 +495,32 @@ class _Tokens:
                 parts.append(" ")
             parts.append(self.text(i))
         return "".join(parts)
+
+
+class _CutTokens(_Tokens):
+    """The tokens of one text's cut, made from its runs the first time they are read
+    (a text whose templates are all known reads none)."""
+
+    __slots__ = ("cut",)
+
+    def __init__(self, source: str, cut: Cut) -> None:  # (kind, start and end: unset until read)
+        self.source = source
+        self.cut = cut
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("kind", "start", "end"):
+            raise AttributeError(name)
+        self.kind, self.start, self.end = self.cut.tokens()  # type: ignore[assignment]
+        return getattr(self, name)
+
+
+def _header_name(kind: int, text: str) -> str:
+    """A header's name token of kind ``kind`` and text ``text``, as the parser reads it."""
+    if kind == STRING:
+        return text[1:-1].replace("''", "'")
+    if kind == QUOTED:
+        return text[1:-1].replace('""', '"')
+    return text
 
 
 __all__ = ["NUMBER", "Shortcut", "TokenCache"]

@@ -15,8 +15,8 @@ the two cuts equal on random texts.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import chain
 
 from predicates.lexer import run_matches, token_runs
 from predicates.token_scan import DIGITS, ERROR, IDENT, NUMBER, OP, PUNCT, QUOTED, STRING
@@ -46,12 +46,42 @@ class Piece:
 
 @dataclass(slots=True)
 class Cut:
-    """A text's tokens (kind, start, end) and its pieces."""
+    """A text's runs (:func:`predicates.lexer.token_runs`) and its pieces; its tokens are
+    made from the runs where they are asked for (learning a template, a header's name)."""
 
-    kind: list[int]
-    start: list[int]
-    end: list[int]
+    runs: list[tuple[str, str]]
     pieces: list[Piece]
+
+    def tokens(self) -> tuple[list[int], list[int], list[int]]:
+        """The text's tokens: kinds, starts and ends."""
+        kind: list[int] = []
+        start: list[int] = []
+        end: list[int] = []
+        pos = 0
+        for run, number in self.runs:
+            run_kind, run_start, run_end, _, _ = _run_tokens(run, number != "")
+            kind += run_kind
+            start += map(pos.__add__, run_start)
+            end += map(pos.__add__, run_end)
+            pos += len(run)
+            if number:  # (the run's number placeholder: this number's bounds)
+                pos += len(number)
+                end[-1] = pos
+        return kind, start, end
+
+    def token(self, i: int) -> tuple[int, int, int]:
+        """Token ``i``'s kind, start and end (the runs before it read, not the rest)."""
+        count = pos = 0
+        for run, number in self.runs:
+            run_kind, run_start, run_end, _, _ = _run_tokens(run, number != "")
+            if i < count + len(run_kind):
+                j = i - count
+                if number and j == len(run_kind) - 1:
+                    return NUMBER, pos + len(run), pos + len(run) + len(number)
+                return run_kind[j], pos + run_start[j], pos + run_end[j]
+            count += len(run_kind)
+            pos += len(run) + len(number)
+        raise IndexError(i)
 
 
 def plain_value(text: str) -> float:
@@ -68,28 +98,16 @@ def cut_text(text: str) -> Cut | None:
     runs = token_runs(text)
     if runs is None:
         return None  # (a character that starts no token: a doubt)
-    kind: list[int] = []
-    start: list[int] = []
-    end: list[int] = []
-    words: list[str] = []  # (upper case: the words the cut looks for, none longer than MAXWINDOW)
-    parts: list[str] = []  # per token its kind byte and text (a number's: its kind byte alone)
-    number_at: list[int] = []  # the number tokens
-    values: list[float] = []  # and their values
+    # per token its kind, its word (upper case: the words the cut looks for, none
+    # longer than MAXWINDOW) and its part of a skeleton (kind byte and text; a number's:
+    # its kind byte alone), run by run from the runs' cache
+    read = [_run_tokens(run, number != "") for run, number in runs]
+    kind = list(chain.from_iterable([r[0] for r in read]))
+    words = list(chain.from_iterable([r[3] for r in read]))
+    parts = list(chain.from_iterable([r[4] for r in read]))
+    number_texts = [number for _, number in runs if number]
+    values = _plain_values(number_texts)
     number_part = _KIND_CHAR[NUMBER]
-    pos = 0
-    for run, number in runs:
-        run_kind, run_start, run_end, run_words, run_parts = _run_tokens(run, number != "")
-        kind += run_kind
-        words += run_words
-        parts += run_parts
-        start += map(pos.__add__, run_start)
-        end += map(pos.__add__, run_end)
-        pos += len(run)
-        if number:  # (the run's number placeholder: this number's bounds)
-            number_at.append(len(kind) - 1)
-            values.append(plain_value(number))
-            pos += len(number)
-            end[-1] = pos
     n = len(kind)
     semicolons = [x for x in range(n) if parts[x] == _SEMICOLON] if ";" in text else []
     pieces: list[Piece] = []
@@ -115,7 +133,16 @@ def cut_text(text: str) -> Cut | None:
         where_at = _where_token(words, parts, s, q)
         if where_at < 0:
             return None
-        prefix = "".join([_KIND_CHAR[kind[x]] + text[start[x] : end[x]] for x in range(s, where_at)]).encode("ascii")
+        # (the numbers before the WHERE: a prefix's are part of its skeleton, as text)
+        k = parts[:where_at].count(number_part)
+        prefix_parts = parts[s:where_at]
+        if number_part in prefix_parts:
+            k_prefix = k - prefix_parts.count(number_part)
+            for x, part in enumerate(prefix_parts):
+                if part == number_part:
+                    prefix_parts[x] = number_part + number_texts[k_prefix]
+                    k_prefix += 1
+        prefix = "".join(prefix_parts).encode("ascii")
         comparisons: list[tuple[bytes, int, int, int]] = []
         numbers: list[float] = []
         x = where_at + 1
@@ -126,16 +153,27 @@ def cut_text(text: str) -> Cut | None:
                 y = q
             if y == x:
                 return None  # an empty comparison (WHERE AND, a trailing AND)
-            first_number = len(numbers)
             own = parts[x:y]
+            comparisons.append(("".join(own).encode("ascii"), x, y, len(numbers)))
             if number_part in own:
-                k = bisect_left(number_at, x)
-                numbers += values[k : k + own.count(number_part)]
-            comparisons.append(("".join(own).encode("ascii"), x, y, first_number))
+                count = own.count(number_part)
+                numbers += values[k : k + count]
+                k += count
             x = y + 1
         pieces.append(Piece(name, s, where_at, prefix, comparisons, numbers))
         i = q + 1 if q < n else q
-    return Cut(kind, start, end, pieces)
+    return Cut(runs, pieces)
+
+
+def _plain_values(numbers: list[str]) -> list[float]:
+    """:func:`plain_value` of each number; at once where none has more than 15
+    characters or an exponent (then each is a plain decimal of at most 15 digits)."""
+    if not numbers:
+        return []
+    joined = "".join(numbers)
+    if max(map(len, numbers)) <= DIGITS and "e" not in joined and "E" not in joined:
+        return list(map(float, numbers))
+    return list(map(plain_value, numbers))
 
 
 _RUNS: dict[tuple[str, bool], tuple[list[int], list[int], list[int], list[str], list[str]]] = {}

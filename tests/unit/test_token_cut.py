@@ -10,7 +10,8 @@ import math
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from predicates.token_cut import cut_text
+from predicates.lexer import token_matches
+from predicates.token_cut import KIND_OF, cut_text
 from tests.unit.test_token_cache import JOINS, ODD, PREFIXES, TAILS, TERMS, WHERE_ODD, text_of, with_odd
 from tests.unit.test_token_scan import PIECES, cut
 
@@ -89,3 +90,20 @@ def test_the_cut_of_any_tokens_is_the_kernels(text: str) -> None:
     """Texts of pieces the lexer reads in many ways (and the cut's words)."""
     text = "SELECT * FROM E WHERE " + text
     assert same(python_pieces(text), kernel_pieces(text)), text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(PIECES, WORDS, st.just(" E.a1 > 1 "), st.just("\n")), max_size=24).map("".join))
+@example("E.a > 1 ;\nQuery ID: 'it''s'\n SELECT * FROM E WHERE E.a < 2.50")
+@example("E.a > 1 ; Query ID: 7 SELECT * FROM E WHERE E.a < .5")
+def test_a_cuts_tokens_are_the_lexers(text: str) -> None:
+    """The tokens a cut makes from its runs (for learning, and a header's name) are the
+    lexer's: kinds, starts and ends, all at once and one at a time."""
+    text = "Query ID: q1\nSELECT * FROM E WHERE " + text
+    got = cut_text(text)
+    if got is None:
+        return
+    groups, starts, ends = token_matches(text)
+    kinds = [KIND_OF[g] for g in groups]
+    assert got.tokens() == (kinds, starts, ends)
+    assert [got.token(i) for i in range(len(kinds))] == list(zip(kinds, starts, ends, strict=True))

@@ -314,10 +314,22 @@ class TokenCache:
                     self._prefixes.clear()
                 self._prefixes[piece.prefix] = prefix
             numbers = piece.numbers
-            if prefix is None or any(v != v for v in numbers):  # (NaN: a number not plain)
+            total = sum(numbers)  # (NaN if a number is not plain: the others are finite, under 1e15)
+            if prefix is None or total != total:
                 return None
-            shortcuts = []
             firsts = [first for _, _, _, first in piece.comparisons]
+            # the usual text: every template known, each a number times 1 or -1
+            known = self._comparisons
+            context = prefix.context
+            shortcuts = [known.get((context, skeleton)) for skeleton, _, _, _ in piece.comparisons]
+            if None not in shortcuts and not any(s.fixed or s.formula is not None for s in shortcuts):  # type: ignore[union-attr]
+                query = self._assemble(prefix, shortcuts, numbers, firsts, False)  # type: ignore[arg-type]
+                if query is None:
+                    return None
+                names.append(None if piece.name_token < 0 else self._name_of(cut, text, piece.name_token))
+                queries.append(query)
+                continue
+            learned: list[Shortcut] = []
             for c, (skeleton, first, last, n0) in enumerate(piece.comparisons):
                 own = numbers[n0 : firsts[c + 1] if c + 1 < len(firsts) else len(numbers)]
                 shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
@@ -325,17 +337,19 @@ class TokenCache:
                     shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
                 if shortcut is None:
                     return None
-                shortcuts.append(shortcut)
-            query = self._assemble(prefix, shortcuts, numbers, firsts, True)
+                learned.append(shortcut)
+            query = self._assemble(prefix, learned, numbers, firsts, True)
             if query is None:
                 return None
-            if piece.name_token < 0:
-                names.append(None)
-            else:
-                kind, start, end = cut.token(piece.name_token)
-                names.append(_header_name(kind, text[start:end]))
+            names.append(None if piece.name_token < 0 else self._name_of(cut, text, piece.name_token))
             queries.append(query)
         return names, queries
+
+    @staticmethod
+    def _name_of(cut: Cut, text: str, i: int) -> str:
+        """The header name of token ``i`` of ``text``'s cut, as the parser reads it."""
+        kind, start, end = cut.token(i)
+        return _header_name(kind, text[start:end])
 
     @staticmethod
     def _name(tokens: _Tokens, i: int) -> str:

@@ -101,7 +101,8 @@ def cut_text(text: str) -> Cut | None:
     # per token its kind, its word (upper case: the words the cut looks for, none
     # longer than MAXWINDOW) and its part of a skeleton (kind byte and text; a number's:
     # its kind byte alone), run by run from the runs' cache
-    read = [_run_tokens(run, number != "") for run, number in runs]
+    with_number, without = _RUNS[True], _RUNS[False]
+    read = [(with_number if number else without).get(run) or _run_tokens(run, number != "") for run, number in runs]
     kind = list(chain.from_iterable([r[0] for r in read]))
     words = list(chain.from_iterable([r[3] for r in read]))
     parts = list(chain.from_iterable([r[4] for r in read]))
@@ -176,7 +177,8 @@ def _plain_values(numbers: list[str]) -> list[float]:
     return list(map(plain_value, numbers))
 
 
-_RUNS: dict[tuple[str, bool], tuple[list[int], list[int], list[int], list[str], list[str]]] = {}
+# a run's tokens as the cut reads them, by the run's text, for runs with a number and without
+_RUNS: dict[bool, dict[str, tuple[list[int], list[int], list[int], list[str], list[str]]]] = {True: {}, False: {}}
 _RUNS_KEPT = 4096
 
 
@@ -185,8 +187,8 @@ def _run_tokens(run: str, number: bool) -> tuple[list[int], list[int], list[int]
     its number's last if ``number``: kinds, starts and ends from the run's start (the
     number's end is its start: the caller sets it), words and skeleton parts; cached by the run's
     text (it holds no number). The lists are shared: not to be changed."""
-    key = (run, number)
-    cached = _RUNS.get(key)
+    runs = _RUNS[number]
+    cached = runs.get(run)
     if cached is None:
         groups, starts, ends = run_matches(run)
         kinds = [KIND_OF[g] for g in groups]
@@ -200,9 +202,9 @@ def _run_tokens(run: str, number: bool) -> tuple[list[int], list[int], list[int]
             cached = ([*kinds, NUMBER], [*starts, n], [*ends, n], [*words, ""], [*parts, _KIND_CHAR[NUMBER]])
         else:
             cached = (kinds, starts, ends, words, parts)
-        if len(_RUNS) >= _RUNS_KEPT:
-            _RUNS.clear()
-        _RUNS[key] = cached
+        if len(runs) >= _RUNS_KEPT:
+            runs.clear()
+        runs[run] = cached
     return cached
 
 

@@ -2,9 +2,10 @@
 
 ``register_query`` compiles one text at a time. The kernels' fixed cost (arrays in and
 out, a dozen numpy calls) is then most of the time, and their plain-Python form (no
-numba yet) walks bytes one by one; here the lexer's regular expression
-(:func:`predicates.lexer.token_matches`, the definition of the tokens) reads the text,
-and the cut walks its tokens with the same rules as ``cut_tokens``: pieces at ``;``,
+numba yet) walks bytes one by one; here the lexer's regular expression reads the
+text run by run (:func:`predicates.lexer.token_runs`: the tokens up to each number,
+whose kinds, words and skeleton parts are cached by the run's text), and the cut walks
+its tokens with the same rules as ``cut_tokens``: pieces at ``;``,
 a header's name, a **prefix** from SELECT to WHERE (with any WINDOW and MAXWINDOW),
 comparisons between the AND tokens, and the same **skeletons** (per token its kind
 byte and its text; a comparison's numbers as their kind byte alone), so that both

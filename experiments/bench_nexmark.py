@@ -4,6 +4,7 @@ set-based statements an expert writes (issue #31, "NEXMark in mqo").
 
     python -m experiments.bench_nexmark [--events 200000] [--queries 1000] [--seed 1]
            [--sample 25] [--spark | --no-spark] [--out experiments/results/bench]
+           [--profile-only]
 
 The data is :mod:`experiments.nexmark`'s (CSV, 1,000 events per second of event time,
 out of order by up to half a second, ``--allowed-lateness 0.5``). The queries, a quarter
@@ -207,8 +208,10 @@ VIEW_ALIASES = ("c", "m", "h")  # the aliases of the views in Q5's and Q7's vari
 # ------------------------------------------------------------------- processes
 
 
-def timed_process(args: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak resident MiB (the process's own, by ``wait4``) and stdout of ``args``."""
+def timed_process(args: list[str], cpu: list[float] | None = None) -> tuple[float, float, str]:
+    """Wall seconds, peak resident MiB (the process's own, by ``wait4``) and stdout of
+    ``args``; its CPU seconds (user and system) appended to ``cpu`` when given (on a
+    shared machine, what the process itself cost)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         child = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=err, text=True)
@@ -219,6 +222,8 @@ def timed_process(args: list[str]) -> tuple[float, float, str]:
         err.seek(0)
         if child.returncode != 0:
             raise RuntimeError(f"{' '.join(args[:4])} failed (exit {child.returncode}): {err.read()[-2000:]}")
+        if cpu is not None:
+            cpu.append(usage.ru_utime + usage.ru_stime)
         return seconds, usage.ru_maxrss / 1024, out.read()
 
 
@@ -267,8 +272,9 @@ def profile_mqo(folder: Path, variants: list[Variant]) -> str:
     spent = []
     for family in FAMILIES:
         (folder / "queries.mqo").write_text(query_file([v for v in variants if v.family == family]))
-        seconds, _, _ = timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(folder)])
-        spent.append(f"{family} {seconds:.1f} s")
+        cpu: list[float] = []
+        seconds, _, _ = timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(folder)], cpu)
+        spent.append(f"{family} {seconds:.1f} s ({cpu[0]:.2f} s CPU)")
     (folder / "queries.mqo").write_text(query_file(variants))
     prof = folder / "mqo.prof"
     timed_process([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "runtime.cli", *mqo_args(folder)])
@@ -417,10 +423,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--spark", action=argparse.BooleanOptionalAction, default=None,
         help="also Spark SQL, per query and set-based (default: when pyspark is installed)",
     )  # fmt: skip
+    parser.add_argument(
+        "--profile-only", action="store_true",
+        help="only where mqo's time goes, on --events events: each family alone (wall and CPU seconds), "
+        "and cProfile's top functions over every query; printed, no table written",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.events < 100 or args.queries < len(FAMILIES) or args.sample < 0:
         parser.error(f"--events must be >= 100, --queries >= {len(FAMILIES)} and --sample >= 0")
     compile_bytecode()  # as installed: no process compiles the project's modules on the clock
+    if args.profile_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            variants = draw_variants(args.queries, args.events, np.random.default_rng(args.seed))
+            write_workload(Path(tmp), variants, args.events, args.seed)
+            profile_mqo(Path(tmp), variants)  # (fills numba's kernel cache: the run below is timed)
+            print(profile_mqo(Path(tmp), variants))
+        return 0
     spark = args.spark if args.spark is not None else importlib.util.find_spec("pyspark") is not None
     rows, _ = run(args.events, args.queries, args.seed, args.sample, spark)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -35,9 +35,11 @@ for _b in range(64):
 
 @kernel
 def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: int, lo: int, hi: int) -> None:
-    """Clear the bits of the users of positions [lo, hi) of one list (CSR at ``base``)."""
-    for p in range(lo, hi):
-        for k in range(offsets[base + p], offsets[base + p + 1]):
+    """Clear the bits of the users of positions [lo, hi) of one list (CSR at ``base``):
+    those positions' users are one run of ``users``, walked in one loop (no offset read
+    per position: the walk is most of a tuple's work past the checkpoint rows)."""
+    if hi > lo:
+        for k in range(offsets[base + lo], offsets[base + hi]):
             u = users[k]
             row[u >> 6] &= ~(ONE << np.uint64(u & 63))
 
@@ -63,24 +65,35 @@ def build_checkpoints(
 ) -> np.ndarray:
     """Checkpoint rows of one list: row j = OR of the users of [0, j*stride) (prefix)
     or of [j*stride, n) (suffix; the row past the end is empty). O(users + rows*words)."""
+    table = np.empty((n // stride + 2, words), np.uint64)
+    fill_checkpoints(table, 0, offsets, users, n, stride, suffix)
+    return table
+
+
+@kernel
+def fill_checkpoints(
+    table: np.ndarray, first: int, offsets: np.ndarray, users: np.ndarray, n: int, stride: int, suffix: bool
+) -> None:
+    """:func:`build_checkpoints`' rows written into ``table[first : first + n // stride
+    + 2]`` (every row of it: the table may be uninitialized), no list-sized array made."""
     rows = n // stride + 2
-    table = np.zeros((rows, words), np.uint64)
+    words = table.shape[1]
     acc = np.zeros(words, np.uint64)
     if not suffix:
+        copy_row(table[first], acc)
         for j in range(1, rows):
-            for p in range((j - 1) * stride, min(n, j * stride)):
-                for k in range(offsets[p], offsets[p + 1]):
-                    u = users[k]
-                    acc[u >> 6] |= ONE << np.uint64(u & 63)
-            copy_row(table[j], acc)
+            a, b = min(n, (j - 1) * stride), min(n, j * stride)
+            for k in range(offsets[a], offsets[b]):
+                u = users[k]
+                acc[u >> 6] |= ONE << np.uint64(u & 63)
+            copy_row(table[first + j], acc)
     else:
         for j in range(rows - 1, -1, -1):
-            for p in range(j * stride, min(n, (j + 1) * stride)):
-                for k in range(offsets[p], offsets[p + 1]):
-                    u = users[k]
-                    acc[u >> 6] |= ONE << np.uint64(u & 63)
-            copy_row(table[j], acc)
-    return table
+            a, b = min(n, j * stride), min(n, (j + 1) * stride)
+            for k in range(offsets[a], offsets[b]):
+                u = users[k]
+                acc[u >> 6] |= ONE << np.uint64(u & 63)
+            copy_row(table[first + j], acc)
 
 
 @kernel

@@ -6,8 +6,9 @@ layout), so one :func:`~indexes.kernels.prune` call takes a whole batch of tuple
 through every list. Memory is O(sum over lists of (n / stride) * slots / 8) and the
 work per tuple and list is one row (slots / 64 words) plus the users of fewer than
 ``stride`` positions. Each list's stride is a power of two: the largest whose users
-walked still cost well under a row (:data:`WALK_SHARE`), or larger while the whole
-table would not fit in ``budget_bytes``. A smaller stride would buy almost nothing per
+walked still cost well under a row (:data:`WALK_SHARE`); or, where the rows of that
+stride would not fit the list's share of ``budget_bytes``, the smallest stride whose
+rows do (any number). A smaller stride would buy almost nothing per
 tuple and cost a table many times larger, to build (every whole compile of the plan
 builds it again) and to keep in cache: at 20,000 subscriptions stride 4 meant 239 MB
 against 15 MB at stride 64, and tuples were no faster.
@@ -23,7 +24,10 @@ from indexes import kernel_modes as modes
 
 CHECK_SAMPLE = 4  # checkpoint rows per list _check rebuilds besides the first and last two
 SELECT_CHUNK_BYTES = 64 << 20  # the candidate buffer of one select call
-DEFAULT_BUDGET_BYTES = 256 << 20
+# per stream: at a million slots of 20 lists, strides of ~8,300 positions (256 MiB
+# held 4,096: 128 MiB more at the process's peak, for a walk the one-loop walk of
+# kernels.clear_users now makes as cheap at twice the stride)
+DEFAULT_BUDGET_BYTES = 128 << 20
 # a list's stride doubles while a stride's users number at most 1/WALK_SHARE of a
 # row's words: walking them (scattered bit clears) costs about what reading a row does
 WALK_SHARE = 4
@@ -41,6 +45,13 @@ MODE_OF_OP = {
 }
 
 
+def positions_type(users: int) -> type[np.signedinteger]:
+    """The type of CSR offsets into ``users`` users: int32 while they fit (a list's
+    positions cost half: 33 MB fewer at a million subscriptions of 20 predicates),
+    else int64. The kernels take either."""
+    return np.int32 if users <= np.iinfo(np.int32).max else np.int64
+
+
 def words_for(n_slots: int) -> int:
     return max(1, (n_slots + 63) // 64)
 
@@ -50,6 +61,19 @@ def bitset_of(slots: np.ndarray, words: int) -> np.ndarray:
     selected = np.zeros(words * 64, bool)
     selected[np.asarray(slots, np.int64)] = True
     return np.packbits(selected, bitorder="little").view("<u8").astype(np.uint64, copy=False)
+
+
+def stream_bitset(stream_masks: np.ndarray, stream: int, words: int) -> np.ndarray:
+    """A bitset row of the slots whose stream mask (int64 per slot) has bit
+    ``stream``, made a chunk of slots at a time: no slot-sized temporary (at a million
+    slots an index array and two masks' worth, 17 MB, at the kernel tables' peak)."""
+    out = np.zeros(words * 8, np.uint8)
+    bit = np.int64(1) << np.int64(stream)
+    step = 1 << 16  # (a multiple of 8: each chunk's bits start on a byte)
+    for start in range(0, len(stream_masks), step):
+        packed = np.packbits((stream_masks[start : start + step] & bit) != 0, bitorder="little")
+        out[start // 8 : start // 8 + len(packed)] = packed
+    return out.view("<u8").astype(np.uint64, copy=False)
 
 
 def bitset_to_int(row: np.ndarray) -> int:
@@ -82,7 +106,7 @@ def slots_of(mask: int) -> np.ndarray:
 # the per-list arrays, as _build makes them and the kernels take them
 PER_LIST = ("modes", "ns", "strides", "prefix_rows", "suffix_rows", "any_rows", "csr_base", "part", "word_lo")
 # the second part of tables built whole: no lists (the kernels take both parts' arrays)
-_NO_PART = (np.zeros((1, 1), np.uint64), np.zeros(1, np.int64), np.zeros(0, np.int32))
+_NO_PART = (np.zeros((1, 1), np.uint64), np.zeros(1, np.int32), np.zeros(0, np.int32))
 
 
 @dataclass
@@ -93,7 +117,7 @@ class ListUsers:
     with ``users``: lists that all share theirs are read in place, not copied."""
 
     op: str
-    offsets: np.ndarray  # int64, n + 1
+    offsets: np.ndarray  # int32 or int64 (positions_type), n + 1
     users: np.ndarray  # int32 slot numbers
     csr_base: int = 0
 
@@ -153,7 +177,12 @@ class KillBitsets:
         out.base = base
         out.parts = 2
         merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in PER_LIST}
-        out._set_lists(merged, (self.table, self.offsets, self.users), second)
+        # the kernels take both parts' offsets as one type: the first part's (shared,
+        # not copied), wider only if the second's users need it
+        table2, offsets2, users2 = second
+        common = np.promote_types(self.offsets.dtype, positions_type(len(users2)))
+        first = (self.table, self.offsets.astype(common, copy=False), self.users)
+        out._set_lists(merged, first, (table2, offsets2.astype(common, copy=False), users2))
         return out
 
     def _set_lists(
@@ -195,7 +224,7 @@ class KillBitsets:
 
     def _check(self, sample: int = CHECK_SAMPLE) -> None:
         """Assert the tables' invariants (``check=True``): per-list arrays of one length,
-        valid modes, strides powers of two, parts and the words their rows cover,
+        valid modes, strides in range, parts and the words their rows cover,
         checkpoint rows in range, CSR arrays in order with users among the slots; and
         checkpoint rows equal to the OR of the users they stand for, rebuilt from the
         CSR arrays for the empty, the full and ``sample`` more rows of every list."""
@@ -211,13 +240,15 @@ class KillBitsets:
         parts = ((self.table, self.offsets, self.users), (self.table2, self.offsets2, self.users2))
         for table, offsets, users in parts[: self.parts]:
             assert table.ndim == 2 and table.dtype == np.uint64, "a checkpoint table of the wrong shape"
-            assert offsets.dtype == np.int64 and users.dtype == np.int32, "CSR arrays of the wrong types"
+            assert offsets.dtype in (np.int32, np.int64) and users.dtype == np.int32, "CSR arrays of the wrong types"
+            assert offsets.dtype == positions_type(len(users)) or offsets.dtype == np.int64, "offsets too narrow"
         for l in range(count):
             mode, n, stride, part = int(self.modes[l]), int(self.ns[l]), int(self.strides[l]), int(self.part[l])
             assert mode in MODE_OF_OP.values(), f"list {l}: mode {mode}"
             walked = stride == WALK_STRIDE and n < stride  # a list taking insertions: no checkpoints
-            assert stride > 0 and stride & (stride - 1) == 0, f"list {l}: stride {stride}"
+            assert stride > 0, f"list {l}: stride {stride}"
             assert walked or stride < 2 * max(n, 1), f"list {l}: stride {stride} for {n} positions"
+            assert walked or mode != modes.MODE_NOT_EQUAL or stride == 1, f"list {l}: a != list with stride {stride}"
             assert int(self.word_lo[l]) == first_words[part], f"list {l}: its rows start at another word"
             table, offsets, users = parts[part]
             at = int(self.csr_base[l])
@@ -342,7 +373,7 @@ def _build(
     flat_offsets, flat_users, bases = _shared_csr(lists)
     per_list["csr_base"][:] = bases
     # strides and row numbers first, so the one table is made at its size and each
-    # list's rows are copied in as built: joining the lists' tables at the end held
+    # list's rows are written into it: joining the lists' tables at the end held
     # them twice (at a million slots, 20 lists: 250 MB more at the peak)
     rows = 0
     for l, lst in enumerate(lists):
@@ -350,11 +381,15 @@ def _build(
         n = lst.n
         sides = 2 if mode == modes.MODE_EQUAL else 1
         per_position = lst.n_users / max(n, 1)
-        stride = 1
-        while 2 * stride * per_position * WALK_SHARE <= width and stride < max(n, 1):
+        stride = 1  # (a != list's: its one row is every user, its failed run is walked)
+        while mode != modes.MODE_NOT_EQUAL and 2 * stride * per_position * WALK_SHARE <= width and stride < max(n, 1):
             stride *= 2
-        while (n // stride + 2) * sides * width * 8 > per_budget and stride < max(n, 1):
-            stride *= 2
+        if mode != modes.MODE_NOT_EQUAL and (n // stride + 2) * sides * width * 8 > per_budget:
+            # the smallest stride whose rows fit the list's share of the budget (any
+            # stride: the next power of two could leave half the share unused, and
+            # walk twice as far)
+            fit = per_budget // (sides * width * 8)
+            stride = n // (fit - 1) + 1 if fit >= 3 else max(n, 1)
         per_list["strides"][l] = stride
         height = n // stride + 2
         if mode in (modes.MODE_LESS, modes.MODE_EQUAL):
@@ -372,7 +407,6 @@ def _build(
     shifted_users: dict[int, np.ndarray] = {}
     for l, lst in enumerate(lists):
         mode, n, stride = per_list["modes"][l], lst.n, int(per_list["strides"][l])
-        built: np.ndarray | None = None
         # the table's rows cover words [first_word, words): slot numbers shift with them
         shifted = lst.users
         if shift:
@@ -380,17 +414,14 @@ def _build(
             if known is None:
                 known = shifted_users[id(lst.users)] = lst.users.astype(np.int32) - shift
             shifted = known
+        # each list's rows written in place: a list's own table (13 MB per list at a
+        # million slots) is never made beside the whole one
         if mode in (modes.MODE_LESS, modes.MODE_EQUAL):
-            built = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, False)
-            first = int(per_list["prefix_rows"][l])
-            table[first : first + len(built)] = built
+            kernels.fill_checkpoints(table, int(per_list["prefix_rows"][l]), lst.offsets, shifted, n, stride, False)
         if mode in (modes.MODE_GREATER, modes.MODE_EQUAL):
-            built = kernels.build_checkpoints(lst.offsets, shifted, n, stride, width, True)
-            first = int(per_list["suffix_rows"][l])
-            table[first : first + len(built)] = built
+            kernels.fill_checkpoints(table, int(per_list["suffix_rows"][l]), lst.offsets, shifted, n, stride, True)
         if mode == modes.MODE_NOT_EQUAL:
             table[int(per_list["any_rows"][l])] = bitset_of(shifted[lst.offsets[0] : lst.offsets[-1]], width)
-        built = None  # (freed before the next list's is made)
     return per_list, table, flat_offsets, flat_users
 
 
@@ -399,12 +430,12 @@ def _shared_csr(lists: list[ListUsers]) -> tuple[np.ndarray, np.ndarray, list[in
     position in it: the lists' own when they all share one pair (a plan's lists do,
     ``mqo.plan_compile.SharedCsr``), else the lists' entries copied into new ones."""
     if not lists:
-        return np.zeros(1, np.int64), np.zeros(0, np.int32), []
+        return np.zeros(1, np.int32), np.zeros(0, np.int32), []
     users, positions = lists[0].users, lists[0].offsets.base
     if (
         isinstance(positions, np.ndarray)
         and users.dtype == np.int32
-        and positions.dtype == np.int64
+        and positions.dtype in (np.int32, np.int64)
         and all(lst.users is users and is_view_at(lst.offsets, positions, lst.csr_base) for lst in lists)
     ):
         return positions, users, [lst.csr_base for lst in lists]
@@ -421,7 +452,8 @@ def _shared_csr(lists: list[ListUsers]) -> tuple[np.ndarray, np.ndarray, list[in
         positions_so_far += lst.n
         users_so_far += lst.n_users
     offsets.append(np.array([users_so_far], np.int64))
-    return np.concatenate(offsets).astype(np.int64), np.concatenate(own).astype(np.int32), bases
+    joined = np.concatenate(offsets).astype(positions_type(users_so_far))
+    return joined, np.concatenate(own).astype(np.int32), bases
 
 
 def is_view_at(view: np.ndarray, whole: np.ndarray, at: int) -> bool:

@@ -47,6 +47,7 @@ from typing import Any
 
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_float
 from indexes.stored import StoredTuple
+from mqo.partial import Partial
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.probe_bounds import EMPTY, FULL, probe_bounds
 from mqo.reorder import TrialTooCostly
@@ -60,39 +61,6 @@ A, J, W = Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW
 Growth = tuple[tuple[list[list[list[CompiledList]]], list[list[int]]], ...]
 _A_NAME, _J_NAME, _W_NAME = A.value, J.value, W.value  # (an Enum's .value is a Python-level property)
 _TIME_ONLY, _COMPLETION = 0, 3  # the growths' keys (1: joins, 2: windows)
-
-
-class Partial:
-    """A partial (or complete) result: one tuple per stream it has so far.
-
-    ``cand`` are the slots it may still satisfy; ``sat_j``/``sat_w`` the join and
-    window predicates it satisfied (SatPBS) and ``rel_j``/``rel_w`` the ones it was
-    tested against (RelPBS); ``lo``/``hi`` its smallest and largest timestamp.
-    """
-
-    __slots__ = ("cand", "hi", "lo", "mask", "rel_j", "rel_w", "sat_j", "sat_w", "tuples")
-
-    def __init__(
-        self,
-        tuples: list[StoredTuple | None],
-        mask: int,
-        cand: int,
-        sat_j: int,
-        sat_w: int,
-        rel_j: int,
-        rel_w: int,
-        lo: float,
-        hi: float,
-    ) -> None:
-        self.tuples = tuples
-        self.mask = mask
-        self.cand = cand
-        self.sat_j = sat_j
-        self.sat_w = sat_w
-        self.rel_j = rel_j
-        self.rel_w = rel_w
-        self.lo = lo
-        self.hi = hi
 
 
 class Engine:
@@ -127,7 +95,7 @@ class Engine:
         # a partial then visits only the streams and lists that can act on it.
         self._links: dict[tuple[int, int], list[tuple[int, int]]] = {}
         self._probes: dict[tuple[int, int, int], list[tuple[int, CompiledList]]] = {}
-        self._member_pairs: dict[tuple[Kind, int], list[tuple[int, int, list[CompiledList]]]] = {}
+        self._member_pairs: dict[tuple[bool, int], list[tuple[int, int, list[CompiledList]]]] = {}
         self._join_lists: dict[tuple[int, int], list[tuple[int, list[CompiledList], list[CompiledList]]]] = {}
         self._open: dict[int, list[tuple[int, int]]] = {}
         self._tables_of = plan.version  # (a plan changed in place would make them again)
@@ -152,12 +120,12 @@ class Engine:
         self,
         t: StoredTuple,
         order: tuple[Kind, Kind, Kind],
-        cand: int | None = None,
+        given: int | None = None,
         measure: bool = False,
     ) -> list[ResultBlock]:
         """All results whose last tuple is ``t`` (``t`` is not stored yet).
 
-        ``cand``, when given, is ``t``'s candidates after its attribute predicates,
+        ``given``, when given, is ``t``'s candidates after its attribute predicates,
         decided beforehand (by the batch kernels); the attribute phase then costs
         nothing for ``t``. With ``measure``, :attr:`phases` receives each phase's
         (type, partials in, partials out, work)."""
@@ -167,16 +135,27 @@ class Engine:
         if self._tables_of != plan.version:
             self._clear_tables()
         stream_slots = plan.stream_slots[t.stream]
-        if cand is not None:
+        if given is not None:
             t.attr_version = plan.version
             # (the QED test needs the lists' satisfied bits: they are decided again)
             t.attr_done = 0 if self.check_qed else plan.attr_list_mask[t.stream]
-            t.attr_kill = stream_slots & ~cand
+            t.attr_kill = stream_slots & ~given
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
         cand = stream_slots & ~self._unfed(t.stream, t.row[0])
         if not cand:
+            return results
+        # The attribute phase comes first and what it leaves of ``t``'s candidates is
+        # given: a tuple it leaves nothing stops here, counted and measured as that
+        # phase would be (one partial in, none out, no work), without running it (under
+        # check_qed the phase decides the lists again, and runs). An order that runs
+        # joins or windows first forms partials before attributes prune them: the
+        # thesis' orders, and the cost model, count those.
+        if given is not None and order[0] is A and not self.check_qed and not cand & given:
+            counters.phase_in[_A_NAME] += 1
+            if measure and cand & plan.paired_slots:
+                phases.append((A, 1, 0, 0))
             return results
         if not cand & plan.paired_slots:  # join and window phases would grow nothing: any order is one
             order, measure = (A,), False
@@ -289,9 +268,10 @@ class Engine:
 
     def _evaluate_members(self, p: Partial, kind: Kind) -> bool:
         """Evaluate ``kind``'s lists between the members a partial already has."""
-        pairs = self._member_pairs.get((kind, p.mask))
+        key = (kind is J, p.mask)  # (a Kind's hash is a Python-level call: keyed by a bool)
+        pairs = self._member_pairs.get(key)
         if pairs is None:
-            pairs = self._member_pairs[(kind, p.mask)] = self._pairs_within(p.mask, kind)
+            pairs = self._member_pairs[key] = self._pairs_within(p.mask, kind)
         cand = p.cand
         sat = rel = 0
         tuples = p.tuples
@@ -333,6 +313,10 @@ class Engine:
             outcome = lst.evaluate_pair(yt.row, xt.row)
         self.comparisons += lst.covering.comparisons()
         self.bitset_ops += 3
+        if not self.check_qed:
+            # SatPBS/RelPBS are read only by the QED check (check_qed): as wide as the
+            # lists, they would cost two big ints per pair otherwise
+            return cand & ~lst.kill.killed(*outcome), sat, rel
         return cand & ~lst.kill.killed(*outcome), sat | lst.sat_bits(outcome), rel | lst.block
 
     # ------------------------------------------------------------------ growth
@@ -466,6 +450,22 @@ class Engine:
             raise TrialTooCostly
         children = []
         join = self._join
+        if self._on_a:
+            # first: a fetched tuple's attribute outcome is decided already (by the batch
+            # kernels, or once per tuple, kept on it), and it turns most of them away
+            # (on (b'), 4 in 5) before any pair test
+            version, decided = plan.version, plan.attr_list_mask[y]
+            for r in found.values():
+                if r.attr_version == version and r.attr_done == decided:
+                    cr = cy & ~r.attr_kill
+                else:
+                    cr = cy & ~self.attribute_kill(r, cy)
+                if cr:
+                    child = join(p, y, r, cr, window)
+                    if child is not None:
+                        children.append(child)
+            self.bitset_ops += len(found)
+            return children
         for r in found.values():
             child = join(p, y, r, cy, window)
             if child is not None:
@@ -476,20 +476,14 @@ class Engine:
         self, p: Partial, y: int, r: StoredTuple, cand: int, window: tuple[float, float | Fraction]
     ) -> Partial | None:
         """``p`` plus tuple ``r`` of stream ``y``, tested against every list of the
-        types already run; None when no candidate survives."""
+        types already run but attributes (which :meth:`_grow` tested); None when no
+        candidate survives."""
         ts = r.row[0]
         lo = p.lo if p.lo < ts else ts
         hi = p.hi if p.hi > ts else ts
         self.comparisons += 1
         if span_sign(lo, hi, window[1], window[0]) > 0:
             return None
-        if self._on_a:
-            # first: ``r``'s attribute outcome is decided already (by the batch kernels,
-            # or once per tuple), and it turns most candidates away before any pair test
-            cand &= ~self.attribute_kill(r, cand)
-            self.bitset_ops += 1
-            if not cand:
-                return None
         sat_j, sat_w, rel_j, rel_w = p.sat_j, p.sat_w, p.rel_j, p.rel_w
         tuples = p.tuples
         members = self._join_lists.get((p.mask, y))

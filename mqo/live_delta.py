@@ -333,7 +333,7 @@ class LiveDelta:
         if rows is None:
             empty = {name: np.zeros(0, np.int8 if name in ("modes", "part") else np.int64) for name in PER_LIST}
             width = words - (self.n_base >> 6)
-            second = (np.zeros((1, max(width, 1)), np.uint64), np.zeros(1, np.int64), np.zeros(0, np.int32))
+            second = (np.zeros((1, max(width, 1)), np.uint64), np.zeros(1, np.int32), np.zeros(0, np.int32))
             return shared.joined(empty, second, plan.n_slots, base_row)
         width = words - rows.first_word
         rows.widen(width)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from indexes import kernel_modes as modes
-from indexes.kill_bitsets import MODE_OF_OP, PER_LIST, WALK_STRIDE
+from indexes.kill_bitsets import MODE_OF_OP, PER_LIST, WALK_STRIDE, positions_type
 from mqo.plan import CompiledList, Levels
 from mqo.plan_compile import number_list
 from predicates import Kind, ListKey
@@ -30,7 +30,7 @@ class LiveLists:
 
     def __init__(self, positions: int, users: int) -> None:
         self.constants = np.zeros(positions, np.float64)
-        self.offsets = np.zeros(positions + 1, np.int64)
+        self.offsets = np.zeros(positions + 1, positions_type(users))
         self.users = np.zeros(users, np.int32)
         self.positions = 0  # the first position no segment holds
         self.used = 0  # the first user no segment holds
@@ -50,7 +50,7 @@ class LiveLists:
     def _grow(self, positions: int, users: int) -> None:
         size = max(2 * len(self.constants), self.positions + positions + 1)
         room = max(2 * len(self.users), self.used + users)
-        constants, offsets = np.zeros(size, np.float64), np.zeros(size + 1, np.int64)
+        constants, offsets = np.zeros(size, np.float64), np.zeros(size + 1, positions_type(room))
         all_users = np.zeros(room, np.int32)
         constants[: self.positions] = self.constants[: self.positions]
         offsets[: self.positions + 1] = self.offsets[: self.positions + 1]

@@ -374,8 +374,10 @@ class Matcher:
         """Match prepared rows in a given arrival order (row ``row_indexes[j]`` of batch
         ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
         blocks) for each row visited (those late or that some query wants)."""
-        self.ensure_plan()  # the pipeline runs on the current plan
-        replayed = self.pipeline.replay(prepared, which, row_indexes)
+        plan = self.ensure_plan()  # the pipeline runs on the current plan
+        views = self.registrations.views
+        # rows with results of view queries are visited: their view rows go in before the next row
+        replayed = self.pipeline.replay(prepared, which, row_indexes, views.view_words(plan) if views else None)
         if not self.registrations.views:
             return ((j, self._join_tables(blocks)) for j, blocks in replayed) if self.registrations.tables else replayed
         if not self.registrations.views.aggregating:

@@ -44,14 +44,25 @@ import numpy as np
 
 from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
+from mqo.alone import ALONE_CHUNK, alone_rows, alone_slots, run_blocks
 from mqo.batch import MatchBatch, SingleResults
 from mqo.batch_input import columns_of
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
 from mqo.engine import Engine
+from mqo.pipeline_state import load_pipeline, pipeline_snapshot
 from mqo.plan import CompiledPlan
-from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, attribute_work, check_prepared, prepare_batch
+from mqo.prepare import (
+    ENGINE,
+    SINGLE,
+    STORE,
+    PreparedBatch,
+    attribute_work,
+    check_prepared,
+    prepare_batch,
+    rows_in_order,
+)
 from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple, ResultBlock, TupleError
 from mqo.row_layout import row_columns, row_layout
@@ -64,6 +75,7 @@ from predicates.errors import did_you_mean
 from predicates.numbers import decimal_of
 
 LATE_KEPT = 10_000
+ROWS_AT_ONCE = 1024  # a replay makes the stored rows of this many visited rows at a time
 DEFAULT_ORDER = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 
 
@@ -276,11 +288,14 @@ class Pipeline:
         return self._emitted(blocks)
 
     def replay(
-        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray
+        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, apart: np.ndarray | None = None
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """Prepared rows in a given arrival order: row ``row_indexes[j]`` of
         ``prepared[which[j]]`` arrives j-th. Only rows that are late or that some query
-        wants are visited one by one; yields (j, result blocks) for each visited row.
+        wants are visited one by one, save those whose only results are single-stream
+        ones (:mod:`mqo.alone`; none of the slots of the bitset ``apart``): theirs are
+        made a run at a time, and yielded row by row before the next row visited. Yields
+        (j, result blocks) for each row visited or with such results.
 
         Under ``emit='ordered'`` the blocks yielded at row j are those released once
         row j is in (the watermark after it); what rows that are not visited release
@@ -291,25 +306,43 @@ class Pipeline:
         ts = np.empty(n, np.float64)
         flags = np.empty(n, np.int8)
         streams = np.empty(n, np.int64)
+        alone = np.zeros(n, bool)
+        held = self.held
         for k, prep in enumerate(prepared):
             chosen = which == k
             ts[chosen] = prep.ts[row_indexes[chosen]]
             flags[chosen] = prep.visit_flags()[row_indexes[chosen]]
             streams[chosen] = prep.stream
+            if held is None:  # (held results go in with their arrival numbers one by one)
+                alone[chosen] = alone_rows(prep, apart)[row_indexes[chosen]]
         late, marks = self.clock.late_mask(streams, ts)
         marks.append(self.clock.mark)
         self.counters.tuples += n
         first = self.arrived + 1
         self.arrived += n
-        held = self.held
-        for j in np.flatnonzero(late | (flags != 0)).tolist():
-            prep, i = prepared[int(which[j])], int(row_indexes[j])
+        alone &= ~late
+        visited = np.flatnonzero(late | ((flags != 0) & ~alone))
+        singles = np.flatnonzero(alone)
+        runs = np.searchsorted(singles, visited).tolist()  # the singles before each visited row
+        done = 0  # singles yielded
+        advanced = -1  # the row whose watermark the horizon was last moved to
+        stored: list[tuple[Any, ...]] = []
+        for v, (j, before) in enumerate(zip(visited.tolist(), runs, strict=True)):
+            if before > done:
+                yield from self._alone_runs(prepared, which, row_indexes, singles[done:before])
+                done = before
+            if v % ROWS_AT_ONCE == 0:  # the visited rows' stored rows, made a column at a time
+                at = visited[v : v + ROWS_AT_ONCE]
+                stored = rows_in_order(prepared, which[at], row_indexes[at])
+            prep, i, row = prepared[int(which[j])], int(row_indexes[j]), stored[v % ROWS_AT_ONCE]
             if late[j]:
-                self._late(prep.stream, prep.row(i), marks[j])
+                self._late(prep.stream, row, marks[j])
                 continue
-            self._advance(marks[j])
-            blocks = self._matched_row(prep, i, int(prep.flags[i]))
+            if advanced != j:
+                self._advance(marks[j])
+            blocks = self._matched_row(prep, i, int(prep.flags[i]), row)
             self._advance(marks[j + 1])
+            advanced = j + 1
             self.replay_mark = marks[j + 1]
             if held is None:
                 yield j, blocks
@@ -320,12 +353,29 @@ class Pipeline:
                 self._check_time(marks[j + 1])
             if released:
                 yield j, released
+        if done < len(singles):
+            yield from self._alone_runs(prepared, which, row_indexes, singles[done:])
         self._advance(self.clock.mark)
         released = [] if held is None else self._released(self.clock.mark)
         if self.config.check:
             self._check_time(self.clock.mark)
         if released:
             yield n - 1, released
+
+    def _alone_runs(
+        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, positions: np.ndarray
+    ) -> Iterator[tuple[int, list[ResultBlock]]]:
+        """The results of the rows at ``positions`` (each decided alone), made a run of at
+        most :data:`~mqo.alone.ALONE_CHUNK` rows at a time: (position, its block) per row."""
+        assert self.plan is not None
+        for start in range(0, len(positions), ALONE_CHUNK):
+            run = positions[start : start + ALONE_CHUNK]
+            found = run_blocks(self.plan, prepared, which[run], row_indexes[run], self.seq)
+            self.seq += len(run)  # as visiting them numbers them
+            self.counters.results += sum(len(block) for _, block in found)
+            at = run.tolist()
+            for k, block in found:
+                yield at[k], [block]
 
     def push_batch(self, s: int, batch: Any) -> MatchBatch:
         """A batch of stream ``s``, in row order, as if pushed one by one."""
@@ -346,7 +396,7 @@ class Pipeline:
         if len(single_indexes):
             # single-stream results of all rows at once, read off the candidate bits
             row_of, slots = set_bits(prepared.candidates(single_indexes), prepared.single_mask)
-            stored_rows = [prepared.row(int(i)) for i in single_indexes]
+            stored_rows = prepared.rows(single_indexes)
             singles = SingleResults(prepared.stream, stored_rows, row_of, slots)
             if held is None:
                 out.singles.append(singles)
@@ -376,15 +426,17 @@ class Pipeline:
             self._check_time(self.clock.mark)
         return out
 
-    def _matched_row(self, prepared: PreparedBatch, i: int, flags: int) -> list[ResultBlock]:
+    def _matched_row(
+        self, prepared: PreparedBatch, i: int, flags: int, row: tuple[Any, ...] | None = None
+    ) -> list[ResultBlock]:
         """Row i of a prepared batch, known not to be late (``flags``: its role 1's
-        work; then its further roles, each with its own flags)."""
+        work; then its further roles, each with its own flags); ``row``: its stored row, if made."""
         blocks: list[ResultBlock] = []
         roles = [role for role in prepared.roles if role.flags[i]]
         if not flags and not roles:
             return blocks
         assert self.plan is not None
-        t = StoredTuple(prepared.stream, self.seq, prepared.row(i))
+        t = StoredTuple(prepared.stream, self.seq, prepared.row(i) if row is None else row)
         self.seq += 1
         self._matched_flags(prepared, i, flags, t, blocks)
         for role in roles:
@@ -396,14 +448,17 @@ class Pipeline:
     ) -> None:
         """What ``flags`` ask for tuple ``t``, row i of ``prepared``: results to ``blocks``."""
         assert self.plan is not None
-        if flags & SINGLE:
+        cand = prepared.engine_cand(i) if flags & ENGINE else 0
+        alone = cand & prepared.disjunct_bits  # single-stream queries' disjuncts (mqo.alone)
+        if flags & SINGLE or alone:
             members: list[StoredTuple | None] = [None] * len(self.plan.streams)
             members[prepared.stream] = t
-            block = ResultBlock(prepared.single_slots(i), members, t.row[0])
+            slots = alone_slots(self.plan, prepared, np.array([i]), bool(flags & SINGLE), bool(alone))[1]
+            block = ResultBlock(slots, members, t.row[0])
             blocks.append(block)
             self.counters.results += len(block)
-        if flags & ENGINE:
-            blocks.extend(self._process(t, prepared.engine_cand(i)))
+        if flags & ENGINE and (cand != alone or not alone):
+            blocks.extend(self._process(t, cand & ~alone))
         if flags & STORE:
             self._store(t)
 
@@ -512,82 +567,10 @@ class Pipeline:
 
     def snapshot(self) -> dict[str, Any]:
         """The matching state as plain data (see :meth:`mqo.Matcher.snapshot`)."""
-        assert self.state is not None
-        return {
-            "clock": self.clock.snapshot(),
-            "seq": self.seq,
-            "next_ids": [builder.next_id for builder in self.row_builders],
-            "counters": self.counters.as_dict(),
-            "state": self.state.snapshot(),
-            "streams": [schema.name for schema in self.plan.streams] if self.plan is not None else None,
-            "late": [_late_data(late) for late in self.late_tuples],
-            "order": self._order_snapshot(),
-            "arrived": self.arrived,
-            "held": None if self.held is None else self.held.snapshot(self.plan),
-            "retention_cap": None if self.retention_cap is None else list(self.retention_cap),
-        }
+        return pipeline_snapshot(self)
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
         """Continue from :meth:`snapshot` data, on ``plan`` (the same queries)."""
-        state, renumbered = _renumbered(data["state"], data.get("streams"), plan)
-        self.state = WindowState.restore(state, plan.indexed_positions)
-        self.plan = None  # the restored state's roles are as they were: none to fill
-        self.row_builders = []
-        self.attach(plan)
-        self.clock.load(data["clock"])
-        self.seq = data["seq"]
-        for builder, next_id in zip(self.row_builders, data["next_ids"], strict=True):
-            builder.restart_ids(next_id)
-        self.counters.load(data["counters"])
-        self.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
-        self.arrived = data.get("arrived", self.counters.tuples)
-        cap = data.get("retention_cap")
-        self.retention_cap = None if cap is None else (float(cap[0]), int(cap[1]))
-        if self.held is not None:
-            self.held.load(data.get("held") or (), plan)
-        elif data.get("held"):
-            raise ValueError("the snapshot holds results of emit='ordered'; restore it with emit='ordered'")
-        order = None if renumbered else data.get("order")  # per-stream statistics: of other streams
-        if order is not None and self.policy is not None and self.engine is not None:
-            # the adaptive order's statistics and the engine's list order: with them
-            # the restored matcher evaluates, and orders results, as this one would
-            self.policy = AdaptivePolicy.from_state(order["policy"])
-            self.engine.list_observer = self.policy.observe_list
-            by_index = plan.lists[Kind.ATTRIBUTE]
-            self.engine.attr_lists = [[by_index[i] for i in per_stream] for per_stream in order["attribute_lists"]]
+        load_pipeline(self, data, plan)
         if self.config.check:
             self._check_time(None)
-
-    def _order_snapshot(self) -> dict[str, Any] | None:
-        if self.policy is None or self.engine is None:
-            return None
-        lists = [[lst.index for lst in per_stream] for per_stream in self.engine.attr_lists]
-        return {"policy": self.policy.state(), "attribute_lists": lists}
-
-
-def _renumbered(state: Mapping[str, Any], names: list[str] | None, plan: CompiledPlan) -> tuple[Any, bool]:
-    """Snapshot state data with its streams numbered as ``plan`` numbers them. A plan
-    compiled from the same queries in another order (or from a query set changed since,
-    as the Spark control stream does) may number the roles of self-joins otherwise; a
-    role the snapshot lacks starts with its stream's tuples (see ``_fill_roles``)."""
-    wanted = [schema.name for schema in plan.streams]
-    if names is None or names == wanted:
-        return state, False
-    stored_of = dict(zip(names, state["streams"], strict=False))  # stream name -> its stored tuples
-    live = {r for roles in plan.live_roles for r in roles}
-    streams = [
-        stored_of.get(name, stored_of.get(plan.streams[plan.base_of[s]].name, []) if s in live else [])
-        for s, name in enumerate(wanted)
-    ]
-    return {**state, "streams": streams}, True
-
-
-def _late_data(late: LateTuple) -> dict[str, Any]:
-    return {
-        "stream": late.stream,
-        "ts": late.ts,
-        "id": late.id,
-        "values": dict(late.values),
-        "watermark": late.watermark,
-        "allowed_lateness": late.allowed_lateness,
-    }

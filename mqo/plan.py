@@ -36,7 +36,7 @@ import numpy as np
 
 from indexes.covering import NOTHING, CoveringList, Satisfied, compare, first_true
 from indexes.exact import at_least, span_sign
-from indexes.kill_bitsets import DEFAULT_BUDGET_BYTES, KillBitsets, ListUsers, bitset_of, words_for
+from indexes.kill_bitsets import DEFAULT_BUDGET_BYTES, KillBitsets, ListUsers, stream_bitset, words_for
 from indexes.kill_table import KillTable, mask_of, mask_of_flags
 from mqo.expressions import TestFn, ValueFn
 from mqo.memory import release_freed_memory
@@ -273,6 +273,9 @@ class CompiledPlan:
     # a base plan's changes since, kept in place from one update to the next
     # (:class:`mqo.live_delta.LiveDelta`)
     _delta_part: Any = field(default=None, repr=False)
+    # what build_tables makes per stream before the stream's kernel tables (the batch
+    # path's slot masks, given by the compiler: this module does not import it)
+    stream_makers: tuple[Callable[[CompiledPlan, int], Any], ...] = field(default=(), repr=False)
     # what per_stream and derived made from this plan, by (maker, stream or -1)
     _derived: dict[tuple[Any, int], Any] = field(default_factory=dict, repr=False)
 
@@ -500,13 +503,19 @@ class CompiledPlan:
 
     def build_tables(self) -> None:
         """Build now what the first tuple of each stream would otherwise build: every
-        list's search arrays and each stream's kernel tables (after a bulk registration,
-        so the first event costs one batch, not a table build)."""
+        list's search arrays, each stream's slot masks and kernel tables (after a bulk
+        registration, so the first event costs one batch, not a table build)."""
         for kind_lists in self.lists.values():
             for lst in kind_lists:
                 _ = lst.covering
         for stream, lists in enumerate(self.attr_lists):
             if lists:
+                # the stream's slot masks first, their slot-sized temporaries handed
+                # back before the table is made (made by the first tuple, they stood
+                # on top of the table at the peak)
+                for make in self.stream_makers:
+                    self.per_stream(stream, make)
+                release_freed_memory(self.n_slots)
                 self.kill_bitsets(stream)
 
     def kill_bitsets(self, stream: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> KillBitsets:
@@ -516,7 +525,7 @@ class CompiledPlan:
         if tables is None:
             if self.base_plan is None:
                 words = words_for(self.n_slots)
-                base = bitset_of(np.flatnonzero((self.slot_stream_mask >> stream) & 1 == 1), words)
+                base = stream_bitset(self.slot_stream_mask, stream, words)
                 lists = [lst.as_users() for lst in self.attr_lists[stream]]
                 tables = KillBitsets(lists, self.n_slots, base, budget_bytes)
                 release_freed_memory(self.n_slots)

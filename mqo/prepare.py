@@ -60,6 +60,9 @@ class PreparedBatch:
     # the same rows in the stream's further roles (self-joins), matched after these
     roles: list[PreparedBatch] = field(default_factory=list)
     pushed: tuple[Any, ...] | None = None  # a pushed tuple's row, already built: its one row
+    # engine slots a row decides alone (single-stream queries of several disjuncts: mqo.alone)
+    disjunct_mask: np.ndarray = field(default_factory=lambda: np.zeros(1, np.uint64))
+    _disjunct_bits: int | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -84,29 +87,81 @@ class PreparedBatch:
                 continue
             column = self.columns.get(col.name)
             v = None if column is None else column[i]
-            if isinstance(v, float | np.floating):
-                if v != v:
-                    v = None
-                elif col.ctype in (ColumnType.INTEGER, ColumnType.BYTE) and float(v).is_integer():
-                    v = int(v)
-                else:
-                    v = float(v)
-            values.append(v)
+            values.append(_stored_value(v, col.ctype in (ColumnType.INTEGER, ColumnType.BYTE)))
         return tuple(values)
 
-    def candidates(self, rows: np.ndarray) -> np.ndarray:
-        """Candidate rows (``[len(rows), words]``) of flagged rows."""
-        return self.cand[self.kept[rows]]
+    def rows(self, indexes: np.ndarray) -> list[tuple[Any, ...]]:
+        """The stored rows of ``indexes``, as :meth:`row` makes them, made a column at a time."""
+        if self.pushed is not None:
+            return [self.pushed] * len(indexes)
+        columns: list[list[Any]] = [self.ts[indexes].tolist(), self.ids[indexes].tolist()]
+        exact = self.columns.get(EXACT, {})
+        for col in self.schema.columns:
+            if col.name in exact:
+                columns.append([exact[col.name].value(i) for i in indexes.tolist()])
+                continue
+            column = self.columns.get(col.name)
+            if column is None:
+                columns.append([None] * len(indexes))
+                continue
+            whole = col.ctype in (ColumnType.INTEGER, ColumnType.BYTE)
+            if isinstance(column, np.ndarray) and column.dtype == np.float64:
+                picked = column[indexes]
+                values = picked.tolist()
+                if whole:
+                    values = [None if v != v else int(v) if v.is_integer() else v for v in values]
+                elif np.isnan(picked).any():
+                    values = [None if v != v else v for v in values]
+                columns.append(values)
+                continue
+            columns.append([_stored_value(column[i], whole) for i in indexes.tolist()])
+        return list(zip(*columns, strict=True))
 
-    def single_slots(self, i: int) -> np.ndarray:
-        """The single-stream slots row i satisfies, ascending."""
-        k = self.kept[i]
-        # the batch path's kernels (a pushed tuple is a batch: no kernel of its own to load)
-        return set_bits(self.cand[k : k + 1], self.single_mask)[1]
+    def candidates(self, rows: np.ndarray) -> np.ndarray:
+        """Candidate rows (``[len(rows), words]``) of ``rows``: none for a row the kernels
+        left no candidate (kept -1; under an order whose first phase is not the attribute
+        one such a row is still flagged ENGINE, and ``cand[-1]`` would be another row's)."""
+        kept = self.kept[rows]
+        if not len(self.cand):
+            return np.zeros((len(kept), self.cand.shape[1]), np.uint64)
+        out = self.cand[kept]
+        out[kept < 0] = 0
+        return out
+
+    @property
+    def disjunct_bits(self) -> int:
+        """:attr:`disjunct_mask` as an int (made once)."""
+        bits = self._disjunct_bits
+        if bits is None:
+            bits = self._disjunct_bits = bitset_to_int(self.disjunct_mask)
+        return bits
 
     def engine_cand(self, i: int) -> int:
         k = self.kept[i]
         return 0 if k < 0 else bitset_to_int(self.cand[k] & self.engine_mask)
+
+
+def rows_in_order(prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray) -> list[tuple[Any, ...]]:
+    """The stored rows of row ``row_indexes[j]`` of ``prepared[which[j]]`` for each j, in
+    that order (each batch's made a column at a time, :meth:`PreparedBatch.rows`)."""
+    if len(prepared) == 1:
+        return prepared[0].rows(row_indexes)
+    out: list[Any] = [None] * len(which)
+    for k, prep in enumerate(prepared):
+        mine = np.flatnonzero(which == k)
+        for at, row in zip(mine.tolist(), prep.rows(row_indexes[mine]), strict=True):
+            out[at] = row
+    return out
+
+
+def _stored_value(v: Any, whole: bool) -> Any:
+    """A batch's value as a stored row holds it: NaN as NULL, a whole number of an
+    INTEGER or BYTE column as an int, other numbers as floats."""
+    if isinstance(v, float | np.floating):
+        if v != v:
+            return None
+        return int(v) if whole and float(v).is_integer() else float(v)
+    return v
 
 
 def prepare_batch(
@@ -181,11 +236,15 @@ def _prepare_one(
         flags = np.full(n, STORE if store_all else 0, np.int8)
         cand = np.zeros((0, words_for(plan.n_slots)), np.uint64)
         kept = np.full(n, -1, np.int64)
-        return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
+        prepared = PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
+        prepared.disjunct_mask = np.zeros_like(single_mask)
+        return prepared
     lo, hi = attribute_ranges(plan, stream, ts, ids, columns)
     # the kernel's code bits are the masks' order: SINGLE, ENGINE, STORE
     flags, cand, kept = plan.kill_bitsets(stream).select(lo, hi, masks, STORE if store_all else 0)
-    return PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
+    prepared = PreparedBatch(stream, schema, ts, ids, columns, cand, kept, single_mask, engine_mask, flags)
+    prepared.disjunct_mask = plan.per_stream(stream, disjunct_mask)
+    return prepared
 
 
 def attribute_work(plan: CompiledPlan, stream: int) -> tuple[int, int]:
@@ -215,6 +274,23 @@ def stream_masks(plan: CompiledPlan, stream: int) -> tuple[np.ndarray, np.ndarra
     multi_mask = bitset_of(np.flatnonzero(of_stream & (plan.slot_stream_mask != (1 << stream))), words)
     masks = np.stack([single_mask, engine_mask, multi_mask])
     return masks, masks[0], masks[1], bool(single_mask.any() or engine_mask.any())
+
+
+def disjunct_mask(plan: CompiledPlan, stream: int) -> np.ndarray:
+    """The slots (a bitset) of ``stream``'s single-stream queries with several
+    disjuncts and no residual in any: the engine slots a row decides alone
+    (:mod:`mqo.alone`)."""
+    masks = plan.per_stream(stream, stream_masks)[0]
+    words = masks[1] & ~masks[2]  # the engine's single-stream slots: residuals or disjuncts
+    if not words.any():
+        return words
+    slots = set_bits(words[None, :], words)[1]
+    residual = np.fromiter((q in plan.slot_residuals for q in slots.tolist()), bool, len(slots))
+    records = plan.slot_record[slots]
+    # a query with a residual in one disjunct goes to the engine with all its disjuncts
+    # (each query's results once: the engine's check of which it already reported)
+    keep = ~np.isin(records, records[residual])
+    return bitset_of(slots[keep], len(words))
 
 
 @dataclass(frozen=True)

@@ -169,10 +169,13 @@ class RecordList(Sequence[RegisteredQuery]):
     """The registered queries in registration order, as runs (a list of query objects,
     or a :class:`BlockRun`); a block row's record is made on first look and kept."""
 
-    def __init__(self, runs: list[Run]) -> None:
+    def __init__(self, runs: list[Run], names: list[str] | None = None) -> None:
         self.runs = [run for run in runs if len(run)]
         self.starts = [0, *accumulate(len(run) for run in self.runs)]
         self._made: dict[int, RegisteredQuery] = {}
+        # the records' names in order where the registry listed them (its block runs
+        # read theirs from it): the plan keeps this list, not a second one
+        self.names = names
 
     def __len__(self) -> int:
         return self.starts[-1]

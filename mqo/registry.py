@@ -342,7 +342,7 @@ class QueryRegistry:
                 run = _block_run(b, live, names, at)
                 runs.append(run)
                 at += len(run)
-            return RecordList(runs)
+            return RecordList(runs, names)
         # objects and blocks interleaved: one pass over the entries, a block's rows skipped
         firsts = [b.first_order for b, _ in blocks]
         objects: list[RegisteredQuery] = []
@@ -363,7 +363,7 @@ class QueryRegistry:
             i += len(run)
         if objects:
             runs.append(objects)
-        return RecordList(runs)
+        return RecordList(runs, names)
 
     def _n_rows(self) -> int:
         return len(self._row_key) + self._block_rows

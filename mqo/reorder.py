@@ -73,12 +73,17 @@ class Average:
     fresh: int = 0
 
     def add(self, x: float) -> None:
-        if self.value is None:
+        value = self.value
+        if value is None:
             self.value = x
             return
-        self.fresh += 1
-        rate = max(self.rate, 1.0 / self.fresh) if self.fresh < 1 / self.rate else self.rate
-        self.value += rate * (x - self.value)
+        # (every engine tuple adds to eight of these: written without max() and
+        # with each attribute read once)
+        fresh = self.fresh = self.fresh + 1
+        rate = self.rate
+        if fresh < 1 / rate and 1.0 / fresh > rate:
+            rate = 1.0 / fresh
+        self.value = value + rate * (x - value)
 
     def quicken(self) -> None:
         self.fresh = 0
@@ -112,11 +117,12 @@ class TypeStats:
     def drifted(self, threshold: float) -> bool:
         if self.samples < 50:
             return False
-        pairs = ((self.fanout, self.slow_fanout, 0.01), (self.cost, self.slow_cost, 1.0))
-        return any(
-            abs(math.log((fast.value or 0.0) + eps) - math.log((slow.value or 0.0) + eps)) > threshold
-            for fast, slow, eps in pairs
-        )
+        log = math.log
+        fast, slow = self.fanout.value or 0.0, self.slow_fanout.value or 0.0
+        if abs(log(fast + 0.01) - log(slow + 0.01)) > threshold:
+            return True
+        fast, slow = self.cost.value or 0.0, self.slow_cost.value or 0.0
+        return abs(log(fast + 1.0) - log(slow + 1.0)) > threshold
 
     def refresh(self) -> None:
         """After a change: the short averages re-learn fast, the long ones restart

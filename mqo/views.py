@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from indexes.kill_bitsets import bitset_of, words_for
 from indexes.kill_table import mask_of_flags
 from mqo.aggregation.results import AggregateValues
 from mqo.batch import MatchBatch
@@ -140,6 +141,10 @@ class ViewGraph:
             is_view = np.array([name.lower() in self.views for name in names], bool)
             self._slots = (plan, is_view[plan.slot_record] if len(names) else np.zeros(0, bool))
         return self._slots[1]
+
+    def view_words(self, plan: CompiledPlan) -> np.ndarray:
+        """The view queries' slots of ``plan`` as a bitset (the kernels' words)."""
+        return bitset_of(np.flatnonzero(self.view_slots(plan)), words_for(plan.n_slots))
 
     def view_mask(self, plan: CompiledPlan) -> int:
         """The view queries' slots of ``plan`` as a mask."""

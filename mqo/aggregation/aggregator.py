@@ -267,16 +267,25 @@ class Aggregator:
     def _first_needed(self, store_key: tuple) -> int | None:
         """The first slice a pending window of the store's queries can need (None: any,
         as long as a query has not emitted its first window)."""
-        store = self.stores[store_key]
-        first: int | None = None
+        return self._firsts_needed(store_key).get(store_key)
+
+    def _firsts_needed(self, only: tuple | None = None) -> dict[tuple, int | None]:
+        """:meth:`_first_needed` of every store (of ``only`` when given), in one pass over
+        the queries (an emission asks it of each store)."""
+        firsts: dict[tuple, int | None] = {}
         for reg in self.queries.values():
-            if reg.store_key != store_key:
+            key = reg.store_key
+            if (only is not None and key != only) or key not in self.stores:
+                continue
+            if key in firsts and firsts[key] is None:
                 continue
             if reg.next_k is None or reg.size is None:
-                return None
-            lo = int((reg.next_k * reg.slide - reg.size) / store.grid) + 1
-            first = lo if first is None else min(first, lo)
-        return first
+                firsts[key] = None
+                continue
+            lo = int((reg.next_k * reg.slide - reg.size) / self.stores[key].grid) + 1
+            first = firsts.get(key, lo)
+            firsts[key] = lo if first is None else min(first, lo)
+        return firsts
 
     # -------------------------------------------------------------- emission
 
@@ -297,6 +306,11 @@ class Aggregator:
         positions: dict[str, int] = {}
         for position, reg in enumerate(self.queries.values()):
             positions[reg.query.name] = position
+            # window k ends at k * SLIDE and closes once the threshold passes it: none is
+            # due before window next_k (an emission every few rows mostly finds none)
+            next_k = None if threshold is None or reg.relation is not None else reg.next_k
+            if next_k is not None and threshold <= next_k * reg.slide:
+                continue
             store = self.stores.get(reg.store_key)  # None: a count query's
             if store is None or store.empty:
                 if store is not None and reg.relation is not None:  # the groups present may go away
@@ -345,9 +359,10 @@ class Aggregator:
                 chunk = self._relation_step(reg, position, chunk, closed)
             if chunk is not None:
                 out.append(chunk)
+        needed = self._firsts_needed()
         for key, store in self.stores.items():
             if not store.landmark:
-                store.drop_before(self._first_needed(key))
+                store.drop_before(needed.get(key))
         finish = lambda name, cs, ws: self._count_chunk(self.queries[name], positions[name], cs, ws)  # noqa: E731
         out += [c for c in count_windows(self.count_stores, threshold, finish) if c is not None]
         if self._config.check:

@@ -14,10 +14,20 @@ local engine's (a view's rows are numbered by window end, then group key, NULL f
 the offset of the rows with earlier ends plus the rank within the end). The queries
 then run over a matcher where each aggregate view is a declared stream.
 
-A match view reading an aggregate view is refused (:func:`runtime.spark.spec.check_views`):
-the local engine feeds the rows of one emission as one generation, whose match-view
-rows it numbers together, where a stage sees them one row at a time. Tables with
-aggregate views are refused too (the stages that make the views take no tables).
+A match view reading an aggregate view runs in the match stage, its rows made there
+from the aggregate view's rows as from any stream's (its ids are the tasks' there, as
+every match view's). An aggregate view or query over it is refused
+(:func:`runtime.spark.spec.check_views`): the local engine feeds the rows of one
+emission as one generation, whose match-view rows it numbers together, where a stage
+makes them one aggregate row at a time, and an aggregate needs them in the local
+engine's order.
+
+**Tables.** No view reads a table (a match query can), so the stages that make an
+aggregate view's rows need none: tables stay with the queries after them. The matcher
+:func:`materialize` returns declares the tables first (their rows go to the match
+stage with its spec, taken from the caller's matcher before:
+:func:`runtime.spark.tables.stage_tables`), and a query joining an aggregate view's
+rows with a table reads it as of each row's ts (the window's end), as any query does.
 """
 
 from __future__ import annotations
@@ -28,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 from mqo import Matcher
 from predicates import AggregateQuery
 from runtime.spark.common import SQL_TYPES, quoted
-from runtime.spark.spec import SparkStageError
+from runtime.spark.tables import table_texts
+from runtime.spark.view_rows import needed_views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -47,12 +58,8 @@ def materialize(
     stream, and the stream DataFrames with each aggregate view's rows added.
     ``aggregate``: :func:`runtime.spark.aggregate.aggregate_batch` (given by the
     caller, which that stage is too), run once per aggregate view over a matcher of
-    its query and the match views below it."""
-    if matcher.tables:
-        raise SparkStageError(
-            f"aggregate views with a table ({matcher.tables[0]}) do not run on Spark; use --engine local "
-            "(Matcher.push_batch)"
-        )
+    its query and the match views it reads. The returned matcher declares
+    ``matcher``'s tables (without their rows: the caller ships those)."""
     graph = matcher.registrations.views
     frames = dict(streams)
     made: list[str] = []  # the aggregate views made so far: declared streams from here on
@@ -62,6 +69,7 @@ def materialize(
             below.append(view.name)
             continue
         source = view_query(matcher, view.name).stream
+        reads = [name for name in needed_views(matcher, [source]) if name in below]  # (the match views it needs)
         declared = source.lower() in {schema.name.lower() for schema in matcher.catalog.base_streams()}
         if declared and source.lower() not in {name.lower() for name in frames}:
             # a declared stream without a DataFrame has no tuples (the CLI's streams
@@ -69,12 +77,12 @@ def materialize(
             frames[view.name] = no_rows(next(iter(frames.values())), view.schema.columns)
             made.append(view.name)
             continue
-        step = flat(matcher, made, below)
+        step = flat(matcher, made, reads)
         step.register_query(view_query(matcher, view.name).text, query_id=view.name, source_name=f"<view {view.name}>")
         rows = aggregate(frames, step, partitions=partitions, span=span)
         frames[view.name] = aggregate_view_frame(rows, matcher, view.name)
         made.append(view.name)
-    out = flat(matcher, made, below)
+    out = flat(matcher, made, below, table_texts(matcher))
     for rq in matcher.registry:
         if rq.name not in graph:
             out.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
@@ -97,12 +105,15 @@ def no_rows(like: DataFrame, columns: Any) -> DataFrame:
     return like.sparkSession.createDataFrame([], f"ts double, id bigint, {types}")
 
 
-def flat(matcher: Matcher, made: list[str], views: list[str]) -> Matcher:
+def flat(matcher: Matcher, made: list[str], views: list[str], tables: list[str] | None = None) -> Matcher:
     """A matcher of ``matcher``'s declared streams and settings with the aggregate views
-    ``made`` declared as streams and the match views ``views`` registered."""
+    ``made`` declared as streams, the tables ``tables`` (``CREATE TABLE`` texts)
+    declared and the match views ``views`` registered."""
     graph = matcher.registrations.views
     ddl = [matcher.catalog.ddl(), *(graph.get(name).schema.ddl() for name in made)]  # type: ignore[union-attr]
     out = Matcher("\n".join(ddl), config=matcher.config)
+    if tables:
+        out.register_queries(tables, "<tables>")
     for name in views:
         out.register_query(graph.get(name).text, query_id=name, source_name=f"<view {name}>")  # type: ignore[union-attr]
     return out

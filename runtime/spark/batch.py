@@ -89,8 +89,8 @@ A view member's id in ``ids`` numbers the view's rows in the task that made it (
 local engine numbers them over the whole input; a task cannot know how many rows
 came before its bucket), so compare view members by value. Aggregate views run here
 too: their rows are made first (:mod:`runtime.spark.aggregate_views`) and read as a
-declared stream's, their ids the local engine's. Views in the streaming stages are
-refused with an error naming the view.
+declared stream's, their ids the local engine's. The streaming match stage runs match
+views the same way (:mod:`runtime.spark.streaming`, "Views").
 
 The stage's spec is built on the driver (:mod:`runtime.spark.spec`), the rows laid out
 and grouped by the plumbing the stages share (:mod:`runtime.spark.common`); the plan is
@@ -149,10 +149,10 @@ def match_batch(
     if emit not in ("arrival", "ordered"):
         raise SparkStageError(f"emit must be arrival or ordered, got {emit!r}")
     matcher = stage_matcher(queries, schema, streams, order, views=True)
+    reference = stage_tables(matcher, tables, max_table_rows, streams)  # (the caller's matcher holds the rows)
     if matcher.registrations.views.aggregating:  # their rows first, then streams like any (aggregate_views)
         n = shuffle_partitions(streams, partitions, "partitions")
         matcher, streams = materialize(streams, matcher, aggregate_batch, n)
-    reference = stage_tables(matcher, tables, max_table_rows, streams)
     # timestamp order: no tuple is late, so lateness does not widen the buckets
     spec = build_spec(
         matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0, tables=reference

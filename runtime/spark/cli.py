@@ -50,7 +50,8 @@ from runtime.io.table_rows import TableSpec
 from runtime.io.writers import LinesFile, check_output_paths, open_writer, side_paths, write_jsonl
 from runtime.local.match import Summary
 from runtime.local.tables import TableFeed
-from runtime.spark.spec import SparkStageError
+from runtime.spark.aggregate_views import materialize
+from runtime.spark.spec import check_views
 from runtime.spark.tables import put_file_rows, table_texts
 from runtime.spark.view_rows import needed_views, numbered, view_rows, views_matcher
 
@@ -68,7 +69,8 @@ def run_spark_match(
     """Run ``mqo match`` on Spark; returns the same summary as the local engine. The
     output paths are checked (and side files of an earlier run removed) before any
     input is read, as the local engine does. ``output_views``: {view: file} of views
-    whose rows are written as the local engine writes them (:func:`write_view_rows`)."""
+    whose rows are written as the local engine writes them (:func:`write_view_rows`,
+    :func:`write_aggregate_view_rows`)."""
     from runtime.spark.batch import match_batch
     from runtime.workload import load_matcher
 
@@ -93,15 +95,17 @@ def run_spark_match(
     aggregates_path = aggregate_writers.aggregates_path(args.output, fmt, args.aggregates) if separate else None
     if separate:
         named.append(("the aggregate file", aggregates_path, False))
-    views = dict(output_views or {})
-    named += [(f"the rows of view {view}", path, True) for view, path in views.items()]
-    for view in views:
-        if matcher.registrations.views.get(view).aggregate:  # type: ignore[union-attr]
-            raise SparkStageError(
-                f"--output-view {view}: an aggregate view's rows are not written with --engine spark; use "
-                "--engine local"
-            )
-    written = views_matcher(matcher, needed_views(matcher, views)) if views else None  # (refusals before reading)
+    named += [(f"the rows of view {view}", path, True) for view, path in (output_views or {}).items()]
+    # match views' rows come from the match stage's tasks, aggregate views' from the
+    # aggregate stage (runtime.spark.aggregate_views); matchers made (refusals) before reading
+    graph = matcher.registrations.views
+    views = {view: path for view, path in (output_views or {}).items() if not graph.get(view).aggregate}  # type: ignore[union-attr]
+    aggregated = {view: path for view, path in (output_views or {}).items() if view not in views}
+    written = views_matcher(matcher, needed_views(matcher, views)) if views else None
+    windowed = views_matcher(matcher, needed_views(matcher, aggregated)) if aggregated else None
+    for shown in (written, windowed):
+        if shown is not None:
+            check_views(shown, True, "aggregate")  # (rows in the local engine's order)
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     plan = matcher.ensure_plan()
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)
@@ -113,7 +117,7 @@ def run_spark_match(
     tables = stream_tables(matcher, data, ids, keep)
     found = result_schema(matcher.value_types()).empty_table()
     rows = AggregateBatch()
-    if tables and (matching is not None or aggregating is not None or written is not None):
+    if tables and (matching is not None or aggregating is not None or written is not None or windowed is not None):
         spark, owned = spark_session(args.master)
         try:
             frames = {name: spark.createDataFrame(table) for name, table in tables.items()}
@@ -126,6 +130,8 @@ def run_spark_match(
                 rows = run_aggregates(aggregating, frames, cores)
             if written is not None:
                 write_view_rows(views, written, frames, cores)
+            if windowed is not None:
+                write_aggregate_view_rows(aggregated, windowed, frames, cores)
         finally:
             if owned:
                 spark.stop()
@@ -150,8 +156,11 @@ def run_spark_match(
     summary.tuples = summary.total = sum(len(d) for d in data)
     for d in data:
         summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
-    if written is not None and not tables:
-        write_view_rows(views, written, {}, 1)  # no tuple: the files as the local engine leaves them
+    if not tables:  # no tuple: the files as the local engine leaves them
+        if written is not None:
+            write_view_rows(views, written, {}, 1)
+        if windowed is not None:
+            write_aggregate_view_rows(aggregated, windowed, {}, 1)
     summary.late = len(late)
     summary.rejected = len(rejected)
     write_jsonl(late_path, (t.as_dict() for t in late), "the late-tuple file")
@@ -222,6 +231,31 @@ def write_view_rows(views: Mapping[str, str], source: Matcher, frames: Mapping[s
     if frames:
         rows, layout = view_rows(frames, source, names, partitions=partitions)
         made = numbered(rows.toArrow(), layout)
+    for name, (view, path) in zip(names, views.items(), strict=True):
+        with LinesFile(path, f"the rows of view {view}") as out:
+            out.write({"view": name, "ts": ts, "id": ident, "values": values} for ts, ident, values in made[name])
+
+
+def write_aggregate_view_rows(
+    views: Mapping[str, str], source: Matcher, frames: Mapping[str, Any], partitions: int
+) -> None:
+    """Write the rows of each aggregate view of ``views`` ({view: file}) that the views
+    of ``source`` (:func:`runtime.spark.view_rows.views_matcher`) make over the stream
+    DataFrames, as the local engine writes them: each view's rows as the aggregate
+    stage makes them for its readers (:func:`runtime.spark.aggregate_views.materialize`:
+    ``ts`` the window's end, the local engine's ids), written in id order, the order
+    the local engine makes them in."""
+    from runtime.spark.aggregate import aggregate_batch
+
+    graph = source.registrations.views
+    names = [graph.get(view).name for view in views]  # type: ignore[union-attr]
+    made: dict[str, list[tuple[float, int, dict[str, Any]]]] = {name: [] for name in names}
+    if frames:
+        _, streams = materialize(frames, source, aggregate_batch, partitions)
+        for name in names:
+            columns = [column.name for column in graph.get(name).schema.columns]  # type: ignore[union-attr]
+            rows = sorted(streams[name].collect(), key=lambda row: row["id"])
+            made[name] = [(row["ts"], row["id"], {c: row[c] for c in columns}) for row in rows]
     for name, (view, path) in zip(names, views.items(), strict=True):
         with LinesFile(path, f"the rows of view {view}") as out:
             out.write({"view": name, "ts": ts, "id": ident, "values": values} for ts, ident, values in made[name])

@@ -218,12 +218,24 @@ def apply_shared(
         return reported((name, f"unregister at ts {ts!r}: no query {name!r} is registered"))
     where = f"<register at ts {ts!r}>"
     # the text's own errors (syntax, names, ids given twice), found on a matcher without
-    # state, so that each stage, whatever it holds, judges the text alike
-    probe = Matcher(matcher.catalog, config=matcher.config)
+    # state, so that each stage, whatever it holds, judges the text alike (on a copy of
+    # the catalog: a view the text declares must not land in the group's)
+    probe = Matcher(matcher.catalog.ddl(), config=matcher.config)
     try:
         ids = probe.register_queries(str(text), source_name=where)
     except MqoError as exc:
         return reported((getattr(exc, "query", None), str(exc)))
+    if probe.views:
+        # a view's rows feed the queries reading it from registration on, which the
+        # slots' copies of the commands cannot yet keep in step: refused, by either stage
+        return reported(
+            (
+                probe.views[0],
+                f"view {probe.views[0]}: views do not run where queries come through a control stream "
+                "(mqo serve --engine spark); give them to runtime.spark.match_stream from the start, or use "
+                "mqo serve --engine local",
+            )
+        )
     matches = [q for q in ids if q in probe.registry.queries]
     mine = matches if kind == "match" else [q for q in ids if q not in probe.registry.queries]
     wide = [q for q in matches if max_window is not None and _too_wide(probe, q, max_window)]

@@ -123,14 +123,15 @@ def stage_matcher(
     *,
     may_be_empty: bool = False,
     kind: str = "match",
-    views: bool = False,
+    views: bool | str = False,
 ) -> Matcher:
     """A driver-side matcher holding the streams and queries of a stage of ``kind``
     (``match`` or ``aggregate``; it validates them here, with the usual located
     errors, before any Spark job runs). ``may_be_empty``: no queries is fine (they
     come later, through a control stream). Every stage takes its matcher from here,
-    so every stage refuses an empty ``frames`` alike. ``views``: the stage runs match
-    views (the batch match stage: :func:`view_margin`); else a view is refused."""
+    so every stage refuses an empty ``frames`` alike. ``views``: True, the stage runs
+    views (the batch stages: :func:`view_margin`, :mod:`runtime.spark.aggregate_views`);
+    ``"match"``, match views only (the streaming match stage); else a view is refused."""
     if kind not in KINDS:
         raise SparkStageError(f"internal error: a stage of unknown kind {kind!r}")
     if isinstance(queries, Matcher):
@@ -142,7 +143,7 @@ def stage_matcher(
         matcher = Matcher(ddl) if order is None else Matcher(ddl, order=order)
         matcher.register_queries(queries)
     if matcher.views:  # (before only_kind: an aggregate view is an aggregate query too)
-        check_views(matcher, views)
+        check_views(matcher, views, kind)
     only_kind(matcher, kind)
     if matcher.tables and kind == "aggregate":
         # (an aggregate query cannot read a table: tables belong to the match stages)
@@ -283,26 +284,52 @@ def build_spec(
     return with_fingerprint(spec)
 
 
-def check_views(matcher: Matcher, runs_views: bool) -> None:
-    """Refuse the matcher's views unless the stage runs them (``runs_views``: the batch
-    stages), and a match view reading an aggregate view always: the local engine
-    numbers the match-view rows of one emission's aggregate rows together, a stage
-    one aggregate row at a time (:mod:`runtime.spark.aggregate_views`)."""
+def check_views(matcher: Matcher, runs_views: bool | str, kind: str = "match") -> None:
+    """Refuse the matcher's views unless the stage runs them (``runs_views``: True for
+    the batch stages; ``"match"`` for the streaming match stage, which runs match views
+    in its state groups but cannot make an aggregate view's rows). A stage of ``kind``
+    ``aggregate`` (and ``--output-view``) also refuses a match view over an aggregate
+    view (:func:`over_aggregates`): it needs that view's rows in the local engine's
+    order, which numbers the match-view rows of one emission's aggregate rows together
+    where a stage makes them one aggregate row at a time; the match stage runs it (a
+    match view's row ids are its tasks' there anyway)."""
+    graph = matcher.registrations.views
     if not runs_views:
         raise SparkStageError(
-            f"the Spark streaming stages do not run views (view {matcher.views[0]}); run them with "
-            "runtime.spark.match_batch or aggregate_batch (batch) or locally"
+            f"the Spark streaming aggregate stages do not run views (view {matcher.views[0]}); run them with "
+            "runtime.spark.aggregate_batch (batch) or locally"
         )
+    if runs_views == "match":
+        aggregate = next((view for view in graph if view.aggregate), None)
+        if aggregate is not None:
+            raise SparkStageError(
+                f"aggregate view {aggregate.name} does not run in the Spark streaming stages (its rows leave "
+                "behind the watermark, from a stage of their own); run it with runtime.spark.match_batch or "
+                "aggregate_batch (batch) or locally"
+            )
+    if kind == "aggregate":
+        for view, read in over_aggregates(matcher).items():
+            raise SparkStageError(
+                f"view {view} is a match view reading aggregate view {read}: the Spark aggregate stages and "
+                "--output-view do not run that (the match stage runs its readers); run it locally (mqo match "
+                "--engine local, Matcher.push_batch)"
+            )
+
+
+def over_aggregates(matcher: Matcher) -> dict[str, str]:
+    """The match views that read an aggregate view, directly or through other match
+    views: {view: the aggregate view}."""
     graph = matcher.registrations.views
-    for view in graph:
+    found: dict[str, str] = {}
+    for view in graph:  # registration order: a view's inputs come before it
         if view.aggregate:
             continue
-        read = next((r for r in view.reads if r in graph and graph.get(r).aggregate), None)  # type: ignore[union-attr]
-        if read is not None:
-            raise SparkStageError(
-                f"view {view.name} is a match view reading aggregate view {graph.get(read).name}: the Spark stages "  # type: ignore[union-attr]
-                "do not run that; run it locally (mqo match --engine local, Matcher.push_batch)"
-            )
+        for r in view.reads:
+            read = graph.get(r)
+            if read is not None and (read.aggregate or read.name in found):
+                found[view.name] = read.name if read.aggregate else found[read.name]
+                break
+    return found
 
 
 def view_key_fault(matcher: Matcher, key: Mapping[str, str]) -> str | None:

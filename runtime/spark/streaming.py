@@ -43,6 +43,23 @@ that has sent nothing does not hold it back (locally, every declared stream does
 ``idle_timeout``); and a source that falls silent holds it back for good, since Spark
 has no idle timeout (nor ``set_idle`` or per-stream heartbeats).
 
+**Views.** Match views (``CREATE VIEW``, given with the queries from the start) run in
+every slot's matcher as in the batch stage (:mod:`runtime.spark.batch`, "Views"): a
+slot makes a view's rows from its tuples, in ``(ts, stream, id)`` order within the
+micro-batch, and matches them against the queries reading the view; the buckets'
+margin is the longest chain of MAXWINDOWs through the view graph plus the lateness
+(:func:`runtime.spark.spec.view_margin`), and by the equality key only when each view
+joined on it selects its members' key column. A view row is made by a tuple that is
+not late, so it is never late itself (its ts is at least the watermark); a late tuple
+makes no view rows, as in the local engine. A slot's state carries the ids its views'
+rows take next (:func:`runtime.spark.worker.freeze`), and a slot with views compiles
+its queries in every micro-batch (a matcher with views shares no plan). A view
+member's id in ``ids`` numbers the view's rows within the slot (the local engine
+numbers them over the whole input), so compare view members by value. Aggregate
+views, views with ``emit="ordered"`` (results leave behind the watermark, too late to
+be a stream) and views through a control stream are refused with an error naming the
+view.
+
 **Ordered emission** (``emit="ordered"``). Each slot's matcher holds its results (in
 the state store, with the window) and releases those older than the micro-batch's
 watermark, in ``ts`` order. So micro-batch k writes exactly the results with ``ts`` in
@@ -191,7 +208,17 @@ def match_stream(
         raise SparkStageError("a control stream needs max_window: the largest MAXWINDOW its queries may have (seconds)")
     if control is None and max_window is not None:
         raise SparkStageError("max_window is for queries that come through a control stream (control=)")
-    matcher = stage_matcher(queries, schema, streams, order, may_be_empty=control is not None)
+    matcher = stage_matcher(queries, schema, streams, order, may_be_empty=control is not None, views="match")
+    if matcher.views and (emit != "arrival" or control is not None):
+        raise SparkStageError(
+            f"view {matcher.views[0]} needs emit='arrival' and no control stream in the streaming stage"
+            + (
+                ": under emit='ordered' results leave once the watermark has passed them, too late to be a stream "
+                "other queries match"
+                if emit != "arrival"
+                else ": its queries are the stage's from the start"
+            )
+        )
     reference = stage_tables(matcher, tables, max_table_rows, streams)
     if reference is not None and emit == "ordered":
         raise SparkStageError(

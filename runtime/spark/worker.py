@@ -87,11 +87,17 @@ def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None) -> Matcher:
     in a streaming group's state.
 
     A matcher with views shares no plan (its views' streams and row ids are its own,
-    :meth:`Matcher.restore`): each batch task compiles its own from the template's
-    snapshot (only the batch stage runs views: :func:`runtime.spark.spec.check_views`)."""
+    :meth:`Matcher.restore`): each batch task, and each streaming group in each
+    micro-batch, compiles its own from the template's snapshot, ``state`` (which then
+    holds the ids the views' rows take next, :func:`freeze`) laid over it."""
     base = template(spec)
     shared = not base.views
-    snapshot = base.snapshot(queries=not shared) if state is None else dict(state)
+    if state is None:
+        snapshot = base.snapshot(queries=not shared)
+    elif shared:
+        snapshot = dict(state)
+    else:
+        snapshot = {**base.snapshot(queries=True), **state}
     snapshot.setdefault("counters", base.counters.__class__().as_dict())
     if spec.tables is not None:
         snapshot["reference_tables"] = spec.tables
@@ -99,10 +105,12 @@ def spawn(spec: StageSpec, state: Mapping[str, Any] | None = None) -> Matcher:
 
 
 def freeze(matcher: Matcher) -> dict[str, Any]:
-    """The part of a snapshot that changes as tuples flow (clocks, ids, stored tuples);
-    the queries are in the spec, so they are not stored per group."""
+    """The part of a snapshot that changes as tuples flow (clocks, ids, stored tuples,
+    the ids the views' rows take next); the queries are in the spec, so they are not
+    stored per group."""
     snap = matcher.snapshot(queries=False)
-    return {k: snap[k] for k in ("format", "settings", "clock", "seq", "next_ids", "state", "arrived", "held")}
+    kept = ("format", "settings", "clock", "seq", "next_ids", "state", "arrived", "held", "view_ids")
+    return {k: snap[k] for k in kept if k in snap}
 
 
 def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

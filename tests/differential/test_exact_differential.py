@@ -347,6 +347,15 @@ def test_prepare_replay(workload: Workload, order: str) -> None:
     run_replay(workload, matcher(order=order))
 
 
+@settings(max_examples=30, **SETTINGS)
+@given(workload=workloads(max_tuples=40, churn=False), order=st.sampled_from(("AJW", "JWA", "adaptive")))
+def test_prepare_replay_store_candidates(workload: Workload, order: str) -> None:
+    """The CLI's way: ``store='candidates'`` (queries fixed at the start), where rows with
+    single-stream results only (disjuncts too) are decided a run at a time (mqo.alone)."""
+    record(workload)
+    run_replay(workload, matcher(order=order, store="candidates"))
+
+
 def test_push_batch_many_queries() -> None:
     """200 queries (a few shapes, many constants) and a batch of 1,000 tuples of one
     stream after ~60 tuples of all streams whose times it revisits."""

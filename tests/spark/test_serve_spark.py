@@ -30,6 +30,10 @@ SECOND = """-- a query added while the service runs
 Query ID: near
 SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 6 sec WHERE B.pressure <= 1.5 * H.vib AND B.temp > 50;
 """
+VIEW = """CREATE VIEW hot AS SELECT B.pressure AS p FROM B WHERE B.pressure > 50;
+Query ID: hot_reader
+SELECT * FROM hot r WHERE r.p > 60;
+"""
 
 
 def drop(path: Path, text: str, mtime: int) -> None:
@@ -89,6 +93,7 @@ def test_serve_on_spark_takes_query_and_data_files_as_they_come(spark_session: A
     drop(tmp_path / "queries" / "b.mqo", SECOND, 1_000_010)
     drop(tmp_path / "queries" / "drop.mqo", "-- retire it\nUNREGISTER low;\n", 1_000_020)
     drop(tmp_path / "queries" / "broken.mqo", "Query ID: broken\nSELECT * FROM B WHERE B.nope > 1;\n", 1_000_030)
+    drop(tmp_path / "queries" / "view.mqo", VIEW, 1_000_040)  # refused by name: no view rows, no results
     drop_data(tmp_path, rows, 1, 30.0, 60.0)
     serve_once(tmp_path)
 
@@ -104,7 +109,12 @@ def test_serve_on_spark_takes_query_and_data_files_as_they_come(spark_session: A
     expected = Counter(local_run(rows))
     assert expected and {k[0] for k in expected} == {"low", "any_high", "near"}
     assert got == expected
-    assert len(errors) == 1 and errors[0]["query"] == "broken" and "nope" in errors[0]["error"]
+    errors.sort(key=lambda r: r["query"])
+    assert [r["query"] for r in errors] == ["broken", "hot"] and "nope" in errors[0]["error"]
+    assert "view hot: views do not run where queries come through a control stream" in errors[1]["error"]
+    folder = tmp_path / "out" / "aggregates"
+    aggregates = [json.loads(line) for path in folder.glob("part-*") for line in path.read_text().splitlines() if line]
+    assert not [r for r in aggregates if r.get("error")]  # reported once, by the match stage
 
 
 AGGREGATES = """Query ID: h_rate

@@ -26,6 +26,7 @@ from runtime.spark.cli import stage_rows
 from tests.references.exact_language import And, Cmp, Col, Duration, Item, Query
 from tests.references.exact_views import AggView, View, ViewReference
 from tests.references.reference import Result, exact_result
+from tests.spark.helpers import XY, stream_frames
 from tests.spark.test_spark_view_aggregates import SCHEMA, row_key, tuples
 
 OPS = ("RSTREAM", "ISTREAM", "DSTREAM")
@@ -126,13 +127,7 @@ def test_aggregate_views_equal_the_local_matcher_and_the_reference(spark_session
     want = comparable(expected)
     assert comparable([exact_result(m.query, m.ts, m.ids, m.values) for m in found]) == want
 
-    frames = {
-        name: spark_session.createDataFrame(
-            [(ts, ident, v["x"], v["y"]) for s, ts, ident, v in rows if s == name],
-            "ts double, id long, x long, y double",
-        )
-        for name in ("B", "H")
-    }
+    frames = stream_frames(spark_session, rows, {"B": XY, "H": XY})
     stage = match_batch(frames, texts, schema=SCHEMA.ddl(), partitions=4).collect()
     assert comparable(results_of(stage)) == want
     queries = local.registrations.output_aggregates()
@@ -166,8 +161,52 @@ def test_an_aggregate_view_over_a_stream_without_tuples_has_no_rows(spark_sessio
     want = Counter(
         exact_result(m.query, m.ts, m.ids, {k: v for k, v in m.values.items() if v is not None}) for m in found
     )
-    frame = spark_session.createDataFrame(
-        [(ts, ident, v["x"], v["y"]) for _, ts, ident, v in rows], "ts double, id long, x long, y double"
-    )
-    got = match_batch({"B": frame}, texts, schema=SCHEMA.ddl(), partitions=2).collect()
+    got = match_batch(stream_frames(spark_session, rows, {"B": XY}), texts, schema=SCHEMA.ddl(), partitions=2).collect()
     assert Counter(results_of(got)) == want and {r.query for r in want} == {"busy"}
+
+
+TABLED = [
+    "CREATE TABLE zones (x INTEGER, label STRING) KEY (x);",
+    "CREATE VIEW counts AS SELECT B.x AS x, COUNT(*) AS n FROM B [RANGE 4 sec SLIDE 2 sec] GROUP BY B.x;",
+    "Query ID: labelled\nSELECT c.x, c.n, z.label FROM counts c, zones z WHERE c.x = z.x AND c.n >= 2;",
+    "Query ID: met\nSELECT c.n, h.y, z.label FROM counts c, H h, zones z MAXWINDOW 1 sec "
+    "WHERE c.x = h.x AND h.x = z.x AND c.n >= 2;",
+]
+
+
+def zoned(texts: list[str]) -> mqo.Matcher:
+    """A matcher of ``texts`` whose table zones gets versions from the start, at 20 s
+    and at 40 s (a delete)."""
+    m = mqo.Matcher(SCHEMA.ddl())
+    m.register_queries(texts)
+    m.upsert_rows("zones", [{"x": 0, "label": "zero"}, {"x": 1, "label": "one"}, {"x": 2, "label": "two"}], None)
+    m.upsert_rows("zones", [{"x": 1, "label": "uno"}], 20.0)
+    m.delete_rows("zones", [0], 40.0)
+    return m
+
+
+@pytest.mark.spark
+def test_aggregate_views_run_with_tables(spark_session: Any) -> None:
+    """An aggregate view's rows joined with a table as of their ts (the window's end),
+    alone and with a stream: the local matcher's results, an aggregate view member's id
+    included (the stage numbers those rows as the local engine does)."""
+    from runtime.spark.batch import match_batch
+
+    rows = tuples(random.Random(6), 160)
+    local = zoned(TABLED)
+    found = [m for stream, ts, ident, values in rows for m in local.push(stream, ts, values, ident)]
+    local.flush()
+    found += local.take_results().matches()
+
+    def key(query: str, ts: float, ids: Any, values: dict[str, Any]) -> Result:
+        return exact_result(query, ts, ids, {k: v for k, v in values.items() if v is not None})
+
+    want = Counter(key(m.query, m.ts, m.ids, m.values) for m in found)
+    frames = stream_frames(spark_session, rows, {"B": XY, "H": XY})
+    got = match_batch(frames, zoned(TABLED), partitions=4).collect()
+    names = [c for c in got[0].asDict() if c not in ("query", "ts", "ids")]
+    assert Counter(key(r["query"], r["ts"], r["ids"], {c: r[c] for c in names}) for r in got) == want
+    # what the run holds: both queries, labels of every version (zero only before 40 s)
+    labels = {(m.query, m.values["z.label"]) for m in found}
+    assert {q for q, _ in labels} == {"labelled", "met"} and {"one", "uno", "zero"} <= {lb for _, lb in labels}
+    assert max(m.ts for m in found if m.values["z.label"] == "zero") < 40 <= max(m.ts for m in found)

@@ -30,6 +30,7 @@ from tests.references.agg_reference import RefQuery, evaluate
 from tests.references.exact_language import FLOAT, INTEGER, And, Cmp, Col, Column, Duration, Item, Num, Query, Schema
 from tests.references.exact_language import Stream as RefStream
 from tests.references.exact_views import View, ViewReference, view_rows
+from tests.spark.helpers import XY, stream_frames
 
 SCHEMA = Schema(
     (
@@ -139,13 +140,7 @@ def test_aggregates_over_views_equal_the_local_matcher_and_the_reference(spark_s
         reference.push(stream, ts, values, id=ident)
     want = local.flush().to_pylist()
 
-    frames = {
-        name: spark_session.createDataFrame(
-            [(ts, ident, v["x"], v["y"]) for s, ts, ident, v in rows if s == name],
-            "ts double, id long, x long, y double",
-        )
-        for name in ("B", "H")
-    }
+    frames = stream_frames(spark_session, rows, {"B": XY, "H": XY})
     stage = aggregate_batch(frames, texts, schema=SCHEMA.ddl(), partitions=5).toArrow()
     queries = [registered.query for registered in local.aggregator.queries.values()]  # type: ignore[union-attr]
     got = stage_rows(stage, queries).to_pylist()
@@ -176,7 +171,7 @@ def test_the_aggregate_stage_takes_match_views_and_refuses_the_rest() -> None:
     plain = "Query ID: q\nSELECT * FROM pairs r WHERE r.x > 1;"
     with pytest.raises(SparkStageError, match=r"match queries \(q\) go to runtime.spark.match_batch"):
         stage_matcher([view, over, plain], SCHEMA.ddl(), {"B": None}, None, kind="aggregate", views=True)  # type: ignore[dict-item]
-    with pytest.raises(SparkStageError, match=r"streaming stages do not run views \(view pairs\)"):
+    with pytest.raises(SparkStageError, match=r"streaming aggregate stages do not run views \(view pairs\)"):
         stage_matcher([view, over], SCHEMA.ddl(), {"B": None}, None, kind="aggregate")  # type: ignore[dict-item]
     from runtime.spark.aggregate import aggregate_batch
 
@@ -206,15 +201,11 @@ def test_a_count_window_over_a_view_counts_the_rows_of_one_tuple_in_the_local_or
     for stream, ts, ident, values in rows:
         local.push(stream, ts, values, ident)
     want = local.flush().to_pylist()
-    frames = {
-        "B": spark_session.createDataFrame(
-            [(ts, i, v["pressure"]) for s, ts, i, v in rows if s == "B"], "ts double, id long, pressure double"
-        ),
-        "H": spark_session.createDataFrame(
-            [(ts, i, v["beatrate"], v["vib"]) for s, ts, i, v in rows if s == "H"],
-            "ts double, id long, beatrate long, vib double",
-        ),
-    }
+    frames = stream_frames(
+        spark_session,
+        rows,
+        {"B": "ts double, id long, pressure double", "H": "ts double, id long, beatrate long, vib double"},
+    )
     stage = aggregate_batch(frames, [PAIRS, counted], schema=DDL, partitions=4).toArrow()
     queries = [registered.query for registered in local.aggregator.queries.values()]  # type: ignore[union-attr]
     assert Counter(map(row_key, stage_rows(stage, queries).to_pylist())) == Counter(map(row_key, want))

@@ -24,6 +24,7 @@ from tests.references.exact_language import FLOAT, INTEGER, And, Cmp, Col, Colum
 from tests.references.exact_language import Stream as RefStream
 from tests.references.exact_views import View, ViewReference
 from tests.references.reference import Result, exact_result
+from tests.spark.helpers import XY, stream_frames
 
 SCHEMA = Schema(
     (
@@ -101,13 +102,7 @@ def test_views_in_the_batch_stage_equal_the_local_matcher_and_the_reference(spar
     want = Counter(key(r) for r in expected)
     assert Counter(key(r) for r in found) == want
 
-    frames = {
-        name: spark_session.createDataFrame(
-            [(ts, ident, v["x"], v["y"]) for s, ts, ident, v in rows if s == name],
-            "ts double, id long, x long, y double",
-        )
-        for name in ("B", "H")
-    }
+    frames = stream_frames(spark_session, rows, {"B": XY, "H": XY})
     stage = match_batch(frames, TEXTS, schema=SCHEMA.ddl(), partitions=12, bucket_width=WIDTH).collect()
     assert Counter(key(r) for r in results(stage)) == want
     # without "plain" (no equality) every join is on x and pairs selects b.x: by key
@@ -168,11 +163,11 @@ def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
         match=r"partition_by='key' cannot run view w: its key column k .* use partition_by='time' \(or 'auto'\)",
     ):
         build_spec(apart, partition_by="key")
-    with pytest.raises(SparkStageError, match=r"streaming stages do not run views \(view pairs\)"):
+    with pytest.raises(SparkStageError, match=r"streaming aggregate stages do not run views \(view pairs\)"):
         stage_matcher(keyed, None, {}, None)
     counting = mqo.Matcher(
         SCHEMA.ddl()
-    )  # an aggregate view runs (test_spark_aggregate_views); a match view over it not
+    )  # an aggregate view runs (test_spark_aggregate_views); a match view over it in the match stage only
     counting.register_queries(
         [
             "CREATE VIEW counts AS SELECT B.x AS x, COUNT(*) AS n FROM B [RANGE 4 SLIDE 2] GROUP BY B.x;",
@@ -180,6 +175,9 @@ def test_views_are_refused_where_the_stages_cannot_run_them() -> None:
         ]
     )
     with pytest.raises(
-        SparkStageError, match=r"view many is a match view reading aggregate view counts: the Spark stages do not"
+        SparkStageError,
+        match=r"view many is a match view reading aggregate view counts: the Spark aggregate stages and --output-view",
     ):
+        stage_matcher(counting, None, {}, None, kind="aggregate", views=True)
+    with pytest.raises(SparkStageError, match=r"no stream DataFrames given"):  # (the match stage runs it)
         stage_matcher(counting, None, {}, None, views=True)

@@ -55,7 +55,11 @@ def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
         assert f"{family} 4 queries / 0 rows" not in table
     assert table.count("| >= 20x |") == table.count("| >= 2x |") == 2  # all queries, and without Q5
     assert "8 queries timed" in table  # two per family, scaled
-    assert "each family alone: q2" in table and "most self time over all queries (cProfile)" in table
+    assert (
+        "each family alone: q2" in table
+        and " s CPU)" in table
+        and "most self time over all queries (cProfile)" in table
+    )
 
 
 @pytest.mark.spark
@@ -66,3 +70,17 @@ def test_tiny_run_with_spark_agrees(tmp_path: Path) -> None:
     table = (tmp_path / "nexmark.md").read_text()
     assert "Spark SQL (local, every core), one job per query" in table and "set-based Spark SQL" in table
     assert table.count("| >= 20x |") == 3 and table.count("| >= 2x |") == 3
+
+
+def test_profile_only_prints_each_family_and_writes_no_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--profile-only``: where mqo's time goes (each family alone, with its CPU seconds,
+    and cProfile's top functions), printed; no table."""
+    args = ["--events", "2000", "--queries", "8", "--profile-only", "--out", str(tmp_path)]
+    assert bench_nexmark.main(args) == 0
+    printed = capsys.readouterr().out
+    for family in FAMILIES:
+        assert f"{family} " in printed.split("each family alone: ", 1)[1]
+    assert printed.count(" s CPU)") == len(FAMILIES) and "most self time over all queries (cProfile)" in printed
+    assert not (tmp_path / "nexmark.md").exists()

@@ -37,6 +37,23 @@ def _rows_as_ints(rows: np.ndarray) -> list[int]:
     return [bitset_to_int(row) for row in rows]
 
 
+def _random_ranges(rng: np.random.Generator, lists: list, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per list and row, a random (lo, hi) search outcome for the list's operator (a
+    ``<``/``<=`` one runs to the end, a ``>``/``>=`` one from the start)."""
+    lo = np.zeros((len(lists), n_rows), np.int64)
+    hi = np.zeros((len(lists), n_rows), np.int64)
+    for l, (op, offsets, _) in enumerate(lists):
+        n = len(offsets) - 1
+        for i in range(n_rows):
+            a = int(rng.integers(-1, n + 1))
+            lo[l, i], hi[l, i] = a, int(rng.integers(max(a, 0), n + 1))
+            if op in ("<", "<="):
+                hi[l, i] = n
+            if op in (">", ">="):
+                lo[l, i] = min(a, 0)
+    return lo, hi
+
+
 @given(st.data(), st.integers(1, 150), st.integers(1, 5), st.booleans())
 @settings(max_examples=150, deadline=None)
 def test_build_checkpoints(data, n_slots, stride, suffix):
@@ -44,6 +61,23 @@ def test_build_checkpoints(data, n_slots, stride, suffix):
     n = len(offsets) - 1
     table = kernels.build_checkpoints(offsets, users, n, stride, words_for(n_slots), suffix)
     assert _rows_as_ints(table) == naive.checkpoints(offsets, users, n, stride, suffix)
+
+
+@given(st.data(), st.integers(1, 150), st.integers(1, 5), st.booleans(), st.integers(0, 3))
+@settings(max_examples=100, deadline=None)
+def test_fill_checkpoints_in_place(data, n_slots, stride, suffix, first):
+    """A list's rows written into a larger table that holds garbage (as the kill
+    tables' one uninitialized table does): every row of the list's range is the
+    reference's, the empty prefix and the row past the end included, and no other row
+    is touched."""
+    offsets, users = data.draw(csr_lists(n_slots))
+    n = len(offsets) - 1
+    rows = n // stride + 2
+    garbage = np.uint64(0xDEADBEEFDEADBEEF)
+    table = np.full((first + rows + 2, words_for(n_slots)), garbage, np.uint64)
+    kernels.fill_checkpoints(table, first, offsets, users, n, stride, suffix)
+    assert _rows_as_ints(table[first : first + rows]) == naive.checkpoints(offsets, users, n, stride, suffix)
+    assert (table[:first] == garbage).all() and (table[first + rows :] == garbage).all()
 
 
 @given(
@@ -291,17 +325,7 @@ def test_prune_lists_cut_from_shared_arrays_seeded(how: str) -> None:
             offsets = np.zeros(n + 1, np.int64)
             offsets[1:] = np.cumsum([len(u) for u in per])
             lists.append((str(rng.choice(OPS)), offsets, np.array([x for u in per for x in u], np.int32)))
-        lo = np.zeros((3, 2), np.int64)
-        hi = np.zeros((3, 2), np.int64)
-        for l, (op, offsets, _) in enumerate(lists):
-            n = len(offsets) - 1
-            for i in range(2):
-                a = int(rng.integers(-1, n + 1))
-                lo[l, i], hi[l, i] = a, int(rng.integers(max(a, 0), n + 1))
-                if op in ("<", "<="):
-                    hi[l, i] = n
-                if op in (">", ">="):
-                    lo[l, i] = min(a, 0)
+        lo, hi = _random_ranges(rng, lists, 2)
         tables = KillBitsets(as_list_users(lists, how), n_slots, bitset_of(np.arange(n_slots), words_for(n_slots)), 1)
         assert _rows_as_ints(tables.prune(lo, hi)) == naive.prune((1 << n_slots) - 1, lists, lo, hi, 2)
 
@@ -319,3 +343,56 @@ def test_select_bits_every_position():
     row_of, bits = kernels.select_bits(cand, m, kernels.count_bits(cand, m))
     assert list(zip(row_of.tolist(), bits.tolist(), strict=True)) == naive.select_bits(rows, mask)
     assert bits[:200].tolist() == list(range(200))
+
+
+def test_positions_type_at_the_int32_limit() -> None:
+    """CSR offsets are int32 up to the largest user count an int32 holds, int64 past it."""
+    limit = np.iinfo(np.int32).max
+    assert kill_bitsets.positions_type(0) is np.int32
+    assert kill_bitsets.positions_type(limit) is np.int32
+    assert kill_bitsets.positions_type(limit + 1) is np.int64
+
+
+@pytest.mark.parametrize("first_wide", [False, True])
+def test_prune_with_offsets_of_either_type(monkeypatch: pytest.MonkeyPatch, first_wide: bool) -> None:
+    """A plan's shared positions as int64 (what a plan past the int32 limit has) are
+    read in place as its int32 ones are; a second part of the other type is made the
+    first part's (or both int64), and both prune as the naive reference does."""
+    from mqo import plan_compile
+
+    monkeypatch.setattr(plan_compile, "positions_type", lambda rows: np.int64 if first_wide else np.int32)
+    rng = np.random.default_rng(5)
+    n_first, n_slots = 70, 100
+    lists = []
+    for k in range(4):
+        n = int(rng.integers(3, 15))
+        slots = range(n_first) if k < 3 else range(n_first, n_slots)
+        per = [sorted(set(rng.choice(list(slots), int(rng.integers(1, 4))).tolist())) for _ in range(n)]
+        offsets = np.zeros(n + 1, np.int64)
+        offsets[1:] = np.cumsum([len(u) for u in per])
+        lists.append((OPS[k], offsets, np.array([x for u in per for x in u], np.int32)))
+    given = as_list_users(lists[:3], "shared")
+    assert given[0].offsets.dtype == (np.int64 if first_wide else np.int32)
+    first = KillBitsets(given, n_first, bitset_of(np.arange(n_first), words_for(n_first)), 1)
+    assert first.offsets is given[0].offsets.base  # read in place, not copied
+    own_second = ListUsers(*lists[3])
+    tables = first.extended([own_second], n_slots, bitset_of(np.arange(n_slots), words_for(n_slots)), 1)
+    assert tables.offsets.dtype == tables.offsets2.dtype == first.offsets.dtype
+    tables._check()
+    lo, hi = _random_ranges(rng, lists, 3)
+    assert _rows_as_ints(tables.prune(lo, hi)) == naive.prune((1 << n_slots) - 1, lists, lo, hi, 3)
+
+
+@pytest.mark.parametrize("n_slots", [0, 1, 63, 64, 65, (1 << 16) - 1, (1 << 16) + 9, 3 * (1 << 16) + 70])
+def test_stream_bitset_is_the_slots_reading_the_stream(n_slots: int) -> None:
+    """The chunked bitset of a stream's slots is the one made from their indexes, for
+    every stream bit (63, the sign bit, included), across chunk and word boundaries."""
+    rng = np.random.default_rng(n_slots)
+    masks = rng.integers(-(1 << 63), (1 << 63) - 1, n_slots, dtype=np.int64, endpoint=True)
+    masks[: n_slots // 3] = 0  # (some slots read nothing: removed queries)
+    words = words_for(n_slots)
+    for stream in (0, 1, 5, 62, 63):
+        reading = np.flatnonzero((masks >> stream) & 1 == 1)
+        got = kill_bitsets.stream_bitset(masks, stream, words)
+        assert got.dtype == np.uint64 and got.shape == (words,)
+        assert bitset_to_int(got) == bitset_to_int(bitset_of(reading, words))

@@ -63,3 +63,30 @@ def test_out_of_order_partners_are_still_found() -> None:
                 found += m.push(stream, ts, {"x" if stream == "B" else "y": value}, id=j)
             got = sorted((r.ids["B"], r.ids["H"]) for r in found)
             assert got == brute_force(rows, offset, 2.0), (offset, rows)
+
+
+def test_mixed_queries_with_attribute_filters_against_brute_force() -> None:
+    """Tuples that stop early (their attribute candidates all want a later partner) and
+    tuples that go on for the other query: every result of both, exactly once, in an
+    order that runs attributes first and in one that runs joins first."""
+    rng = random.Random(11)
+    for trial in range(30):
+        rows = [(rng.choice("BH"), float(j // 2), rng.randint(0, 3)) for j in range(40)]
+        m = mqo.Matcher(DDL, order=("AJW", "JAW", "WAJ", "adaptive")[trial % 4])
+        m.register_query("SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 10 WHERE B.x >= 2 AND B.x = H.y", "later")
+        m.register_query("SELECT * FROM B, H MAXWINDOW 10 WHERE B.x < 2 AND B.x = H.y", "any_order")
+        found = []
+        for j, (stream, ts, value) in enumerate(rows):
+            found += m.push(stream, ts, {"x" if stream == "B" else "y": value}, id=j)
+        got = sorted((r.query, r.ids["B"], r.ids["H"]) for r in found)
+        by_id = {j: row for j, row in enumerate(rows)}
+        want = sorted(
+            ("later" if by_id[b][2] >= 2 else "any_order", b, h)
+            for b, h in itertools.product(range(len(rows)), repeat=2)
+            if by_id[b][0] == "B"
+            and by_id[h][0] == "H"
+            and by_id[b][2] == by_id[h][2]
+            and abs(by_id[h][1] - by_id[b][1]) <= 10
+            and (by_id[b][2] < 2 or by_id[b][1] <= by_id[h][1])
+        )
+        assert got == want, rows

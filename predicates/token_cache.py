@@ -57,6 +57,7 @@ from predicates.token_scan import BLANK_TABLE, NUMBER, QUOTED, STRING, WORDS, cu
 
 _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learned again)
 _FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches even once numba is loaded
+_KERNEL_CHARS = 256  # characters of a text whose runs the lexer kernel reads (once numba is loaded)
 
 Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
 Cutter = Callable[..., tuple[np.ndarray, ...]]  # cut_tokens, compiled
@@ -300,7 +301,12 @@ class TokenCache:
     def _read_text(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:
         """:meth:`read` of one text, cut on the lexer's matches (:mod:`predicates.token_cut`:
         a call of a few texts costs no arrays)."""
-        cut = cut_text(text) if text.isascii() else None
+        if not text.isascii():
+            return None
+        # a long text's runs from the lexer kernel once numba is loaded (its expression
+        # reads a token at a time; a short text costs the kernel's arrays more)
+        kernel = self.lexer is not None and len(text) >= _KERNEL_CHARS and "numba" in sys.modules
+        cut = cut_text(text, self.lexer if kernel else None)
         if cut is None or not cut.pieces:
             return None
         tokens = _CutTokens(text, cut)

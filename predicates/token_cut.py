@@ -16,11 +16,17 @@ the two cuts equal on random texts.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, pairwise
+from typing import cast
 
-from predicates.lexer import run_matches, token_runs
-from predicates.token_scan import DIGITS, ERROR, IDENT, NUMBER, OP, PUNCT, QUOTED, STRING
+import numpy as np
+
+from predicates.lexer import BLANK_CHARS, matches_one_by_one, run_matches, token_runs
+from predicates.token_scan import BLANK_TABLE, DIGITS, ERROR, IDENT, NUMBER, OP, PUNCT, QUOTED, STRING
+
+Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
 
 # the lexer's groups as the kernels' kinds
 KIND_OF = {"ident": IDENT, "quoted_ident": QUOTED, "number": NUMBER, "string": STRING, "op": OP, "thesis_op": OP,
@@ -48,10 +54,19 @@ class Piece:
 @dataclass(slots=True)
 class Cut:
     """A text's runs (:func:`predicates.lexer.token_runs`) and its pieces; its tokens are
-    made from the runs where they are asked for (learning a template, a header's name)."""
+    made from the runs where they are asked for (learning a template, a header's name).
+    ``unkept``: the runs read without the runs' cache (a header's line), by number."""
 
     runs: list[tuple[str, str]]
     pieces: list[Piece]
+    unkept: dict[int, _RunRead]
+
+    def _read(self, r: int) -> _RunRead:
+        read = self.unkept.get(r)
+        if read is None:
+            run, number = self.runs[r]
+            read = _run_tokens(run, number != "")
+        return read
 
     def tokens(self) -> tuple[list[int], list[int], list[int]]:
         """The text's tokens: kinds, starts and ends."""
@@ -59,8 +74,8 @@ class Cut:
         start: list[int] = []
         end: list[int] = []
         pos = 0
-        for run, number in self.runs:
-            run_kind, run_start, run_end, _, _ = _run_tokens(run, number != "")
+        for r, (run, number) in enumerate(self.runs):
+            run_kind, run_start, run_end = self._read(r)[:3]
             kind += run_kind
             start += map(pos.__add__, run_start)
             end += map(pos.__add__, run_end)
@@ -73,8 +88,8 @@ class Cut:
     def token(self, i: int) -> tuple[int, int, int]:
         """Token ``i``'s kind, start and end (the runs before it read, not the rest)."""
         count = pos = 0
-        for run, number in self.runs:
-            run_kind, run_start, run_end, _, _ = _run_tokens(run, number != "")
+        for r, (run, number) in enumerate(self.runs):
+            run_kind, run_start, run_end = self._read(r)[:3]
             if i < count + len(run_kind):
                 j = i - count
                 if number and j == len(run_kind) - 1:
@@ -94,16 +109,43 @@ def plain_value(text: str) -> float:
     return float(text)
 
 
-def cut_text(text: str) -> Cut | None:
-    """The pieces of an ASCII ``text``, or None where ``cut_tokens`` finds a doubt."""
-    runs = token_runs(text)
+def cut_text(text: str, lexer: Lexer | None = None) -> Cut | None:
+    """The pieces of an ASCII ``text``, or None where ``cut_tokens`` finds a doubt; its
+    runs read by ``lexer`` (:func:`~predicates.token_scan.lex_bytes` compiled) if given."""
+    runs = token_runs(text) if lexer is None else runs_of_tokens(text, lexer)
     if runs is None:
         return None  # (a character that starts no token: a doubt)
-    # per token its kind, its word (upper case: the words the cut looks for, none
-    # longer than MAXWINDOW) and its part of a skeleton (kind byte and text; a number's:
-    # its kind byte alone), run by run from the runs' cache
+    # per run its tokens as the cut reads them, from the runs' cache (a header's line,
+    # which never recurs, read without it)
     with_number, without = _RUNS[True], _RUNS[False]
-    read = [(with_number if number else without).get(run) or _run_tokens(run, number != "") for run, number in runs]
+    unkept: dict[int, _RunRead] = {}
+    found = [(with_number if number else without).get(run) for run, number in runs]
+    if None in found:
+        for r, got in enumerate(found):
+            if got is None:
+                run, number = runs[r]
+                keep = number != "" or run[:5].upper() != "QUERY"
+                got = found[r] = _run_tokens(run, number != "", keep)
+                if not keep:
+                    unkept[r] = got
+    read = cast(list[_RunRead], found)
+    # the runs after the last that holds a word or mark other than a comparison's (the
+    # comparisons of a text's last query, the most of it) are read a run at a time
+    head = len(read)
+    tail: list[_RunRead] = []
+    tail_tokens = 0
+    if head > _FEWEST_TAIL_RUNS and read[-_FEWEST_TAIL_RUNS][5] is not None:  # (a few cost more to join than to walk)
+        while head and read[head - 1][5] is not None:
+            head -= 1
+        tail = read[head:]
+        tail_tokens = sum([r[8] for r in tail])
+        if tail_tokens:
+            read = read[:head]
+        else:
+            head, tail = len(read), []
+    # per token of the head runs its kind, its word (upper case: the words the cut looks
+    # for, none longer than MAXWINDOW) and its part of a skeleton (kind byte and text;
+    # a number's: its kind byte alone)
     kind = list(chain.from_iterable([r[0] for r in read]))
     words = list(chain.from_iterable([r[3] for r in read]))
     parts = list(chain.from_iterable([r[4] for r in read]))
@@ -113,6 +155,7 @@ def cut_text(text: str) -> Cut | None:
     n = len(kind)
     semicolons = [x for x in range(n) if parts[x] == _SEMICOLON] if ";" in text else []
     pieces: list[Piece] = []
+    open_end = False  # whether the last piece reaches the head's end (its last comparison goes on in the tail)
     i = 0
     while i < n:
         if parts[i] == _SEMICOLON:  # a stray ';': no query
@@ -147,13 +190,14 @@ def cut_text(text: str) -> Cut | None:
         prefix = "".join(prefix_parts).encode("ascii")
         comparisons: list[tuple[bytes, int, int, int]] = []
         numbers: list[float] = []
+        open_end = q == n and tail_tokens > 0
         x = where_at + 1
         while x <= q:
             try:
                 y = words.index("AND", x, q)
             except ValueError:
                 y = q
-            if y == x:
+            if y == x and not (y == n and open_end):
                 return None  # an empty comparison (WHERE AND, a trailing AND)
             own = parts[x:y]
             comparisons.append(("".join(own).encode("ascii"), x, y, len(numbers)))
@@ -164,7 +208,81 @@ def cut_text(text: str) -> Cut | None:
             x = y + 1
         pieces.append(Piece(name, s, where_at, prefix, comparisons, numbers))
         i = q + 1 if q < n else q
-    return Cut(runs, pieces)
+    if tail:
+        if not open_end:
+            return None  # (tokens after the last ';' that begin no SELECT)
+        head_numbers = sum([1 for _, number in runs[:head] if number])
+        _cut_tail(pieces[-1], tail, n, values[head_numbers:])
+        if not pieces[-1].comparisons:
+            return None
+    return Cut(runs, pieces, unkept)
+
+
+def runs_of_tokens(text: str, lexer: Lexer) -> list[tuple[str, str]] | None:
+    """:func:`predicates.lexer.token_runs` of an ASCII ``text``, made from the tokens of
+    ``lexer`` (:func:`~predicates.token_scan.lex_bytes`, compiled: a long text is read
+    in C, not a match of the expression at a time): a run ends at each number token
+    (which is its number) and after each blank holding a line break. None where a
+    character starts no token."""
+    n = len(text)
+    _, kind, start, end = lexer(np.frombuffer(text.encode("ascii"), np.uint8), np.array([n], np.int64), BLANK_TABLE)
+    if len(kind) and kind[-1] == ERROR:
+        return None
+    numbers = np.flatnonzero(kind == NUMBER)
+    # where each blank holding a line break ends (a line break is in no token)
+    breaks: list[int] = []
+    at = text.find("\n")
+    while at >= 0:
+        at += 1
+        while at < n and text[at] in BLANK_CHARS:
+            at += 1
+        breaks.append(at)
+        at = text.find("\n", at)
+    breaks.append(n + 1)  # (a stop)
+    runs: list[tuple[str, str]] = []
+    pos = b = 0
+    for s, e in zip(start[numbers].tolist(), end[numbers].tolist(), strict=True):
+        while breaks[b] < s:  # (a blank that ends where the number starts: the number's run)
+            if breaks[b] > pos:
+                runs.append((text[pos : breaks[b]], ""))
+                pos = breaks[b]
+            b += 1
+        runs.append((text[pos:s], text[s:e]))
+        pos = e
+    for at in breaks[b:-1]:
+        if at > pos:
+            runs.append((text[pos:at], ""))
+            pos = at
+    if pos < n:
+        runs.append((text[pos:], ""))
+    runs.append(("", ""))  # (as the expression's last, empty, match)
+    return runs
+
+
+def _cut_tail(piece: Piece, tail: list[_RunRead], token: int, tail_values: list[float]) -> None:
+    """The comparisons of ``piece`` that go on in the runs ``tail`` (which hold no word
+    or mark but a comparison's and AND; their first token is number ``token``), joined
+    from each run's parts between its AND words; none where one is empty."""
+    comparisons = piece.comparisons
+    skeleton, first, _, first_number = comparisons.pop()
+    numbers = len(piece.numbers)
+    for read in tail:
+        segments, segment_first, and_at, count = cast(list[bytes], read[5]), read[6], read[7], read[8]
+        skeleton += segments[0]
+        for j in range(1, len(segments)):
+            end = token + and_at[j - 1]
+            if end == first:
+                comparisons.clear()
+                return
+            comparisons.append((skeleton, first, end, first_number))
+            skeleton, first, first_number = segments[j], token + segment_first[j], numbers
+        token += count
+        numbers += read[9]
+    if token == first:
+        comparisons.clear()
+        return
+    comparisons.append((skeleton, first, token, first_number))
+    piece.numbers += tail_values
 
 
 def _plain_values(numbers: list[str]) -> list[float]:
@@ -178,31 +296,48 @@ def _plain_values(numbers: list[str]) -> list[float]:
     return list(map(plain_value, numbers))
 
 
-# a run's tokens as the cut reads them, by the run's text, for runs with a number and without
-_RUNS: dict[bool, dict[str, tuple[list[int], list[int], list[int], list[str], list[str]]]] = {True: {}, False: {}}
+# A run's tokens as the cut reads them: kinds, starts and ends from the run's start (a
+# number's end is its start: the caller sets it), words and skeleton parts; then, for a
+# run of no word or mark but a comparison's and AND, its parts joined between its AND
+# words (None for another run), each such segment's first token and the AND tokens
+# (from the run's start), its count of tokens and whether it ends with a number.
+_RunRead = tuple[
+    list[int], list[int], list[int], list[str], list[str], list[bytes] | None, list[int], list[int], int, bool
+]
+# by the run's text, for runs with a number and without
+_RUNS: dict[bool, dict[str, _RunRead]] = {True: {}, False: {}}
 _RUNS_KEPT = 4096
+_FEWEST_TAIL_RUNS = 8  # runs of comparisons read a run at a time (a few cost more to join than to walk)
 
 
-def _run_tokens(run: str, number: bool) -> tuple[list[int], list[int], list[int], list[str], list[str]]:
+def _run_tokens(run: str, number: bool, keep: bool = True) -> _RunRead:
     """A run's tokens (:func:`predicates.lexer.run_matches`) as the cut reads them, with
-    its number's last if ``number``: kinds, starts and ends from the run's start (the
-    number's end is its start: the caller sets it), words and skeleton parts; cached by the run's
-    text (it holds no number). The lists are shared: not to be changed."""
+    its number's last if ``number``; cached by the run's text (it holds no number)
+    where ``keep``. The lists are shared: not to be changed."""
     runs = _RUNS[number]
     cached = runs.get(run)
-    if cached is None:
-        groups, starts, ends = run_matches(run)
-        kinds = [KIND_OF[g] for g in groups]
-        words = [
-            run[s:e].upper() if g == "ident" and e - s <= 9 else ""
-            for g, s, e in zip(groups, starts, ends, strict=True)
-        ]
-        parts = [_KIND_CHAR[k] + run[s:e] for k, s, e in zip(kinds, starts, ends, strict=True)]
-        if number:  # (the number's start is the run's end; its end is set per text)
-            n = len(run)
-            cached = ([*kinds, NUMBER], [*starts, n], [*ends, n], [*words, ""], [*parts, _KIND_CHAR[NUMBER]])
-        else:
-            cached = (kinds, starts, ends, words, parts)
+    if cached is not None:
+        return cached
+    groups, starts, ends = run_matches(run) if keep else matches_one_by_one(run)
+    kinds = [KIND_OF[g] for g in groups]
+    words = [
+        run[s:e].upper() if g == "ident" and e - s <= 9 else "" for g, s, e in zip(groups, starts, ends, strict=True)
+    ]
+    parts = [_KIND_CHAR[k] + run[s:e] for k, s, e in zip(kinds, starts, ends, strict=True)]
+    if number:  # (the number's start is the run's end; its end is set per text)
+        n = len(run)
+        kinds, starts, ends = [*kinds, NUMBER], [*starts, n], [*ends, n]
+        words, parts = [*words, ""], [*parts, _KIND_CHAR[NUMBER]]
+    segments: list[bytes] | None = None
+    segment_first: list[int] = []
+    and_at: list[int] = []
+    if _NOT_IN_COMPARISONS.isdisjoint(words) and _MARKS.isdisjoint(parts):
+        and_at = [x for x, word in enumerate(words) if word == "AND"]
+        bounds = [-1, *and_at, len(parts)]
+        segment_first = [a + 1 for a in bounds[:-1]]
+        segments = ["".join(parts[a + 1 : b]).encode("ascii") for a, b in pairwise(bounds)]
+    cached = (kinds, starts, ends, words, parts, segments, segment_first, and_at, len(kinds), number)
+    if keep:
         if len(runs) >= _RUNS_KEPT:
             runs.clear()
         runs[run] = cached
@@ -214,6 +349,10 @@ _COLON = _KIND_CHAR[PUNCT] + ":"
 _NOT_AFTER_SELECT = _DOUBT | {"QUERY", "SELECT"}
 _BRACKETS = {_KIND_CHAR[PUNCT] + c for c in "[]:"}
 _PARENTHESES = {_KIND_CHAR[PUNCT] + c for c in "()"}
+# what a run of a query's comparisons holds none of (a word that ends a piece's reading
+# or begins a clause, a bracket, a colon or a ';')
+_NOT_IN_COMPARISONS = _NOT_AFTER_SELECT | {"FROM", "WHERE", "WINDOW", "MAXWINDOW"}
+_MARKS = _BRACKETS | {_SEMICOLON}
 
 
 def _where_token(words: list[str], parts: list[str], s: int, q: int) -> int:

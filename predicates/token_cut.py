@@ -109,10 +109,37 @@ def plain_value(text: str) -> float:
     return float(text)
 
 
-def cut_text(text: str, lexer: Lexer | None = None) -> Cut | None:
+def text_runs(text: str, lexer: Lexer | None = None) -> list[tuple[str, str]] | None:
+    """The runs of an ASCII ``text`` (:func:`predicates.lexer.token_runs`), read by
+    ``lexer`` (:func:`~predicates.token_scan.lex_bytes` compiled) if given."""
+    return token_runs(text) if lexer is None else runs_of_tokens(text, lexer)
+
+
+def shape_of(runs: list[tuple[str, str]]) -> tuple[tuple[object, ...], tuple[int, str] | None]:
+    """What a text's cut follows from but its numbers and its header's name, as a key
+    (its runs' texts, which of them end with a number, and the tokens of a header's
+    line but its last, with that one's kind), and that last token's kind and text (the
+    header's name where the cut reads one there; None without a header's line). Texts
+    of one shape cut alike: the same token kinds, words and skeleton parts at the same
+    places, but for the numbers' and the name's texts, which the cut does not look at
+    (but a prefix's numbers, which the caller compares)."""
+    first, number = runs[0]
+    header: tuple[object, ...] = ()
+    name = None
+    if not number and first[:5].upper() == "QUERY":
+        kinds, starts, ends, _, parts = _run_tokens(first, False, keep=False)[:5]
+        if kinds:
+            header = (*parts[:-1], kinds[-1])
+            name = (kinds[-1], first[starts[-1] : ends[-1]])
+            runs = runs[1:]
+    return (header, tuple([run for run, _ in runs]), tuple([number != "" for _, number in runs])), name
+
+
+def cut_text(text: str, lexer: Lexer | None = None, runs: list[tuple[str, str]] | None = None) -> Cut | None:
     """The pieces of an ASCII ``text``, or None where ``cut_tokens`` finds a doubt; its
-    runs read by ``lexer`` (:func:`~predicates.token_scan.lex_bytes` compiled) if given."""
-    runs = token_runs(text) if lexer is None else runs_of_tokens(text, lexer)
+    runs ``runs`` if given, else read by ``lexer`` (see :func:`text_runs`)."""
+    if runs is None:
+        runs = text_runs(text, lexer)
     if runs is None:
         return None  # (a character that starts no token: a doubt)
     # per run its tokens as the cut reads them, from the runs' cache (a header's line,
@@ -150,7 +177,7 @@ def cut_text(text: str, lexer: Lexer | None = None) -> Cut | None:
     words = list(chain.from_iterable([r[3] for r in read]))
     parts = list(chain.from_iterable([r[4] for r in read]))
     number_texts = [number for _, number in runs if number]
-    values = _plain_values(number_texts)
+    values = plain_values(number_texts)
     number_part = _KIND_CHAR[NUMBER]
     n = len(kind)
     semicolons = [x for x in range(n) if parts[x] == _SEMICOLON] if ";" in text else []
@@ -285,7 +312,7 @@ def _cut_tail(piece: Piece, tail: list[_RunRead], token: int, tail_values: list[
     piece.numbers += tail_values
 
 
-def _plain_values(numbers: list[str]) -> list[float]:
+def plain_values(numbers: list[str]) -> list[float]:
     """:func:`plain_value` of each number; at once where none has more than 15
     characters or an exponent (then each is a plain decimal of at most 15 digits)."""
     if not numbers:
@@ -375,4 +402,14 @@ def _where_token(words: list[str], parts: list[str], s: int, q: int) -> int:
     return where_at
 
 
-__all__ = ["KIND_OF", "Cut", "Piece", "cut_text", "plain_value"]
+__all__ = [
+    "KIND_OF",
+    "Cut",
+    "Piece",
+    "cut_text",
+    "plain_value",
+    "plain_values",
+    "runs_of_tokens",
+    "shape_of",
+    "text_runs",
+]

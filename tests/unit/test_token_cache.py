@@ -13,6 +13,7 @@ import mqo
 import predicates
 from predicates import Catalog
 from predicates.frontend import front_end
+from predicates.lexer import token_matches
 from predicates.records import CompiledQuery
 from predicates.token_cache import TokenCache
 from tests.unit.test_templates import DDL, summary
@@ -275,3 +276,38 @@ def test_join_and_window_texts_are_read_by_the_cache_and_share_one_context():
     m.register_queries(texts)
     assert len({id(q.compiled.context) for q in m.registry}) == 1
     assert [summary(q.compiled) for q in m.registry] == [summary(q) for t in texts for q in front_end(t, catalog)]
+
+
+RENUMBERED = st.lists(
+    st.sampled_from(["1", "2", "3", "0.5", "10", "20", "7.25", "0", "00012.50", "1e3", "123456789012345678901"]),
+    min_size=24,
+    max_size=24,
+)
+NAMES = st.sampled_from(["q7", "q8", "'x y'", "r2d2", "SELECT", '"q"'])
+
+
+def renumbered(text: str, numbers: list[str], name: str) -> str:
+    """``text`` with its number tokens written as ``numbers`` (in turn) and its header's
+    name ``q7`` as ``name``: a text of the same runs but for its numbers and name."""
+    groups, starts, ends = token_matches(text)
+    out, at = [], 0
+    for k, (start, end) in enumerate([(s, e) for g, s, e in zip(groups, starts, ends, strict=True) if g == "number"]):
+        out += [text[at:start], numbers[k % len(numbers)]]
+        at = end
+    return "".join([*out, text[at:]]).replace("Query ID: q7", f"Query ID: {name}", 1)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(PREFIXES, TERMS, st.lists(JOINS, min_size=5, max_size=5), TAILS, RENUMBERED, NAMES)
+@example("SELECT * FROM B, H MAXWINDOW 2", [("B.temp", "<", "2 * H.vib + 3")], [" AND "] * 5, "", ["3", "1"], "q7")
+@example("Query ID: q7\nSELECT * FROM B", [("B.temp", ">=", "2")], [" AND "] * 5, "", ["1e3"], "'x y'")
+def test_texts_of_one_shape_are_read_as_the_front_end_reads_each(prefix, terms, joins, tail, numbers, name):
+    """A one-query text of the runs of one read before but for its numbers and its
+    header's name is read as that one was only where its prefix's numbers and its
+    templates' fixed numbers (a factor) are the same: its own queries, name and errors."""
+    catalog = Catalog.from_ddl(DDL)
+    caches = warm_caches(catalog)
+    text = text_of(prefix, terms, joins, tail)
+    for t in (text, renumbered(text, numbers, name), text, renumbered(text, numbers[::-1], "q8")):
+        want = outcome(lambda t: front_end(t, catalog), t)
+        assert outcome(lambda t: predicates.compile(t, catalog, compiler=caches), t) == want, t

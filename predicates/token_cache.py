@@ -36,7 +36,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -52,12 +52,13 @@ from predicates.parser import parse_duration, parse_query
 from predicates.records import CompiledQuery, Conjunction, Context, Formula
 from predicates.semantic import bind
 from predicates.template_cache import FEWEST, TemplateCache
-from predicates.token_cut import Cut, cut_text, plain_values, shape_of, text_runs
+from predicates.token_cut import Cut, Piece, cut_text, shape_of, text_runs
 from predicates.token_scan import BLANK_TABLE, NUMBER, QUOTED, STRING, WORDS, cut_tokens, lex_bytes
+from predicates.token_shapes import Plan, Shapes
 
 _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learned again)
 _FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches even once numba is loaded
-_PLANS_KEPT = 64  # readings of one shape kept, for other prefix numbers or fixed numbers' values
+_SHAPE_RUNS = 12  # runs of a text whose shape is looked up and kept
 _KERNEL_CHARS = 256  # characters of a text whose runs the lexer kernel reads (once numba is loaded)
 
 Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
@@ -128,7 +129,7 @@ class TokenCache:
         self._variants: dict[tuple[Context, bytes, tuple[float, ...]], Shortcut | None] = {}
         self._key_numbers: dict[ListKey, int] = {}
         # what a one-query text of a shape (predicates.token_cut.shape_of) was read as
-        self._shapes: dict[tuple[object, ...], _Shape] = {}
+        self._shapes = Shapes()
 
     def column_order(self) -> ColumnOrder:
         return self._order
@@ -313,19 +314,17 @@ class TokenCache:
         runs = text_runs(text, self.lexer if kernel else None)
         if runs is None:
             return None
-        key, name = shape_of(runs)
+        # a text of many runs is seldom of a shape seen before (subscriptions pick their
+        # columns), and its comparisons are joined run by run: its shape is not kept
+        key, name, header = shape_of(runs) if len(runs) <= _SHAPE_RUNS else ((), None, None)
         numbers = [number for _, number in runs if number]
-        shape = self._shapes.get(key)
-        if shape is not None:
-            values = plain_values(numbers[shape.start :])
-            total = sum(values)  # (NaN if a number is not plain: the others are finite, under 1e15)
-            if total == total:
-                plan = shape.plans.get((tuple(numbers[: shape.start]), tuple([values[i] for i in shape.fixed_at])))
-                if plan is not None:
-                    query = self._assemble(plan.prefix, plan.shortcuts, values, plan.firsts, plan.general)
-                    if query is not None:
-                        return [None if name is None else _header_name(*name)], [query]
-        cut = cut_text(text, runs=runs)
+        known_shape = self._shapes.plan(key, numbers) if key else None
+        if known_shape is not None:
+            plan, values = known_shape
+            query = self._assemble(plan.prefix, plan.shortcuts, values, plan.firsts, plan.general)
+            if query is not None:
+                return [None if name is None else _header_name(*name)], [query]
+        cut = cut_text(text, runs=runs, unkept=header)
         if cut is None or not cut.pieces:
             return None
         tokens = _CutTokens(text, cut)
@@ -342,39 +341,36 @@ class TokenCache:
             if prefix is None or total != total:
                 return None
             firsts = [first for _, _, _, first in piece.comparisons]
-            shortcuts = []
-            for c, (skeleton, first, last, n0) in enumerate(piece.comparisons):
-                own = piece.numbers[n0 : firsts[c + 1] if c + 1 < len(firsts) else len(piece.numbers)]
-                shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
-                if shortcut is not None and shortcut.fixed:
-                    shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
-                if shortcut is None:
-                    return None
-                shortcuts.append(shortcut)
+            # the usual text: every template known, none with fixed numbers
+            known, context = self._comparisons, prefix.context
+            found = [known.get((context, skeleton)) for skeleton, _, _, _ in piece.comparisons]
+            usual = None not in found and not any(s.fixed for s in found)  # type: ignore[union-attr]
+            shortcuts = cast(list[Shortcut], found) if usual else self._learned(prefix, piece, tokens, firsts)
+            if shortcuts is None:
+                return None
             general = any(s.fixed or s.formula is not None for s in shortcuts)
             query = self._assemble(prefix, shortcuts, piece.numbers, firsts, general)
             if query is None:
                 return None
             names.append(None if piece.name_token < 0 else self._name_of(cut, text, piece.name_token))
             queries.append(query)
-        if len(cut.pieces) == 1 and cut.pieces[0].name_token == (len(key[0]) - 1 if name else -1):  # type: ignore[arg-type]
-            self._keep_shape(key, numbers, cut.pieces[0].numbers, _Plan(prefix, shortcuts, firsts, general))
+        if key and len(cut.pieces) == 1 and cut.pieces[0].name_token == (len(key[0]) - 1 if name else -1):  # type: ignore[arg-type]
+            self._shapes.keep(key, numbers, cut.pieces[0].numbers, Plan(prefix, shortcuts, firsts, general))  # type: ignore[arg-type]
         return names, queries
 
-    def _keep_shape(self, key: tuple[object, ...], numbers: list[str], values: list[float], plan: _Plan) -> None:
-        """Keep how a one-query text of shape ``key`` was read (``numbers``: its numbers'
-        texts; ``values``: those after its WHERE), for texts of its shape with the same
-        prefix numbers and the same values of its templates' fixed numbers."""
-        start = len(numbers) - len(values)  # (the numbers before the WHERE: the prefix's)
-        fixed_at = tuple([n + i for n, s in zip(plan.firsts, plan.shortcuts, strict=True) for i in s.fixed])
-        shape = self._shapes.get(key)
-        if shape is None or shape.start != start or shape.fixed_at != fixed_at:
-            if len(self._shapes) >= _KEPT:
-                self._shapes.clear()
-            shape = self._shapes[key] = _Shape(start, fixed_at, {})
-        if len(shape.plans) >= _PLANS_KEPT:
-            shape.plans.clear()
-        shape.plans[(tuple(numbers[:start]), tuple([values[i] for i in fixed_at]))] = plan
+    def _learned(self, prefix: Prefix, piece: Piece, tokens: _Tokens, firsts: list[int]) -> list[Shortcut] | None:
+        """The templates of ``piece``'s comparisons (learned where not known; the
+        variant of its fixed numbers' values where it has any), or None."""
+        shortcuts = []
+        for c, (skeleton, first, last, n0) in enumerate(piece.comparisons):
+            own = piece.numbers[n0 : firsts[c + 1] if c + 1 < len(firsts) else len(piece.numbers)]
+            shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
+            if shortcut is not None and shortcut.fixed:
+                shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
+            if shortcut is None:
+                return None
+            shortcuts.append(shortcut)
+        return shortcuts
 
     @staticmethod
     def _name_of(cut: Cut, text: str, i: int) -> str:
@@ -515,30 +511,6 @@ class TokenCache:
 
 
 _MISSING: Any = object()
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Plan:
-    """How a one-query text was read: its prefix, its comparisons' templates, each
-    comparison's first number (from the first after the WHERE), and whether some
-    template has fixed numbers or a formula."""
-
-    prefix: Prefix
-    shortcuts: list[Shortcut]
-    firsts: list[int]
-    general: bool
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Shape:
-    """The one-query texts of a shape (:func:`predicates.token_cut.shape_of`): how many
-    numbers come before the WHERE, which numbers after it are fixed numbers of their
-    templates, and a :class:`_Plan` per texts of the prefix's numbers and the fixed
-    numbers' values."""
-
-    start: int
-    fixed_at: tuple[int, ...]
-    plans: dict[tuple[tuple[str, ...], tuple[float, ...]], _Plan]
 
 
 class _Tokens:

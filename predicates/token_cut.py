@@ -115,29 +115,38 @@ def text_runs(text: str, lexer: Lexer | None = None) -> list[tuple[str, str]] | 
     return token_runs(text) if lexer is None else runs_of_tokens(text, lexer)
 
 
-def shape_of(runs: list[tuple[str, str]]) -> tuple[tuple[object, ...], tuple[int, str] | None]:
+def shape_of(runs: list[tuple[str, str]]) -> tuple[tuple[object, ...], tuple[int, str] | None, dict[int, _RunRead]]:
     """What a text's cut follows from but its numbers and its header's name, as a key
     (its runs' texts, which of them end with a number, and the tokens of a header's
-    line but its last, with that one's kind), and that last token's kind and text (the
-    header's name where the cut reads one there; None without a header's line). Texts
-    of one shape cut alike: the same token kinds, words and skeleton parts at the same
-    places, but for the numbers' and the name's texts, which the cut does not look at
-    (but a prefix's numbers, which the caller compares)."""
+    line but its last, with that one's kind); that last token's kind and text (the
+    header's name where the cut reads one there; None without a header's line); and
+    the header's line as read (for :func:`cut_text`). Texts of one shape cut alike: the
+    same token kinds, words and skeleton parts at the same places, but for the numbers'
+    and the name's texts, which the cut does not look at (but a prefix's numbers, which
+    the caller compares)."""
     first, number = runs[0]
     header: tuple[object, ...] = ()
     name = None
-    if not number and first[:5].upper() == "QUERY":
-        kinds, starts, ends, _, parts = _run_tokens(first, False, keep=False)[:5]
+    unkept: dict[int, _RunRead] = {}
+    if not number and first[:5].upper() == "QUERY" and first not in _RUNS[False]:
+        read = unkept[0] = _run_tokens(first, False, keep=False)
+        kinds, starts, ends, _, parts = read[:5]
         if kinds:
             header = (*parts[:-1], kinds[-1])
             name = (kinds[-1], first[starts[-1] : ends[-1]])
             runs = runs[1:]
-    return (header, tuple([run for run, _ in runs]), tuple([number != "" for _, number in runs])), name
+    return (header, tuple([run for run, _ in runs]), tuple([number != "" for _, number in runs])), name, unkept
 
 
-def cut_text(text: str, lexer: Lexer | None = None, runs: list[tuple[str, str]] | None = None) -> Cut | None:
+def cut_text(
+    text: str,
+    lexer: Lexer | None = None,
+    runs: list[tuple[str, str]] | None = None,
+    unkept: dict[int, _RunRead] | None = None,
+) -> Cut | None:
     """The pieces of an ASCII ``text``, or None where ``cut_tokens`` finds a doubt; its
-    runs ``runs`` if given, else read by ``lexer`` (see :func:`text_runs`)."""
+    runs ``runs`` if given (``unkept``: those of them read already, by number, as
+    :func:`shape_of` gives them), else read by ``lexer`` (see :func:`text_runs`)."""
     if runs is None:
         runs = text_runs(text, lexer)
     if runs is None:
@@ -145,8 +154,12 @@ def cut_text(text: str, lexer: Lexer | None = None, runs: list[tuple[str, str]] 
     # per run its tokens as the cut reads them, from the runs' cache (a header's line,
     # which never recurs, read without it)
     with_number, without = _RUNS[True], _RUNS[False]
-    unkept: dict[int, _RunRead] = {}
     found = [(with_number if number else without).get(run) for run, number in runs]
+    if unkept:
+        for r, header in unkept.items():
+            found[r] = header
+    else:
+        unkept = {}
     if None in found:
         for r, got in enumerate(found):
             if got is None:

@@ -24,7 +24,7 @@ from predicates.errors import Source
 from predicates.frontend import FrontEndRecord, front_end
 from predicates.lexer import T, tokenize
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
-from predicates.records import RowQueries
+from predicates.records import CompiledQuery, RowQueries
 from predicates.tables import TableDefinition, mentions_table, table_names
 from predicates.template_cache import clashes, instantiate
 from predicates.token_cache import TokenCache
@@ -107,6 +107,13 @@ def compile_many(
         if not clashes(every, taken):  # type: ignore[arg-type]
             rows = instantiate(reading, every, whole=True)  # type: ignore[arg-type]
             return rows if isinstance(rows, RowQueries) else [q for of_text in rows for q in of_text or ()]
+    if not reading.groups:  # (none read from templates: a few texts, texts of many shapes)
+        records: list[Record] = []
+        for k, from_cache in enumerate(compiler.read(texts)):
+            where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
+            position = first_position + len(records)
+            records += _read_or_parsed(texts[k], from_cache, catalog, where, position, taken, max_disjuncts)
+        return records
     names = list(names)
     unread = [k for k in range(len(texts)) if reading.read(k) is None]
     from_tokens = compiler.read([texts[k] for k in unread]) if unread else []
@@ -122,29 +129,39 @@ def compile_many(
                 position += len(named)
                 continue
             reading.unread(k)  # a name given twice or taken: the parser says where
-        from_cache = token_read.get(k)
-        if from_cache is not None:
-            header_names, queries = from_cache
-            for i, (query, name) in enumerate(zip(queries, header_names, strict=True)):
-                query.name = name if name is not None else str(position + i)
-            if not clashes([query.name for query in queries], taken):
-                parsed[k] = queries  # type: ignore[assignment]
-                position += len(queries)
-                continue
         where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
-        parsed[k] = front_end(
-            text, catalog, source_name=where, first_position=position, taken=taken, max_disjuncts=max_disjuncts
-        )
+        parsed[k] = _read_or_parsed(text, token_read.get(k), catalog, where, position, taken, max_disjuncts)
         position += len(parsed[k])
-    if not reading.groups:  # (none read from templates: a few texts, texts of many shapes)
-        return [record for k in range(len(texts)) for record in parsed[k]]
     rows = instantiate(reading, names, whole=not parsed)
     if isinstance(rows, RowQueries):
         return rows
     out: list[Record] = []
-    for k, records in enumerate(rows):
-        out += records if records is not None else parsed[k]
+    for k, of_text in enumerate(rows):
+        out += of_text if of_text is not None else parsed[k]
     return out
+
+
+def _read_or_parsed(
+    text: str,
+    from_cache: tuple[list[str | None], list[CompiledQuery]] | None,
+    catalog: Catalog,
+    source_name: str,
+    position: int,
+    taken: Container[str],
+    max_disjuncts: int,
+) -> list[Record]:
+    """A text's records: the comparison cache's reading of it (``from_cache``; queries
+    without a header named by their position from ``position``) where it has one and
+    its names are free, else the front end's."""
+    if from_cache is not None:
+        header_names, queries = from_cache
+        for i, (query, name) in enumerate(zip(queries, header_names, strict=True)):
+            query.name = name if name is not None else str(position + i)
+        if not clashes([query.name for query in queries], taken):
+            return queries  # type: ignore[return-value]
+    return front_end(
+        text, catalog, source_name=source_name, first_position=position, taken=taken, max_disjuncts=max_disjuncts
+    )
 
 
 def may_mention_views_or_tables(texts: Sequence[str], catalog: Catalog) -> bool:

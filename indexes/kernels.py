@@ -362,3 +362,23 @@ def insert_user(
         users[k] = users[k - 1]
     users[at] = slot
     return new
+
+
+@kernel
+def insert_users(
+    constants: np.ndarray,
+    offsets: np.ndarray,
+    users: np.ndarray,
+    starts: np.ndarray,
+    ns: np.ndarray,
+    values: np.ndarray,
+    slot: int,
+) -> np.ndarray:
+    """:func:`insert_user` of ``slot`` into several lists of doubles in one call (a
+    query's predicates): list ``i`` at position ``starts[i]`` with ``ns[i]`` positions
+    (and room for one more position and user) takes constant ``values[i]``. The lists
+    are distinct. Returns, per list, whether its constant took a new position."""
+    new = np.zeros(len(starts), np.int64)
+    for i in range(len(starts)):
+        new[i] = insert_user(constants, offsets, users, starts[i], ns[i], -1, 0, values[i], slot)
+    return new

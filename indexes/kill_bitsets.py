@@ -164,11 +164,14 @@ class KillBitsets:
         second: tuple[np.ndarray, np.ndarray, np.ndarray],
         n_slots: int,
         base: np.ndarray,
+        merged: dict[str, np.ndarray] | None = None,
     ) -> KillBitsets:
         """These tables (built whole) and a second part: its lists' per-list arrays (as
         :func:`_build` makes them, ``part`` 1) and its (checkpoint table, CSR offsets,
         users), the table's rows over the words from this table's last on. Shares
-        both parts' arrays."""
+        both parts' arrays. ``merged``: both parts' per-list arrays as an earlier
+        join over the same lists made them, their second part's sizes and CSR
+        positions written over with ``per_list``'s (no arrays made)."""
         if self.parts != 1:
             raise ValueError("only tables built whole can be extended")
         out = KillBitsets.__new__(KillBitsets)
@@ -176,7 +179,14 @@ class KillBitsets:
         out.words = words_for(n_slots)
         out.base = base
         out.parts = 2
-        merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in PER_LIST}
+        if merged is None:
+            merged = {name: np.concatenate([getattr(self, name), per_list[name]]) for name in PER_LIST}
+        else:
+            first_lists = len(self.ns)
+            if len(merged["ns"]) != first_lists + len(per_list["ns"]):
+                raise ValueError("the earlier join was over other lists")
+            merged["ns"][first_lists:] = per_list["ns"]
+            merged["csr_base"][first_lists:] = per_list["csr_base"]
         # the kernels take both parts' offsets as one type: the first part's (shared,
         # not copied), wider only if the second's users need it
         table2, offsets2, users2 = second

@@ -28,6 +28,7 @@ from mqo.result_encoding import (
     matches_columns,
     query_layouts,
     result_schema,
+    value_texts,
 )
 from mqo.results import LateTuple, Match, TupleError
 from mqo.snapshot_codec import SnapshotError, decode_snapshot, encode_snapshot
@@ -65,5 +66,6 @@ __all__ = [
     "result_schema",
     "shared_equality_key",
     "text_of",
+    "value_texts",
 ]
 __version__ = "0.1.0"

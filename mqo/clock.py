@@ -131,6 +131,8 @@ class Clock:
         self.idle = [False] * n  # declared idle, until it speaks
         self.mark: Mark | None = None  # the matcher's watermark; None is -inf
         self._horizon: tuple[Mark, Fraction] | None = None
+        # (the horizon's exact value, made once per horizon: every registration reads it)
+        self._horizon_value: tuple[tuple[Mark, Fraction] | None, float | Fraction] = (None, NEVER)
         self._checked: tuple[list[float], Mark | None, float | Fraction] | None = None  # what _check saw last
 
     def slot(self, s: int) -> int:
@@ -356,10 +358,15 @@ class Clock:
     def horizon(self) -> float | Fraction:
         """The retention horizon, exactly (a float that means it, or a Fraction);
         -inf before the watermark is."""
-        if self._horizon is None:
+        current = self._horizon
+        if current is None:
             return NEVER
-        (base, k), window = self._horizon
-        return faithful(decimal_of(base) - self._late_exact[k] - window)
+        made, value = self._horizon_value
+        if made is not current:
+            (base, k), window = current
+            value = faithful(decimal_of(base) - self._late_exact[k] - window)
+            self._horizon_value = (current, value)
+        return value
 
     def purge_horizon(self) -> float:
         """A double at or below the horizon: stored tuples before it can go."""

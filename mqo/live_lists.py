@@ -87,6 +87,27 @@ class LiveLists:
         live.n += 1 if new else 0
         live.m += 1
 
+    def insert_doubles(self, lists: list[LiveList], values: np.ndarray, slot: int) -> np.ndarray | None:
+        """One query disjunct's predicates, constant ``values[i]`` in list ``lists[i]``
+        (distinct lists), as :meth:`insert` puts them, in one kernel call; None
+        (nothing done) unless every list keeps doubles. Per list, whether its constant
+        took a new position (the lists' sizes are updated)."""
+        for live in lists:
+            if live.objects is not None or not live.numbers:
+                return None
+        for live in lists:
+            if live.n + 2 > live.room or live.m + 1 > live.user_room:
+                self._move(live)
+        from indexes.kernels import insert_users  # numba, on first use
+
+        starts = np.array([live.start for live in lists], np.int64)
+        ns = np.array([live.n for live in lists], np.int64)
+        new = insert_users(self.constants, self.offsets, self.users, starts, ns, values, slot)
+        for live, added in zip(lists, new.tolist(), strict=True):
+            live.n += added
+            live.m += 1
+        return new
+
     def _move(self, live: LiveList) -> None:
         """The list to a segment twice as large at the end of the arrays."""
         room, user_room = 2 * live.room, 2 * live.user_room
@@ -120,6 +141,9 @@ class LiveList:
         self.bit_room = 0
         self.rows: tuple[int, ...] = ()  # its "all users" rows in its stream's kernel table
         self.compiled: CompiledList | None = None  # None: made anew at the next plan
+        # where the plans' list of added lists of its type keeps its compiled list
+        self.kept: list[Any] = []
+        self.kept_at = 0
 
     def constant_of(self, value: Any) -> Any:
         """A predicate's constant as the list keeps it (as a whole compile does: a number
@@ -143,6 +167,7 @@ class KernelRows:
         self.rows = 0
         self.per_list: dict[str, list[int]] = {name: [] for name in PER_LIST}
         self.lists: list[LiveList] = []
+        self._fixed: dict[str, np.ndarray] | None = None  # per-list arrays as arrays, while no list is added
 
     def add(self, live: LiveList, op: str) -> None:
         """Rows for a new list (none yet set: it has no users yet)."""
@@ -181,10 +206,18 @@ class KernelRows:
         for r in live.rows:
             self.table[r, bit >> 6] |= np.uint64(1 << (bit & 63))
 
+    def set_rows(self, rows: np.ndarray, slot: int) -> None:
+        """Slot ``slot`` a user of every list whose rows ``rows`` are (one query's lists)."""
+        bit = slot - 64 * self.first_word
+        column = self.table[:, bit >> 6]  # (a view: one index array, not two)
+        column[rows] |= np.uint64(1 << (bit & 63))
+
     def arrays(self) -> dict[str, np.ndarray]:
         """The per-list arrays as the kernels take them (sizes and segments as they are now)."""
-        types = {"modes": np.int8, "part": np.int8}
-        out = {name: np.array(values, types.get(name, np.int64)) for name, values in self.per_list.items()}
+        if self._fixed is None or len(self._fixed["modes"]) != len(self.lists):  # (lists were added)
+            types = {"modes": np.int8, "part": np.int8}
+            self._fixed = {name: np.array(values, types.get(name, np.int64)) for name, values in self.per_list.items()}
+        out = dict(self._fixed)  # (what changes with insertions made anew below)
         out["ns"] = np.fromiter((live.n for live in self.lists), np.int64, len(self.lists))
         out["csr_base"] = np.fromiter((live.start for live in self.lists), np.int64, len(self.lists))
         return out

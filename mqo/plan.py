@@ -338,9 +338,13 @@ class CompiledPlan:
         """Per type and pair of streams, the slots with a predicate of that type
         between the two."""
         n = len(self.streams)
-        out = {k: [[0] * n for _ in range(n)] for k in (Kind.JOIN, Kind.WINDOW)}
+        base = self.base_plan
+        if base is not None:  # an updated plan: its base's, and the lists added since (after the base's)
+            out = {k: [list(row) for row in rows] for k, rows in base.connected.items()}
+        else:
+            out = {k: [[0] * n for _ in range(n)] for k in (Kind.JOIN, Kind.WINDOW)}
         for kind in (Kind.JOIN, Kind.WINDOW):
-            for lst in self.lists[kind]:
+            for lst in self.lists[kind][len(base.lists[kind]) if base is not None else 0 :]:
                 a, b = lst.left_stream, lst.right_stream
                 mask = mask_of(lst.own_users)
                 out[kind][a][b] |= mask  # type: ignore[index]

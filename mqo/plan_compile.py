@@ -164,15 +164,25 @@ def _per_slot(values: np.ndarray, number_of: np.ndarray, slot_record: np.ndarray
     return values[number_of[slot_record]] if n else np.zeros(0, values.dtype)
 
 
-def arrange_lists(lists: dict[Kind, list[CompiledList]], n_streams: int) -> tuple[Any, Any, Any, Any]:
+def arrange_lists(
+    lists: dict[Kind, list[CompiledList]], n_streams: int, base: CompiledPlan | None = None
+) -> tuple[Any, Any, Any, Any]:
     """Attribute lists per stream, join and window lists per pair of streams, the
-    indexed columns per stream and each stream's attribute lists as a mask."""
+    indexed columns per stream and each stream's attribute lists as a mask. With
+    ``base`` (a plan whose lists are the first of ``lists`` of each type), its
+    arrangement copied and only the lists after its own arranged."""
     attr_lists: list[list[CompiledList]] = [[] for _ in range(n_streams)]
     attr_list_mask = [0] * n_streams
     pair_lists: dict[Kind, list[list[list[CompiledList]]]] = {
         k: [[[] for _ in range(n_streams)] for _ in range(n_streams)] for k in (Kind.JOIN, Kind.WINDOW)
     }
     indexed: list[set[int]] = [set() for _ in range(n_streams)]
+    if base is not None:
+        attr_lists = [list(of_stream) for of_stream in base.attr_lists]
+        attr_list_mask = list(base.attr_list_mask)
+        pair_lists = {k: [[list(p) for p in row] for row in rows] for k, rows in base.pair_lists.items()}
+        indexed = [set(positions) for positions in base.indexed_positions]
+        lists = {kind: of_kind[len(base.lists[kind]) :] for kind, of_kind in lists.items()}
     for lst in lists[Kind.ATTRIBUTE]:
         attr_lists[lst.left_stream].append(lst)
         attr_list_mask[lst.left_stream] |= 1 << lst.index

@@ -24,6 +24,8 @@ per O(slots) changes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from indexes.kill_bitsets import KillBitsets
@@ -96,6 +98,8 @@ def check_plan(plan: CompiledPlan, registry: QueryRegistry) -> None:
         newest = registry.newest(int(base.record_orders[-1]) if len(base.record_orders) else -1)
         base._delta_part._check([rq.order for rq in newest])
     assert plan.retention_window_exact == fresh.retention_window_exact, "retention window differs"
+    if base is not None:  # the slots each pair of streams connects, made from the base's, as from every list
+        assert plan.connected == dataclasses.replace(plan, base_plan=None).connected, "connected slots differ"
     assert plan.record_names == [rq.name for rq in plan.records], "a record's name differs"
     codes = plan.context_codes
     for record, context in zip(plan.slot_record.tolist(), plan.slot_context.tolist(), strict=True):

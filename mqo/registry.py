@@ -54,6 +54,9 @@ from predicates.template_scan import ScanArrays
 from predicates.templates import FastCompiler
 
 _COMPACT_WHEN_DEAD = 0.5
+# an add of at most this many predicate rows extends the columns in Python (numpy's
+# fixed cost per call is more than the rows' own below it)
+_FEW_ROWS = 256
 
 
 def scan_bytes(*arrays: np.ndarray) -> ScanArrays:
@@ -145,7 +148,7 @@ class QueryRegistry:
         value_chunks: list[Any] = []
         # list ids per keys tuple (queries compiled from one pattern or template share
         # it); by id(), which is safe while this call holds the queries
-        kids_of: dict[int, tuple[bytes, bool]] = {}
+        kids_of: dict[int, tuple[array, bool]] = {}
         kid_by_id: dict[int, int] = {}
         last_context = None
         queries_by_name = self.queries.entries
@@ -172,7 +175,7 @@ class QueryRegistry:
                     if None in kids:
                         kids = [self._key_number(key) for key in keys]
                         kid_by_id.update(zip(map(id, keys), kids, strict=True))
-                    known = kids_of[id(keys)] = (array("i", kids).tobytes(), object_keys.isdisjoint(kids))
+                    known = kids_of[id(keys)] = (array("i", kids), object_keys.isdisjoint(kids))
                 n = len(keys)
                 values = preds.values
                 if not (known[1] and type(values) is array):
@@ -190,6 +193,21 @@ class QueryRegistry:
                 key_bytes.append(known[0])
                 value_chunks.append(values)
                 row += n
+        if row - first_row <= _FEW_ROWS:
+            # a few queries (a registration one at a time): the columns extended and the
+            # uses counted in Python, without numpy's fixed cost per call
+            uses = self._key_uses
+            for order, d, n, kids, values in zip(
+                chunk_orders, chunk_disjuncts, chunk_sizes, key_bytes, value_chunks, strict=True
+            ):
+                self._row_query.extend(repeat(order, n))
+                self._row_disjunct.extend(repeat(d, n))
+                self._row_key.extend(kids)
+                self._row_value.extend(values)
+                for kid in kids:
+                    uses[kid] += 1
+            self.version += 1
+            return
         if chunk_sizes:
             sizes = np.array(chunk_sizes, np.int64)
             self._row_query.frombytes(np.repeat(np.array(chunk_orders, np.int64), sizes).tobytes())

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from mqo import AggregateBatch, Matcher, text_of
+from mqo import AggregateBatch, AggregateChunk, AggregateValues, Matcher, text_of, value_texts
 from predicates import AggregateQuery
 from runtime.spark.aggregate_views import materialize
 from runtime.spark.common import pandas_frame, runs, shuffle_partitions, unify
@@ -231,55 +231,98 @@ def owned(plan: StreamPlan, span: int, window_ends: Sequence[float] | np.ndarray
 def output_rows(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> list[tuple[Any, ...]]:
     """Aggregate rows as output tuples in :func:`aggregate_schema`'s column order (maps
     as lists of pairs), in emission order; ``keep(window_ends)``: which to keep."""
-    return list(zip(*_output_columns(rows, keep), strict=True))
+    batch = output_batch(rows, keep)
+    return list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
 
 
 def output_batch(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> pa.RecordBatch:
-    """:func:`output_rows` as one Arrow batch, built column by column."""
-    columns = _output_columns(rows, keep)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(column, field.type) for column, field in zip(columns, _ARROW_SCHEMA, strict=True)],
-        schema=_ARROW_SCHEMA,
-    )
-
-
-def _output_columns(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None) -> list[list[Any]]:
-    # from the batch's columns (AggregateChunk): no row object is made, and a group's
-    # texts are made once however many windows it has
-    queries: list[Any] = []
-    starts: list[Any] = []
-    ends: list[Any] = []
-    groups: list[Any] = []
-    values: list[Any] = []
+    """The rows of :func:`output_rows` as one Arrow batch, in emission order. Built
+    column by column from the batch's chunks, with no object per row: the stage's
+    output is millions of rows, and making them one by one in Python was most of its
+    time. The texts of all values of one type are made in one call of Arrow's kernels
+    (a chunk is one query's rows: a thousand queries make thousands of small chunks)."""
+    tables = []
     for part in rows.parts:
         if not part:
             continue
         order = AggregateBatch._order(part)
-        chunk_of = np.concatenate([np.full(len(c), k) for k, c in enumerate(part)])[order]
-        row_of = np.concatenate([np.arange(len(c)) for c in part])[order]
         if keep is not None:
-            kept = keep(np.concatenate([c.ends for c in part])[order])
-            chunk_of, row_of = chunk_of[kept], row_of[kept]
-        pieces = [_chunk_columns(c) for c in part]
-        for k, r in zip(chunk_of.tolist(), row_of.tolist(), strict=True):
-            query, chunk_starts, chunk_ends, chunk_groups, chunk_values = pieces[k]
-            queries.append(query)
-            starts.append(chunk_starts[r])
-            ends.append(chunk_ends[r])
-            groups.append(chunk_groups[r])
-            values.append(chunk_values[r])
-    return [queries, starts, ends, groups, values]
+            order = order[keep(np.concatenate([c.ends for c in part])[order])]
+        tables.append(_part_table(part).take(pa.array(order)))
+    # (one batch: the rows were taken in order into one chunk; none when none is kept)
+    batches = pa.concat_tables(tables).combine_chunks().to_batches() if tables else []
+    if not batches:
+        return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in _ARROW_SCHEMA], schema=_ARROW_SCHEMA)
+    return batches[0]
 
 
-def _chunk_columns(chunk: Any) -> tuple[str, list[Any], list[float], list[Any], list[Any]]:
-    starts = [None if s == -math.inf else s for s in chunk.starts.tolist()]
-    texts = [list(zip(chunk.group_by, map(text_of, key), strict=True)) for key in chunk.keys]
-    groups = [texts[code] for code in chunk.codes.tolist()]
-    columns = [list(map(text_of, column)) for column in chunk.values]
-    values = [list(zip(chunk.names, cells, strict=True)) for cells in zip(*columns, strict=True)]
-    if not chunk.names:
-        values = [[] for _ in range(len(chunk))]
-    return chunk.query, starts, chunk.ends.tolist(), groups, values
+def _part_table(part: list[AggregateChunk]) -> pa.Table:
+    """The rows of a part's chunks, chunk after chunk, as a table of the output schema."""
+    sizes = np.array([len(c) for c in part], np.int64)
+    chunk_of = np.repeat(np.arange(len(part)), sizes)
+    queries = pa.array([c.query for c in part], pa.string()).take(pa.array(chunk_of))
+    ends = pa.array(np.concatenate([c.ends for c in part]), pa.float64())
+    starts = np.concatenate([c.starts for c in part])
+    starts_column = pa.array(starts, pa.float64(), mask=np.isneginf(starts))  # a landmark's: NULL
+    # a group's texts once per group: row r of a chunk reads those of its code
+    group_texts: list[str | None] = []
+    group_cells = []
+    for c in part:
+        kg, base = len(c.group_by), len(group_texts)
+        group_texts += [text_of(v) for key in c.keys for v in key]
+        codes = np.asarray(c.codes, np.int64)
+        group_cells.append((base + codes[:, None] * kg + np.arange(kg)[None, :]).reshape(-1))
+    groups = _maps(part, [c.group_by for c in part], pa.array(group_texts, pa.string()), group_cells)
+    # every value column's texts in one array; row r of a chunk reads r of each column
+    texts, bases = _column_texts([column for c in part for column in c.values])
+    value_cells = []
+    at = 0
+    for c in part:
+        k = len(c.values)
+        value_cells.append((np.arange(len(c))[:, None] + bases[at : at + k][None, :]).reshape(-1))
+        at += k
+    values = _maps(part, [c.names for c in part], texts, value_cells)
+    return pa.Table.from_arrays([queries, starts_column, ends, groups, values], schema=_ARROW_SCHEMA)
+
+
+def _maps(part: list[AggregateChunk], names: list[Any], texts: pa.Array, cells: list[np.ndarray]) -> pa.MapArray:
+    """One map per row of the part's chunks: chunk ``c``'s rows have the keys
+    ``names[c]``, and their values, row after row, are ``texts`` at ``cells[c]``."""
+    every = sorted({name for chunk_names in names for name in chunk_names})
+    position = {name: i for i, name in enumerate(every)}
+    keys = [
+        np.tile(np.array([position[x] for x in chunk_names], np.int64), len(c))
+        for c, chunk_names in zip(part, names, strict=True)
+    ]
+    widths = np.repeat([len(x) for x in names], [len(c) for c in part])
+    offsets = np.zeros(len(widths) + 1, np.int32)
+    np.cumsum(widths, out=offsets[1:])
+    key_array = pa.array(every, pa.string()).take(pa.array(np.concatenate([np.zeros(0, np.int64), *keys])))
+    items = texts.take(pa.array(np.concatenate([np.zeros(0, np.int64), *cells])))
+    return pa.MapArray.from_arrays(pa.array(offsets), key_array, items, type=_ARROW_SCHEMA.field("group").type)
+
+
+def _column_texts(columns: list[AggregateValues]) -> tuple[pa.Array, np.ndarray]:
+    """The texts of every value of ``columns`` as :func:`mqo.text_of` prints them (NULL
+    stays NULL), in one array, and where each column's first value is in it. Columns of
+    one type are formatted together."""
+    kinds: dict[str, list[int]] = {}
+    for i, column in enumerate(columns):
+        kinds.setdefault(column.data.dtype.kind, []).append(i)
+    bases = np.zeros(len(columns), np.int64)
+    pieces = []
+    size = 0
+    for kind, members in kinds.items():
+        lengths = np.array([len(columns[i]) for i in members], np.int64)
+        bases[members] = size + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        size += int(lengths.sum())
+        if kind == "O":
+            pieces.append(pa.array([text_of(v) for i in members for v in columns[i].tolist()], pa.string()))
+            continue
+        data = np.concatenate([columns[i].data for i in members])
+        values = pa.array(data, mask=np.concatenate([columns[i].null for i in members]))
+        pieces.append(value_texts(values, values.type, json_text=False))
+    return (pa.concat_arrays(pieces) if pieces else pa.array([], pa.string())), bases
 
 
 # ------------------------------------------------------------- on the workers
@@ -305,10 +348,9 @@ def aggregate_partition(
 
 def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> AggregateBatch:
     matcher = register_each(Matcher(ddl, time="global", late_sink=_never_late), plan.queries)
-    data: dict[str, Any] = {"ts": table.column("ts").to_numpy(), "id": table.column("id").to_numpy()}
-    for column, fname in zip(layout.columns, layout.fields, strict=True):
-        data[column] = table.column(fname).to_pylist()
-    matcher.push_batch(plan.stream, data)
+    # the task's Arrow columns under the stream's column names (no Python value per row)
+    names = ["ts", "id", *layout.columns]
+    matcher.push_batch(plan.stream, pa.table([table.column(f) for f in ["ts", "id", *layout.fields]], names=names))
     return matcher.flush()
 
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from mqo import Catalog, Matcher, MqoError, SnapshotError, decode_snapshot, encode_snapshot, shared_equality_key
-from predicates import ColumnType
+from predicates import ColumnRef, ColumnType
+from predicates.catalog import split_role
+from predicates.normalize import ColumnKey
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -307,6 +309,14 @@ def check_views(matcher: Matcher, runs_views: bool | str, kind: str = "match") -
                 "behind the watermark, from a stage of their own); run it with runtime.spark.match_batch or "
                 "aggregate_batch (batch) or locally"
             )
+    reader = view_id_reader(matcher)
+    if reader is not None:
+        query, view = reader
+        raise SparkStageError(
+            f"query {query} reads the id of match view {view}: on Spark a match view's row ids number its rows "
+            "within the task (or per ts) that made them, not over the whole input as the local engine does, so "
+            "results would differ; read the view's value columns instead, or run it locally"
+        )
     if kind == "aggregate":
         for view, read in over_aggregates(matcher).items():
             raise SparkStageError(
@@ -314,6 +324,54 @@ def check_views(matcher: Matcher, runs_views: bool | str, kind: str = "match") -
                 "--output-view do not run that (the match stage runs its readers); run it locally (mqo match "
                 "--engine local, Matcher.push_batch)"
             )
+
+
+def view_id_reader(matcher: Matcher) -> tuple[str, str] | None:
+    """The first query (or view) whose predicates or SELECT read the ``id`` of a match
+    view, and that view; None when none does. (The ids in a result's ``ids`` differ
+    alike, and are documented so: a value read from one would change which results
+    there are.)"""
+    match_views = {view.name.lower(): view.name for view in matcher.registrations.views if not view.aggregate}
+    if not match_views:
+        return None
+    for rq in matcher.registry:
+        nodes: list[Any] = [out.expr for out in rq.context.bound.outputs]
+        for preds, residuals in rq.disjuncts:
+            nodes += [r.comparison for r in residuals]
+            for key, _ in preds:
+                nodes += [column for column in (key.left, key.right) if column is not None]
+        found = _id_of(nodes, match_views)
+        if found is not None:
+            return rq.name, found
+    for aq in matcher.aggregator.queries.values() if matcher.aggregator is not None else ():
+        q = aq.query
+        view = match_views.get(q.stream.lower())
+        if view is None:
+            continue
+        columns = [c.column for c in q.calls] + list(q.group_by)
+        nodes = [expr for _, expr in q.outputs] + [q.having, q.where.bound.condition]
+        if "id" in columns or _id_of(nodes, match_views) is not None:
+            return q.name, view
+    return None
+
+
+def _id_of(nodes: list[Any], views: Mapping[str, str]) -> str | None:
+    """The view among ``views`` whose ``id`` column an expression, condition or
+    column key of ``nodes`` reads (a self-join's role read as its stream)."""
+    while nodes:
+        node = nodes.pop()
+        if node is None:
+            continue
+        if isinstance(node, (ColumnRef, ColumnKey)):
+            name, stream = (node.name, node.stream) if isinstance(node, ColumnRef) else (node.column, node.stream)
+            view = views.get(split_role(stream or "")[0].lower())
+            if name == "id" and view is not None:
+                return view
+        elif dataclasses.is_dataclass(node):
+            for f in dataclasses.fields(node):
+                value = getattr(node, f.name)
+                nodes.extend(value if isinstance(value, tuple) else [value])
+    return None
 
 
 def over_aggregates(matcher: Matcher) -> dict[str, str]:

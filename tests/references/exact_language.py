@@ -173,8 +173,8 @@ class Duration:
     amount: str
     unit: str = ""
 
-    @property
-    def seconds(self) -> Fraction:
+    @cached_property
+    def seconds(self) -> Fraction:  # (read per combination by the reference: made once)
         return Fraction(self.amount) * UNITS[self.unit]
 
     def text(self) -> str:

@@ -160,10 +160,15 @@ def truth(cond: Cond, env: Env) -> bool | None:
     if isinstance(cond, Not):
         value = truth(cond.item, env)
         return None if value is None else not value
-    values = [truth(i, env) for i in cond.items]
-    if isinstance(cond, And):
-        return False if False in values else (None if None in values else True)
-    return True if True in values else (None if None in values else False)
+    # Kleene: one False decides an AND, one True an OR (the rest need not be looked at)
+    decisive = isinstance(cond, Or)
+    unknown = False
+    for item in cond.items:
+        value = truth(item, env)
+        if value is not None and bool(value) is decisive:
+            return decisive
+        unknown = unknown or value is None
+    return None if unknown else not decisive
 
 
 @dataclass(frozen=True)
@@ -377,8 +382,11 @@ class Reference:
         multi = len(query.sources) > 1
         window = query.maxwindow.seconds if multi else None  # type: ignore[union-attr]
         choices: list[list[Row]] = []
+        # Only a speed-up: a combination must hold the new tuple, so when one alias alone
+        # reads its stream, that alias holds it and nothing else.
+        alone = sum(s == stream for _, s in query.sources) == 1
         for _, alias_stream in query.sources:
-            if not multi:
+            if not multi or (alone and alias_stream == stream):
                 choices.append([new])
                 continue
             # Only a speed-up: the tests below reject whatever this skips.

@@ -62,3 +62,21 @@ def test_no_watermark_before_a_stream_has_spoken() -> None:
     assert [marks[j] for j in range(3)] == [None, None, None]
     assert late.tolist() == [False, False, False]
     assert c.mark is not None and c.mark[0] == 4.0
+
+
+def test_the_horizon_is_the_latest_moves_read_between_moves() -> None:
+    # the horizon's exact value is kept between moves (every registration reads it):
+    # read after each move it is that move's, watermark - lateness - widest window
+    from fractions import Fraction
+
+    c = Clock(0.1, ["A"], now=lambda: 0.0)
+    assert c.horizon == float("-inf")
+    highest = None
+    for ts, window in [(1.0, "1/3"), (1.3, "1/3"), (1.3, "2/3"), (2.0, "1/3"), (7.25, "0")]:
+        c.observe(0, ts)
+        c.advance(Fraction(window), c.current())
+        want = Fraction(str(ts)) - Fraction("0.1") - Fraction(window)
+        highest = want if highest is None else max(highest, want)  # (the horizon never goes back)
+        horizon = c.horizon  # (a double stands for its shortest decimal)
+        assert (Fraction(repr(horizon)) if isinstance(horizon, float) else horizon) == highest
+        c._check()

@@ -110,6 +110,38 @@ def test_insert_user(predicates: list, start: int, gap: int) -> None:
     assert (users[:3] == -5).all() and (users[3 + m :] == -5).all()
 
 
+@given(
+    st.lists(st.lists(st.sampled_from([-2.0, 0.0, 0.5, 1.0, 3.0]), min_size=1, max_size=6), min_size=1, max_size=5),
+    st.integers(0, 60),
+)
+@settings(max_examples=100, deadline=None)
+def test_insert_users_is_insert_user_list_by_list(queries: list, first_slot: int) -> None:
+    """Queries inserted one kernel call each into several lists of shared CSR arrays
+    (each list its own segment with room, as kept lists have: query ``k`` puts
+    ``queries[k][i]`` into list ``i``) give the constants and users the reference
+    gives list by list, and every list's size is reported."""
+    width = max(map(len, queries))
+    room = len(queries) + 1
+    constants = np.full(width * room, 9.0)
+    offsets = np.full(width * room + 1, -7, np.int64)
+    users = np.full(width * room, -5, np.int32)
+    starts = np.arange(width, dtype=np.int64) * room
+    offsets[starts] = starts  # each list's users start at its own segment
+    ns = np.zeros(width, np.int64)
+    want: list[list] = [[] for _ in range(width)]
+    for k, values in enumerate(queries):
+        lists = np.arange(len(values))
+        slot = first_slot + k
+        new = kernels.insert_users(constants, offsets, users, starts[lists], ns[lists], np.array(values), slot)
+        ns[lists] += new
+        for i, value in enumerate(values):
+            want[i] = naive.insert_user(want[i], value, slot)
+    for i in range(width):
+        s = int(starts[i])
+        got = [(float(constants[s + p]), users[offsets[s + p] : offsets[s + p + 1]].tolist()) for p in range(ns[i])]
+        assert got == want[i]
+
+
 def as_list_users(lists: list, how: str) -> list[ListUsers]:
     """The kernels' lists with their own CSR arrays (``own``); cut from one pair of
     arrays behind another list, as a compiled plan's are (``shared``: read in place);

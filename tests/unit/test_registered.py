@@ -201,3 +201,32 @@ def test_a_name_given_twice_among_template_texts_registers_none() -> None:
     assert m.register_queries(texts) == [f"t{k}" for k in range(200)]
     assert isinstance(m.registry.queries.entries["t7"], int)  # (read from the template: a block's row)
     m.registry._check()
+
+
+def test_queries_registered_one_at_a_time_are_the_registry_columns() -> None:
+    """A registration of a few queries (one call each, as a subscription service makes
+    them) extends the registry's predicate columns without numpy, and a larger one
+    with it: both keep the columns and use counts those of the queries (``_check``:
+    every row's query, disjunct, list and constant), with OR, strings, exact
+    constants (1/3) and lists dropped and made again; matching follows each change."""
+    m = mqo.Matcher("REGISTER STREAM E (a FLOAT, b FLOAT, s STRING);")
+    registry = m.registry
+
+    def text(name: str, a: float, b: float) -> str:
+        return f"Query ID: {name}\nSELECT * FROM E WHERE E.a >= {a} AND E.b <= {b}"
+
+    m.register_query(text("q0", 1.0, 5.0))
+    m.register_query("Query ID: q1\nSELECT * FROM E WHERE (E.a < 1/3 AND E.s = 'x') OR E.b > 7")
+    registry._check()
+    m.unregister_query("q0")  # the last users of E.a >= and E.b <=: both lists dropped
+    registry._check()
+    m.register_query(text("q2", 3.0, 6.0))
+    registry._check()
+    assert sorted(r.query for r in m.push("E", 1.0, {"a": 3.0, "b": 6.0, "s": "y"})) == ["q2"]
+    assert sorted(r.query for r in m.push("E", 2.0, {"a": 0.3, "b": 8.0, "s": "x"})) == ["q1"]
+    m.register_queries([text(f"f{k}", float(k), 10.0 - k) for k in range(3)])
+    registry._check()
+    m.register_queries([text(f"g{k}", float(k % 7), 10.0 + k) for k in range(300)])  # past the few rows
+    registry._check()
+    got = sorted(r.query for r in m.push("E", 3.0, {"a": 2.0, "b": 8.5, "s": "z"}))
+    assert got == sorted(["f0", "f1", "q1"] + [f"g{k}" for k in range(300) if k % 7 <= 2])

@@ -24,6 +24,8 @@ from predicates import token_scan
 
 _HELPERS = ("_is_digit", "_is_word_start", "_is_word", "_quoted_end", "_word_of", "_is_and", "_is_id", "_grown",
             "_group")  # fmt: skip
+# the bodies the kernels share (called, not inlined: each is long)
+_SHARED = ("_lex_into", "_cut_into")
 _compiled: dict[str, Callable[..., Any]] = {}
 
 
@@ -46,8 +48,10 @@ def _kernel(name: str) -> Callable[..., Any]:
 
         for helper in _HELPERS:
             names[helper] = compiled(getattr(token_scan, helper), inline=True)
-        _compiled["lex_bytes"] = compiled(token_scan.lex_bytes)
-        _compiled["cut_tokens"] = compiled(token_scan.cut_tokens)
+        for shared in _SHARED:
+            names[shared] = compiled(getattr(token_scan, shared))
+        for kernel_name in ("lex_bytes", "cut_tokens", "read_one"):
+            _compiled[kernel_name] = compiled(getattr(token_scan, kernel_name))
     return _compiled[name]
 
 
@@ -61,4 +65,9 @@ def cut_tokens(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return cast(tuple[np.ndarray, ...], _kernel("cut_tokens")(*arrays))
 
 
-__all__ = ["cut_tokens", "lex_bytes"]
+def read_one(*arrays: np.ndarray) -> tuple[int, ...]:
+    """:func:`predicates.token_scan.read_one`, compiled."""
+    return cast(tuple[int, ...], _kernel("read_one")(*arrays))
+
+
+__all__ = ["cut_tokens", "lex_bytes", "read_one"]

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from indexes.lexer_kernels import cut_tokens, lex_bytes
+from indexes.lexer_kernels import cut_tokens, lex_bytes, read_one
 from mqo.registered import (
     BlockRun,
     RecordList,
@@ -105,7 +105,8 @@ class QueryRegistry:
     @compiler.setter
     def compiler(self, compiler: FastCompiler) -> None:
         compiler.templates.scanner = scan_bytes
-        compiler.tokens.lexer, compiler.tokens.cutter = lex_bytes, cut_tokens
+        tokens = compiler.tokens
+        tokens.lexer, tokens.cutter, tokens.one = lex_bytes, cut_tokens, read_one
         self._compiler = compiler
 
     def need_roles(self, roles: Iterable[str]) -> None:

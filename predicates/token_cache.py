@@ -40,29 +40,31 @@ from typing import Any, cast
 
 import numpy as np
 
+from predicates import token_scan as scan
 from predicates.ast import Comparison
 from predicates.catalog import Catalog
 from predicates.comparison_parts import additive_numbers, flat_comparisons, token_start, with_symbols
 from predicates.errors import QueryError, Source
 from predicates.frontend import column_order
-from predicates.lexer import BLANK_CHARS, T, tokenize
+from predicates.lexer import BLANK_CHARS, T, token_runs, tokenize
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS, ColumnOrder, ListKey, Predicate, canonicalize
 from predicates.numbers import faithful
 from predicates.parser import parse_duration, parse_query
 from predicates.records import CompiledQuery, Conjunction, Context, Formula
 from predicates.semantic import bind
 from predicates.template_cache import FEWEST, TemplateCache
-from predicates.token_cut import Cut, Piece, cut_text, shape_of, text_runs
-from predicates.token_scan import BLANK_TABLE, NUMBER, QUOTED, STRING, WORDS, cut_tokens, lex_bytes
+from predicates.token_cut import Cut, CutTokens, Piece, Tokens, cut_text, header_name, shape_of
+from predicates.token_scan import BLANK_TABLE, NUMBER, WORDS, cut_tokens, lex_bytes
 from predicates.token_shapes import Plan, Shapes
 
 _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learned again)
 _FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches even once numba is loaded
 _SHAPE_RUNS = 12  # runs of a text whose shape is looked up and kept
-_KERNEL_CHARS = 256  # characters of a text whose runs the lexer kernel reads (once numba is loaded)
+_ONE_CHARS = 1 << 14  # characters of a text read alone by the one-text kernel (longer: the batch kernels')
 
 Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
 Cutter = Callable[..., tuple[np.ndarray, ...]]  # cut_tokens, compiled
+OneReader = Callable[..., tuple[int, ...]]  # read_one, compiled
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -112,6 +114,8 @@ class TokenCache:
         self.max_disjuncts = max_disjuncts
         self.lexer: Lexer | None = None
         self.cutter: Cutter | None = None
+        self.one: OneReader | None = None
+        self._room = 0  # the characters of a text the one-text kernel's arrays hold
         self.learned = 0  # comparison templates made by the parser
         self._streams_seen = -1
         self._reset()
@@ -164,11 +168,15 @@ class TokenCache:
         that text."""
         if len(self.catalog) != self._streams_seen:
             self._reset()
-        if len(texts) < FEWEST and ("numba" not in sys.modules or sum(map(len, texts)) < _FEW_CHARS):
-            # a few texts: cut on the lexer's matches (the kernels' fixed cost would be
-            # most of the time, and before the first tuple their first load, numba's
-            # import, more than all of it); a long query file still goes to the kernels
-            return [self._read_text(text) for text in texts]
+        if len(texts) < FEWEST:
+            if self.one is not None and "numba" in sys.modules and max(map(len, texts)) <= _ONE_CHARS:
+                # a few texts once numba is loaded: the lexer's and the cut's kernels in
+                # one call per text over kept arrays (no arrays made or handed back)
+                return [self._read_one(text) for text in texts]
+            if sum(map(len, texts)) < _FEW_CHARS and (self.one is None or "numba" not in sys.modules):
+                # before the first tuple: cut on the lexer's matches (the kernels' first
+                # load, numba's import, would cost more than all of it)
+                return [self._read_text(text) for text in texts]
         out: list[tuple[list[str | None], list[CompiledQuery]] | None] = [None] * len(texts)
         ascii_texts = [text if text.isascii() else "" for text in texts]  # (the others: the parser's)
         joined = "".join(ascii_texts)
@@ -200,7 +208,7 @@ class TokenCache:
         n_pieces = len(name_token)
         if n_pieces == 0:
             return out
-        tokens = _Tokens(joined, kind, start, end)
+        tokens = Tokens(joined, kind, start, end)
         # each prefix group's context (learned from its first piece)
         prefix_skeletons = prefix_bytes.tobytes()
         prefix_at = prefix_bounds.tolist()
@@ -302,16 +310,86 @@ class TokenCache:
         conjunction = Conjunction(keys, array("d", values) if plain else tuple(values))
         return CompiledQuery("", prefix.context, prefix.maxwindow, ((conjunction, ()),))
 
+    def _read_one(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:
+        """:meth:`read` of one text by the one-text kernel (:func:`~predicates.token_scan.read_one`:
+        the same tokens, pieces and skeletons as the batch kernels'), then per
+        comparison its template looked up by its skeleton and its constant."""
+        if not text.isascii():
+            return None
+        if len(text) > self._room:
+            self._workspace(len(text))
+        rows, values, skeletons, kinds = self._rows, self._values, self._skeletons, self._kinds
+        data = np.frombuffer(text.encode("ascii"), np.uint8)
+        doubt, n_tokens, n_pieces, n_comparisons, n_numbers, n_prefixes, n_groups = self.one(  # type: ignore[misc]
+            data, BLANK_TABLE, WORDS, rows, values, skeletons, kinds
+        )
+        if doubt or not n_pieces:
+            return None
+        numbers = values[:n_numbers].tolist()
+        total = sum(numbers)  # (NaN if a number is not plain: the others are finite, under 1e15)
+        if total != total:
+            return None
+        cut = rows[:, : max(n_pieces, n_comparisons, n_prefixes, n_groups) + 1].tolist()
+        prefix_at, comparison_at = cut[scan.PREFIX_BOUNDS], cut[scan.COMPARISON_BOUNDS]
+        prefix_skeletons = skeletons[0, : prefix_at[n_prefixes]].tobytes()
+        comparison_skeletons = skeletons[1, : comparison_at[n_groups]].tobytes()
+        groups, firsts, bounds = cut[scan.COMPARISON_GROUP], cut[scan.COMPARISON_NUMBERS], cut[scan.PIECE_COMPARISONS]
+        tokens = Tokens(text, kinds[:n_tokens], rows[scan.TOKEN_START, :n_tokens], rows[scan.TOKEN_END, :n_tokens])
+        names: list[str | None] = []
+        queries = []
+        for k in range(n_pieces):
+            g = cut[scan.PREFIX_GROUP][k]
+            skeleton = prefix_skeletons[prefix_at[g] : prefix_at[g + 1]]
+            prefix = self._prefixes.get(skeleton, _MISSING)
+            if prefix is _MISSING:
+                prefix = self._learn_prefix(tokens, cut[scan.SELECT_TOKEN][k], cut[scan.WHERE_TOKEN][k])
+                if len(self._prefixes) >= _KEPT:
+                    self._prefixes.clear()
+                self._prefixes[skeleton] = prefix
+            if prefix is None:
+                return None
+            a, b = bounds[k], bounds[k + 1]
+            # the usual text: every template known, none with fixed numbers
+            known, context = self._comparisons, prefix.context
+            skeletons_of = [comparison_skeletons[comparison_at[g] : comparison_at[g + 1]] for g in groups[a:b]]
+            found = [known.get((context, skeleton)) for skeleton in skeletons_of]
+            if None in found or any(s.fixed for s in found):  # type: ignore[union-attr]
+                found = []
+                for c, skeleton in enumerate(skeletons_of, a):
+                    first, last = cut[scan.FIRST_TOKEN][c], cut[scan.LAST_TOKEN][c]
+                    own = numbers[firsts[c] : firsts[c + 1]]
+                    shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
+                    if shortcut is not None and shortcut.fixed:
+                        shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
+                    if shortcut is None:
+                        return None
+                    found.append(shortcut)
+            shortcuts = cast(list[Shortcut], found)
+            general = any(s.fixed or s.formula is not None for s in shortcuts)
+            query = self._assemble(prefix, shortcuts, numbers, firsts[a:b], general)
+            if query is None:
+                return None
+            name = cut[scan.NAME_TOKEN][k]
+            names.append(None if name < 0 else self._name(tokens, name))
+            queries.append(query)
+        return names, queries
+
+    def _workspace(self, chars: int) -> None:
+        """The one-text kernel's arrays, for texts of ``chars`` characters (at least 1,024)."""
+        room = max(1024, 1 << (chars - 1).bit_length())
+        self._rows = np.empty((scan.ONE_ROWS, room + 3), np.int64)
+        self._values = np.empty(room + 2, np.float64)
+        self._skeletons = np.empty((2, 3 * room + 16), np.uint8)
+        self._kinds = np.empty(room + 1, np.uint8)
+        self._room = room
+
     def _read_text(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:
         """:meth:`read` of one text, cut on the lexer's matches (:mod:`predicates.token_cut`:
         a call of a few texts costs no arrays); a text of a shape read before (the same
         runs but for its numbers and its header's name) is read as that one was."""
         if not text.isascii():
             return None
-        # a long text's runs from the lexer kernel once numba is loaded (its expression
-        # reads a token at a time; a short text costs the kernel's arrays more)
-        kernel = self.lexer is not None and len(text) >= _KERNEL_CHARS and "numba" in sys.modules
-        runs = text_runs(text, self.lexer if kernel else None)
+        runs = token_runs(text)
         if runs is None:
             return None
         # a text of many runs is seldom of a shape seen before (subscriptions pick their
@@ -323,11 +401,11 @@ class TokenCache:
             plan, values = known_shape
             query = self._assemble(plan.prefix, plan.shortcuts, values, plan.firsts, plan.general)
             if query is not None:
-                return [None if name is None else _header_name(*name)], [query]
+                return [None if name is None else header_name(*name)], [query]
         cut = cut_text(text, runs=runs, unkept=header)
         if cut is None or not cut.pieces:
             return None
-        tokens = _CutTokens(text, cut)
+        tokens = CutTokens(text, cut)
         names: list[str | None] = []
         queries = []
         for piece in cut.pieces:
@@ -358,7 +436,7 @@ class TokenCache:
             self._shapes.keep(key, numbers, cut.pieces[0].numbers, Plan(prefix, shortcuts, firsts, general))  # type: ignore[arg-type]
         return names, queries
 
-    def _learned(self, prefix: Prefix, piece: Piece, tokens: _Tokens, firsts: list[int]) -> list[Shortcut] | None:
+    def _learned(self, prefix: Prefix, piece: Piece, tokens: Tokens, firsts: list[int]) -> list[Shortcut] | None:
         """The templates of ``piece``'s comparisons (learned where not known; the
         variant of its fixed numbers' values where it has any), or None."""
         shortcuts = []
@@ -376,15 +454,15 @@ class TokenCache:
     def _name_of(cut: Cut, text: str, i: int) -> str:
         """The header name of token ``i`` of ``text``'s cut, as the parser reads it."""
         kind, start, end = cut.token(i)
-        return _header_name(kind, text[start:end])
+        return header_name(kind, text[start:end])
 
     @staticmethod
-    def _name(tokens: _Tokens, i: int) -> str:
+    def _name(tokens: Tokens, i: int) -> str:
         """The header name of token ``i``, as the parser reads it."""
-        return _header_name(int(tokens.kind[i]), tokens.text(i))
+        return header_name(int(tokens.kind[i]), tokens.text(i))
 
     @classmethod
-    def _names(cls, tokens: _Tokens, name_token: np.ndarray) -> list[str | None]:
+    def _names(cls, tokens: Tokens, name_token: np.ndarray) -> list[str | None]:
         """Each piece's header name (None: it has none), as the parser reads it."""
         names: list[str | None] = [None] * len(name_token)
         for k in np.flatnonzero(name_token >= 0).tolist():
@@ -394,7 +472,7 @@ class TokenCache:
     # ----------------------------------------------------------------- learning
 
     def _shortcut(
-        self, prefix: Prefix, skeleton: bytes, tokens: _Tokens, first: int, last: int, numbers: list[float]
+        self, prefix: Prefix, skeleton: bytes, tokens: Tokens, first: int, last: int, numbers: list[float]
     ) -> Shortcut | None:
         """The template of a comparison of ``prefix`` with token skeleton ``skeleton``
         (learned from the tokens ``first:last``, whose numbers are ``numbers``, if not
@@ -413,7 +491,7 @@ class TokenCache:
         prefix: Prefix,
         shortcut: Shortcut,
         skeleton: bytes,
-        tokens: _Tokens,
+        tokens: Tokens,
         first: int,
         last: int,
         numbers: list[float],
@@ -435,7 +513,7 @@ class TokenCache:
             self._variants[key] = variant
         return variant  # type: ignore[no-any-return]
 
-    def _learn_prefix(self, tokens: _Tokens, select: int, where: int) -> Prefix | None:
+    def _learn_prefix(self, tokens: Tokens, select: int, where: int) -> Prefix | None:
         """What the prefix ``select:where`` (tokens) gives its queries, as the parser,
         binder and normalizer read it as a query of no WHERE clause."""
         text = tokens.joined(select, where)
@@ -469,7 +547,7 @@ class TokenCache:
         return Prefix(context, head + " WHERE ", maxwindow, tuple(keys), tuple(values), numbered)
 
     def _learn_comparison(
-        self, prefix: Prefix, tokens: _Tokens, first: int, last: int, numbers: list[float]
+        self, prefix: Prefix, tokens: Tokens, first: int, last: int, numbers: list[float]
     ) -> Shortcut | None:
         """The template of the comparison ``first:last`` (tokens, whose numbers are
         ``numbers``) as the parser reads it as its context's only condition."""
@@ -511,57 +589,6 @@ class TokenCache:
 
 
 _MISSING: Any = object()
-
-
-class _Tokens:
-    """The token arrays of one batch, read back as text where learning needs it."""
-
-    __slots__ = ("end", "kind", "source", "start")
-
-    def __init__(self, source: str, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
-        self.source = source
-        self.kind = kind
-        self.start = start
-        self.end = end
-
-    def text(self, i: int) -> str:
-        return self.source[int(self.start[i]) : int(self.end[i])]
-
-    def joined(self, first: int, last: int) -> str:
-        """Tokens ``first:last`` as text: a blank where the text had blanks or a comment
-        between two of them, none where it had none (``E.a3``, not ``E . a3``)."""
-        parts = []
-        for i in range(first, last):
-            if i > first and self.start[i] > self.end[i - 1]:
-                parts.append(" ")
-            parts.append(self.text(i))
-        return "".join(parts)
-
-
-class _CutTokens(_Tokens):
-    """The tokens of one text's cut, made from its runs the first time they are read
-    (a text whose templates are all known reads none)."""
-
-    __slots__ = ("cut",)
-
-    def __init__(self, source: str, cut: Cut) -> None:  # (kind, start and end: unset until read)
-        self.source = source
-        self.cut = cut
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in ("kind", "start", "end"):
-            raise AttributeError(name)
-        self.kind, self.start, self.end = self.cut.tokens()  # type: ignore[assignment]
-        return getattr(self, name)
-
-
-def _header_name(kind: int, text: str) -> str:
-    """A header's name token of kind ``kind`` and text ``text``, as the parser reads it."""
-    if kind == STRING:
-        return text[1:-1].replace("''", "'")
-    if kind == QUOTED:
-        return text[1:-1].replace('""', '"')
-    return text
 
 
 __all__ = ["NUMBER", "Shortcut", "TokenCache"]

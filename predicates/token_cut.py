@@ -16,17 +16,14 @@ the two cuts equal on random texts.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain, pairwise
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
-from predicates.lexer import BLANK_CHARS, matches_one_by_one, run_matches, token_runs
-from predicates.token_scan import BLANK_TABLE, DIGITS, ERROR, IDENT, NUMBER, OP, PUNCT, QUOTED, STRING
-
-Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
+from predicates.lexer import matches_one_by_one, run_matches, token_runs
+from predicates.token_scan import DIGITS, ERROR, IDENT, NUMBER, OP, PUNCT, QUOTED, STRING
 
 # the lexer's groups as the kernels' kinds
 KIND_OF = {"ident": IDENT, "quoted_ident": QUOTED, "number": NUMBER, "string": STRING, "op": OP, "thesis_op": OP,
@@ -109,12 +106,6 @@ def plain_value(text: str) -> float:
     return float(text)
 
 
-def text_runs(text: str, lexer: Lexer | None = None) -> list[tuple[str, str]] | None:
-    """The runs of an ASCII ``text`` (:func:`predicates.lexer.token_runs`), read by
-    ``lexer`` (:func:`~predicates.token_scan.lex_bytes` compiled) if given."""
-    return token_runs(text) if lexer is None else runs_of_tokens(text, lexer)
-
-
 def shape_of(runs: list[tuple[str, str]]) -> tuple[tuple[object, ...], tuple[int, str] | None, dict[int, _RunRead]]:
     """What a text's cut follows from but its numbers and its header's name, as a key
     (its runs' texts, which of them end with a number, and the tokens of a header's
@@ -139,16 +130,13 @@ def shape_of(runs: list[tuple[str, str]]) -> tuple[tuple[object, ...], tuple[int
 
 
 def cut_text(
-    text: str,
-    lexer: Lexer | None = None,
-    runs: list[tuple[str, str]] | None = None,
-    unkept: dict[int, _RunRead] | None = None,
+    text: str, runs: list[tuple[str, str]] | None = None, unkept: dict[int, _RunRead] | None = None
 ) -> Cut | None:
     """The pieces of an ASCII ``text``, or None where ``cut_tokens`` finds a doubt; its
     runs ``runs`` if given (``unkept``: those of them read already, by number, as
-    :func:`shape_of` gives them), else read by ``lexer`` (see :func:`text_runs`)."""
+    :func:`shape_of` gives them), else the lexer's (:func:`predicates.lexer.token_runs`)."""
     if runs is None:
-        runs = text_runs(text, lexer)
+        runs = token_runs(text)
     if runs is None:
         return None  # (a character that starts no token: a doubt)
     # per run its tokens as the cut reads them, from the runs' cache (a header's line,
@@ -256,47 +244,6 @@ def cut_text(
         if not pieces[-1].comparisons:
             return None
     return Cut(runs, pieces, unkept)
-
-
-def runs_of_tokens(text: str, lexer: Lexer) -> list[tuple[str, str]] | None:
-    """:func:`predicates.lexer.token_runs` of an ASCII ``text``, made from the tokens of
-    ``lexer`` (:func:`~predicates.token_scan.lex_bytes`, compiled: a long text is read
-    in C, not a match of the expression at a time): a run ends at each number token
-    (which is its number) and after each blank holding a line break. None where a
-    character starts no token."""
-    n = len(text)
-    _, kind, start, end = lexer(np.frombuffer(text.encode("ascii"), np.uint8), np.array([n], np.int64), BLANK_TABLE)
-    if len(kind) and kind[-1] == ERROR:
-        return None
-    numbers = np.flatnonzero(kind == NUMBER)
-    # where each blank holding a line break ends (a line break is in no token)
-    breaks: list[int] = []
-    at = text.find("\n")
-    while at >= 0:
-        at += 1
-        while at < n and text[at] in BLANK_CHARS:
-            at += 1
-        breaks.append(at)
-        at = text.find("\n", at)
-    breaks.append(n + 1)  # (a stop)
-    runs: list[tuple[str, str]] = []
-    pos = b = 0
-    for s, e in zip(start[numbers].tolist(), end[numbers].tolist(), strict=True):
-        while breaks[b] < s:  # (a blank that ends where the number starts: the number's run)
-            if breaks[b] > pos:
-                runs.append((text[pos : breaks[b]], ""))
-                pos = breaks[b]
-            b += 1
-        runs.append((text[pos:s], text[s:e]))
-        pos = e
-    for at in breaks[b:-1]:
-        if at > pos:
-            runs.append((text[pos:at], ""))
-            pos = at
-    if pos < n:
-        runs.append((text[pos:], ""))
-    runs.append(("", ""))  # (as the expression's last, empty, match)
-    return runs
 
 
 def _cut_tail(piece: Piece, tail: list[_RunRead], token: int, tail_values: list[float]) -> None:
@@ -415,14 +362,66 @@ def _where_token(words: list[str], parts: list[str], s: int, q: int) -> int:
     return where_at
 
 
+class Tokens:
+    """The token arrays of one batch, read back as text where learning needs it."""
+
+    __slots__ = ("end", "kind", "source", "start")
+
+    def __init__(self, source: str, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        self.source = source
+        self.kind = kind
+        self.start = start
+        self.end = end
+
+    def text(self, i: int) -> str:
+        return self.source[int(self.start[i]) : int(self.end[i])]
+
+    def joined(self, first: int, last: int) -> str:
+        """Tokens ``first:last`` as text: a blank where the text had blanks or a comment
+        between two of them, none where it had none (``E.a3``, not ``E . a3``)."""
+        parts = []
+        for i in range(first, last):
+            if i > first and self.start[i] > self.end[i - 1]:
+                parts.append(" ")
+            parts.append(self.text(i))
+        return "".join(parts)
+
+
+class CutTokens(Tokens):
+    """The tokens of one text's cut, made from its runs the first time they are read
+    (a text whose templates are all known reads none)."""
+
+    __slots__ = ("cut",)
+
+    def __init__(self, source: str, cut: Cut) -> None:  # (kind, start and end: unset until read)
+        self.source = source
+        self.cut = cut
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("kind", "start", "end"):
+            raise AttributeError(name)
+        self.kind, self.start, self.end = self.cut.tokens()  # type: ignore[assignment]
+        return getattr(self, name)
+
+
+def header_name(kind: int, text: str) -> str:
+    """A header's name token of kind ``kind`` and text ``text``, as the parser reads it."""
+    if kind == STRING:
+        return text[1:-1].replace("''", "'")
+    if kind == QUOTED:
+        return text[1:-1].replace('""', '"')
+    return text
+
+
 __all__ = [
     "KIND_OF",
     "Cut",
+    "CutTokens",
     "Piece",
+    "Tokens",
     "cut_text",
+    "header_name",
     "plain_value",
     "plain_values",
-    "runs_of_tokens",
     "shape_of",
-    "text_runs",
 ]

@@ -17,13 +17,11 @@ Equal skeletons get one group number in a batch. Anything this cut cannot vouch 
 a **doubt** and its whole text goes to the parser: an error token, a bracket or colon,
 a parenthesis before WHERE, a keyword of another construct (OR, NOT, GROUP, HAVING,
 CREATE, BETWEEN, ...) or WINDOW and MAXWINDOW outside the prefix, a second SELECT or
-header in a piece, a missing or repeated FROM/WHERE, an empty comparison. The cut is
-only where a text is split; what a prefix or a comparison means is the parser's,
-learned once per skeleton (a comparison cut inside its parentheses does not parse
-alone, and its text goes to the parser).
-
-Both are plain functions of arrays, compiled by numba in :mod:`indexes.lexer_kernels`
-(this package stays pure Python and runs them uncompiled where no kernel is given).
+header in a piece, a missing or repeated FROM/WHERE, an empty comparison. The cut only
+splits a text; what a prefix or a comparison means is the parser's, learned once per
+skeleton (one cut inside its parentheses does not parse alone: the parser's).
+:func:`read_one` is both for one text, into arrays kept from call to call. All are plain
+functions of arrays, compiled in :mod:`indexes.lexer_kernels` (else run uncompiled).
 """
 
 from __future__ import annotations
@@ -48,6 +46,13 @@ _DOUBT_WORDS = ["OR", "NOT", "WINDOW", "MAXWINDOW", "MAX", "GROUP", "HAVING", "C
 # the first letters of the words (a bit per letter from A): other identifiers are no word
 _FIRST_LETTERS = sum(1 << (ord(letter) - 65) for letter in {word[0] for word in _DOUBT_WORDS})
 WORDS = np.frombuffer(" ".join(_DOUBT_WORDS).encode("ascii") + b" ", np.uint8)  # each followed by a blank
+# the rows of the cut's int64 arrays (:func:`_cut_into`), and of one text's (:func:`read_one`)
+CUT_ROWS = 14
+(NAME_TOKEN, SELECT_TOKEN, WHERE_TOKEN, PREFIX_GROUP, PIECE_COMPARISONS, FIRST_TOKEN, LAST_TOKEN, COMPARISON_GROUP,
+ COMPARISON_NUMBERS, PREFIX_PIECE, PREFIX_HASHES, COMPARISON_HASHES, PREFIX_BOUNDS,
+ COMPARISON_BOUNDS) = range(14)  # fmt: skip
+TOKEN_START, TOKEN_END = CUT_ROWS, CUT_ROWS + 1
+ONE_ROWS = CUT_ROWS + 2
 # indexes of the words the cut looks for in WORDS (by their place)
 W_QUERY, W_SELECT, W_FROM, W_WHERE, W_WINDOW, W_MAXWINDOW = (
     _DOUBT_WORDS.index(w) for w in ("QUERY", "SELECT", "FROM", "WHERE", "WINDOW", "MAXWINDOW")
@@ -97,6 +102,23 @@ def lex_bytes(data: np.ndarray, text_ends: np.ndarray, blank: np.ndarray) -> tup
     start = np.empty(n + n_texts, np.int64)
     end = np.empty(n + n_texts, np.int64)
     text_tokens = np.zeros(n_texts + 1, np.int64)
+    k = _lex_into(data, text_ends, blank, kind, start, end, text_tokens)
+    return text_tokens, kind[:k], start[:k], end[:k]
+
+
+def _lex_into(
+    data: np.ndarray,
+    text_ends: np.ndarray,
+    blank: np.ndarray,
+    kind: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    text_tokens: np.ndarray,
+) -> int:
+    """:func:`lex_bytes` into the given arrays (of ``len(data) + len(text_ends)`` tokens);
+    returns the count of tokens."""
+    n_texts = len(text_ends)
+    text_tokens[0] = 0
     k = 0
     a = 0
     for t in range(n_texts):
@@ -178,7 +200,7 @@ def lex_bytes(data: np.ndarray, text_ends: np.ndarray, blank: np.ndarray) -> tup
             i = j
         text_tokens[t + 1] = k
         a = b
-    return text_tokens, kind[:k], start[:k], end[:k]
+    return k
 
 
 def _word_of(data: np.ndarray, s: int, e: int, words: np.ndarray) -> int:
@@ -219,8 +241,7 @@ def _is_id(data: np.ndarray, s: int, e: int) -> bool:
 
 
 def _grown(slots: np.ndarray, hashes: np.ndarray, n_groups: int) -> np.ndarray:
-    """``slots`` at twice the size when the groups fill half of it (else as it is):
-    tables start small, as a batch has few distinct skeletons."""
+    """``slots`` twice the size once the groups fill half of it (a batch has few skeletons)."""
     if 2 * (n_groups + 1) <= len(slots):
         return slots
     size = 2 * len(slots)
@@ -292,26 +313,75 @@ def cut_tokens(
     n_tokens = len(kind)
     doubt = np.zeros(n_texts, np.bool_)
     text_pieces = np.zeros(n_texts + 1, np.int64)
-    name_token = np.empty(n_tokens + 1, np.int64)
-    select_token = np.empty(n_tokens + 1, np.int64)
-    where_token = np.empty(n_tokens + 1, np.int64)
-    prefix_group = np.empty(n_tokens + 1, np.int64)
-    piece_comparisons = np.zeros(n_tokens + 2, np.int64)
-    first_token = np.empty(n_tokens + 1, np.int64)
-    last_token = np.empty(n_tokens + 1, np.int64)
-    comparison_group = np.empty(n_tokens + 1, np.int64)
-    comparison_numbers = np.zeros(n_tokens + 2, np.int64)
+    rows = np.empty((CUT_ROWS, n_tokens + 2), np.int64)
     values = np.empty(n_tokens + 1, np.float64)
-    prefix_piece = np.empty(n_tokens + 1, np.int64)
     room = 2 * len(data) + n_tokens + 16
-    prefix_bytes = np.empty(room, np.uint8)
-    comparison_bytes = np.empty(room, np.uint8)
+    skeletons = np.empty((2, room), np.uint8)
+    p, c, r, n_prefixes, n_groups = _cut_into(
+        data, text_tokens, kind, start, end, words, doubt, text_pieces, rows, values, skeletons
+    )
+    return (
+        doubt,
+        text_pieces,
+        rows[NAME_TOKEN, :p],
+        rows[SELECT_TOKEN, :p],
+        rows[WHERE_TOKEN, :p],
+        rows[PREFIX_GROUP, :p],
+        rows[PIECE_COMPARISONS, : p + 1],
+        rows[FIRST_TOKEN, :c],
+        rows[LAST_TOKEN, :c],
+        rows[COMPARISON_GROUP, :c],
+        rows[COMPARISON_NUMBERS, : c + 1],
+        values[:r],
+        rows[PREFIX_PIECE, :n_prefixes],
+        skeletons[0, : rows[PREFIX_BOUNDS, n_prefixes]],
+        rows[PREFIX_BOUNDS, : n_prefixes + 1],
+        skeletons[1, : rows[COMPARISON_BOUNDS, n_groups]],
+        rows[COMPARISON_BOUNDS, : n_groups + 1],
+    )
+
+
+def _cut_into(
+    data: np.ndarray,
+    text_tokens: np.ndarray,
+    kind: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    words: np.ndarray,
+    doubt: np.ndarray,
+    text_pieces: np.ndarray,
+    rows: np.ndarray,
+    values: np.ndarray,
+    skeletons: np.ndarray,
+) -> tuple[int, int, int, int, int]:
+    """:func:`cut_tokens` into the given arrays (int64 ``rows``: the rows named above, of
+    ``len(kind) + 2``; ``skeletons``: the prefixes' and comparisons' bytes, two rows of
+    ``2 * len(data) + len(kind) + 16``). Returns the counts of pieces, comparisons,
+    numbers, prefix groups and comparison groups."""
+    n_texts = len(text_tokens) - 1
+    name_token = rows[NAME_TOKEN]
+    select_token = rows[SELECT_TOKEN]
+    where_token = rows[WHERE_TOKEN]
+    prefix_group = rows[PREFIX_GROUP]
+    piece_comparisons = rows[PIECE_COMPARISONS]
+    first_token = rows[FIRST_TOKEN]
+    last_token = rows[LAST_TOKEN]
+    comparison_group = rows[COMPARISON_GROUP]
+    comparison_numbers = rows[COMPARISON_NUMBERS]
+    prefix_piece = rows[PREFIX_PIECE]
+    prefix_hashes = rows[PREFIX_HASHES]
+    comparison_hashes = rows[COMPARISON_HASHES]
+    prefix_bounds = rows[PREFIX_BOUNDS]
+    comparison_bounds = rows[COMPARISON_BOUNDS]
+    prefix_bytes = skeletons[0]
+    comparison_bytes = skeletons[1]
+    text_pieces[0] = 0
+    piece_comparisons[0] = 0
+    comparison_numbers[0] = 0
+    prefix_bounds[0] = 0
+    comparison_bounds[0] = 0
     prefix_slots = np.full(64, -1, np.int64)
     comparison_slots = np.full(64, -1, np.int64)
-    prefix_hashes = np.empty(n_tokens + 1, np.int64)
-    comparison_hashes = np.empty(n_tokens + 1, np.int64)
-    prefix_bounds = np.zeros(n_tokens + 2, np.int64)
-    comparison_bounds = np.zeros(n_tokens + 2, np.int64)
     n_prefixes = 0
     n_comparison_groups = 0
     p = 0  # pieces
@@ -320,6 +390,7 @@ def cut_tokens(
     for t in range(n_texts):
         p0, c0, r0 = p, c, r
         ok = True
+        doubt[t] = False
         i = text_tokens[t]
         stop = text_tokens[t + 1]
         while ok and i < stop:
@@ -482,25 +553,34 @@ def cut_tokens(
                     prefix_piece[g] = -1
             p, c, r = p0, c0, r0
         text_pieces[t + 1] = p
-    return (
-        doubt,
-        text_pieces,
-        name_token[:p],
-        select_token[:p],
-        where_token[:p],
-        prefix_group[:p],
-        piece_comparisons[: p + 1],
-        first_token[:c],
-        last_token[:c],
-        comparison_group[:c],
-        comparison_numbers[: c + 1],
-        values[:r],
-        prefix_piece[:n_prefixes],
-        prefix_bytes[: prefix_bounds[n_prefixes]],
-        prefix_bounds[: n_prefixes + 1],
-        comparison_bytes[: comparison_bounds[n_comparison_groups]],
-        comparison_bounds[: n_comparison_groups + 1],
-    )
+    return p, c, r, n_prefixes, n_comparison_groups
+
+
+def read_one(
+    data: np.ndarray,
+    blank: np.ndarray,
+    words: np.ndarray,
+    rows: np.ndarray,
+    values: np.ndarray,
+    skeletons: np.ndarray,
+    tokens: np.ndarray,
+) -> tuple[int, int, int, int, int, int, int]:
+    """:func:`lex_bytes` then :func:`cut_tokens` of one text (``data``), into arrays the
+    caller keeps from call to call (no arrays made or handed back): ``rows`` (:data:`ONE_ROWS`
+    rows of ``len(data) + 3``: the cut's, then the tokens' starts and ends), ``values``
+    and ``skeletons`` as :func:`_cut_into` takes them, ``tokens`` (the tokens' kinds).
+    Returns whether the text is a doubt, its count of tokens, then :func:`_cut_into`'s."""
+    text_ends = np.empty(1, np.int64)
+    text_ends[0] = len(data)
+    text_tokens = np.empty(2, np.int64)
+    doubt = np.empty(1, np.bool_)
+    text_pieces = np.empty(2, np.int64)
+    k = _lex_into(data, text_ends, blank, tokens, rows[TOKEN_START], rows[TOKEN_END], text_tokens)
+    p, c, r, n_prefixes, n_groups = _cut_into(
+        data, text_tokens, tokens[:k], rows[TOKEN_START, :k], rows[TOKEN_END, :k], words, doubt, text_pieces, rows,
+        values, skeletons,
+    )  # fmt: skip
+    return int(doubt[0]), k, p, c, r, n_prefixes, n_groups
 
 
 __all__ = [
@@ -515,4 +595,5 @@ __all__ = [
     "WORDS",
     "cut_tokens",
     "lex_bytes",
+    "read_one",
 ]

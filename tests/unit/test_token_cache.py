@@ -4,6 +4,7 @@ queries, and the front end's errors: differential tests on random texts."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -103,11 +104,22 @@ def outcome(compile_text, text: str):
     ]
 
 
-def warm_caches(catalog: Catalog) -> TokenCache:
-    """The caches a matcher uses (with their kernels)."""
-    return mqo.Matcher(catalog).registry.compiler.tokens
+def warm_caches(catalog: Catalog, reader: str = "kernel") -> TokenCache:
+    """The caches a matcher uses (with their kernels); a text alone read by the one-text
+    kernel (``reader`` "kernel": numba is loaded) or cut on the lexer's matches ("matches":
+    as before numba is loaded)."""
+    caches = mqo.Matcher(catalog).registry.compiler.tokens
+    if reader == "matches":
+        caches.one = None
+    else:
+        importlib.import_module("numba")
+    return caches
 
 
+READERS = pytest.mark.parametrize("reader", ["kernel", "matches"])
+
+
+@READERS
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PREFIXES, TERMS, st.lists(JOINS, min_size=5, max_size=5), TAILS, ODD, WHERE_ODD)
 @example(
@@ -115,9 +127,9 @@ def warm_caches(catalog: Catalog) -> TokenCache:
 )
 @example("SELECT * FROM B", [("B.temp", "<", "0"), ("b.temp", "<", "0")], [" AND "] * 5, ";", "", "end")
 @example("SELECT * FROM B", [("B.temp", ">=", "0.1"), ("-B.temp", "<", "5")], [" AND "] * 5, ";", "", "end")
-def test_the_comparison_cache_gives_the_front_ends_queries_and_errors(prefix, terms, joins, tail, odd, where):
+def test_the_comparison_cache_gives_the_front_ends_queries_and_errors(reader, prefix, terms, joins, tail, odd, where):
     catalog = Catalog.from_ddl(DDL)
-    caches = warm_caches(catalog)
+    caches = warm_caches(catalog, reader)
     with contextlib.suppress(mqo.QueryError):  # the same comparisons in a plain text: the cache learns them
         predicates.compile(text_of("SELECT * FROM B", terms, [" AND "] * 5, ""), catalog, compiler=caches)
     text = with_odd(text_of(prefix, terms, joins, tail), odd, where)
@@ -297,16 +309,17 @@ def renumbered(text: str, numbers: list[str], name: str) -> str:
     return "".join([*out, text[at:]]).replace("Query ID: q7", f"Query ID: {name}", 1)
 
 
+@READERS
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PREFIXES, TERMS, st.lists(JOINS, min_size=5, max_size=5), TAILS, RENUMBERED, NAMES)
 @example("SELECT * FROM B, H MAXWINDOW 2", [("B.temp", "<", "2 * H.vib + 3")], [" AND "] * 5, "", ["3", "1"], "q7")
 @example("Query ID: q7\nSELECT * FROM B", [("B.temp", ">=", "2")], [" AND "] * 5, "", ["1e3"], "'x y'")
-def test_texts_of_one_shape_are_read_as_the_front_end_reads_each(prefix, terms, joins, tail, numbers, name):
+def test_texts_of_one_shape_are_read_as_the_front_end_reads_each(reader, prefix, terms, joins, tail, numbers, name):
     """A one-query text of the runs of one read before but for its numbers and its
     header's name is read as that one was only where its prefix's numbers and its
     templates' fixed numbers (a factor) are the same: its own queries, name and errors."""
     catalog = Catalog.from_ddl(DDL)
-    caches = warm_caches(catalog)
+    caches = warm_caches(catalog, reader)
     text = text_of(prefix, terms, joins, tail)
     for t in (text, renumbered(text, numbers, name), text, renumbered(text, numbers[::-1], "q8")):
         want = outcome(lambda t: front_end(t, catalog), t)

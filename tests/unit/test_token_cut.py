@@ -10,10 +10,8 @@ import math
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from predicates.lexer import token_matches, token_runs
-from predicates.token_cut import KIND_OF, cut_text, runs_of_tokens
-from predicates.token_scan import lex_bytes
-from tests.unit.test_lexer_runs import PIECES as RUN_PIECES
+from predicates.lexer import token_matches
+from predicates.token_cut import KIND_OF, cut_text
 from tests.unit.test_token_cache import JOINS, ODD, PREFIXES, TAILS, TERMS, WHERE_ODD, text_of, with_odd
 from tests.unit.test_token_scan import PIECES, cut
 
@@ -43,8 +41,8 @@ def kernel_pieces(text: str):
     return pieces
 
 
-def python_pieces(text: str, lexer=None):
-    got = cut_text(text, lexer)
+def python_pieces(text: str):
+    got = cut_text(text)
     if got is None:
         return None
     pieces = []
@@ -125,23 +123,8 @@ def test_a_cuts_tokens_are_the_lexers(text: str) -> None:
 @example(" AND ".join(f"E.a{i % 7} >= {i}.5" for i in range(20)) + "; E.a1 < 2 AND E.a2 < 3")
 @example("E.a1 > 1 AND\n" * 12 + "E.b < (2 + 3) AND 'x' = E.s")
 def test_the_cut_of_many_comparisons_is_the_kernels(text: str) -> None:
-    """A query's comparisons after its last clause word are joined a run at a time (with
-    the runs the lexer's expression reads and those made from the lexer kernel's
-    tokens): the same pieces, comparisons, token numbers and numbers as the kernel's."""
+    """A query's comparisons after its last clause word are joined a run at a time: the same pieces, comparisons, token numbers and numbers as the kernel's."""
     text = "Query ID: q1\nSELECT * FROM E WHERE " + text
     if text.isascii():
         expected = kernel_pieces(text)
         assert same(python_pieces(text), expected), text
-        assert same(python_pieces(text, lex_bytes), expected), text
-
-
-@settings(max_examples=600, deadline=None)
-@given(st.lists(RUN_PIECES, max_size=14).map("".join))
-@example("x >= \n 5\nAND")
-@example("-- c 5\n 7")
-@example("a  \n  \n b 1 2")
-def test_runs_from_the_lexer_kernels_tokens_are_the_expressions(text: str) -> None:
-    """A long text's runs read from the lexer kernel's tokens are those the lexer's
-    expression reads (the runs' cache is keyed on them), or None where it finds none."""
-    if text.isascii():
-        assert runs_of_tokens(text, lex_bytes) == token_runs(text)

@@ -12,9 +12,35 @@ from hypothesis import strategies as st
 from indexes import lexer_kernels
 from predicates.errors import Source
 from predicates.lexer import T, tokenize
-from predicates.token_scan import BLANK_TABLE, ERROR, IDENT, NUMBER, OP, PUNCT, QUOTED, STRING, WORDS
+from predicates.token_scan import (
+    BLANK_TABLE,
+    COMPARISON_BOUNDS,
+    COMPARISON_GROUP,
+    COMPARISON_NUMBERS,
+    ERROR,
+    FIRST_TOKEN,
+    IDENT,
+    LAST_TOKEN,
+    NAME_TOKEN,
+    NUMBER,
+    ONE_ROWS,
+    OP,
+    PIECE_COMPARISONS,
+    PREFIX_BOUNDS,
+    PREFIX_GROUP,
+    PREFIX_PIECE,
+    PUNCT,
+    QUOTED,
+    SELECT_TOKEN,
+    STRING,
+    TOKEN_END,
+    TOKEN_START,
+    WHERE_TOKEN,
+    WORDS,
+)
 from predicates.token_scan import cut_tokens as plain_cut_tokens
 from predicates.token_scan import lex_bytes as plain_lex_bytes
+from predicates.token_scan import read_one as plain_read_one
 
 KINDS = {IDENT: T.IDENT, QUOTED: T.IDENT, NUMBER: T.NUMBER, STRING: T.STRING, OP: T.OP, PUNCT: T.PUNCT, ERROR: T.ERROR}
 LEXERS = [plain_lex_bytes, lexer_kernels.lex_bytes]
@@ -150,3 +176,51 @@ def test_the_cut_reads_pieces_headers_and_comparisons() -> None:
     assert prefix_piece.tolist() == [0, 2]
     assert numbers.tolist() == [0, 1, 2, 3, 4, 5]
     assert values[:4].tolist() == [10.5, 20.0, 3.0, 7.0] and np.isnan(values[4])  # (1e3 is no plain decimal)
+
+
+# texts that cut into pieces (headers, joins, windows, several queries) and texts that do not
+CUT_TEXTS = st.lists(
+    st.sampled_from(
+        ["Query ID: q1\n", "SELECT * FROM E", " WHERE ", "E.a1 > 1", " AND ", "E.a2 <= 3.5", " ; ", "SELECT * FROM E, F",
+         " WINDOW E.ts <= F.ts", " MAXWINDOW 2 sec", "E.a1 >= 2 * F.a1 + (-3)", " OR ", "1e3", "1234567890123456",
+         "(E.a1 < 2)", "'x'", "[", "é", "--c\n", "\n"]
+    ),
+    max_size=16,
+).map("".join)  # fmt: skip
+
+
+@pytest.mark.parametrize("reader", [plain_read_one, lexer_kernels.read_one], ids=["plain", "kernel"])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(CUT_TEXTS, min_size=1, max_size=6))
+@example(texts=["Query ID: a\nSELECT * FROM E WHERE E.a1 > 1 AND E.a2 < 2; SELECT * FROM E WHERE E.a1 > 3", "x", ""])
+def test_one_text_read_into_kept_arrays_is_the_batch_cut(reader, texts: list[str]) -> None:
+    """One text at a time, into the same arrays call after call (as the comparison cache
+    reads a register_query): the tokens, doubt, pieces, comparisons, numbers and
+    skeletons of the two kernels over that text alone, whatever was read before."""
+    texts = [text for text in texts if text.isascii()]
+    room = 2 * max(map(len, texts), default=0) + 16
+    rows = np.full((ONE_ROWS, room + 3), -7, np.int64)
+    values = np.full(room + 2, 7.5)
+    skeletons = np.full((2, 3 * room + 16), 7, np.uint8)
+    kinds = np.full(room + 1, 7, np.uint8)
+    for text in texts:
+        data = np.frombuffer(text.encode("ascii"), np.uint8)
+        doubt, n_tokens, p, c, r, n_prefixes, n_groups = reader(
+            data, BLANK_TABLE, WORDS, rows, values, skeletons, kinds
+        )
+        _, kind, start, end = plain_lex_bytes(data, np.array([len(text)], np.int64), BLANK_TABLE)
+        assert (kinds[:n_tokens].tolist(), rows[TOKEN_START, :n_tokens].tolist(), rows[TOKEN_END, :n_tokens].tolist()) == (
+            kind.tolist(), start.tolist(), end.tolist())  # fmt: skip
+        want = cut([text])
+        assert bool(doubt) == bool(want[0][0])
+        got = [rows[NAME_TOKEN, :p], rows[SELECT_TOKEN, :p], rows[WHERE_TOKEN, :p], rows[PREFIX_GROUP, :p],
+               rows[PIECE_COMPARISONS, : p + 1], rows[FIRST_TOKEN, :c], rows[LAST_TOKEN, :c],
+               rows[COMPARISON_GROUP, :c], rows[COMPARISON_NUMBERS, : c + 1], values[:r],
+               rows[PREFIX_PIECE, :n_prefixes]]  # fmt: skip
+        for mine, theirs in zip(got, want[2:13], strict=True):
+            np.testing.assert_array_equal(mine, theirs, err_msg=text)
+        prefix_end, comparison_end = rows[PREFIX_BOUNDS, n_prefixes], rows[COMPARISON_BOUNDS, n_groups]
+        assert skeletons[0, :prefix_end].tobytes() == want[13].tobytes()
+        assert rows[PREFIX_BOUNDS, : n_prefixes + 1].tolist() == want[14].tolist()
+        assert skeletons[1, :comparison_end].tobytes() == want[15].tobytes()
+        assert rows[COMPARISON_BOUNDS, : n_groups + 1].tolist() == want[16].tolist()

@@ -36,11 +36,12 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from operator import attrgetter
 from typing import Any, cast
 
 import numpy as np
 
-from predicates import token_scan as scan
+import predicates.token_scan as scan
 from predicates.ast import Comparison
 from predicates.catalog import Catalog
 from predicates.comparison_parts import additive_numbers, flat_comparisons, token_start, with_symbols
@@ -58,13 +59,11 @@ from predicates.token_scan import BLANK_TABLE, NUMBER, WORDS, cut_tokens, lex_by
 from predicates.token_shapes import Plan, Shapes
 
 _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learned again)
-_FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches even once numba is loaded
+_FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches (before numba is loaded)
 _SHAPE_RUNS = 12  # runs of a text whose shape is looked up and kept
 _ONE_CHARS = 1 << 14  # characters of a text read alone by the one-text kernel (longer: the batch kernels')
 
-Lexer = Callable[..., tuple[np.ndarray, ...]]  # lex_bytes, compiled
-Cutter = Callable[..., tuple[np.ndarray, ...]]  # cut_tokens, compiled
-OneReader = Callable[..., tuple[int, ...]]  # read_one, compiled
+Kernel = Callable[..., tuple[Any, ...]]  # lex_bytes, cut_tokens or read_one, compiled
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -106,15 +105,16 @@ class Prefix:
 class TokenCache:
     """Contexts by prefix and comparison templates by token skeleton, for one catalog.
 
-    ``lexer``, ``cutter``: :func:`~predicates.token_scan.lex_bytes` and
-    :func:`~predicates.token_scan.cut_tokens` compiled (None: run as plain Python)."""
+    ``lexer``, ``cutter``, ``one``: :func:`~predicates.token_scan.lex_bytes`, ``cut_tokens``
+    and ``read_one`` compiled (None: the first two run as plain Python, texts alone are cut
+    on the lexer's matches)."""
 
     def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
         self.catalog = catalog
         self.max_disjuncts = max_disjuncts
-        self.lexer: Lexer | None = None
-        self.cutter: Cutter | None = None
-        self.one: OneReader | None = None
+        self.lexer: Kernel | None = None
+        self.cutter: Kernel | None = None
+        self.one: Kernel | None = None
         self._room = 0  # the characters of a text the one-text kernel's arrays hold
         self.learned = 0  # comparison templates made by the parser
         self._streams_seen = -1
@@ -129,6 +129,8 @@ class TokenCache:
         self._contexts: dict[tuple[str, str, str | None], Context | None] = {}
         self._prefixes: dict[bytes, Prefix | None] = {}
         self._comparisons: dict[tuple[Context, bytes], Shortcut | None] = {}
+        # per context, by skeleton: those of one number times 1 or -1
+        self._plain: dict[Context, dict[bytes, Shortcut]] = {}
         # a comparison's templates for other values of its fixed numbers
         self._variants: dict[tuple[Context, bytes, tuple[float, ...]], Shortcut | None] = {}
         self._key_numbers: dict[ListKey, int] = {}
@@ -169,13 +171,10 @@ class TokenCache:
         if len(self.catalog) != self._streams_seen:
             self._reset()
         if len(texts) < FEWEST:
-            if self.one is not None and "numba" in sys.modules and max(map(len, texts)) <= _ONE_CHARS:
-                # a few texts once numba is loaded: the lexer's and the cut's kernels in
-                # one call per text over kept arrays (no arrays made or handed back)
-                return [self._read_one(text) for text in texts]
+            if self.one is not None and "numba" in sys.modules and max(map(len, texts), default=0) <= _ONE_CHARS:
+                return [self._read_one(text) for text in texts]  # (a kernel call a text, over kept arrays)
             if sum(map(len, texts)) < _FEW_CHARS and (self.one is None or "numba" not in sys.modules):
-                # before the first tuple: cut on the lexer's matches (the kernels' first
-                # load, numba's import, would cost more than all of it)
+                # before the first tuple: cut on the lexer's matches (numba's import would cost more)
                 return [self._read_text(text) for text in texts]
         out: list[tuple[list[str | None], list[CompiledQuery]] | None] = [None] * len(texts)
         ascii_texts = [text if text.isascii() else "" for text in texts]  # (the others: the parser's)
@@ -296,9 +295,9 @@ class TokenCache:
         if general:
             values = [s.constant(numbers, n) for n, s in zip(firsts, shortcuts, strict=True)]
         else:  # (per comparison one number times 1 or -1: its double)
-            values = [numbers[n + s.number] * s.alpha + 0.0 for n, s in zip(firsts, shortcuts, strict=True)]
-        numbered = [s.key_number for s in shortcuts]
-        keys = tuple([s.key for s in shortcuts])
+            values = [numbers[n + s.number] * s.alpha + 0.0 for n, s in zip(firsts, shortcuts)]  # noqa: B905
+        numbered = list(map(_KEY_NUMBER, shortcuts))
+        keys = tuple(map(_KEY, shortcuts))
         if prefix.keys:
             values = [*prefix.values, *values]
             numbered = [*prefix.key_numbers, *numbered]
@@ -311,52 +310,52 @@ class TokenCache:
         return CompiledQuery("", prefix.context, prefix.maxwindow, ((conjunction, ()),))
 
     def _read_one(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:
-        """:meth:`read` of one text by the one-text kernel (:func:`~predicates.token_scan.read_one`:
-        the same tokens, pieces and skeletons as the batch kernels'), then per
-        comparison its template looked up by its skeleton and its constant."""
+        """:meth:`read` of one text by :func:`~predicates.token_scan.read_one` (the batch
+        kernels' cut), then per comparison its template by its skeleton, and its constant."""
         if not text.isascii():
             return None
         if len(text) > self._room:
             self._workspace(len(text))
-        rows, values, skeletons, kinds = self._rows, self._values, self._skeletons, self._kinds
-        data = np.frombuffer(text.encode("ascii"), np.uint8)
-        doubt, n_tokens, n_pieces, n_comparisons, n_numbers, n_prefixes, n_groups = self.one(  # type: ignore[misc]
-            data, BLANK_TABLE, WORDS, rows, values, skeletons, kinds
+        data, rows = np.frombuffer(text.encode("ascii"), np.uint8), self._rows
+        doubt, _, n_pieces, n_comparisons, n_numbers, n_prefixes, n_groups = self.one(  # type: ignore[misc]
+            data, BLANK_TABLE, WORDS, rows, self._values, self._skeletons, self._kinds
         )
         if doubt or not n_pieces:
             return None
-        numbers = values[:n_numbers].tolist()
+        numbers: list[float] = self._value_row[:n_numbers].tolist()  # type: ignore[assignment]
         total = sum(numbers)  # (NaN if a number is not plain: the others are finite, under 1e15)
         if total != total:
             return None
-        cut = rows[:, : max(n_pieces, n_comparisons, n_prefixes, n_groups) + 1].tolist()
-        prefix_at, comparison_at = cut[scan.PREFIX_BOUNDS], cut[scan.COMPARISON_BOUNDS]
-        prefix_skeletons = skeletons[0, : prefix_at[n_prefixes]].tobytes()
-        comparison_skeletons = skeletons[1, : comparison_at[n_groups]].tobytes()
-        groups, firsts, bounds = cut[scan.COMPARISON_GROUP], cut[scan.COMPARISON_NUMBERS], cut[scan.PIECE_COMPARISONS]
-        tokens = Tokens(text, kinds[:n_tokens], rows[scan.TOKEN_START, :n_tokens], rows[scan.TOKEN_END, :n_tokens])
+        bounds, prefix_groups, name_tokens, firsts, prefix_at, starts, ends = rows[
+            scan.READ_ROWS, : max(n_pieces, n_comparisons, n_prefixes) + 1
+        ].tolist()
+        prefix_skeletons = self._skeleton_rows[0][: prefix_at[n_prefixes]].tobytes()
+        comparison_skeletons = self._skeleton_rows[1][: int(rows[scan.COMPARISON_BOUNDS, n_groups])].tobytes()
+        tokens = self._tokens
+        tokens.source = text
         names: list[str | None] = []
         queries = []
         for k in range(n_pieces):
-            g = cut[scan.PREFIX_GROUP][k]
+            g = prefix_groups[k]
             skeleton = prefix_skeletons[prefix_at[g] : prefix_at[g + 1]]
             prefix = self._prefixes.get(skeleton, _MISSING)
             if prefix is _MISSING:
-                prefix = self._learn_prefix(tokens, cut[scan.SELECT_TOKEN][k], cut[scan.WHERE_TOKEN][k])
+                prefix = self._learn_prefix(tokens, int(rows[scan.SELECT_TOKEN, k]), int(rows[scan.WHERE_TOKEN, k]))
                 if len(self._prefixes) >= _KEPT:
                     self._prefixes.clear()
                 self._prefixes[skeleton] = prefix
             if prefix is None:
                 return None
             a, b = bounds[k], bounds[k + 1]
-            # the usual text: every template known, none with fixed numbers
-            known, context = self._comparisons, prefix.context
-            skeletons_of = [comparison_skeletons[comparison_at[g] : comparison_at[g + 1]] for g in groups[a:b]]
-            found = [known.get((context, skeleton)) for skeleton in skeletons_of]
-            if None in found or any(s.fixed for s in found):  # type: ignore[union-attr]
+            # the usual text: every template known, each its number times 1 or -1
+            plain = self._plain.get(prefix.context, {})
+            skeletons_of = [comparison_skeletons[x:y] for x, y in zip(starts[a:b], ends[a:b], strict=True)]
+            found = list(map(plain.get, skeletons_of))
+            general = False
+            if None in found:
                 found = []
                 for c, skeleton in enumerate(skeletons_of, a):
-                    first, last = cut[scan.FIRST_TOKEN][c], cut[scan.LAST_TOKEN][c]
+                    first, last = int(rows[scan.FIRST_TOKEN, c]), int(rows[scan.LAST_TOKEN, c])
                     own = numbers[firsts[c] : firsts[c + 1]]
                     shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
                     if shortcut is not None and shortcut.fixed:
@@ -364,23 +363,25 @@ class TokenCache:
                     if shortcut is None:
                         return None
                     found.append(shortcut)
-            shortcuts = cast(list[Shortcut], found)
-            general = any(s.fixed or s.formula is not None for s in shortcuts)
-            query = self._assemble(prefix, shortcuts, numbers, firsts[a:b], general)
+                general = any(s.fixed or s.formula is not None for s in found)  # type: ignore[union-attr]
+            query = self._assemble(prefix, cast(list[Shortcut], found), numbers, firsts[a:b], general)
             if query is None:
                 return None
-            name = cut[scan.NAME_TOKEN][k]
+            name = name_tokens[k]
             names.append(None if name < 0 else self._name(tokens, name))
             queries.append(query)
         return names, queries
 
     def _workspace(self, chars: int) -> None:
-        """The one-text kernel's arrays, for texts of ``chars`` characters (at least 1,024)."""
+        """The one-text kernel's arrays, for texts of ``chars`` characters (at least 1,024),
+        and memoryviews of them (a slice of one costs less than a slice of an array)."""
         room = max(1024, 1 << (chars - 1).bit_length())
         self._rows = np.empty((scan.ONE_ROWS, room + 3), np.int64)
         self._values = np.empty(room + 2, np.float64)
         self._skeletons = np.empty((2, 3 * room + 16), np.uint8)
         self._kinds = np.empty(room + 1, np.uint8)
+        self._value_row, self._skeleton_rows = self._values.data, (self._skeletons[0].data, self._skeletons[1].data)
+        self._tokens = Tokens("", self._kinds, self._rows[scan.TOKEN_START], self._rows[scan.TOKEN_END])
         self._room = room
 
     def _read_text(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:
@@ -419,11 +420,10 @@ class TokenCache:
             if prefix is None or total != total:
                 return None
             firsts = [first for _, _, _, first in piece.comparisons]
-            # the usual text: every template known, none with fixed numbers
-            known, context = self._comparisons, prefix.context
-            found = [known.get((context, skeleton)) for skeleton, _, _, _ in piece.comparisons]
-            usual = None not in found and not any(s.fixed for s in found)  # type: ignore[union-attr]
-            shortcuts = cast(list[Shortcut], found) if usual else self._learned(prefix, piece, tokens, firsts)
+            # the usual text: every template known, each its number times 1 or -1
+            plain = self._plain.get(prefix.context, {})
+            found = [plain.get(skeleton) for skeleton, _, _, _ in piece.comparisons]
+            shortcuts = self._learned(prefix, piece, tokens, firsts) if None in found else cast(list[Shortcut], found)
             if shortcuts is None:
                 return None
             general = any(s.fixed or s.formula is not None for s in shortcuts)
@@ -483,7 +483,10 @@ class TokenCache:
             shortcut = self._learn_comparison(prefix, tokens, first, last, numbers)
             if len(self._comparisons) >= _KEPT:
                 self._comparisons.clear()  # (key numbers stay: a call may hold older shortcuts)
+                self._plain.clear()
             self._comparisons[key] = shortcut
+            if shortcut is not None and not shortcut.fixed and shortcut.formula is None:
+                self._plain.setdefault(prefix.context, {})[skeleton] = shortcut
         return shortcut  # type: ignore[no-any-return]
 
     def _variant(
@@ -589,6 +592,7 @@ class TokenCache:
 
 
 _MISSING: Any = object()
+_KEY, _KEY_NUMBER = attrgetter("key"), attrgetter("key_number")
 
 
 __all__ = ["NUMBER", "Shortcut", "TokenCache"]

@@ -48,11 +48,11 @@ _FIRST_LETTERS = sum(1 << (ord(letter) - 65) for letter in {word[0] for word in 
 WORDS = np.frombuffer(" ".join(_DOUBT_WORDS).encode("ascii") + b" ", np.uint8)  # each followed by a blank
 # the rows of the cut's int64 arrays (:func:`_cut_into`), and of one text's (:func:`read_one`)
 CUT_ROWS = 14
-(NAME_TOKEN, SELECT_TOKEN, WHERE_TOKEN, PREFIX_GROUP, PIECE_COMPARISONS, FIRST_TOKEN, LAST_TOKEN, COMPARISON_GROUP,
- COMPARISON_NUMBERS, PREFIX_PIECE, PREFIX_HASHES, COMPARISON_HASHES, PREFIX_BOUNDS,
- COMPARISON_BOUNDS) = range(14)  # fmt: skip
-TOKEN_START, TOKEN_END = CUT_ROWS, CUT_ROWS + 1
-ONE_ROWS = CUT_ROWS + 2
+(SELECT_TOKEN, WHERE_TOKEN, FIRST_TOKEN, LAST_TOKEN, PREFIX_PIECE, PREFIX_HASHES, COMPARISON_HASHES, COMPARISON_GROUP,
+ COMPARISON_BOUNDS, PIECE_COMPARISONS, PREFIX_GROUP, NAME_TOKEN, COMPARISON_NUMBERS, PREFIX_BOUNDS, SKELETON_START,
+ SKELETON_END, TOKEN_START, TOKEN_END) = range(18)  # fmt: skip
+ONE_ROWS = 18
+READ_ROWS = slice(PIECE_COMPARISONS, SKELETON_END + 1)  # (what a reading of known templates reads)
 # indexes of the words the cut looks for in WORDS (by their place)
 W_QUERY, W_SELECT, W_FROM, W_WHERE, W_WINDOW, W_MAXWINDOW = (
     _DOUBT_WORDS.index(w) for w in ("QUERY", "SELECT", "FROM", "WHERE", "WINDOW", "MAXWINDOW")
@@ -354,10 +354,9 @@ def _cut_into(
     values: np.ndarray,
     skeletons: np.ndarray,
 ) -> tuple[int, int, int, int, int]:
-    """:func:`cut_tokens` into the given arrays (int64 ``rows``: the rows named above, of
-    ``len(kind) + 2``; ``skeletons``: the prefixes' and comparisons' bytes, two rows of
-    ``2 * len(data) + len(kind) + 16``). Returns the counts of pieces, comparisons,
-    numbers, prefix groups and comparison groups."""
+    """:func:`cut_tokens` into the given arrays (int64 ``rows``: the rows named above, of ``len(kind) + 2``;
+    ``skeletons``: the prefixes' and comparisons' bytes, two rows of ``2 * len(data) + len(kind) + 16``). Returns
+    the counts of pieces, comparisons, numbers, prefix groups and comparison groups."""
     n_texts = len(text_tokens) - 1
     name_token = rows[NAME_TOKEN]
     select_token = rows[SELECT_TOKEN]
@@ -565,11 +564,10 @@ def read_one(
     skeletons: np.ndarray,
     tokens: np.ndarray,
 ) -> tuple[int, int, int, int, int, int, int]:
-    """:func:`lex_bytes` then :func:`cut_tokens` of one text (``data``), into arrays the
-    caller keeps from call to call (no arrays made or handed back): ``rows`` (:data:`ONE_ROWS`
-    rows of ``len(data) + 3``: the cut's, then the tokens' starts and ends), ``values``
-    and ``skeletons`` as :func:`_cut_into` takes them, ``tokens`` (the tokens' kinds).
-    Returns whether the text is a doubt, its count of tokens, then :func:`_cut_into`'s."""
+    """:func:`lex_bytes` then :func:`cut_tokens` of one text (``data``) into arrays kept from call to call (none
+    made or handed back): ``rows`` (:data:`ONE_ROWS` rows of ``len(data) + 3``: the cut's, each comparison's skeleton's
+    bounds, the tokens' bounds), ``values`` and ``skeletons`` as :func:`_cut_into` takes them, ``tokens`` (kinds).
+    Returns whether the text is a doubt, its count of tokens, then :func:`_cut_into`'s counts."""
     text_ends = np.empty(1, np.int64)
     text_ends[0] = len(data)
     text_tokens = np.empty(2, np.int64)
@@ -580,6 +578,9 @@ def read_one(
         data, text_tokens, tokens[:k], rows[TOKEN_START, :k], rows[TOKEN_END, :k], words, doubt, text_pieces, rows,
         values, skeletons,
     )  # fmt: skip
+    for x in range(c):  # (each comparison's skeleton in the skeleton bytes)
+        rows[SKELETON_START, x] = rows[COMPARISON_BOUNDS, rows[COMPARISON_GROUP, x]]
+        rows[SKELETON_END, x] = rows[COMPARISON_BOUNDS, rows[COMPARISON_GROUP, x] + 1]
     return int(doubt[0]), k, p, c, r, n_prefixes, n_groups
 
 

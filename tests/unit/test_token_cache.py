@@ -324,3 +324,11 @@ def test_texts_of_one_shape_are_read_as_the_front_end_reads_each(reader, prefix,
     for t in (text, renumbered(text, numbers, name), text, renumbered(text, numbers[::-1], "q8")):
         want = outcome(lambda t: front_end(t, catalog), t)
         assert outcome(lambda t: predicates.compile(t, catalog, compiler=caches), t) == want, t
+
+
+@READERS
+def test_a_call_of_no_texts_reads_none(reader: str) -> None:
+    catalog = Catalog.from_ddl(DDL)
+    caches = warm_caches(catalog, reader)
+    assert caches.read([]) == []
+    assert list(predicates.compile_many([], catalog, compiler=caches)) == []

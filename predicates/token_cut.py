@@ -1,8 +1,9 @@
 """The cut of a few texts, on the lexer's own matches: what :func:`~predicates.token_scan.cut_tokens` gives for many.
 
-``register_query`` compiles one text at a time. The kernels' fixed cost (arrays in and
-out, a dozen numpy calls) is then most of the time, and their plain-Python form (no
-numba yet) walks bytes one by one; here the lexer's regular expression reads the
+``register_query`` compiles one text at a time. Once numba is loaded, one kernel call
+reads it (:func:`~predicates.token_scan.read_one`); before, loading numba would cost
+more than the text and the kernels' plain-Python form walks bytes one by one, so here
+the lexer's regular expression reads the
 text run by run (:func:`predicates.lexer.token_runs`: the tokens up to each number,
 whose kinds, words and skeleton parts are cached by the run's text), and the cut walks
 its tokens with the same rules as ``cut_tokens``: pieces at ``;``,

@@ -102,7 +102,7 @@ class Registrations:
             first_position=self.next_position,
             taken=_Taken(self) if check_names else (),
             max_disjuncts=self.config.max_disjuncts,
-            compiler=self.registry.compiler,
+            compiler=self.registry.compiler.tokens,
         )
         # (a block's names are checked by the registry as it adds them, in one dict
         # update: a set of a million names made here first cost half a second)

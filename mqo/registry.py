@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from indexes.lexer_kernels import cut_tokens, lex_bytes, read_one
 from mqo.registered import (
     BlockRun,
     RecordList,
@@ -98,12 +99,14 @@ class QueryRegistry:
 
     @property
     def compiler(self) -> FastCompiler:
-        """The compiler of query texts; its template cache scans with the numba kernel."""
+        """The compiler of query texts; its caches scan with the numba kernels."""
         return self._compiler
 
     @compiler.setter
     def compiler(self, compiler: FastCompiler) -> None:
         compiler.templates.scanner = scan_bytes
+        tokens = compiler.tokens
+        tokens.lexer, tokens.cutter, tokens.one = lex_bytes, cut_tokens, read_one
         self._compiler = compiler
 
     def need_roles(self, roles: Iterable[str]) -> None:

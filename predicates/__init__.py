@@ -5,8 +5,8 @@ DDL) and :func:`compile` (query text to the query records the registry keeps, or
 parser's positioned error; all or nothing), with :func:`compile_many` its form for a
 list of texts. There is one reader of the language (:mod:`predicates.lexer`,
 :mod:`predicates.parser`, :mod:`predicates.semantic`, :mod:`predicates.normalize`,
-put together in :mod:`predicates.frontend`); what comes before it are caches
-(:mod:`predicates.template_cache`).
+put together in :mod:`predicates.frontend`); what comes before it are caches keyed on
+what the lexer reads (:mod:`predicates.template_cache`, :mod:`predicates.token_cache`).
 """
 
 from predicates.aggregate import AggregateQuery

@@ -58,20 +58,113 @@ BLANK = r"[ \t\r\n\f]"
 NUMBER_LITERAL = r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 WORD = r"[A-Za-z_][A-Za-z_0-9]*"
 
-_TOKEN_RE = re.compile(
-    rf"""
-    (?P<ws>{BLANK}+)
-  | (?P<comment>--[^\n]*)
-  | (?P<number>{NUMBER_LITERAL})
-  | (?P<thesis_op>(?i:lt=|gt=)(?![=<>]))
-  | (?P<ident>{WORD})
-  | (?P<quoted_ident>"(?:[^"\n]|"")*")
-  | (?P<string>'(?:[^'\n]|'')*')
-  | (?P<op><=|>=|<>|!=|==|<|>|=|\+|-|\*|/)
-  | (?P<punct>[(),.;:\[\]])
-    """,
-    re.VERBOSE,
+# the tokens, in the order the lexer tries them (the first that matches is the token)
+_ALTERNATIVES = (
+    ("ws", f"{BLANK}+"),
+    ("comment", r"--[^\n]*"),
+    ("number", NUMBER_LITERAL),
+    ("thesis_op", r"(?i:lt=|gt=)(?![=<>])"),
+    ("ident", WORD),
+    ("quoted_ident", r'"(?:[^"\n]|"")*"'),
+    ("string", r"'(?:[^'\n]|'')*'"),
+    ("op", r"<=|>=|<>|!=|==|<|>|=|\+|-|\*|/"),
+    ("punct", r"[(),.;:\[\]]"),
 )
+_TOKEN_RE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _ALTERNATIVES))
+# The same alternatives as one **run**: the tokens up to the next number or the next
+# blank that holds a line break (blanks and comments among them), then that number.
+# ``(?![0-9]|\.[0-9])`` first: where a number starts (a digit, or a dot and a digit:
+# where NUMBER_LITERAL matches), the lexer takes the number (no blank or comment
+# starts with a digit or a dot); ``(?>...)`` and ``*+``: the first alternative that
+# matches is kept and never given back, as the lexer keeps it. In the run a blank is
+# one without a line break (taken whole, ``++``); a blank with one ends the run, whole.
+# ``findall`` then reads a text in C, a match per number or line, and the runs recur
+# (" AND E.a5 <= ", a header's line apart from the SELECT line after it).
+_RUN_RE = re.compile(
+    "((?:(?![0-9]|\\.[0-9])(?>[ \\t\\r\\f]++(?!\\n)|"
+    + "|".join(pattern for name, pattern in _ALTERNATIVES if name not in ("ws", "number"))
+    + f"))*+{BLANK}*+)({NUMBER_LITERAL})?"
+)
+# a run's tokens (groups, starts and ends from the run's start), by its text: query
+# texts written by a program repeat their runs (" AND E.a5 <= ") thousands of times
+_RUNS: dict[str, tuple[list[str], list[int], list[int]]] = {}
+_RUNS_KEPT = 4096
+
+
+def token_runs(text: str) -> list[tuple[str, str]] | None:
+    """``text`` as its runs (see ``_RUN_RE``): per run its text before a number and the
+    number ('' for none); None where they do not tile it (a character that starts no
+    token: :func:`token_matches` places the error)."""
+    runs: list[tuple[str, str]] = _RUN_RE.findall(text)
+    if sum([len(r) + len(n) for r, n in runs]) != len(text):
+        return None
+    return runs
+
+
+def run_matches(run: str) -> tuple[list[str], list[int], list[int]]:
+    """:func:`token_matches` of a run of :func:`token_runs`, cached by its text: a run's
+    tokens depend on its text alone (its last token is a whole blank, or is followed by
+    a number's digit or dot or by the end, and no token but an identifier, a ``.`` or a
+    comment would reach into a digit or a dot, and each of those would have taken the
+    number into itself, ending no run there). The lists are shared: not to be changed."""
+    cached = _RUNS.get(run)
+    if cached is None:
+        cached = matches_one_by_one(run)
+        if len(_RUNS) >= _RUNS_KEPT:
+            _RUNS.clear()
+        _RUNS[run] = cached
+    return cached
+
+
+def token_matches(text: str) -> tuple[list[str], list[int], list[int]]:
+    """The lexer's reading of ``text`` as three lists: per token its group in the
+    expression (``number``, ``ident``, ``quoted_ident``, ``string``, ``op``,
+    ``thesis_op``, ``punct``; ``error`` for a character that starts no token, which
+    ends the lists), its start and its end. Blanks and comments are no tokens.
+    Read run by run (:func:`token_runs`, :func:`run_matches`)."""
+    runs = token_runs(text)
+    if runs is None:
+        return matches_one_by_one(text)
+    groups: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for run, number in runs:
+        if run:
+            run_groups, run_starts, run_ends = run_matches(run)
+            groups += run_groups
+            starts += map(pos.__add__, run_starts)
+            ends += map(pos.__add__, run_ends)
+            pos += len(run)
+        if number:
+            groups.append("number")
+            starts.append(pos)
+            pos += len(number)
+            ends.append(pos)
+    return groups, starts, ends
+
+
+def matches_one_by_one(text: str) -> tuple[list[str], list[int], list[int]]:
+    """:func:`token_matches`, a match of the lexer's expression at a time."""
+    groups: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for m in _TOKEN_RE.finditer(text):
+        if m.start() != pos:
+            break  # (a character no token starts with: the search went past it)
+        group = m.lastgroup
+        end = m.end()
+        if group != "ws" and group != "comment":
+            groups.append(group)  # type: ignore[arg-type]
+            starts.append(pos)
+            ends.append(end)
+        pos = end
+    if pos < len(text):
+        groups.append("error")
+        starts.append(pos)
+        ends.append(pos + 1)
+    return groups, starts, ends
 
 
 def tokenize(source: Source) -> list[Token]:
@@ -83,12 +176,9 @@ def tokenize(source: Source) -> list[Token]:
     """
     text = source.text
     tokens: list[Token] = []
-    pos = 0
-    n = len(text)
-    match = _TOKEN_RE.match
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
+    groups, starts, ends = token_matches(text)
+    for group, pos, end in zip(groups, starts, ends, strict=True):
+        if group == "error":
             ch = text[pos]
             if ch == "'":
                 message = "unterminated string literal"
@@ -97,24 +187,16 @@ def tokenize(source: Source) -> list[Token]:
             else:
                 message = f"unexpected character {ch!r}"
             tokens.append(Token(T.ERROR, message, pos, pos + 1))
-            break
-        kind = m.lastgroup
-        end = m.end()
-        if kind == "number":
-            tokens.append(Token(T.NUMBER, m.group(), pos, end))
-        elif kind == "ident":
-            tokens.append(Token(T.IDENT, m.group(), pos, end))
-        elif kind == "quoted_ident":
-            tokens.append(Token(T.IDENT, m.group()[1:-1].replace('""', '"'), pos, end))
-        elif kind == "string":
-            tokens.append(Token(T.STRING, m.group(), pos, end))
-        elif kind == "op" or kind == "thesis_op":
-            tokens.append(Token(T.OP, m.group(), pos, end))
-        elif kind == "punct":
-            tokens.append(Token(T.PUNCT, m.group(), pos, end))
-        pos = end
+        elif group == "quoted_ident":
+            tokens.append(Token(T.IDENT, text[pos + 1 : end - 1].replace('""', '"'), pos, end))
+        else:
+            tokens.append(Token(_KINDS[group], text[pos:end], pos, end))
+    n = len(text)
     tokens.append(Token(T.EOF, "", n, n))
     return tokens
+
+
+_KINDS = {"number": T.NUMBER, "ident": T.IDENT, "string": T.STRING, "op": T.OP, "thesis_op": T.OP, "punct": T.PUNCT}
 
 
 MAX_DIGITS = 1000  # significant digits of a literal

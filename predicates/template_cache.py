@@ -38,15 +38,16 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
 import numpy as np
 
-from predicates.ast import And, Arith, Comparison, Expr, Negate, Number
+from predicates.ast import Comparison
 from predicates.catalog import Catalog
+from predicates.comparison_parts import additive_numbers, flat_comparisons, token_start, with_symbols
 from predicates.errors import QueryError, Source
 from predicates.lexer import BLANK_CHARS, T, Token, tokenize
 from predicates.normalize import ColumnOrder, ListKey, Predicate, canonicalize, normalize
@@ -63,6 +64,9 @@ FEWEST = 16  # pieces read at once: fewer go to the parser (its comparison cache
 _SAMPLE = 256  # pieces read first: the rest are read only when half of these were
 _LEARN_TRIAL = 16  # pieces learned before learning must show it pays...
 _LEARN_PAYS = 4  # ...by one hit per this many learned
+_VARIANTS = 64  # templates of one skeleton for other fixed numbers, learned in one scan
+_UNLEARNED: Any = object()
+_NONE_READ = np.zeros(0, np.bool_)
 # what a hole of a template is: a list key's constant (times its sign), a number of
 # the query's text that must stay as it is, or a number inside a comment
 PARAMETER, FIXED, COMMENT = 0, 1, 2
@@ -146,8 +150,14 @@ class Reading:
 
     @classmethod
     def nothing(cls, texts: int) -> Reading:
-        """No text read (none scanned)."""
-        return cls(np.zeros(texts + 1, np.int64), np.zeros(0, np.bool_), [], [])
+        """No text read (none scanned; made without arrays: one ``register_query``)."""
+        reading = cls.__new__(cls)
+        reading.pieces_of_text = [0] * (texts + 1)
+        reading.read_piece = _NONE_READ
+        reading.names = []
+        reading.groups = []
+        reading._text_read = [False] * texts
+        return reading
 
     def all_read(self) -> bool:
         """Whether every text's pieces were read (and every text has one)."""
@@ -177,6 +187,8 @@ class TemplateCache:
         self.scanner: ByteScanner | None = None
         self.fewest = FEWEST  # (a test lowers it to read a few texts)
         self.templates: OrderedDict[bytes, Template] = OrderedDict()
+        # a skeleton's templates for other fixed numbers, by the skeleton and those numbers
+        self.variants: OrderedDict[tuple[bytes, bytes], Template | None] = OrderedDict()
         self.headers: dict[tuple[bytes, bytes], None] = {}  # the templates' headers
         self._streams_seen = len(contexts.catalog)
         self.learned = 0
@@ -186,6 +198,7 @@ class TemplateCache:
         """The texts' pieces, each read from a template where one holds it."""
         if len(self.contexts.catalog) != self._streams_seen:  # new streams: bind anew
             self.templates.clear()
+            self.variants.clear()
             self.headers.clear()
             self._streams_seen = len(self.contexts.catalog)
         if self.scanner is None or (
@@ -199,6 +212,10 @@ class TemplateCache:
         names: list[str | None] = []
         if texts[0]:  # the first piece's template first: its header is then cut from all
             self._scanned([texts[0][: texts[0].find(";") + 1 or None]], sample=False)
+        if len(texts) > 2 * _SAMPLE:  # (texts of many shapes are found out on their first ones, not a chunk)
+            scan, found = self._scanned(texts[: _SAMPLE + 1], sample=True)
+            if found is None:
+                return Reading.nothing(len(texts))
         for first in range(0, len(texts), CHUNK):
             scan, found = self._scanned(texts[first : first + CHUNK], sample=first == 0)
             if first == 0 and (len(scan) < self.fewest or found is None):
@@ -258,7 +275,7 @@ class TemplateCache:
         taken = scan.group.copy()
         have = np.array([t is not None for t in found] + [False], np.bool_)
         taken[~have[taken]] = -1
-        for g, template in enumerate(found):
+        for g, template in enumerate(found[: len(scan.reps)]):  # (variants are appended)
             if template is None or (template.header is None and not template.has_fixed):
                 continue
             pieces = np.flatnonzero(taken == g)
@@ -267,10 +284,50 @@ class TemplateCache:
                 wrong |= scan.name_start[pieces] < 0
             if template.has_fixed:
                 fixed = np.flatnonzero(template.roles == FIXED)
-                at = scan.run_first[pieces][:, None] + fixed
-                wrong |= (scan.values[at] != template.fixed[fixed]).any(axis=1)
-            taken[pieces[wrong]] = -1
+                row = scan.values[scan.run_first[pieces][:, None] + fixed]
+                other = (row != template.fixed[fixed]).any(axis=1)
+                wrong |= other
+                taken[pieces[wrong]] = -1
+                self._variants(scan, found, g, pieces[other & ~np.isnan(row).any(axis=1)], taken)
+            else:
+                taken[pieces[wrong]] = -1
         return taken
+
+    def _variants(
+        self, scan: Scan, found: list[Template | None], g: int, pieces: np.ndarray, taken: np.ndarray
+    ) -> None:
+        """Pieces of skeleton ``g`` whose fixed numbers are not its template's (another
+        factor, another window length): read from the template of their own fixed
+        numbers (a group appended to ``found``), learned from the first such piece."""
+        template = found[g]
+        assert template is not None
+        fixed = np.flatnonzero(template.roles == FIXED)
+        rows = scan.values[scan.run_first[pieces][:, None] + fixed]
+        distinct, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        skeleton = scan.skeleton(g)
+        for v in range(min(len(distinct), _VARIANTS)):
+            key = (skeleton, distinct[v].tobytes())
+            variant = self.variants.get(key, _UNLEARNED)
+            if variant is _UNLEARNED:
+                if self.learned >= _LEARN_TRIAL and self.hits < self.learned * _LEARN_PAYS:
+                    return
+                self.learned += 1
+                k = int(pieces[first[v]])
+                variant = self._learn(scan.piece(k), skeleton, scan.runs(k), scan.piece_values(k))
+                if variant is not None and variant.header != template.header:
+                    variant = None  # (a name cut otherwise)
+                self.variants[key] = variant
+                if len(self.variants) > _KEPT:
+                    self.variants.popitem(last=False)
+            if variant is None:
+                continue
+            mine = pieces[inverse.reshape(-1) == v]
+            own = np.flatnonzero(variant.roles == FIXED)  # (its own fixed holes: checked again)
+            right = (scan.values[scan.run_first[mine][:, None] + own] == variant.fixed[own]).all(axis=1)
+            if template.header is not None:
+                right &= scan.name_start[mine] >= 0
+            taken[mine[right]] = len(found)
+            found.append(variant)
 
     def _learned(self, scan: Scan, g: int) -> Template | None:
         """The template learned from the first piece of skeleton ``g`` (kept under its
@@ -314,8 +371,7 @@ class TemplateCache:
         except QueryError:
             return None
         context = self._context(query, tokens, piece)
-        cond = bound.condition
-        comparisons = cond.items if isinstance(cond, And) else (cond,) if isinstance(cond, Comparison) else None
+        comparisons = flat_comparisons(bound.condition)
         if context is None or not comparisons or len(normalized.disjuncts) != 1:
             return None
         # each constant of the skeleton: a number token of the lexer's, or in a comment
@@ -335,8 +391,6 @@ class TemplateCache:
         (conjunct,) = normalized.disjuncts
         parts: list[tuple[ListKey, Any, int | None, float]] = []  # key, value, constant, sign
         for cmp in comparisons:
-            if not isinstance(cmp, Comparison):
-                return None
             concrete = canonicalize(cmp, order)
             if not isinstance(concrete, Predicate) or concrete.key.family != "number":
                 return None
@@ -414,50 +468,6 @@ def _parameter(
     if abs(alpha) != 1:
         return None, 1.0
     return token_at[start], float(alpha)
-
-
-def token_start(number: Number) -> int:
-    """Where the number's own token starts (the parser folds signs into literals:
-    ``- 3`` is the literal -3, whose token ``3`` ends the span)."""
-    return number.span.end - len(number.text.lstrip("-"))
-
-
-def _sign(number: Number) -> int:
-    return -1 if (len(number.text) - len(number.text.lstrip("-"))) % 2 else 1
-
-
-def additive_numbers(expr: Expr) -> Iterator[Number]:
-    """Numbers reached from ``expr`` through + - and signs only (a constant that only
-    adds to a comparison: the predicate's constant is linear in it)."""
-    if isinstance(expr, Number):
-        yield expr
-    elif isinstance(expr, Negate):
-        yield from additive_numbers(expr.operand)
-    elif isinstance(expr, Arith) and expr.op in ("+", "-"):
-        yield from additive_numbers(expr.left)
-        yield from additive_numbers(expr.right)
-
-
-def with_symbols(cmp: Comparison, param_of: dict[int, int]) -> Comparison:
-    """``cmp`` with the numbers whose tokens start at a key of ``param_of`` replaced by
-    symbolic parameters (normalizing it then gives the constant as a formula)."""
-    return Comparison(
-        cmp.op, _expr_symbols(cmp.left, param_of), _expr_symbols(cmp.right, param_of), cmp.span, cmp.op_span
-    )
-
-
-def _expr_symbols(expr: Expr, param_of: dict[int, int]) -> Expr:
-    if isinstance(expr, Number):
-        start = token_start(expr)
-        if start in param_of:
-            symbol = LinearConst(Fraction(0), {param_of[start]: Fraction(_sign(expr))})
-            return Number(symbol, expr.text, expr.span)  # type: ignore[arg-type]
-        return expr
-    if isinstance(expr, Negate):
-        return Negate(_expr_symbols(expr.operand, param_of), expr.span)
-    if isinstance(expr, Arith) and expr.op in ("+", "-"):
-        return Arith(expr.op, _expr_symbols(expr.left, param_of), _expr_symbols(expr.right, param_of), expr.span)
-    return expr
 
 
 # ------------------------------------------------------------------- records

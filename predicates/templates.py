@@ -1,4 +1,10 @@
-"""Fast compilation of many queries: each context and comparison pattern compiled once.
+"""Fast compilation of one template's rows: each context and comparison pattern compiled once.
+
+Since the compile entry reads texts through the caches keyed on the lexer's tokens
+(:mod:`predicates.template_cache`, :mod:`predicates.token_cache`), this compiler serves
+only ``register_table`` (:mod:`predicates.table`) and a snapshot's table rows: it cuts
+a text with string methods, a second grammar that is to go (its contexts already are
+the comparison cache's).
 
 Standing queries come in families: thousands of alerts that share their SELECT and
 FROM and differ in which columns they test and with which thresholds. Parsing,
@@ -58,8 +64,8 @@ from predicates.clauses import (
     split_scanned,
     split_skeleton,
 )
+from predicates.comparison_parts import additive_numbers, token_start, with_symbols
 from predicates.errors import QueryError
-from predicates.flat import FlatCompiler
 from predicates.frontend import column_order, compile_queries
 from predicates.lexer import T, literal_problem, tokenize
 from predicates.normalize import (
@@ -70,7 +76,7 @@ from predicates.normalize import (
     Residual,
     canonicalize,
 )
-from predicates.parser import MAX_LITERAL, parse_duration, parse_query
+from predicates.parser import MAX_LITERAL, parse_query
 from predicates.records import (
     CompiledQuery,
     Conjunction,
@@ -83,7 +89,7 @@ from predicates.records import (
     scaled_number,
 )
 from predicates.semantic import bind
-from predicates.template_cache import TemplateCache, additive_numbers, token_start, with_symbols
+from predicates.token_cache import TokenCache
 
 _KEPT = 8192
 # blank-separated plain number literals (digits, and a dot only between digits)
@@ -145,14 +151,14 @@ class FastCompiler:
         self.pattern_compiles = 0
         self._streams_seen = -1
         self._reset()
-        self.flat = FlatCompiler(self)
-        self.templates = TemplateCache(self)
+        # the compile entry's caches (predicates.entry), whose contexts this shares
+        self.tokens = TokenCache(catalog, max_disjuncts)
+        self.templates = self.tokens.templates
 
     def _reset(self) -> None:
         """Forget compiled parts (they depend on the catalog, which may have grown)."""
         self._streams_seen = len(self.catalog)
         self._order = column_order(self.catalog)
-        self._contexts: OrderedDict[tuple[str, str, str | None], Context | None] = OrderedDict()
         self._structure: OrderedDict[tuple[Any, ...], tuple[int, ...] | None] = OrderedDict()
         self._templates: OrderedDict[tuple[Any, ...], ComparisonTemplate] = OrderedDict()
         # per context, pattern -> (list key, which number, factor, numbers in the pattern)
@@ -165,9 +171,8 @@ class FastCompiler:
 
     def compile(self, text: str, position: int, source_name: str = "<query>") -> CompiledQuery:
         """One query text; ``position`` names it when it has no header."""
-        taken = self.flat.compile(text, position)  # (it checks the catalog)
-        if taken is not None:
-            return taken
+        if len(self.catalog) != self._streams_seen:
+            self._reset()
         name, body = split_header(text)
         name = name if name is not None else str(position)
         if not lexer_blanks_only(text):
@@ -327,22 +332,9 @@ class FastCompiler:
 
     def context_for(self, select: str, from_: str, unit: str | None) -> Context | None:
         """The context of a SELECT list, FROM clause and MAXWINDOW unit (None: they
-        do not bind), one object per distinct text."""
-        key = (select, from_, unit)
-        if key in self._contexts:
-            self._contexts.move_to_end(key)
-            return self._contexts[key]
-        text = f"SELECT {select} FROM {from_}" + (f" MAXWINDOW 1 {unit}" if unit is not None else "")
-        try:
-            bound = bind(parse_query(text, "<context>"), self.catalog, "context")
-            scale = parse_duration(f"1 {unit}") if unit is not None else None
-            context: Context | None = Context(select, from_, bound, scale)
-        except QueryError:
-            context = None
-        self._contexts[key] = context
-        if len(self._contexts) > _KEPT:
-            self._contexts.popitem(last=False)
-        return context
+        do not bind), one object per distinct text: the compile entry's
+        (:meth:`predicates.token_cache.TokenCache.context_for`), shared."""
+        return self.tokens.context_for(select, from_, unit)
 
     def _comparison(self, context: Context, text: str | None, split: tuple[str, list[str]] | None = None) -> Any:
         """A comparison's compiled form, from its text or its (pattern, numbers)."""

@@ -14,7 +14,7 @@ import predicates.template_scan as template_scan
 from indexes.template_kernels import scan_bytes
 from predicates import Catalog
 from predicates.template_scan import DIGITS, NOT_PLAIN, Scan
-from predicates.templates import FastCompiler
+from predicates.token_cache import TokenCache
 from tests.unit.test_template_cache import NAMES, SHAPES, _front_end_many, outcome, text_of
 from tests.unit.test_templates import DDL
 
@@ -117,7 +117,7 @@ def test_pieces_whose_skeletons_only_share_a_hash_go_to_the_parser(monkeypatch: 
     scan = Scan(texts, [], template_scan.scan_bytes)  # (the plain function reads the mask when it runs)
     assert scan.group.tolist() == [0, 0, 0, -1]
     catalog = Catalog.from_ddl(DDL)
-    compiler = FastCompiler(catalog)
+    compiler = TokenCache(catalog)
     compiler.templates.scanner = template_scan.scan_bytes
     compiler.templates.fewest = 1
     many = [f"Query ID: s{i}\nSELECT * FROM B WHERE B.{c} > {i}.5" for i in range(40) for c in ("pressure", "temp")]

@@ -314,7 +314,7 @@ class TokenCache:
         kernels' cut), then per comparison its template by its skeleton, and its constant."""
         if not text.isascii():
             return None
-        if len(text) > self._room:
+        if len(text) > self._room or not self._room:  # (made at the first text, empty or not)
             self._workspace(len(text))
         data, rows = np.frombuffer(text.encode("ascii"), np.uint8), self._rows
         doubt, _, n_pieces, n_comparisons, n_numbers, n_prefixes, n_groups = self.one(  # type: ignore[misc]

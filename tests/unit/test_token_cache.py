@@ -332,3 +332,15 @@ def test_a_call_of_no_texts_reads_none(reader: str) -> None:
     caches = warm_caches(catalog, reader)
     assert caches.read([]) == []
     assert list(predicates.compile_many([], catalog, compiler=caches)) == []
+
+
+@READERS
+def test_empty_and_blank_texts_register_no_query_first_or_later(reader: str) -> None:
+    # (an empty text first, before any other, once made the one-text kernel read arrays
+    # it had not made yet: a Spark stage with its queries to come registers "")
+    catalog = Catalog.from_ddl(DDL)
+    for texts in ([""], ["", "  \n"], ["-- nothing yet\n"], ["", "SELECT * FROM B WHERE B.temp > 1"]):
+        caches = warm_caches(catalog, reader)
+        got = [summary(q) for q in predicates.compile_many(texts, catalog, compiler=caches)]
+        assert got == [summary(q) for text in texts for q in front_end(text, catalog)], texts
+    assert len(got) == 1

@@ -66,8 +66,7 @@ def best_rate(count: int, run: Callable[[], object], repeat: int) -> float:
 def caches(cold: bool = False) -> Any:
     """A matcher's compile caches, with their numba kernels, empty (``cold``: turned
     away, every text goes to the front end)."""
-    compiler = mqo.Matcher(DDL).registry.compiler
-    tokens = getattr(compiler, "tokens", compiler)  # (the tree before the comparison cache: its compiler)
+    tokens = mqo.Matcher(DDL).registry.compiler
     if cold:
         tokens.read = lambda texts: [None] * len(texts)
         tokens.templates.scanner = None

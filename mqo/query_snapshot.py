@@ -20,7 +20,6 @@ from mqo.registered import BlockRun
 from mqo.registry import QueryRegistry
 from predicates.records import CompiledQuery
 from predicates.table import block_template, compile_table, parse_template
-from predicates.templates import FastCompiler
 
 if TYPE_CHECKING:
     from mqo.views import ViewGraph
@@ -67,14 +66,14 @@ def query_entries(
     return texts, tables
 
 
-def table_rows(compiler: FastCompiler, next_position: int, table: Mapping[str, Any]) -> Sequence[CompiledQuery]:
+def table_rows(registry: QueryRegistry, next_position: int, table: Mapping[str, Any]) -> Sequence[CompiledQuery]:
     """The queries of one run of block rows written by :func:`query_entries`."""
     names = list(table["names"])
     template = parse_template(table["template"], "<snapshot>")
     constants = np.asarray(table["constants"], np.float64).reshape(len(names), -1)
 
-    def compile_text(text: str, row: int) -> CompiledQuery:
-        return compiler.compile(text, next_position + row, f"<snapshot>[row {row}]")
+    def compile_texts(texts: list[str], rows: list[int]) -> Sequence[CompiledQuery]:
+        return registry.compile_rows(texts, rows, next_position, "<snapshot>")
 
     columns = {f"c{j}": constants[:, j] for j in range(constants.shape[1])}
-    return compile_table(compiler, template, columns, names, compile_text)
+    return compile_table(registry.compiler, template, columns, names, compile_texts)

@@ -47,7 +47,7 @@ from predicates.table import (
     table_queries,
 )
 from predicates.tables import TableDefinition, TableQuery, mentions_table
-from predicates.templates import FastCompiler
+from predicates.token_cache import TokenCache
 from predicates.views import ViewDefinition
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class Registrations:
             first_position=self.next_position,
             taken=_Taken(self) if check_names else (),
             max_disjuncts=self.config.max_disjuncts,
-            compiler=self.registry.compiler.tokens,
+            compiler=self.registry.compiler,
         )
         # (a block's names are checked by the registry as it adds them, in one dict
         # update: a set of a million names made here first cost half a second)
@@ -150,15 +150,14 @@ class Registrations:
             raise QueryError(
                 "register_table takes queries over streams (a query reading a table is registered as text)"
             )
-        compile_one = self.registry.compiler.compile
 
-        def compile_text(text: str, row: int) -> CompiledQuery:
-            return compile_one(text, self.next_position + row, f"{source_name}[row {row}]")
+        def compile_texts(texts: list[str], rows: list[int]) -> Sequence[CompiledQuery]:
+            return self.registry.compile_rows(texts, rows, self.next_position, source_name)
 
         with _no_cyclic_gc():
             aggregates = self.aggregator.queries if self.aggregator is not None else ()
             names, instances = table_queries(
-                template, table, id_column, source_name, self.registry, self.next_position, compile_text, aggregates
+                template, table, id_column, source_name, self.registry, self.next_position, compile_texts, aggregates
             )
             self.add(instances)
         release_freed_memory(len(names))
@@ -284,10 +283,10 @@ class Registrations:
 
     def _streams_changed(self) -> None:
         """A view came or went: the next plan numbers the streams anew, compiled whole
-        (the pipeline moves the stored tuples by name), and the fast compiler forgets
+        (the pipeline moves the stored tuples by name), and the compile caches forget
         what it bound against the catalog. With an aggregate view the horizon waits for
         its emissions from the watermark now on (:mod:`mqo.views`, rule 3)."""
-        self.registry.compiler = FastCompiler(self.catalog, self.config.max_disjuncts)
+        self.registry.compiler = TokenCache(self.catalog, self.config.max_disjuncts)
         self.plan = self._previous = None
         capped = self.views.aggregating
         if capped and not self.pipeline.capped:
@@ -489,7 +488,7 @@ class Registrations:
         self.add(instances, since_ts=[since_value(since) for _, _, since in entries])
 
     def _restore_table(self, table: Mapping[str, Any]) -> None:
-        queries = table_rows(self.registry.compiler, self.next_position, table)
+        queries = table_rows(self.registry, self.next_position, table)
         self.add(queries, since_value(table["since"]))
 
     def _declare_ready(self, views: list[str]) -> None:

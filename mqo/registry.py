@@ -1,6 +1,6 @@
 """The query registry: which queries are registered and which predicates they use.
 
-Each registered query is a :class:`~predicates.templates.CompiledQuery` (its name, its
+Each registered query is a :class:`~predicates.records.CompiledQuery` (its name, its
 context, its disjuncts as list keys and constants) plus when it was registered. Its
 predicates are also appended to flat, typed columns (query, disjunct, list, constant),
 so a million queries cost a few hundred bytes each and the plan compiler groups all
@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+import predicates
 from indexes.lexer_kernels import cut_tokens, lex_bytes, read_one
 from mqo.registered import (
     BlockRun,
@@ -51,9 +52,11 @@ from predicates.numbers import to_float
 from predicates.records import CompiledQuery, RowBlock, RowQueries
 from predicates.table import first_repeated
 from predicates.template_scan import ScanArrays
-from predicates.templates import FastCompiler
+from predicates.token_cache import TokenCache
 
 _COMPACT_WHEN_DEAD = 0.5
+_RECORD_KINDS = {"AggregateQuery": "an aggregate query", "ViewDefinition": "a view", "TableDefinition": "a table",
+                 "TableQuery": "a query reading a table"}  # fmt: skip
 # an add of at most this many predicate rows extends the columns in Python (numpy's
 # fixed cost per call is more than the rows' own below it)
 _FEW_ROWS = 256
@@ -71,7 +74,7 @@ class QueryRegistry:
     def __init__(self, catalog: Catalog, max_disjuncts: int = DEFAULT_MAX_DISJUNCTS) -> None:
         self.catalog = catalog
         self.max_disjuncts = max_disjuncts
-        self.compiler = FastCompiler(catalog, max_disjuncts)  # (the property: with the scan kernel)
+        self.compiler = TokenCache(catalog, max_disjuncts)  # (the property: with the kernels)
         # by name: an object per query of its own, a table row's order (mqo.registered)
         self.queries = RegisteredQueries(self._row_record)
         self._keys: list[ListKey | None] = []
@@ -98,16 +101,45 @@ class QueryRegistry:
         self.roles: list[str] = []  # role streams (``B#2``) in the order first needed
 
     @property
-    def compiler(self) -> FastCompiler:
-        """The compiler of query texts; its caches scan with the numba kernels."""
+    def compiler(self) -> TokenCache:
+        """The compile entry's caches for this catalog (:func:`predicates.compile_many`);
+        they scan and cut with the numba kernels."""
         return self._compiler
 
     @compiler.setter
-    def compiler(self, compiler: FastCompiler) -> None:
+    def compiler(self, compiler: TokenCache) -> None:
         compiler.templates.scanner = scan_bytes
-        tokens = compiler.tokens
-        tokens.lexer, tokens.cutter, tokens.one = lex_bytes, cut_tokens, read_one
+        compiler.lexer, compiler.cutter, compiler.one = lex_bytes, cut_tokens, read_one
         self._compiler = compiler
+
+    def compile_one(self, text: str, position: int = 1, source_name: str = "<query>") -> CompiledQuery:
+        """The one match query of ``text`` (named ``position`` without a header),
+        through the compile entry and these caches."""
+        records = predicates.compile(
+            text, self.catalog, source_name=source_name, first_position=position,
+            max_disjuncts=self.max_disjuncts, compiler=self._compiler,
+        )  # fmt: skip
+        if len(records) != 1:
+            raise QueryError(f"expected one query, found {len(records)}", None, None)
+        if not isinstance(records[0], CompiledQuery):
+            found = _RECORD_KINDS.get(type(records[0]).__name__, type(records[0]).__name__)
+            raise QueryError(f"expected a match query, found {found}", None, None)
+        return records[0]
+
+    def compile_rows(self, texts: list[str], rows: list[int], position: int, source_name: str) -> list[CompiledQuery]:
+        """A table's rows' written-out texts (rows ``rows``, numbered from ``position``),
+        one match query each, in one call of the compile entry (its bulk reader); an
+        error names its row, ``source_name[row N]``."""
+        try:
+            records = predicates.compile_many(
+                texts, self.catalog, source_name=source_name, first_position=position,
+                max_disjuncts=self.max_disjuncts, compiler=self._compiler,
+            )  # fmt: skip
+            if len(records) == len(texts) and all(isinstance(r, CompiledQuery) for r in records):
+                return list(records)  # type: ignore[arg-type]
+        except QueryError:
+            pass  # (the row to blame is found below)
+        return [self.compile_one(t, position + r, f"{source_name}[row {r}]") for t, r in zip(texts, rows, strict=True)]
 
     def need_roles(self, roles: Iterable[str]) -> None:
         """Number the roles of ``roles`` not numbered yet (names with ``#``)."""

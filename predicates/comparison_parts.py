@@ -1,8 +1,7 @@
 """The comparisons of a bound condition as the caches read them: a condition that is an
 AND of comparisons as its list, and a comparison's additive numbers (its parameters)
 replaced by symbols, so that normalizing it once gives its constant as a formula of
-them (:mod:`predicates.template_cache`, :mod:`predicates.token_cache`,
-:mod:`predicates.templates`)."""
+them (:mod:`predicates.template_cache`, :mod:`predicates.token_cache`)."""
 
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ def compile_many(
         for k, from_cache in enumerate(compiler.read(texts)):
             where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
             position = first_position + len(records)
-            records += _read_or_parsed(texts[k], from_cache, catalog, where, position, taken, max_disjuncts)
+            records += _read_or_parsed(texts[k], from_cache, compiler, where, position, taken)
         return records
     names = list(names)
     unread = [k for k in range(len(texts)) if reading.read(k) is None]
@@ -130,7 +130,7 @@ def compile_many(
                 continue
             reading.unread(k)  # a name given twice or taken: the parser says where
         where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
-        parsed[k] = _read_or_parsed(text, token_read.get(k), catalog, where, position, taken, max_disjuncts)
+        parsed[k] = _read_or_parsed(text, token_read.get(k), compiler, where, position, taken)
         position += len(parsed[k])
     rows = instantiate(reading, names, whole=not parsed)
     if isinstance(rows, RowQueries):
@@ -144,24 +144,45 @@ def compile_many(
 def _read_or_parsed(
     text: str,
     from_cache: tuple[list[str | None], list[CompiledQuery]] | None,
-    catalog: Catalog,
+    compiler: TokenCache,
     source_name: str,
     position: int,
     taken: Container[str],
-    max_disjuncts: int,
 ) -> list[Record]:
     """A text's records: the comparison cache's reading of it (``from_cache``; queries
     without a header named by their position from ``position``) where it has one and
-    its names are free, else the front end's."""
+    its names are free, else the front end's, whose match queries written with the
+    same FROM and SELECT share one context (results are built once per context), as
+    the caches' do."""
     if from_cache is not None:
         header_names, queries = from_cache
         for i, (query, name) in enumerate(zip(queries, header_names, strict=True)):
             query.name = name if name is not None else str(position + i)
         if not clashes([query.name for query in queries], taken):
             return queries  # type: ignore[return-value]
-    return front_end(
-        text, catalog, source_name=source_name, first_position=position, taken=taken, max_disjuncts=max_disjuncts
+    records = front_end(
+        text,
+        compiler.catalog,
+        source_name=source_name,
+        first_position=position,
+        taken=taken,
+        max_disjuncts=compiler.max_disjuncts,
     )
+    shared = compiler.parsed_contexts
+    for record in records:
+        if type(record) is CompiledQuery:
+            context = record.context
+            bound = context.bound
+            source = bound.source.text
+            outputs = tuple((out.name, source[out.expr.span.start : out.expr.span.end]) for out in bound.outputs)
+            key = (len(compiler.catalog), bound.aliases, outputs, context.window_scale)  # (a catalog grown: anew)
+            record.context = shared.setdefault(key, context)
+    if len(shared) > _CONTEXTS_KEPT:
+        shared.clear()
+    return records
+
+
+_CONTEXTS_KEPT = 8192
 
 
 def may_mention_views_or_tables(texts: Sequence[str], catalog: Catalog) -> bool:

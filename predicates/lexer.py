@@ -51,8 +51,7 @@ class Token:
         return f"'{self.text}'"
 
 
-# what the lexer reads as a blank, a number and a word: the text cutters of the fast
-# compiler (predicates.clauses, predicates.flat) read them the same way
+# what the lexer reads as a blank, a number and a word
 BLANK_CHARS = " \t\r\n\f"
 BLANK = r"[ \t\r\n\f]"
 NUMBER_LITERAL = r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
@@ -194,6 +193,17 @@ def tokenize(source: Source) -> list[Token]:
     n = len(text)
     tokens.append(Token(T.EOF, "", n, n))
     return tokens
+
+
+def header_end(tokens: list[Token]) -> int:
+    """The offset just past a leading ``Query ID [:] name`` header, as the parser reads
+    one (0: ``tokens``, a text's, start with none)."""
+    if len(tokens) < 3 or any(t.kind is not T.IDENT for t in tokens[:2]):
+        return 0
+    if tokens[0].upper != "QUERY" or tokens[1].upper != "ID":
+        return 0
+    name = tokens[3] if tokens[2].kind is T.PUNCT and tokens[2].text == ":" else tokens[2]
+    return name.end if name.kind in (T.IDENT, T.NUMBER, T.STRING) else 0
 
 
 _KINDS = {"number": T.NUMBER, "ident": T.IDENT, "string": T.STRING, "op": T.OP, "thesis_op": T.OP, "punct": T.PUNCT}

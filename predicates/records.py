@@ -1,7 +1,7 @@
 """The compiled query record, from compiling a text to the registry: its context
 (SELECT, FROM and the MAXWINDOW unit, shared by the queries written alike), its
 disjuncts as (list key, constant) conjunctions plus residuals, and the exact linear
-formulas a template's constants are made from (:mod:`predicates.templates`)."""
+formulas a template's constants are made from (:mod:`predicates.token_cache`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from predicates.clauses import split_header
-from predicates.lexer import literal_problem
+from predicates.errors import Source
+from predicates.lexer import header_end, literal_problem, tokenize
 from predicates.normalize import (
     ColumnKey,
     ListKey,
@@ -219,7 +219,8 @@ class CompiledQuery:
         """A query text that compiles back to this query (with a ``Query ID:`` header)."""
         header = f"Query ID: {_quote_name(self.name)}\n"
         if self.source_text is not None:
-            return header + split_header(self.source_text)[1].strip()
+            source = self.source_text
+            return header + source[header_end(tokenize(Source(source))) :].strip()
         if not self.disjuncts:
             return header + query_text(self.context, self.maxwindow, None)
         (preds, residuals), *_ = self.disjuncts

@@ -9,24 +9,27 @@ becomes with each ``:name`` replaced by the row's value **as it prints** (Python
 makes its query never match (a division by zero, a contradiction) does so exactly as the
 written-out text would.
 
-The template is compiled once: its parameters are replaced by ``1`` and the text is cut
-into comparison patterns by the fast compiler (:mod:`predicates.templates`), which also
-decides, per pattern, which numbers only ever add to the comparison. A parameter that
+The template is compiled once: its free parameters are written as ``1`` and the text
+is read by the comparison cache (:class:`~predicates.token_cache.TokenCache`), on the
+lexer's tokens like any query text: its prefix (SELECT to WHERE) and, per comparison,
+the template that says which of its numbers only ever add to it. A parameter that
 only adds (``E.x >= :lo``, ``B.p <= 2 * H.v + :c``) gives the predicate's constant by an
 exact linear formula, applied to the whole column at once (for the usual ``column OP
 :p``, the constant is the column's double itself). Any other parameter (a factor, a
-divisor, a window length) is **structural**: the rows are grouped by its value and each
-group's text is compiled once. Rows the shortcuts cannot take are compiled from their
-written-out text, one by one, through the usual path (so errors keep their positions).
+divisor, a window length, a number of the SELECT list or the WINDOW clause) is
+**structural**: the rows are grouped by its value and each group's text is compiled
+once. Rows the cache cannot take (a string comparison, a residual, OR) are compiled
+from their written-out texts in one call through the compile entry, as
+``register_queries`` would (so errors keep their positions).
 
-It uses the fast compiler's pattern caches directly; its rows are
-:class:`~predicates.records.RowBlock` rows, as the template cache's
+Its rows are :class:`~predicates.records.RowBlock` rows, as the template cache's
 (:mod:`predicates.template_cache`) are.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from array import array
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,25 +38,27 @@ from typing import Any
 
 import numpy as np
 
-from predicates.clauses import HOLE, NUMBER_SPLIT, lexer_blanks_only, split_header, split_skeleton
+import predicates.entry as compile_entry
 from predicates.errors import QueryError, Source, Span
-from predicates.lexer import T, tokenize
+from predicates.lexer import T, header_end, tokenize
 from predicates.normalize import PLACEHOLDER, ListKey, Residual
-from predicates.numbers import faithful
 from predicates.records import (
-    INF,
     CompiledQuery,
     Conjunction,
+    Formula,
     RowBlock,
     RowQueries,
     RowQuery,
-    maxwindow_value,
     predicate_text,
     query_text,
 )
-from predicates.templates import UNKNOWN, ComparisonTemplate, FastCompiler
+from predicates.token_cache import Prefix, Shortcut, TokenCache
+from predicates.token_cut import CutTokens, cut_text
+from predicates.token_scan import NUMBER
 
 _PLACEHOLDER = "1"
+# compiles rows' written-out texts the usual way (texts, their rows): one query each
+CompileTexts = Callable[[list[str], list[int]], Sequence[CompiledQuery]]
 _EXACT_INTEGERS = 2**53
 
 
@@ -84,10 +89,9 @@ class QueryTemplate:
 def parse_template(text: str, source_name: str = "<template>") -> QueryTemplate:
     """Find the ``:name`` parameters of a template (by the lexer's tokens, so a colon in
     a string or a comment is not one)."""
-    name, _ = split_header(text)
-    if name is not None:
-        raise QueryError("a template has no Query ID header: each row's id comes from the table")
     tokens = tokenize(Source(text, source_name))
+    if header_end(tokens):
+        raise QueryError("a template has no Query ID header: each row's id comes from the table")
     params = []
     for colon, word in itertools.pairwise(tokens):
         if colon.kind is T.PUNCT and colon.text == ":":
@@ -133,7 +137,7 @@ def table_queries(
     source_name: str,
     registry: Any,
     first_position: int,
-    compile_text: Callable[[str, int], CompiledQuery],
+    compile_texts: CompileTexts,
     taken: Container[str] = (),
 ) -> tuple[list[str], Sequence[CompiledQuery]]:
     """(ids, query records) of ``table``'s rows under ``template`` for ``registry``
@@ -153,7 +157,7 @@ def table_queries(
     if not registered.isdisjoint(names) or (taken and any(name in taken for name in names)):
         name = next(name for name in names if name in registered or name in taken)
         raise QueryError(f"query id {name} is already registered")
-    queries = compile_table(registry.compiler, parsed, columns, names, compile_text)
+    queries = compile_table(registry.compiler, parsed, columns, names, compile_texts)
     # (the registry finds a name given twice among a block's rows as it adds them)
     if type(queries) is not RowQueries and len(set(names)) != len(names):
         raise QueryError(f"query id {first_repeated(names)} is given twice")
@@ -188,23 +192,25 @@ def table_column(table: Any, name: str) -> Any:
 
 @dataclass
 class _Part:
-    """One comparison of a compiled template group: how each row's predicate follows."""
+    """One comparison of a compiled template group: its template (the comparison
+    cache's), its numbers in the group's text and, per number, the parameter it
+    stands for (None: a literal of the template)."""
 
-    template: ComparisonTemplate
-    numbers: list[str]  # the pattern's numbers in the placeholder text
-    params: list[str | None]  # per number: the parameter it stands for, or None (a literal)
+    shortcut: Shortcut
+    numbers: list[float]
+    params: list[str | None]
 
 
 def compile_table(
-    compiler: FastCompiler,
+    cache: TokenCache,
     template: QueryTemplate,
     columns: Mapping[str, np.ndarray],
     names: Sequence[str],
-    compile_text: Callable[[str, int], CompiledQuery],
+    compile_texts: CompileTexts,
 ) -> Sequence[CompiledQuery]:
     """One compiled query per row (named by ``names``): a :class:`RowQueries` when one
-    block holds them all. ``compile_text(text, row)`` compiles a row's written-out text
-    the usual way (the fallback)."""
+    block holds them all. ``compile_texts(texts, rows)`` compiles rows' written-out
+    texts the usual way (the fallback), one query each."""
     n = len(names)
     names = names if isinstance(names, list) else list(names)
     out: list[CompiledQuery | None] = [None] * n
@@ -219,32 +225,34 @@ def compile_table(
     def row_text(row: int) -> str:
         return template.written({p: text_of(p, row) for p in template.names})
 
-    def one_by_one(rows: np.ndarray) -> None:
-        for row in rows.tolist():
-            compiled = compile_text(row_text(row), row)
+    def from_texts(rows: np.ndarray) -> None:
+        listed = rows.tolist()
+        for row, compiled in zip(listed, compile_texts([row_text(row) for row in listed], listed), strict=True):
             out[row] = compiled.renamed(names[row])
 
     all_rows = np.arange(n)
-    parts = _compile_group(compiler, template, {})
+    parts = _compile_group(cache, template, {}) if not _signs_glue(template, columns) else None
     if parts is None:
-        one_by_one(all_rows)
+        from_texts(all_rows)
         return out  # type: ignore[return-value]
-    structural = [p for p in template.names if p not in parts[3]]
+    structural = [p for p in template.names if p not in parts.additive]
     if not structural:
         block = _instantiate(parts, all_rows, columns, names, text_of, out, row_text)
         return RowQueries(names, block) if block is not None else out  # type: ignore[return-value]
     # group rows by the structural parameters' values; compile each group once
-    keys = np.column_stack([columns[p].astype(np.float64) if columns[p].dtype.kind == "f" else columns[p]
-                            for p in structural])  # fmt: skip
+    # (a double by its bits: -0.0 prints otherwise than 0.0, and its group's text says so)
+    keys = np.column_stack([columns[p].astype(np.float64).view(np.int64) if columns[p].dtype.kind == "f"
+                            else columns[p] for p in structural])  # fmt: skip
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     order = np.argsort(inverse, kind="stable")
     bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+    by_text: list[np.ndarray] = []
     for group, rows in enumerate(np.split(order, bounds)):
         fixed = {p: text_of(p, int(first[group])) for p in structural}
-        group_parts = _compile_group(compiler, template, fixed)
-        if group_parts is None or any(p not in group_parts[3] for p in template.names if p not in fixed):
-            one_by_one(rows)
+        group_parts = _compile_group(cache, template, fixed)
+        if group_parts is None or any(p not in group_parts.additive for p in template.names if p not in fixed):
+            by_text.append(rows)
         else:
             block = _instantiate(group_parts, rows, columns, names, text_of, out, row_text)
             if block is not None and len(rows) == n:  # one group: every row, in order
@@ -252,83 +260,113 @@ def compile_table(
             if block is not None:
                 for k, row in enumerate(rows.tolist()):
                     out[row] = RowQuery(names[row], block, k)
+    if by_text:
+        from_texts(np.sort(np.concatenate(by_text)))  # (in one call: the bulk reader's)
     return out  # type: ignore[return-value]
 
 
-_Compiled = tuple[Any, Any, list[_Part | Residual | bool], set[str]]
+def _signs_glue(template: QueryTemplate, columns: Mapping[str, np.ndarray]) -> bool:
+    """Whether a negative value written right after a ``-`` would make a comment of
+    the rest of its line (``2-:c`` with ``c = -1``): then the texts decide."""
+    return any(
+        start and template.text[start - 1] == "-" and bool(np.signbit(columns[name]).any())
+        for name, start, _ in template.params
+    )
 
 
-def _compile_group(compiler: FastCompiler, template: QueryTemplate, fixed: Mapping[str, str]) -> _Compiled | None:
-    """(context, maxwindow, parts, additive parameters) of the template with ``fixed``
-    parameters written in and the others at the placeholder, or None (not a shape the
-    fast compiler cuts: the rows go one by one)."""
+@dataclass
+class _Group:
+    """A template group compiled: its prefix; its comparisons read from templates
+    (``parts``); the others' predicates and residuals, the same for every row
+    (``fixed``, ``residuals``; ``never``: one of them never holds); and which free
+    parameters are additive."""
+
+    prefix: Prefix
+    parts: list[_Part]
+    fixed: list[tuple[ListKey, Any]]
+    residuals: dict[str, Residual]
+    never: bool
+    additive: set[str]
+
+
+def _compile_group(cache: TokenCache, template: QueryTemplate, fixed: Mapping[str, str]) -> _Group | None:
+    """The template with ``fixed`` parameters written in and the others at a
+    placeholder, read by the comparison cache (:class:`~predicates.token_cache.TokenCache`,
+    on the lexer's tokens): its prefix, its comparisons' templates and which free
+    parameters are **additive** (a comparison's number that the template's formula
+    takes as a parameter). Any other free parameter (a factor, a divisor, a number in
+    the SELECT list, WINDOW or MAXWINDOW, a placeholder glued to what follows it, a
+    number of a comparison no template reads) is structural: the groups write it in.
+    A comparison no template reads and with no free parameter is compiled once, as its
+    context's only condition. None: a text the cache does not read (the rows are
+    compiled from their texts)."""
     values = {p: fixed.get(p, _PLACEHOLDER) for p in template.names}
     text = template.written(values)
-    # which number of the text each free parameter is: by offsets
+    if not text.isascii():
+        return None
+    # where each free parameter's placeholder starts in the written text
     starts: dict[int, str] = {}
     shift = 0
     for name, start, end in template.params:
         if name not in fixed:
             starts[start + shift] = name
         shift += len(values[name]) - (end - start)
-    parts_text = NUMBER_SPLIT.split(text)
-    skeleton, numbers = tuple(parts_text[0::2]), parts_text[1::2]
-    param_of: list[str | None] = []
-    offset = 0
-    for piece, number in zip(skeleton, numbers, strict=False):
-        offset += len(piece)
-        param_of.append(starts.pop(offset, None))
-        offset += len(number)
-    if any(p is not None and n != _PLACEHOLDER for p, n in zip(param_of, numbers, strict=False)):
-        return None  # the placeholder ran into what follows it (``:lo.5``): the texts decide
-    if starts or any(c in text for c in "('\"") or not lexer_blanks_only(text):
-        return None  # a parameter the number split does not see as one number, or a text to scan
-    shape = split_skeleton(skeleton, numbers)
-    if shape is None or shape.select_has_numbers:
+    cut = cut_text(text)
+    if cut is None or len(cut.pieces) != 1 or cut.pieces[0].name_token >= 0:
         return None
-    context = compiler.context_for(shape.select, shape.from_, shape.unit)
-    if context is None:
+    piece = cut.pieces[0]
+    if any(math.isnan(v) for v in piece.numbers):
+        return None  # (a number that is no plain decimal: the texts decide)
+    tokens = CutTokens(text, cut)
+    prefix = cache.prefix(piece.prefix, tokens, piece.select_token, piece.where_token)
+    if prefix is None:
         return None
-    maxwindow = None
-    additive: set[str] = set()
+    firsts = [first for _, _, _, first in piece.comparisons]
+    group = _Group(prefix, [], [], {}, False, set())
     structural: set[str] = set()
-    if shape.window_index is not None:
-        window_param = param_of[shape.window_index]
-        if window_param is not None:
-            structural.add(window_param)  # a window length: the groups write it in
-        else:
-            maxwindow = maxwindow_value(numbers[shape.window_index], context.window_scale)  # type: ignore[arg-type]
-            if maxwindow == INF:
+    number_ends = [*firsts[1:], len(piece.numbers)]
+    shortcuts = cache.comparison_templates(prefix, piece, tokens, firsts)
+    for (_, first, last, n0), n1, shortcut in zip(piece.comparisons, number_ends, shortcuts, strict=True):
+        spans = [(tokens.start[i], tokens.end[i]) for i in range(first, last) if tokens.kind[i] == NUMBER]
+        params = [starts.pop(int(a), None) for a, _ in spans]
+        if shortcut is None:
+            if any(params):
+                structural.update(p for p in params if p is not None)
+            elif not _compile_fixed(cache, prefix.head + tokens.joined(first, last), group):
                 return None
-    parts: list[_Part | Residual | bool] = []
-    for k, patterns in shape.conditions:
-        for pattern in patterns:
-            count = pattern.count(HOLE)
-            nums = numbers[k : k + count]
-            params = param_of[k : k + count]
-            k += count
-            got = compiler._comparison(context, None, (pattern, nums))
-            if got is UNKNOWN:
-                return None
-            known = compiler._structure.get((context, pattern))
-            tmpl = (
-                None if known is None else compiler._templates.get(((context, pattern), tuple(nums[i] for i in known)))
-            )
-            if tmpl is None:
-                return None
-            free = set(tmpl.params)
-            for i, p in enumerate(params):
-                if p is not None:
-                    (additive if i in free else structural).add(p)
-            if tmpl.formula is None:
-                parts.append(got if isinstance(got, (bool, Residual)) else _Part(tmpl, nums, params))
-            else:
-                parts.append(_Part(tmpl, nums, params))
-    return context, maxwindow, parts, additive - structural
+            continue
+        free = (shortcut.number,) if shortcut.formula is None else shortcut.params
+        for i, ((a, b), param) in enumerate(zip(spans, params, strict=True)):
+            if param is not None:
+                glued = b - a != len(_PLACEHOLDER)
+                (structural if glued or i not in free else group.additive).add(param)
+        group.parts.append(_Part(shortcut, piece.numbers[n0:n1], params))
+    structural.update(starts.values())  # (not a comparison's number: written in by the groups)
+    group.additive -= structural
+    return group
+
+
+def _compile_fixed(cache: TokenCache, text: str, group: _Group) -> bool:
+    """Add the predicates and residuals of the one-comparison query ``text`` (a
+    comparison no template reads, with no parameter) to ``group``; False when it is
+    not one conjunction (the rows are then compiled from their texts)."""
+    try:
+        (query,) = compile_entry.compile(text, cache.catalog, max_disjuncts=cache.max_disjuncts, compiler=cache)
+    except QueryError:
+        return False  # (the rows' texts say where)
+    if not isinstance(query, CompiledQuery) or len(query.disjuncts) > 1:
+        return False
+    if not query.disjuncts:
+        group.never = True
+        return True
+    ((preds, residuals),) = query.disjuncts
+    group.fixed += list(preds)
+    group.residuals.update((r.text, r) for r in residuals)
+    return True
 
 
 def _instantiate(
-    compiled: _Compiled,
+    group: _Group,
     rows: np.ndarray,
     columns: Mapping[str, np.ndarray],
     names: Sequence[str],
@@ -339,55 +377,53 @@ def _instantiate(
     """The queries of ``rows`` from a group's compiled parts: put in ``out``, or, when
     their constants are all doubles, returned as one block (row ``k`` of the block is
     ``rows[k]``) for the caller to read its queries from."""
-    context, maxwindow, parts, _ = compiled
-    if False in parts:
+    prefix = group.prefix
+    if group.never:
         for row in rows.tolist():
-            out[row] = CompiledQuery(names[row], context, maxwindow, ())
+            out[row] = CompiledQuery(names[row], prefix.context, prefix.maxwindow, ())
         return None
-    residuals = tuple({r.text: r for r in parts if isinstance(r, Residual)}.values())
-    keys: list[ListKey] = []
-    value_columns: list[np.ndarray | list[Any]] = []
-    for part in parts:
-        if not isinstance(part, _Part):
-            continue
-        tmpl = part.template
-        keys.append(tmpl.key)  # type: ignore[arg-type]
-        formula = tmpl.formula
-        if formula is None or not formula.terms:
-            constant = tmpl.constant if formula is None else formula.value(())
-            value_columns.append(_constant_column(constant, len(rows)))
-            continue
-        # the number each formula term reads: a literal of the template or a parameter
-        sources = [part.params[tmpl.params[i]] for i, _ in formula.terms]
-        if formula.fast and sources[0] is not None and formula._alpha in (1.0, -1.0):
-            column = columns[sources[0]]
+    keys: list[ListKey] = [*prefix.keys, *(key for key, _ in group.fixed)]
+    value_columns: list[np.ndarray | list[Any]] = [
+        _constant_column(v, len(rows)) for v in (*prefix.values, *(v for _, v in group.fixed))
+    ]
+    for part in group.parts:
+        shortcut = part.shortcut
+        keys.append(shortcut.key)
+        if shortcut.formula is None:  # one number times 1 or -1
+            param = part.params[shortcut.number]
+            if param is None:
+                value_columns.append(_constant_column(shortcut.constant(part.numbers, 0), len(rows)))
+                continue
+            column = columns[param]
             column = column if len(rows) == len(column) else column[rows]  # all rows are in order
             if column.dtype.kind == "f" or np.abs(column).max(initial=0) < _EXACT_INTEGERS:
                 # the double of a printed double is the double: exact
                 # (a column of doubles as it is: the block makes -0.0 a zero as it copies)
                 # (integers as they are: the block reads them as doubles as it fills)
-                value_columns.append(column if formula._alpha == 1.0 else column * formula._alpha + 0.0)
+                value_columns.append(column if shortcut.alpha == 1.0 else column * shortcut.alpha + 0.0)
                 continue
-        local = [part.numbers[i] for i in tmpl.params]
-        if all(p is None for p in sources):  # only the template's own numbers: one constant
-            value_columns.append(_constant_column(_value(formula, local), len(rows)))
-            continue
-        values = []
-        for row in rows.tolist():
-            texts = [
-                text_of(p, row) if p is not None else local[j]
-                for j, p in enumerate(part.params[i] for i in tmpl.params)
-            ]
-            values.append(_value(formula, texts))
-        value_columns.append(values)
-    key_tuple = tuple(keys)
+            formula = Formula(Fraction(0), ((0, Fraction(int(shortcut.alpha))),))
+            sources: list[str | None] = [param]
+            literals = [""]
+        else:
+            formula = shortcut.formula
+            sources = [part.params[i] for i in shortcut.params]
+            # (a plain decimal of at most 15 digits prints as itself: repr is its text)
+            literals = [repr(part.numbers[i]) for i in shortcut.params]
+            if all(p is None for p in sources):  # only the template's own numbers: one constant
+                value_columns.append(_constant_column(formula.value(literals), len(rows)))
+                continue
+        value_columns.append([
+            formula.value([text_of(p, row) if p is not None else literals[j] for j, p in enumerate(sources)])
+            for row in rows.tolist()
+        ])  # fmt: skip
+    residuals = tuple(group.residuals.values())
     numeric = all(isinstance(c, np.ndarray) for c in value_columns)
-    distinct_keys = len(set(keys)) == len(keys)
-    if numeric and distinct_keys and value_columns:
-        return _row_block(context, maxwindow, key_tuple, residuals, value_columns)  # type: ignore[arg-type]
+    if numeric and len(set(keys)) == len(keys) and value_columns:
+        return _row_block(prefix.context, prefix.maxwindow, tuple(keys), residuals, value_columns)  # type: ignore[arg-type]
     for j, row in enumerate(rows.tolist()):
         pairs = dict.fromkeys((k, _plain(c[j])) for k, c in zip(keys, value_columns, strict=True))
-        query = CompiledQuery(names[row], context, maxwindow, ((Conjunction.of(pairs), residuals),))
+        query = CompiledQuery(names[row], prefix.context, prefix.maxwindow, ((Conjunction.of(pairs), residuals),))
         if any(isinstance(v, Fraction) for _, v in pairs):
             query.source_text = row_text(row)  # a constant past the doubles: keep the text
         out[row] = query
@@ -439,14 +475,6 @@ def _constant_column(value: Any, n: int) -> np.ndarray | list[Any]:
 def _plain(value: Any) -> Any:
     # (an integer column's value, a double exactly: as an INTEGER column's constant reads)
     return float(value) + 0.0 if isinstance(value, (np.floating, np.integer)) else value  # -0.0 is a zero
-
-
-def _value(formula: Any, texts: list[str]) -> float | Fraction:
-    """The formula's constant for these numbers' texts (signed: a negative value's sign
-    is part of its text, and the formula is linear in it)."""
-    beta = formula.beta
-    total = beta + sum((a * Fraction(texts[i]) for i, a in formula.terms), Fraction(0))
-    return faithful(total)
 
 
 __all__ = [

@@ -73,7 +73,7 @@ PARAMETER, FIXED, COMMENT = 0, 1, 2
 
 
 class ContextSource(Protocol):
-    """Where contexts come from (:class:`predicates.templates.FastCompiler`), so that
+    """Where contexts come from (:class:`predicates.token_cache.TokenCache`), so that
     queries written alike share one context whichever way they were compiled."""
 
     catalog: Catalog

@@ -54,7 +54,7 @@ from predicates.parser import parse_duration, parse_query
 from predicates.records import CompiledQuery, Conjunction, Context, Formula
 from predicates.semantic import bind
 from predicates.template_cache import FEWEST, TemplateCache
-from predicates.token_cut import Cut, CutTokens, Piece, Tokens, cut_text, header_name, shape_of
+from predicates.token_cut import CutTokens, Piece, Tokens, cut_text, header_name, shape_of
 from predicates.token_scan import BLANK_TABLE, NUMBER, WORDS, cut_tokens, lex_bytes
 from predicates.token_shapes import Plan, Shapes
 
@@ -127,6 +127,8 @@ class TokenCache:
         self._streams_seen = len(self.catalog)
         self._order = column_order(self.catalog)
         self._contexts: dict[tuple[str, str, str | None], Context | None] = {}
+        # the front end's contexts, shared by its queries written alike (predicates.entry)
+        self.parsed_contexts: dict[tuple[Any, ...], Context] = {}
         self._prefixes: dict[bytes, Prefix | None] = {}
         self._comparisons: dict[tuple[Context, bytes], Shortcut | None] = {}
         # per context, by skeleton: those of one number times 1 or -1
@@ -216,10 +218,7 @@ class TokenCache:
             skeleton = prefix_skeletons[prefix_at[g] : prefix_at[g + 1]]
             found = self._prefixes.get(skeleton, _MISSING)
             if found is _MISSING and k >= 0:
-                found = self._learn_prefix(tokens, int(select_token[k]), int(where_token[k]))
-                if len(self._prefixes) >= _KEPT:
-                    self._prefixes.clear()
-                self._prefixes[skeleton] = found
+                found = self.prefix(skeleton, tokens, int(select_token[k]), int(where_token[k]))
             contexts.append(None if found is _MISSING else found)
         # per piece and comparison in order, each (prefix, comparison) skeleton's
         # template looked up once per call (learned from its first comparison)
@@ -233,7 +232,9 @@ class TokenCache:
         bounds = piece_comparisons.tolist()
         prefixes = prefix_group.tolist()
         of_text = text_pieces.tolist()
-        names = self._names(tokens, name_token)
+        names: list[str | None] = [None] * n_pieces  # (each piece's header name, as the parser reads it)
+        for k in np.flatnonzero(name_token >= 0).tolist():
+            names[k] = tokens.name(int(name_token[k]))
         # a piece with a number that is not a plain decimal is the parser's
         nans = np.concatenate(([0], np.cumsum(np.isnan(values))))
         number_bounds = comparison_numbers[piece_comparisons]
@@ -338,12 +339,7 @@ class TokenCache:
         for k in range(n_pieces):
             g = prefix_groups[k]
             skeleton = prefix_skeletons[prefix_at[g] : prefix_at[g + 1]]
-            prefix = self._prefixes.get(skeleton, _MISSING)
-            if prefix is _MISSING:
-                prefix = self._learn_prefix(tokens, int(rows[scan.SELECT_TOKEN, k]), int(rows[scan.WHERE_TOKEN, k]))
-                if len(self._prefixes) >= _KEPT:
-                    self._prefixes.clear()
-                self._prefixes[skeleton] = prefix
+            prefix = self.prefix(skeleton, tokens, int(rows[scan.SELECT_TOKEN, k]), int(rows[scan.WHERE_TOKEN, k]))
             if prefix is None:
                 return None
             a, b = bounds[k], bounds[k + 1]
@@ -368,7 +364,7 @@ class TokenCache:
             if query is None:
                 return None
             name = name_tokens[k]
-            names.append(None if name < 0 else self._name(tokens, name))
+            names.append(None if name < 0 else tokens.name(name))
             queries.append(query)
         return names, queries
 
@@ -410,12 +406,7 @@ class TokenCache:
         names: list[str | None] = []
         queries = []
         for piece in cut.pieces:
-            prefix = self._prefixes.get(piece.prefix, _MISSING)
-            if prefix is _MISSING:
-                prefix = self._learn_prefix(tokens, piece.select_token, piece.where_token)
-                if len(self._prefixes) >= _KEPT:
-                    self._prefixes.clear()
-                self._prefixes[piece.prefix] = prefix
+            prefix = self.prefix(piece.prefix, tokens, piece.select_token, piece.where_token)
             total = sum(piece.numbers)  # (NaN if a number is not plain: the others are finite, under 1e15)
             if prefix is None or total != total:
                 return None
@@ -423,51 +414,35 @@ class TokenCache:
             # the usual text: every template known, each its number times 1 or -1
             plain = self._plain.get(prefix.context, {})
             found = [plain.get(skeleton) for skeleton, _, _, _ in piece.comparisons]
-            shortcuts = self._learned(prefix, piece, tokens, firsts) if None in found else cast(list[Shortcut], found)
-            if shortcuts is None:
+            got = self.comparison_templates(prefix, piece, tokens, firsts) if None in found else found
+            if None in got:
                 return None
+            shortcuts = cast(list[Shortcut], got)
             general = any(s.fixed or s.formula is not None for s in shortcuts)
             query = self._assemble(prefix, shortcuts, piece.numbers, firsts, general)
             if query is None:
                 return None
-            names.append(None if piece.name_token < 0 else self._name_of(cut, text, piece.name_token))
+            names.append(None if piece.name_token < 0 else cut.name(text, piece.name_token))
             queries.append(query)
         if key and len(cut.pieces) == 1 and cut.pieces[0].name_token == (len(key[0]) - 1 if name else -1):  # type: ignore[arg-type]
             self._shapes.keep(key, numbers, cut.pieces[0].numbers, Plan(prefix, shortcuts, firsts, general))  # type: ignore[arg-type]
         return names, queries
 
-    def _learned(self, prefix: Prefix, piece: Piece, tokens: Tokens, firsts: list[int]) -> list[Shortcut] | None:
+    def comparison_templates(
+        self, prefix: Prefix, piece: Piece, tokens: Tokens, firsts: list[int]
+    ) -> list[Shortcut | None]:
         """The templates of ``piece``'s comparisons (learned where not known; the
-        variant of its fixed numbers' values where it has any), or None."""
-        shortcuts = []
+        variant of its fixed numbers' values where it has any; None: a comparison that
+        makes no indexed numeric predicate); ``firsts``: where each comparison's
+        numbers start in ``piece.numbers``."""
+        shortcuts: list[Shortcut | None] = []
         for c, (skeleton, first, last, n0) in enumerate(piece.comparisons):
             own = piece.numbers[n0 : firsts[c + 1] if c + 1 < len(firsts) else len(piece.numbers)]
             shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
             if shortcut is not None and shortcut.fixed:
                 shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
-            if shortcut is None:
-                return None
             shortcuts.append(shortcut)
         return shortcuts
-
-    @staticmethod
-    def _name_of(cut: Cut, text: str, i: int) -> str:
-        """The header name of token ``i`` of ``text``'s cut, as the parser reads it."""
-        kind, start, end = cut.token(i)
-        return header_name(kind, text[start:end])
-
-    @staticmethod
-    def _name(tokens: Tokens, i: int) -> str:
-        """The header name of token ``i``, as the parser reads it."""
-        return header_name(int(tokens.kind[i]), tokens.text(i))
-
-    @classmethod
-    def _names(cls, tokens: Tokens, name_token: np.ndarray) -> list[str | None]:
-        """Each piece's header name (None: it has none), as the parser reads it."""
-        names: list[str | None] = [None] * len(name_token)
-        for k in np.flatnonzero(name_token >= 0).tolist():
-            names[k] = cls._name(tokens, int(name_token[k]))
-        return names
 
     # ----------------------------------------------------------------- learning
 
@@ -515,6 +490,19 @@ class TokenCache:
                 self._variants.clear()
             self._variants[key] = variant
         return variant  # type: ignore[no-any-return]
+
+    def prefix(self, skeleton: bytes, tokens: Tokens, select: int, where: int) -> Prefix | None:
+        """The prefix of skeleton ``skeleton`` (learned from the tokens ``select:where``
+        if not known; None: not one the cache reads)."""
+        if len(self.catalog) != self._streams_seen:
+            self._reset()
+        prefix = self._prefixes.get(skeleton, _MISSING)
+        if prefix is _MISSING:
+            prefix = self._learn_prefix(tokens, select, where)
+            if len(self._prefixes) >= _KEPT:
+                self._prefixes.clear()
+            self._prefixes[skeleton] = prefix
+        return prefix  # type: ignore[no-any-return]
 
     def _learn_prefix(self, tokens: Tokens, select: int, where: int) -> Prefix | None:
         """What the prefix ``select:where`` (tokens) gives its queries, as the parser,
@@ -595,4 +583,4 @@ _MISSING: Any = object()
 _KEY, _KEY_NUMBER = attrgetter("key"), attrgetter("key_number")
 
 
-__all__ = ["NUMBER", "Shortcut", "TokenCache"]
+__all__ = ["NUMBER", "Prefix", "Shortcut", "TokenCache"]

@@ -83,6 +83,11 @@ class Cut:
                 end[-1] = pos
         return kind, start, end
 
+    def name(self, text: str, i: int) -> str:
+        """The header name of token ``i`` of ``text`` (this cut's), as the parser reads it."""
+        kind, start, end = self.token(i)
+        return header_name(kind, text[start:end])
+
     def token(self, i: int) -> tuple[int, int, int]:
         """Token ``i``'s kind, start and end (the runs before it read, not the rest)."""
         count = pos = 0
@@ -376,6 +381,10 @@ class Tokens:
 
     def text(self, i: int) -> str:
         return self.source[int(self.start[i]) : int(self.end[i])]
+
+    def name(self, i: int) -> str:
+        """The header name of token ``i``, as the parser reads it."""
+        return header_name(int(self.kind[i]), self.text(i))
 
     def joined(self, first: int, last: int) -> str:
         """Tokens ``first:last`` as text: a blank where the text had blanks or a comment

@@ -121,7 +121,7 @@ class Aggregator:
         if fid is None:
             fid = f"f{self.filters_made}_{aq.name}"  # numbered for good: a removed one's number is not reused
             self.filters_made += 1
-            compiled = self._registry.compiler.compile(filter_text(aq), 1).renamed(fid)
+            compiled = self._registry.compile_one(filter_text(aq)).renamed(fid)
             self._registry.add([compiled], -math.inf)
             self.filters[key] = fid
             self.filter_texts[fid] = filter_text(aq)

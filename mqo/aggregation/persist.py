@@ -82,7 +82,7 @@ def restore_aggregator(
     aggregator = Aggregator(catalog, config)
     for f in data["filters"]:
         fid, text = f["name"], f["text"]
-        compiled = aggregator._registry.compiler.compile(text, 1).renamed(fid)
+        compiled = aggregator._registry.compile_one(text).renamed(fid)
         aggregator._registry.add([compiled], -math.inf)
         aggregator.filters[_tuples(f["key"])] = fid
         aggregator.filter_texts[fid] = text

@@ -78,11 +78,11 @@ def test_window_spellings_mean_the_same() -> None:
 def test_match_paths_refuse_aggregate_queries_clearly() -> None:
     from predicates import Catalog
     from predicates.frontend import compile_queries
-    from predicates.templates import FastCompiler
 
     catalog = Catalog()
     catalog.register_ddl(DDL)
-    for compile_one in (lambda t: compile_queries(t, catalog), lambda t: FastCompiler(catalog).compile(t, 1)):
+    registry = mqo.Matcher(DDL).registry
+    for compile_one in (lambda t: compile_queries(t, catalog), registry.compile_one):
         with pytest.raises(QueryError, match="aggregate query"):
             compile_one("SELECT COUNT(*) FROM H [RANGE 1 min] WHERE H.vib > 3")
 

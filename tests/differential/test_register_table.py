@@ -17,7 +17,8 @@ import mqo
 import predicates.table
 from mqo.registry import RegisteredRow
 from mqo.snapshot_codec import decode_snapshot, encode_snapshot
-from tests.unit.test_templates import summary
+from predicates.records import RowQuery
+from tests.unit.test_compile_alike import summary
 
 DDL = """
 REGISTER STREAM B (pressure FLOAT, temp FLOAT, alert INTEGER);
@@ -39,6 +40,14 @@ ONE_STREAM = [
     "B.alert = :k",
     "B.pressure * :k <= :c1",
     "B.pressure < 7",
+    # comparisons no template reads: a residual, one that never holds, a literal with
+    # an exponent, a residual with a parameter (written in per group)
+    "B.pressure * B.temp > -9",
+    "1 > 2",
+    "B.temp < 1e3",
+    "B.pressure * B.temp > :c1",
+    # a sign right before a parameter: a negative value makes the rest a comment
+    "2-:c2 < B.temp",
 ]
 TWO_STREAMS = [
     "B.pressure <= :k * H.vib",
@@ -67,7 +76,10 @@ def cases(draw):
         conds.append("B.temp > :c1")  # a template has a parameter
     if two:
         window = draw(st.sampled_from(["20", ":w"]))
-        template = f"SELECT * FROM B, H MAXWINDOW {window} WHERE " + " AND ".join(conds)
+        # a parameter in the WINDOW clause or the SELECT list is written in per group
+        order = draw(st.sampled_from(["", " WINDOW B.ts <= H.ts", " WINDOW B.ts <= H.ts + :k"]))
+        select = draw(st.sampled_from(["*", "B.pressure + :c1 AS p"]))
+        template = f"SELECT {select} FROM B, H{order} MAXWINDOW {window} WHERE " + " AND ".join(conds)
     else:
         template = "SELECT * FROM B WHERE " + " AND ".join(conds)
     n = draw(st.integers(1, 12))
@@ -161,9 +173,9 @@ def test_a_template_is_compiled_once_not_per_row():
     table = {"lo": np.arange(n) * 0.1, "k": np.arange(n) % 2 + 1}
     m = mqo.Matcher(DDL)
     m.register_table("SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure >= :lo AND B.temp <= :k * H.vib", table)
-    compiler = m.registry.compiler
-    assert compiler.full_compiles == 0
-    assert compiler.pattern_compiles <= 4  # per k (the factor is structural): two patterns
+    # per k (the factor is structural): two comparisons, learned once each; no row read alone
+    assert m.registry.compiler.learned <= 4
+    assert all(isinstance(q.compiled, RowQuery) for q in m.registry)
     assert m.registry.queries["8"].text.endswith("WHERE B.pressure >= 0.7000000000000001 AND B.temp <= 2*H.vib")
 
 
@@ -305,7 +317,7 @@ def test_a_name_given_twice_registers_nothing_and_leaves_the_names_free() -> Non
         predicates.table.parse_template(template),
         {"c1": table["c1"], "c2": table["c2"]},
         ["p", "q", "p", "r", "s", "t"],
-        lambda text, row: pytest.fail("a row compiled from its text"),
+        lambda texts, rows: pytest.fail("rows compiled from their texts"),
     )
     assert type(rows) is predicates.table.RowQueries
     with pytest.raises(mqo.QueryError, match="query id p is given twice"):
@@ -337,7 +349,7 @@ def test_a_tables_rows_read_as_their_queries() -> None:
         predicates.table.parse_template("SELECT * FROM B WHERE B.pressure < :c1 AND -B.temp < :c2"),
         {"c1": table["c1"], "c2": table["c2"]},
         ["p", "q", "r"],
-        lambda text, row: pytest.fail("a row compiled from its text"),
+        lambda texts, rows: pytest.fail("rows compiled from their texts"),
     )
     assert type(parsed_rows) is RowQueries and len(parsed_rows) == 3
     assert [q.name for q in parsed_rows] == ["p", "q", "r"] and parsed_rows[-1].name == "r"

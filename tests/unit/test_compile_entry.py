@@ -14,8 +14,8 @@ from predicates.frontend import compile_queries, front_end
 from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, from_normalized
 from predicates.token_cache import TokenCache
+from tests.unit.test_compile_alike import DDL, summary
 from tests.unit.test_golden import CASES, schema_for
-from tests.unit.test_templates import DDL, summary
 
 GOLDEN_FILES = CASES  # the golden fixtures and the thesis' workloads
 

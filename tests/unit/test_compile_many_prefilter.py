@@ -11,7 +11,7 @@ import predicates.entry as entry
 from predicates import Catalog
 from predicates.tables import mentions_table, split_tables
 from predicates.views import mentions_view
-from tests.unit.test_templates import DDL
+from tests.unit.test_compile_alike import DDL
 
 
 def _catalog() -> Catalog:

@@ -304,15 +304,15 @@ def test_a_query_with_double_constants_prints_them_as_what_they_mean(value: floa
     """A compiled query's text prints a double constant straight from the double; it
     must be the very text printed from the exact number the double means (its
     shortest decimal), for one-column and two-column (``+ c`` / ``- c``) predicates."""
+    import predicates
     from predicates.numbers import exact
     from predicates.records import CompiledQuery, Conjunction
-    from predicates.templates import FastCompiler
 
     catalog = Catalog.from_ddl(
         "REGISTER STREAM B (pressure FLOAT, temp FLOAT); REGISTER STREAM H (vib FLOAT, beatrate FLOAT);"
     )
-    query = FastCompiler(catalog).compile(
-        "SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure < 1 AND B.temp <= 2 * H.vib + 1", 1
+    (query,) = predicates.compile(
+        "SELECT * FROM B, H MAXWINDOW 5 WHERE B.pressure < 1 AND B.temp <= 2 * H.vib + 1", catalog
     )
     ((preds, residuals),) = query.disjuncts
     doubles = Conjunction.of([(key, sign * value) for key, _ in preds], numeric=True)

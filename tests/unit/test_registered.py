@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import mqo
 from mqo.plan_compile import SharedCsr
 from mqo.registered import BlockRun, RecordList, RegisteredCompiled, RegisteredRow
-from tests.unit.test_templates import summary
+from tests.unit.test_compile_alike import summary
 
 DDL = "REGISTER STREAM B (p FLOAT, q INTEGER); REGISTER STREAM H (v FLOAT);"
 TEMPLATE = "SELECT * FROM B, H MAXWINDOW 5 sec WHERE B.p >= :lo AND B.q <= :k AND H.v < B.p + :c"

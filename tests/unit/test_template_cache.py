@@ -15,7 +15,7 @@ from predicates.frontend import front_end
 from predicates.records import CompiledQuery
 from predicates.template_scan import Scan
 from predicates.token_cache import TokenCache
-from tests.unit.test_templates import DDL, summary
+from tests.unit.test_compile_alike import DDL, summary
 
 
 def scanning_compiler(catalog: Catalog) -> TokenCache:

@@ -15,8 +15,8 @@ from indexes.template_kernels import scan_bytes
 from predicates import Catalog
 from predicates.template_scan import DIGITS, NOT_PLAIN, Scan
 from predicates.token_cache import TokenCache
+from tests.unit.test_compile_alike import DDL
 from tests.unit.test_template_cache import NAMES, SHAPES, _front_end_many, outcome, text_of
-from tests.unit.test_templates import DDL
 
 HEADERS = [(b"Query ID: ", b"\n"), (b"-- id ", b" ")]
 

@@ -17,7 +17,7 @@ from predicates.frontend import front_end
 from predicates.lexer import token_matches
 from predicates.records import CompiledQuery
 from predicates.token_cache import TokenCache
-from tests.unit.test_templates import DDL, summary
+from tests.unit.test_compile_alike import DDL, summary
 
 NUMBERS = st.one_of(
     st.integers(0, 10**7).map(str),
@@ -108,7 +108,7 @@ def warm_caches(catalog: Catalog, reader: str = "kernel") -> TokenCache:
     """The caches a matcher uses (with their kernels); a text alone read by the one-text
     kernel (``reader`` "kernel": numba is loaded) or cut on the lexer's matches ("matches":
     as before numba is loaded)."""
-    caches = mqo.Matcher(catalog).registry.compiler.tokens
+    caches = mqo.Matcher(catalog).registry.compiler
     if reader == "matches":
         caches.one = None
     else:
@@ -174,14 +174,14 @@ def test_own_shape_subscriptions_are_read_from_comparisons_and_match_alike():
     ]
     quick = mqo.Matcher(ddl)
     quick.register_queries(texts)
-    tokens = quick.registry.compiler.tokens
+    tokens = quick.registry.compiler
     assert tokens.learned <= 3 * 4 * 3  # (per column: >=, <=, > -): not one per text
     parsed = [q for k, text in enumerate(texts) for q in front_end(text, quick.catalog, first_position=k + 1)]
     assert [summary(q.compiled) for q in quick.registry] == [summary(q) for q in parsed]
     events = {"a0": [1.0, 50.0, 300.0], "a1": [0.0, 20.0, 1e9], "a2": [5.0, 5.0, 5.0], "a3": [0, 40, -3]}
     slow = without_caches(mqo.Matcher(ddl))
     slow.register_queries(texts)
-    assert slow.registry.compiler.tokens.learned == 0
+    assert slow.registry.compiler.learned == 0
     events["ts"] = [1.0, 2.0, 3.0]
     got = sorted((m.query, m.ids["E"]) for m in quick.push_batch("E", events).matches())
     want = sorted((m.query, m.ids["E"]) for m in slow.push_batch("E", events).matches())
@@ -190,7 +190,7 @@ def test_own_shape_subscriptions_are_read_from_comparisons_and_match_alike():
 
 def without_caches(m: mqo.Matcher) -> mqo.Matcher:
     """``m`` with its compile caches turned away: every text goes to the front end."""
-    m.registry.compiler.tokens.read = lambda texts: [None] * len(texts)  # type: ignore[method-assign]
+    m.registry.compiler.read = lambda texts: [None] * len(texts)  # type: ignore[method-assign]
     m.registry.compiler.templates.scanner = None  # (no scan: the template cache reads nothing)
     return m
 
@@ -284,7 +284,7 @@ def test_join_and_window_texts_are_read_by_the_cache_and_share_one_context():
         f"WHERE B.pressure < 0.{i} AND H.vib > 1{i}.5 AND B.pressure <= {i % 5 + 1} * H.vib + ({i - 20})"
         for i in range(40)
     ]
-    assert all(read is not None for read in m.registry.compiler.tokens.read(texts))
+    assert all(read is not None for read in m.registry.compiler.read(texts))
     m.register_queries(texts)
     assert len({id(q.compiled.context) for q in m.registry}) == 1
     assert [summary(q.compiled) for q in m.registry] == [summary(q) for t in texts for q in front_end(t, catalog)]

@@ -1,18 +1,20 @@
-"""Fast compilation (cached contexts and comparison patterns) equals the full front end."""
+"""The compile entry through a matcher's caches (templates, comparisons, the lexer's kernels)
+gives the full front end's queries, cold and warm."""
 
 from __future__ import annotations
 
 from functools import partial
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqo
+import predicates
 from predicates import Catalog, Kind, QueryError
 from predicates.frontend import compile_queries
 from predicates.records import from_normalized
-from predicates.templates import FastCompiler, split_query_texts
+from predicates.token_cache import TokenCache
 from tests.conftest import WORKLOADS, workload_schema
 from tests.references.exact_workloads import Register, workloads
 
@@ -36,9 +38,16 @@ def summary(compiled) -> tuple:
     return (compiled.name, compiled.maxwindow, tuple(disjuncts), compiled.context.aliases, compiled.context.bound.roles)
 
 
-def both(text: str, catalog: Catalog, fast: FastCompiler | None = None):
-    fast = fast or FastCompiler(catalog)
-    got = fast.compile(text, 1)
+def caches(catalog: Catalog) -> TokenCache:
+    """A matcher's compile caches for ``catalog`` (with the numba kernels), empty."""
+    registry = mqo.Matcher(catalog).registry
+    return registry.compiler
+
+
+def both(text: str, catalog: Catalog, cache: TokenCache | None = None):
+    """(the entry's query of ``text``, the front end's)."""
+    cache = cache or caches(catalog)
+    (got,) = predicates.compile(text, catalog, compiler=cache)
     (nq,) = compile_queries(text, catalog)
     want = from_normalized(nq)
     return got, want
@@ -72,7 +81,7 @@ def both(text: str, catalog: Catalog, fast: FastCompiler | None = None):
         "SELECT * FROM B, B b2 MAXWINDOW 1 WHERE B.pressure * b2.temp > 5 AND b2.pressure < B.temp",
     ],
 )
-def test_fast_equals_full(text):
+def test_the_entry_equals_the_front_end(text):
     catalog = Catalog.from_ddl(DDL)
     got, want = both(text, catalog)
     assert summary(got) == summary(want)
@@ -84,25 +93,24 @@ def test_fast_equals_full(text):
 def test_thesis_workloads_compile_alike(path):
     ddl = workload_schema(path)
     catalog = Catalog.from_ddl(ddl.read_text())
-    fast = FastCompiler(catalog)
-    for i, piece in enumerate(split_query_texts(path.read_text())):
-        got = fast.compile(piece, i + 1)
-        (nq,) = compile_queries(piece, catalog, first_position=i + 1)
-        assert summary(got) == summary(from_normalized(nq))
+    want = [summary(from_normalized(nq)) for nq in compile_queries(path.read_text(), catalog)]
+    cache = caches(catalog)
+    for _ in range(2):  # cold, then warm
+        assert [summary(q) for q in predicates.compile(path.read_text(), catalog, compiler=cache)] == want
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(workloads(max_queries=6))
 def test_generated_queries_compile_alike(workload):
     catalog = Catalog.from_ddl(workload.schema.ddl())
-    fast = FastCompiler(catalog)
+    cache = caches(catalog)
     for op in workload.ops:
         if isinstance(op, Register):
             text, _ = op.call_args()
-            got, want = both(text, catalog, fast)
+            got, want = both(text, catalog, cache)
             assert summary(got) == summary(want), text
             # a second time through the caches
-            again = fast.compile(text, 1)
+            (again,) = predicates.compile(text, catalog, compiler=cache)
             assert summary(again) == summary(want), text
 
 
@@ -118,39 +126,43 @@ def test_thresholds_are_exact(conds):
     assert summary(got) == summary(want)
 
 
-def test_a_family_compiles_each_pattern_once():
+def test_a_family_learns_each_comparison_once():
     catalog = Catalog.from_ddl(DDL)
-    fast = FastCompiler(catalog)
+    cache = caches(catalog)
+    text = "SELECT * FROM B, H MAXWINDOW {} sec WHERE B.pressure < {}.5 AND B.pressure <= {} * H.vib"
     for i in range(200):
-        fast.compile(
-            f"SELECT * FROM B, H MAXWINDOW {i} sec WHERE B.pressure < {i}.5 AND B.pressure <= {1 + i % 3} * H.vib", i
-        )
-    assert fast.full_compiles == 0
-    # B.pressure < #, and one pattern per factor 1, 2, 3
-    assert fast.pattern_compiles == 4
-    assert len(fast._recipes) == 1  # the texts differ only in their numbers
+        predicates.compile(text.format(i, i, 1 + i % 3), catalog, compiler=cache)
+    # B.pressure < #, and one template per factor 1, 2, 3 (a factor is no parameter)
+    assert cache.learned == 4
     for i in (7, 8, 9, 150):
-        text = f"SELECT * FROM B, H MAXWINDOW {i} sec WHERE B.pressure < {i}.5 AND B.pressure <= {1 + i % 3} * H.vib"
-        (nq,) = compile_queries(text, catalog, first_position=i)
-        assert summary(fast.compile(text, i)) == summary(from_normalized(nq))
+        (nq,) = compile_queries(text.format(i, i, 1 + i % 3), catalog)
+        (got,) = predicates.compile(text.format(i, i, 1 + i % 3), catalog, compiler=cache)
+        assert summary(got) == summary(from_normalized(nq))
 
 
-def test_operators_without_spaces_take_the_fast_path():
-    fast = FastCompiler(Catalog.from_ddl(DDL))
+def test_operators_without_spaces_are_read_by_the_caches():
+    catalog = Catalog.from_ddl(DDL)
+    cache = caches(catalog)
     for i in range(50):
-        fast.compile(f"SELECT * FROM B, H MAXWINDOW 20 WHERE B.pressure<{i}.5 AND B.pressure<={i % 3}*H.vib", i)
-    assert fast.full_compiles == 0
+        text = f"SELECT * FROM B, H MAXWINDOW 20 WHERE B.pressure<{i}.5 AND B.pressure<={1 + i % 3}*H.vib"
+        (got,) = predicates.compile(text, catalog, compiler=cache)
+        assert summary(got) == summary(both(text, catalog)[1])
+    assert cache.learned == 4  # (B.pressure<#, and one per factor 1, 2, 3)
 
 
-def test_queries_of_the_full_path_share_contexts_with_the_same_select():
-    fast = FastCompiler(Catalog.from_ddl(DDL))
+def test_queries_the_parser_reads_share_contexts_with_the_same_select():
+    catalog = Catalog.from_ddl(DDL)
+    cache = caches(catalog)
     texts = [
         f"SELECT B.alert, H.vib * 2 AS v FROM B, H MAXWINDOW 5 WHERE B.pressure < {i} OR H.vib > {i}" for i in range(5)
     ]
-    compiled = [fast.compile(text, i) for i, text in enumerate(texts)]
-    assert fast.full_compiles == 5
+    compiled = [predicates.compile(text, catalog, compiler=cache)[0] for text in texts]
     assert len({id(c.context) for c in compiled}) == 1
-    other = fast.compile("SELECT B.alert, H.vib * 3 AS v FROM B, H MAXWINDOW 5 WHERE B.pressure < 1 OR H.vib > 1", 9)
+    (other,) = predicates.compile(
+        "SELECT B.alert, H.vib * 3 AS v FROM B, H MAXWINDOW 5 WHERE B.pressure < 1 OR H.vib > 1",
+        catalog,
+        compiler=cache,
+    )
     assert other.context is not compiled[0].context
     m = sparse_matcher(DDL)
     m.register_queries(texts)
@@ -188,32 +200,6 @@ def test_out_of_range_threshold_is_reported_by_the_full_front_end():
         m.register_query("SELECT * FROM B WHERE B.pressure < 1e999")
 
 
-def test_split_query_texts_cuts_like_the_parser():
-    text = (
-        WORKLOADS / "fig5_13_overlap25.mqo"
-    ).read_text() + "\n-- a comment; with select in it\nSELECT * FROM B; SELECT 'select' FROM B"
-    pieces = split_query_texts(text)
-    assert len(pieces) == 7
-    assert pieces[-1].strip() == "SELECT 'select' FROM B"
-
-
-_CUT_FRAGMENTS = ["SELECT * FROM B", "select", "Query ID: q", "query", "QUERY  ID", ";", " ", "\n", "x", "'",
-                  "--", "selected", "myquery", "B.x", "\u0130", "WHERE"]  # fmt: skip
-
-
-@given(st.lists(st.sampled_from(_CUT_FRAGMENTS), max_size=14).map("".join))
-@example("SELECT * FROM B;\nSELECT * FROM H\nQuery ID: q\n")
-@example("Query ID: a\nSELECT * FROM B;Query ID: b SELECT * FROM H; ;")
-@settings(max_examples=400, deadline=None)
-def test_cutting_at_semicolons_cuts_as_the_scan_does(text: str) -> None:
-    """The shortcut for files whose queries all end with ``;`` answers only where the
-    scan would cut exactly so."""
-    from predicates.clauses import _cut_at_semicolons, _cut_by_scanning
-
-    fast = _cut_at_semicolons(text, text.lower())
-    assert fast is None or fast == _cut_by_scanning(text)
-
-
 def test_unregistering_compacts_rows_and_keeps_the_plan_right():
     m = sparse_matcher(DDL)
     ids = m.register_queries([f"SELECT * FROM B WHERE B.pressure < {i} AND B.temp > {i}" for i in range(40)])
@@ -226,54 +212,16 @@ def test_unregistering_compacts_rows_and_keeps_the_plan_right():
     assert list(lst.constants) == [float(i) for i in range(30, 40)]
 
 
-# every alternative of the token scan, without the lookahead that lets it skip ahead
-_PLAIN_SCAN = (
-    r"'(?:[^'\n]|'')*'|--[^\n]*|[()]|;|\b(select|from|window|maxwindow|max[ \t\r\n\f]+window|where|and|or|not)\b"
-)
-_SCAN_WORDS = [
-    "SELECT",
-    "from",
-    "Window",
-    "MAXWINDOW",
-    "max  window",
-    "max\xa0window",
-    "where",
-    "AND",
-    "or",
-    "Not",
-    "sand",
-    "nota",
-]
-
-
-@given(st.lists(st.sampled_from([*_SCAN_WORDS, " ", "'", "''", "-", "--", "(", ")", ";", "\n", "x", "B.ts", "5"])))
-@settings(max_examples=300, deadline=None)
-def test_the_token_scan_skips_to_what_can_start_a_token(pieces: list[str]) -> None:
-    # the scan's lookahead must name the first character of every alternative: the
-    # tokens are those of the alternatives tried at every character
-    import re
-
-    from predicates.clauses import _SCAN
-
-    text = "".join(pieces)
-    plain = re.compile(_PLAIN_SCAN, re.IGNORECASE)
-    assert [(m.span(), m.group(1)) for m in _SCAN.finditer(text)] == [
-        (m.span(), m.group(1)) for m in plain.finditer(text)
-    ]
-    assert _SCAN.pattern.endswith("(?:" + _PLAIN_SCAN + ")")
-
-
 _NUMBER_FORMS = ["5", "40", "12.25", "0.5", "7.", ".5", "1e2", "3E-1", "007"]
 _SCANNED_TEXTS = [
     "SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW {0} sec WHERE B.temp > ({s1}{1}) AND B.temp + ({s2}{2}) < H.beatrate{end}",
     "SELECT P.name FROM P WHERE P.name = 'x {0}' AND P.level > ({s1}{1}) AND P.level <= {2}{end}",
     "SELECT * FROM B WHERE (B.pressure) < {0} AND B.temp * ({s1}{1}) >= {2}{end}",
-    # numbers before the conditions' own, or outside them: the scan's and the text's
-    # numbers are in another order, so no recipe is kept for them
+    # numbers before the conditions' own, or outside them
     "SELECT * FROM B, H WINDOW B.ts <= H.ts + {0} MAXWINDOW {1} sec WHERE B.temp > ({s1}{2}){end}",
     "SELECT B.temp * {0} FROM B WHERE B.pressure < ({s1}{1}) AND B.alert = {2}{end}",
 ]
-_WARM: dict[str, FastCompiler] = {}
+_WARM: dict[str, TokenCache] = {}
 
 
 @given(
@@ -284,28 +232,11 @@ _WARM: dict[str, FastCompiler] = {}
     st.sampled_from(["", ";", " ;"]),
 )
 @settings(max_examples=300, deadline=None)
-def test_texts_the_token_scan_cuts_compile_alike_through_recipes(form, numbers, s1, s2, end):
-    # one compiler over every example: a text may meet the recipe another one left,
+def test_texts_with_parentheses_and_strings_compile_alike_warm(form, numbers, s1, s2, end):
+    # one cache over every example: a text may meet the templates another one left,
     # with numbers written otherwise (a trailing dot, an exponent) that it must refuse
-    catalog = Catalog.from_ddl(DDL)
-    fast = _WARM.setdefault("compiler", FastCompiler(catalog))
+    catalog = _WARM.setdefault("catalog", Catalog.from_ddl(DDL))  # type: ignore[arg-type]
+    cache = _WARM.setdefault("cache", caches(catalog))  # type: ignore[arg-type]
     text = form.format(*numbers, s1=s1, s2=s2, end=end)
-    got = fast.compile(text, 1)
-    (nq,) = compile_queries(text, fast.catalog)
-    assert summary(got) == summary(from_normalized(nq)), text
-
-
-def test_texts_with_parentheses_of_one_family_compile_from_one_recipe():
-    catalog = Catalog.from_ddl(DDL)
-    fast = FastCompiler(catalog)
-    texts = [
-        f"Query ID: q{i}\nSELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 10 sec "
-        f"WHERE B.temp > {190 + i % 7}.5 AND H.vib < 0.{i + 1} AND B.temp + (-{i}.25) < H.beatrate;"
-        for i in range(100)
-    ]
-    for text in texts:
-        fast.compile(text, 1)
-    assert len(fast._recipes) == 1 and fast.recipe_hits == 99
-    for text in texts[::9]:
-        (nq,) = compile_queries(text, catalog)
-        assert summary(fast.compile(text, 1)) == summary(from_normalized(nq))
+    got, want = both(text, catalog, cache)  # type: ignore[arg-type]
+    assert summary(got) == summary(want), text

@@ -34,7 +34,7 @@ those). The three results must be the same rows, else the run stops. Wall time
 and peak resident memory (``wait4``) are of whole processes. The same comparison runs
 without Q5 (mqo and set-based DuckDB in processes of their own). Where mqo's time goes
 comes from a tenth of the events: each family alone, and cProfile over every query
-(these runs also fill numba's kernel cache before the timed run).
+(after an untimed run that fills numba's kernel cache, which the timed run then loads).
 
 With ``--spark`` (the default when pyspark is installed) the same SQL in Spark SQL
 (:mod:`experiments.nexmark_sql`): one job per query on the same sample, scaled family by
@@ -267,8 +267,10 @@ def read_json_lines(folder: Path, pattern: str) -> list[dict[str, Any]]:
 def profile_mqo(folder: Path, variants: list[Variant]) -> str:
     """Where mqo's time goes, on a smaller copy of the workload in ``folder``: each
     family's queries alone (whole process), and the functions taking the most self
-    time (cProfile) with every query. The first of these runs also fills numba's kernel
-    cache, so the timed run loads its kernels as after a first run."""
+    time (cProfile) with every query. An untimed run with every query comes first: it
+    fills numba's kernel cache (a fresh checkout compiles every kernel once), so neither
+    the families' runs nor the timed run pay for compiling."""
+    timed_process([sys.executable, "-m", "runtime.cli", *mqo_args(folder)])
     spent = []
     for family in FAMILIES:
         (folder / "queries.mqo").write_text(query_file([v for v in variants if v.family == family]))
@@ -436,7 +438,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             variants = draw_variants(args.queries, args.events, np.random.default_rng(args.seed))
             write_workload(Path(tmp), variants, args.events, args.seed)
-            profile_mqo(Path(tmp), variants)  # (fills numba's kernel cache: the run below is timed)
             print(profile_mqo(Path(tmp), variants))
         return 0
     spark = args.spark if args.spark is not None else importlib.util.find_spec("pyspark") is not None

@@ -232,7 +232,9 @@ def aggregate_rows(graph: ViewGraph, chunks: list[AggregateChunk]) -> list[ViewR
         if not own:
             continue
         # each group key's rank among the view's keys (one sort of the distinct keys)
-        distinct = sorted({key for chunk in own for key in chunk.keys}, key=_key_order)
+        keys = {key for chunk in own for key in chunk.keys}
+        # (without a NULL, the keys' own order, compared in C, is the same order)
+        distinct = sorted(keys, key=_key_order) if any(None in key for key in keys) else sorted(keys)
         rank = {key: r for r, key in enumerate(distinct)}
         ranks = np.concatenate(
             [np.array([rank[key] for key in chunk.keys], np.int64)[np.asarray(chunk.codes, np.int64)] for chunk in own]

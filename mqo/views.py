@@ -275,8 +275,10 @@ def split_blocks(
     """The result blocks without the view queries' results, and the view rows those
     results make (in ts order, then view, then their members' ids: see the module docstring;
     a part per run of rows of one view)."""
-    is_view = graph.view_slots(plan)
     view_mask = graph.view_mask(plan)
+    if not view_mask:  # (only aggregate views: no result is a view row)
+        return list(blocks), []
+    is_view = graph.view_slots(plan)
     kept: list[ResultBlock] = []
     own: list[ResultBlock] = []
     for block in blocks:

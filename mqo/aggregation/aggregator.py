@@ -30,6 +30,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -506,7 +507,7 @@ class Aggregator:
             pick = np.arange(len(grps))
         # the chunk's own groups only (a store keeps every group it has seen)
         used, codes = np.unique(grps, return_inverse=True)
-        shown = [keys[g] for g in used.tolist()]
+        shown = [keys[g] for g in used.tolist()] if len(used) < 2 else list(itemgetter(*used.tolist())(keys))
         chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, shown, codes.reshape(-1), names, [])
         if all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
             # every output an aggregate as computed or a group column: read off the arrays

@@ -71,6 +71,7 @@ class RegisteredAggregate:
     relation: Relation | None = None  # ISTREAM/DSTREAM: the relation at the last window (mqo.aggregation.relations)
     # (next_k, the end of window next_k, that end as a double): an emission asks it of every query
     _next_end: tuple[int, Fraction, float] | None = field(default=None, repr=False, compare=False)
+    _first: tuple[int, int] | None = field(default=None, repr=False, compare=False)  # (next_k, first_slice)
 
     @property
     def slide(self) -> Fraction:
@@ -91,6 +92,14 @@ class RegisteredAggregate:
     def size(self) -> Fraction | None:
         return self.query.window.size
 
+    def first_slice(self, grid: Fraction) -> int:
+        """The first slice (of its store's ``grid``) window ``next_k`` holds (``next_k``
+        and ``size`` not None)."""
+        assert self.next_k is not None and self.size is not None
+        if self._first is None or self._first[0] != self.next_k:
+            self._first = (self.next_k, int((self.next_k * self.slide - self.size) / grid) + 1)
+        return self._first[1]
+
 
 class Aggregator:
     def __init__(self, catalog: Catalog, config: MatcherConfig) -> None:
@@ -109,7 +118,8 @@ class Aggregator:
         self._version = 0
         self._stale = True
         self._changes = 0  # registrations and removals so far (what _firsts_needed keeps depends on them)
-        self._needed: tuple[Any, dict[tuple, int | None]] | None = None
+        # what _firsts_needed found, and each store with the first slice it must keep
+        self._needed: tuple[Any, dict[tuple, int | None], list[tuple[SliceStore, int]]] | None = None
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -305,11 +315,24 @@ class Aggregator:
             if reg.next_k is None or reg.size is None:
                 firsts[key] = None
                 continue
-            lo = int((reg.next_k * reg.slide - reg.size) / self.stores[key].grid) + 1
+            lo = reg.first_slice(self.stores[key].grid)
             first = firsts.get(key, lo)
             firsts[key] = lo if first is None else min(first, lo)
-        self._needed = (seen, firsts)
+        drops: list[tuple[SliceStore, int]] = []
+        for key, store in self.stores.items():
+            first = firsts.get(key)
+            if first is not None:
+                drops.append((store, first))
+        self._needed = (seen, firsts, drops)
         return firsts
+
+    def _drop_unneeded(self) -> None:
+        """Every store forgets the slices no pending window needs (a landmark's keeps all)."""
+        self._firsts_needed()
+        assert self._needed is not None
+        for store, first in self._needed[2]:
+            if not store.landmark:
+                store.drop_before(first)
 
     # -------------------------------------------------------------- emission
 
@@ -384,10 +407,7 @@ class Aggregator:
                 chunk = self._relation_step(reg, position, chunk, closed)
             if chunk is not None:
                 out.append(chunk)
-        needed = self._firsts_needed()
-        for key, store in self.stores.items():
-            if not store.landmark:
-                store.drop_before(needed.get(key))
+        self._drop_unneeded()
         finish = lambda name, cs, ws: self._count_chunk(self.queries[name], positions[name], cs, ws)  # noqa: E731
         out += [c for c in count_windows(self.count_stores, threshold, finish) if c is not None]
         if self._config.check:

@@ -19,18 +19,21 @@ import pyarrow as pa
 _NUMPY = {pa.int64(): np.int64, pa.int32(): np.int32, pa.float64(): np.float64}
 
 
-def _validity(values: Sequence[Any]) -> tuple[pa.Buffer | None, int]:
-    """The validity bitmap of ``values`` (None is NULL) and the NULL count."""
+def _validity(values: list[Any], nulls: int) -> pa.Buffer | None:
+    """The validity bitmap of ``values`` (None is NULL) holding ``nulls`` NULLs."""
+    if not nulls:
+        return None
     valid = np.fromiter((v is not None for v in values), bool, len(values))
-    nulls = len(values) - int(valid.sum())
-    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
 def array_of(values: Sequence[Any], dtype: pa.DataType) -> pa.Array:
     """``values`` (None: NULL) as an Arrow array of ``dtype`` (string, bool, int64 or
     float64)."""
+    values = values if isinstance(values, list) else list(values)
     n = len(values)
-    bitmap, nulls = _validity(values)
+    nulls = values.count(None)  # (in C: most columns have none, and are converted by numpy at once)
+    bitmap = _validity(values, nulls)
     if pa.types.is_string(dtype):
         encoded = [b"" if v is None else v.encode() for v in values]
         ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, n))
@@ -44,7 +47,8 @@ def array_of(values: Sequence[Any], dtype: pa.DataType) -> pa.Array:
     if pa.types.is_boolean(dtype):
         bits = np.packbits(np.fromiter((bool(v) for v in values), bool, n), bitorder="little")
         return pa.Array.from_buffers(pa.bool_(), n, [bitmap, pa.py_buffer(bits)], nulls)
-    data = np.fromiter((0 if v is None else v for v in values), _NUMPY[dtype], n)
+    kind = _NUMPY[dtype]
+    data = np.array([0 if v is None else v for v in values] if nulls else values, kind) if n else np.zeros(0, kind)
     return pa.Array.from_buffers(dtype, n, [bitmap, pa.py_buffer(data)], nulls)
 
 

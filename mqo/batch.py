@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from mqo.arrow_build import array_of, numpy_array
-from mqo.plan import CompiledPlan
+from mqo.plan import CompiledPlan, ContextCode
 from mqo.result_encoding import (
     Layout,
     csv_heads,
@@ -35,6 +35,7 @@ from mqo.result_encoding import (
     within_64_bits,
 )
 from mqo.results import MATCH_SETTERS, Match, ReadOnlyDict, ResultBlock
+from predicates.ast import Arith, BoolLit, ColumnRef, Expr, Negate, Number, StringLit
 
 
 @dataclass
@@ -190,81 +191,79 @@ class MatchBatch:
 
     def result_columns(self, types: Mapping[str, pa.DataType] | None = None) -> ResultColumns:
         """The results as :class:`ResultColumns`: what one assignment of tuples gives
-        the queries of one context (ts, ids, values) is one row, computed once."""
+        the queries of one code (:class:`SharedCode`: contexts with the same aliases and
+        SELECT) is one row (ts, ids, values), computed once.
+
+        The rows are found on arrays: each result's (assignment, code) is a number, a
+        row per distinct number, a run per stretch of equal numbers. Python runs per
+        row only to read its ids and SELECT values off the member rows (one list per
+        code and value, not a call per result)."""
         types = dict(types if types is not None else self.plan.derived(_plan_types))
         plan = self.plan
-        slot_context, slot_record = plan.slot_context, plan.slot_record
-        codes = plan.context_codes
-        one_context = len(codes) == 1
-        slot_runs: list[np.ndarray] = []
-        run_starts: list[int] = []
-        run_rows: list[int] = []
-        done = 0  # results so far
-        stamps: list[float] = []
-        firsts: list[int] = []  # a record of each entry's context (which layout its values follow)
-        id_keys: list[str] = []
-        id_items: list[int] = []
-        widths: list[int] = []
-        # per value name: the entries that have it, and their values
-        entries: dict[str, list[int]] = {name: [] for name in types}
-        values: dict[str, list[Any]] = {name: [] for name in types}
-        # per assignment of tuples (a group of results), one entry per query context it
-        # satisfies: the loop runs per entry, the results are arrays
+        group_slots: list[np.ndarray] = []
+        group_ts: list[float] = []
+        group_rows: list[list[Any]] = []
         for slots, ts, rows in self._groups():
-            contexts = slot_context[slots]
-            if one_context or (contexts == contexts[0]).all():
-                found, back = [int(contexts[0])], None
-            else:
-                unique, back = np.unique(contexts, return_inverse=True)
-                found = unique.tolist()
-            # runs of results reading one row: the group, or its pieces of one context
-            if back is None:
-                run_starts.append(done)
-                run_rows.append(len(stamps))
-            else:
-                back = back.reshape(-1)
-                cut = np.flatnonzero(np.concatenate(([True], back[1:] != back[:-1])))
-                run_starts.extend((done + cut).tolist())
-                run_rows.extend((len(stamps) + back[cut]).tolist())
-            done += len(slots)
-            slot_runs.append(slots)
-            for k, ctx in enumerate(found):
-                code = codes[ctx]
-                first = 0 if back is None else int(np.argmax(back == k))
-                firsts.append(int(slot_record[slots[first]]))
-                stamps.append(ts)
-                widths.append(len(code.aliases))
-                for s, alias in code.aliases.items():
-                    id_keys.append(alias)
-                    id_items.append(rows[s][1])
-                for name, fn in code.outputs:
-                    if name in values:
-                        entries[name].append(len(stamps) - 1)
-                        values[name].append(fn(rows))
-        slots = np.concatenate(slot_runs) if slot_runs else np.zeros(0, np.int64)
-        offsets = np.zeros(len(widths) + 1, np.int32)
+            group_slots.append(slots)
+            group_ts.append(ts)
+            group_rows.append(rows)
+        sizes = np.fromiter(map(len, group_slots), np.int64, len(group_slots))
+        slots = np.concatenate(group_slots).astype(np.int64, copy=False) if group_slots else np.zeros(0, np.int64)
+        shared = plan.derived(SharedCode)
+        code_of = shared.classes(plan, slots)
+        n_codes = max(len(shared.codes), 1)
+        # a result's row: its assignment (group) and code as one number, ascending within a group
+        key = np.repeat(np.arange(len(group_slots), dtype=np.int64), sizes) * n_codes + code_of
+        run_starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if len(key) else key
+        distinct, first, back = np.unique(key, return_index=True, return_inverse=True)
+        run_rows = back.reshape(-1)[run_starts]
+        row_group, row_code = np.divmod(distinct, n_codes)
+        # per code, its rows (ascending) and their groups' member rows
+        by_code = np.argsort(row_code, kind="stable")
+        bounds = np.searchsorted(row_code[by_code], np.arange(n_codes + 1))
+        code_rows = {c: by_code[bounds[c] : bounds[c + 1]] for c in range(n_codes) if bounds[c + 1] > bounds[c]}
+        widths = np.array([len(code.aliases) for code in shared.codes] or [0], np.int64)[row_code]
+        offsets = np.zeros(len(distinct) + 1, np.int64)
         np.cumsum(widths, out=offsets[1:])
-        ids = pa.MapArray.from_arrays(
-            numpy_array(offsets), array_of(id_keys, pa.string()), array_of(id_items, pa.int64())
-        )
+        id_items = np.empty(int(offsets[-1]), object)
+        id_keys = np.empty(int(offsets[-1]), np.int64)
+        alias_names: dict[str, int] = {}
+        values = {name: np.full(len(distinct), None, object) for name in types}
+        for c, rows_of_code in code_rows.items():
+            code = shared.codes[c]
+            members = [group_rows[g] for g in row_group[rows_of_code].tolist()]
+            at = offsets[rows_of_code]
+            for k, (s, alias) in enumerate(code.aliases.items()):
+                id_keys[at + k] = alias_names.setdefault(alias, len(alias_names))
+                id_items[at + k] = [rows[s][1] for rows in members]
+            for name, fn in code.outputs:
+                if name in values:
+                    values[name][rows_of_code] = [fn(rows) for rows in members]
         names = plan.derived(_plan_names)
         columns = ResultColumns(
-            pa.table({}), slots, np.array(run_starts, np.int64), np.array(run_rows, np.int64), names, slot_record, 0
+            pa.table({}), slots, run_starts.astype(np.int64), run_rows.astype(np.int64), names, plan.slot_record, 0
         )
-        arrays = [names.take(array_of(firsts, pa.int64())), array_of(stamps, pa.float64()), ids]
+        keys = array_of(list(alias_names), pa.string()).take(numpy_array(id_keys))
+        ids = pa.MapArray.from_arrays(
+            numpy_array(offsets.astype(np.int32)), keys, array_of(id_items.tolist(), pa.int64())
+        )
+        arrays = [
+            names.take(numpy_array(plan.slot_record[slots[first]].astype(np.int64))),
+            numpy_array(np.asarray(group_ts, np.float64)[row_group]),
+            ids,
+        ]
         overflowed = 0
         for name, dtype in types.items():
-            column = np.full(len(stamps), None, object)
-            column[entries[name]] = values[name]
+            column = values[name].tolist()
             if dtype == pa.string():
-                column[:] = [text_of(v) for v in column.tolist()]
+                column = [text_of(v) for v in column]
             elif dtype == pa.int64():
-                fitted, n = within_64_bits(column.tolist())
+                fitted, n = within_64_bits(column)
                 if n:  # a value made NULL counts once per result reading it
-                    wide = [k for k, v in enumerate(column.tolist()) if v is not None and fitted[k] is None]
-                    overflowed += int(columns.uses(len(stamps))[wide].sum())
-                    column[:] = fitted
-            arrays.append(array_of(column.tolist(), dtype))
+                    wide = [k for k, v in enumerate(column) if v is not None and fitted[k] is None]
+                    overflowed += int(columns.uses(len(distinct))[wide].sum())
+                    column = fitted
+            arrays.append(array_of(column, dtype))
         columns.distinct = pa.Table.from_arrays(arrays, schema=result_schema(types))
         columns.overflowed = overflowed
         return columns
@@ -314,6 +313,64 @@ class ResultColumns:
         lengths = np.diff(self.run_starts, append=len(self.slots))
         n = self.distinct.num_rows if rows is None else rows
         return np.bincount(self.run_rows, weights=lengths, minlength=n).astype(np.int64)
+
+
+class SharedCode:
+    """The plan's query contexts grouped by what their results carry: contexts with the
+    same aliases (stream numbers and names, in order) and the same SELECT list (names
+    and expressions, read without their places in the text) give one assignment of
+    tuples the same ids and values, so their results share one row of
+    :class:`ResultColumns` (a query file makes a context per query: a thousand variants
+    of one SELECT are one code). ``codes[k]``: code ``k``'s :class:`ContextCode`.
+    Contexts are looked at as their first results come (made once per plan)."""
+
+    def __init__(self, plan: CompiledPlan) -> None:
+        self.codes: list[ContextCode] = []
+        self._of_context = np.full(len(plan.context_codes), -1, np.int64)
+        self._by_key: dict[Any, int] = {}
+
+    def classes(self, plan: CompiledPlan, slots: np.ndarray) -> np.ndarray:
+        """The code of each slot of ``slots``."""
+        contexts = plan.slot_context[slots].astype(np.int64)
+        if len(contexts) and int(contexts.max()) >= len(self._of_context):  # (a plan's contexts only grow)
+            grown = np.full(len(plan.context_codes), -1, np.int64)
+            grown[: len(self._of_context)] = self._of_context
+            self._of_context = grown
+        found = self._of_context[contexts]
+        new = np.flatnonzero(found < 0)
+        if not len(new):
+            return found
+        unseen, first = np.unique(contexts[new], return_index=True)
+        for c, slot in zip(unseen.tolist(), slots[new[first]].tolist(), strict=True):
+            code = plan.context_codes[c]
+            context = plan.records[int(plan.slot_record[slot])].context
+            outputs = context.bound.outputs
+            if [out.name for out in outputs] != [name for name, _ in code.outputs]:
+                key: Any = ("context", c)  # (not the code it was made from: shared with none)
+            else:
+                key = (tuple(code.aliases.items()), tuple((out.name, _expression_key(out.expr)) for out in outputs))
+            number = self._by_key.get(key)
+            if number is None:
+                number = self._by_key[key] = len(self.codes)
+                self.codes.append(code)
+            self._of_context[c] = number
+        return self._of_context[contexts]
+
+
+def _expression_key(expr: Expr) -> Any:
+    """What :func:`mqo.expressions.compile_value` reads of a SELECT expression (not its
+    place in the text): equal keys compute equal values."""
+    if isinstance(expr, ColumnRef):
+        return ("column", expr.stream, expr.name, expr.ctype)
+    if isinstance(expr, Number):
+        return ("number", type(expr.value), expr.value)
+    if isinstance(expr, (StringLit, BoolLit)):
+        return (type(expr).__name__, type(expr.value), expr.value)
+    if isinstance(expr, Negate):
+        return ("negate", _expression_key(expr.operand))
+    if isinstance(expr, Arith):
+        return ("arith", expr.op, _expression_key(expr.left), _expression_key(expr.right))
+    return ("expression", id(expr))  # (another kind: equal to itself only)
 
 
 def _plan_names(plan: CompiledPlan) -> pa.Array:

@@ -232,7 +232,9 @@ def aggregate_rows(graph: ViewGraph, chunks: list[AggregateChunk]) -> list[ViewR
         if not own:
             continue
         # each group key's rank among the view's keys (one sort of the distinct keys)
-        distinct = sorted({key for chunk in own for key in chunk.keys}, key=_key_order)
+        keys = {key for chunk in own for key in chunk.keys}
+        # (without a NULL, the keys' own order, compared in C, is the same order)
+        distinct = sorted(keys, key=_key_order) if any(None in key for key in keys) else sorted(keys)
         rank = {key: r for r, key in enumerate(distinct)}
         ranks = np.concatenate(
             [np.array([rank[key] for key in chunk.keys], np.int64)[np.asarray(chunk.codes, np.int64)] for chunk in own]
@@ -273,8 +275,10 @@ def split_blocks(
     """The result blocks without the view queries' results, and the view rows those
     results make (in ts order, then view, then their members' ids: see the module docstring;
     a part per run of rows of one view)."""
-    is_view = graph.view_slots(plan)
     view_mask = graph.view_mask(plan)
+    if not view_mask:  # (only aggregate views: no result is a view row)
+        return list(blocks), []
+    is_view = graph.view_slots(plan)
     kept: list[ResultBlock] = []
     own: list[ResultBlock] = []
     for block in blocks:

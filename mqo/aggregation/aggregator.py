@@ -28,16 +28,17 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from indexes import slice_fields as K
 from indexes.stored import StoredTuple
 from mqo.aggregation.columns import BatchColumns, FilterRows, value_columns
 from mqo.aggregation.counts import CountStore, Window, add_count_query, count_windows
+from mqo.aggregation.finals import finals
 from mqo.aggregation.having import Column, having_verdicts
 from mqo.aggregation.relations import ChunkShape, Relation, relation_of
 from mqo.aggregation.results import AggregateBatch, AggregateChunk, AggregateValues, holds, output_value
@@ -68,14 +69,36 @@ class RegisteredAggregate:
     since: Fraction | None  # the newest timestamp at registration (None: before any)
     next_k: int | None = None  # the next window to emit ends at next_k * slide
     relation: Relation | None = None  # ISTREAM/DSTREAM: the relation at the last window (mqo.aggregation.relations)
+    # (next_k, the end of window next_k, that end as a double): an emission asks it of every query
+    _next_end: tuple[int, Fraction, float] | None = field(default=None, repr=False, compare=False)
+    _first: tuple[int, int] | None = field(default=None, repr=False, compare=False)  # (next_k, first_slice)
 
     @property
     def slide(self) -> Fraction:
         return self.query.window.slide
 
+    def next_open(self, threshold: Fraction, threshold_double: float) -> bool:
+        """Whether window ``next_k`` (not None) ends at or after ``threshold`` (it is not
+        closed yet). The doubles decide where they differ (a correctly rounded double keeps the
+        order of what it rounds), the exact ends where they meet."""
+        assert self.next_k is not None
+        cached = self._next_end
+        if cached is None or cached[0] != self.next_k:
+            end = self.next_k * self.slide
+            cached = self._next_end = (self.next_k, end, float(end))
+        return threshold_double < cached[2] or threshold <= cached[1]
+
     @property
     def size(self) -> Fraction | None:
         return self.query.window.size
+
+    def first_slice(self, grid: Fraction) -> int:
+        """The first slice (of its store's ``grid``) window ``next_k`` holds (``next_k``
+        and ``size`` not None)."""
+        assert self.next_k is not None and self.size is not None
+        if self._first is None or self._first[0] != self.next_k:
+            self._first = (self.next_k, int((self.next_k * self.slide - self.size) / grid) + 1)
+        return self._first[1]
 
 
 class Aggregator:
@@ -94,6 +117,9 @@ class Aggregator:
         self._pipeline = Pipeline(self._config)
         self._version = 0
         self._stale = True
+        self._changes = 0  # registrations and removals so far (what _firsts_needed keeps depends on them)
+        # what _firsts_needed found, and each store with the first slice it must keep
+        self._needed: tuple[Any, dict[tuple, int | None], list[tuple[SliceStore, int]]] | None = None
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -109,6 +135,7 @@ class Aggregator:
                     None,
                     None,
                 )
+        self._changes += 1
         for aq in queries:
             self._add(aq, since)
         self._stale = True
@@ -154,6 +181,7 @@ class Aggregator:
 
     def unregister(self, name: str) -> None:
         reg = self.queries.pop(name)
+        self._changes += 1
         key = reg.query.filter_key
         fid = self.filters[key]
         users = self.filter_users[fid]
@@ -267,25 +295,44 @@ class Aggregator:
     def _first_needed(self, store_key: tuple) -> int | None:
         """The first slice a pending window of the store's queries can need (None: any,
         as long as a query has not emitted its first window)."""
-        return self._firsts_needed(store_key).get(store_key)
+        return self._firsts_needed().get(store_key)
 
-    def _firsts_needed(self, only: tuple | None = None) -> dict[tuple, int | None]:
-        """:meth:`_first_needed` of every store (of ``only`` when given), in one pass over
-        the queries (an emission asks it of each store)."""
+    def _firsts_needed(self) -> dict[tuple, int | None]:
+        """:meth:`_first_needed` of every store, in one pass over the queries (an
+        emission asks it of each store, an ingest of the stores it feeds). It changes
+        only with the queries and their ``next_k``: kept until they change (most
+        emissions close no window)."""
+        seen = (self._changes, id(self.stores), [reg.next_k for reg in self.queries.values()])
+        if self._needed is not None and self._needed[0] == seen:
+            return self._needed[1]
         firsts: dict[tuple, int | None] = {}
         for reg in self.queries.values():
             key = reg.store_key
-            if (only is not None and key != only) or key not in self.stores:
+            if key not in self.stores:
                 continue
             if key in firsts and firsts[key] is None:
                 continue
             if reg.next_k is None or reg.size is None:
                 firsts[key] = None
                 continue
-            lo = int((reg.next_k * reg.slide - reg.size) / self.stores[key].grid) + 1
+            lo = reg.first_slice(self.stores[key].grid)
             first = firsts.get(key, lo)
             firsts[key] = lo if first is None else min(first, lo)
+        drops: list[tuple[SliceStore, int]] = []
+        for key, store in self.stores.items():
+            first = firsts.get(key)
+            if first is not None:
+                drops.append((store, first))
+        self._needed = (seen, firsts, drops)
         return firsts
+
+    def _drop_unneeded(self) -> None:
+        """Every store forgets the slices no pending window needs (a landmark's keeps all)."""
+        self._firsts_needed()
+        assert self._needed is not None
+        for store, first in self._needed[2]:
+            if not store.landmark:
+                store.drop_before(first)
 
     # -------------------------------------------------------------- emission
 
@@ -304,12 +351,13 @@ class Aggregator:
         out: list[AggregateChunk] = []
         filled: dict[tuple, np.ndarray] = {}  # per store, the slices holding data
         positions: dict[str, int] = {}
+        threshold_double = math.inf if threshold is None else float(threshold)
         for position, reg in enumerate(self.queries.values()):
             positions[reg.query.name] = position
             # window k ends at k * SLIDE and closes once the threshold passes it: none is
             # due before window next_k (an emission every few rows mostly finds none)
             next_k = None if threshold is None or reg.relation is not None else reg.next_k
-            if next_k is not None and threshold <= next_k * reg.slide:
+            if next_k is not None and reg.next_open(threshold, threshold_double):  # type: ignore[arg-type]
                 continue
             store = self.stores.get(reg.store_key)  # None: a count query's
             if store is None or store.empty:
@@ -359,10 +407,7 @@ class Aggregator:
                 chunk = self._relation_step(reg, position, chunk, closed)
             if chunk is not None:
                 out.append(chunk)
-        needed = self._firsts_needed()
-        for key, store in self.stores.items():
-            if not store.landmark:
-                store.drop_before(needed.get(key))
+        self._drop_unneeded()
         finish = lambda name, cs, ws: self._count_chunk(self.queries[name], positions[name], cs, ws)  # noqa: E731
         out += [c for c in count_windows(self.count_stores, threshold, finish) if c is not None]
         if self._config.check:
@@ -454,7 +499,7 @@ class Aggregator:
                 continue
             c = store.columns.index(call.column)
             what = f"query {aq.name}: {call.func}({aq.alias}.{call.column})"
-            arrays[(call.func, call.column)] = _finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], what)
+            arrays[(call.func, call.column)] = finals(call.func, store.integer[c], fpart[:, c], ipart[:, c], what)
         keys = store.group_keys
         names = [name for name, _ in aq.outputs]
         verdicts = np.ones(len(grps), bool)
@@ -482,7 +527,7 @@ class Aggregator:
             pick = np.arange(len(grps))
         # the chunk's own groups only (a store keeps every group it has seen)
         used, codes = np.unique(grps, return_inverse=True)
-        shown = [keys[g] for g in used.tolist()]
+        shown = [keys[g] for g in used.tolist()] if len(used) < 2 else list(itemgetter(*used.tolist())(keys))
         chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, shown, codes.reshape(-1), names, [])
         if all(_plain(expr, aq.group_by) for _, expr in aq.outputs):
             # every output an aggregate as computed or a group column: read off the arrays
@@ -533,57 +578,4 @@ def _as_list(column: Column, rows: np.ndarray) -> list[Any]:
     out: list[Any] = values[rows].tolist()
     for r in np.flatnonzero(null[rows]).tolist():
         out[r] = None
-    return out
-
-
-def _finals(func: str, integer: bool, f: np.ndarray, p: np.ndarray, what: str) -> Column:
-    """``func`` finished from the partials of many groups (``f``: [G, 6], ``p``: [G, 5]):
-    the values (int64 for COUNT and SUM/MIN/MAX of INTEGER, else float64) and where they
-    are NULL (the group has too few values); ``what`` names the query and the aggregate
-    in a warning."""
-    n = p[:, K.N]
-    if func == "COUNT":
-        return n.astype(np.int64), np.zeros(len(n), bool)
-    if integer and func in ("SUM", "AVG") and len(p) and (p[:, K.ICARRY].any() or np.abs(p[:, K.ISUM]).max() >= 2**53):
-        # a sum that wrapped around int64, or an AVG whose int64 sum is no exact double
-        sums = _integer_sums(func, p, what)
-        null = np.array([v is None for v in sums], bool)
-        dtype = np.float64 if func == "AVG" else np.int64
-        return np.array([0 if v is None else v for v in sums], dtype), null
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if func == "SUM":
-            values = p[:, K.ISUM] if integer else f[:, K.SUM_HI] + f[:, K.SUM_LO]
-        elif func == "AVG":
-            # both exact doubles (|ISUM| < 2**53), so one division rounds correctly
-            values = p[:, K.ISUM] / n if integer else (f[:, K.SUM_HI] + f[:, K.SUM_LO]) / n
-        elif func == "MIN":
-            values = p[:, K.IMIN] if integer else f[:, K.MIN]
-        elif func == "MAX":
-            values = p[:, K.IMAX] if integer else f[:, K.MAX]
-        else:
-            variance = np.maximum(f[:, K.M2], 0.0) / (n - 1)
-            values = variance if func == "VARIANCE" else np.sqrt(variance)
-    return values, n < (2 if func in ("STDDEV", "VARIANCE") else 1)
-
-
-def _integer_sums(func: str, p: np.ndarray, what: str) -> list[Any]:
-    """SUM or AVG of INTEGER partials from their exact sums: AVG correctly rounded; a
-    SUM past 64 bits (the INTEGER it is) is NULL, with a warning, as a FLOAT that
-    overflows is written as NULL: one window's overflow loses no other row."""
-    out: list[Any] = []
-    passed = 0
-    for total, count in zip(K.exact_sums(p), p[:, K.N].tolist(), strict=True):
-        if not count:
-            out.append(None)
-        elif func == "AVG":
-            out.append(float(Fraction(total, count)))
-        elif K.INT_MIN <= total <= K.INT_MAX:
-            out.append(total)
-        else:
-            out.append(None)
-            passed += 1
-    if passed:
-        warnings.warn(
-            f"{what}: the sum passes 64 bits in {passed} row(s) (an INTEGER is 64-bit); written as NULL", stacklevel=6
-        )
     return out

@@ -142,7 +142,12 @@ def group_codes(
         vals = np.asarray(col)[rows]
         if vals.dtype.kind in "fiub":  # NaN (NULL) is one value: np.unique folds NaNs together
             per_col.append(np.unique(vals, return_inverse=True)[1].reshape(-1))
-        else:  # strings, None: by dictionary
+        elif set(map(type, vals.tolist())) <= {str, type(None)}:  # texts and NULL: the texts sorted at once
+            null = np.fromiter(map(_is_none, vals.tolist()), bool, n)
+            texts = np.where(null, "", vals)
+            codes = np.where(null, -1, np.unique(texts, return_inverse=True)[1].reshape(-1))
+            per_col.append(np.unique(codes, return_inverse=True)[1].reshape(-1))  # (numbered 0, 1, ... as below)
+        else:  # other values (exact INTEGERs past 2**53): by dictionary
             seen: dict[Any, int] = {}
             per_col.append(np.fromiter((seen.setdefault(group_key(vals, i), len(seen)) for i in range(n)), np.int64, n))
     if len(per_col) == 1:
@@ -160,6 +165,10 @@ def group_codes(
         for u in order.tolist()
     ]
     return rank[inverse], keys
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
 
 
 def group_key(col: Any, i: int, is_float: bool = False) -> Any:

@@ -238,8 +238,8 @@ class SliceStore:
 
     def drop_before(self, first: int | None) -> None:
         """Forget slices before ``first`` (no window needs them any more; None: keep all)."""
-        if self.empty or self.landmark or first is None:
-            return
+        if first is None or self.landmark or not len(self.nums) or first <= int(self.nums[0]):
+            return  # (most calls: an emission asks every store, and the first needed has not moved)
         k = int(np.searchsorted(self.nums, first)) if self.nums.dtype == object else _search(self.nums, first)
         if not k:
             return

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mqo
@@ -25,7 +25,7 @@ from mqo.aggregation import aggregator
 from predicates import QueryError
 from tests.cli.clirun import COMMAND, strict_lines
 from tests.differential.test_aggregation import COLUMNS, FUNCS, compare
-from tests.references.agg_reference import RefQuery, evaluate
+from tests.references.agg_reference import RefQuery, evaluate, exact
 
 LIMIT = 3 << 30  # bytes of address space: a whole-gap allocation (tens of GiB) fails under it
 DDL = "REGISTER STREAM S (sensor INTEGER, temp FLOAT, name STRING);"
@@ -228,3 +228,49 @@ def test_cli_aggregate_over_a_gap_of_a_billion_seconds_and_ts_1e300(tmp_path: Pa
     assert [(r["window_end"], r["values"]["COUNT(*)"]) for r in rows] == [(float(k), 1) for k in range(10)] + [
         (float(k), 1) for k in range(10**9, 10**9 + 10)
     ] + [(1e300, 1)] * 10  # ten windows past 1e300, whose ends print alike
+
+
+def _near(k: int) -> st.SearchStrategy[float]:
+    """Doubles at and next to the decimal k/10 (k/10, k*0.1 and the doubles either side):
+    a window's end and a watermark that meet or nearly meet; and near 1e15, where the
+    doubles are 0.125 apart, so a watermark (``1000000000000000.1`` less 0.05) and a
+    window's end (``1e15``) are one double and still not equal."""
+    return st.sampled_from(
+        [k / 10, k * 0.1, math.nextafter(k / 10, -math.inf), math.nextafter(k / 10, math.inf), 1e15 + k * 0.125]
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["0.1", "0.3", "0.7", "1", "2.5"]),
+    st.integers(1, 3),
+    st.lists(st.integers(0, 30).flatmap(_near), min_size=1, max_size=14),
+    st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.3]),
+)
+@example("0.1", 1, [1e15, 1e15 + 0.125], 0.05)  # the watermark 1e15 + 0.05 and the end 1e15: one double
+@example("0.1", 2, [0.1, 0.30000000000000004, 0.4], 0.1)
+def test_a_window_is_emitted_once_the_watermark_passes_its_end(
+    slide_text: str, per: int, points: list[float], lateness: float
+) -> None:
+    """Polled after every push, the rows emitted so far are those of the windows ending
+    before the newest ts less the lateness (the reference's rule), exactly: windows
+    whose end and the watermark are the same decimal, or doubles apart, on slides
+    that are no binary fraction (0.1, 0.3, 0.7)."""
+    slide = Fraction(slide_text)
+    calls = [("COUNT", None), ("MAX", "S.sensor")]
+    query = RefQuery("w", "S", slide * per, slide, [], [], calls)
+    tuples = [(ts, {"sensor": i, "temp": 0.5, "name": "a"}) for i, ts in enumerate(points)]
+    final = evaluate([query], tuples, lateness)
+    m = mqo.Matcher(DDL, allowed_lateness=lateness, late_sink=lambda t: None)
+    m.register_query(query.text())
+    emitted: list[float] = []
+    newest: Fraction | None = None
+    for i, (ts, values) in enumerate(tuples):
+        m.push("S", ts, values)
+        emitted += [r["window_end"] for r in m.poll_aggregates().to_pylist()]
+        if newest is None or exact(ts) >= newest - exact(lateness):
+            newest = exact(ts) if newest is None else max(newest, exact(ts))
+        closed = sorted(float(r.end) for r in final if r.end < newest - exact(lateness))
+        assert sorted(emitted) == closed, f"after push {i} (ts {ts!r})"
+    emitted += [r["window_end"] for r in m.flush().to_pylist()]
+    assert sorted(emitted) == sorted(float(r.end) for r in final)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from collections import Counter
 from fractions import Fraction
 from typing import Any
 from unittest.mock import patch
@@ -504,3 +505,40 @@ def test_count_of_a_string_or_boolean_column_counts_its_non_null_values(batch: b
             "oks": sum(r[2] is not None for r in inside),
             "n": len(inside),
         }
+
+
+TEXT_DDL = "REGISTER STREAM E (k STRING, n INTEGER, x FLOAT);"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.5, 4.0]),
+            st.one_of(st.none(), st.sampled_from(["", "a", "a\x00", "b", "é", "B"]), st.text(max_size=3)),
+            st.one_of(st.none(), st.integers(-1, 1)),
+        ),
+        min_size=1,
+        max_size=30,
+    ).map(lambda rows: sorted(rows, key=lambda r: r[0])),
+    st.sampled_from([["E.k"], ["E.k", "E.n"], ["E.n", "E.k"]]),
+)
+def test_groups_of_a_text_column_in_batches_equal_the_reference(rows: list[tuple], group_by: list[str]) -> None:
+    """A GROUP BY text column (NULL, the empty text, a text ending in NUL, unicode)
+    read off a whole batch at once: one group per distinct text, NULL its own."""
+    query = RefQuery("g", "E", Fraction(2), Fraction(1), [], group_by, [("COUNT", None), ("SUM", "E.x")])
+    tuples = [(ts, {"k": k, "n": n, "x": 0.5}) for ts, k, n in rows]
+    m = mqo.Matcher(TEXT_DDL)
+    m.register_query(query.text())
+    m.push_batch(
+        "E",
+        {
+            "ts": [ts for ts, _, _ in rows],
+            "k": [k for _, k, _ in rows],
+            "n": [n for _, _, n in rows],
+            "x": [0.5] * len(rows),
+        },
+    )
+    got = Counter((r["window_end"], tuple(r["group"].values()), r["values"]["COUNT(*)"]) for r in m.flush().to_pylist())
+    expected = Counter((float(r.end), r.group, r.values["COUNT(*)"]) for r in evaluate([query], tuples, 0))
+    assert got == expected

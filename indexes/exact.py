@@ -104,6 +104,20 @@ def linear_sign(x: Number, k: Fraction, kf: float, y: Number, c: Fraction | floa
     d = x - ky - cf
     if abs(d) > RELATIVE_BAND * (abs(x) + abs(ky) + abs(cf)) + ABSOLUTE_BAND:
         return 1 if d > 0 else -1
+    # Within the band, two forms are decided exactly by comparing the numbers as they
+    # are, with no Fraction (an equality join or a tie sits here on every match): a
+    # value against a double constant, and ``x - y`` (k = 1, c = 0), when both are
+    # doubles or both integers. A double means its shortest decimal, and that mapping
+    # keeps the doubles' order, so comparing doubles compares what they mean; integers
+    # compare exactly. (Mixed int and double go the exact way: past 2**53 a double's
+    # decimal and its binary value can lie either side of an integer.)
+    if kf == 0.0:
+        if type(x) is float and type(c) is float and x == x and k == 0:
+            return (x > c) - (x < c)
+    elif kf == 1.0 and cf == 0.0 and k == 1 and c == 0:
+        tx = type(x)
+        if tx is type(y) and (tx is int or (tx is float and x == x and y == y)):
+            return (x > y) - (x < y)
     c = exact(c)
     e = decimal_of(x) - k * decimal_of(y) - c if k else decimal_of(x) - c
     return (e > 0) - (e < 0)

@@ -180,6 +180,36 @@ def test_linear_sign_on_and_off_the_boundary() -> None:
     assert linear_sign(10, Fraction(3), 3.0, 3, one, 1.0) == 0
     assert linear_sign(2**60 + 1, zero, 0.0, 0, Fraction(2**60), float(2**60)) == 1
     assert linear_sign(1e300, Fraction(10**300), 1e300, 1e300, zero, 0.0) == -1  # k*y overflows
+    # an integer against a double past 2**53: the double means its decimal (2.0**60 is
+    # 1.152921504606847e+18), not its binary value, which is on the integer's other side
+    assert linear_sign(2**60 + 10, one, 1.0, 2.0**60, zero, 0.0) == -1
+    assert linear_sign(2.0**60, one, 1.0, 2**60 + 10, zero, 0.0) == 1
+    assert linear_sign(0.1, zero, 0.0, 0, 0.1, 0.1) == 0 and linear_sign(0.1, zero, 0.0, 0, Fraction(1, 10), 0.1) == 0
+
+
+_NEAR = st.sampled_from([0.1, 0.2, 0.3, 1 / 3, 2.5, 1e16, 2.0**53, 2.0**53 + 2, 2.0**60, -0.0, 0.0, 5e-324])
+
+
+# integers beside 2**60, whose double's decimal (1.152921504606847e+18) is 24 past it
+_NUMBERS = st.one_of(_NEAR, st.floats(-1e20, 1e20), st.integers(-(2**62), 2**62), st.integers(2**60, 2**60 + 50))
+
+
+@SETTINGS
+@given(
+    _NUMBERS,
+    _NUMBERS,
+    st.sampled_from([Fraction(0), Fraction(1), Fraction(2), Fraction(1, 2), Fraction(1, 3)]),
+    st.one_of(st.sampled_from([Fraction(0), Fraction(1, 10), Fraction(1, 3)]), _NEAR.map(meaning)),
+    st.booleans(),
+)
+def test_linear_sign_is_the_sign_of_what_the_numbers_mean(x, y, k, c, nudge) -> None:
+    """Ties and near-ties included (``y`` nudged onto ``x``): every form, the ones the
+    doubles decide at once (a value against a double constant, ``x - y``) too."""
+    if nudge:
+        y = x  # (an equality join that matches)
+    want = meaning(x) - k * meaning(y) - c
+    got = linear_sign(x, k, float(k), y, canonical(c), float(c))
+    assert got == (want > 0) - (want < 0), (x, y, k, c)
 
 
 def test_null_satisfies_nothing() -> None:

@@ -13,6 +13,7 @@ import argparse
 import csv
 import math
 import os
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -388,7 +389,17 @@ def human(n: float) -> str:
 
 
 def git_commit() -> str:
-    """The checked-out commit (for the summary), or 'unknown'."""
+    """The checked-out commit (for the summary), or 'unknown'. A linked worktree's
+    ``.git`` is a file naming its git directory; a branch's ref may be packed: git
+    itself answers, and the files are read where it is not installed."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(HERE.parent), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()[:10]
+    except (OSError, subprocess.SubprocessError):
+        pass
     head = HERE.parent / ".git" / "HEAD"
     try:
         ref = head.read_text().strip()

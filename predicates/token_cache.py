@@ -353,9 +353,7 @@ class TokenCache:
                 for c, skeleton in enumerate(skeletons_of, a):
                     first, last = int(rows[scan.FIRST_TOKEN, c]), int(rows[scan.LAST_TOKEN, c])
                     own = numbers[firsts[c] : firsts[c + 1]]
-                    shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
-                    if shortcut is not None and shortcut.fixed:
-                        shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
+                    shortcut = self._template_of(prefix, skeleton, tokens, first, last, own)
                     if shortcut is None:
                         return None
                     found.append(shortcut)
@@ -438,11 +436,18 @@ class TokenCache:
         shortcuts: list[Shortcut | None] = []
         for c, (skeleton, first, last, n0) in enumerate(piece.comparisons):
             own = piece.numbers[n0 : firsts[c + 1] if c + 1 < len(firsts) else len(piece.numbers)]
-            shortcut = self._shortcut(prefix, skeleton, tokens, first, last, own)
-            if shortcut is not None and shortcut.fixed:
-                shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, own)
-            shortcuts.append(shortcut)
+            shortcuts.append(self._template_of(prefix, skeleton, tokens, first, last, own))
         return shortcuts
+
+    def _template_of(
+        self, prefix: Prefix, skeleton: bytes, tokens: Tokens, first: int, last: int, numbers: list[float]
+    ) -> Shortcut | None:
+        """The template of one comparison (tokens ``first:last``, numbers ``numbers``):
+        its skeleton's, or where it has fixed numbers, the variant of their values."""
+        shortcut = self._shortcut(prefix, skeleton, tokens, first, last, numbers)
+        if shortcut is not None and shortcut.fixed:
+            shortcut = self._variant(prefix, shortcut, skeleton, tokens, first, last, numbers)
+        return shortcut
 
     # ----------------------------------------------------------------- learning
 

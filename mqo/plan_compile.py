@@ -16,7 +16,7 @@ import numpy as np
 from indexes.covering_sort import Scratch, sort_into
 from indexes.kill_bitsets import positions_type
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
-from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
+from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels, Repeated
 from mqo.prepare import stream_masks
 from mqo.registered import BlockRun, RecordList, RegisteredRow
 from mqo.registry import QueryRegistry
@@ -67,7 +67,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     record_context = facts.context_numbers
     context_code = {id(ctx): context_code_of(ctx, stream_number, schema_of) for ctx in distinct}
     context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
-    windows = Levels.of(facts.windows)
+    windows = Levels.of_runs(facts.windows)
 
     # queries with residuals or several disjuncts are the special ones
     residual_code: dict[int, TestFn] = {}
@@ -85,7 +85,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
                         residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
     slot_window = _per_slot(np.array(windows.floats, np.float64), windows.level_of, slot_record)
     slot_window_level = _per_slot(np.arange(len(windows), dtype=np.int32), windows.level_of, slot_record)
-    sinces = Levels.of(facts.sinces)
+    sinces = Levels.of_runs(facts.sinces)
     slot_since_level = _per_slot(np.arange(len(sinces), dtype=np.int32), sinces.level_of, slot_record)
     slot_stream_mask = _per_slot(context_mask, record_context, slot_record)
     slot_context = _per_slot(np.arange(len(distinct), dtype=np.int32), record_context, slot_record)
@@ -290,8 +290,9 @@ class _RecordFacts:
 
     def __init__(self, records: RecordList) -> None:
         self.contexts: list[Context] = []
-        self.windows: list[Any] = []
-        self.sinces: list[Any] = []
+        # each record's MAXWINDOW and horizon, run by run (one value for a block's run)
+        self.windows: list[list[Any] | Repeated] = []
+        self.sinces: list[list[Any] | Repeated] = []
         self.special: list[int] = []
         number_of: dict[int, int] = {}
         counts: list[np.ndarray] = []
@@ -305,14 +306,15 @@ class _RecordFacts:
                 context = block.context
                 counts.append(np.ones(m, np.int64))
                 numbers.append(np.full(m, self._number(context, number_of), np.int64))
-                windows += [(block.maxwindow or 0.0) if context.multi_stream else 0.0] * m
-                sinces += [run.since_ts] * m
+                windows.append(Repeated((block.maxwindow or 0.0) if context.multi_stream else 0.0, m))
+                sinces.append(Repeated(run.since_ts, m))
                 orders.append(run.orders)
                 if block.residuals:
                     self.special += range(start, start + m)
                 continue
             n_disjuncts: list[int] = []
             context_numbers: list[int] = []
+            run_windows: list[Any] = []
             last_block: RowBlock | None = None
             block_facts: tuple[int, Any, bool] = (0, 0.0, False)
             for i, rq in enumerate(run, start):
@@ -337,12 +339,13 @@ class _RecordFacts:
                     special = n != 1 or bool(disjuncts[0][1])
                 n_disjuncts.append(n)
                 context_numbers.append(k)
-                windows.append(window)
+                run_windows.append(window)
                 if special:
                     self.special.append(i)
             counts.append(np.array(n_disjuncts, np.int64))
             numbers.append(np.array(context_numbers, np.int64))
-            sinces += [rq.since_ts for rq in run]
+            windows.append(run_windows)
+            sinces.append([rq.since_ts for rq in run])
             orders.append(np.fromiter((rq.order for rq in run), np.int64, m))
         self.n_disjuncts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
         self.context_numbers = np.concatenate(numbers) if numbers else np.zeros(0, np.int64)

@@ -113,8 +113,10 @@ def measure_ready(
     columns: dict[str, Any] = {}
     if form == "table":
         columns["id"] = np.array([f"s{q}" for q in range(n)], dtype=object)
-        for name in names:
-            columns[name] = table[name].astype(np.int64) if ctype == "INTEGER" else table[name]
+        for name in names:  # (each double column let go as its integers are made: not all held twice)
+            doubles = table.pop(name)
+            columns[name] = doubles.astype(np.int64) if ctype == "INTEGER" else doubles
+            del doubles
     del table
     if marks is not None:
         marks.mark("inputs")

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,13 @@ TYPES = INDEXED_KINDS
 Derived = TypeVar("Derived")  # what a per-stream maker derives from a plan (CompiledPlan.per_stream)
 
 
+class Repeated(NamedTuple):
+    """One value for ``count`` records in a row (:meth:`Levels.of_runs`)."""
+
+    value: Any
+    count: int
+
+
 @dataclass(eq=False)
 class Levels:
     """Distinct exact values (MAXWINDOWs, registration horizons) in ascending order,
@@ -61,11 +68,33 @@ class Levels:
 
     @classmethod
     def of(cls, per_record: list[Any]) -> Levels:
-        distinct = sorted(set(per_record))  # (a float and a Fraction compare exactly)
+        return cls.of_runs([per_record])
+
+    @classmethod
+    def of_runs(cls, runs: list[list[Any] | Repeated]) -> Levels:
+        """The levels of the records' values given run by run: a list of each record's,
+        or one value for a run of records (a block's rows: no list of a million equal
+        values made, nor a set of them)."""
+        seen: set[Any] = set()  # (in record order: of equal values, the first is kept)
+        for run in runs:
+            if isinstance(run, Repeated):
+                if run.count:
+                    seen.add(run.value)
+            else:
+                seen.update(run)
+        distinct = sorted(seen)  # (a float and a Fraction compare exactly)
+        n = sum(run.count if isinstance(run, Repeated) else len(run) for run in runs)
         if len(distinct) == 1:  # (the usual case: one MAXWINDOW, one horizon)
-            return cls(distinct, [to_float(distinct[0])], np.zeros(len(per_record), np.int32))
+            return cls(distinct, [to_float(distinct[0])], np.zeros(n, np.int32))
         number = {v: i for i, v in enumerate(distinct)}
-        level_of = np.fromiter((number[v] for v in per_record), np.int32, len(per_record))
+        parts = [
+            np.full(run.count, number[run.value], np.int32)
+            if isinstance(run, Repeated)
+            else np.fromiter((number[v] for v in run), np.int32, len(run))
+            for run in runs
+            if not isinstance(run, Repeated) or run.count
+        ]
+        level_of = np.concatenate(parts) if parts else np.zeros(0, np.int32)
         return cls(distinct, [to_float(v) for v in distinct], level_of)
 
     def __len__(self) -> int:

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from indexes.covering_sort import Scratch, sort_into
 from indexes.kill_bitsets import positions_type
 from mqo.expressions import TestFn, column_position, compile_test, compile_value
-from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels
+from mqo.plan import TYPES, CompiledList, CompiledPlan, ContextCode, Levels, Repeated
 from mqo.prepare import stream_masks
 from mqo.registered import BlockRun, RecordList, RegisteredRow
 from mqo.registry import QueryRegistry
@@ -66,7 +67,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     record_context = facts.context_numbers
     context_code = {id(ctx): context_code_of(ctx, stream_number, schema_of) for ctx in distinct}
     context_mask = np.array([code.stream_mask for code in context_code.values()], np.int64)
-    windows = Levels.of(facts.windows)
+    windows = Levels.of_runs(facts.windows)
 
     # queries with residuals or several disjuncts are the special ones
     residual_code: dict[int, TestFn] = {}
@@ -84,7 +85,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
                         residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
     slot_window = _per_slot(np.array(windows.floats, np.float64), windows.level_of, slot_record)
     slot_window_level = _per_slot(np.arange(len(windows), dtype=np.int32), windows.level_of, slot_record)
-    sinces = Levels.of(facts.sinces)
+    sinces = Levels.of_runs(facts.sinces)
     slot_since_level = _per_slot(np.arange(len(sinces), dtype=np.int32), sinces.level_of, slot_record)
     slot_stream_mask = _per_slot(context_mask, record_context, slot_record)
     slot_context = _per_slot(np.arange(len(distinct), dtype=np.int32), record_context, slot_record)
@@ -251,6 +252,7 @@ class SharedCsr:
         self.constants = np.empty(rows, np.float64)
         self.positions = 0
         self.used = 0
+        self.scratch = Scratch()  # (add_sorted's work arrays, reused list after list)
 
     def add(self, constants: Any, offsets: np.ndarray, users: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, int]:
         """A list's constants (a float64 array when doubles) and CSR arrays (offsets
@@ -267,39 +269,14 @@ class SharedCsr:
         return constants, self.offsets[p : p + n + 1], self.users, p
 
     def add_sorted(self, values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """A list of doubles from its rows (constant, int32 slot; in any order) sorted
-        by constant straight into the shared arrays: as :meth:`add` returns it, with no
-        list-sized array made but the sort's. Doubles sort by value alone (the order of
-        equal constants' users is free: they are one position's set). Integers (every
-        INTEGER column's constants) are sorted with their slots as one int64 each: one
-        vectorized sort, no permutation gathered twice."""
+        """A list of doubles from its rows (constant, int32 slot; in any order, the
+        constants possibly a strided column) sorted by constant straight into the shared
+        arrays (:func:`indexes.covering_sort.sort_into`): as :meth:`add` returns it, with
+        no list-sized array kept but the shared ones."""
         m, p, u = len(values), self.positions, self.used
-        users = self.users[u : u + m]
-        packed = _packed(values, slots)
-        if packed is not None:
-            keys, low, shift = packed
-            keys.sort()
-            np.bitwise_and(keys, (1 << shift) - 1, out=users, casting="unsafe")
-            np.right_shift(keys, shift, out=keys)
-            ordered: np.ndarray = keys
-        else:
-            order = np.argsort(values, kind="quicksort")
-            np.take(slots, order, out=users, mode="clip")  # (in range: clip only skips a check)
-            ordered, low = values[order], 0
-            del order
-        first = np.empty(m, bool)
-        first[:1] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-        starts = np.flatnonzero(first)
-        del first
-        n = len(starts)
-        offsets = self.offsets[p : p + n + 1]
-        np.add(starts, u, out=offsets[:n])
-        offsets[n] = u + m
-        constants = self.constants[p : p + n]
-        np.add(ordered[starts], low, out=constants, casting="unsafe")  # (int64 < 2**53: exact)
+        n = sort_into(values, slots, self.users[u : u + m], self.offsets[p:], self.constants[p:], u, self.scratch)
         self.positions, self.used = p + n, u + m
-        return constants, offsets, self.users, p
+        return self.constants[p : p + n], self.offsets[p : p + n + 1], self.users, p
 
 
 class _RecordFacts:
@@ -313,8 +290,9 @@ class _RecordFacts:
 
     def __init__(self, records: RecordList) -> None:
         self.contexts: list[Context] = []
-        self.windows: list[Any] = []
-        self.sinces: list[Any] = []
+        # each record's MAXWINDOW and horizon, run by run (one value for a block's run)
+        self.windows: list[list[Any] | Repeated] = []
+        self.sinces: list[list[Any] | Repeated] = []
         self.special: list[int] = []
         number_of: dict[int, int] = {}
         counts: list[np.ndarray] = []
@@ -328,14 +306,15 @@ class _RecordFacts:
                 context = block.context
                 counts.append(np.ones(m, np.int64))
                 numbers.append(np.full(m, self._number(context, number_of), np.int64))
-                windows += [(block.maxwindow or 0.0) if context.multi_stream else 0.0] * m
-                sinces += [run.since_ts] * m
+                windows.append(Repeated((block.maxwindow or 0.0) if context.multi_stream else 0.0, m))
+                sinces.append(Repeated(run.since_ts, m))
                 orders.append(run.orders)
                 if block.residuals:
                     self.special += range(start, start + m)
                 continue
             n_disjuncts: list[int] = []
             context_numbers: list[int] = []
+            run_windows: list[Any] = []
             last_block: RowBlock | None = None
             block_facts: tuple[int, Any, bool] = (0, 0.0, False)
             for i, rq in enumerate(run, start):
@@ -360,12 +339,13 @@ class _RecordFacts:
                     special = n != 1 or bool(disjuncts[0][1])
                 n_disjuncts.append(n)
                 context_numbers.append(k)
-                windows.append(window)
+                run_windows.append(window)
                 if special:
                     self.special.append(i)
             counts.append(np.array(n_disjuncts, np.int64))
             numbers.append(np.array(context_numbers, np.int64))
-            sinces += [rq.since_ts for rq in run]
+            windows.append(run_windows)
+            sinces.append([rq.since_ts for rq in run])
             orders.append(np.fromiter((rq.order for rq in run), np.int64, m))
         self.n_disjuncts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
         self.context_numbers = np.concatenate(numbers) if numbers else np.zeros(0, np.int64)
@@ -379,28 +359,6 @@ class _RecordFacts:
             k = number_of[id(context)] = len(self.contexts)
             self.contexts.append(context)
         return k
-
-
-def _packed(values: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, int, int] | None:
-    """Integral doubles and their slots as one sortable int64 each, ``(value - low) <<
-    shift | slot`` (and ``low``, ``shift``), or None when the values are not all
-    integers within 2**53 or their range and the slots do not fit in 63 bits."""
-    if not len(values):
-        return None
-    low, high = float(values.min()), float(values.max())
-    shift = max(1, int(slots.max()).bit_length())
-    if not (low >= -_EXACT and high <= _EXACT and high - low < 2.0 ** (62 - shift)):
-        return None
-    keys = values.astype(np.int64)
-    if not np.array_equal(keys, values):  # (a fraction, or NaN: the argsort's way)
-        return None
-    keys -= int(low)
-    keys <<= shift
-    keys |= slots
-    return keys, int(low), shift
-
-
-_EXACT = 2.0**53
 
 
 def holds_integers(schema: StreamSchema, column: str) -> bool:
@@ -489,9 +447,10 @@ class _ListRows:
             for j in np.flatnonzero(kids == kid).tolist():
                 values.append(table[:, j])
                 slots.append(block_slots)
-        # (one column of a block is strided by its row: sorted and gathered from a
-        # contiguous copy, the gathers stay in cache)
-        all_values = np.concatenate(values) if len(values) > 1 else np.ascontiguousarray(values[0])
+        if len(values) > 1 and not len(chosen):  # (only blocks': no copy joins an empty part to them)
+            values, slots = values[1:], slots[1:]
+        # (one column of a block is strided by its row: read in place, no copy made)
+        all_values = np.concatenate(values) if len(values) > 1 else values[0]
         all_slots = np.concatenate(slots) if len(slots) > 1 else slots[0]
         del values, slots
         exact_rows = None

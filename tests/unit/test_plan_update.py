@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import mqo
 import mqo.plan_update
 from mqo.live_lists import LiveLevels
-from mqo.plan import Levels
+from mqo.plan import Levels, Repeated
 from tests.differential.test_exact_differential import matcher, run_batches, run_push, run_replay
 from tests.references.exact_workloads import Push, Register, Unregister, Workload, many_queries
 
@@ -142,6 +142,23 @@ def test_a_replaced_plan_is_freed_at_once() -> None:
         assert m.ensure_plan().base_plan is None and replaced[0]() is None
     finally:
         gc.enable()
+
+
+LEVEL_VALUES = st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.5, Fraction(1, 3), Fraction(1, 2), Fraction(0), 10.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.lists(LEVEL_VALUES, max_size=5), st.tuples(LEVEL_VALUES, st.integers(0, 4))), max_size=5))
+def test_levels_of_runs_are_the_levels_of_every_record(runs: list) -> None:
+    """Levels given run by run (a block's run as one value for its records) are those of
+    every record's value listed: the same distinct values (of equal ones, the first in
+    record order: 0.5 and 1/2, 0.0 and -0.0), their doubles and each record's level."""
+    chunks = [Repeated(*run) if isinstance(run, tuple) else run for run in runs]
+    every = [v for c in chunks for v in ([c.value] * c.count if isinstance(c, Repeated) else c)]
+    got, want = Levels.of_runs(chunks), Levels.of(every)
+    assert [(type(v), v) for v in got.values] == [(type(v), v) for v in want.values]
+    assert [repr(f) for f in got.floats] == [repr(f) for f in want.floats]
+    assert got.level_of.tolist() == want.level_of.tolist() and got.level_of.dtype == np.int32
 
 
 @settings(max_examples=300, deadline=None)

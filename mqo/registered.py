@@ -266,9 +266,8 @@ class RegisteredQueries(Mapping[str, RegisteredQuery]):
         self.entries[name] = query
 
     def pop(self, name: str) -> RegisteredQuery:
-        query = self[name]
-        del self.entries[name]
-        return query
+        entry = self.entries.pop(name)
+        return self.make(name, entry) if type(entry) is int else entry  # type: ignore[return-value]
 
     def newest(self, after_order: int) -> list[RegisteredQuery]:
         """The queries numbered after ``after_order``, in order."""

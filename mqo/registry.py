@@ -80,6 +80,10 @@ class QueryRegistry:
         self._keys: list[ListKey | None] = []
         self._key_id: dict[ListKey, int] = {}
         self._key_uses: list[int] = []
+        # each live list's id by its key object's identity (``id(self._keys[kid])``):
+        # a query's keys are mostly those very objects (a compiler hands out one per
+        # list key), found without hashing a ListKey in Python
+        self._kid_by_id: dict[int, int] = {}
         self._object_keys: set[int] = set()  # lists whose constants are not numbers
         self._row_query = array("q")
         self._row_disjunct = array("h")
@@ -99,6 +103,7 @@ class QueryRegistry:
         self._removals: list[int] = []
         self._removals_before = 0
         self.roles: list[str] = []  # role streams (``B#2``) in the order first needed
+        self._no_roles: object = None  # a context known to read no stream twice (no roles to number)
 
     @property
     def compiler(self) -> TokenCache:
@@ -161,6 +166,8 @@ class QueryRegistry:
         and different beforehand, except a table block's (:class:`~predicates.records.RowQueries`),
         which are checked here."""
         since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
+        if since is None and type(queries) is list and len(queries) == 1 and self._add_one(queries[0], since_ts):
+            return
         if type(queries) is RowQueries:
             if since is None and self._add_rows(queries, since_ts):  # type: ignore[arg-type]
                 return
@@ -258,6 +265,46 @@ class QueryRegistry:
         del added  # a view of the array: it could not grow while one exists
         self.version += 1
 
+    def _add_one(self, compiled: CompiledQuery, since_ts: float | Fraction) -> bool:
+        """One query whose constants are all numbers (``register_query``), its lists
+        found by their keys' identity; False (nothing done) for any other query."""
+        entries = self.queries.entries
+        if compiled.name in entries:
+            raise ValueError(f"query id {compiled.name} is already registered")
+        by_id = self._kid_by_id
+        parts = []
+        for d, (preds, _) in enumerate(compiled.disjuncts):
+            keys, values = preds.keys, preds.values
+            if type(values) is not array:
+                return False
+            kids = list(map(by_id.get, map(id, keys)))
+            if None in kids:
+                kids = [self._key_number(key) for key in keys]  # (the lists made stay: the query is added)
+            if not self._object_keys.isdisjoint(kids):
+                return False
+            if kids:
+                parts.append((d, kids, values))
+        order = self._order
+        self._order += 1
+        entries[compiled.name] = RegisteredCompiled(compiled, since_ts, order)
+        context = compiled.context
+        if context is not self._no_roles:
+            if context.bound.self_join:
+                self.need_roles(context.bound.roles)
+            else:
+                self._no_roles = context
+        uses = self._key_uses
+        for d, kids, values in parts:
+            n = len(kids)
+            self._row_query.extend(array("q", (order,)) * n)
+            self._row_disjunct.extend(array("h", (d,)) * n)
+            self._row_key.fromlist(kids)
+            self._row_value.extend(values)
+            for kid in kids:
+                uses[kid] += 1
+        self.version += 1
+        return True
+
     def _add_rows(self, rows: RowQueries, since_ts: float | Fraction) -> bool:
         """A table's rows registered as their block: one record per row, no predicate
         rows copied; False (nothing done) when a list's constants are not all numbers.
@@ -327,7 +374,7 @@ class QueryRegistry:
     def _key_number(self, key: ListKey) -> int:
         kid = self._key_id.get(key)
         if kid is None:
-            kid = self._key_id[key] = len(self._keys)
+            kid = self._key_id[key] = self._kid_by_id[id(key)] = len(self._keys)
             self._keys.append(key)
             self._key_uses.append(0)
             if key.family != "number":
@@ -335,17 +382,23 @@ class QueryRegistry:
         return kid
 
     def remove(self, name: str) -> RegisteredQuery:
-        """Unregister a query; drops the lists nobody else uses."""
+        """Unregister a query; drops the lists nobody else uses. Its rows stay in the
+        columns, marked dead by its order, until a compaction (amortized O(1))."""
         rq = self.queries.pop(name)
         self._dead.add(rq.order)
         self._removals.append(rq.order)
+        uses, by_id = self._key_uses, self._kid_by_id
         for preds, _ in rq.compiled.disjuncts:
-            for key, _ in preds:
-                kid = self._key_id[key]
-                self._key_uses[kid] -= 1
-                self._dead_rows += 1
-                if not self._key_uses[kid]:
-                    del self._key_id[key]
+            keys = preds.keys
+            kids = list(map(by_id.get, map(id, keys)))
+            if None in kids:  # (a key object other than the list's own: by its hash)
+                kids = list(map(self._key_id.__getitem__, keys))
+            self._dead_rows += len(kids)
+            for kid in kids:
+                uses[kid] -= 1
+                if not uses[kid]:
+                    key = self._keys[kid]
+                    del self._key_id[key], by_id[id(key)]
                     self._keys[kid] = None
         if self._dead_rows > _COMPACT_WHEN_DEAD * max(self._n_rows(), 1):
             self._compact()
@@ -523,6 +576,9 @@ class QueryRegistry:
                 counts[key] = counts.get(key, 0) + 1
         live = {k: self._key_uses[i] for k, i in self._key_id.items()}
         assert counts == live, "list use counts out of step with the queries"
+        assert self._kid_by_id == {id(k): i for i, k in enumerate(self._keys) if k is not None}, (
+            "the lists' ids by key identity out of step with the lists"
+        )
         assert all(live.values()), "an unused list is kept"
         # the live rows (the registry's columns and its tables' blocks, as the compiler
         # reads them) are the queries' predicates, in registration order

@@ -126,7 +126,7 @@ class Registrations:
             match = instances[0] if one and query_id is None and len(instances) == 1 else None
             if type(match) is CompiledQuery and match.disjuncts:
                 self._check_not_frozen()
-                self._add_matches([match], None)
+                self._add_matches([match], None, warn_never=False)
                 return [match.name]
             # (a text's CREATE TABLE statements declare, as DDL does: they are no query)
             tables: list[Query] = []
@@ -202,13 +202,13 @@ class Registrations:
             instances = [q for q in instances if not isinstance(q, AggregateQuery)]
             if not instances:
                 return
-        self._add_matches(instances, since_ts, bool(kinds - {RowQuery}))  # type: ignore[arg-type]
-
-    def _add_matches(self, instances: Sequence[CompiledQuery], since_ts: Any, objects: bool = True) -> None:
-        """Register match queries (``objects``: not only a table's rows); a bulk
-        registration makes the plan now."""
         # (a table row's query always has its one disjunct: not made here just to look)
-        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts] if objects else []
+        self._add_matches(instances, since_ts, warn_never=bool(kinds - {RowQuery}))  # type: ignore[arg-type]
+
+    def _add_matches(self, instances: Sequence[CompiledQuery], since_ts: Any, warn_never: bool) -> None:
+        """Register match queries (``warn_never``: of those not from a table's rows,
+        warn of the ones that never match); a bulk registration makes the plan now."""
+        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts] if warn_never else []
         if never:
             shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
             warnings.warn(

@@ -172,6 +172,8 @@ class TokenCache:
         that text."""
         if len(self.catalog) != self._streams_seen:
             self._reset()
+        if len(texts) == 1 and self.one is not None and len(texts[0]) <= _ONE_CHARS and "numba" in sys.modules:
+            return [self._read_one(texts[0])]  # (register_query: the kernel call over kept arrays)
         if len(texts) < FEWEST:
             if self.one is not None and "numba" in sys.modules and max(map(len, texts), default=0) <= _ONE_CHARS:
                 return [self._read_one(text) for text in texts]  # (a kernel call a text, over kept arrays)

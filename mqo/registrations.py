@@ -41,10 +41,7 @@ from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
 from predicates.records import CompiledQuery, RowQueries, RowQuery
-from predicates.table import (
-    first_repeated,
-    table_queries,
-)
+from predicates.table import first_repeated, table_queries
 from predicates.tables import TableDefinition, TableQuery, mentions_table
 from predicates.token_cache import TokenCache
 from predicates.views import ViewDefinition
@@ -121,8 +118,7 @@ class Registrations:
         with _no_cyclic_gc():
             # a query given its id is checked under that id, not the one its text gives
             instances = self.compile_texts(sources, source_name, check_names=query_id is None)
-            # one match query (``register_query``'s usual text): no kinds to sort out (one
-            # that never matches is warned of the usual way, at the usual depth)
+            # register_query's one match query: no kinds to sort out (one never matching: as usual)
             match = instances[0] if one and query_id is None and len(instances) == 1 else None
             if type(match) is CompiledQuery and match.disjuncts:
                 self._check_not_frozen()
@@ -202,12 +198,12 @@ class Registrations:
             instances = [q for q in instances if not isinstance(q, AggregateQuery)]
             if not instances:
                 return
-        # (a table row's query always has its one disjunct: not made here just to look)
         self._add_matches(instances, since_ts, warn_never=bool(kinds - {RowQuery}))  # type: ignore[arg-type]
 
     def _add_matches(self, instances: Sequence[CompiledQuery], since_ts: Any, warn_never: bool) -> None:
-        """Register match queries (``warn_never``: of those not from a table's rows,
-        warn of the ones that never match); a bulk registration makes the plan now."""
+        """Register match queries (``warn_never``: warn of those that never match; a table
+        row's query has its one disjunct, not made just to look); a bulk registration
+        makes the plan now."""
         never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts] if warn_never else []
         if never:
             shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
@@ -585,10 +581,7 @@ class _Taken:
 class _no_cyclic_gc:
     """Compiling allocates many small objects and no reference cycles; the cyclic
     collector would otherwise scan the growing registry again and again (half the
-    time of a million registrations). (A class: a generator's context costs more per
-    ``register_query`` than the call's own work in places.)"""
-
-    __slots__ = ("collecting",)
+    time of a million registrations). A class: a generator's context cost more."""
 
     def __enter__(self) -> None:
         self.collecting = gc.isenabled()

@@ -364,7 +364,10 @@ class Clock:
         made, value = self._horizon_value
         if made is not current:
             (base, k), window = current
-            value = faithful(decimal_of(base) - self._late_exact[k] - window)
+            if type(base) is float and not self.lateness[k] and not window:
+                value = base + 0.0  # (what the exact sum gives: the float means itself; no -0.0)
+            else:
+                value = faithful(decimal_of(base) - self._late_exact[k] - window)
             self._horizon_value = (current, value)
         return value
 

@@ -162,6 +162,51 @@ class BlockRun:
         return RegisteredRow(self.names[self.names_at + k], self.block, row, self.since_ts, int(self.orders[k]))
 
 
+class BlockRows:
+    """The predicate rows of table queries registered together, kept as their block:
+    query ``k`` is number ``orders[k]`` and block row ``block_rows[k]`` (all the
+    block's rows in order while None: none removed yet); ``at``: how many column rows
+    precede them."""
+
+    __slots__ = ("at", "block", "block_rows", "first_order", "kids", "orders", "since_ts")
+
+    def __init__(self, at: int, block: RowBlock, first_order: int, kids: np.ndarray, since_ts: float | Fraction):
+        self.at = at
+        self.block = block
+        self.block_rows: np.ndarray | None = None
+        self.kids = kids
+        self.first_order = first_order
+        self.since_ts = since_ts
+        m = len(block.values) // block.width
+        self.orders = np.arange(first_order, first_order + m, dtype=np.int64)
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.orders)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.orders) * len(self.kids)
+
+    def block_rows_all(self) -> np.ndarray:
+        """The block row of each query."""
+        return self.block_rows if self.block_rows is not None else np.arange(len(self.orders), dtype=np.int64)
+
+    def drop(self, dead: np.ndarray) -> None:
+        """Forget the queries numbered in ``dead``."""
+        keep = ~np.isin(self.orders, dead)
+        if keep.all():
+            return
+        self.block_rows = self.block_rows_all()[keep]
+        self.orders = self.orders[keep]
+
+    def run(self, live: np.ndarray, names: list[str], at: int) -> BlockRun:
+        """The live rows (``live``: of each query) as a run whose first query is named ``names[at]``."""
+        if live.all():
+            return BlockRun(self.block, self.orders, self.block_rows, self.since_ts, names, at)
+        return BlockRun(self.block, self.orders[live], self.block_rows_all()[live], self.since_ts, names, at)
+
+
 Run = list[RegisteredQuery] | BlockRun
 
 
@@ -266,9 +311,8 @@ class RegisteredQueries(Mapping[str, RegisteredQuery]):
         self.entries[name] = query
 
     def pop(self, name: str) -> RegisteredQuery:
-        query = self[name]
-        del self.entries[name]
-        return query
+        entry = self.entries.pop(name)
+        return self.make(name, entry) if type(entry) is int else entry  # type: ignore[return-value]
 
     def newest(self, after_order: int) -> list[RegisteredQuery]:
         """The queries numbered after ``after_order``, in order."""

@@ -19,8 +19,7 @@ import dataclasses
 import gc
 import math
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,10 +41,7 @@ from predicates import Catalog, QueryError
 from predicates.aggregate import AggregateQuery
 from predicates.entry import looks_aggregate
 from predicates.records import CompiledQuery, RowQueries, RowQuery
-from predicates.table import (
-    first_repeated,
-    table_queries,
-)
+from predicates.table import first_repeated, table_queries
 from predicates.tables import TableDefinition, TableQuery, mentions_table
 from predicates.token_cache import TokenCache
 from predicates.views import ViewDefinition
@@ -122,6 +118,12 @@ class Registrations:
         with _no_cyclic_gc():
             # a query given its id is checked under that id, not the one its text gives
             instances = self.compile_texts(sources, source_name, check_names=query_id is None)
+            # register_query's one match query: no kinds to sort out (one never matching: as usual)
+            match = instances[0] if one and query_id is None and len(instances) == 1 else None
+            if type(match) is CompiledQuery and match.disjuncts:
+                self._check_not_frozen()
+                self._add_matches([match], None, warn_never=False)
+                return [match.name]
             # (a text's CREATE TABLE statements declare, as DDL does: they are no query)
             tables: list[Query] = []
             queries: Sequence[Query] = instances  # (one block of rows: plain match queries)
@@ -196,17 +198,22 @@ class Registrations:
             instances = [q for q in instances if not isinstance(q, AggregateQuery)]
             if not instances:
                 return
-        # (a table row's query always has its one disjunct: not made here just to look)
-        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts] if kinds - {RowQuery} else []
+        self._add_matches(instances, since_ts, warn_never=bool(kinds - {RowQuery}))  # type: ignore[arg-type]
+
+    def _add_matches(self, instances: Sequence[CompiledQuery], since_ts: Any, warn_never: bool) -> None:
+        """Register match queries (``warn_never``: warn of those that never match; a table
+        row's query has its one disjunct, not made just to look); a bulk registration
+        makes the plan now."""
+        never = [q.name for q in instances if type(q) is not RowQuery and not q.disjuncts] if warn_never else []
         if never:
             shown = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
             warnings.warn(
                 f"query {shown} can never match: its condition is always false "
                 "(a contradiction, or a division by zero, whose value is NULL)",
                 NeverMatchesWarning,
-                stacklevel=4,
+                stacklevel=5,  # (the caller of register_query: _add_matches, _add, add, register, register_query)
             )
-        self.registry.add(instances, clock.horizon if since_ts is None else since_ts)
+        self.registry.add(instances, self.pipeline.clock.horizon if since_ts is None else since_ts)
         self.next_position += len(instances)
         self.plan = None
         self._pending += len(instances)
@@ -303,6 +310,12 @@ class Registrations:
 
     def remove(self, query_id: str) -> None:
         self._check_not_frozen()
+        if not self.views and query_id in self.registry.queries.entries:
+            # a match query (``unregister_query``'s usual id; ids are unique across kinds)
+            self.registry.remove(query_id)
+            self.tables.remove_query(query_id)
+            self.plan = None
+            return
         view = self.views.get(query_id)
         if view is not None and view.name == query_id:  # (ids are case-sensitive, stream names not)
             readers = self.readers(query_id)
@@ -565,17 +578,17 @@ class _Taken:
         )
 
 
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    # Compiling allocates many small objects and no reference cycles; the cyclic
-    # collector would otherwise scan the growing registry again and again (half the
-    # time of a million registrations).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
+class _no_cyclic_gc:
+    """Compiling allocates many small objects and no reference cycles; the cyclic
+    collector would otherwise scan the growing registry again and again (half the
+    time of a million registrations). A class: a generator's context cost more."""
+
+    def __enter__(self) -> None:
+        self.collecting = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.collecting:
             gc.enable()
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import predicates
 from indexes.lexer_kernels import cut_tokens, lex_bytes, read_one
 from mqo.registered import (
-    BlockRun,
+    BlockRows,
     RecordList,
     RegisteredCompiled,
     RegisteredQueries,
@@ -49,7 +49,7 @@ from predicates import Catalog, Kind, ListKey, QueryError
 from predicates.catalog import ROLE_MARK
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
 from predicates.numbers import to_float
-from predicates.records import CompiledQuery, RowBlock, RowQueries
+from predicates.records import CompiledQuery, RowQueries
 from predicates.table import first_repeated
 from predicates.template_scan import ScanArrays
 from predicates.token_cache import TokenCache
@@ -80,6 +80,9 @@ class QueryRegistry:
         self._keys: list[ListKey | None] = []
         self._key_id: dict[ListKey, int] = {}
         self._key_uses: list[int] = []
+        # each live list's id by id() of its key object: a query's keys are mostly those
+        # objects (a compiler hands out one per list key), found without hashing one
+        self._kid_by_id: dict[int, int] = {}
         self._object_keys: set[int] = set()  # lists whose constants are not numbers
         self._row_query = array("q")
         self._row_disjunct = array("h")
@@ -88,7 +91,7 @@ class QueryRegistry:
         self._row_objects: dict[int, Any] = {}
         # a table's rows are not copied into the columns above: their rows are made
         # from the block when the plan is compiled (22 bytes a predicate fewer to keep)
-        self._blocks: list[_BlockRows] = []
+        self._blocks: list[BlockRows] = []
         self._block_rows = 0  # rows held by the blocks
         self._dead: set[int] = set()
         self._dead_rows = 0
@@ -99,6 +102,7 @@ class QueryRegistry:
         self._removals: list[int] = []
         self._removals_before = 0
         self.roles: list[str] = []  # role streams (``B#2``) in the order first needed
+        self._no_roles: object = None  # a context known to read no stream twice (no roles to number)
 
     @property
     def compiler(self) -> TokenCache:
@@ -161,6 +165,8 @@ class QueryRegistry:
         and different beforehand, except a table block's (:class:`~predicates.records.RowQueries`),
         which are checked here."""
         since = None if isinstance(since_ts, (int, float, Fraction)) else iter(since_ts)
+        if since is None and type(queries) is list and len(queries) == 1 and self._add_one(queries[0], since_ts):
+            return
         if type(queries) is RowQueries:
             if since is None and self._add_rows(queries, since_ts):  # type: ignore[arg-type]
                 return
@@ -258,6 +264,44 @@ class QueryRegistry:
         del added  # a view of the array: it could not grow while one exists
         self.version += 1
 
+    def _add_one(self, compiled: CompiledQuery, since_ts: float | Fraction) -> bool:
+        """One query whose constants are all numbers (``register_query``), its lists
+        found by their keys' identity; False (nothing done) for any other query."""
+        entries = self.queries.entries
+        if compiled.name in entries:
+            raise ValueError(f"query id {compiled.name} is already registered")
+        by_id = self._kid_by_id
+        parts = []
+        for d, (preds, _) in enumerate(compiled.disjuncts):
+            keys, values = preds.keys, preds.values
+            if type(values) is not array:
+                return False
+            kids = list(map(by_id.get, map(id, keys)))
+            if None in kids:
+                kids = [self._key_number(key) for key in keys]  # (the lists made stay: the query is added)
+            if not self._object_keys.isdisjoint(kids):
+                return False
+            if kids:
+                parts.append((d, kids, values))
+        order = self._order
+        self._order += 1
+        entries[compiled.name] = RegisteredCompiled(compiled, since_ts, order)
+        context = compiled.context
+        if context is not self._no_roles and context.bound.self_join:
+            self.need_roles(context.bound.roles)
+        elif context is not self._no_roles:
+            self._no_roles = context
+        uses = self._key_uses
+        for d, kids, values in parts:
+            self._row_query.extend(array("q", (order,)) * len(kids))
+            self._row_disjunct.extend(array("h", (d,)) * len(kids))
+            self._row_key.fromlist(kids)
+            self._row_value.extend(values)
+            for kid in kids:
+                uses[kid] += 1
+        self.version += 1
+        return True
+
     def _add_rows(self, rows: RowQueries, since_ts: float | Fraction) -> bool:
         """A table's rows registered as their block: one record per row, no predicate
         rows copied; False (nothing done) when a list's constants are not all numbers.
@@ -280,7 +324,7 @@ class QueryRegistry:
             self.need_roles(block.context.bound.roles)
         kids = [self._key_number(key) for key in block.keys]
         self._order += m
-        self._blocks.append(_BlockRows(len(self._row_key), block, start, np.array(kids, np.int32), since_ts))
+        self._blocks.append(BlockRows(len(self._row_key), block, start, np.array(kids, np.int32), since_ts))
         self._block_rows += self._blocks[-1].n_rows
         for kid in kids:
             self._key_uses[kid] += m
@@ -327,7 +371,7 @@ class QueryRegistry:
     def _key_number(self, key: ListKey) -> int:
         kid = self._key_id.get(key)
         if kid is None:
-            kid = self._key_id[key] = len(self._keys)
+            kid = self._key_id[key] = self._kid_by_id[id(key)] = len(self._keys)
             self._keys.append(key)
             self._key_uses.append(0)
             if key.family != "number":
@@ -335,19 +379,24 @@ class QueryRegistry:
         return kid
 
     def remove(self, name: str) -> RegisteredQuery:
-        """Unregister a query; drops the lists nobody else uses."""
+        """Unregister a query; drops the lists nobody else uses. Its rows stay in the
+        columns, marked dead by its order, until a compaction (amortized O(1))."""
         rq = self.queries.pop(name)
         self._dead.add(rq.order)
         self._removals.append(rq.order)
+        uses, by_id = self._key_uses, self._kid_by_id
         for preds, _ in rq.compiled.disjuncts:
-            for key, _ in preds:
-                kid = self._key_id[key]
-                self._key_uses[kid] -= 1
-                self._dead_rows += 1
-                if not self._key_uses[kid]:
-                    del self._key_id[key]
+            kids = list(map(by_id.get, map(id, preds.keys)))
+            if None in kids:  # (a key object other than the list's own: by its hash)
+                kids = list(map(self._key_id.__getitem__, preds.keys))
+            self._dead_rows += len(kids)
+            for kid in kids:
+                uses[kid] -= 1
+                if not uses[kid]:
+                    key = self._keys[kid]
+                    del self._key_id[key], by_id[id(key)]
                     self._keys[kid] = None
-        if self._dead_rows > _COMPACT_WHEN_DEAD * max(self._n_rows(), 1):
+        if self._dead_rows > _COMPACT_WHEN_DEAD * max(len(self._row_key) + self._block_rows, 1):
             self._compact()
         self.version += 1
         return rq
@@ -390,7 +439,7 @@ class QueryRegistry:
         if sum(int(live.sum()) for _, live in blocks) == len(names):  # only tables' rows
             at = 0
             for b, live in blocks:
-                run = _block_run(b, live, names, at)
+                run = b.run(live, names, at)
                 runs.append(run)
                 at += len(run)
             return RecordList(runs, names)
@@ -409,15 +458,12 @@ class QueryRegistry:
                 runs.append(objects)
                 objects = []
             b, live = blocks[bisect_right(firsts, entry) - 1]
-            run = _block_run(b, live, names, i)
+            run = b.run(live, names, i)
             runs.append(run)
             i += len(run)
         if objects:
             runs.append(objects)
         return RecordList(runs, names)
-
-    def _n_rows(self) -> int:
-        return len(self._row_key) + self._block_rows
 
     def _compact(self) -> None:
         """Drop the rows of unregistered queries (amortized O(1) per removal)."""
@@ -523,6 +569,9 @@ class QueryRegistry:
                 counts[key] = counts.get(key, 0) + 1
         live = {k: self._key_uses[i] for k, i in self._key_id.items()}
         assert counts == live, "list use counts out of step with the queries"
+        assert self._kid_by_id == {id(k): i for i, k in enumerate(self._keys) if k is not None}, (
+            "the lists' ids by key identity out of step with the lists"
+        )
         assert all(live.values()), "an unused list is kept"
         # the live rows (the registry's columns and its tables' blocks, as the compiler
         # reads them) are the queries' predicates, in registration order
@@ -548,49 +597,3 @@ class QueryRegistry:
         assert len(got) == sum(counts.values()), "predicate rows out of step with the queries"
         want = [(rq.order, d, key, value) for rq in self for d, key, value in rq.predicates()]
         assert got == want, "predicate rows differ from the queries' predicates"
-
-
-class _BlockRows:
-    """The predicate rows of table queries registered together, kept as their block:
-    query ``k`` is number ``orders[k]`` and block row ``block_rows[k]`` (all the
-    block's rows in order while None: none removed yet); ``at``: how many column rows
-    precede them."""
-
-    __slots__ = ("at", "block", "block_rows", "first_order", "kids", "orders", "since_ts")
-
-    def __init__(self, at: int, block: RowBlock, first_order: int, kids: np.ndarray, since_ts: float | Fraction):
-        self.at = at
-        self.block = block
-        self.block_rows: np.ndarray | None = None
-        self.kids = kids
-        self.first_order = first_order
-        self.since_ts = since_ts
-        m = len(block.values) // block.width
-        self.orders = np.arange(first_order, first_order + m, dtype=np.int64)
-
-    @property
-    def n_queries(self) -> int:
-        return len(self.orders)
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.orders) * len(self.kids)
-
-    def block_rows_all(self) -> np.ndarray:
-        """The block row of each query."""
-        return self.block_rows if self.block_rows is not None else np.arange(len(self.orders), dtype=np.int64)
-
-    def drop(self, dead: np.ndarray) -> None:
-        """Forget the queries numbered in ``dead``."""
-        keep = ~np.isin(self.orders, dead)
-        if keep.all():
-            return
-        self.block_rows = self.block_rows_all()[keep]
-        self.orders = self.orders[keep]
-
-
-def _block_run(b: _BlockRows, live: np.ndarray, names: list[str], at: int) -> BlockRun:
-    """``b``'s live rows as a run whose first query is named ``names[at]``."""
-    if live.all():
-        return BlockRun(b.block, b.orders, b.block_rows, b.since_ts, names, at)
-    return BlockRun(b.block, b.orders[live], b.block_rows_all()[live], b.since_ts, names, at)

@@ -32,6 +32,7 @@ from predicates.views import ViewDefinition, mentions_view
 
 Record = FrontEndRecord
 _PREFILTER_CHUNK = 16384  # texts joined at once to look for views and tables
+_LOWER_AT_ONCE = 4096  # characters of joined texts lowered without looking for letters first
 
 # the functions of aggregate queries (a call of one makes a query an aggregate query)
 _AGGREGATE_CALLS = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV", "VARIANCE"})
@@ -188,20 +189,24 @@ _CONTEXTS_KEPT = 8192
 def may_mention_views_or_tables(texts: Sequence[str], catalog: Catalog) -> bool:
     """Whether any of ``texts`` may declare a view or declare or read a table (False:
     surely none does). Many texts are looked at at once, joined by line feeds (a word
-    of one text never runs into the next): a word can be in them only if each of its
-    letters is, in some case, and only then are they lowered to look for it. A text's
+    of one text never runs into the next): past a few thousand characters, a word can
+    be in them only if each of its letters is, in some case, and only then are they
+    lowered to look for it (a few texts are lowered at once: ``register_query``). A text's
     own tests run only where the joined texts may hold ``view``, ``table`` or a
     table's name, or are not ASCII (whose lowering may make ASCII letters)."""
     tables = table_names(catalog)
     words = ["view", "table", *tables]
-    letters = {c for word in words for c in word}
     for first in range(0, len(texts), _PREFILTER_CHUNK):
         chunk = texts[first : first + _PREFILTER_CHUNK]
         joined = "\n".join(chunk)
         if joined.isascii():
-            present = {c for c in letters if c in joined or c.upper() in joined}
-            maybe = [word for word in words if present.issuperset(word)]
-            if not maybe or not any(word in joined.lower() for word in maybe):
+            if len(joined) > _LOWER_AT_ONCE:  # (lowered only if each letter of a word is in it)
+                present = {c for c in set("".join(words)) if c in joined or c.upper() in joined}
+                maybe = [word for word in words if present.issuperset(word)]
+            else:  # (a few texts: lowering costs less than looking for each letter twice)
+                maybe = words
+            lowered = joined.lower() if maybe else ""
+            if not any(word in lowered for word in maybe):
                 continue
         if any(mentions_view(t) or mentions_table(t, catalog, tables) for t in chunk):
             return True

@@ -172,6 +172,8 @@ class TokenCache:
         that text."""
         if len(self.catalog) != self._streams_seen:
             self._reset()
+        if len(texts) == 1 and self.one is not None and len(texts[0]) <= _ONE_CHARS and "numba" in sys.modules:
+            return [self._read_one(texts[0])]  # (register_query: the kernel call over kept arrays)
         if len(texts) < FEWEST:
             if self.one is not None and "numba" in sys.modules and max(map(len, texts), default=0) <= _ONE_CHARS:
                 return [self._read_one(text) for text in texts]  # (a kernel call a text, over kept arrays)
@@ -312,15 +314,17 @@ class TokenCache:
 
     def _read_one(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:
         """:meth:`read` of one text by :func:`~predicates.token_scan.read_one` (the batch
-        kernels' cut), then per comparison its template by its skeleton, and its constant."""
+        kernels' cut), then per comparison its template by its skeleton, and its constant.
+        (One ``register_query`` call: each step here is counted in microseconds.)"""
         if not text.isascii():
             return None
         if len(text) > self._room or not self._room:  # (made at the first text, empty or not)
             self._workspace(len(text))
-        data, rows = np.frombuffer(text.encode("ascii"), np.uint8), self._rows
+        rows = self._rows
         doubt, _, n_pieces, n_comparisons, n_numbers, n_prefixes, n_groups = self.one(  # type: ignore[misc]
-            data, BLANK_TABLE, WORDS, rows, self._values, self._skeletons, self._kinds
-        )
+            np.frombuffer(text.encode("ascii"), np.uint8), BLANK_TABLE, WORDS, rows, self._values, self._skeletons,
+            self._kinds,
+        )  # fmt: skip
         if doubt or not n_pieces:
             return None
         numbers: list[float] = self._value_row[:n_numbers].tolist()  # type: ignore[assignment]
@@ -339,14 +343,15 @@ class TokenCache:
         for k in range(n_pieces):
             g = prefix_groups[k]
             skeleton = prefix_skeletons[prefix_at[g] : prefix_at[g + 1]]
-            prefix = self.prefix(skeleton, tokens, int(rows[scan.SELECT_TOKEN, k]), int(rows[scan.WHERE_TOKEN, k]))
+            prefix = self._prefixes.get(skeleton, _MISSING)  # (read's caller checked the catalog)
+            if prefix is _MISSING:
+                prefix = self.prefix(skeleton, tokens, int(rows[scan.SELECT_TOKEN, k]), int(rows[scan.WHERE_TOKEN, k]))
             if prefix is None:
                 return None
             a, b = bounds[k], bounds[k + 1]
             # the usual text: every template known, each its number times 1 or -1
-            plain = self._plain.get(prefix.context, {})
-            skeletons_of = [comparison_skeletons[x:y] for x, y in zip(starts[a:b], ends[a:b], strict=True)]
-            found = list(map(plain.get, skeletons_of))
+            skeletons_of = list(map(comparison_skeletons.__getitem__, map(slice, starts[a:b], ends[a:b])))
+            found = list(map(self._plain.get(prefix.context, _NONE).get, skeletons_of))
             general = False
             if None in found:
                 found = []
@@ -585,6 +590,7 @@ class TokenCache:
 
 
 _MISSING: Any = object()
+_NONE: dict[bytes, Shortcut] = {}  # (no template known)
 _KEY, _KEY_NUMBER = attrgetter("key"), attrgetter("key_number")
 
 

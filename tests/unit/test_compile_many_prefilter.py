@@ -28,18 +28,20 @@ TEXTS = st.lists(st.lists(WORDS, max_size=6).map("".join), max_size=8)
 
 
 @settings(max_examples=400, deadline=None)
-@given(TEXTS, st.integers(1, 3))
-@example(["SELECT * FROM B WHERE B.pressure > 1", "CREATE VIEW v AS SELECT * FROM B"], 1)
-@example(["SELECT * FROM B", "SELECT * FROM WARDS"], 3)
-@example(["SELECT * FROM B", "creaTE Table"], 1)
-def test_many_texts_at_once_say_what_each_text_says(texts: list[str], chunk: int) -> None:
+@given(TEXTS, st.integers(1, 3), st.sampled_from([0, entry._LOWER_AT_ONCE]))
+@example(["SELECT * FROM B WHERE B.pressure > 1", "CREATE VIEW v AS SELECT * FROM B"], 1, 0)
+@example(["SELECT * FROM B", "SELECT * FROM WARDS"], 3, 0)
+@example(["SELECT * FROM B", "creaTE Table"], 1, 0)
+@example(["SELECT * FROM B", "creaTE Table"], 1, entry._LOWER_AT_ONCE)
+def test_many_texts_at_once_say_what_each_text_says(texts: list[str], chunk: int, lower_at_once: int) -> None:
     each = any(mentions_view(t) or mentions_table(t, CATALOG) for t in texts)
-    saved = entry._PREFILTER_CHUNK
+    saved = entry._PREFILTER_CHUNK, entry._LOWER_AT_ONCE
     entry._PREFILTER_CHUNK = chunk  # (texts joined a few at a time, as a million are)
+    entry._LOWER_AT_ONCE = lower_at_once  # (0: letters looked for first, as in long texts)
     try:
         assert entry.may_mention_views_or_tables(texts, CATALOG) == each
     finally:
-        entry._PREFILTER_CHUNK = saved
+        entry._PREFILTER_CHUNK, entry._LOWER_AT_ONCE = saved
 
 
 def test_plain_subscriptions_do_not_mention_views_or_tables() -> None:

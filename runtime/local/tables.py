@@ -39,37 +39,66 @@ class TableFeed:
         for spec, name in zip(specs, names, strict=True):
             read.append((spec, read_table_file(spec, matcher.catalog.require(name))))
         self.timed: list[tuple[float, int, TableSpec, list[TableChange]]] = []
-        self.start: list[tuple[TableSpec, list[TableChange]]] = []
+        self.start_rows: list[tuple[TableSpec, list[TableChange]]] = []
         for order, (spec, changes) in enumerate(read):
-            self.start.append((spec, [c for c in changes if c.ts is None]))
+            self.start_rows.append((spec, [c for c in changes if c.ts is None]))
             timed = sorted((c for c in changes if c.ts is not None), key=lambda c: c.ts)  # type: ignore[arg-type,return-value]
             for ts, group in groupby(timed, key=lambda c: c.ts):
                 self.timed.append((float(ts), order, spec, list(group)))  # type: ignore[arg-type]
         self.timed.sort(key=lambda item: (item[0], item[1]))
+        self._next = 0  # the first timed version not put yet
+        self._reached = -np.inf  # the largest ts of the tuples so far
 
     def replay(
         self, prepared: list[Any], which: np.ndarray, rows: np.ndarray, data: list[StreamData]
     ) -> Iterator[tuple[int, list[Any]]]:
         """:meth:`mqo.Matcher.replay` of the run with the table rows put in between."""
-        for spec, changes in self.start:
-            self._put(spec, changes)
+        self.start()
         ts = np.empty(len(which), np.float64)
         for k, d in enumerate(data):
             chosen = which == k
             ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
+        yield from self.replay_round(prepared, which, rows, ts)
+        self.finish()
+
+    def start(self) -> None:
+        """Put the rows that hold from the start (before the first tuple)."""
+        for spec, changes in self.start_rows:
+            self._put(spec, changes)
+        self._next = 0  # the first timed version not put yet
+        self._reached = -np.inf  # the largest ts of the tuples so far
+
+    def replay_round(
+        self, prepared: list[Any], which: np.ndarray, rows: np.ndarray, ts: np.ndarray
+    ) -> Iterator[tuple[int, list[Any]]]:
+        """:meth:`mqo.Matcher.replay` of the tuples of a round (in arrival order, at
+        ``ts``) with the table versions their time reaches put in between; the run's
+        rounds follow :meth:`start` one after the other, and :meth:`finish` ends them."""
         # the first tuple at or after t: the first place where the running largest ts reaches t
-        reached = np.maximum.accumulate(ts) if len(ts) else ts
+        reached = np.maximum.accumulate(np.maximum(ts, self._reached)) if len(ts) else ts
         done = 0
-        for t, _, spec, changes in self.timed:
+        while self._next < len(self.timed):
+            t, _, spec, changes = self.timed[self._next]
             cut = int(np.searchsorted(reached, t, side="left"))
+            if cut == len(ts):
+                break  # not reached in this round
             if cut > done:
                 for j, blocks in self.matcher.replay(prepared, which[done:cut], rows[done:cut]):
                     yield done + j, blocks
                 done = cut
             self._put(spec, changes)
+            self._next += 1
         if done < len(which):
             for j, blocks in self.matcher.replay(prepared, which[done:], rows[done:]):
                 yield done + j, blocks
+        if len(ts):
+            self._reached = float(reached[-1])
+
+    def finish(self) -> None:
+        """Put the versions no tuple reached (after the last tuple)."""
+        for _, _, spec, changes in self.timed[self._next :]:
+            self._put(spec, changes)
+        self._next = len(self.timed)
 
     def _put(self, spec: TableSpec, changes: list[TableChange]) -> None:
         """Put a file's rows (of one ts) in file order: runs of upserts and of deletes."""

@@ -1,12 +1,15 @@
 """Reading a CSV stream file.
 
-Two paths, one set of rules (:mod:`runtime.io.stream_rows`):
+Whole (:func:`read_csv`) or a chunk at a time (:class:`CsvChunks`, Arrow's streaming
+reader). Two paths, one set of rules (:mod:`runtime.io.stream_rows`):
 
 * the fast path: Arrow's CSV reader converts whole columns at once;
 * the exact path, taken when Arrow refuses the file or lets a value through that the
   rules refuse (a NULL ``ts``, an infinite FLOAT): the file is read again record by
   record, and every bad row is named by line and column (or, with
   ``on_bad_row='skip'``, set aside with its reason while the good rows are kept).
+  Read in chunks, the exact path takes over from the first block Arrow refuses and
+  reads the rest of the file.
 
 The exact path splits records itself instead of using Python's :mod:`csv` module,
 for two reasons: it must know whether a field was quoted (``"nan"`` in a STRING column
@@ -93,12 +96,12 @@ def _arrow_options(header: list[str], kinds: list[ColumnType | str], block_size:
 def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> StreamData:
     header, canonical, kinds = read_header(path, schema)
     try:
-        table = pacsv.read_csv(path, **_arrow_options(header, kinds))
+        checked = _checked(pacsv.read_csv(path, **_arrow_options(header, kinds)), kinds)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
-        return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
-    checked = _checked(table, kinds)
-    if checked is None:
-        return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+        checked = None
+    if checked is None:  # the exact path, record by record, names the line and column of every bad row
+        ((data, _),) = exact_chunks(stream, path, header, canonical, kinds, on_bad_row, sys.maxsize)
+        return data
     return _from_table(stream, path, checked, canonical)
 
 
@@ -280,19 +283,6 @@ def split_records(lines: Iterable[str], path: str) -> Iterator[tuple[int, list[s
         fields.append("".join(buf))
         quoted.append(was_quoted)
         yield first, fields, quoted, "".join(raw).rstrip("\r\n")
-
-
-def read_csv_exact(
-    stream: str,
-    path: str,
-    header: list[str],
-    canonical: dict[str, str],
-    kinds: list[ColumnType | str],
-    on_bad_row: str,
-) -> StreamData:
-    """The exact path: record by record, naming the line and column of every bad row."""
-    ((data, _),) = exact_chunks(stream, path, header, canonical, kinds, on_bad_row, sys.maxsize)
-    return data
 
 
 def exact_chunks(

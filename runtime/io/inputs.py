@@ -12,6 +12,10 @@ Several inputs are merged the way they would arrive: repeatedly the input whose 
 tuple has the smallest ``ts`` (ties: the input given first) yields its next tuple.
 Within a file the file's order is kept, so a file that is out of timestamp order
 produces late tuples, as a live stream would.
+
+This module reads files whole (``mqo serve``'s steps, ``profile``, Spark, HTTP bodies);
+``mqo match`` reads them a chunk at a time, with the same rules, bad rows, ids and
+merge (:mod:`runtime.io.input_chunks`).
 """
 
 from __future__ import annotations

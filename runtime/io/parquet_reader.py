@@ -21,7 +21,8 @@ and what the declared type takes; like a bad CSV header, it is not excused by
 ``--on-bad-row skip`` (every row would be bad). Values are checked by the same rules
 as CSV fields (:mod:`runtime.io.stream_rows`): a NULL or non-finite ``ts``, a NULL ``id``,
 an infinite FLOAT are bad rows, named by row number (1-based) and column, and set
-aside with ``skip``.
+aside with ``skip``. A file is read whole (:func:`read_parquet`) or a batch at a time
+(:class:`ParquetChunks`, ``mqo match``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,22 @@
 """Running a matcher over files on this machine: the engine behind ``mqo match``.
 
-Reads every input, merges them in arrival order, matches them in batches (each stream's
-attribute phase at once, then the rows in the merged order), writes the matches
-as they come, sets bad rows and late tuples aside in files of their own (nothing is
-dropped silently), shows progress on stderr for long inputs, and returns a summary.
+Reads the inputs a chunk at a time, merged in arrival order (:mod:`runtime.io.input_chunks`:
+memory holds a few chunks, not the input), matches them a round at a time (each input
+piece's attribute phase at once, then the rows in the merged order, one replay across
+the rounds), writes the matches as they come, sets bad rows and late tuples aside in
+files of their own (nothing is dropped silently), shows progress on stderr for long
+inputs (the part of the input read), and returns a summary. The results, late tuples,
+rejected rows and ids are those of reading every file whole; a file that stops the run
+(a bad row without ``--on-bad-row skip``) stops it with the error reading whole would
+meet first, the output holding the results of the tuples matched before.
 
 Nothing is lost on the way out. Every output path is checked before any input is read
 (and late or reject files of an earlier run are removed). Results are written steadily:
 whenever ``_FLUSH_BLOCKS`` result assignments are waiting, and at least every
-``_FLUSH_SECONDS``; the reject file is written as soon as the inputs are read, late
-tuples with the results. A SIGINT or SIGTERM while matching stops the run after the
+``_FLUSH_SECONDS``; the reject file as bad rows are found, late tuples with the
+results. A SIGINT or SIGTERM while matching stops the run after the
 tuple it is on (:mod:`runtime.stopping`), with every result so far written whole; the
-summary says how far it got.
+summary says how far it got (of how many tuples, when the input was read to its end).
 """
 
 from __future__ import annotations
@@ -27,9 +32,8 @@ from typing import IO
 import numpy as np
 
 from mqo import LateTuple, MatchBatch, Matcher
-from runtime.io import aggregate_writers
+from runtime.io import aggregate_writers, input_chunks
 from runtime.io.input_chunks import (
-    CHUNK_ROWS,
     ArrivingInputs,
     arrival_order,
     first_error,
@@ -157,7 +161,7 @@ def run_match(
     aggregates_path: str | None = None,
     output_views: Mapping[str, str] | None = None,
     tables: TableFeed | None = None,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int | None = None,
 ) -> Summary:
     """``aggregates_path``: where aggregate rows go with CSV or Parquet (a file of
     their own, :mod:`runtime.io.aggregate_writers`; default beside the output); JSON lines hold
@@ -177,6 +181,7 @@ def run_match(
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     summary = Summary(output=output, aggregates_path=aggregates_path if separate else None)
     specs = [(spec.stream, spec.path) for spec in inputs]
+    chunk_rows = chunk_rows or input_chunks.CHUNK_ROWS
     catalog = matcher.ensure_plan().catalog
     with (
         open_writer(output, fmt, matcher.value_types()) as writer,
@@ -338,6 +343,7 @@ class Matching:
         self.pending = MatchBatch(plan)
         self.waiting = 0  # result assignments in ``pending``
         self.done = 0  # tuples matched
+        self.visited = 0  # of them, the ones the replay visited
         self.stopped = stop.requested
         self.due = time.monotonic() + _FLUSH_SECONDS
         if tables is not None:
@@ -363,13 +369,15 @@ class Matching:
         if self.aggregating:
             _aggregate_inputs(matcher, data, which, rows, ts, self.arrival)
         self.arrival += len(which)
+        # one replay across the rounds: only the end of the last emits (mqo.Matcher.end_replay)
         replayed = (
-            matcher.replay(prepared, which, rows)
+            matcher.replay(prepared, which, rows, visited=self.visited, last=False)
             if self.tables is None
             else self.tables.replay_round(prepared, which, rows, ts)
         )
         base = self.done
         for position, blocks in replayed:
+            self.visited += 1
             if blocks:
                 self.pending.blocks.extend(blocks)
                 self.waiting += len(blocks)
@@ -391,7 +399,9 @@ class Matching:
         if self.stopped:
             summary.interrupted = self.stop.signum
         elif self.tables is not None:
-            self.tables.finish()
+            self.pending.blocks.extend(self.tables.finish())
+        elif self.done:
+            self.pending.blocks.extend(matcher.end_replay())
         if matcher.config.emit == "ordered":
             self.pending.blocks.extend((matcher.flush_results() if self.end_of_input else matcher.release()).blocks)
         self.flush()

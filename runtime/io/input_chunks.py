@@ -41,7 +41,7 @@ from runtime.io.named_paths import INPUT
 from runtime.io.parquet_reader import ParquetChunks
 from runtime.io.stream_rows import BadRow, InputError, StreamData
 
-CHUNK_ROWS = 131_072  # rows of one input read at a time
+CHUNK_ROWS = 32_768  # rows of one input read at a time (NEXMark: about 50 MiB of buffers and pieces)
 
 
 def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:

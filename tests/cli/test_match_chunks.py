@@ -228,3 +228,39 @@ def test_any_inputs_match_as_read_whole(
         specs.append(InputSpec(stream, write(tmp / f"{n}.csv", "\n".join(lines) + "\n")))
     expected = whole(specs, tmp / "whole.jsonl", "skip", emit=emit)
     assert chunked(specs, tmp / "chunks.jsonl", "skip", size, emit=emit) == expected
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_table_versions_among_the_rounds_as_read_whole(tmp_path: Path, order: str) -> None:
+    """Table rows with a ts are put before the first tuple whose time reaches them,
+    whichever round that tuple is in."""
+    from runtime.io.table_rows import TableSpec
+    from runtime.local.tables import TableFeed
+    from tests.cli.test_tables_cli import PATIENTS, QUERIES, SCHEMA, files
+
+    _, _, h, table, _ = files(tmp_path, order)
+
+    def table_matcher() -> Matcher:
+        m = Matcher(SCHEMA.ddl(), allowed_lateness=3)
+        m.register_queries(PATIENTS.to_text() + "\n" + "\n".join(q.to_text() for q in QUERIES))
+        return m
+
+    specs = [InputSpec("H", h)]
+    m = table_matcher()
+    data = read_inputs(specs, m.ensure_plan().catalog)
+    which, rows = arrival_order(data)
+    number_in_arrival_order(data, which, rows)
+    with (
+        open_writer(str(tmp_path / "whole.jsonl"), "jsonl", m.value_types()) as writer,
+        LinesFile(str(tmp_path / "whole.late.jsonl"), "late") as late,
+        deferred_stop() as stop,
+    ):
+        feed = TableFeed(m, [TableSpec("patients", table)])
+        match_all(m, data, which, rows, writer, late, stop, Progress(0, False), Summary(), writer, tables=feed)
+    expected = (tmp_path / "whole.jsonl").read_text()
+    assert expected
+    for size in [1, 2, 5, 7]:
+        out = tmp_path / f"c{size}.jsonl"
+        m = table_matcher()
+        run_match(m, specs, str(out), "jsonl", tables=TableFeed(m, [TableSpec("patients", table)]), chunk_rows=size)
+        assert out.read_text() == expected, f"chunks of {size} rows"

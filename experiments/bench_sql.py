@@ -332,6 +332,7 @@ started = time.perf_counter()
 import numba.core.dispatcher
 import runtime.cli as cli
 import runtime.local.match as local
+import runtime.io.input_chunks as input_chunks
 from runtime.io.writers import JsonlWriter
 cli._import_libraries()
 spent = {"imports": time.perf_counter() - started}
@@ -355,8 +356,11 @@ def load_matcher(*args, **kwargs):
     timed("plan", matcher.ensure_plan)()
     return matcher
 cli.load_matcher = load_matcher
-local.read_inputs = timed("read", local.read_inputs)
-local.match_all = timed("match", local.match_all)
+# the inputs are read a chunk at a time, between the rounds of matching
+local.ArrivingInputs.__init__ = timed("read", local.ArrivingInputs.__init__)
+input_chunks._Input.refill = timed("read", input_chunks._Input.refill)
+local.Matching.round = timed("match", local.Matching.round)
+local.Matching.finish = timed("match", local.Matching.finish)
 JsonlWriter.write_batch = timed("write", JsonlWriter.write_batch)
 numba.core.dispatcher.Dispatcher._compile_for_args = timed("kernels", numba.core.dispatcher.Dispatcher._compile_for_args)
 began = time.perf_counter()

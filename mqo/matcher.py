@@ -369,11 +369,22 @@ class Matcher:
         return self.pipeline.prepare(self._stream(stream), batch)
 
     def replay(
-        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray
+        self,
+        prepared: list[PreparedBatch],
+        which: np.ndarray,
+        row_indexes: np.ndarray,
+        *,
+        visited: int = 0,
+        last: bool = True,
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """Match prepared rows in a given arrival order (row ``row_indexes[j]`` of batch
         ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
-        blocks) for each row visited (those late or that some query wants)."""
+        blocks) for each row visited (those late or that some query wants).
+
+        A replay in parts (an input read a chunk at a time) goes on where the part
+        before ended: ``visited``, the rows the replay visited before this part; ``last``
+        False for a part that is not the last (its end emits nothing; :meth:`end_replay`
+        ends the replay)."""
         plan = self.ensure_plan()  # the pipeline runs on the current plan
         views = self.registrations.views
         # rows with results of view queries are visited: their view rows go in before the next row
@@ -382,20 +393,27 @@ class Matcher:
             return ((j, self._join_tables(blocks)) for j, blocks in replayed) if self.registrations.tables else replayed
         if not self.registrations.views.aggregating:
             return ((j, self._join_tables(self._derived(blocks))) for j, blocks in replayed)
-        return self._replay_emitting(replayed, len(row_indexes))
+        return self._replay_emitting(replayed, len(row_indexes), visited, last)
+
+    def end_replay(self) -> list[ResultBlock]:
+        """What the end of a replay emits (aggregate views' windows the watermark has
+        passed), for a replay in parts whose last part was replayed with ``last=False``."""
+        return self._emit() if self.registrations.views and self.registrations.views.aggregating else []
 
     def _replay_emitting(
-        self, replayed: Iterator[tuple[int, list[ResultBlock]]], n: int
+        self, replayed: Iterator[tuple[int, list[ResultBlock]]], n: int, before: int = 0, end: bool = True
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """``replayed`` with aggregate views: their windows are emitted every
         :data:`REPLAY_EMIT_EVERY` visited rows and at the end (when changes only which
         row's results hold a result, not the results: :mod:`mqo.views`)."""
-        for visited, (j, blocks) in enumerate(replayed, 1):
+        for visited, (j, blocks) in enumerate(replayed, before + 1):
             out = self._join_tables(self._derived(blocks))
             if visited % REPLAY_EMIT_EVERY == 0 and self.pipeline.replay_mark is not None:
                 # at the watermark after this row: the clock is at the last row's already
                 out += self._emit(mark=self.pipeline.replay_mark)
             yield j, out
+        if not end:
+            return
         last = self._emit()
         if last and n:
             yield n - 1, last

@@ -1,12 +1,15 @@
 """Reading a CSV stream file.
 
-Two paths, one set of rules (:mod:`runtime.io.stream_rows`):
+Whole (:func:`read_csv`) or a chunk at a time (:class:`CsvChunks`, Arrow's streaming
+reader). Two paths, one set of rules (:mod:`runtime.io.stream_rows`):
 
 * the fast path: Arrow's CSV reader converts whole columns at once;
 * the exact path, taken when Arrow refuses the file or lets a value through that the
   rules refuse (a NULL ``ts``, an infinite FLOAT): the file is read again record by
   record, and every bad row is named by line and column (or, with
   ``on_bad_row='skip'``, set aside with its reason while the good rows are kept).
+  Read in chunks, the exact path takes over from the first block Arrow refuses and
+  reads the rest of the file.
 
 The exact path splits records itself instead of using Python's :mod:`csv` module,
 for two reasons: it must know whether a field was quoted (``"nan"`` in a STRING column
@@ -18,6 +21,8 @@ even with ``skip``.
 from __future__ import annotations
 
 import csv
+import os
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -54,7 +59,9 @@ _INTEGER_KINDS = ("id", ColumnType.INTEGER, ColumnType.BYTE)
 _NULL_PATTERN = "^(" + "|".join(sorted(NULL_TEXTS)) + ")$"
 
 
-def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> StreamData:
+def read_header(path: str, schema: StreamSchema) -> tuple[list[str], dict[str, str], list[ColumnType | str]]:
+    """The header of a CSV stream file, checked against its stream: the column names
+    as written, each one's declared name and its kind."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             header_line = f.readline()
@@ -65,32 +72,96 @@ def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> S
     header = [h.strip() for h in next(csv.reader([header_line]))]
     check_header(path, header, schema)
     canonical = {h: canonical_name(h, schema) for h in header}
-    kinds = [kind_of(canonical[h], schema) for h in header]
+    return header, canonical, [kind_of(canonical[h], schema) for h in header]
+
+
+def _arrow_options(header: list[str], kinds: list[ColumnType | str], block_size: int | None = None) -> dict[str, Any]:
+    read = pacsv.ReadOptions(column_names=header, skip_rows=1)
+    if block_size is not None:
+        read.block_size = block_size
+    return {
+        "read_options": read,
+        "parse_options": pacsv.ParseOptions(newlines_in_values=False),
+        "convert_options": pacsv.ConvertOptions(
+            column_types={h: _CSV_READ_TYPES[k] for h, k in zip(header, kinds, strict=True)},
+            null_values=sorted(NULL_TEXTS),
+            strings_can_be_null=True,
+            true_values=sorted(TRUE_TEXTS),
+            false_values=sorted(FALSE_TEXTS),
+            quoted_strings_can_be_null=False,
+        ),
+    }
+
+
+def read_csv(stream: str, path: str, schema: StreamSchema, on_bad_row: str) -> StreamData:
+    header, canonical, kinds = read_header(path, schema)
     try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
-            parse_options=pacsv.ParseOptions(newlines_in_values=False),
-            convert_options=pacsv.ConvertOptions(
-                column_types={h: _CSV_READ_TYPES[k] for h, k in zip(header, kinds, strict=True)},
-                null_values=sorted(NULL_TEXTS),
-                strings_can_be_null=True,
-                true_values=sorted(TRUE_TEXTS),
-                false_values=sorted(FALSE_TEXTS),
-                quoted_strings_can_be_null=False,
-            ),
-        )
+        checked = _checked(pacsv.read_csv(path, **_arrow_options(header, kinds)), kinds)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
-        return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+        checked = None
+    if checked is None:  # the exact path, record by record, names the line and column of every bad row
+        ((data, _),) = exact_chunks(stream, path, header, canonical, kinds, on_bad_row, sys.maxsize)
+        return data
+    return _from_table(stream, path, checked, canonical)
+
+
+class CsvChunks:
+    """A CSV stream file read a chunk of at most ``chunk_rows`` rows at a time, by the
+    same rules and with the same bad rows as :func:`read_csv`: Arrow's streaming
+    reader while its blocks obey the rules; from the first block that does not on,
+    the exact path (the rows before it were good: it passes over them)."""
+
+    def __init__(self, stream: str, path: str, schema: StreamSchema, on_bad_row: str, chunk_rows: int) -> None:
+        self.stream, self.path, self.on_bad_row, self.chunk_rows = stream, path, on_bad_row, chunk_rows
+        self.header, self.canonical, self.kinds = read_header(path, schema)
+        self.size = os.path.getsize(path)
+        self.position = 0  # about how many bytes have been read (for a progress bar)
+
+    def __iter__(self) -> Iterator[StreamData]:
+        done = 0  # rows given so far
+        source = pa.OSFile(self.path)
+        try:
+            # Arrow's blocks are cut into chunks; a block of about 128 bytes a row keeps
+            # a small chunk size small (a row longer than a block takes the exact path)
+            block = min(max(self.chunk_rows * 128, 256), 1 << 24)
+            reader = pacsv.open_csv(source, **_arrow_options(self.header, self.kinds, block))
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    self.position = self.size
+                    return
+                table = _checked(pa.Table.from_batches([batch]), self.kinds)
+                if table is None:
+                    break
+                self.position = source.tell()
+                for start in range(0, table.num_rows, self.chunk_rows):
+                    data = _from_table(self.stream, self.path, table.slice(start, self.chunk_rows), self.canonical)
+                    data.first_row = done
+                    done += len(data)
+                    yield data
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+            pass
+        finally:
+            source.close()
+        for data, chars in exact_chunks(
+            self.stream, self.path, self.header, self.canonical, self.kinds, self.on_bad_row, self.chunk_rows, done
+        ):
+            self.position = min(self.size, self.position + chars)
+            yield data
+        self.position = self.size
+
+
+def _checked(table: pa.Table, kinds: list[ColumnType | str]) -> pa.Table | None:
+    """Arrow's conversion with integer columns made exact, or None where it breaks the
+    rules (the exact path then reads the rows)."""
     for k, kind in enumerate(kinds):
         if kind in _INTEGER_KINDS:
             integers = _integers(table.column(k))
             if integers is None:
-                return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
+                return None
             table = table.set_column(k, table.field(k).with_type(pa.int64()), integers)
-    if not _within_rules(table, kinds):
-        return read_csv_exact(stream, path, header, canonical, kinds, on_bad_row)
-    return _from_table(stream, path, table, canonical)
+    return table if _within_rules(table, kinds) else None
 
 
 def _integers(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
@@ -214,26 +285,38 @@ def split_records(lines: Iterable[str], path: str) -> Iterator[tuple[int, list[s
         yield first, fields, quoted, "".join(raw).rstrip("\r\n")
 
 
-def read_csv_exact(
+def exact_chunks(
     stream: str,
     path: str,
     header: list[str],
     canonical: dict[str, str],
     kinds: list[ColumnType | str],
     on_bad_row: str,
-) -> StreamData:
-    """The exact path: record by record, naming the line and column of every bad row."""
+    chunk_rows: int,
+    skip: int = 0,
+) -> Iterator[tuple[StreamData, int]]:
+    """The exact path a chunk at a time: (rows, about how many characters they took)
+    for every ``chunk_rows`` good rows, and the last ones (at least one chunk, maybe
+    empty). The first ``skip`` records were read already (good rows): passed over."""
     targets = [canonical[h] for h in header]
     has_id = "id" in targets
-    columns: dict[str, list[Any]] = {t: [] for t in targets if t not in ("ts", "id")}
-    data = StreamData(stream, path, [], [] if has_id else None, columns, lines=[])
     width = len(header)
+
+    def empty() -> StreamData:
+        columns: dict[str, list[Any]] = {t: [] for t in targets if t not in ("ts", "id")}
+        return StreamData(stream, path, [], [] if has_id else None, columns, lines=[])
+
+    data, chars = empty(), 0
     try:
         with open(path, encoding="utf-8-sig", errors="strict", newline="") as f:
             f.readline()
             for line, fields, quoted, raw in split_records(f, path):
+                chars += len(raw) + 1
                 if len(fields) == 1 and not fields[0].strip() and not quoted[0]:
                     continue  # a blank line
+                if skip:
+                    skip -= 1
+                    continue
                 if len(fields) != width:
                     reason = f"expected {width} fields (as in the header), found {len(fields)}"
                     _bad(data, on_bad_row, line, None, None, reason, raw)
@@ -254,9 +337,12 @@ def read_csv_exact(
                         else:
                             data.columns[target].append(value)
                     data.lines.append(line)  # type: ignore[union-attr]
+                    if len(data) >= chunk_rows:
+                        yield data, chars
+                        data, chars = empty(), 0
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    return data
+    yield data, chars
 
 
 def _bad(

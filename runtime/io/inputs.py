@@ -12,6 +12,10 @@ Several inputs are merged the way they would arrive: repeatedly the input whose 
 tuple has the smallest ``ts`` (ties: the input given first) yields its next tuple.
 Within a file the file's order is kept, so a file that is out of timestamp order
 produces late tuples, as a live stream would.
+
+This module reads files whole (``mqo serve``'s steps, ``profile``, Spark, HTTP bodies);
+``mqo match`` reads them a chunk at a time, with the same rules, bad rows, ids and
+merge (:mod:`runtime.io.input_chunks`).
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from predicates import Catalog, StreamSchema
 from runtime.io.csv_reader import read_csv
+from runtime.io.input_chunks import across_reason, check_id_columns, is_parquet, within_reason
 from runtime.io.named_paths import INPUT
 from runtime.io.parquet_reader import read_parquet
 from runtime.io.stream_rows import (
@@ -59,12 +63,7 @@ class InputSpec:
 
 def read_stream(spec: InputSpec, schema: StreamSchema, on_bad_row: str = "error") -> StreamData:
     path = spec.path
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"input file not found: {path}")
-    if p.is_dir():
-        raise InputError(f"input path is a directory, not a file: {path}")
-    if p.suffix.lower() in (".parquet", ".pq"):
+    if is_parquet(path):
         data = read_parquet(spec.stream, path, schema, on_bad_row)
     else:
         data = read_csv(spec.stream, path, schema, on_bad_row)
@@ -80,8 +79,8 @@ def _reject_duplicate_ids(data: StreamData, on_bad_row: str) -> None:
     repeated: set[int] = set()
     for i, ident in enumerate(data.ids):
         if ident in first:
-            where = f"{data.unit} {data.line_of(first[ident])}"
-            row = data.bad_row(i, "id", str(ident), f"id {ident} is already used by the row at {where}")
+            reason = within_reason(ident, data.unit, data.line_of(first[ident]))
+            row = data.bad_row(i, "id", str(ident), reason)
             if on_bad_row != "skip":
                 raise InputError(row.message())
             data.rejected.append(row)
@@ -115,20 +114,14 @@ def check_ids_across_inputs(inputs: list[StreamData], on_bad_row: str = "error")
     for stream, group in by_stream.items():
         if len(group) < 2:
             continue
-        with_ids = [d.path for d in group if d.ids is not None]
-        if with_ids and len(with_ids) != len(group):
-            without = [d.path for d in group if d.ids is None]
-            raise InputError(
-                f"stream {stream}: {', '.join(with_ids)} give(s) an id column but {', '.join(without)} do(es) not;"
-                " give ids in every file of a stream or in none (automatic ids could repeat given ones)"
-            )
-        if with_ids:
+        check_id_columns(stream, [(d.path, d.ids is not None) for d in group])
+        if group[0].ids is not None:
             seen: dict[int, str] = {}
             for d in group:
                 repeated: set[int] = set()
                 for i, ident in enumerate(d.ids or []):
                     if ident in seen:
-                        reason = f"id {ident} of stream {stream} is already used in {seen[ident]}"
+                        reason = across_reason(ident, stream, seen[ident])
                         row = d.bad_row(i, "id", str(ident), reason)
                         if on_bad_row != "skip":
                             raise InputError(row.message())

@@ -21,11 +21,14 @@ and what the declared type takes; like a bad CSV header, it is not excused by
 ``--on-bad-row skip`` (every row would be bad). Values are checked by the same rules
 as CSV fields (:mod:`runtime.io.stream_rows`): a NULL or non-finite ``ts``, a NULL ``id``,
 an infinite FLOAT are bad rows, named by row number (1-based) and column, and set
-aside with ``skip``.
+aside with ``skip``. A file is read whole (:func:`read_parquet`) or a batch at a time
+(:class:`ParquetChunks`, ``mqo match``).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -73,13 +76,61 @@ def read_parquet(stream: str, path: str, schema: StreamSchema, on_bad_row: str) 
         table = pq.read_table(path)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
         raise InputError(f"{path}: not a readable Parquet file ({err})") from None
-    header = list(table.column_names)
-    check_header(path, header, schema)
+    check_header(path, list(table.column_names), schema)
+    return _rows(stream, path, table, schema, on_bad_row, 0)
+
+
+class ParquetChunks:
+    """A Parquet stream file read ``chunk_rows`` rows at a time (by the same rules and
+    with the same bad rows as :func:`read_parquet`)."""
+
+    def __init__(self, stream: str, path: str, schema: StreamSchema, on_bad_row: str, chunk_rows: int) -> None:
+        import pyarrow.parquet as pq
+
+        self.stream, self.path, self.schema, self.on_bad_row, self.chunk_rows = (
+            stream,
+            path,
+            schema,
+            on_bad_row,
+            chunk_rows,
+        )
+        try:
+            self.file = pq.ParquetFile(path)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
+            raise InputError(f"{path}: not a readable Parquet file ({err})") from None
+        self.header = list(self.file.schema_arrow.names)
+        check_header(path, self.header, schema)
+        self.rows = self.file.metadata.num_rows
+        self.size = os.path.getsize(path)
+        self.position = 0  # about how many bytes have been read (for a progress bar)
+        # a column of the wrong type is an error before any row is read (also in an empty file)
+        _rows(stream, path, self.file.schema_arrow.empty_table(), schema, on_bad_row, 0)
+
+    def __iter__(self) -> Iterator[StreamData]:
+        done = 0
+        batches = self.file.iter_batches(batch_size=self.chunk_rows)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
+                raise InputError(f"{self.path}: not a readable Parquet file ({err})") from None
+            table = pa.Table.from_batches([batch])
+            yield _rows(self.stream, self.path, table, self.schema, self.on_bad_row, done)
+            done += table.num_rows
+            self.position = self.size * done // max(self.rows, 1)
+        self.position = self.size
+
+
+def _rows(stream: str, path: str, table: pa.Table, schema: StreamSchema, on_bad_row: str, first: int) -> StreamData:
+    """The rows of ``table`` (from row ``first`` of the file on) by the rules; bad ones
+    raise or, with ``skip``, are set aside."""
     bad: dict[int, tuple[str, str | None, str]] = {}  # row -> (column, value, reason); the first problem wins
     ts: list[float] = []
     ids: list[int] | None = None
     columns: dict[str, list[Any]] = {}
-    for h in header:
+    for h in table.column_names:
         target = canonical_name(h, schema)
         kind = kind_of(target, schema)
         column = table.column(h)
@@ -98,11 +149,11 @@ def read_parquet(stream: str, path: str, schema: StreamSchema, on_bad_row: str) 
             ids = values
         else:
             columns[target] = values
-    data = StreamData(stream, path, ts, ids, columns, unit="row")
+    data = StreamData(stream, path, ts, ids, columns, unit="row", first_row=first)
     if bad:
         for i in sorted(bad):
-            column, value, reason = bad[i]
-            row = data.bad_row(i, column, value, reason)
+            column_name, value, reason = bad[i]
+            row = data.bad_row(i, column_name, value, reason)
             if on_bad_row != "skip":
                 raise InputError(row.message())
             data.rejected.append(row)

@@ -163,7 +163,8 @@ class StreamData:
 
     ``lines`` holds each row's source line (CSV) or row number (Parquet, 1-based) when
     it is not the default (``row + 2`` for CSV: a header, then one line per row;
-    ``row + 1`` for Parquet); ``unit`` says which of the two it is.
+    ``row + 1`` for Parquet); ``unit`` says which of the two it is. A chunk of a file
+    read in pieces (:mod:`runtime.io.input_chunks`) starts at row ``first_row`` of it.
     """
 
     stream: str
@@ -174,6 +175,7 @@ class StreamData:
     rejected: list[BadRow] = field(default_factory=list)
     lines: list[int] | None = None
     unit: str = "line"
+    first_row: int = 0
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -189,7 +191,21 @@ class StreamData:
     def line_of(self, i: int) -> int:
         if self.lines is not None:
             return self.lines[i]
-        return i + 2 if self.unit == "line" else i + 1
+        return self.first_row + i + (2 if self.unit == "line" else 1)
+
+    def rows(self, start: int, end: int) -> StreamData:
+        """Rows ``start`` to ``end`` (not included) as data of their own, each still
+        named by its source line (no rejected rows go with them)."""
+        return StreamData(
+            self.stream,
+            self.path,
+            self.ts[start:end],
+            None if self.ids is None else self.ids[start:end],
+            {name: col[start:end] for name, col in self.columns.items()},
+            lines=None if self.lines is None else self.lines[start:end],
+            unit=self.unit,
+            first_row=self.first_row + start,
+        )
 
     def bad_row(self, i: int, column: str | None, value: str | None, reason: str, raw: str = "") -> BadRow:
         return BadRow(self.path, self.line_of(i), column, value, reason, raw, self.unit)

@@ -117,10 +117,16 @@ def test_interrupt_leaves_every_result_so_far_and_nothing_cut(tmp_path: Path, si
     assert rc == 128 + signum, err
     assert "Traceback" not in err
     name = signal.Signals(signum).name
-    m = re.search(rf"interrupted \({name}\) after ([\d,]+) of ([\d,]+) tuples; .* up to ts (\S+)", err)
+    # the inputs are read as they are matched: the total is said when they were read to their end
+    m = re.search(
+        rf"interrupted \({name}\) after ([\d,]+)(?: of ([\d,]+))? tuples(?: \(the input was not read to its end\))?;"
+        r" .* up to ts (\S+)",
+        err,
+    )
     assert m, err
-    done, total = int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
-    assert 0 < done < total == 2 * ROWS - 1
+    done = int(m.group(1).replace(",", ""))
+    assert 0 < done < 2 * ROWS - 1
+    assert m.group(2) is None or int(m.group(2).replace(",", "")) == 2 * ROWS - 1
     if fmt == "jsonl":
         got = strict_lines(output.read_text())
     else:

@@ -1,0 +1,454 @@
+"""Stream files read a chunk at a time and merged into one arrival order, so that
+``mqo match`` holds a few chunks of its input, never all of it.
+
+Each input is read ``chunk_rows`` rows at a time (:class:`runtime.io.csv_reader.CsvChunks`,
+:class:`runtime.io.parquet_reader.ParquetChunks`: the same rules and bad rows as reading
+it whole). The arrival order is the merge of :func:`runtime.io.inputs.merge` (smallest
+next ``ts`` first, ties by input order, each input in its own order); a round releases
+the rows of the buffered chunks in that order up to the point where an input that has
+more to read would run out of buffered rows, and that input is read further. When every
+buffer is in ``ts`` order, a round is a sort: every buffered row whose key (ts, input,
+row) is at most the smallest key of the last buffered row of an input not yet read to
+its end. Otherwise the rows are merged one by one, as :func:`runtime.io.inputs.merge`
+does.
+
+Ids are checked as the whole-file reading checks them (:func:`runtime.io.inputs.read_inputs`):
+a repeated id is a bad row naming the row (line) of its first use in the file, and
+when several files of a stream give ids, an id of an earlier file (in the order they
+were given) is a bad row of the later one, even if the later file's row arrives first:
+the files of such a stream but the last are read once ahead for their ids. The ids
+seen are kept as a few sorted arrays (8 bytes an id, 16 with its line). Rows without
+an id column are numbered 0, 1, 2, ... per stream in arrival order.
+
+A file that breaks a rule that stops the run (a bad row without ``--on-bad-row skip``,
+a file that is not UTF-8, ...) is found when its chunk is read; :func:`first_error`
+then names the error that reading the files whole, one after the other, would have met
+first, so the message does not depend on the chunk size.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from predicates import Catalog, StreamSchema
+from runtime.io.csv_reader import CsvChunks
+from runtime.io.named_paths import INPUT
+from runtime.io.parquet_reader import ParquetChunks
+from runtime.io.stream_rows import BadRow, InputError, StreamData
+
+CHUNK_ROWS = 32_768  # rows of one input read at a time (NEXMark: about 50 MiB of buffers and pieces)
+
+
+def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:
+    """(input, row) of every tuple in arrival order (see :func:`runtime.io.inputs.merge`).
+    When every input is in timestamp order, that is a sort by (ts, input, row)."""
+    if all(np.all(np.diff(np.asarray(d.ts, np.float64)) >= 0) for d in data):
+        ts = np.concatenate([np.asarray(d.ts, np.float64) for d in data]) if data else np.zeros(0)
+        which = (
+            np.concatenate([np.full(len(d), k, np.int64) for k, d in enumerate(data)])
+            if data
+            else np.zeros(0, np.int64)
+        )
+        rows = np.concatenate([np.arange(len(d), dtype=np.int64) for d in data]) if data else np.zeros(0, np.int64)
+        order = np.lexsort((rows, which, ts))
+        return which[order], rows[order]
+    starts = [0] * len(data)
+    which_list, rows_list = _merged(data, starts, [True] * len(data))
+    return np.array(which_list, np.int64), np.array(rows_list, np.int64)
+
+
+def number_in_arrival_order(
+    data: list[StreamData], which: np.ndarray, rows: np.ndarray, first: dict[str, int] | None = None
+) -> None:
+    """Give rows without an id column the automatic ids (0, 1, 2, ... per stream in
+    arrival order, across all files of the stream; from ``first[stream]`` on when
+    given)."""
+    if all(d.ids is not None for d in data):
+        return
+    streams = sorted({d.stream for d in data})
+    stream_of = np.array([streams.index(d.stream) for d in data], np.int64)
+    per_stream = stream_of[which]
+    rank = np.empty(len(which), np.int64)
+    for s in range(len(streams)):
+        chosen = per_stream == s
+        rank[chosen] = np.arange(int(chosen.sum()))
+    for k, d in enumerate(data):
+        if d.ids is None:
+            ids = np.empty(len(d), np.int64)
+            chosen = which == k
+            ids[rows[chosen]] = rank[chosen] + (first or {}).get(d.stream, 0)
+            d.ids = ids.tolist()
+
+
+def _merged(data: list[StreamData], starts: list[int], ended: list[bool]) -> tuple[list[int], list[int]]:
+    """The heap merge of the rows of ``data`` from ``starts`` on, up to and with the last
+    buffered row of an input that is not ``ended`` (its next row is not read yet)."""
+    heap = [(float(d.ts[starts[k]]), k, starts[k]) for k, d in enumerate(data) if starts[k] < len(d)]
+    heapq.heapify(heap)
+    which: list[int] = []
+    rows: list[int] = []
+    while heap:
+        _, k, i = heapq.heappop(heap)
+        which.append(k)
+        rows.append(i)
+        if i + 1 < len(data[k]):
+            heapq.heappush(heap, (float(data[k].ts[i + 1]), k, i + 1))
+        elif not ended[k]:
+            break
+    return which, rows
+
+
+def line_numbers(data: StreamData) -> np.ndarray:
+    """Each row's source line (CSV) or row (Parquet)."""
+    if data.lines is not None:
+        return np.asarray(data.lines, np.int64)
+    return np.arange(len(data), dtype=np.int64) + data.first_row + (2 if data.unit == "line" else 1)
+
+
+class IdRuns:
+    """A set of ids with the line of each, as sorted arrays: a new one per chunk,
+    merged while the newest is at least as long as the one before (a few arrays)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def find(self, ids: np.ndarray) -> np.ndarray:
+        """The line of each id that is in the set, -1 for the others."""
+        found = np.full(len(ids), -1, np.int64)
+        for keys, lines in self.runs:
+            at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+            hit = keys[at] == ids
+            found[hit] = lines[at[hit]]
+        return found
+
+    def add(self, ids: np.ndarray, lines: np.ndarray) -> None:
+        if not len(ids):
+            return
+        order = np.argsort(ids, kind="stable")
+        self.runs.append((ids[order], lines[order]))
+        while len(self.runs) > 1 and len(self.runs[-1][0]) >= len(self.runs[-2][0]):
+            (a, la), (b, lb) = self.runs.pop(), self.runs.pop()
+            keys, lines = np.concatenate([b, a]), np.concatenate([lb, la])
+            order = np.argsort(keys, kind="stable")
+            self.runs.append((keys[order], lines[order]))
+
+
+def earlier_use(ids: np.ndarray, lines: np.ndarray, seen: IdRuns) -> np.ndarray:
+    """For each row, the line of an earlier use of its id (in ``seen``, else earlier in
+    these rows), -1 for a first use."""
+    earlier = seen.find(ids)
+    if len(ids) > 1:
+        order = np.argsort(ids, kind="stable")
+        keys = ids[order]
+        starts = np.r_[True, keys[1:] != keys[:-1]]
+        first_sorted = order[np.flatnonzero(starts)][np.cumsum(starts) - 1]
+        first = np.empty(len(ids), np.int64)
+        first[order] = first_sorted
+        repeated = (first != np.arange(len(ids))) & (earlier < 0)
+        earlier[repeated] = lines[first[repeated]]
+    return earlier
+
+
+def within_reason(ident: int, unit: str, line: int) -> str:
+    return f"id {ident} is already used by the row at {unit} {line}"
+
+
+def across_reason(ident: int, stream: str, path: str) -> str:
+    return f"id {ident} of stream {stream} is already used in {path}"
+
+
+def is_parquet(path: str) -> bool:
+    """Whether an input file is read as Parquet (else CSV); an error if it is not a file."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"input file not found: {path}")
+    if p.is_dir():
+        raise InputError(f"input path is a directory, not a file: {path}")
+    return p.suffix.lower() in (".parquet", ".pq")
+
+
+def open_chunks(
+    stream: str, path: str, schema: StreamSchema, on_bad_row: str, chunk_rows: int
+) -> CsvChunks | ParquetChunks:
+    if is_parquet(path):
+        return ParquetChunks(stream, path, schema, on_bad_row, chunk_rows)
+    return CsvChunks(stream, path, schema, on_bad_row, chunk_rows)
+
+
+def _has_ids(chunks: CsvChunks | ParquetChunks) -> bool:
+    return "id" in (h.lower() for h in chunks.header)
+
+
+def check_id_columns(stream: str, files: list[tuple[str, bool]]) -> None:
+    """Several files of one stream: all give ids or none do."""
+    with_ids = [path for path, ids in files if ids]
+    if with_ids and len(with_ids) != len(files):
+        without = [path for path, ids in files if not ids]
+        raise InputError(
+            f"stream {stream}: {', '.join(with_ids)} give(s) an id column but {', '.join(without)} do(es) not;"
+            " give ids in every file of a stream or in none (automatic ids could repeat given ones)"
+        )
+
+
+class _Input:
+    """One input file being read: its buffered chunk and the ids it has used."""
+
+    def __init__(self, chunks: CsvChunks | ParquetChunks, earlier: list[tuple[str, IdRuns]]) -> None:
+        self.chunks = chunks
+        self.stream = chunks.stream
+        self.path = chunks.path
+        self.ids = _has_ids(chunks)
+        self.earlier = earlier  # (path, valid ids) of the stream's files given before this one
+        self.seen = IdRuns()
+        self.reading: Iterator[StreamData] | None = None
+        self.buffer: StreamData | None = None
+        self.ts = np.zeros(0)
+        self.head = 0
+        self.sorted_from = 0  # the rows from here on are in ts order
+        self.ended = False
+
+    def remaining(self) -> int:
+        return 0 if self.buffer is None else len(self.buffer) - self.head
+
+    def checked(self, data: StreamData, on_bad_row: str, valid: IdRuns | None = None) -> StreamData:
+        """The chunk without its rows of repeated ids (bad rows; ``valid`` gains the ids kept)."""
+        if data.ids is None or not len(data):
+            return data
+        ids = np.asarray(data.ids, np.int64)
+        lines = line_numbers(data)
+        earlier = earlier_use(ids, lines, self.seen)
+        dropped = np.flatnonzero(earlier >= 0)
+        for i in dropped.tolist():
+            _reject(data, i, within_reason(int(ids[i]), data.unit, int(earlier[i])), on_bad_row)
+        self.seen.add(ids[earlier < 0], lines[earlier < 0])
+        keep = earlier < 0
+        for path, used in self.earlier:
+            across = keep & (used.find(ids) >= 0)
+            for i in np.flatnonzero(across).tolist():
+                _reject(data, i, across_reason(int(ids[i]), self.stream, path), on_bad_row)
+            keep &= ~across
+        if valid is not None:
+            valid.add(ids[keep], lines[keep])
+        if not keep.all():
+            data.drop(set(np.flatnonzero(~keep).tolist()))
+        return data
+
+    def refill(self, on_bad_row: str, rejected: list[BadRow]) -> None:
+        """Read chunks until one has rows or the file ends."""
+        if self.reading is None:
+            self.reading = iter(self.chunks)
+        while not self.ended and self.remaining() == 0:
+            data = next(self.reading, None)
+            if data is None:
+                self.ended, self.buffer = True, None
+                return
+            data = self.checked(data, on_bad_row)
+            rejected.extend(data.rejected)
+            data.rejected = []
+            self.buffer, self.head = data, 0
+            self.ts = np.asarray(data.ts, np.float64)
+            descents = np.flatnonzero(self.ts[1:] < self.ts[:-1])
+            self.sorted_from = int(descents[-1]) + 1 if len(descents) else 0
+
+
+def _reject(data: StreamData, i: int, reason: str, on_bad_row: str) -> None:
+    ident = data.ids[i]  # type: ignore[index]
+    row = data.bad_row(i, "id", str(ident), reason)
+    if on_bad_row != "skip":
+        raise InputError(row.message())
+    data.rejected.append(row)
+
+
+@dataclass
+class Round:
+    """Tuples released in arrival order: row ``rows[j]`` of ``data[which[j]]`` arrives
+    j-th; ``ts`` in that order. ``data[k]`` is a piece of input ``inputs[k]``."""
+
+    data: list[StreamData]
+    inputs: list[int]
+    which: np.ndarray
+    rows: np.ndarray
+    ts: np.ndarray
+
+
+class ArrivingInputs:
+    """The ``--input`` files of a run, read a chunk at a time and merged in arrival
+    order (:meth:`rounds`). Every file's header is checked when this is made."""
+
+    def __init__(
+        self, specs: list[tuple[str, str]], catalog: Catalog, on_bad_row: str = "error", chunk_rows: int = CHUNK_ROWS
+    ) -> None:
+        """``specs``: (stream, path) of each ``--input`` as given."""
+        self.on_bad_row = on_bad_row
+        self.chunk_rows = chunk_rows
+        names = [INPUT.declared(stream, path, catalog.names()) for stream, path in specs]
+        self.schemas = {name: catalog.require(name) for name in names}
+        opened = [
+            open_chunks(name, path, self.schemas[name], on_bad_row, chunk_rows)
+            for (_, path), name in zip(specs, names, strict=True)
+        ]
+        by_stream: dict[str, list[CsvChunks | ParquetChunks]] = {}
+        for chunks in opened:
+            by_stream.setdefault(chunks.stream, []).append(chunks)
+        for stream, group in by_stream.items():
+            check_id_columns(stream, [(c.path, _has_ids(c)) for c in group])
+        # the ids of a stream's earlier files, for its later ones (read once ahead)
+        earlier: dict[int, list[tuple[str, IdRuns]]] = {}
+        for group in by_stream.values():
+            if len(group) > 1 and _has_ids(group[0]):
+                before: list[tuple[str, IdRuns]] = []
+                for chunks in group:
+                    earlier[id(chunks)] = list(before)
+                    if chunks is not group[-1]:
+                        before.append((chunks.path, self._valid_ids(chunks, list(before))))
+        self.inputs = [_Input(chunks, earlier.get(id(chunks), [])) for chunks in opened]
+        self.next_id = {stream: 0 for stream in by_stream}
+        self.rejected: list[BadRow] = []  # bad rows found and not yet taken
+        self.size = sum(chunks.size for chunks in opened)
+        self._merged: tuple[list[int], list[int]] | None = None  # a round's order, when merged row by row
+
+    def _valid_ids(self, chunks: CsvChunks | ParquetChunks, before: list[tuple[str, IdRuns]]) -> IdRuns:
+        """The ids a file keeps (after its bad rows and repeated ids are set aside)."""
+        again = open_chunks(chunks.stream, chunks.path, self.schemas[chunks.stream], self.on_bad_row, self.chunk_rows)
+        reading = _Input(again, before)
+        valid = IdRuns()
+        for data in again:
+            reading.checked(data, self.on_bad_row, valid)
+        return valid
+
+    @property
+    def position(self) -> int:
+        """About how many bytes of the inputs have been read."""
+        return sum(i.chunks.position for i in self.inputs)
+
+    def take_rejected(self) -> list[BadRow]:
+        rejected, self.rejected = self.rejected, []
+        return rejected
+
+    def rounds(self) -> Iterator[Round]:
+        """The tuples in arrival order, a round at a time (automatic ids given)."""
+        while True:
+            for i in self.inputs:
+                i.refill(self.on_bad_row, self.rejected)
+            if not any(i.remaining() for i in self.inputs):
+                return
+            ends = self._release()
+            which, rows, ts = self._order(ends)
+            # the pieces of the inputs with rows in this round
+            given = [k for k, (i, end) in enumerate(zip(self.inputs, ends, strict=True)) if end > i.head]
+            data = []
+            for k in given:
+                i = self.inputs[k]
+                assert i.buffer is not None
+                data.append(i.buffer if i.head == 0 and ends[k] == len(i.buffer) else i.buffer.rows(i.head, ends[k]))
+                i.head = ends[k]
+            renumber = np.zeros(len(self.inputs), np.int64)
+            renumber[given] = np.arange(len(given))
+            which = renumber[which]
+            number_in_arrival_order(data, which, rows, self.next_id)
+            for k, d in zip(given, data, strict=True):
+                if not self.inputs[k].ids:
+                    self.next_id[d.stream] += len(d)
+            yield Round(data, given, which, rows, ts)
+
+    def _release(self) -> list[int]:
+        """Where each input's released rows end (its buffer's rows from its head on)."""
+        live = [i for i in self.inputs if i.remaining()]
+        if any(i.head < i.sorted_from for i in live):
+            self._merged = _merged(
+                [i.buffer if i.buffer is not None else _EMPTY for i in self.inputs],
+                [i.head for i in self.inputs],
+                [i.ended for i in self.inputs],
+            )
+            ends = [i.head for i in self.inputs]
+            for k, row in zip(*self._merged, strict=True):
+                ends[k] = row + 1
+            return ends
+        self._merged = None
+        waiting = [(float(i.ts[-1]), k) for k, i in enumerate(self.inputs) if i.remaining() and not i.ended]
+        if not waiting:
+            return [len(i.buffer) if i.buffer is not None else i.head for i in self.inputs]
+        bound_ts, bound_k = min(waiting)
+        ends = []
+        for k, i in enumerate(self.inputs):
+            if not i.remaining():
+                ends.append(i.head)
+                continue
+            # ties in ts: the inputs given first arrive first
+            if k <= bound_k:
+                ends.append(i.head + int(np.searchsorted(i.ts[i.head :], bound_ts, side="right")))
+            else:
+                ends.append(i.head + int(np.searchsorted(i.ts[i.head :], bound_ts, side="left")))
+        return ends
+
+    def _order(self, ends: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input, row within the released piece, ts) of the released rows in arrival order."""
+        if self._merged is not None:
+            which = np.array(self._merged[0], np.int64)
+            rows = np.array(self._merged[1], np.int64)
+            heads = np.array([i.head for i in self.inputs], np.int64)
+            ts = np.empty(len(which), np.float64)
+            for k, i in enumerate(self.inputs):
+                chosen = which == k
+                ts[chosen] = i.ts[rows[chosen]]
+            return which, rows - heads[which], ts
+        parts = [(k, i.ts[i.head : end]) for k, (i, end) in enumerate(zip(self.inputs, ends, strict=True))]
+        ts = np.concatenate([t for _, t in parts])
+        which = np.concatenate([np.full(len(t), k, np.int64) for k, t in parts])
+        rows = np.concatenate([np.arange(len(t), dtype=np.int64) for _, t in parts])
+        order = np.lexsort((rows, which, ts))
+        return which[order], rows[order], ts[order]
+
+
+_EMPTY = StreamData("", "", [], None, {})
+
+
+def first_error(specs: list[tuple[str, str]], catalog: Catalog, on_bad_row: str, chunk_rows: int = CHUNK_ROWS) -> None:
+    """Raise the error that reading every file whole, in the order given, then checking
+    ids across the files of each stream would meet first (:func:`runtime.io.inputs.read_inputs`);
+    nothing if there is none."""
+    names = [INPUT.declared(stream, path, catalog.names()) for stream, path in specs]
+    by_stream: dict[str, list[tuple[str, str, np.ndarray | None, np.ndarray]]] = {}
+    for (_, path), name in zip(specs, names, strict=True):
+        chunks = open_chunks(name, path, catalog.require(name), on_bad_row, chunk_rows)
+        unit = "row" if isinstance(chunks, ParquetChunks) else "line"
+        ids: list[np.ndarray] = []
+        lines: list[np.ndarray] = []
+        for data in chunks:
+            if data.ids is not None:
+                ids.append(np.asarray(data.ids, np.int64))
+                lines.append(line_numbers(data))
+        every = (np.concatenate(ids) if ids else np.zeros(0, np.int64)) if _has_ids(chunks) else None
+        at = np.concatenate(lines) if lines else np.zeros(0, np.int64)
+        if every is not None and on_bad_row != "skip":
+            earlier = earlier_use(every, at, IdRuns())
+            repeated = np.flatnonzero(earlier >= 0)
+            if len(repeated):
+                i = int(repeated[0])
+                reason = within_reason(int(every[i]), unit, int(earlier[i]))
+                raise InputError(BadRow(path, int(at[i]), "id", str(every[i]), reason, "", unit).message())
+        by_stream.setdefault(name, []).append((path, unit, every, at))
+    for stream, group in by_stream.items():
+        check_id_columns(stream, [(path, every is not None) for path, _, every, _ in group])
+    if on_bad_row == "skip":
+        return
+    for stream, group in by_stream.items():
+        # (no file repeats an id of its own here: that was an error above)
+        for k, (path, unit, every, at) in enumerate(group):
+            if every is None:
+                continue
+            used = [(earlier_path, np.sort(ids)) for earlier_path, _, ids, _ in group[:k] if ids is not None]
+            owner = np.full(len(every), -1, np.int64)
+            for j, (_, keys) in enumerate(used):
+                hit = (owner < 0) & np.isin(every, keys)
+                owner[hit] = j
+            again = np.flatnonzero(owner >= 0)
+            if len(again):
+                i = int(again[0])
+                reason = across_reason(int(every[i]), stream, used[int(owner[i])][0])
+                raise InputError(BadRow(path, int(at[i]), "id", str(every[i]), reason, "", unit).message())

@@ -1,0 +1,89 @@
+"""A stream file read a chunk at a time gives the rows, bad rows and source lines of
+reading it whole: from Arrow's streaming reader, and from the exact path where it
+takes over part-way (the first block that breaks a rule)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from predicates import Catalog
+from runtime.io.csv_reader import CsvChunks, read_csv
+from runtime.io.input_chunks import IdRuns, earlier_use, line_numbers
+from runtime.io.parquet_reader import ParquetChunks, read_parquet
+from runtime.io.stream_rows import InputError, StreamData
+
+SCHEMA = Catalog.from_ddl("REGISTER STREAM S (x INTEGER, f FLOAT, tag STRING);").require("S")
+
+
+def joined(chunks: list[StreamData]) -> dict[str, Any]:
+    return {
+        "ts": [t for c in chunks for t in c.ts],
+        "ids": [i for c in chunks for i in (c.ids or [])],
+        "x": [v for c in chunks for v in c.columns["x"]],
+        "f": [v for c in chunks for v in c.columns["f"]],
+        "tag": [v for c in chunks for v in c.columns["tag"]],
+        "lines": [n for c in chunks for n in line_numbers(c).tolist()],
+        "rejected": [r.as_dict() for c in chunks for r in c.rejected],
+    }
+
+
+def csv_file(tmp: Path, bad_at: list[int], n: int = 300) -> str:
+    lines = ["ts,id,x,f,tag"]
+    for i in range(n):
+        x = "oops" if i in bad_at else str(i * 3 - 7)
+        lines.append(f"{i / 4},{i},{x},{i * 0.25},{'' if i % 5 == 0 else 't' + str(i % 3)}")
+    path = tmp / "s.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("bad_at", [[], [0], [150], [151, 290], [299]])
+@pytest.mark.parametrize("chunk_rows", [1, 7, 64, 100_000])
+def test_csv_in_chunks_is_the_file_read_whole(tmp_path: Path, bad_at: list[int], chunk_rows: int) -> None:
+    path = csv_file(tmp_path, bad_at)
+    whole = read_csv("S", path, SCHEMA, "skip")
+    chunks = list(CsvChunks("S", path, SCHEMA, "skip", chunk_rows))
+    assert all(len(c) <= chunk_rows for c in chunks)
+    assert joined(chunks) == joined([whole])
+    if bad_at:
+        with pytest.raises(InputError) as err:
+            list(CsvChunks("S", path, SCHEMA, "error", chunk_rows))
+        assert str(err.value) == f"{path}:{bad_at[0] + 2}: column 'x': 'oops' is not an integer"
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 4, 100])
+def test_parquet_in_batches_is_the_file_read_whole(tmp_path: Path, chunk_rows: int) -> None:
+    path = tmp_path / "s.parquet"
+    n = 40
+    table = pa.table(
+        {
+            "ts": pa.array([None if i == 9 else i / 2 for i in range(n)], pa.float64()),
+            "id": pa.array(range(n), pa.int64()),
+            "x": pa.array([i - 3 for i in range(n)], pa.int32()),
+            "f": pa.array([float("inf") if i == 30 else i * 0.5 for i in range(n)]),
+            "tag": [f"t{i % 4}" for i in range(n)],
+        }
+    )
+    pq.write_table(table, path, row_group_size=6)
+    whole = read_parquet("S", str(path), SCHEMA, "skip")
+    chunks = list(ParquetChunks("S", str(path), SCHEMA, "skip", chunk_rows))
+    assert joined(chunks) == joined([whole])
+    assert [r["row"] for r in joined(chunks)["rejected"]] == [10, 31]
+
+
+def test_ids_used_before_are_found_in_sorted_runs() -> None:
+    seen = IdRuns()
+    for start in range(0, 40, 5):  # runs merged as they come
+        ids = list(range(start * 3, start * 3 + 15, 3))
+        seen.add(np.array(ids, np.int64), np.array([i + 2 for i in ids], np.int64))
+    assert len(seen.runs) <= 4
+    ids = np.array([0, 3, 4, 117, 120, 5, 5, 4], np.int64)
+    lines = np.arange(100, 108, dtype=np.int64)
+    # in the set: its line; repeated in these rows: the first one's line; else -1
+    assert earlier_use(ids, lines, seen).tolist() == [2, 5, -1, 119, -1, -1, 105, 102]

@@ -24,10 +24,10 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -224,10 +224,22 @@ def run_match(
                     progress,
                     tables,
                 )
-        except InputError:
+        except InputError as stopped:
             # a file stopped the run: name the error that reading the files whole would meet first
-            first_error(specs, catalog, on_bad_row, chunk_rows)
-            raise
+            error = stopped
+            try:
+                first_error(specs, catalog, on_bad_row, chunk_rows)
+            except InputError as first:
+                error = first
+            if summary.last_ts is None:  # nothing matched yet: the outputs are empty
+                raise error from None
+            # (the inputs are read as they are matched: what came before the bad row was
+            # matched, and part of its results written; say so, so none is taken for whole)
+            raise InputError(
+                f"{error}; the run stopped there, and {shown_path(output)} holds results of the tuples matched"
+                " before it, not every result of the input (--on-bad-row skip sets bad rows aside and matches"
+                " the rest)"
+            ) from None
     summary.late = late_file.count
     summary.rejected = rejects_file.count
     summary.late_path = late_path if late_file.count else None
@@ -258,7 +270,7 @@ def _match_rounds(
         summary.per_stream.setdefault(stream, 0)
     run = Matching(matcher, streams, writer, late_file, stop, bar, summary, aggregate_writer, tables=tables)
     read_all, released = True, 0
-    for arrived in arriving.rounds():
+    for arrived in _flushed_on_error(arriving.rounds(), run):
         released += len(arrived.which)
         with stop.writing():
             rejects_file.write(row.as_dict() for row in arriving.take_rejected())
@@ -281,6 +293,16 @@ def _match_rounds(
     if summary.interrupted is None:
         summary.last_ts = None
     bar.finish()
+
+
+def _flushed_on_error(rounds: Iterator[Any], run: Matching) -> Iterator[Any]:
+    """``rounds``, writing what the rounds so far found before a bad input row stops
+    the run (``run_match``'s message then says the output is partial)."""
+    try:
+        yield from rounds
+    except InputError:
+        run.flush()
+        raise
 
 
 class Matching:

@@ -154,7 +154,8 @@ def test_parquet_row_groups_and_bad_rows(tmp_path: Path) -> None:
 
 
 def errors(tmp: Path, specs: list[InputSpec], on_bad_row: str) -> set[str]:
-    """The error a run stops with, reading whole and in chunks of each size."""
+    """The error a run stops with, reading whole and in chunks of each size (less what a
+    chunked run adds when it matched tuples before the error: that its output is partial)."""
     found = set()
     with pytest.raises(InputError) as whole_error:
         whole(specs, tmp / "whole.jsonl", on_bad_row)
@@ -162,7 +163,7 @@ def errors(tmp: Path, specs: list[InputSpec], on_bad_row: str) -> set[str]:
     for size in SIZES:
         with pytest.raises(InputError) as err:
             run_match(matcher(), specs, str(tmp / f"c{size}.jsonl"), "jsonl", on_bad_row=on_bad_row, chunk_rows=size)
-        found.add(str(err.value))
+        found.add(str(err.value).split("; the run stopped there, and ")[0])
     return found
 
 
@@ -264,3 +265,30 @@ def test_table_versions_among_the_rounds_as_read_whole(tmp_path: Path, order: st
         m = table_matcher()
         run_match(m, specs, str(out), "jsonl", tables=TableFeed(m, [TableSpec("patients", table)]), chunk_rows=size)
         assert out.read_text() == expected, f"chunks of {size} rows"
+
+
+def test_a_bad_row_past_the_first_chunk_stops_the_run_and_says_the_output_is_partial(tmp_path: Path) -> None:
+    """The inputs are read as they are matched: a bad row found after some tuples were
+    matched stops the run with its own message, and the message says the output holds
+    only what the tuples before it found (which it then holds, every result of them)."""
+    a = tmp_path / "a.csv"
+    a.write_text("ts,x,tag\n" + "".join(f"{i},{i},t\n" for i in range(10)) + "10,oops,t\n11,9,t\n")
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(InputError) as err:
+        run_match(matcher(), [InputSpec("A", str(a))], str(out), "jsonl", chunk_rows=3)
+    message = str(err.value)
+    assert message.startswith(f"{a}:12: column 'x': 'oops' is not an integer")
+    assert "holds results of the tuples matched before it, not every result of the input" in message
+    # rows 0-8 were matched (the chunk holding the bad row never was): 'big' found x = 6, 7, 8
+    found = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["query"], r["ids"]["A"]) for r in found if r["query"] == "big"] == [("big", 6), ("big", 7), ("big", 8)]
+
+
+def test_a_bad_row_in_the_first_chunk_stops_the_run_before_anything_is_matched(tmp_path: Path) -> None:
+    a = tmp_path / "a.csv"
+    a.write_text("ts,x,tag\n1,oops,t\n2,9,t\n")
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(InputError) as err:
+        run_match(matcher(), [InputSpec("A", str(a))], str(out), "jsonl", chunk_rows=3)
+    assert str(err.value) == f"{a}:2: column 'x': 'oops' is not an integer"
+    assert out.read_text() == ""

@@ -29,7 +29,8 @@ from mqo.columnar_join import PairRows, PairTables, join_batch, result_ids
 
 
 def _matcher(folder: Path, fed: list[str]) -> mqo.Matcher:
-    matcher = mqo.Matcher((folder / "streams.ddl").read_text())
+    # as ``mqo match`` makes it: the queries are fixed, so only tuples some query can use are stored
+    matcher = mqo.Matcher((folder / "streams.ddl").read_text(), store="candidates")
     matcher.register_queries((folder / "queries.mqo").read_text())
     plan = matcher.ensure_plan()
     for schema in plan.catalog.base_streams():

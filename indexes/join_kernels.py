@@ -10,9 +10,9 @@ other stream's rows sorted by ``ts``); for each such pair it intersects the two 
 candidate words, decides every join and window list between the streams as
 :meth:`indexes.covering.CoveringList.satisfied_pair` does, takes the killed slots off
 with the lists' prefix and suffix checkpoint rows (:func:`indexes.kernels.build_checkpoints`)
-and the users of fewer than a stride of positions, keeps the slots whose MAXWINDOW
-and registration time allow the pair's span, and writes one (row, partner, slot)
-triple per slot left.
+and the users of fewer than a stride of positions, after keeping the slots whose
+MAXWINDOW and registration time allow the pair's span, and writes each pair with
+slots left as one result block: (row, partner) and its nonzero words.
 
 Exactness is that of :mod:`indexes.exact`: a list's boundaries are the doubles'
 answer when both constants next to the difference lie farther from it than the
@@ -290,20 +290,23 @@ def join_rows(
     s_masks: np.ndarray,
     out_a: np.ndarray,
     out_b: np.ndarray,
-    out_slot: np.ndarray,
+    out_start: np.ndarray,
+    out_widx: np.ndarray,
+    out_word: np.ndarray,
     fb_a: np.ndarray,
     fb_b: np.ndarray,
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     """Rows ``start ..`` in arrival order (see the module docstring). Returns (the row
-    to go on from, triples written, fallback pairs written): it stops before a row
-    whose results might not fit the output arrays (the caller grows them and calls
-    again from there; the rows before it are complete)."""
+    to go on from, pairs written, words written, fallback pairs written): it stops
+    before a row whose results might not fit the output arrays (the caller grows them
+    and calls again from there; the rows before it are complete). A pair's slots are
+    its nonzero words: ``out_widx``/``out_word`` from ``out_start[k]`` to the next
+    pair's start (one result block per pair, as the engine's ``ResultBlock``)."""
     n_rows = side.shape[0]
     words = cand.shape[1]
     n_lists = l_op.shape[0]
-    cap, fb_cap = out_a.shape[0], fb_a.shape[0]
-    n_out = 0
-    n_fb = 0
+    pair_cap, word_cap, fb_cap = out_a.shape[0], out_word.shape[0], fb_a.shape[0]
+    n_pairs = n_words = n_fb = 0
     cr = np.empty(words, np.uint64)
     for j in range(start, n_rows):
         wlo, whi = wlo_of[j], whi_of[j]
@@ -324,7 +327,7 @@ def join_rows(
             else:
                 hi = mid
         first = lo
-        row_out, row_fb = n_out, n_fb
+        row_pairs, row_words, row_fb = n_pairs, n_words, n_fb
         for q in range(first, b):
             if sorted_ts[q] > hi_t:
                 break
@@ -340,15 +343,38 @@ def join_rows(
                     any_left = True
             if not any_left:
                 continue
-            if n_out + 64 * (whi - wlo) > cap or n_fb >= fb_cap:
-                return j, row_out, row_fb  # row j again, with room
-            if big[j] or big[r]:
+            if n_pairs >= pair_cap or n_words + whi - wlo > word_cap or n_fb >= fb_cap:
+                return j, row_pairs, row_words, row_fb  # row j again, with room
+            # the pair's span against the MAXWINDOW and registration levels first (cheap, and
+            # a pair they rule out needs no list, decided or not)
+            t_lo = t if t < ts[r] else ts[r]
+            t_hi = t if t > ts[r] else ts[r]
+            level = _window_level(t_lo, t_hi, w_floats)
+            count = _since_count(t_lo, s_floats)
+            if level == UNSURE or count == UNSURE or big[j] or big[r]:
                 fb_a[n_fb] = j
                 fb_b[n_fb] = r
                 n_fb += 1
                 continue
+            if level >= w_floats.shape[0] or count == 0:
+                continue
+            left_any = False
+            for w in range(wlo, whi):
+                cr[w] &= w_masks[level, w] & s_masks[count - 1, w]
+                if cr[w]:
+                    left_any = True
+            if not left_any:
+                continue
             unsure = False
             for li in range(n_lists):
+                relevant = False  # (a list none of the candidates uses decides nothing: Engine skips it too)
+                any_row = suffix_rows[l_rbase[li]]
+                for w in range(wlo, whi):
+                    if cr[w] & any_row[w]:
+                        relevant = True
+                        break
+                if not relevant:
+                    continue
                 if l_left_side[li] == s:
                     left, right = vals[j, l_left_col[li]], vals[r, l_right_col[li]]
                 else:
@@ -393,29 +419,15 @@ def join_rows(
                 fb_b[n_fb] = r
                 n_fb += 1
                 continue
-            t_lo = t if t < ts[r] else ts[r]
-            t_hi = t if t > ts[r] else ts[r]
-            level = _window_level(t_lo, t_hi, w_floats)
-            count = _since_count(t_lo, s_floats)
-            if level == UNSURE or count == UNSURE:
-                fb_a[n_fb] = j
-                fb_b[n_fb] = r
-                n_fb += 1
-                continue
-            if level >= w_floats.shape[0] or count == 0:
-                continue
+            first_word = n_words
             for w in range(wlo, whi):
-                bits = cr[w] & w_masks[level, w] & s_masks[count - 1, w]
-                while bits:
-                    low = bits & (~bits + np.uint64(1))
-                    bit = 0
-                    probe = low
-                    while probe > np.uint64(1):
-                        probe >>= np.uint64(1)
-                        bit += 1
-                    out_a[n_out] = j
-                    out_b[n_out] = r
-                    out_slot[n_out] = w * 64 + bit
-                    n_out += 1
-                    bits ^= low
-    return n_rows, n_out, n_fb
+                if cr[w]:
+                    out_widx[n_words] = w
+                    out_word[n_words] = cr[w]
+                    n_words += 1
+            if n_words > first_word:
+                out_a[n_pairs] = j
+                out_b[n_pairs] = r
+                out_start[n_pairs] = first_word
+                n_pairs += 1
+    return n_rows, n_pairs, n_words, n_fb

@@ -294,19 +294,39 @@ class PairRows:
 
 @dataclass
 class PairResults:
-    """Results as (row, partner, slot): arrival positions of the later and earlier row."""
+    """Result blocks, one per pair of rows (arrival positions: the later row, its
+    partner) with the slots it satisfies as nonzero words: those of pair ``k`` are
+    ``word_index``/``words`` from ``starts[k]`` to ``starts[k + 1]`` (what the
+    engine's ``ResultBlock`` holds as an int)."""
 
     rows: np.ndarray
     partners: np.ndarray
-    slots: np.ndarray
+    starts: np.ndarray
+    word_index: np.ndarray
+    words: np.ndarray
     fallback_pairs: int
 
     def __len__(self) -> int:
-        return len(self.slots)
+        return int(np.bitwise_count(self.words).sum())
+
+    def triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, partner, slot) per result, pair by pair, slots ascending."""
+        pair, _, slots = self.entries()
+        return self.rows[pair], self.partners[pair], slots
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(pair, word entry, slot) per result, pair by pair, slots ascending."""
+        bits = np.unpackbits(self.words.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        entry, bit = np.nonzero(bits)
+        pair = np.repeat(np.arange(len(self.rows)), np.diff(self.starts))[entry]
+        return pair, entry, self.word_index[entry] * 64 + bit
 
 
-def run_kernel(tables: PairTables, rows: PairRows, capacity: int = 1 << 16) -> tuple[np.ndarray, ...]:
-    """The kernel over every row: (rows, partners, slots, fallback rows, fallback partners)."""
+def run_kernel(
+    tables: PairTables, rows: PairRows, capacity: int = 1 << 14
+) -> tuple[PairResults, tuple[np.ndarray, np.ndarray]]:
+    """The kernel over every row: its result blocks, and its fallback pairs as
+    ``(rows, partners)`` in :attr:`PairResults` form with no words (decided by the caller)."""
     a = tables.arrays
     found: list[tuple[np.ndarray, ...]] = []
     fallback: list[tuple[np.ndarray, np.ndarray]] = []
@@ -318,10 +338,12 @@ def run_kernel(tables: PairTables, rows: PairRows, capacity: int = 1 << 16) -> t
     while True:
         out_a = np.empty(capacity, np.int64)
         out_b = np.empty(capacity, np.int64)
-        out_s = np.empty(capacity, np.int64)
+        out_start = np.empty(capacity, np.int64)
+        out_widx = np.empty(capacity * 4 + tables.words, np.int64)
+        out_word = np.empty(capacity * 4 + tables.words, np.uint64)
         fb_a = np.empty(capacity // 4 + 16, np.int64)
         fb_b = np.empty(capacity // 4 + 16, np.int64)
-        start_next, n_out, n_fb = join_rows(
+        start_next, n_pairs, n_words, n_fb = join_rows(
             start,
             rows.side,
             rows.ts,
@@ -361,24 +383,33 @@ def run_kernel(tables: PairTables, rows: PairRows, capacity: int = 1 << 16) -> t
             a["s_masks"],
             out_a,
             out_b,
-            out_s,
+            out_start,
+            out_widx,
+            out_word,
             fb_a,
             fb_b,
         )
-        found.append((out_a[:n_out], out_b[:n_out], out_s[:n_out]))
+        found.append((out_a[:n_pairs], out_b[:n_pairs], out_start[:n_pairs], out_widx[:n_words], out_word[:n_words]))
         fallback.append((fb_a[:n_fb], fb_b[:n_fb]))
         if start_next >= total:
             break
         if start_next == start:  # one row's results did not fit: room for more
             capacity *= 4
         start = start_next
-    return (
+    offset = 0
+    starts = []
+    for part in found:  # each call's starts count from its own first word
+        starts.append(part[2] + offset)
+        offset += len(part[3])
+    starts.append(np.array([offset], np.int64))
+    return PairResults(
         np.concatenate([f[0] for f in found]),
         np.concatenate([f[1] for f in found]),
-        np.concatenate([f[2] for f in found]),
-        np.concatenate([f[0] for f in fallback]),
-        np.concatenate([f[1] for f in fallback]),
-    )
+        np.concatenate(starts),
+        np.concatenate([f[3] for f in found]),
+        np.concatenate([f[4] for f in found]),
+        sum(len(f[0]) for f in fallback),
+    ), (np.concatenate([f[0] for f in fallback]), np.concatenate([f[1] for f in fallback]))
 
 
 def join_batch(
@@ -387,37 +418,47 @@ def join_batch(
     side: np.ndarray,
     row: np.ndarray,
     late: np.ndarray,
+    capacity: int = 1 << 14,
 ) -> PairResults:
     """The two-stream results of rows arriving in this order (row ``row[j]`` of
     ``prepared[side[j]]`` arrives j-th; ``late[j]``: it is late, neither matched nor
-    stored), exactly as the engine reports them."""
+    stored), exactly as the engine reports them (``capacity``: result pairs per
+    kernel call to begin with)."""
     rows = PairRows.of(tables, prepared, side, row, late)
-    a, b, slots, fa, fb = run_kernel(tables, rows)
-    extra_a: list[int] = []
-    extra_b: list[int] = []
-    extra_s: list[int] = []
-    for j, r in zip(fa.tolist(), fb.tolist(), strict=True):
-        for q in _bits(_decide_pair(tables, rows, prepared, j, r)):
-            extra_a.append(j)
-            extra_b.append(r)
-            extra_s.append(q)
-    if extra_s:
-        a = np.concatenate([a, np.array(extra_a, np.int64)])
-        b = np.concatenate([b, np.array(extra_b, np.int64)])
-        slots = np.concatenate([slots, np.array(extra_s, np.int64)])
+    results, (fa, fb) = run_kernel(tables, rows, capacity)
+    decided = [
+        (j, r, _decide_pair(tables, rows, prepared, j, r)) for j, r in zip(fa.tolist(), fb.tolist(), strict=True)
+    ]
+    decided = [(j, r, mask) for j, r, mask in decided if mask]
+    if decided:
+        results = _with_blocks(results, tables.words, decided)
     if tables.special.any():
-        keep = _special_checked(tables, rows, prepared, a, b, slots)
-        a, b, slots = a[keep], b[keep], slots[keep]
-    return PairResults(a, b, slots, len(fa))
+        results = _special_checked(tables, rows, prepared, results)
+    return results
 
 
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+def _with_blocks(results: PairResults, words: int, blocks: list[tuple[int, int, int]]) -> PairResults:
+    """``results`` and the blocks (row, partner, slot mask as an int) after them."""
+    rows, partners, starts, index, values = [results.rows], [results.partners], [results.starts[:-1]], [], []
+    at = int(results.starts[-1])
+    for j, r, mask in blocks:
+        row = np.frombuffer(mask.to_bytes(words * 8, "little"), "<u8").astype(np.uint64)
+        nz = np.flatnonzero(row)
+        rows.append(np.array([j], np.int64))
+        partners.append(np.array([r], np.int64))
+        starts.append(np.array([at], np.int64))
+        index.append(nz)
+        values.append(row[nz])
+        at += len(nz)
+    starts.append(np.array([at], np.int64))
+    return PairResults(
+        np.concatenate(rows),
+        np.concatenate(partners),
+        np.concatenate(starts),
+        np.concatenate([results.word_index, *index]),
+        np.concatenate([results.words, *values]),
+        results.fallback_pairs,
+    )
 
 
 def _stored_row(rows: PairRows, prepared: tuple[PreparedBatch, PreparedBatch], j: int) -> tuple[Any, ...]:
@@ -446,40 +487,44 @@ def _decide_pair(
 
 
 def _special_checked(
-    tables: PairTables,
-    rows: PairRows,
-    prepared: tuple[PreparedBatch, PreparedBatch],
-    a: np.ndarray,
-    b: np.ndarray,
-    slots: np.ndarray,
-) -> np.ndarray:
-    """Which triples stand after the checks of slots with residuals or several
-    disjuncts (``Engine._emit``): residuals on the pair's rows, and one report per
-    query and pair (its lowest slot, as the engine's slot order reports it)."""
+    tables: PairTables, rows: PairRows, prepared: tuple[PreparedBatch, PreparedBatch], results: PairResults
+) -> PairResults:
+    """``results`` after the checks of slots with residuals or several disjuncts
+    (``Engine._emit``): residuals on the pair's rows, and one report per query and
+    pair (its lowest slot, as the engine's slot order reports it)."""
     plan = tables.plan
-    keep = np.ones(len(slots), bool)
+    pair, entry, slots = results.entries()
     at = np.flatnonzero(tables.special[slots])
     if not len(at):
-        return keep
-    order = at[np.lexsort((slots[at], b[at], a[at]))]
-    seen: set[tuple[str, int, int]] = set()
-    for k in order.tolist():
-        j, r, q = int(a[k]), int(b[k]), int(slots[k])
+        return results
+    words = results.words.copy()
+    seen: set[tuple[str, int]] = set()
+    for k in at.tolist():  # (pair by pair, slots ascending)
+        p, q = int(pair[k]), int(slots[k])
+        j, r = int(results.rows[p]), int(results.partners[p])
         slot = plan.slots[q]
+        holds = True
         if slot.residuals:
             members: list[Any] = [None] * len(plan.streams)
             members[tables.streams[int(rows.side[j])]] = _stored_row(rows, prepared, j)
             members[tables.streams[int(rows.side[r])]] = _stored_row(rows, prepared, r)
-            if not all(test(members) for test in slot.residuals):
-                keep[k] = False
-                continue
-        if slot.multi_disjunct:
-            key = (slot.query.name, j, r)
-            if key in seen:
-                keep[k] = False
-                continue
-            seen.add(key)
-    return keep
+            holds = all(test(members) for test in slot.residuals)
+        if holds and slot.multi_disjunct:
+            holds = (slot.query.name, p) not in seen
+            seen.add((slot.query.name, p))
+        if not holds:
+            words[entry[k]] &= ~np.uint64(1 << (q & 63))
+    keep = words != 0
+    counts = np.array([keep[a:b].sum() for a, b in zip(results.starts[:-1], results.starts[1:], strict=True)], np.int64)
+    alive = counts > 0
+    return PairResults(
+        results.rows[alive],
+        results.partners[alive],
+        np.concatenate([[0], np.cumsum(counts[alive])]).astype(np.int64),
+        results.word_index[keep],
+        words[keep],
+        results.fallback_pairs,
+    )
 
 
 def result_ids(
@@ -492,7 +537,8 @@ def result_ids(
     """Each result as (query, id of the first stream's tuple, id of the second's)."""
     plan = tables.plan
     out = []
-    for j, r, q in zip(results.rows.tolist(), results.partners.tolist(), results.slots.tolist(), strict=True):
+    a, b, slots = results.triples()
+    for j, r, q in zip(a.tolist(), b.tolist(), slots.tolist(), strict=True):
         ids = [0, 0]
         for x in (j, r):
             k = int(rows_side[x])

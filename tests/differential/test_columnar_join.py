@@ -92,15 +92,17 @@ def _workload(seed: int) -> tuple[list[str], list[tuple[str, float, dict[str, An
     return queries, arrivals
 
 
-def _matcher(queries: list[str]) -> mqo.Matcher:
-    matcher = mqo.Matcher(DDL, allowed_lateness=0.5, missing="null", idle_timeout=None)
+def _matcher(queries: list[str], store: str = "all") -> mqo.Matcher:
+    matcher = mqo.Matcher(DDL, allowed_lateness=0.5, missing="null", idle_timeout=None, store=store)
     for text in queries:
         matcher.register_query(text)
     return matcher
 
 
-def _engine(queries: list[str], arrivals: list[tuple[str, float, dict[str, Any], int]]) -> set[tuple[str, int, int]]:
-    matcher = _matcher(queries)
+def _engine(
+    queries: list[str], arrivals: list[tuple[str, float, dict[str, Any], int]], store: str = "all"
+) -> set[tuple[str, int, int]]:
+    matcher = _matcher(queries, store)
     found = set()
     for stream, ts, values, i in arrivals:
         for m in matcher.push(stream, ts, values, id=i):
@@ -109,8 +111,13 @@ def _engine(queries: list[str], arrivals: list[tuple[str, float, dict[str, Any],
     return found
 
 
-def _columnar(queries: list[str], arrivals: list[tuple[str, float, dict[str, Any], int]]) -> set[tuple[str, int, int]]:
-    matcher = _matcher(queries)
+def _columnar(
+    queries: list[str],
+    arrivals: list[tuple[str, float, dict[str, Any], int]],
+    store: str = "all",
+    capacity: int = 1 << 14,
+) -> set[tuple[str, int, int]]:
+    matcher = _matcher(queries, store)
     prepared = []
     which = np.array([0 if s == "A" else 1 for s, *_ in arrivals], np.int64)
     row = np.zeros(len(arrivals), np.int64)
@@ -127,14 +134,19 @@ def _columnar(queries: list[str], arrivals: list[tuple[str, float, dict[str, Any
     ts = np.array([a[1] for a in arrivals], np.float64)
     late = matcher.late_probe(streams[which], ts)
     tables = PairTables.of(plan, int(streams[0]), int(streams[1]))
-    results = join_batch(tables, (prepared[0], prepared[1]), which, row, late)
+    results = join_batch(tables, (prepared[0], prepared[1]), which, row, late, capacity)
     return set(result_ids(tables, results, (prepared[0], prepared[1]), which, row))
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_columnar_join_equals_engine(seed: int) -> None:
+    """Every tuple stored (``store='all'``) or only those a query can use (``'candidates'``,
+    as ``mqo match``); output arrays that hold one result pair at first (the kernel stops
+    and goes on from the row that did not fit) or many."""
     queries, arrivals = _workload(seed)
-    assert _columnar(queries, arrivals) == _engine(queries, arrivals)
+    store = ("all", "candidates")[seed % 2]
+    capacity = 1 if seed % 3 == 0 else 1 << 14
+    assert _columnar(queries, arrivals, store, capacity) == _engine(queries, arrivals, store)
 
 
 def test_fallback_pairs_are_decided_exactly() -> None:
@@ -149,6 +161,4 @@ def test_fallback_pairs_are_decided_exactly() -> None:
         ("A", 0.3, {"x": 0.3, "y": 2, "z": 0.0}, 1),
         ("A", 0.31, {"x": 0.30000000000000004, "y": 2, "z": 0.0}, 2),
     ]
-    matcher = _matcher(queries)
     assert _columnar(queries, arrivals) == _engine(queries, arrivals) == {("tie", 1, 0), ("span", 1, 0)}
-    del matcher

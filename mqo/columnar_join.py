@@ -32,9 +32,11 @@ import numpy as np
 from indexes.exact import EXACT_INTEGERS, RELATIVE_BAND, to_float
 from indexes.join_kernels import OP_CODES, join_rows
 from indexes.kill_bitsets import bitset_to_int, words_for
+from indexes.stored import StoredTuple
 from mqo.batch_input import NUMERIC
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.prepare import PreparedBatch
+from mqo.results import ResultBlock
 from mqo.row_layout import row_layout
 from predicates import ColumnType, Kind
 
@@ -545,3 +547,33 @@ def result_ids(
             ids[k] = int(prepared[k].ids[rows_row[x]])
         out.append((plan.query_names(q), ids[0], ids[1]))
     return out
+
+
+def to_blocks(
+    tables: PairTables, results: PairResults, prepared: tuple[PreparedBatch, PreparedBatch], rows: PairRows
+) -> list[ResultBlock]:
+    """The results as the engine's :class:`~mqo.results.ResultBlock` objects (a slot
+    mask and stored tuples per pair, arrival positions as their numbers): what today's
+    result writers take, so their cost is that of handing the blocks over."""
+    stored: dict[int, StoredTuple] = {}
+    for k in (0, 1):  # each row's stored tuple, made once, its row made a column at a time
+        needed = np.unique(np.concatenate([results.rows, results.partners]))
+        mine = needed[rows.side[needed] == k]
+        made = prepared[k].rows(rows.row[mine])
+        stream = tables.streams[k]
+        stored.update((j, StoredTuple(stream, j, row)) for j, row in zip(mine.tolist(), made, strict=True))
+    n = len(tables.plan.streams)
+    blocks = []
+    raw = results.words.astype("<u8")
+    starts = results.starts.tolist()
+    index = results.word_index.tolist()
+    for p, (j, r) in enumerate(zip(results.rows.tolist(), results.partners.tolist(), strict=True)):
+        mask = 0
+        for e in range(starts[p], starts[p + 1]):
+            mask |= int(raw[e]) << (64 * index[e])
+        members: list[StoredTuple | None] = [None] * n
+        later, earlier = stored[j], stored[r]
+        members[later.stream] = later
+        members[earlier.stream] = earlier
+        blocks.append(ResultBlock(mask, members, max(later.row[0], earlier.row[0])))
+    return blocks

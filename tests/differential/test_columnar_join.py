@@ -8,7 +8,7 @@ queries with OR and with residuals, and enough queries in some workloads that sl
 pass the 64-bit word boundaries. The engine's results are those of ``Matcher.push``,
 one tuple at a time; the prototype's, one ``join_batch`` call over both streams'
 prepared batches in the same arrival order. Both sets of (query, A's id, B's id) must
-be equal.
+be equal, and so must the prototype's result blocks handed over as the engine's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import mqo
-from mqo.columnar_join import PairTables, join_batch, result_ids
+from mqo.columnar_join import PairRows, PairTables, join_batch, result_ids, to_blocks
 
 DDL = "REGISTER STREAM A (x FLOAT, y INTEGER, z FLOAT); REGISTER STREAM B (x FLOAT, y INTEGER, w INTEGER);"
 FLOATS = (0.1, 0.2, 0.3, 0.5, 1.0, 1.5, 2.0, 0.7, 3.3)
@@ -135,7 +135,17 @@ def _columnar(
     late = matcher.late_probe(streams[which], ts)
     tables = PairTables.of(plan, int(streams[0]), int(streams[1]))
     results = join_batch(tables, (prepared[0], prepared[1]), which, row, late, capacity)
-    return set(result_ids(tables, results, (prepared[0], prepared[1]), which, row))
+    found = set(result_ids(tables, results, (prepared[0], prepared[1]), which, row))
+    rows = PairRows.of(tables, (prepared[0], prepared[1]), which, row, late)
+    blocks = to_blocks(tables, results, (prepared[0], prepared[1]), rows)
+    a, b = int(streams[0]), int(streams[1])
+    handed = {
+        (plan.query_names(q), block.tuples[a].id, block.tuples[b].id)  # type: ignore[union-attr]
+        for block in blocks
+        for q in block.numbers().tolist()
+    }
+    assert handed == found and sum(len(block) for block in blocks) == len(results)
+    return found
 
 
 @pytest.mark.parametrize("seed", range(60))

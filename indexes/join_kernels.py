@@ -84,6 +84,55 @@ def _sign(x: float, y: float, kf: float, cf: float, ky: float, unit: bool, same_
 
 
 @kernel
+def _bisect(consts: np.ndarray, cbase: int, lo: int, hi: int, x: float, right: bool) -> int:
+    """``bisect_left`` (``bisect_right`` with ``right``) of ``x`` in a list's doubles [lo, hi)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if consts[cbase + mid] < x or (right and consts[cbase + mid] == x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def _first_true(
+    i: int,
+    lo: int,
+    hi: int,
+    strict: bool,
+    x: float,
+    y: float,
+    kf: float,
+    term: float,
+    consts: np.ndarray,
+    c_exact: np.ndarray,
+    cbase: int,
+    unit: bool,
+    same_kind: bool,
+    kx: bool,
+) -> int:
+    """:func:`indexes.covering.first_true` from the guess ``i`` over [lo, hi] for the
+    predicate "the sign at i is <= 0" (``< 0`` when ``strict``), each sign decided
+    exactly by :func:`_sign`, or UNSURE as soon as one is not."""
+    while i > lo:
+        sg = _sign(x, y, kf, consts[cbase + i - 1], term, unit, same_kind, kx and c_exact[cbase + i - 1])
+        if sg == UNSURE:
+            return UNSURE
+        if sg > 0 or (strict and sg == 0):
+            break
+        i -= 1
+    while i < hi:
+        sg = _sign(x, y, kf, consts[cbase + i], term, unit, same_kind, kx and c_exact[cbase + i])
+        if sg == UNSURE:
+            return UNSURE
+        if sg < 0 or (not strict and sg == 0):
+            break
+        i += 1
+    return i
+
+
+@kernel
 def _boundaries(
     x: float,
     y: float,
@@ -100,14 +149,7 @@ def _boundaries(
     ``x <``), or (UNSURE, UNSURE) where the doubles cannot settle them."""
     term = kf * y
     diff = x - term
-    lo, hi = 0, n
-    while lo < hi:  # bisect_left over the list's doubles
-        mid = (lo + hi) >> 1
-        if consts[cbase + mid] < diff:
-            lo = mid + 1
-        else:
-            hi = mid
-    g = lo
+    g = _bisect(consts, cbase, 0, n, diff, False)
     scale = abs(x) + abs(term)
     sure = True
     if g > 0:
@@ -118,45 +160,14 @@ def _boundaries(
         sure = c - diff > RELATIVE_BAND * (scale + abs(c)) + ABSOLUTE_BAND
     if sure:
         return g, g
-    # first_true from the guesses, each position's sign decided exactly or not at all
     kx = k_exact or unit
-    below = g
-    while below > 0:
-        sg = _sign(x, y, kf, consts[cbase + below - 1], term, unit, same_kind, kx and c_exact[cbase + below - 1])
-        if sg == UNSURE:
-            return UNSURE, UNSURE
-        if sg > 0:
-            break
-        below -= 1
-    while below < n:
-        sg = _sign(x, y, kf, consts[cbase + below], term, unit, same_kind, kx and c_exact[cbase + below])
-        if sg == UNSURE:
-            return UNSURE, UNSURE
-        if sg <= 0:
-            break
-        below += 1
-    lo, hi = below, n
-    while lo < hi:  # bisect_right over the list's doubles, from ``below``
-        mid = (lo + hi) >> 1
-        if consts[cbase + mid] <= diff:
-            lo = mid + 1
-        else:
-            hi = mid
-    above = lo
-    while above > below:
-        sg = _sign(x, y, kf, consts[cbase + above - 1], term, unit, same_kind, kx and c_exact[cbase + above - 1])
-        if sg == UNSURE:
-            return UNSURE, UNSURE
-        if sg >= 0:
-            break
-        above -= 1
-    while above < n:
-        sg = _sign(x, y, kf, consts[cbase + above], term, unit, same_kind, kx and c_exact[cbase + above])
-        if sg == UNSURE:
-            return UNSURE, UNSURE
-        if sg < 0:
-            break
-        above += 1
+    below = _first_true(g, 0, n, False, x, y, kf, term, consts, c_exact, cbase, unit, same_kind, kx)
+    if below == UNSURE:
+        return UNSURE, UNSURE
+    guess = _bisect(consts, cbase, below, n, diff, True)
+    above = _first_true(guess, below, n, True, x, y, kf, term, consts, c_exact, cbase, unit, same_kind, kx)
+    if above == UNSURE:
+        return UNSURE, UNSURE
     return below, above
 
 

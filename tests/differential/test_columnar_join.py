@@ -172,3 +172,21 @@ def test_fallback_pairs_are_decided_exactly() -> None:
         ("A", 0.31, {"x": 0.30000000000000004, "y": 2, "z": 0.0}, 2),
     ]
     assert _columnar(queries, arrivals) == _engine(queries, arrivals) == {("tie", 1, 0), ("span", 1, 0)}
+
+
+def test_integers_past_two_to_the_53() -> None:
+    """INTEGER values whose doubles are not the values: their pairs are decided exactly
+    (the kernel hands them over), with ties one apart at 2**53 and past 2**60."""
+    queries = [
+        "Query ID: eq\nSELECT * FROM A, B MAXWINDOW 5 WHERE A.y = B.w",
+        "Query ID: lt\nSELECT * FROM A, B MAXWINDOW 5 WHERE A.y < B.w - 1",
+        "Query ID: ne\nSELECT * FROM A, B MAXWINDOW 5 WHERE A.y != B.y + 1",
+    ]
+    big = (2**53, 2**53 + 1, 2**53 + 2, 2**60 + 3, 2**60 + 4, -5)
+    arrivals = []
+    for i, v in enumerate(big):
+        arrivals.append(("A", 0.1 * i, {"x": 1.0, "y": v, "z": 0.0}, 2 * i))
+        arrivals.append(("B", 0.1 * i, {"x": 1.0, "y": v - 1, "w": big[(i + 1) % len(big)]}, 2 * i + 1))
+    expected = _engine(queries, arrivals)
+    assert len(expected) > 10
+    assert _columnar(queries, arrivals) == expected

@@ -28,9 +28,10 @@ import mqo
 from mqo.columnar_join import PairRows, PairTables, join_batch, result_ids, to_blocks
 
 
-def _matcher(folder: Path, fed: list[str]) -> mqo.Matcher:
-    # as ``mqo match`` makes it: the queries are fixed, so only tuples some query can use are stored
-    matcher = mqo.Matcher((folder / "streams.ddl").read_text(), store="candidates")
+def _matcher(folder: Path, fed: list[str], store: str) -> mqo.Matcher:
+    # store='candidates' as ``mqo match`` makes it (the queries are fixed, so only tuples
+    # some query can use are stored); 'all' is the library's default (queries may come later)
+    matcher = mqo.Matcher((folder / "streams.ddl").read_text(), store=store)
     matcher.register_queries((folder / "queries.mqo").read_text())
     plan = matcher.ensure_plan()
     for schema in plan.catalog.base_streams():
@@ -68,15 +69,16 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--streams", default="B,H")
     parser.add_argument("--skip-engine", action="store_true")
+    parser.add_argument("--store", choices=["candidates", "all"], default="candidates")
     parser.add_argument("--check", action="store_true", help="compare the result sets (costs the engine side time)")
     args = parser.parse_args()
     fed = args.streams.split(",")
     tables = [pacsv.read_csv(args.folder / f"{name}.csv") for name in fed]
     which, rows = _order(tables)
-    out: dict[str, Any] = {"folder": str(args.folder), "rows": len(which), "load": os.getloadavg()}
+    out: dict[str, Any] = {"folder": str(args.folder), "store": args.store, "rows": len(which), "load": os.getloadavg()}
     engine_found: set[tuple[str, int, int]] = set()
     if not args.skip_engine:
-        matcher = _matcher(args.folder, fed)
+        matcher = _matcher(args.folder, fed, args.store)
         with Timer(out, "engine_prepare"):
             prepared = [matcher.prepare(name, table) for name, table in zip(fed, tables, strict=True)]
         plan = matcher.ensure_plan()
@@ -95,7 +97,7 @@ def main() -> None:
                             engine_found.add((plan.query_names(q), *ids))
         out["engine_results"] = count
         del matcher, prepared
-    matcher = _matcher(args.folder, fed)
+    matcher = _matcher(args.folder, fed, args.store)
     with Timer(out, "columnar_prepare"):
         prepared = [matcher.prepare(name, table) for name, table in zip(fed, tables, strict=True)]
     plan = matcher.ensure_plan()

@@ -17,8 +17,9 @@ decides exactly, in Python, what the kernel leaves to it:
   as the engine's ``_emit`` checks them.
 
 Only the slots over exactly the two streams are decided here: single-stream results
-stay with :mod:`mqo.alone`, and slots over three or more streams, self-joins and
-lists that compare strings or booleans are refused (:class:`Unsupported`).
+stay with :mod:`mqo.alone`, slots over one of the two and a third stream with the
+engine; slots over both and more, self-joins and lists that compare strings or
+booleans are refused (:class:`Unsupported`).
 """
 
 from __future__ import annotations
@@ -90,9 +91,8 @@ class PairTables:
             raise Unsupported("self-joins")
         pair = (1 << s0) | (1 << s1)
         masks = plan.slot_stream_mask
-        wide = (masks & pair) == masks
-        if np.any(((masks & pair) != 0) & ~wide & (masks & (masks - 1) != 0) & ((masks & pair) == pair)):
-            raise Unsupported("queries over more than these two streams")
+        if np.any(((masks & pair) == pair) & ((masks & ~pair) != 0)):
+            raise Unsupported("queries over these two streams and more")
         mine = masks == pair
         words = words_for(plan.n_slots)
         lo_s, hi_s = min(s0, s1), max(s0, s1)

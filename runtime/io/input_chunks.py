@@ -58,7 +58,7 @@ def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:
         order = np.lexsort((rows, which, ts))
         return which[order], rows[order]
     starts = [0] * len(data)
-    which_list, rows_list = _merged(data, starts, [True] * len(data))
+    which_list, rows_list = merged_rows(data, starts, [True] * len(data))
     return np.array(which_list, np.int64), np.array(rows_list, np.int64)
 
 
@@ -85,7 +85,7 @@ def number_in_arrival_order(
             d.ids = ids.tolist()
 
 
-def _merged(data: list[StreamData], starts: list[int], ended: list[bool]) -> tuple[list[int], list[int]]:
+def merged_rows(data: list[StreamData], starts: list[int], ended: list[bool]) -> tuple[list[int], list[int]]:
     """The heap merge of the rows of ``data`` from ``starts`` on, up to and with the last
     buffered row of an input that is not ``ended`` (its next row is not read yet)."""
     heap = [(float(d.ts[starts[k]]), k, starts[k]) for k, d in enumerate(data) if starts[k] < len(d)]
@@ -360,7 +360,7 @@ class ArrivingInputs:
         """Where each input's released rows end (its buffer's rows from its head on)."""
         live = [i for i in self.inputs if i.remaining()]
         if any(i.head < i.sorted_from for i in live):
-            self._merged = _merged(
+            self._merged = merged_rows(
                 [i.buffer if i.buffer is not None else _EMPTY for i in self.inputs],
                 [i.head for i in self.inputs],
                 [i.ended for i in self.inputs],

@@ -20,13 +20,12 @@ merge (:mod:`runtime.io.input_chunks`).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from predicates import Catalog, StreamSchema
 from runtime.io.csv_reader import read_csv
-from runtime.io.input_chunks import across_reason, check_id_columns, is_parquet, within_reason
+from runtime.io.input_chunks import across_reason, check_id_columns, is_parquet, merged_rows, within_reason
 from runtime.io.named_paths import INPUT
 from runtime.io.parquet_reader import read_parquet
 from runtime.io.stream_rows import (
@@ -135,12 +134,7 @@ def check_ids_across_inputs(inputs: list[StreamData], on_bad_row: str = "error")
 
 def merge(inputs: list[StreamData]) -> Iterator[tuple[int, int]]:
     """(input number, row number) in arrival order: smallest next ts first, ties by
-    input order; each input keeps its own order."""
-
-    def numbered(k: int, data: StreamData) -> Iterator[tuple[float, int, int]]:
-        for i, ts in enumerate(data.ts):
-            yield ts, k, i
-
-    streams = [numbered(k, data) for k, data in enumerate(inputs)]
-    for _, k, i in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
-        yield k, i
+    input order; each input keeps its own order (:func:`runtime.io.input_chunks.merged_rows`
+    over every row)."""
+    which, rows = merged_rows(inputs, [0] * len(inputs), [True] * len(inputs))
+    yield from zip(which, rows, strict=True)

@@ -335,13 +335,15 @@ class Matching:
         idle: Sequence[str] | None = None,
         tables: TableFeed | None = None,
     ) -> None:
-        self.matcher, self.writer, self.late_file, self.stop, self.bar = matcher, writer, late_file, stop, bar
-        self.summary, self.aggregate_writer, self.tables, self.end_of_input = (
-            summary,
-            aggregate_writer,
-            tables,
-            end_of_input,
-        )
+        self.matcher = matcher
+        self.writer = writer
+        self.late_file = late_file
+        self.stop = stop
+        self.bar = bar
+        self.summary = summary
+        self.aggregate_writer = aggregate_writer
+        self.tables = tables
+        self.end_of_input = end_of_input
         self.plan = plan = matcher.ensure_plan()
         if idle is None:
             # A declared stream with no input sends nothing in this run: it must not hold

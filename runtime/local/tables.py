@@ -20,7 +20,7 @@ import numpy as np
 
 from mqo import Matcher, TupleError
 from runtime.io.named_paths import TABLE
-from runtime.io.stream_rows import InputError, StreamData
+from runtime.io.stream_rows import InputError
 from runtime.io.table_rows import TableChange, TableSpec, read_table_file
 
 
@@ -52,20 +52,6 @@ class TableFeed:
         self._reached = -np.inf  # the largest ts of the tuples so far
         self._open = 0  # tuples of the replay not ended yet (since the last version put)
         self._visited = 0  # of them, the ones its replay visited
-
-    def replay(
-        self, prepared: list[Any], which: np.ndarray, rows: np.ndarray, data: list[StreamData]
-    ) -> Iterator[tuple[int, list[Any]]]:
-        """:meth:`mqo.Matcher.replay` of the run with the table rows put in between."""
-        self.start()
-        ts = np.empty(len(which), np.float64)
-        for k, d in enumerate(data):
-            chosen = which == k
-            ts[chosen] = np.asarray(d.ts, np.float64)[rows[chosen]]
-        yield from self.replay_round(prepared, which, rows, ts)
-        last = self.finish()
-        if last:
-            yield len(which) - 1, last
 
     def start(self) -> None:
         """Put the rows that hold from the start (before the first tuple)."""

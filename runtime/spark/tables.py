@@ -35,8 +35,6 @@ from collections.abc import Mapping
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mqo import Matcher, TupleError
 from predicates import ColumnType, StreamSchema, did_you_mean
 from runtime.spark.common import typed_column
@@ -199,9 +197,8 @@ def put_file_rows(feed: TableFeed) -> None:
     """Put every row of a run's table files into the feed's matcher now, in the order
     and with the ts a local run puts them (with no tuple to wait for, the feed's
     replay puts them all)."""
-    nothing = np.empty(0, np.int64)
-    for _ in feed.replay([], nothing, nothing, []):
-        pass
+    feed.start()
+    feed.finish()
 
 
 def table_texts(matcher: Matcher) -> list[str]:

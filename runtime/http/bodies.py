@@ -28,7 +28,10 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from predicates import ColumnType, StreamSchema, did_you_mean
+from runtime.io.input_chunks import FileIds
 from runtime.io.inputs import InputError, InputSpec, read_stream
 from runtime.io.stream_rows import BadRow, FieldError, convert_field
 
@@ -183,7 +186,7 @@ def _from_ndjson(body: bytes, schema: StreamSchema, max_rows: int) -> Posted:
         for name, value in values.items():
             columns[name].append(value)
         rows.append(row)
-    keep = _check_ids(ids, id_given, rows, rejected)
+    keep = _check_ids(schema.name, ids, id_given, rows, rejected)
     batch: dict[str, list[Any]] = {"ts": [ts[k] for k in keep]}
     if any(id_given):
         batch["id"] = [ids[k] for k in keep]
@@ -244,22 +247,21 @@ def _value(value: Any, kind: ColumnType | str, name: str) -> Any:
     return value
 
 
-def _check_ids(ids: list[int], id_given: list[bool], rows: list[int], rejected: list[Rejection]) -> list[int]:
+def _check_ids(
+    stream: str, ids: list[int], id_given: list[bool], rows: list[int], rejected: list[Rejection]
+) -> list[int]:
     """The good rows' positions once ids are checked: given in every row or in none, and
-    unique within the post (a later repeat is a bad row, as in a file)."""
+    unique within the post (a later repeat is a bad row, by the rule files follow:
+    :class:`runtime.io.input_chunks.FileIds`, rows named by their number in the post)."""
     if not any(id_given):
         return list(range(len(ids)))
-    keep: list[int] = []
-    first: dict[int, int] = {}
-    for k, ident in enumerate(ids):
-        if not id_given[k]:
-            rejected.append(Rejection(rows[k], "no 'id', while other rows of this post give one", "id"))
-        elif ident in first:
-            rejected.append(Rejection(rows[k], f"id {ident} is already used by row {first[ident]}", "id"))
-        else:
-            first[ident] = rows[k]
-            keep.append(k)
-    return keep
+    given = [k for k, g in enumerate(id_given) if g]
+    missing = "no 'id', while other rows of this post give one"
+    rejected += [Rejection(rows[k], missing, "id") for k, g in enumerate(id_given) if not g]
+    ids_given, rows_given = np.array(ids, np.int64)[given], np.array(rows, np.int64)[given]
+    repeats, bad = FileIds(stream, BODY_NAME).bad_rows(ids_given, rows_given, "row")
+    rejected += [Rejection(b.line, b.reason, "id") for b in bad]
+    return np.delete(np.array(given, np.int64), repeats).tolist()
 
 
 # ------------------------------------------------------------------ table changes

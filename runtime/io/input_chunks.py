@@ -12,10 +12,11 @@ row) is at most the smallest key of the last buffered row of an input not yet re
 its end. Otherwise the rows are merged one by one, as :func:`runtime.io.inputs.merge`
 does.
 
-Ids are checked as the whole-file reading checks them (:func:`runtime.io.inputs.read_inputs`):
-a repeated id is a bad row naming the row (line) of its first use in the file, and
-when several files of a stream give ids, an id of an earlier file (in the order they
-were given) is a bad row of the later one, even if the later file's row arrives first:
+Ids are checked by :class:`FileIds`, the one id rule every reader runs (reading files
+whole, :func:`runtime.io.inputs.read_inputs`, runs it too): a repeated id is a bad row
+naming the row (line) of its first use in the file, and when several files of a stream
+give ids, an id of an earlier file (in the order they were given) is a bad row of the
+later one naming the earlier file's row, even if the later file's row arrives first:
 the files of such a stream but the last are read once ahead for their ids. The ids
 seen are kept as a few sorted arrays (8 bytes an id, 16 with its line). Rows without
 an id column are numbered 0, 1, 2, ... per stream in arrival order.
@@ -32,6 +33,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -111,14 +113,15 @@ def line_numbers(data: StreamData) -> np.ndarray:
 
 
 class IdRuns:
-    """A set of ids with the line of each, as sorted arrays: a new one per chunk,
+    """A set of ids with the line of each, as sorted arrays: a new one per piece,
     merged while the newest is at least as long as the one before (a few arrays)."""
 
     def __init__(self) -> None:
         self.runs: list[tuple[np.ndarray, np.ndarray]] = []
 
     def find(self, ids: np.ndarray) -> np.ndarray:
-        """The line of each id that is in the set, -1 for the others."""
+        """The line of each id that is in the set, -1 for the others (fastest with
+        ``ids`` sorted: the searches then walk each array once)."""
         found = np.full(len(ids), -1, np.int64)
         for keys, lines in self.runs:
             at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
@@ -126,40 +129,101 @@ class IdRuns:
             found[hit] = lines[at[hit]]
         return found
 
-    def add(self, ids: np.ndarray, lines: np.ndarray) -> None:
-        if not len(ids):
-            return
-        order = np.argsort(ids, kind="stable")
-        self.runs.append((ids[order], lines[order]))
+    def add(self, keys: np.ndarray, lines: np.ndarray) -> None:
+        """Ids not in the set, sorted, with their lines."""
+        if len(keys):
+            self.runs.append((keys, lines))
         while len(self.runs) > 1 and len(self.runs[-1][0]) >= len(self.runs[-2][0]):
             (a, la), (b, lb) = self.runs.pop(), self.runs.pop()
-            keys, lines = np.concatenate([b, a]), np.concatenate([lb, la])
-            order = np.argsort(keys, kind="stable")
-            self.runs.append((keys[order], lines[order]))
+            merged, at = np.concatenate([b, a]), np.concatenate([lb, la])
+            order = np.argsort(merged, kind="stable")  # (two sorted runs: timsort merges them)
+            self.runs.append((merged[order], at[order]))
 
 
-def earlier_use(ids: np.ndarray, lines: np.ndarray, seen: IdRuns) -> np.ndarray:
-    """For each row, the line of an earlier use of its id (in ``seen``, else earlier in
-    these rows), -1 for a first use."""
-    earlier = seen.find(ids)
-    if len(ids) > 1:
-        order = np.argsort(ids, kind="stable")
+class Used(NamedTuple):
+    """The ids a file of a stream used (the first use of each, with its line or row), for
+    the stream's files given after it."""
+
+    path: str
+    unit: str
+    ids: IdRuns
+
+
+class FileIds:
+    """The id rule for one file of a stream, the one check every reader runs: an id may
+    appear once per stream across the inputs (docs/ARCHITECTURE.md, Data model). A row
+    whose id the file used before is a bad row naming the row of the first use; a row
+    whose id a file of the stream given before used (``earlier``) is a bad row naming
+    that file and row. The file is checked a piece at a time, in its order (whole, or a
+    chunk at a time); the ids it uses are sorted arrays (:class:`IdRuns`, 16 bytes an
+    id), which :meth:`used` hands to the stream's later files. (They hold the first use
+    of each id in the file, also of one an earlier file used: a later file's row with
+    that id is a bad row of the earlier file's use, which it meets first.)"""
+
+    def __init__(self, stream: str, path: str, earlier: list[Used] | None = None) -> None:
+        self.stream = stream
+        self.path = path
+        self.unit = "line"  # (a Parquet file's rows say "row": set by its first piece)
+        self.earlier = list(earlier or [])
+        self.seen = IdRuns()
+
+    def bad_rows(self, ids: np.ndarray, lines: np.ndarray, unit: str) -> tuple[np.ndarray, list[BadRow]]:
+        """The positions, in order, of the rows of the file's next piece (``ids`` and
+        source ``lines``) whose id is used before, and their bad rows."""
+        self.unit = unit
+        if not len(ids):
+            return np.zeros(0, np.int64), []
+        # one sort: equal ids are neighbours, and the sets are searched in key order
+        order = np.argsort(ids)
         keys = ids[order]
         starts = np.r_[True, keys[1:] != keys[:-1]]
-        first_sorted = order[np.flatnonzero(starts)][np.cumsum(starts) - 1]
-        first = np.empty(len(ids), np.int64)
-        first[order] = first_sorted
-        repeated = (first != np.arange(len(ids))) & (earlier < 0)
-        earlier[repeated] = lines[first[repeated]]
-    return earlier
+        first = np.minimum.reduceat(order, np.flatnonzero(starts))[np.cumsum(starts) - 1]  # each id's first row here
+        # in key order: the line of an earlier use in the file (in the set, else the id's first row here), or -1
+        earlier = self.seen.find(keys)
+        again = (order != first) & (earlier < 0)
+        earlier[again] = lines[first[again]]
+        keep = earlier < 0
+        self.seen.add(keys[keep], lines[order[keep]])
+        where = {row: f"the row at {unit} {line}" for row, line in _at(order, earlier, ~keep)}
+        for used in self.earlier:
+            line = used.ids.find(keys)
+            across = keep & (line >= 0)
+            where.update((row, f"the row at {used.unit} {at} of {used.path}") for row, at in _at(order, line, across))
+            keep &= ~across
+        rows = np.sort(order[~keep])
+        return rows, [
+            BadRow(
+                self.path,
+                line,
+                "id",
+                str(ident),
+                f"id {ident} of stream {self.stream} is already used by {where[i]}",
+                "",
+                unit,
+            )
+            for i, ident, line in zip(rows.tolist(), ids[rows].tolist(), lines[rows].tolist(), strict=True)
+        ]
+
+    def check(self, data: StreamData, on_bad_row: str) -> StreamData:
+        """``data``, the file's next piece, without its rows of ids used before: the first
+        such row is the error, or with ``on_bad_row='skip'`` each is set aside."""
+        if data.ids is None or not len(data):
+            return data
+        rows, bad = self.bad_rows(np.asarray(data.ids, np.int64), line_numbers(data), data.unit)
+        if bad and on_bad_row != "skip":
+            raise InputError(bad[0].message())
+        data.rejected.extend(bad)
+        if len(rows):
+            data.drop(set(rows.tolist()))
+        return data
+
+    def used(self) -> Used:
+        return Used(self.path, self.unit, self.seen)
 
 
-def within_reason(ident: int, unit: str, line: int) -> str:
-    return f"id {ident} is already used by the row at {unit} {line}"
-
-
-def across_reason(ident: int, stream: str, path: str) -> str:
-    return f"id {ident} of stream {stream} is already used in {path}"
+def _at(rows: np.ndarray, values: np.ndarray, chosen: np.ndarray) -> list[tuple[int, int]]:
+    """(row, value) where ``chosen``."""
+    return list(zip(rows[chosen].tolist(), values[chosen].tolist(), strict=True))
 
 
 def is_parquet(path: str) -> bool:
@@ -198,13 +262,11 @@ def check_id_columns(stream: str, files: list[tuple[str, bool]]) -> None:
 class _Input:
     """One input file being read: its buffered chunk and the ids it has used."""
 
-    def __init__(self, chunks: CsvChunks | ParquetChunks, earlier: list[tuple[str, IdRuns]]) -> None:
+    def __init__(self, chunks: CsvChunks | ParquetChunks, earlier: list[Used]) -> None:
         self.chunks = chunks
         self.stream = chunks.stream
-        self.path = chunks.path
         self.ids = _has_ids(chunks)
-        self.earlier = earlier  # (path, valid ids) of the stream's files given before this one
-        self.seen = IdRuns()
+        self.id_rule = FileIds(chunks.stream, chunks.path, earlier)  # earlier: the stream's files given before
         self.reading: Iterator[StreamData] | None = None
         self.buffer: StreamData | None = None
         self.ts = np.zeros(0)
@@ -215,29 +277,6 @@ class _Input:
     def remaining(self) -> int:
         return 0 if self.buffer is None else len(self.buffer) - self.head
 
-    def checked(self, data: StreamData, on_bad_row: str, valid: IdRuns | None = None) -> StreamData:
-        """The chunk without its rows of repeated ids (bad rows; ``valid`` gains the ids kept)."""
-        if data.ids is None or not len(data):
-            return data
-        ids = np.asarray(data.ids, np.int64)
-        lines = line_numbers(data)
-        earlier = earlier_use(ids, lines, self.seen)
-        dropped = np.flatnonzero(earlier >= 0)
-        for i in dropped.tolist():
-            _reject(data, i, within_reason(int(ids[i]), data.unit, int(earlier[i])), on_bad_row)
-        self.seen.add(ids[earlier < 0], lines[earlier < 0])
-        keep = earlier < 0
-        for path, used in self.earlier:
-            across = keep & (used.find(ids) >= 0)
-            for i in np.flatnonzero(across).tolist():
-                _reject(data, i, across_reason(int(ids[i]), self.stream, path), on_bad_row)
-            keep &= ~across
-        if valid is not None:
-            valid.add(ids[keep], lines[keep])
-        if not keep.all():
-            data.drop(set(np.flatnonzero(~keep).tolist()))
-        return data
-
     def refill(self, on_bad_row: str, rejected: list[BadRow]) -> None:
         """Read chunks until one has rows or the file ends."""
         if self.reading is None:
@@ -247,21 +286,13 @@ class _Input:
             if data is None:
                 self.ended, self.buffer = True, None
                 return
-            data = self.checked(data, on_bad_row)
+            data = self.id_rule.check(data, on_bad_row)
             rejected.extend(data.rejected)
             data.rejected = []
             self.buffer, self.head = data, 0
             self.ts = np.asarray(data.ts, np.float64)
             descents = np.flatnonzero(self.ts[1:] < self.ts[:-1])
             self.sorted_from = int(descents[-1]) + 1 if len(descents) else 0
-
-
-def _reject(data: StreamData, i: int, reason: str, on_bad_row: str) -> None:
-    ident = data.ids[i]  # type: ignore[index]
-    row = data.bad_row(i, "id", str(ident), reason)
-    if on_bad_row != "skip":
-        raise InputError(row.message())
-    data.rejected.append(row)
 
 
 @dataclass
@@ -298,28 +329,27 @@ class ArrivingInputs:
         for stream, group in by_stream.items():
             check_id_columns(stream, [(c.path, _has_ids(c)) for c in group])
         # the ids of a stream's earlier files, for its later ones (read once ahead)
-        earlier: dict[int, list[tuple[str, IdRuns]]] = {}
+        earlier: dict[int, list[Used]] = {}
         for group in by_stream.values():
             if len(group) > 1 and _has_ids(group[0]):
-                before: list[tuple[str, IdRuns]] = []
+                before: list[Used] = []
                 for chunks in group:
                     earlier[id(chunks)] = list(before)
                     if chunks is not group[-1]:
-                        before.append((chunks.path, self._valid_ids(chunks, list(before))))
+                        before.append(self._kept_ids(chunks, list(before)))
         self.inputs = [_Input(chunks, earlier.get(id(chunks), [])) for chunks in opened]
         self.next_id = {stream: 0 for stream in by_stream}
         self.rejected: list[BadRow] = []  # bad rows found and not yet taken
         self.size = sum(chunks.size for chunks in opened)
         self._merged: tuple[list[int], list[int]] | None = None  # a round's order, when merged row by row
 
-    def _valid_ids(self, chunks: CsvChunks | ParquetChunks, before: list[tuple[str, IdRuns]]) -> IdRuns:
+    def _kept_ids(self, chunks: CsvChunks | ParquetChunks, before: list[Used]) -> Used:
         """The ids a file keeps (after its bad rows and repeated ids are set aside)."""
         again = open_chunks(chunks.stream, chunks.path, self.schemas[chunks.stream], self.on_bad_row, self.chunk_rows)
-        reading = _Input(again, before)
-        valid = IdRuns()
+        id_rule = FileIds(chunks.stream, chunks.path, before)
         for data in again:
-            reading.checked(data, self.on_bad_row, valid)
-        return valid
+            id_rule.check(data, self.on_bad_row)
+        return id_rule.used()
 
     @property
     def position(self) -> int:
@@ -411,7 +441,8 @@ _EMPTY = StreamData("", "", [], None, {})
 def first_error(specs: list[tuple[str, str]], catalog: Catalog, on_bad_row: str, chunk_rows: int = CHUNK_ROWS) -> None:
     """Raise the error that reading every file whole, in the order given, then checking
     ids across the files of each stream would meet first (:func:`runtime.io.inputs.read_inputs`);
-    nothing if there is none."""
+    nothing if there is none. Memory holds a chunk and the ids given with their lines (16 bytes
+    an id; twice that while the files of a stream are compared)."""
     names = [INPUT.declared(stream, path, catalog.names()) for stream, path in specs]
     by_stream: dict[str, list[tuple[str, str, np.ndarray | None, np.ndarray]]] = {}
     for (_, path), name in zip(specs, names, strict=True):
@@ -419,36 +450,28 @@ def first_error(specs: list[tuple[str, str]], catalog: Catalog, on_bad_row: str,
         unit = "row" if isinstance(chunks, ParquetChunks) else "line"
         ids: list[np.ndarray] = []
         lines: list[np.ndarray] = []
-        for data in chunks:
-            if data.ids is not None:
+        for data in chunks:  # the whole file first: a bad value anywhere in it comes before a repeated id
+            if data.ids is not None and on_bad_row != "skip":
                 ids.append(np.asarray(data.ids, np.int64))
                 lines.append(line_numbers(data))
-        every = (np.concatenate(ids) if ids else np.zeros(0, np.int64)) if _has_ids(chunks) else None
+        every = np.concatenate(ids) if ids else np.zeros(0, np.int64)
         at = np.concatenate(lines) if lines else np.zeros(0, np.int64)
-        if every is not None and on_bad_row != "skip":
-            earlier = earlier_use(every, at, IdRuns())
-            repeated = np.flatnonzero(earlier >= 0)
-            if len(repeated):
-                i = int(repeated[0])
-                reason = within_reason(int(every[i]), unit, int(earlier[i]))
-                raise InputError(BadRow(path, int(at[i]), "id", str(every[i]), reason, "", unit).message())
-        by_stream.setdefault(name, []).append((path, unit, every, at))
+        _raise_first(FileIds(name, path), every, at, unit)
+        by_stream.setdefault(name, []).append((path, unit, every if _has_ids(chunks) else None, at))
     for stream, group in by_stream.items():
-        check_id_columns(stream, [(path, every is not None) for path, _, every, _ in group])
+        check_id_columns(stream, [(path, given is not None) for path, _, given, _ in group])
     if on_bad_row == "skip":
         return
     for stream, group in by_stream.items():
-        # (no file repeats an id of its own here: that was an error above)
-        for k, (path, unit, every, at) in enumerate(group):
-            if every is None:
-                continue
-            used = [(earlier_path, np.sort(ids)) for earlier_path, _, ids, _ in group[:k] if ids is not None]
-            owner = np.full(len(every), -1, np.int64)
-            for j, (_, keys) in enumerate(used):
-                hit = (owner < 0) & np.isin(every, keys)
-                owner[hit] = j
-            again = np.flatnonzero(owner >= 0)
-            if len(again):
-                i = int(again[0])
-                reason = across_reason(int(every[i]), stream, used[int(owner[i])][0])
-                raise InputError(BadRow(path, int(at[i]), "id", str(every[i]), reason, "", unit).message())
+        before: list[Used] = []
+        for path, unit, given, at in group:
+            if given is not None and len(group) > 1:
+                id_rule = FileIds(stream, path, before)
+                _raise_first(id_rule, given, at, unit)
+                before.append(id_rule.used())
+
+
+def _raise_first(id_rule: FileIds, ids: np.ndarray, lines: np.ndarray, unit: str) -> None:
+    _, bad = id_rule.bad_rows(ids, lines, unit)
+    if bad:
+        raise InputError(bad[0].message())

@@ -14,8 +14,10 @@ Within a file the file's order is kept, so a file that is out of timestamp order
 produces late tuples, as a live stream would.
 
 This module reads files whole (``mqo serve``'s steps, ``profile``, Spark, HTTP bodies);
-``mqo match`` reads them a chunk at a time, with the same rules, bad rows, ids and
-merge (:mod:`runtime.io.input_chunks`).
+``mqo match`` reads them a chunk at a time, with the same rules, bad rows and merge
+(:mod:`runtime.io.input_chunks`). Ids are checked by the one id rule both ways run
+(:class:`runtime.io.input_chunks.FileIds`): within a file as it is read, across the
+files of a stream once all are read.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from predicates import Catalog, StreamSchema
 from runtime.io.csv_reader import read_csv
-from runtime.io.input_chunks import across_reason, check_id_columns, is_parquet, merged_rows, within_reason
+from runtime.io.input_chunks import FileIds, Used, check_id_columns, is_parquet, merged_rows
 from runtime.io.named_paths import INPUT
 from runtime.io.parquet_reader import read_parquet
 from runtime.io.stream_rows import (
@@ -66,28 +68,7 @@ def read_stream(spec: InputSpec, schema: StreamSchema, on_bad_row: str = "error"
         data = read_parquet(spec.stream, path, schema, on_bad_row)
     else:
         data = read_csv(spec.stream, path, schema, on_bad_row)
-    _reject_duplicate_ids(data, on_bad_row)
-    return data
-
-
-def _reject_duplicate_ids(data: StreamData, on_bad_row: str) -> None:
-    """Ids are unique within a stream (docs/ARCHITECTURE.md, Data model): a repeated id is a bad row."""
-    if data.ids is None:
-        return
-    first: dict[int, int] = {}
-    repeated: set[int] = set()
-    for i, ident in enumerate(data.ids):
-        if ident in first:
-            reason = within_reason(ident, data.unit, data.line_of(first[ident]))
-            row = data.bad_row(i, "id", str(ident), reason)
-            if on_bad_row != "skip":
-                raise InputError(row.message())
-            data.rejected.append(row)
-            repeated.add(i)
-        else:
-            first[ident] = i
-    if repeated:
-        data.drop(repeated)
+    return FileIds(data.stream, path).check(data, on_bad_row)
 
 
 def read_inputs(specs: list[InputSpec], catalog: Catalog, on_bad_row: str = "error") -> list[StreamData]:
@@ -106,7 +87,8 @@ def read_inputs(specs: list[InputSpec], catalog: Catalog, on_bad_row: str = "err
 
 def check_ids_across_inputs(inputs: list[StreamData], on_bad_row: str = "error") -> None:
     """Several files of one stream: all give ids or none do, and no id repeats (a
-    repeated id is a bad row of the later file)."""
+    repeated id is a bad row of the later file: :class:`runtime.io.input_chunks.FileIds`,
+    the rule reading in chunks runs)."""
     by_stream: dict[str, list[StreamData]] = {}
     for data in inputs:
         by_stream.setdefault(data.stream, []).append(data)
@@ -114,22 +96,11 @@ def check_ids_across_inputs(inputs: list[StreamData], on_bad_row: str = "error")
         if len(group) < 2:
             continue
         check_id_columns(stream, [(d.path, d.ids is not None) for d in group])
-        if group[0].ids is not None:
-            seen: dict[int, str] = {}
-            for d in group:
-                repeated: set[int] = set()
-                for i, ident in enumerate(d.ids or []):
-                    if ident in seen:
-                        reason = across_reason(ident, stream, seen[ident])
-                        row = d.bad_row(i, "id", str(ident), reason)
-                        if on_bad_row != "skip":
-                            raise InputError(row.message())
-                        d.rejected.append(row)
-                        repeated.add(i)
-                    else:
-                        seen[ident] = d.path
-                if repeated:
-                    d.drop(repeated)
+        before: list[Used] = []
+        for d in group:
+            id_rule = FileIds(stream, d.path, before)
+            id_rule.check(d, on_bad_row)  # (its own repeats are gone: read_stream checked it)
+            before.append(id_rule.used())
 
 
 def merge(inputs: list[StreamData]) -> Iterator[tuple[int, int]]:

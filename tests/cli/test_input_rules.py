@@ -258,5 +258,5 @@ def test_parquet_bad_rows_are_named_by_row_and_honour_skip(tmp_path: Path) -> No
 
 def test_parquet_duplicate_ids_are_named_by_row(tmp_path: Path) -> None:
     path = parquet(tmp_path, {**GOOD, "id": pa.array([7, 7])})
-    with pytest.raises(InputError, match=r"row 2: column 'id': id 7 is already used by the row at row 1"):
+    with pytest.raises(InputError, match=r"row 2: column 'id': id 7 of stream S is already used by the row at row 1$"):
         read_stream(InputSpec("S", path), SCHEMA, "error")

@@ -128,12 +128,30 @@ def test_given_ids_repeated_across_chunks_and_files(tmp_path: Path) -> None:
     *_, rejected = same_as_whole(tmp_path, specs)
     reasons = sorted((Path(r["file"]).name, r["line"], r["reason"]) for r in map(json.loads, rejected))
     assert reasons == [
-        ("a1.csv", 4, "id 1 is already used by the row at line 2"),
-        ("a1.csv", 7, "id 2 is already used by the row at line 3"),
-        ("a2.csv", 2, f"id 9 of stream A is already used in {tmp_path / 'a1.csv'}"),
-        ("a2.csv", 4, "id 10 is already used by the row at line 3"),
-        ("a2.csv", 6, f"id 1 of stream A is already used in {tmp_path / 'a1.csv'}"),
-        ("b.csv", 3, "id 5 is already used by the row at line 2"),
+        ("a1.csv", 4, "id 1 of stream A is already used by the row at line 2"),
+        ("a1.csv", 7, "id 2 of stream A is already used by the row at line 3"),
+        ("a2.csv", 2, f"id 9 of stream A is already used by the row at line 5 of {tmp_path / 'a1.csv'}"),
+        ("a2.csv", 4, "id 10 of stream A is already used by the row at line 3"),
+        ("a2.csv", 6, f"id 1 of stream A is already used by the row at line 2 of {tmp_path / 'a1.csv'}"),
+        ("b.csv", 3, "id 5 of stream B is already used by the row at line 2"),
+    ]
+
+
+def test_ids_past_2_53_are_told_apart_and_kept_exactly(tmp_path: Path) -> None:
+    """Ids where doubles stop being exact: 2**53 and 2**53 + 1 are two ids, and an id of
+    an earlier file is a bad row of the later one that names its first use."""
+    big = 2**53
+    a1 = [(0, big, 6, "p"), (1, big + 1, 7, "q"), (2, 2**63 - 1, 8, "p")]
+    a2 = [(0.5, big + 1, 9, "r"), (3, -(2**63), 10, "p"), (4, big - 1, 11, "r")]
+    specs = [
+        InputSpec("A", write(tmp_path / "a1.csv", csv_of("ts,id,x,tag", a1))),
+        InputSpec("A", write(tmp_path / "a2.csv", csv_of("ts,id,x,tag", a2))),
+    ]
+    _, _, _, found, _, rejected = same_as_whole(tmp_path, specs)
+    chosen = [json.loads(r)["ids"]["A"] for r in found if json.loads(r)["query"] == "big"]
+    assert chosen == [big, big + 1, 2**63 - 1, -(2**63), big - 1]
+    assert [(json.loads(r)["line"], json.loads(r)["reason"]) for r in rejected] == [
+        (2, f"id {big + 1} of stream A is already used by the row at line 3 of {specs[0].path}")
     ]
 
 
@@ -188,7 +206,7 @@ def test_the_error_a_run_stops_with_is_the_one_reading_whole_meets_first(tmp_pat
         InputSpec("A", write(tmp_path / "a2.csv", csv_of("ts,id,x,tag", a2))),
     ]
     assert errors(tmp_path, specs, "error") == {
-        f"{specs[1].path}:2: column 'id': id 7 of stream A is already used in {specs[0].path}"
+        f"{specs[1].path}:2: column 'id': id 7 of stream A is already used by the row at line 9 of {specs[0].path}"
     }
     # an unclosed quote stops a run even with skip
     specs = [

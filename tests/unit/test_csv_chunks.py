@@ -7,14 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from predicates import Catalog
 from runtime.io.csv_reader import CsvChunks, read_csv
-from runtime.io.input_chunks import IdRuns, earlier_use, line_numbers
+from runtime.io.input_chunks import line_numbers
 from runtime.io.parquet_reader import ParquetChunks, read_parquet
 from runtime.io.stream_rows import InputError, StreamData
 
@@ -75,15 +74,3 @@ def test_parquet_in_batches_is_the_file_read_whole(tmp_path: Path, chunk_rows: i
     chunks = list(ParquetChunks("S", str(path), SCHEMA, "skip", chunk_rows))
     assert joined(chunks) == joined([whole])
     assert [r["row"] for r in joined(chunks)["rejected"]] == [10, 31]
-
-
-def test_ids_used_before_are_found_in_sorted_runs() -> None:
-    seen = IdRuns()
-    for start in range(0, 40, 5):  # runs merged as they come
-        ids = list(range(start * 3, start * 3 + 15, 3))
-        seen.add(np.array(ids, np.int64), np.array([i + 2 for i in ids], np.int64))
-    assert len(seen.runs) <= 4
-    ids = np.array([0, 3, 4, 117, 120, 5, 5, 4], np.int64)
-    lines = np.arange(100, 108, dtype=np.int64)
-    # in the set: its line; repeated in these rows: the first one's line; else -1
-    assert earlier_use(ids, lines, seen).tolist() == [2, 5, -1, 119, -1, -1, 105, 102]

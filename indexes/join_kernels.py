@@ -1,6 +1,6 @@
 """The join and window step of two streams, for a whole batch of rows, in one kernel.
 
-A prototype of the columnar join (docs/columnar-join.md): every row of both streams is
+The columnar join step of a replay (docs/columnar-join.md, :mod:`mqo.pair_step`): every row of both streams is
 a row of flat arrays in arrival order (``ts``, the join columns' values as float64,
 the row's attribute candidates as ``uint64`` words), only the rows with some candidate
 that are not late, and :func:`join_rows` visits the rows in that order. Row ``j``

@@ -116,3 +116,27 @@ def run_blocks(
     if len(prepared) > 1:
         found.sort(key=lambda pair: pair[0])
     return found
+
+
+def in_arrival_order(
+    prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, apart: np.ndarray | None, runs: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For rows arriving in this order (row ``row_indexes[j]`` of ``prepared[which[j]]``
+    arrives j-th): each row's ts, every role's flags or'ed, its role 1's flags, its
+    stream, and (if ``runs``) whether it is one :func:`alone_rows` picks."""
+    n = len(which)
+    ts = np.empty(n, np.float64)
+    flags = np.empty(n, np.int8)
+    own = np.empty(n, np.int8)
+    streams = np.empty(n, np.int64)
+    alone = np.zeros(n, bool)
+    for k, prep in enumerate(prepared):
+        chosen = which == k
+        at = row_indexes[chosen]
+        ts[chosen] = prep.ts[at]
+        flags[chosen] = prep.visit_flags()[at]
+        own[chosen] = prep.flags[at]
+        streams[chosen] = prep.stream
+        if runs:
+            alone[chosen] = alone_rows(prep, apart)[at]
+    return ts, flags, own, streams, alone

@@ -1,197 +1,46 @@
-"""The join and window phase of a batch over two streams, as columns: a prototype.
+"""The join and window step over two streams, as columns.
 
-docs/columnar-join.md is the design. This module hands the plan and the prepared rows
-of two streams to the kernel :func:`indexes.join_kernels.join_rows` as flat arrays and
-decides exactly, in Python, what the kernel leaves to it:
+docs/columnar-join.md is the design. The rows of both streams that can be part of a
+result go to the kernel :func:`indexes.join_kernels.join_rows` as flat arrays
+(:class:`PairRows`, beside the plan's :class:`~mqo.pair_tables.PairTables`), and what
+the kernel leaves is decided here, exactly, as the engine decides it:
 
-* :class:`PairTables`: what the plan holds for the slots reading exactly the two
-  streams: their mask as words, every join and window list between the streams (op,
-  factor and constants as doubles, prefix and suffix checkpoint rows, the users as
-  CSR), the MAXWINDOW and registration levels with their slot masks;
-* :class:`PairRows`: the rows of both streams in arrival order (ts, the lists'
-  columns as float64, the candidate words of the rows that have some, late flags);
-* :func:`join_batch`: the kernel's (row, partner, slot) triples, the fallback pairs
-  decided through the lists' own exact evaluation (``CompiledList.evaluate_pair``,
-  ``plan.slots_within``, ``plan.slots_since``), and the slots that need a check of
-  their own (residuals, a query of several disjuncts reported once per pair) checked
-  as the engine's ``_emit`` checks them.
+* the **fallback pairs** (a tie the doubles cannot decide, an integer past 2**53)
+  through the lists' own exact evaluation (``CompiledList.evaluate_pair``,
+  ``plan.slots_within``, ``plan.slots_since``);
+* the **special slots** (residuals, a query of several disjuncts reported once per
+  pair) checked as the engine's ``_emit`` checks them.
+
+:func:`decide` is the step; :mod:`mqo.pair_step` runs it in :meth:`Pipeline.replay
+<mqo.pipeline.Pipeline.replay>` with the rows kept from earlier replays, and
+:func:`join_batch` over one batch alone (what the differential tests compare with the
+engine one tuple at a time).
 
 Only the slots over exactly the two streams are decided here: single-stream results
 stay with :mod:`mqo.alone`, slots over one of the two and a third stream with the
-engine; slots over both and more, self-joins and lists that compare strings or
-booleans are refused (:class:`Unsupported`).
+engine; plans with slots over both and more, self-joins and lists that compare strings
+or booleans are refused (:class:`~mqo.pair_tables.Unsupported`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from indexes.exact import EXACT_INTEGERS, RELATIVE_BAND, to_float
-from indexes.join_kernels import OP_CODES, join_rows
-from indexes.kill_bitsets import bitset_to_int, words_for
+from indexes.exact import EXACT_INTEGERS, RELATIVE_BAND
+from indexes.join_kernels import join_rows
+from indexes.kill_bitsets import bitset_to_int
 from indexes.stored import StoredTuple
 from mqo.batch_input import NUMERIC
-from mqo.plan import CompiledList, CompiledPlan
+from mqo.pair_tables import PairTables, Unsupported
 from mqo.prepare import PreparedBatch
 from mqo.results import ResultBlock
 from mqo.row_layout import row_layout
-from predicates import ColumnType, Kind
 
 CHUNK = 16_384  # prepared rows masked at a time (a batch's candidate words are not copied whole)
-
-
-class Unsupported(Exception):
-    """A plan or batch the prototype does not decide (see the module docstring)."""
-
-
-def words_of(flags: np.ndarray, words: int) -> np.ndarray:
-    """A bitset row (``uint64`` words) with bit ``q`` set where ``flags[q]``."""
-    padded = np.zeros(words * 64, bool)
-    padded[: len(flags)] = flags
-    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
-
-
-def _stride(n: int, words: int, budget_bits: int = 1 << 26) -> int:
-    """The kill tables' stride rule (indexes.kill_table): a power of two keeping a table under budget."""
-    stride = 1
-    while (n // stride + 2) * words * 64 > budget_bits and stride < n:
-        stride *= 2
-    return stride
-
-
-def _integer(plan: CompiledPlan, stream: int, position: int) -> bool:
-    """Whether a row position of a stream holds integers (``id``, INTEGER and BYTE columns)."""
-    if position < 2:
-        return position == 1
-    return plan.streams[stream].columns[position - 2].ctype in (ColumnType.INTEGER, ColumnType.BYTE)
-
-
-@dataclass
-class PairTables:
-    """The plan's flat arrays for the slots over exactly streams ``s0`` and ``s1``."""
-
-    plan: CompiledPlan
-    streams: tuple[int, int]
-    words: int
-    mask: np.ndarray
-    lists: list[CompiledList]
-    columns: tuple[dict[int, int], dict[int, int]]  # per side: row position -> column of ``vals``
-    integer_columns: tuple[list[int], list[int]]  # per side: the columns holding integers
-    arrays: dict[str, Any]
-    reach: float
-    special: np.ndarray  # the slots of ``mask`` needing a check of their own (bools per slot)
-
-    @classmethod
-    def of(cls, plan: CompiledPlan, s0: int, s1: int) -> PairTables:
-        if any(plan.roles_of[s] for s in range(plan.n_real)):
-            raise Unsupported("self-joins")
-        pair = (1 << s0) | (1 << s1)
-        masks = plan.slot_stream_mask
-        if np.any(((masks & pair) == pair) & ((masks & ~pair) != 0)):
-            raise Unsupported("queries over these two streams and more")
-        mine = masks == pair
-        words = words_for(plan.n_slots)
-        lo_s, hi_s = min(s0, s1), max(s0, s1)
-        lists = list(plan.pair_lists[Kind.JOIN][lo_s][hi_s]) + list(plan.pair_lists[Kind.WINDOW][lo_s][hi_s])
-        columns: tuple[dict[int, int], dict[int, int]] = ({}, {})
-        side_of = {s0: 0, s1: 1}
-        op, kf, left_side, left_col, right_col, n, cbase, stride, rbase, obase = ([] for _ in range(10))
-        unit, k_exact, same_kind = [], [], []
-        consts, c_exact, prefix, suffix, offsets, users = [], [], [], [], [], []
-        n_consts = n_rows = n_offsets = n_users = 0
-        from indexes.kernels import build_checkpoints  # numba, on first use
-
-        for lst in lists:
-            if not lst.numeric or lst.right_pos is None or lst.right_stream is None:
-                raise Unsupported(f"list {lst.key} compares strings or booleans")
-            ls, rs = side_of[lst.left_stream], side_of[lst.right_stream]
-            lcol = columns[ls].setdefault(lst.left_pos, len(columns[0]) + len(columns[1]))
-            rcol = columns[rs].setdefault(lst.right_pos, len(columns[0]) + len(columns[1]))
-            floats = np.asarray(lst.covering.floats, np.float64)
-            own = lst.offsets - lst.offsets[0]
-            flat = np.ascontiguousarray(lst.own_users, np.int32)
-            st = _stride(lst.n, words)
-            factor = lst.key.factor
-            assert factor is not None  # (a numeric two-column list has one)
-            op.append(OP_CODES[lst.key.op])
-            kf.append(to_float(factor))
-            left_side.append(ls)
-            left_col.append(lcol)
-            right_col.append(rcol)
-            n.append(lst.n)
-            cbase.append(n_consts)
-            stride.append(st)
-            rbase.append(n_rows)
-            obase.append(n_offsets)
-            consts.append(floats)
-            # which constants are the doubles they are kept as (else a Fraction's nearest double)
-            exact_c = np.ones(lst.n, bool) if lst.doubles else np.array([type(c) is float for c in lst.values], bool)
-            c_exact.append(exact_c)
-            unit.append(factor == 1)
-            k_exact.append(Fraction(to_float(factor)) == factor)
-            same_kind.append(
-                _integer(plan, lst.left_stream, lst.left_pos) == _integer(plan, lst.right_stream, lst.right_pos)
-            )
-            own64 = np.ascontiguousarray(own, np.int64)
-            prefix.append(build_checkpoints(own64, flat, lst.n, st, words, False))
-            suffix.append(build_checkpoints(own64, flat, lst.n, st, words, True))
-            offsets.append(own64 + n_users)
-            users.append(flat)
-            n_consts += lst.n
-            n_rows += len(prefix[-1])
-            n_offsets += len(own64)
-            n_users += len(flat)
-        windows, sinces = plan.windows, plan.sinces
-        level_masks = [words_of(plan.slot_window_level >= i, words) for i in range(len(windows))]
-        since_masks = [words_of(plan.slot_since_level <= i, words) for i in range(len(sinces))]
-        empty_rows = np.zeros((0, words), np.uint64)
-        arrays: dict[str, Any] = {
-            "l_op": np.array(op, np.int64),
-            "l_kf": np.array(kf, np.float64),
-            "l_left_side": np.array(left_side, np.int64),
-            "l_left_col": np.array(left_col, np.int64),
-            "l_right_col": np.array(right_col, np.int64),
-            "l_n": np.array(n, np.int64),
-            "l_cbase": np.array(cbase, np.int64),
-            "consts": np.concatenate(consts) if consts else np.zeros(0),
-            "c_exact": np.concatenate(c_exact) if c_exact else np.zeros(0, bool),
-            "l_unit": np.array(unit, bool),
-            "l_k_exact": np.array(k_exact, bool),
-            "l_same_kind": np.array(same_kind, bool),
-            "l_stride": np.array(stride, np.int64),
-            "l_rbase": np.array(rbase, np.int64),
-            "prefix_rows": np.concatenate(prefix) if prefix else empty_rows,
-            "suffix_rows": np.concatenate(suffix) if suffix else empty_rows,
-            "l_obase": np.array(obase, np.int64),
-            "offsets": np.concatenate(offsets) if offsets else np.zeros(0, np.int64),
-            "users": np.concatenate(users) if users else np.zeros(0, np.int32),
-            "w_floats": np.array(windows.floats, np.float64),
-            "w_masks": np.array(level_masks, np.uint64).reshape(len(windows), words),
-            "s_floats": np.array(sinces.floats, np.float64),
-            "s_masks": np.array(since_masks, np.uint64).reshape(len(sinces), words),
-        }
-        integer = tuple(
-            [col for pos, col in columns[side].items() if _integer(plan, (s0, s1)[side], pos)] for side in (0, 1)
-        )
-        widest = float(max(windows.floats)) if len(windows) else 0.0
-        special = np.zeros(plan.n_slots, bool)
-        special[: len(plan.slot_special)] = plan.slot_special
-        return cls(
-            plan,
-            (s0, s1),
-            words,
-            words_of(mine, words),
-            lists,
-            columns,
-            integer,  # type: ignore[arg-type]
-            arrays,
-            widest,
-            special & mine,
-        )
 
 
 @dataclass
@@ -199,36 +48,124 @@ class PairRows:
     """The rows of both streams that can be part of a result (some candidate over the
     two streams, not late), in arrival order, as :func:`indexes.join_kernels.join_rows`
     reads them: a row without such a candidate (every row ``store='candidates'`` does not
-    store, most rows of (b)) is never a partner and ends no result, so it is not laid out."""
+    store, most rows of (b)) is never a partner and ends no result, so it is not laid out.
 
-    pos: np.ndarray  # each row's arrival position
-    side: np.ndarray
-    row: np.ndarray  # each row's index in its prepared batch
+    Rows kept from earlier replays come first (``pos`` -1; their order among themselves
+    does not matter: they are partners only)."""
+
+    side: np.ndarray  # 0 or 1: which of the two streams
     ts: np.ndarray
-    vals: np.ndarray
-    cand: np.ndarray
-    wlo: np.ndarray
+    vals: np.ndarray  # [rows, columns the lists read] as doubles, NaN for NULL
+    cand: np.ndarray  # [rows, words]: the candidates over the two streams
+    big: np.ndarray  # an integer the lists read is past 2**53 (its double is not the value)
+    pos: np.ndarray  # the row's arrival position in its replay (-1: kept from an earlier one)
+    batch: np.ndarray  # its prepared batch (-1: kept)
+    row: np.ndarray  # its index in that batch
+    wlo: np.ndarray  # the first and past-the-last nonzero word of ``cand``
     whi: np.ndarray
-    big: np.ndarray
-    by_ts: np.ndarray
+    by_ts: np.ndarray  # each side's rows sorted by ts (side 0's, then side 1's)
     sorted_ts: np.ndarray
     side_start: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.side)
+
+    @classmethod
+    def arranged(
+        cls,
+        side: np.ndarray,
+        ts: np.ndarray,
+        vals: np.ndarray,
+        cand: np.ndarray,
+        big: np.ndarray,
+        pos: np.ndarray,
+        batch: np.ndarray,
+        row: np.ndarray,
+    ) -> PairRows:
+        """The rows given, with the arrays the kernel derives from them."""
+        words = cand.shape[1]
+        nz = cand != 0
+        wlo = np.argmax(nz, axis=1) if len(cand) else np.zeros(0, np.int64)
+        whi = words - np.argmax(nz[:, ::-1], axis=1) if len(cand) else np.zeros(0, np.int64)
+        by_ts = np.concatenate([np.flatnonzero(side == k)[np.argsort(ts[side == k], kind="stable")] for k in (0, 1)])
+        side_start = np.array([0, int((side == 0).sum()), len(side)], np.int64)
+        return cls(
+            side,
+            ts,
+            vals,
+            cand,
+            big,
+            pos,
+            batch,
+            row,
+            wlo.astype(np.int64),
+            whi.astype(np.int64),
+            by_ts,
+            ts[by_ts],
+            side_start,
+        )
+
+    @classmethod
+    def empty(cls, tables: PairTables) -> PairRows:
+        n_cols = len(tables.columns[0]) + len(tables.columns[1])
+        none = np.zeros(0, np.int64)
+        return cls.arranged(
+            none,
+            np.zeros(0),
+            np.zeros((0, n_cols)),
+            np.zeros((0, tables.words), np.uint64),
+            np.zeros(0, bool),
+            none,
+            none,
+            none,
+        )
+
+    def take(self, keep: np.ndarray) -> PairRows:
+        """The rows ``keep`` (indexes or a mask), in their order."""
+        return PairRows.arranged(
+            self.side[keep],
+            self.ts[keep],
+            self.vals[keep],
+            self.cand[keep],
+            self.big[keep],
+            self.pos[keep],
+            self.batch[keep],
+            self.row[keep],
+        )
+
+    def then(self, later: PairRows) -> PairRows:
+        """These rows, then ``later``'s."""
+        return PairRows.arranged(
+            *(np.concatenate([getattr(self, f), getattr(later, f)]) for f in _GIVEN)  # type: ignore[arg-type]
+        )
+
+    def stored(self, prepared: Sequence[PreparedBatch]) -> list[tuple[Any, ...]]:
+        """The stored row ``(ts, id, *values)`` of each row (of a replay's ``prepared``)."""
+        out: list[Any] = [None] * len(self)
+        for k, prep in enumerate(prepared):
+            at = np.flatnonzero(self.batch == k)
+            if len(at):
+                for j, made in zip(at.tolist(), prep.rows(self.row[at]), strict=True):
+                    out[j] = made
+        return out
 
     @classmethod
     def of(
         cls,
         tables: PairTables,
-        prepared: tuple[PreparedBatch, PreparedBatch],
-        side: np.ndarray,
+        prepared: Sequence[PreparedBatch],
+        which: np.ndarray,
         row: np.ndarray,
         late: np.ndarray,
     ) -> PairRows:
-        words = tables.words
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per side: positions, batch rows, words
+        """Rows arriving in this order (row ``row[j]`` of ``prepared[which[j]]`` arrives
+        j-th; ``late[j]``: it is late, neither matched nor stored): those of the two
+        streams with a candidate over them, not late."""
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # positions, batch rows, words, batch
         for k, prep in enumerate(prepared):
-            if prep.stream != tables.streams[k]:
-                raise Unsupported("prepared batches in the tables' stream order")
-            at = np.flatnonzero(side == k)
+            if prep.stream not in tables.streams or not len(prep.cand):
+                continue
+            at = np.flatnonzero(which == k)
             position = np.full(len(prep), -1, np.int64)
             position[row[at]] = at
             flagged = np.flatnonzero(prep.kept >= 0)
@@ -242,26 +179,29 @@ class PairRows:
                 stays = keep >= 0  # (a row the order leaves out)
                 stays[stays] = ~late[keep[stays]]
                 if stays.any():
-                    parts.append((keep[stays], batch_rows[stays], masked[live][stays]))
-        pos = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+                    parts.append((keep[stays], batch_rows[stays], masked[live][stays], k))
+        if not parts:
+            return cls.empty(tables)
+        pos = np.concatenate([p[0] for p in parts])
         order = np.argsort(pos, kind="stable")
         pos = pos[order]
-        live_side = side[pos].astype(np.int64)
-        batch_row = (np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64))[order]
-        cand = (np.concatenate([p[2] for p in parts]) if parts else np.zeros((0, words), np.uint64))[order]
-        nz = cand != 0
-        wlo = np.argmax(nz, axis=1) if len(cand) else np.zeros(0, np.int64)
-        whi = words - np.argmax(nz[:, ::-1], axis=1) if len(cand) else np.zeros(0, np.int64)
+        batch = np.concatenate([np.full(len(p[0]), p[3], np.int64) for p in parts])[order]
+        batch_row = np.concatenate([p[1] for p in parts])[order]
+        cand = np.concatenate([p[2] for p in parts])[order]
         n = len(pos)
+        side = np.zeros(n, np.int64)
         ts = np.empty(n, np.float64)
         vals = np.full((n, len(tables.columns[0]) + len(tables.columns[1])), np.nan)
         big = np.zeros(n, bool)
-        for k, prep in enumerate(prepared):
-            at = np.flatnonzero(live_side == k)
+        for k in {p[3] for p in parts}:
+            prep = prepared[k]
+            s = tables.streams.index(prep.stream)
+            at = np.flatnonzero(batch == k)
             rows = batch_row[at]
+            side[at] = s
             ts[at] = prep.ts[rows]
             layout = row_layout(tables.plan, prep.stream)
-            for p, col in tables.columns[k].items():
+            for p, col in tables.columns[s].items():
                 if p == 0:
                     vals[at, col] = prep.ts[rows]
                 elif p == 1:
@@ -271,27 +211,13 @@ class PairRows:
                     if numeric is None:
                         raise Unsupported("a join column that is not numeric")
                     vals[at, col] = prep.columns[NUMERIC][numeric][rows]
-            for col in tables.integer_columns[k]:
+            for col in tables.integer_columns[s]:
                 with np.errstate(invalid="ignore"):
                     big[at] |= np.abs(vals[at, col]) >= EXACT_INTEGERS
-        by_ts = np.concatenate(
-            [np.flatnonzero(live_side == k)[np.argsort(ts[live_side == k], kind="stable")] for k in (0, 1)]
-        )
-        side_start = np.array([0, int((live_side == 0).sum()), n], np.int64)
-        return cls(
-            pos,
-            live_side,
-            batch_row,
-            ts,
-            vals,
-            cand,
-            wlo.astype(np.int64),
-            whi.astype(np.int64),
-            big,
-            by_ts,
-            ts[by_ts],
-            side_start,
-        )
+        return cls.arranged(side, ts, vals, cand, big, pos, batch, batch_row)
+
+
+_GIVEN = ("side", "ts", "vals", "cand", "big", "pos", "batch", "row")
 
 
 @dataclass
@@ -325,14 +251,13 @@ class PairResults:
 
 
 def run_kernel(
-    tables: PairTables, rows: PairRows, capacity: int = 1 << 14
+    tables: PairTables, rows: PairRows, start: int = 0, capacity: int = 1 << 14
 ) -> tuple[PairResults, tuple[np.ndarray, np.ndarray]]:
-    """The kernel over every row: its result blocks, and its fallback pairs as
-    ``(rows, partners)`` in :attr:`PairResults` form with no words (decided by the caller)."""
+    """The kernel over the rows from ``start`` on (those before are partners only): its
+    result blocks, and its fallback pairs as ``(rows, partners)`` (decided by the caller)."""
     a = tables.arrays
     found: list[tuple[np.ndarray, ...]] = []
     fallback: list[tuple[np.ndarray, np.ndarray]] = []
-    start = 0
     total = len(rows.side)
     # a little past the widest MAXWINDOW: the kernel decides each pair's span exactly
     extent = float(np.abs(rows.ts).max()) if total else 0.0
@@ -412,31 +337,61 @@ def run_kernel(
     ), (np.concatenate([f[0] for f in fallback]), np.concatenate([f[1] for f in fallback]))
 
 
-def join_batch(
-    tables: PairTables,
-    prepared: tuple[PreparedBatch, PreparedBatch],
-    side: np.ndarray,
-    row: np.ndarray,
-    late: np.ndarray,
-    capacity: int = 1 << 14,
+def decide(
+    tables: PairTables, rows: PairRows, stored: Sequence[tuple[Any, ...]], start: int = 0, capacity: int = 1 << 14
 ) -> PairResults:
-    """The two-stream results of rows arriving in this order (row ``row[j]`` of
-    ``prepared[side[j]]`` arrives j-th; ``late[j]``: it is late, neither matched nor
-    stored), exactly as the engine reports them (``capacity``: result pairs per
-    kernel call to begin with)."""
-    rows = PairRows.of(tables, prepared, side, row, late)
-    results, (fa, fb) = run_kernel(tables, rows, capacity)
-    decided = [
-        (j, r, _decide_pair(tables, rows, prepared, j, r)) for j, r in zip(fa.tolist(), fb.tolist(), strict=True)
-    ]
+    """The two-stream results whose newest row is one of ``rows[start:]`` (the rows
+    before ``start`` are partners only), exactly as the engine reports them: pairs of
+    row indexes into ``rows``; ``stored``: each row's stored row (``capacity``: result
+    pairs per kernel call to begin with)."""
+    results, (fa, fb) = run_kernel(tables, rows, start, capacity)
+    decided = [(j, r, _decide_pair(tables, rows, stored, j, r)) for j, r in zip(fa.tolist(), fb.tolist(), strict=True)]
     decided = [(j, r, mask) for j, r, mask in decided if mask]
     if decided:
         results = _with_blocks(results, tables.words, decided)
     if tables.special.any():
-        results = _special_checked(tables, rows, prepared, results)
-    results.rows = rows.pos[results.rows]  # (laid-out rows -> arrival positions)
-    results.partners = rows.pos[results.partners]
+        results = _special_checked(tables, rows, stored, results)
     return results
+
+
+@dataclass
+class PairJoin:
+    """The two-stream results of one batch (:func:`join_batch`)."""
+
+    tables: PairTables
+    rows: PairRows
+    stored: list[tuple[Any, ...]]
+    results: PairResults
+
+    def ids(self) -> list[tuple[str, int, int]]:
+        """Each result as (query, id of the first stream's tuple, id of the second's)."""
+        plan = self.tables.plan
+        out = []
+        a, b, slots = self.results.triples()
+        for j, r, q in zip(a.tolist(), b.tolist(), slots.tolist(), strict=True):
+            ids = [0, 0]
+            for x in (j, r):
+                ids[int(self.rows.side[x])] = self.stored[x][1]
+            out.append((plan.query_names(q), ids[0], ids[1]))
+        return out
+
+    def blocks(self) -> list[ResultBlock]:
+        return to_blocks(self.tables, self.results, self.rows, self.stored)
+
+
+def join_batch(
+    tables: PairTables,
+    prepared: Sequence[PreparedBatch],
+    which: np.ndarray,
+    row: np.ndarray,
+    late: np.ndarray,
+    capacity: int = 1 << 14,
+) -> PairJoin:
+    """The two-stream results of rows arriving in this order (row ``row[j]`` of
+    ``prepared[which[j]]`` arrives j-th; ``late[j]``: it is late), with nothing stored before."""
+    rows = PairRows.of(tables, prepared, which, row, late)
+    stored = rows.stored(prepared)
+    return PairJoin(tables, rows, stored, decide(tables, rows, stored, 0, capacity))
 
 
 def _with_blocks(results: PairResults, words: int, blocks: list[tuple[int, int, int]]) -> PairResults:
@@ -463,19 +418,12 @@ def _with_blocks(results: PairResults, words: int, blocks: list[tuple[int, int, 
     )
 
 
-def _stored_row(rows: PairRows, prepared: tuple[PreparedBatch, PreparedBatch], j: int) -> tuple[Any, ...]:
-    return prepared[int(rows.side[j])].row(int(rows.row[j]))
-
-
-def _decide_pair(
-    tables: PairTables, rows: PairRows, prepared: tuple[PreparedBatch, PreparedBatch], j: int, r: int
-) -> int:
+def _decide_pair(tables: PairTables, rows: PairRows, stored: Sequence[tuple[Any, ...]], j: int, r: int) -> int:
     """The slots pair (j, r) satisfies, decided as the engine decides them (exact lists,
     MAXWINDOW and registration levels), for a pair the kernel left undecided."""
     plan = tables.plan
     cand = bitset_to_int(rows.cand[j] & rows.cand[r])
-    by_stream = {tables.streams[int(rows.side[j])]: _stored_row(rows, prepared, j)}
-    by_stream[tables.streams[int(rows.side[r])]] = _stored_row(rows, prepared, r)
+    by_stream = {tables.streams[int(rows.side[j])]: stored[j], tables.streams[int(rows.side[r])]: stored[r]}
     for lst in tables.lists:
         if not cand & lst.kill.any_user:
             continue
@@ -489,7 +437,7 @@ def _decide_pair(
 
 
 def _special_checked(
-    tables: PairTables, rows: PairRows, prepared: tuple[PreparedBatch, PreparedBatch], results: PairResults
+    tables: PairTables, rows: PairRows, stored: Sequence[tuple[Any, ...]], results: PairResults
 ) -> PairResults:
     """``results`` after the checks of slots with residuals or several disjuncts
     (``Engine._emit``): residuals on the pair's rows, and one report per query and
@@ -508,8 +456,8 @@ def _special_checked(
         holds = True
         if slot.residuals:
             members: list[Any] = [None] * len(plan.streams)
-            members[tables.streams[int(rows.side[j])]] = _stored_row(rows, prepared, j)
-            members[tables.streams[int(rows.side[r])]] = _stored_row(rows, prepared, r)
+            members[tables.streams[int(rows.side[j])]] = stored[j]
+            members[tables.streams[int(rows.side[r])]] = stored[r]
             holds = all(test(members) for test in slot.residuals)
         if holds and slot.multi_disjunct:
             holds = (slot.query.name, p) not in seen
@@ -517,7 +465,7 @@ def _special_checked(
         if not holds:
             words[entry[k]] &= ~np.uint64(1 << (q & 63))
     keep = words != 0
-    counts = np.array([keep[a:b].sum() for a, b in zip(results.starts[:-1], results.starts[1:], strict=True)], np.int64)
+    counts = np.add.reduceat(keep, results.starts[:-1]) if len(keep) else np.zeros(len(results.rows), np.int64)
     alive = counts > 0
     return PairResults(
         results.rows[alive],
@@ -529,55 +477,30 @@ def _special_checked(
     )
 
 
-def result_ids(
-    tables: PairTables,
-    results: PairResults,
-    prepared: tuple[PreparedBatch, PreparedBatch],
-    rows_side: np.ndarray,
-    rows_row: np.ndarray,
-) -> list[tuple[str, int, int]]:
-    """Each result as (query, id of the first stream's tuple, id of the second's)."""
-    plan = tables.plan
-    out = []
-    a, b, slots = results.triples()
-    for j, r, q in zip(a.tolist(), b.tolist(), slots.tolist(), strict=True):
-        ids = [0, 0]
-        for x in (j, r):
-            k = int(rows_side[x])
-            ids[k] = int(prepared[k].ids[rows_row[x]])
-        out.append((plan.query_names(q), ids[0], ids[1]))
-    return out
-
-
 def to_blocks(
-    tables: PairTables,
-    results: PairResults,
-    prepared: tuple[PreparedBatch, PreparedBatch],
-    side: np.ndarray,
-    row: np.ndarray,
+    tables: PairTables, results: PairResults, rows: PairRows, stored: Sequence[tuple[Any, ...]]
 ) -> list[ResultBlock]:
     """The results as the engine's :class:`~mqo.results.ResultBlock` objects (a slot
-    mask and stored tuples per pair, arrival positions as their numbers): what today's
-    result writers take, so their cost is that of handing the blocks over."""
-    stored: dict[int, StoredTuple] = {}
-    needed = np.unique(np.concatenate([results.rows, results.partners]))
-    for k in (0, 1):  # each row's stored tuple, made once, its row made a column at a time
-        mine = needed[side[needed] == k]
-        made = prepared[k].rows(row[mine])
-        stream = tables.streams[k]
-        stored.update((j, StoredTuple(stream, j, values)) for j, values in zip(mine.tolist(), made, strict=True))
+    mask and stored tuples per pair), in the order of ``results``: what the result
+    writers take. A row's stored tuple is made once, however many pairs it is in."""
+    made: dict[int, StoredTuple] = {}
     n = len(tables.plan.streams)
+    streams = tables.streams
     blocks = []
     raw = results.words.astype("<u8")
     starts = results.starts.tolist()
     index = results.word_index.tolist()
+    side = rows.side
     for p, (j, r) in enumerate(zip(results.rows.tolist(), results.partners.tolist(), strict=True)):
         mask = 0
         for e in range(starts[p], starts[p + 1]):
             mask |= int(raw[e]) << (64 * index[e])
         members: list[StoredTuple | None] = [None] * n
-        later, earlier = stored[j], stored[r]
-        members[later.stream] = later
-        members[earlier.stream] = earlier
-        blocks.append(ResultBlock(mask, members, max(later.row[0], earlier.row[0])))
+        for x in (j, r):
+            t = made.get(x)
+            if t is None:
+                t = made[x] = StoredTuple(streams[int(side[x])], x, stored[x])
+            members[t.stream] = t
+        later, earlier = stored[j][0], stored[r][0]
+        blocks.append(ResultBlock(mask, members, later if later >= earlier else earlier))
     return blocks

@@ -12,7 +12,9 @@ Spark stages' way) all take the same steps:
    row) are decided by :func:`mqo.prepare.prepare_batch` in numba kernels, up front;
    under ``check=True`` each row is decided again list by list and compared;
 4. **joins and windows**: the engine grows partial results through the window
-   state (:mod:`mqo.engine`), in the order the reorderer picks;
+   state (:mod:`mqo.engine`), in the order the reorderer picks; in a replay, the
+   slots over exactly two declared streams are decided for all its rows at once by
+   the columnar join step (:mod:`mqo.pair_step`), and the engine decides the rest;
 5. **store and purge**: the tuple is kept for later ones, and old buckets go as the
    clock's horizon moves;
 6. **emission**: under ``emit='arrival'`` the results go out at once; under
@@ -44,14 +46,15 @@ import numpy as np
 
 from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
-from mqo.alone import ALONE_CHUNK, alone_rows, alone_slots, run_blocks
+from mqo.alone import ALONE_CHUNK, alone_slots, in_arrival_order, run_blocks
 from mqo.batch import MatchBatch, SingleResults
 from mqo.batch_input import columns_of
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
 from mqo.engine import Engine
-from mqo.pipeline_state import load_pipeline, pipeline_snapshot
+from mqo.pair_step import PairSteps
+from mqo.pipeline_state import check_plan, fill_roles, load_pipeline, pipeline_snapshot
 from mqo.plan import CompiledPlan
 from mqo.prepare import (
     ENGINE,
@@ -113,6 +116,7 @@ class Pipeline:
         self.capped = False
         self.retention_cap: Mark | None = None
         self.replay_mark: Mark | None = None  # a replay's watermark after the row last yielded
+        self._pairs: PairSteps | None = None  # the replay's columnar join step, for self.plan
 
     # ------------------------------------------------------------------ plan
 
@@ -140,49 +144,22 @@ class Pipeline:
             self.clock = clock_for(config, clocked, self.now)
         self.state.configure(plan.indexed_positions, width)
         if self.plan is not None:
-            self._fill_roles(self.plan, plan)
+            fill_roles(self.state, self.plan, plan)
         if self.held is not None and self.plan is not None:
             self.held.renumber(self.plan, plan)
         self.plan = plan
         self.engine = Engine(plan, self.state, self.counters, check_qed=config.check)
+        self._pairs = None
         if config.static_order is None:
             if self.policy is None or len(self.policy.streams) != len(plan.streams) or renumbered:
                 self.policy = AdaptivePolicy([s.name for s in plan.streams])
             self.policy.list_pass.clear()  # list numbers change with the plan
             self.engine.list_observer = self.policy.observe_list
         if config.check:
-            self._check_plan(plan)
+            check_plan(self, plan)
 
     def _builder(self, schema: StreamSchema) -> RowBuilder:
         return RowBuilder(schema, self.config.missing == "null")
-
-    def _fill_roles(self, old: CompiledPlan, new: CompiledPlan) -> None:
-        """A role that a query reads now and none did before starts with its stream's
-        stored tuples (a query registered while tuples flow sees those, in every role);
-        a role no query reads any more lets its tuples go."""
-        assert self.state is not None
-        was = {r for roles in old.live_roles for r in roles} if old.n_real == new.n_real else set()
-        for s, roles in enumerate(new.roles_of):
-            for r in roles:
-                live = r in new.live_roles[s]
-                if live == (r in was):
-                    continue
-                self.state.clear(r)
-                if live:
-                    for t in list(self.state.streams[s].buckets):
-                        self.state.insert(StoredTuple(r, t.seq, t.row))
-
-    def _check_plan(self, plan: CompiledPlan) -> None:
-        for kind in plan.lists:
-            for lst in plan.lists[kind]:
-                lst.covering._check()
-                lst.kill._check()
-        for s in range(len(plan.streams)):
-            plan.kill_bitsets(s)._check()
-        assert self.state is not None
-        self.state._check()
-        if self.held is not None:
-            self.held._check(None, plan.n_slots)
 
     def _check_time(self, released: Mark | None) -> None:
         """``check=True``: the clock's invariants, and the held results' right after a
@@ -240,6 +217,7 @@ class Pipeline:
     def push_derived(self, prepared: PreparedBatch, i: int) -> list[ResultBlock]:
         """Row i of a view's prepared rows matched and stored without the clock (a view's
         time is its inputs', :mod:`mqo.views`: never late); the blocks it ends."""
+        self._touched(prepared.stream)
         return self._matched_row(prepared, i, int(prepared.flags[i]))
 
     def _attributes(
@@ -279,6 +257,7 @@ class Pipeline:
         self.counters.tuples += 1
         self.arrived += 1
         s = prepared.stream
+        self._touched(s)
         if self.clock.is_late(s, ts):
             self._late(s, prepared.row(i), self.clock.mark)
             self.clock.observe(s, ts)
@@ -304,26 +283,21 @@ class Pipeline:
         n = len(row_indexes)
         if not n:
             return
-        ts = np.empty(n, np.float64)
-        flags = np.empty(n, np.int8)  # every role's work
-        own = np.empty(n, np.int8)  # role 1's
-        streams = np.empty(n, np.int64)
-        alone = np.zeros(n, bool)
         held = self.held
-        for k, prep in enumerate(prepared):
-            chosen = which == k
-            ts[chosen] = prep.ts[row_indexes[chosen]]
-            flags[chosen] = prep.visit_flags()[row_indexes[chosen]]
-            own[chosen] = prep.flags[row_indexes[chosen]]
-            streams[chosen] = prep.stream
-            if held is None:  # (held results go in with their arrival numbers one by one)
-                alone[chosen] = alone_rows(prep, apart)[row_indexes[chosen]]
+        # (held results go in with their arrival numbers one by one: no runs of single-stream ones)
+        ts, flags, own, streams, alone = in_arrival_order(prepared, which, row_indexes, apart, held is None)
         late, marks = self.clock.late_mask(streams, ts)
         marks.append(self.clock.mark)
         self.counters.tuples += n
         first = self.arrived + 1
         self.arrived += n
         alone &= ~late
+        pairs = self._pair_steps()
+        paired: dict[int, list[ResultBlock]] = {}
+        if pairs is not None:  # the slots over a pair of streams, for the whole round at once
+            paired, found = pairs.run(prepared, which, row_indexes, late)
+            self.counters.results += found
+            engine_slots = ~pairs.mask
         visited = np.flatnonzero(late | ((flags != 0) & ~alone))
         singles = np.flatnonzero(alone)
         runs = np.searchsorted(singles, visited).tolist()  # the singles before each visited row
@@ -338,7 +312,11 @@ class Pipeline:
                 at = visited[v : v + ROWS_AT_ONCE]
                 stored = rows_in_order(prepared, which[at], row_indexes[at])
                 cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
-                lists = (which[at].tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
+                owns = own[at].tolist()
+                if pairs is not None:  # the engine's work without the pair steps' slots
+                    cands = [c & engine_slots for c in cands]
+                    owns = [f if c else f & ~ENGINE for f, c in zip(owns, cands, strict=True)]
+                lists = (which[at].tolist(), row_indexes[at].tolist(), owns, late[at].tolist())
                 parts = list(zip(*lists, strict=True))
             k, i, own_flags, is_late = parts[c]
             prep = prepared[k]
@@ -348,6 +326,8 @@ class Pipeline:
             if advanced != j:
                 self._advance(marks[j])
             blocks = self._matched_row(prep, i, own_flags, stored[c], cands[c])
+            if j in paired:
+                blocks += paired[j]
             self.replay_mark = mark = marks[j + 1]
             self._advance(mark)
             advanced = j + 1
@@ -363,11 +343,29 @@ class Pipeline:
         if done < len(singles):
             yield from self._alone_runs(prepared, which, row_indexes, singles[done:])
         self._advance(self.clock.mark)
+        if pairs is not None:
+            pairs.commit(self.clock.purge_horizon())
         released = [] if held is None else self._released(self.clock.mark)
         if self.config.check:
             self._check_time(self.clock.mark)
         if released:
             yield n - 1, released
+
+    def _pair_steps(self) -> PairSteps | None:
+        """The replay's columnar join step (:mod:`mqo.pair_step`), if the plan has pairs
+        it takes: not under ``check=True`` (the engine checks every slot it decides) nor
+        an order that defers the attribute phase (candidates are then not decided yet)."""
+        if self.config.check or not self._attributes_first:
+            return None
+        assert self.plan is not None and self.state is not None and self.engine is not None
+        if self._pairs is None or self._pairs.running:  # (a replay left before its end)
+            self._pairs = PairSteps.of(self.plan, self.state, self.engine)
+        return self._pairs if self._pairs.steps else None
+
+    def _touched(self, s: int) -> None:
+        """A tuple of stream ``s`` came in by another door than a replay."""
+        if self._pairs is not None and s in self._pairs.streams:
+            self._pairs = None
 
     def _alone_runs(
         self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, positions: np.ndarray
@@ -390,6 +388,7 @@ class Pipeline:
         assert plan is not None
         prepared = self.prepare(s, batch)
         out = MatchBatch(plan)
+        self._touched(s)
         n = len(prepared)
         if not n:
             return out
@@ -564,27 +563,17 @@ class Pipeline:
 
     def _late(self, s: int, row: tuple[Any, ...], mark: Mark | None) -> None:
         assert self.plan is not None
-        schema = self.plan.streams[s]
-        late = LateTuple(
-            stream=schema.name,
-            ts=row[0],
-            id=row[1],
-            values={c.name: v for c, v in zip(schema.columns, row[2:], strict=True)},
-            watermark=-np.inf if mark is None else mark[0],
-            allowed_lateness=self.clock.allowed_lateness if mark is None else self.clock.lateness[mark[1]],
+        watermark, lateness = (
+            (-np.inf, self.clock.allowed_lateness) if mark is None else (mark[0], self.clock.lateness[mark[1]])
         )
+        late = LateTuple.of_row(self.plan.streams[s], row, watermark, lateness)
         self.counters.late += 1
         self.late_tuples.append(late)
         if self.late_sink is not None:
             self.late_sink(late)
         elif not self._warned_late:
             self._warned_late = True
-            warnings.warn(
-                f"late tuple on stream {late.stream}: {late.reason}; it is not matched. "
-                "Late tuples are counted in Matcher.late_count and kept in Matcher.late_tuples; "
-                "pass late_sink= to handle them, or raise allowed_lateness.",
-                stacklevel=4,
-            )
+            warnings.warn(late.warning(), stacklevel=4)
 
     # ------------------------------------------------------------- snapshots
 
@@ -595,5 +584,6 @@ class Pipeline:
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
         """Continue from :meth:`snapshot` data, on ``plan`` (the same queries)."""
         load_pipeline(self, data, plan)
+        self._pairs = None
         if self.config.check:
             self._check_time(None)

@@ -1,10 +1,12 @@
-"""A :class:`mqo.pipeline.Pipeline`'s state as snapshot data, and back."""
+"""A :class:`mqo.pipeline.Pipeline`'s state as snapshot data, and back; what a change
+of plan does to the window state, and the invariants ``check=True`` asserts on it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from indexes.stored import StoredTuple
 from mqo.reorder import AdaptivePolicy
 from mqo.results import LateTuple
 from mqo.state import WindowState
@@ -99,3 +101,33 @@ def late_data(late: LateTuple) -> dict[str, Any]:
         "watermark": late.watermark,
         "allowed_lateness": late.allowed_lateness,
     }
+
+
+def fill_roles(state: WindowState, old: CompiledPlan, new: CompiledPlan) -> None:
+    """On a change of plan: a role that a query reads now and none did before starts
+    with its stream's stored tuples (a query registered while tuples flow sees those, in
+    every role); a role no query reads any more lets its tuples go."""
+    was = {r for roles in old.live_roles for r in roles} if old.n_real == new.n_real else set()
+    for s, roles in enumerate(new.roles_of):
+        for r in roles:
+            live = r in new.live_roles[s]
+            if live == (r in was):
+                continue
+            state.clear(r)
+            if live:
+                for t in list(state.streams[s].buckets):
+                    state.insert(StoredTuple(r, t.seq, t.row))
+
+
+def check_plan(pipeline: Pipeline, plan: CompiledPlan) -> None:
+    """``check=True``: the invariants of a plan the pipeline attaches, and of its state."""
+    for kind in plan.lists:
+        for lst in plan.lists[kind]:
+            lst.covering._check()
+            lst.kill._check()
+    for s in range(len(plan.streams)):
+        plan.kill_bitsets(s)._check()
+    assert pipeline.state is not None
+    pipeline.state._check()
+    if pipeline.held is not None:
+        pipeline.held._check(None, plan.n_slots)

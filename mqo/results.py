@@ -87,6 +87,20 @@ class LateTuple:
     def as_dict(self) -> dict[str, Any]:
         return {"stream": self.stream, "ts": self.ts, "id": self.id, "values": dict(self.values), "reason": self.reason}
 
+    @classmethod
+    def of_row(cls, schema: Any, row: tuple[Any, ...], watermark: float, allowed_lateness: float) -> LateTuple:
+        """The late tuple of a stored row ``(ts, id, *values)`` of the stream ``schema``."""
+        values = {c.name: v for c, v in zip(schema.columns, row[2:], strict=True)}
+        return cls(schema.name, row[0], row[1], values, watermark, allowed_lateness)
+
+    def warning(self) -> str:
+        """What the first late tuple warns of when no late sink takes them."""
+        return (
+            f"late tuple on stream {self.stream}: {self.reason}; it is not matched. "
+            "Late tuples are counted in Matcher.late_count and kept in Matcher.late_tuples; "
+            "pass late_sink= to handle them, or raise allowed_lateness."
+        )
+
 
 class TupleError(MqoError):
     """A tuple that cannot be matched as given (unknown stream or column, wrong type)."""

@@ -1,4 +1,4 @@
-"""The columnar join prototype (mqo.columnar_join) against the engine, result for result.
+"""The columnar join step (mqo.columnar_join, mqo.pair_step) against the engine, result for result.
 
 Small generated two-stream workloads: values drawn from small pools so that joins tie
 and land on their constants' boundaries (constants taken from the data, factors and
@@ -6,9 +6,11 @@ offsets that are not dyadic, INTEGER and FLOAT columns, NULLs), timestamps out o
 order within the lateness and some late, several MAXWINDOWs, window predicates,
 queries with OR and with residuals, and enough queries in some workloads that slots
 pass the 64-bit word boundaries. The engine's results are those of ``Matcher.push``,
-one tuple at a time; the prototype's, one ``join_batch`` call over both streams'
-prepared batches in the same arrival order. Both sets of (query, A's id, B's id) must
-be equal, and so must the prototype's result blocks handed over as the engine's.
+one tuple at a time; the step's, one ``join_batch`` call over both streams'
+prepared batches in the same arrival order, or ``Matcher.replay`` in rounds (the step
+keeps the rows of earlier rounds) with registrations, pushed tuples and a snapshot
+restored between rounds. The results must be equal, and so must the step's result
+blocks handed over as the engine's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import numpy as np
 import pytest
 
 import mqo
-from mqo.columnar_join import PairTables, Unsupported, join_batch, result_ids, to_blocks
+from mqo.batch import MatchBatch
+from mqo.columnar_join import join_batch
+from mqo.pair_tables import PairTables, Unsupported
 
 DDL = "REGISTER STREAM A (x FLOAT, y INTEGER, z FLOAT); REGISTER STREAM B (x FLOAT, y INTEGER, w INTEGER);"
 FLOATS = (0.1, 0.2, 0.3, 0.5, 1.0, 1.5, 2.0, 0.7, 3.3)
@@ -92,8 +96,8 @@ def _workload(seed: int) -> tuple[list[str], list[tuple[str, float, dict[str, An
     return queries, arrivals
 
 
-def _matcher(queries: list[str], store: str = "all") -> mqo.Matcher:
-    matcher = mqo.Matcher(DDL, allowed_lateness=0.5, missing="null", idle_timeout=None, store=store)
+def _matcher(queries: list[str], store: str = "all", emit: str = "arrival") -> mqo.Matcher:
+    matcher = mqo.Matcher(DDL, allowed_lateness=0.5, missing="null", idle_timeout=None, store=store, emit=emit)
     for text in queries:
         matcher.register_query(text)
     return matcher
@@ -111,13 +115,10 @@ def _engine(
     return found
 
 
-def _columnar(
-    queries: list[str],
-    arrivals: list[tuple[str, float, dict[str, Any], int]],
-    store: str = "all",
-    capacity: int = 1 << 14,
-) -> set[tuple[str, int, int]]:
-    matcher = _matcher(queries, store)
+def _prepared(
+    matcher: mqo.Matcher, arrivals: list[tuple[str, float, dict[str, Any], int]]
+) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Both streams' batches prepared, and the arrival order as (batch, row) per arrival."""
     prepared = []
     which = np.array([0 if s == "A" else 1 for s, *_ in arrivals], np.int64)
     row = np.zeros(len(arrivals), np.int64)
@@ -129,22 +130,93 @@ def _columnar(
         for col in ("x", "y", "z") if name == "A" else ("x", "y", "w"):
             columns[col] = [a[2][col] for a in mine]
         prepared.append(matcher.prepare(name, columns))
+    return prepared, which, row
+
+
+def _columnar(
+    queries: list[str],
+    arrivals: list[tuple[str, float, dict[str, Any], int]],
+    store: str = "all",
+    capacity: int = 1 << 14,
+) -> set[tuple[str, int, int]]:
+    matcher = _matcher(queries, store)
+    prepared, which, row = _prepared(matcher, arrivals)
     plan = matcher.ensure_plan()
     streams = np.array([plan.stream_number("A"), plan.stream_number("B")], np.int64)
     ts = np.array([a[1] for a in arrivals], np.float64)
     late = matcher.late_probe(streams[which], ts)
     tables = PairTables.of(plan, int(streams[0]), int(streams[1]))
-    results = join_batch(tables, (prepared[0], prepared[1]), which, row, late, capacity)
-    found = set(result_ids(tables, results, (prepared[0], prepared[1]), which, row))
-    blocks = to_blocks(tables, results, (prepared[0], prepared[1]), which, row)
+    joined = join_batch(tables, prepared, which, row, late, capacity)
+    found = set(joined.ids())
+    blocks = joined.blocks()
     a, b = int(streams[0]), int(streams[1])
     handed = {
         (plan.query_names(q), block.tuples[a].id, block.tuples[b].id)  # type: ignore[union-attr]
         for block in blocks
         for q in block.numbers().tolist()
     }
-    assert handed == found and sum(len(block) for block in blocks) == len(results)
+    assert handed == found and sum(len(block) for block in blocks) == len(joined.results)
     return found
+
+
+def _changed(matcher: mqo.Matcher, change: str, rng: random.Random, k: int) -> mqo.Matcher:
+    """``matcher`` after a change before round ``k`` (the same on both sides)."""
+    if change == "register":
+        matcher.register_query(_query(rng, 1000 + k))
+    elif change == "unregister":
+        matcher.unregister_query(f"q{k - 1}")
+    elif change == "push":
+        matcher.push("B", 2.0, {"x": 0.3, "y": 1, "w": 2}, id=10_000 + k)
+    elif change == "restore":
+        return mqo.Matcher.restore(matcher.snapshot())
+    return matcher
+
+
+def _all_results(matches: Any) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+    return [(m.query, tuple(sorted(m.ids.items()))) for m in matches]
+
+
+def _pushed(queries: list[str], rounds: list[list[Any]], store: str, emit: str, change: str, seed: int) -> list[Any]:
+    matcher = _matcher(queries, store, emit)
+    found = []
+    for k, arrivals in enumerate(rounds):
+        if k:
+            matcher = _changed(matcher, change, random.Random(seed), k)
+        for stream, ts, values, i in arrivals:
+            found += _all_results(matcher.push(stream, ts, values, id=i))
+    return sorted(found + _all_results(matcher.flush_results().matches()))
+
+
+def _replayed(queries: list[str], rounds: list[list[Any]], store: str, emit: str, change: str, seed: int) -> list[Any]:
+    matcher = _matcher(queries, store, emit)
+    found = []
+    took = False
+    for k, arrivals in enumerate(rounds):
+        if k:
+            matcher = _changed(matcher, change, random.Random(seed), k)
+        prepared, which, row = _prepared(matcher, arrivals)
+        batch = MatchBatch(matcher.ensure_plan())
+        for _, blocks in matcher.replay(prepared, which, row):
+            batch.blocks.extend(blocks)
+        found += _all_results(batch.matches())
+        took = took or bool(matcher.pipeline._pairs and matcher.pipeline._pairs.steps)
+    assert took, "the replays never took the columnar step"
+    return sorted(found + _all_results(matcher.flush_results().matches()))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_replay_in_rounds_equals_push(seed: int) -> None:
+    """Rows replayed in rounds: pairs across rounds come from the rows the step keeps,
+    which it makes again from the window state after a registration, a pushed tuple or
+    a restored snapshot; held results (``emit='ordered'``) and late tuples as pushed."""
+    queries, arrivals = _workload(seed)
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(arrivals)), 2))
+    rounds = [arrivals[: cuts[0]], arrivals[cuts[0] : cuts[1]], arrivals[cuts[1] :]]
+    store = ("all", "candidates")[seed % 2]
+    emit = "ordered" if seed % 5 == 4 else "arrival"
+    change = ("none", "register", "unregister", "push", "restore")[seed % 5]
+    assert _replayed(queries, rounds, store, emit, change, seed) == _pushed(queries, rounds, store, emit, change, seed)
 
 
 @pytest.mark.parametrize("seed", range(60))

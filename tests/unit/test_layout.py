@@ -23,7 +23,6 @@ INSIDE_ALLOWED = {
     ("runtime.local.profile", "mqo.plan"),
     ("runtime.local.profile", "mqo.rows"),
     ("experiments.costmodel", "mqo.plan"),
-    ("experiments.columnar_join", "mqo.columnar_join"),
 }
 MAX_LINES = 600
 

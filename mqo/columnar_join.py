@@ -480,21 +480,17 @@ def _special_checked(
 def to_blocks(
     tables: PairTables, results: PairResults, rows: PairRows, stored: Sequence[tuple[Any, ...]]
 ) -> list[ResultBlock]:
-    """The results as the engine's :class:`~mqo.results.ResultBlock` objects (a slot
-    mask and stored tuples per pair), in the order of ``results``: what the result
+    """The results as the engine's :class:`~mqo.results.ResultBlock` objects (the slot
+    numbers and stored tuples per pair), in the order of ``results``: what the result
     writers take. A row's stored tuple is made once, however many pairs it is in."""
     made: dict[int, StoredTuple] = {}
     n = len(tables.plan.streams)
     streams = tables.streams
+    pair, _, slots = results.entries()
+    per_pair = np.split(slots, np.searchsorted(pair, np.arange(1, len(results.rows))))
     blocks = []
-    raw = results.words.astype("<u8")
-    starts = results.starts.tolist()
-    index = results.word_index.tolist()
     side = rows.side
     for p, (j, r) in enumerate(zip(results.rows.tolist(), results.partners.tolist(), strict=True)):
-        mask = 0
-        for e in range(starts[p], starts[p + 1]):
-            mask |= int(raw[e]) << (64 * index[e])
         members: list[StoredTuple | None] = [None] * n
         for x in (j, r):
             t = made.get(x)
@@ -502,5 +498,5 @@ def to_blocks(
                 t = made[x] = StoredTuple(streams[int(side[x])], x, stored[x])
             members[t.stream] = t
         later, earlier = stored[j][0], stored[r][0]
-        blocks.append(ResultBlock(mask, members, later if later >= earlier else earlier))
+        blocks.append(ResultBlock(per_pair[p], members, later if later >= earlier else earlier))
     return blocks

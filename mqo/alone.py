@@ -20,6 +20,7 @@ go in before the next row: :mod:`mqo.views`). Their results are made a chunk at 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,8 @@ from mqo.prepare import ENGINE, STORE, PreparedBatch
 from mqo.results import ResultBlock
 
 if TYPE_CHECKING:
+    from mqo.pair_step import PairSteps
+    from mqo.pipeline import Pipeline
     from mqo.plan import CompiledPlan
 
 ALONE_CHUNK = 4096  # rows of one block list a replay yields at once (results held in memory)
@@ -140,3 +143,28 @@ def in_arrival_order(
         if runs:
             alone[chosen] = alone_rows(prep, apart)[at]
     return ts, flags, own, streams, alone
+
+
+def alone_runs(
+    pipeline: Pipeline,
+    prepared: list[PreparedBatch],
+    which: np.ndarray,
+    row_indexes: np.ndarray,
+    positions: np.ndarray,
+    pairs: PairSteps | None,
+) -> Iterator[tuple[int, list[ResultBlock]]]:
+    """A replay's results of the rows at ``positions`` (each decided alone), made a run of
+    at most :data:`ALONE_CHUNK` rows at a time: (position, its block) per row, the rows
+    numbered and counted as the pipeline's (``pairs``: the replay's columnar step, told
+    the last position handed over)."""
+    assert pipeline.plan is not None
+    for start in range(0, len(positions), ALONE_CHUNK):
+        run = positions[start : start + ALONE_CHUNK]
+        found = run_blocks(pipeline.plan, prepared, which[run], row_indexes[run], pipeline.seq)
+        pipeline.seq += len(run)  # as visiting them numbers them
+        pipeline.counters.results += sum(len(block) for _, block in found)
+        at = run.tolist()
+        for k, block in found:
+            if pairs is not None:
+                pairs.upto = at[k]
+            yield at[k], [block]

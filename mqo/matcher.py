@@ -176,7 +176,7 @@ class Matcher:
     def state(self) -> WindowState | None:
         """The stored tuples (None until the first plan is compiled; a query registered
         since reads them in its roles once :meth:`ensure_plan` attaches its plan)."""
-        return self.pipeline.state
+        return self.pipeline.whole_state()
 
     def explain(self) -> str:
         """Predicate lists in covering order, who uses what, each query's bits, the

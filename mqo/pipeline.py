@@ -46,14 +46,14 @@ import numpy as np
 
 from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
-from mqo.alone import ALONE_CHUNK, alone_slots, in_arrival_order, run_blocks
+from mqo.alone import alone_runs, alone_slots, in_arrival_order
 from mqo.batch import MatchBatch, SingleResults
 from mqo.batch_input import columns_of
 from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
 from mqo.engine import Engine
-from mqo.pair_step import PairSteps
+from mqo.pair_step import PairSteps, steps_for
 from mqo.pipeline_state import check_plan, fill_roles, load_pipeline, pipeline_snapshot
 from mqo.plan import CompiledPlan
 from mqo.prepare import (
@@ -100,7 +100,7 @@ class Pipeline:
         # A static order is kept as given: under a join- or window-first order an arriving
         # tuple's pairs are formed before its attribute predicates prune them (the adaptive
         # order, free to choose, applies the kernels' attribute decisions first)
-        self._attributes_first = config.static_order is None or config.static_order[0] is Kind.ATTRIBUTE
+        self.attributes_first = config.static_order is None or config.static_order[0] is Kind.ATTRIBUTE
         self.policy: AdaptivePolicy | None = None
         self.plan: CompiledPlan | None = None
         self.state: WindowState | None = None
@@ -123,6 +123,7 @@ class Pipeline:
     def attach(self, plan: CompiledPlan) -> None:
         """Run on ``plan`` from now on (the stored tuples stay)."""
         config = self.config
+        self.whole_state()
         self._retention = max(plan.retention_window_exact, self._keep_window)
         width = config.bucket_width or auto_bucket_width(plan.retention_window, config.allowed_lateness)
         if self.state is None:
@@ -227,13 +228,13 @@ class Pipeline:
         ``check=True`` compared with the lists decided row by row)."""
         plan = self.plan
         assert plan is not None
-        prepared = prepare_batch(plan, s, ts, ids, columns, self.config.store == "all", pushed, self._attributes_first)
+        prepared = prepare_batch(plan, s, ts, ids, columns, self.config.store == "all", pushed, self.attributes_first)
         for part in (prepared, *prepared.roles):
             comparisons, bitset_ops = plan.per_stream(part.stream, attribute_work)
             self.counters.comparisons += comparisons * len(part)
             self.counters.bitset_ops += bitset_ops * len(part)
         if self.config.check:
-            check_prepared(plan, prepared, self._attributes_first)
+            check_prepared(plan, prepared, self.attributes_first)
         return prepared
 
     # --------------------------------------------------------------- batches
@@ -298,53 +299,63 @@ class Pipeline:
             paired, found = pairs.run(prepared, which, row_indexes, late)
             self.counters.results += found
             engine_slots = ~pairs.mask
-        visited = np.flatnonzero(late | ((flags != 0) & ~alone))
+            # (own and flags are one: a plan with roles has no steps)
+            own = flags = pairs.engine_flags(prepared, which, row_indexes, own)
+        visit = late | ((flags != 0) & ~alone)
+        visit[list(paired)] = True  # (a row whose only work is the step's results is visited for them)
+        visited = np.flatnonzero(visit)
         singles = np.flatnonzero(alone)
         runs = np.searchsorted(singles, visited).tolist()  # the singles before each visited row
         done = 0  # singles yielded
         advanced = -1  # the row whose watermark the horizon was last moved to
-        for v, (j, before) in enumerate(zip(visited.tolist(), runs, strict=True)):
-            if before > done:
-                yield from self._alone_runs(prepared, which, row_indexes, singles[done:before])
-                done = before
-            c = v % ROWS_AT_ONCE
-            if c == 0:  # the next visited rows' stored rows and candidates, made a batch at a time
-                at = visited[v : v + ROWS_AT_ONCE]
-                stored = rows_in_order(prepared, which[at], row_indexes[at])
-                cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
-                owns = own[at].tolist()
-                if pairs is not None:  # the engine's work without the pair steps' slots
-                    cands = [c & engine_slots for c in cands]
-                    owns = [f if c else f & ~ENGINE for f, c in zip(owns, cands, strict=True)]
-                lists = (which[at].tolist(), row_indexes[at].tolist(), owns, late[at].tolist())
-                parts = list(zip(*lists, strict=True))
-            k, i, own_flags, is_late = parts[c]
-            prep = prepared[k]
-            if is_late:
-                self._late(prep.stream, stored[c], marks[j])
-                continue
-            if advanced != j:
-                self._advance(marks[j])
-            blocks = self._matched_row(prep, i, own_flags, stored[c], cands[c])
-            if j in paired:
-                blocks += paired[j]
-            self.replay_mark = mark = marks[j + 1]
-            self._advance(mark)
-            advanced = j + 1
-            if held is None:
-                yield j, blocks
-                continue
-            held.add(blocks, first + j)
-            released = self._released(mark)
-            if self.config.check:
-                self._check_time(mark)
-            if released:
-                yield j, released
-        if done < len(singles):
-            yield from self._alone_runs(prepared, which, row_indexes, singles[done:])
-        self._advance(self.clock.mark)
-        if pairs is not None:
-            pairs.commit(self.clock.purge_horizon())
+        done_all = False
+        try:
+            for v, (j, before) in enumerate(zip(visited.tolist(), runs, strict=True)):
+                if before > done:
+                    yield from alone_runs(self, prepared, which, row_indexes, singles[done:before], pairs)
+                    done = before
+                c = v % ROWS_AT_ONCE
+                if c == 0:  # the next visited rows' stored rows and candidates, made a batch at a time
+                    at = visited[v : v + ROWS_AT_ONCE]
+                    stored = rows_in_order(prepared, which[at], row_indexes[at])
+                    cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
+                    owns = own[at].tolist()
+                    if pairs is not None:  # the engine's work without the pair steps' slots
+                        cands = [c & engine_slots for c in cands]
+                        owns = [f if c else f & ~ENGINE for f, c in zip(owns, cands, strict=True)]
+                    lists = (which[at].tolist(), row_indexes[at].tolist(), owns, late[at].tolist())
+                    parts = list(zip(*lists, strict=True))
+                k, i, own_flags, is_late = parts[c]
+                prep = prepared[k]
+                if is_late:
+                    self._late(prep.stream, stored[c], marks[j])
+                    continue
+                if advanced != j:
+                    self._advance(marks[j])
+                blocks = self._matched_row(prep, i, own_flags, stored[c], cands[c])
+                if j in paired:
+                    blocks += paired[j]
+                self.replay_mark = mark = marks[j + 1]
+                self._advance(mark)
+                advanced = j + 1
+                if pairs is not None:  # (the rows up to the last handed over are in, if the replay is left)
+                    pairs.upto = j
+                if held is None:
+                    yield j, blocks
+                    continue
+                held.add(blocks, first + j)
+                released = self._released(mark)
+                if self.config.check:
+                    self._check_time(mark)
+                if released:
+                    yield j, released
+            if done < len(singles):
+                yield from alone_runs(self, prepared, which, row_indexes, singles[done:], pairs)
+            self._advance(self.clock.mark)
+            done_all = True
+        finally:  # (also when the replay is left: the step keeps the rows up to the last handed over)
+            if pairs is not None and pairs.running:
+                pairs.commit(self.clock.purge_horizon(), None if done_all else pairs.upto)
         released = [] if held is None else self._released(self.clock.mark)
         if self.config.check:
             self._check_time(self.clock.mark)
@@ -352,35 +363,22 @@ class Pipeline:
             yield n - 1, released
 
     def _pair_steps(self) -> PairSteps | None:
-        """The replay's columnar join step (:mod:`mqo.pair_step`), if the plan has pairs
-        it takes: not under ``check=True`` (the engine checks every slot it decides) nor
-        an order that defers the attribute phase (candidates are then not decided yet)."""
-        if self.config.check or not self._attributes_first:
-            return None
-        assert self.plan is not None and self.state is not None and self.engine is not None
-        if self._pairs is None or self._pairs.running:  # (a replay left before its end)
-            self._pairs = PairSteps.of(self.plan, self.state, self.engine)
-        return self._pairs if self._pairs.steps else None
+        """The replay's columnar join step, if the plan has pairs it takes (:func:`mqo.pair_step.steps_for`)."""
+        self._pairs = steps_for(self, self._pairs)
+        return self._pairs if self._pairs is not None and self._pairs.steps else None
 
     def _touched(self, s: int) -> None:
         """A tuple of stream ``s`` came in by another door than a replay."""
         if self._pairs is not None and s in self._pairs.streams:
-            self._pairs = None
+            self.whole_state()
 
-    def _alone_runs(
-        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, positions: np.ndarray
-    ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """The results of the rows at ``positions`` (each decided alone), made a run of at
-        most :data:`~mqo.alone.ALONE_CHUNK` rows at a time: (position, its block) per row."""
-        assert self.plan is not None
-        for start in range(0, len(positions), ALONE_CHUNK):
-            run = positions[start : start + ALONE_CHUNK]
-            found = run_blocks(self.plan, prepared, which[run], row_indexes[run], self.seq)
-            self.seq += len(run)  # as visiting them numbers them
-            self.counters.results += sum(len(block) for _, block in found)
-            at = run.tolist()
-            for k, block in found:
-                yield at[k], [block]
+    def whole_state(self) -> WindowState | None:
+        """The window state with every stored tuple in it (:meth:`mqo.pair_step.PairSteps.spill`)."""
+        if self._pairs is not None:
+            assert self.state is not None
+            self.seq += self._pairs.spill(self.state, self.seq, self.clock.purge_horizon())
+            self._pairs = None
+        return self.state
 
     def push_batch(self, s: int, batch: Any) -> MatchBatch:
         """A batch of stream ``s``, in row order, as if pushed one by one."""
@@ -579,6 +577,7 @@ class Pipeline:
 
     def snapshot(self) -> dict[str, Any]:
         """The matching state as plain data (see :meth:`mqo.Matcher.snapshot`)."""
+        self.whole_state()
         return pipeline_snapshot(self)
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:

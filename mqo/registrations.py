@@ -365,7 +365,7 @@ class Registrations:
         """Declare streams from DDL; their names. The next plan is compiled whole."""
         if len(self.registry) or self.views:
             raise QueryError("streams must be declared before queries are registered", None, None)
-        if self.pipeline.seq:
+        if self.pipeline.arrived:
             raise QueryError("streams must be declared before tuples are pushed", None, None)
         schemas = self.catalog.register_ddl(ddl, source_name)
         self.plan = self._previous = None

@@ -40,7 +40,7 @@ from mqo.prepare import PreparedBatch
 from mqo.results import ResultBlock
 from mqo.row_layout import row_layout
 
-CHUNK = 16_384  # prepared rows masked at a time (a batch's candidate words are not copied whole)
+CHUNK = 4096  # prepared rows masked at a time (a batch's candidate words are not copied whole)
 
 
 @dataclass

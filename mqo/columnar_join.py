@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from indexes.exact import EXACT_INTEGERS, RELATIVE_BAND
-from indexes.join_kernels import join_rows
 from indexes.kill_bitsets import bitset_to_int
 from indexes.stored import StoredTuple
 from mqo.batch_input import NUMERIC
@@ -255,6 +254,8 @@ def run_kernel(
 ) -> tuple[PairResults, tuple[np.ndarray, np.ndarray]]:
     """The kernel over the rows from ``start`` on (those before are partners only): its
     result blocks, and its fallback pairs as ``(rows, partners)`` (decided by the caller)."""
+    from indexes.join_kernels import join_rows  # numba, on first use (importing mqo stays light)
+
     a = tables.arrays
     found: list[tuple[np.ndarray, ...]] = []
     fallback: list[tuple[np.ndarray, np.ndarray]] = []

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from indexes.exact import to_float
-from indexes.join_kernels import OP_CODES
 from indexes.kill_bitsets import words_for
 from mqo.plan import CompiledList, CompiledPlan
 from predicates import ColumnType, Kind
@@ -83,7 +82,8 @@ class PairTables:
         unit, k_exact, same_kind = [], [], []
         consts, c_exact, prefix, suffix, offsets, users = [], [], [], [], [], []
         n_consts = n_rows = n_offsets = n_users = 0
-        from indexes.kernels import build_checkpoints  # numba, on first use
+        from indexes.join_kernels import OP_CODES  # numba, on first use (importing mqo stays light)
+        from indexes.kernels import build_checkpoints
 
         for lst in lists:
             if not lst.numeric or lst.right_pos is None or lst.right_stream is None:

@@ -43,7 +43,6 @@ SELECT f.pressure, H.vib FROM fast f, H MAXWINDOW 10 sec WHERE f.pressure > H.vi
 Query ID: hot
 SELECT COUNT(*), MAX(H.vib) FROM H [RANGE 40 sec];
 """
-VIEW_ALIASES = {"alarm": "f"}
 
 
 def match(*args: str, schema: str, queries: str, inputs: list[str]) -> subprocess.CompletedProcess[str]:
@@ -51,14 +50,6 @@ def match(*args: str, schema: str, queries: str, inputs: list[str]) -> subproces
     aggregate view is a few Spark jobs, made by both stages)."""
     spec = [a for s in inputs for a in ("--input", s)]
     return mqo("match", "--schema", schema, "--queries", queries, *spec, *args, timeout=900)
-
-
-def record(line: dict[str, Any]) -> tuple[Any, ...] | str:
-    if "ids" not in line:  # an aggregate row: exact, as written
-        return json.dumps(line, sort_keys=True)
-    hidden = VIEW_ALIASES.get(line["query"])
-    ids = tuple(sorted((a, i) for a, i in line["ids"].items() if a != hidden))
-    return (line["query"], line["ts"], ids, tuple(sorted(line["values"].items())))
 
 
 def inputs(tmp_path: Path) -> list[str]:
@@ -71,49 +62,59 @@ def inputs(tmp_path: Path) -> list[str]:
     ]
 
 
-@pytest.mark.spark
-def test_spark_engine_aggregates_views_and_writes_their_rows_as_the_local_engine(tmp_path: Path) -> None:
+# the aliases of match view members, whose ids the Spark match stage numbers per task
+MATCH_VIEW_MEMBERS = {"alarm": {"f"}, "q": {"m"}, "deep": {"r"}}
+
+
+def record(line: dict[str, Any]) -> tuple[Any, ...] | str:
+    """An aggregate row exactly as written; a match with all it holds, the ids of match
+    view members aside."""
+    if "ids" not in line:
+        return json.dumps(line, sort_keys=True)
+    hidden = MATCH_VIEW_MEMBERS.get(line["query"], set())
+    ids = tuple(sorted((a, i) for a, i in line["ids"].items() if a not in hidden))
+    return (line["query"], line["ts"], ids, tuple(sorted(line["values"].items())))
+
+
+def both_engines(tmp_path: Path, text: str, views: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``mqo match`` with the query file ``text`` on the local engine and on Spark, over
+    the same inputs, each writing ``views`` with ``--output-view``: for each (local,
+    spark), its records, its aggregate rows in order, each view's file and the late file."""
     schema = write(tmp_path / "s.ddl", DDL)
-    queries = write(tmp_path / "q.mqo", QUERIES)
+    queries = write(tmp_path / "q.mqo", text)
     given = inputs(tmp_path)
     out: dict[str, dict[str, Any]] = {}
     for engine in ("local", "spark"):
         folder = tmp_path / engine
         folder.mkdir()
-        done = match(
-            "--engine",
-            engine,
-            "--output",
-            str(folder / "out.jsonl"),
-            "--output-view",
-            f"pairs={folder / 'pairs.jsonl'}",
-            "--output-view",
-            f"FAST={folder / 'fast.jsonl'}",  # (names compare in any case)
-            schema=schema,
-            queries=queries,
-            inputs=given,
-        )
+        shown = [a for view in views for a in ("--output-view", f"{view}={folder / view.lower()}.jsonl")]
+        args = ("--engine", engine, "--output", str(folder / "out.jsonl"), *shown)
+        done = match(*args, schema=schema, queries=queries, inputs=given)
         assert done.returncode == 0, done.stderr
         lines = strict_lines((folder / "out.jsonl").read_text())
         out[engine] = {
             "records": Counter(record(line) for line in lines),
             "aggregates": [line for line in lines if "ids" not in line],
-            "pairs": (folder / "pairs.jsonl").read_text(),
-            "fast": (folder / "fast.jsonl").read_text(),
+            "views": {view: (folder / f"{view.lower()}.jsonl").read_text() for view in views},
             "late": (folder / "out.jsonl.late.jsonl").read_text(),
         }
-    local, spark = out["local"], out["spark"]
+    return out["local"], out["spark"]
+
+
+@pytest.mark.spark
+def test_spark_engine_aggregates_views_and_writes_their_rows_as_the_local_engine(tmp_path: Path) -> None:
+    local, spark = both_engines(tmp_path, QUERIES, ("pairs", "FAST"))  # (view names compare in any case)
     assert spark["records"] == local["records"]
     assert spark["aggregates"] == local["aggregates"]  # in the same order too
-    assert spark["pairs"] == local["pairs"] and spark["fast"] == local["fast"]  # ids and order too
+    assert spark["views"] == local["views"]  # ids and order too
     assert spark["late"] == local["late"] != ""
     # what the run holds: rows of every aggregate, over several windows, and view rows
     # made by one tuple several at a time (the count window numbers them in that order)
     assert {line["query"] for line in local["aggregates"]} == {"avg_pairs", "per_rate", "rising", "hot"}
-    pairs = strict_lines(local["pairs"])
+    pairs = strict_lines(local["views"]["pairs"])
     assert [row["id"] for row in pairs] == list(range(len(pairs)))
     assert len({row["ts"] for row in pairs}) < len(pairs) and pairs[-1]["ts"] > 200
-    assert {row["view"] for row in strict_lines(local["fast"])} == {"fast"}
+    assert {row["view"] for row in strict_lines(local["views"]["FAST"])} == {"fast"}
 
 
 AGGREGATE_VIEWS = """CREATE VIEW counts AS
@@ -158,19 +159,7 @@ SELECT r.rate, r.pressure FROM near r WHERE r.rate > 105;
 # Two query files in one, so that one Spark run (a JVM and its jobs, most of the time)
 # serves both: OVER_AGGREGATE's ``counts`` (not AGGREGATE_VIEWS') is called ``tallies``.
 BOTH = AGGREGATE_VIEWS + "\n" + OVER_AGGREGATE.replace("counts", "tallies")
-# the aliases of match view members, whose ids the Spark match stage numbers per task
-MATCH_VIEW_MEMBERS = {"q": {"m"}, "deep": {"r"}}
 WRITTEN_VIEWS = ("most", "counts", "paired")
-
-
-def exact_record(line: dict[str, Any]) -> tuple[Any, ...] | str:
-    """An aggregate row exactly as written; a match with all it holds, the ids of match
-    view members aside."""
-    if "ids" not in line:
-        return json.dumps(line, sort_keys=True)
-    hidden = MATCH_VIEW_MEMBERS.get(line["query"], set())
-    ids = tuple(sorted((a, i) for a, i in line["ids"].items() if a not in hidden))
-    return (line["query"], line["ts"], ids, tuple(sorted(line["values"].items())))
 
 
 @pytest.mark.spark
@@ -183,33 +172,7 @@ def test_spark_engine_runs_aggregate_views_and_match_views_over_them_as_the_loca
     local engine does), a match view member's aside; aggregate rows in the same order;
     ``--output-view`` of aggregate views (one over another, one over a match view)
     writes the same files, ids and order too; the same late tuples set aside."""
-    schema = write(tmp_path / "s.ddl", DDL)
-    queries = write(tmp_path / "q.mqo", BOTH)
-    given = inputs(tmp_path)
-    out: dict[str, dict[str, Any]] = {}
-    for engine in ("local", "spark"):
-        folder = tmp_path / engine
-        folder.mkdir()
-        shown = [a for view in WRITTEN_VIEWS for a in ("--output-view", f"{view}={folder / view}.jsonl")]
-        done = match(
-            "--engine",
-            engine,
-            "--output",
-            str(folder / "out.jsonl"),
-            *shown,
-            schema=schema,
-            queries=queries,
-            inputs=given,
-        )
-        assert done.returncode == 0, done.stderr
-        lines = strict_lines((folder / "out.jsonl").read_text())
-        out[engine] = {
-            "records": Counter(exact_record(line) for line in lines),
-            "aggregates": [line for line in lines if "ids" not in line],
-            "views": {view: (folder / f"{view}.jsonl").read_text() for view in WRITTEN_VIEWS},
-            "late": (folder / "out.jsonl.late.jsonl").read_text(),
-        }
-    local, spark = out["local"], out["spark"]
+    local, spark = both_engines(tmp_path, BOTH, WRITTEN_VIEWS)
     assert spark["records"] == local["records"]
     assert spark["aggregates"] == local["aggregates"]  # in the same order too
     assert spark["views"] == local["views"]  # ids and order too

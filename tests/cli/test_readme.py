@@ -9,12 +9,14 @@ the ``# `` comment lines that end it (HTML comments may stand between).
 
 A block the test cannot run says so right before it, where a reader sees why:
 ``<!-- readme-test: skip (reason) -->``; ``<!-- readme-test: spark -->`` runs it
-under the ``spark`` marker; ``<!-- readme-test: run-from WORD (reason) -->`` runs the
+under the ``spark`` marker (the Spark blocks share one process and its Spark, each in a
+fresh namespace and directory); ``<!-- readme-test: run-from WORD (reason) -->`` runs the
 block from the first command starting with WORD (the Quickstart's line installs first).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -116,11 +118,35 @@ def reader_directory(tmp_path: Path) -> dict[str, str]:
 
 
 BLOCKS = readme_blocks()
-PYTHON = [
-    pytest.param(b, id=b.name, marks=[pytest.mark.spark] if b.mark == "spark" else [])
-    for b in BLOCKS
-    if b.lang == "python" and b.mark != "skip"
-]
+PYTHON = [pytest.param(b, id=b.name) for b in BLOCKS if b.lang == "python" and b.mark not in ("skip", "spark")]
+SPARK = [b for b in BLOCKS if b.lang == "python" and b.mark == "spark"]
+
+# The Spark blocks run one after the other in one process, so that one Spark (a JVM, the
+# most of such a block's time) serves them all: each block's getOrCreate() finds it.
+# Nothing else carries over: each block runs in a fresh namespace, from a fresh
+# directory of its own, and between blocks the streaming queries it left are stopped and
+# its temporary views dropped. Each block's printed text is written to its directory.
+ONE_SPARK = """
+import contextlib, io, json, os, sys, traceback
+for block in json.load(open(sys.argv[1])):
+    os.chdir(block["dir"])
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(block["code"], block["name"], "exec"), {"__name__": "__main__"})
+    except BaseException:
+        sys.exit(block["name"] + " failed:\\n" + traceback.format_exc())
+    with open("printed.txt", "w") as f:
+        f.write(printed.getvalue())
+    from pyspark.sql import SparkSession
+    spark = SparkSession.getActiveSession()
+    if spark is not None:
+        for query in spark.streams.active:
+            query.stop()
+        for table in spark.catalog.listTables():
+            if table.isTemporary:
+                spark.catalog.dropTempView(table.name)
+"""
 
 
 def test_the_readme_has_its_blocks_and_few_exemptions() -> None:
@@ -158,6 +184,32 @@ def test_python_block_runs_on_its_own_and_prints_what_the_readme_shows(block: Bl
     assert done.returncode == 0, f"{block.name} failed:\n{done.stderr[-3000:]}"
     if block.expected is not None:
         assert same_output(done.stdout, block.expected), f"{block.name} printed:\n{done.stdout}"
+
+
+@pytest.mark.spark
+def test_spark_python_blocks_run_on_their_own_and_print_what_the_readme_shows(tmp_path: Path) -> None:
+    """As the other Python blocks, in one process (see ONE_SPARK)."""
+    env = reader_directory(tmp_path)
+    plan = []
+    for block in SPARK:
+        folder = tmp_path / block.name.replace(":", "-")
+        folder.mkdir()
+        (folder / "examples").symlink_to(REPO / "examples")
+        plan.append({"name": block.name, "code": runnable(block), "dir": str(folder)})
+    (tmp_path / "blocks.json").write_text(json.dumps(plan))
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_SPARK, str(tmp_path / "blocks.json")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600 * len(SPARK),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for block, step in zip(SPARK, plan, strict=True):
+        printed = (Path(step["dir"]) / "printed.txt").read_text()
+        if block.expected is not None:
+            assert same_output(printed, block.expected), f"{block.name} printed:\n{printed}"
 
 
 def test_shell_blocks_run_in_order_and_print_what_the_readme_shows(tmp_path: Path) -> None:

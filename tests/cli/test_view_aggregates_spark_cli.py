@@ -4,7 +4,9 @@ ISTREAM alert over a view of a view) and ``--output-view``: the real command in 
 subprocess writes what ``--engine local`` writes, over several time buckets, with late
 tuples set aside by both. Aggregate rows and the views' rows (ids included) are
 compared exactly, line by line; matches as multisets, a view member's id aside (the
-match stage numbers a view's rows per task: runtime/spark/batch.py, "Views")."""
+match stage numbers a view's rows per task: runtime/spark/batch.py, "Views"). The
+aggregate views' file and the file of match views over an aggregate view run as one
+(BOTH): one Spark run serves both."""
 
 from __future__ import annotations
 
@@ -41,7 +43,6 @@ SELECT f.pressure, H.vib FROM fast f, H MAXWINDOW 10 sec WHERE f.pressure > H.vi
 Query ID: hot
 SELECT COUNT(*), MAX(H.vib) FROM H [RANGE 40 sec];
 """
-VIEW_ALIASES = {"alarm": "f"}
 
 
 def match(*args: str, schema: str, queries: str, inputs: list[str]) -> subprocess.CompletedProcess[str]:
@@ -49,14 +50,6 @@ def match(*args: str, schema: str, queries: str, inputs: list[str]) -> subproces
     aggregate view is a few Spark jobs, made by both stages)."""
     spec = [a for s in inputs for a in ("--input", s)]
     return mqo("match", "--schema", schema, "--queries", queries, *spec, *args, timeout=900)
-
-
-def record(line: dict[str, Any]) -> tuple[Any, ...] | str:
-    if "ids" not in line:  # an aggregate row: exact, as written
-        return json.dumps(line, sort_keys=True)
-    hidden = VIEW_ALIASES.get(line["query"])
-    ids = tuple(sorted((a, i) for a, i in line["ids"].items() if a != hidden))
-    return (line["query"], line["ts"], ids, tuple(sorted(line["values"].items())))
 
 
 def inputs(tmp_path: Path) -> list[str]:
@@ -69,49 +62,59 @@ def inputs(tmp_path: Path) -> list[str]:
     ]
 
 
-@pytest.mark.spark
-def test_spark_engine_aggregates_views_and_writes_their_rows_as_the_local_engine(tmp_path: Path) -> None:
+# the aliases of match view members, whose ids the Spark match stage numbers per task
+MATCH_VIEW_MEMBERS = {"alarm": {"f"}, "q": {"m"}, "deep": {"r"}}
+
+
+def record(line: dict[str, Any]) -> tuple[Any, ...] | str:
+    """An aggregate row exactly as written; a match with all it holds, the ids of match
+    view members aside."""
+    if "ids" not in line:
+        return json.dumps(line, sort_keys=True)
+    hidden = MATCH_VIEW_MEMBERS.get(line["query"], set())
+    ids = tuple(sorted((a, i) for a, i in line["ids"].items() if a not in hidden))
+    return (line["query"], line["ts"], ids, tuple(sorted(line["values"].items())))
+
+
+def both_engines(tmp_path: Path, text: str, views: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``mqo match`` with the query file ``text`` on the local engine and on Spark, over
+    the same inputs, each writing ``views`` with ``--output-view``: for each (local,
+    spark), its records, its aggregate rows in order, each view's file and the late file."""
     schema = write(tmp_path / "s.ddl", DDL)
-    queries = write(tmp_path / "q.mqo", QUERIES)
+    queries = write(tmp_path / "q.mqo", text)
     given = inputs(tmp_path)
     out: dict[str, dict[str, Any]] = {}
     for engine in ("local", "spark"):
         folder = tmp_path / engine
         folder.mkdir()
-        done = match(
-            "--engine",
-            engine,
-            "--output",
-            str(folder / "out.jsonl"),
-            "--output-view",
-            f"pairs={folder / 'pairs.jsonl'}",
-            "--output-view",
-            f"FAST={folder / 'fast.jsonl'}",  # (names compare in any case)
-            schema=schema,
-            queries=queries,
-            inputs=given,
-        )
+        shown = [a for view in views for a in ("--output-view", f"{view}={folder / view.lower()}.jsonl")]
+        args = ("--engine", engine, "--output", str(folder / "out.jsonl"), *shown)
+        done = match(*args, schema=schema, queries=queries, inputs=given)
         assert done.returncode == 0, done.stderr
         lines = strict_lines((folder / "out.jsonl").read_text())
         out[engine] = {
             "records": Counter(record(line) for line in lines),
             "aggregates": [line for line in lines if "ids" not in line],
-            "pairs": (folder / "pairs.jsonl").read_text(),
-            "fast": (folder / "fast.jsonl").read_text(),
+            "views": {view: (folder / f"{view.lower()}.jsonl").read_text() for view in views},
             "late": (folder / "out.jsonl.late.jsonl").read_text(),
         }
-    local, spark = out["local"], out["spark"]
+    return out["local"], out["spark"]
+
+
+@pytest.mark.spark
+def test_spark_engine_aggregates_views_and_writes_their_rows_as_the_local_engine(tmp_path: Path) -> None:
+    local, spark = both_engines(tmp_path, QUERIES, ("pairs", "FAST"))  # (view names compare in any case)
     assert spark["records"] == local["records"]
     assert spark["aggregates"] == local["aggregates"]  # in the same order too
-    assert spark["pairs"] == local["pairs"] and spark["fast"] == local["fast"]  # ids and order too
+    assert spark["views"] == local["views"]  # ids and order too
     assert spark["late"] == local["late"] != ""
     # what the run holds: rows of every aggregate, over several windows, and view rows
     # made by one tuple several at a time (the count window numbers them in that order)
     assert {line["query"] for line in local["aggregates"]} == {"avg_pairs", "per_rate", "rising", "hot"}
-    pairs = strict_lines(local["pairs"])
+    pairs = strict_lines(local["views"]["pairs"])
     assert [row["id"] for row in pairs] == list(range(len(pairs)))
     assert len({row["ts"] for row in pairs}) < len(pairs) and pairs[-1]["ts"] > 200
-    assert {row["view"] for row in strict_lines(local["fast"])} == {"fast"}
+    assert {row["view"] for row in strict_lines(local["views"]["FAST"])} == {"fast"}
 
 
 AGGREGATE_VIEWS = """CREATE VIEW counts AS
@@ -137,38 +140,6 @@ SELECT counts.rate, AVG(counts.top), COUNT(*) FROM counts [ROWS 3] GROUP BY coun
 """
 
 
-@pytest.mark.spark
-def test_spark_engine_runs_aggregate_views_as_the_local_engine(tmp_path: Path) -> None:
-    """NEXMark Q5's shape (the hottest groups of each window: two aggregate views and a
-    join), a DSTREAM view over a match view joined with a stream, and a count window
-    over an aggregate view: the same records, an aggregate view member's id included
-    (the stage numbers their rows as the local engine does); and ``--output-view`` of
-    aggregate views (one over another, one over a match view) writes the same files."""
-    schema = write(tmp_path / "s.ddl", DDL)
-    queries = write(tmp_path / "q.mqo", AGGREGATE_VIEWS)
-    given = inputs(tmp_path)
-    out: dict[str, list[dict[str, Any]]] = {}
-    written: dict[str, dict[str, str]] = {}
-    for engine in ("local", "spark"):
-        path = tmp_path / f"{engine}.jsonl"
-        views = {view: tmp_path / f"{engine}-{view}.jsonl" for view in ("most", "counts", "paired")}
-        shown = [a for view, file in views.items() for a in ("--output-view", f"{view}={file}")]
-        done = match("--engine", engine, "--output", str(path), *shown, schema=schema, queries=queries, inputs=given)
-        assert done.returncode == 0, done.stderr
-        out[engine] = strict_lines(path.read_text())
-        written[engine] = {view: file.read_text() for view, file in views.items()}
-    assert written["spark"] == written["local"]  # ids and order too
-    for view, text in written["local"].items():  # rows of every view, over several windows
-        rows = strict_lines(text)
-        assert len({row["ts"] for row in rows}) > 3 and {row["view"] for row in rows} == {view}
-        assert [row["id"] for row in rows] == list(range(len(rows)))
-    assert Counter(json.dumps(line, sort_keys=True) for line in out["spark"]) == Counter(
-        json.dumps(line, sort_keys=True) for line in out["local"]
-    )
-    assert [line for line in out["spark"] if "ids" not in line] == [line for line in out["local"] if "ids" not in line]
-    assert {line["query"] for line in out["local"]} == {"hottest", "gone", "tops"}
-
-
 OVER_AGGREGATE = """CREATE VIEW counts AS
 SELECT H.beatrate AS rate, COUNT(*) AS n FROM H [RANGE 20 sec SLIDE 10 sec] GROUP BY H.beatrate;
 
@@ -185,32 +156,44 @@ SELECT r.rate, r.pressure FROM near r WHERE r.rate > 105;
 """
 
 
+# Two query files in one, so that one Spark run (a JVM and its jobs, most of the time)
+# serves both: OVER_AGGREGATE's ``counts`` (not AGGREGATE_VIEWS') is called ``tallies``.
+BOTH = AGGREGATE_VIEWS + "\n" + OVER_AGGREGATE.replace("counts", "tallies")
+WRITTEN_VIEWS = ("most", "counts", "paired")
+
+
 @pytest.mark.spark
-def test_spark_engine_runs_match_views_over_aggregate_views(tmp_path: Path) -> None:
-    """A match view over an aggregate view, and one over it joining a stream, read by
-    match queries: the records the local engine writes, a match view member's id aside
-    (the match stage numbers a view's rows per task). Their rows are not written with
+def test_spark_engine_runs_aggregate_views_and_match_views_over_them_as_the_local_engine(tmp_path: Path) -> None:
+    """NEXMark Q5's shape (the hottest groups of each window: two aggregate views and a
+    join), a DSTREAM view over a match view joined with a stream and a count window over
+    an aggregate view (AGGREGATE_VIEWS); match views over an aggregate view, one joining
+    a stream, read by match queries (OVER_AGGREGATE): the records the local engine
+    writes, an aggregate view member's id included (the stage numbers their rows as the
+    local engine does), a match view member's aside; aggregate rows in the same order;
+    ``--output-view`` of aggregate views (one over another, one over a match view)
+    writes the same files, ids and order too; the same late tuples set aside."""
+    local, spark = both_engines(tmp_path, BOTH, WRITTEN_VIEWS)
+    assert spark["records"] == local["records"]
+    assert spark["aggregates"] == local["aggregates"]  # in the same order too
+    assert spark["views"] == local["views"]  # ids and order too
+    assert spark["late"] == local["late"] != ""
+    # what the run holds: rows of every query, and of every view over several windows
+    assert {line["query"] for line in local["aggregates"]} == {"tops"}
+    met = {key[0] if isinstance(key, tuple) else json.loads(key)["query"] for key in local["records"]}
+    assert met == {"hottest", "gone", "tops", "q", "deep"}
+    for view, text in local["views"].items():
+        rows = strict_lines(text)
+        assert len({row["ts"] for row in rows}) > 3 and {row["view"] for row in rows} == {view}
+        assert [row["id"] for row in rows] == list(range(len(rows)))
+
+
+@pytest.mark.spark
+def test_spark_engine_refuses_to_write_or_aggregate_match_views_over_aggregate_views(tmp_path: Path) -> None:
+    """The rows of a match view over an aggregate view are not written with
     ``--output-view``, nor aggregated: refused naming the view, before any Spark job."""
     schema = write(tmp_path / "s.ddl", DDL)
     queries = write(tmp_path / "q.mqo", OVER_AGGREGATE)
     given = inputs(tmp_path)
-    got: dict[str, Counter[Any]] = {}
-    for engine in ("local", "spark"):
-        path = tmp_path / f"{engine}.jsonl"
-        done = match("--engine", engine, "--output", str(path), schema=schema, queries=queries, inputs=given)
-        assert done.returncode == 0, done.stderr
-        lines = strict_lines(path.read_text())
-        got[engine] = Counter(
-            (
-                line["query"],
-                line["ts"],
-                tuple(sorted((a, i) for a, i in line["ids"].items() if a not in ("m", "r"))),  # (view members)
-                tuple(sorted(line["values"].items())),
-            )
-            for line in lines
-        )
-    assert got["spark"] == got["local"]
-    assert {key[0] for key in got["local"]} == {"q", "deep"}  # what the run holds
     out = tmp_path / "out.jsonl"
     done = match(
         "--engine", "spark", "--output", str(out), "--output-view", f"near={tmp_path / 'near.jsonl'}",

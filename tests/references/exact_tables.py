@@ -120,17 +120,17 @@ class TableReference(Reference):
         super().unregister(name)
         self.table_queries.pop(name, None)
 
-    def _results(self, reg: Registered, stream: str, new: dict[str, Any]) -> list[Result]:
+    def _results(self, reg: Registered, stream: str, new: dict[str, Any], pools: dict | None = None) -> list[Result]:
         query = self.table_queries.get(reg.query.name)
         if query is None:
-            return super()._results(reg, stream, new)
+            return super()._results(reg, stream, new, pools)
         members = [(a, s) for a, s in query.sources if s in self.tables]
         streams = reg.query.sources
         inner = reg
         conds = [c for c in (query.window, query.where) if c is not None]
         whole = conds[0] if len(conds) == 1 else And(tuple(conds))
         out = []
-        for found in super()._results(inner, stream, new):
+        for found in super()._results(inner, stream, new, pools):
             ids = dict(found.ids)
             env: dict[str, Any] = {a: self._row(s, ids[a], stream, new) for a, s in streams}
             for alias, table in members:

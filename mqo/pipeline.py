@@ -582,7 +582,7 @@ class Pipeline:
 
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
         """Continue from :meth:`snapshot` data, on ``plan`` (the same queries)."""
+        self._pairs = None  # (the rows kept for the state replaced: not put into the one loaded)
         load_pipeline(self, data, plan)
-        self._pairs = None
         if self.config.check:
             self._check_time(None)

@@ -439,7 +439,8 @@ class Registrations:
         """One level's emission at the watermark ``mark`` (``flush``: end of input,
         every window holding data): its rows of aggregate views, in the order they are
         fed (:func:`mqo.views.aggregate_rows`); the others join the rows to take."""
-        batch = aggregator.flush() if flush else aggregator.emit(*clock.exact(mark))
+        first = sum(map(len, self.aggregators()[: self.aggregators().index(aggregator)]))  # lower levels' come first
+        batch = aggregator.flush(first) if flush else aggregator.emit(*clock.exact(mark), first)
         own: list[Any] = []
         for part in batch.parts:
             kept = []

@@ -336,23 +336,26 @@ class Aggregator:
 
     # -------------------------------------------------------------- emission
 
-    def emit(self, newest: float, lateness: Fraction) -> AggregateBatch:
+    def emit(self, newest: float, lateness: Fraction, first: int = 0) -> AggregateBatch:
         """Every window that ends before ``newest - lateness`` (no tuple that is still
-        accepted can fall in it)."""
+        accepted can fall in it). ``first``: the position of the first query (as :meth:`flush`)."""
         if newest == -math.inf:
             return AggregateBatch()
-        return self._emit(decimal_of(newest) - lateness)
+        return self._emit(decimal_of(newest) - lateness, first)
 
-    def flush(self) -> AggregateBatch:
-        """End of input: every window holding data."""
-        return self._emit(None)
+    def flush(self, first: int = 0) -> AggregateBatch:
+        """End of input: every window holding data. The chunks' positions number the
+        queries in registration order from ``first``: the aggregator of a deeper level
+        starts after the queries of those below, so that no two queries of one matcher
+        share a position (:func:`runtime.io.aggregate_writers.in_file_order` orders by it)."""
+        return self._emit(None, first)
 
-    def _emit(self, threshold: Fraction | None) -> AggregateBatch:
+    def _emit(self, threshold: Fraction | None, first: int) -> AggregateBatch:
         out: list[AggregateChunk] = []
         filled: dict[tuple, np.ndarray] = {}  # per store, the slices holding data
         positions: dict[str, int] = {}
         threshold_double = math.inf if threshold is None else float(threshold)
-        for position, reg in enumerate(self.queries.values()):
+        for position, reg in enumerate(self.queries.values(), start=first):
             positions[reg.query.name] = position
             # window k ends at k * SLIDE and closes once the threshold passes it: none is
             # due before window next_k (an emission every few rows mostly finds none)

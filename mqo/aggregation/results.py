@@ -163,7 +163,9 @@ class AggregateChunk:
     (each a :class:`AggregateValues`; lists given are made one)."""
 
     query: str
-    position: int  # registration order, which orders rows of the same window end
+    # the query's place among its matcher's aggregate queries (level by level, each in
+    # registration order; one per query), which orders rows of the same window end
+    position: int
     starts: np.ndarray
     ends: np.ndarray
     group_by: tuple[str, ...]

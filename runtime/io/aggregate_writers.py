@@ -84,17 +84,19 @@ def output_types(aq: AggregateQuery) -> dict[str, pa.DataType]:
 
 def in_file_order(batch: AggregateBatch) -> AggregateBatch:
     """The rows as files hold them, whichever engine made them: by window end, then
-    query registration order, then group key (NULL first); the windows of one group
-    with one end (count windows over tied timestamps) keep their emission order.
+    query (its chunks' ``position``: registration order, a query over an aggregate view
+    after those over what the view reads), then group key (NULL first); the windows of
+    one group with one end (count windows over tied timestamps) keep their emission order.
     Emission orders groups by first arrival and puts the windows a flush completes
     after those completed before, which a partitioned engine cannot know, so files
     use an order both engines can give. Returns one part of one chunk per query."""
-    by_query: dict[int, list[AggregateChunk]] = {}
+    by_query: dict[str, list[AggregateChunk]] = {}  # (a query is its name: one chunk holds one query's rows)
     for part in batch.parts:
         for chunk in part:
             if len(chunk):
-                by_query.setdefault(chunk.position, []).append(chunk)
-    return AggregateBatch([[_sorted_chunk(chunks) for _, chunks in sorted(by_query.items())]])
+                by_query.setdefault(chunk.query, []).append(chunk)
+    ordered = sorted(by_query.values(), key=lambda chunks: chunks[0].position)
+    return AggregateBatch([[_sorted_chunk(chunks) for chunks in ordered]])
 
 
 def _sorted_chunk(chunks: list[AggregateChunk]) -> AggregateChunk:

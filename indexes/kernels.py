@@ -45,9 +45,9 @@ def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: i
 
 
 @kernel
-def and_not(row: np.ndarray, start: int, bits: np.ndarray) -> None:
-    """``row[start:start + len(bits)] &= ~bits``."""
-    for w in range(bits.shape[0]):
+def and_not_span(row: np.ndarray, start: int, bits: np.ndarray, lo: int, hi: int) -> None:
+    """``row[start + w] &= ~bits[w]`` for ``w`` in ``[lo, hi)`` (where ``bits`` can be nonzero)."""
+    for w in range(lo, hi):
         row[start + w] &= ~bits[w]
 
 
@@ -109,6 +109,8 @@ def _prune_row(
     csr_base: np.ndarray,
     part: np.ndarray,
     word_lo: np.ndarray,
+    span_lo: np.ndarray,
+    span_hi: np.ndarray,
     table: np.ndarray,
     table2: np.ndarray,
     offsets: np.ndarray,
@@ -131,7 +133,7 @@ def _prune_row(
         w0 = word_lo[l]
         a = lo[l, i]
         if a == NULL:
-            and_not(row, w0, tab[any_rows[l]])
+            and_not_span(row, w0, tab[any_rows[l]], span_lo[l], span_hi[l])
             continue
         b = hi[l, i]
         mode = modes[l]
@@ -142,12 +144,12 @@ def _prune_row(
         if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
             j = a // s
             if j > 0:
-                and_not(row, w0, tab[prefix_rows[l] + j])
+                and_not_span(row, w0, tab[prefix_rows[l] + j], span_lo[l], span_hi[l])
             clear_users(row, offs, us, csr_base[l], j * s, a)
         if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
             j = (b + s - 1) // s
             if j * s < ns[l]:
-                and_not(row, w0, tab[suffix_rows[l] + j])
+                and_not_span(row, w0, tab[suffix_rows[l] + j], span_lo[l], span_hi[l])
             clear_users(row, offs, us, csr_base[l], b, min(ns[l], j * s))
         if mode == MODE_NOT_EQUAL:
             clear_users(row, offs, us, csr_base[l], a, b)
@@ -166,6 +168,8 @@ def prune(
     csr_base: np.ndarray,
     part: np.ndarray,
     word_lo: np.ndarray,
+    span_lo: np.ndarray,
+    span_hi: np.ndarray,
     table: np.ndarray,
     table2: np.ndarray,
     offsets: np.ndarray,
@@ -193,6 +197,8 @@ def prune(
             csr_base,
             part,
             word_lo,
+            span_lo,
+            span_hi,
             table,
             table2,
             offsets,
@@ -217,6 +223,8 @@ def prune_select(
     csr_base: np.ndarray,
     part: np.ndarray,
     word_lo: np.ndarray,
+    span_lo: np.ndarray,
+    span_hi: np.ndarray,
     table: np.ndarray,
     table2: np.ndarray,
     offsets: np.ndarray,
@@ -256,6 +264,8 @@ def prune_select(
             csr_base,
             part,
             word_lo,
+            span_lo,
+            span_hi,
             table,
             table2,
             offsets,
@@ -266,11 +276,17 @@ def prune_select(
             hi,
         )
         code = 0
-        for m in range(masks.shape[0]):
-            for w in range(row.shape[0]):
-                if row[w] & masks[m, w]:
-                    code |= 1 << m
-                    break
+        live = False  # (most tuples fail every candidate: one scan, not one per mask)
+        for w in range(row.shape[0]):
+            if row[w]:
+                live = True
+                break
+        if live:
+            for m in range(masks.shape[0]):
+                for w in range(row.shape[0]):
+                    if row[w] & masks[m, w]:
+                        code |= 1 << m
+                        break
         flags[i] = code | always
         if code & 3:
             copy_row(cand[k], row)

@@ -192,7 +192,7 @@ class KillBitsets:
         table2, offsets2, users2 = second
         common = np.promote_types(self.offsets.dtype, positions_type(len(users2)))
         first = (self.table, self.offsets.astype(common, copy=False), self.users)
-        out._set_lists(merged, first, (table2, offsets2.astype(common, copy=False), users2))
+        out._set_lists(merged, first, (table2, offsets2.astype(common, copy=False), users2), self.first_spans)
         return out
 
     def _set_lists(
@@ -200,8 +200,10 @@ class KillBitsets:
         per_list: dict[str, np.ndarray],
         first: tuple[np.ndarray, np.ndarray, np.ndarray],
         second: tuple[np.ndarray, np.ndarray, np.ndarray],
+        first_spans: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        """The per-list arrays, and each part's (checkpoint table, CSR offsets, users)."""
+        """The per-list arrays, and each part's (checkpoint table, CSR offsets, users);
+        ``first_spans``: the first part's lists' spans, if known (:func:`_user_spans`)."""
         self.modes = per_list["modes"]
         self.ns = per_list["ns"]
         self.strides = per_list["strides"]
@@ -213,6 +215,18 @@ class KillBitsets:
         self.word_lo = per_list["word_lo"]
         self.table, self.offsets, self.users = first
         self.table2, self.offsets2, self.users2 = second
+        # The words a list's rows can have bits in: its users'. A tuple's row is pruned
+        # over those only (each shape's queries are a run of slots: at 10,000 queries of
+        # seven shapes a list's rows span a seventh of the words). The first part's lists
+        # never change (a registration adds lists to the second part, whose narrow
+        # table is taken whole), so their spans are found once per whole compile.
+        n_first = int((self.part == 0).sum())
+        if first_spans is None:
+            first_spans = _user_spans(self.ns[:n_first], self.csr_base[:n_first], self.offsets, self.users)
+        self.first_spans = first_spans
+        self.span_lo = np.zeros(len(self.ns), np.int64)
+        self.span_hi = np.full(len(self.ns), self.table2.shape[1], np.int64)
+        self.span_lo[:n_first], self.span_hi[:n_first] = first_spans
         # the kernels' arguments, gathered once
         self.arrays = (
             self.modes,
@@ -224,6 +238,8 @@ class KillBitsets:
             self.csr_base,
             self.part,
             self.word_lo,
+            self.span_lo,
+            self.span_hi,
             self.table,
             self.table2,
             self.offsets,
@@ -269,6 +285,9 @@ class KillBitsets:
             low, high = first_words[part] * 64, min(self.n_slots, (first_words[part] + table.shape[1]) * 64)
             inside = not len(slots) or (low <= int(slots.min()) and int(slots.max()) < high)
             assert inside, f"list {l}: a user out of its part's slots"
+            if part == 0 and len(slots):
+                lo, hi = int(self.span_lo[l]), int(self.span_hi[l])
+                assert lo * 64 <= int(slots.min()) and int(slots.max()) < hi * 64, f"list {l}: a user past its span"
             self._check_rows(l, table, mine, users, sample)
 
     def _check_rows(self, l: int, table: np.ndarray, offsets: np.ndarray, users: np.ndarray, sample: int) -> None:
@@ -356,6 +375,20 @@ class KillBitsets:
                 np.ascontiguousarray(hi, np.int64),
             )
         return cand
+
+
+def _user_spans(
+    ns: np.ndarray, csr_base: np.ndarray, offsets: np.ndarray, users: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per list of the first part, the words its users lie in: ``[lo, hi)`` (empty for
+    a list without users)."""
+    lo = np.zeros(len(ns), np.int64)
+    hi = np.zeros(len(ns), np.int64)
+    for l, (n, base) in enumerate(zip(ns.tolist(), csr_base.tolist(), strict=True)):
+        mine = users[int(offsets[base]) : int(offsets[base + n])]
+        if len(mine):
+            lo[l], hi[l] = int(mine.min()) >> 6, (int(mine.max()) >> 6) + 1
+    return lo, hi
 
 
 def _build(

@@ -23,6 +23,7 @@ cannot meet a row that is not late (docs/columnar-join.md, "Late tuples, purging
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,6 @@ class PairStep:
 
     def __init__(self, tables: PairTables, kept: PairRows, kept_rows: list[tuple[Any, ...]]) -> None:
         self.tables = tables
-        self.mask = bitset_to_int(tables.mask)
         self.kept = kept  # rows of earlier rounds that can meet a later row
         self.kept_rows = kept_rows  # and their stored rows
         self.owned = np.zeros(len(kept), bool)  # a kept row the window state does not hold (a free stream's)
@@ -105,13 +105,9 @@ class PairStep:
         # a row's blocks by partner arrival: kept rows first, then this round's in order
         order = np.lexsort((results.partners, results.rows))
         blocks = to_blocks(self.tables, results, rows, stored)
-        none = np.full(len(rows), -1, np.int64)
+        none = np.full(len(rows), -1, np.int64)  # (kept rows are of no batch; their ts order stays)
         owned = np.concatenate([self.owned, self.free_sides[new.side]])
-        self._next = (
-            PairRows.arranged(rows.side, rows.ts, rows.vals, rows.cand, rows.big, none, none, none),
-            stored,
-            owned,
-        )
+        self._next = (dataclasses.replace(rows, pos=none, batch=none, row=none), stored, owned)
         self._positions = new.pos
         return rows.pos[results.rows[order]], [blocks[k] for k in order.tolist()], len(results)
 
@@ -143,12 +139,10 @@ class PairSteps:
     def __init__(self, plan: CompiledPlan, steps: list[PairStep]) -> None:
         self.plan = plan
         self.steps = steps
-        self.mask = 0
-        for step in steps:
-            self.mask |= step.mask
-        self.words = np.zeros(words_for(plan.n_slots), np.uint64)
+        self.words = np.zeros(words_for(plan.n_slots), np.uint64)  # the slots the steps take
         for step in steps:
             self.words |= step.tables.mask
+        self.mask = bitset_to_int(self.words)
         self.streams = {s for step in steps for s in step.tables.streams}
         self.free = _free_streams(plan, steps, self.mask)
         for step in steps:

@@ -150,7 +150,6 @@ class Pipeline:
             self.held.renumber(self.plan, plan)
         self.plan = plan
         self.engine = Engine(plan, self.state, self.counters, check_qed=config.check)
-        self._pairs = None
         if config.static_order is None:
             if self.policy is None or len(self.policy.streams) != len(plan.streams) or renumbered:
                 self.policy = AdaptivePolicy([s.name for s in plan.streams])
@@ -319,11 +318,9 @@ class Pipeline:
                     at = visited[v : v + ROWS_AT_ONCE]
                     stored = rows_in_order(prepared, which[at], row_indexes[at])
                     cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
-                    owns = own[at].tolist()
                     if pairs is not None:  # the engine's work without the pair steps' slots
                         cands = [c & engine_slots for c in cands]
-                        owns = [f if c else f & ~ENGINE for f, c in zip(owns, cands, strict=True)]
-                    lists = (which[at].tolist(), row_indexes[at].tolist(), owns, late[at].tolist())
+                    lists = (which[at].tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
                     parts = list(zip(*lists, strict=True))
                 k, i, own_flags, is_late = parts[c]
                 prep = prepared[k]

@@ -5,9 +5,12 @@ error token's place."""
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from predicates import lexer
 from predicates.lexer import matches_one_by_one, token_matches, token_runs
 
 # pieces that sit next to numbers in every way the lexer may read them
@@ -44,3 +47,31 @@ def test_runs_tile_the_text_or_there_is_an_error(pieces: list[str]) -> None:
     else:
         assert "".join(run + number for run, number in runs) == text
         assert "error" not in groups
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(PIECES, max_size=14))
+@example(["a", " = ", "52"])
+@example(["a", "  \n", ".5"])
+@example(["a", "\t \t", "\n"])
+def test_the_runs_without_possessive_repeats_are_the_same(pieces: list[str]) -> None:
+    """The expression taken where the interpreter mishandles possessive repeats (some
+    Python 3.11 releases) reads every text as the lexer does, run for run."""
+    text = "".join(pieces)
+    plain = re.compile(lexer._RUN_PLAIN)
+    runs = plain.findall(text)
+    tiles = sum(len(r) + len(n) for r, n in runs) == len(text)
+    if lexer._RUN_RE.pattern == lexer._RUN_KEPT:  # (this interpreter reads both right)
+        assert runs == lexer._RUN_RE.findall(text)
+    groups, starts, ends = matches_one_by_one(text)
+    if not tiles:
+        assert groups[-1] == "error"
+        return
+    numbers = [(start, end) for group, start, end in zip(groups, starts, ends, strict=True) if group == "number"]
+    at, found = 0, []
+    for run, number in runs:
+        at += len(run)
+        if number:
+            found.append((at, at + len(number)))
+            at += len(number)
+    assert found == numbers  # (each run ends where the lexer reads a number, and takes it whole)

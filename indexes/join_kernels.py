@@ -5,7 +5,9 @@ a row of flat arrays in arrival order (``ts``, the join columns' values as float
 the row's attribute candidates as ``uint64`` words), only the rows with some candidate
 that are not late, and :func:`join_rows` visits the rows in that order. Row ``j``
 meets the rows of the other stream that come before it and lie within ``reach`` of
-its ``ts`` (found by binary search in the other stream's rows sorted by ``ts``); for
+its ``ts`` (found by binary search in the other stream's rows sorted by ``ts``; when
+every slot requires the two rows' values of one column pair equal, sorted by that key
+and then ``ts``, and only the rows of row ``j``'s key are met); for
 each such pair it intersects the two rows' candidate words, decides every join and window list between the streams as
 :meth:`indexes.covering.CoveringList.satisfied_pair` does, takes the killed slots off
 with the lists' prefix and suffix checkpoint rows (:func:`indexes.kernels.build_checkpoints`)
@@ -19,7 +21,9 @@ rounding band (``_boundaries``' own test, computed alike), a span or a registrat
 time is decided by its sign when it lies outside the band; a pair any of whose
 decisions falls inside the band, or with a row whose integers are past 2**53, is not
 decided here but written to the fallback pairs, which the caller decides exactly
-(:mod:`mqo.columnar_join`). Nothing of such a pair is written to the triples.
+(:mod:`mqo.columnar_join`). Nothing of such a pair is written to the triples. Rows
+whose key doubles differ are never met: values equal exactly have equal doubles (each
+the nearest double of its value), so no pair an exact list keeps is left out.
 """
 
 from __future__ import annotations
@@ -269,7 +273,9 @@ def join_rows(
     wlo_of: np.ndarray,
     whi_of: np.ndarray,
     big: np.ndarray,
-    by_ts: np.ndarray,
+    key: np.ndarray,
+    by_probe: np.ndarray,
+    sorted_key: np.ndarray,
     sorted_ts: np.ndarray,
     side_start: np.ndarray,
     reach: float,
@@ -309,7 +315,11 @@ def join_rows(
     before a row whose results might not fit the output arrays (the caller grows them
     and calls again from there; the rows before it are complete). A pair's slots are
     its nonzero words: ``out_widx``/``out_word`` from ``out_start[k]`` to the next
-    pair's start (one result block per pair, as the engine's ``ResultBlock``)."""
+    pair's start (one result block per pair, as the engine's ``ResultBlock``).
+
+    ``key``: each row's value of the plan's equality key (every slot of the step
+    requires the two rows' keys equal, :attr:`mqo.pair_tables.PairTables.key`), 0 for
+    every row without one; each side's rows are ``by_probe`` in (key, ts) order."""
     n_rows = side.shape[0]
     words = cand.shape[1]
     n_lists = l_op.shape[0]
@@ -320,25 +330,28 @@ def join_rows(
         wlo, whi = wlo_of[j], whi_of[j]
         if wlo >= whi:
             continue
+        k = key[j]
+        if k != k:
+            continue  # a NULL key: no partner is equal to it
         s = side[j]
         y = 1 - s
         t = ts[j]
-        # the partner rows within reach, by binary search in their ts order
+        # the partner rows of the same key within reach, by binary search in their (key, ts) order
         a, b = side_start[y], side_start[y + 1]
         lo_t, hi_t = t - reach, t + reach
         lo, hi = a, b
         while lo < hi:
             mid = (lo + hi) >> 1
-            if sorted_ts[mid] < lo_t:
+            if sorted_key[mid] < k or (sorted_key[mid] == k and sorted_ts[mid] < lo_t):
                 lo = mid + 1
             else:
                 hi = mid
         first = lo
         row_pairs, row_words, row_fb = n_pairs, n_words, n_fb
         for q in range(first, b):
-            if sorted_ts[q] > hi_t:
+            if sorted_key[q] != k or sorted_ts[q] > hi_t:
                 break
-            r = by_ts[q]
+            r = by_probe[q]
             if r >= j:
                 continue  # not stored yet when row j arrives
             if wlo_of[r] >= whi or whi_of[r] <= wlo:

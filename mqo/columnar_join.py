@@ -63,7 +63,6 @@ class PairRows:
     wlo: np.ndarray  # the first and past-the-last nonzero word of ``cand``
     whi: np.ndarray
     by_ts: np.ndarray  # each side's rows sorted by ts (side 0's, then side 1's)
-    sorted_ts: np.ndarray
     side_start: np.ndarray
 
     def __len__(self) -> int:
@@ -100,7 +99,6 @@ class PairRows:
             wlo.astype(np.int64),
             whi.astype(np.int64),
             by_ts,
-            ts[by_ts],
             side_start,
         )
 
@@ -263,6 +261,12 @@ def run_kernel(
     # a little past the widest MAXWINDOW: the kernel decides each pair's span exactly
     extent = float(np.abs(rows.ts).max()) if total else 0.0
     reach = tables.reach + RELATIVE_BAND * (extent + tables.reach) * 4 + 1e-300
+    key = tables.keys(rows.vals, rows.side)
+    by_probe = rows.by_ts
+    if tables.key is not None:  # each side's rows by key, then ts (by_ts is in ts order)
+        by_probe = np.concatenate(
+            [part[np.argsort(key[part], kind="stable")] for part in np.split(rows.by_ts, rows.side_start[1:2])]
+        )
     while True:
         out_a = np.empty(capacity, np.int64)
         out_b = np.empty(capacity, np.int64)
@@ -280,8 +284,10 @@ def run_kernel(
             rows.wlo,
             rows.whi,
             rows.big,
-            rows.by_ts,
-            rows.sorted_ts,
+            key,
+            by_probe,
+            key[by_probe],
+            rows.ts[by_probe],
             rows.side_start,
             reach,
             a["l_op"],

@@ -63,6 +63,14 @@ class PairTables:
     arrays: dict[str, Any]
     reach: float
     special: np.ndarray  # the slots of ``mask`` needing a check of their own (bools per slot)
+    key: tuple[int, int] | None = None  # per side, the column of an equality every slot requires
+
+    def keys(self, vals: np.ndarray, side: np.ndarray) -> np.ndarray:
+        """Each row's key (its side's key column; NaN for NULL), 0 for every row
+        when the slots share no equality (every partner within reach is met)."""
+        if self.key is None:
+            return np.zeros(len(side))
+        return np.where(side == 0, vals[:, self.key[0]], vals[:, self.key[1]])
 
     @classmethod
     def of(cls, plan: CompiledPlan, s0: int, s1: int) -> PairTables:
@@ -157,6 +165,7 @@ class PairTables:
         integer = tuple(
             [col for pos, col in columns[side].items() if _integer(plan, (s0, s1)[side], pos)] for side in (0, 1)
         )
+        mask = words_of(mine, words)
         widest = float(max(windows.floats)) if len(windows) else 0.0
         special = np.zeros(plan.n_slots, bool)
         special[: len(plan.slot_special)] = plan.slot_special
@@ -164,11 +173,42 @@ class PairTables:
             plan,
             (s0, s1),
             words,
-            words_of(mine, words),
+            mask,
             lists,
             columns,
             integer,  # type: ignore[arg-type]
             arrays,
             widest,
             special & mine,
+            _equality_key(lists, columns, side_of, mask, words),
         )
+
+
+def _equality_key(
+    lists: list[CompiledList],
+    columns: tuple[dict[int, int], dict[int, int]],
+    side_of: dict[int, int],
+    mask: np.ndarray,
+    words: int,
+) -> tuple[int, int] | None:
+    """The columns (per side) of an equality ``left = right`` that every slot of
+    ``mask`` requires: a list ``=`` of factor 1 whose users at its constant 0 are all
+    the slots. A pair whose two values differ then satisfies no slot, so the kernel
+    meets only the partners of a row's own value (an equi-join is a probe, not a walk
+    of the window)."""
+    for lst in lists:
+        if lst.key.op != "=" or lst.key.factor != 1:
+            continue
+        zero = [p for p, c in enumerate(lst.values) if c == 0]
+        if not zero:
+            continue
+        users = np.concatenate([lst.users_of(p) for p in zero])
+        flags = np.zeros(words * 64, bool)
+        flags[users] = True
+        if np.any(mask & ~words_of(flags, words)):
+            continue
+        assert lst.right_stream is not None and lst.right_pos is not None  # (a join list)
+        left, right = side_of[lst.left_stream], side_of[lst.right_stream]
+        cols = {left: columns[left][lst.left_pos], right: columns[right][lst.right_pos]}
+        return cols[0], cols[1]
+    return None

@@ -65,23 +65,27 @@ def _condition(rng: random.Random) -> str:
     return f"B.w {op} {_constant(rng, INTS)}"
 
 
-def _query(rng: random.Random, k: int) -> str:
+KEYS = ("A.y = B.w", "A.x = B.x", "A.z = B.y", "A.y = B.w + 0", "B.y = A.z")  # equi-joins: INTEGER, FLOAT, mixed
+
+
+def _query(rng: random.Random, k: int, key: str | None = None) -> str:
+    """A query over A and B; with ``key``, every disjunct requires that equality."""
     window = rng.choice(("1", "2.5", "0.3", "10"))
-    parts = [_condition(rng) for _ in range(rng.randrange(1, 4))]
+    parts = [_condition(rng) for _ in range(rng.randrange(0 if key else 1, 4))]
     if rng.random() < 0.2:
         parts.append(f"A.x * B.x > {_constant(rng, FLOATS)}")  # a residual
-    where = " AND ".join(parts)
+    where = " AND ".join([key, *parts] if key else parts)
     if rng.random() < 0.2:
-        where = f"({where}) OR ({_condition(rng)})"
+        where = f"({where}) OR ({' AND '.join([key, _condition(rng)] if key else [_condition(rng)])})"
     clause = ""
     if rng.random() < 0.4:
         clause = f" WINDOW A.ts {rng.choice(('<=', '>=', '<'))} B.ts + {rng.choice(('0', '0.1', '-0.2', '1/3'))}"
     return f"Query ID: q{k}\nSELECT * FROM A, B{clause} MAXWINDOW {window} WHERE {where};"
 
 
-def _workload(seed: int) -> tuple[list[str], list[tuple[str, float, dict[str, Any], int]]]:
+def _workload(seed: int, key: str | None = None) -> tuple[list[str], list[tuple[str, float, dict[str, Any], int]]]:
     rng = random.Random(seed)
-    queries = [_query(rng, k) for k in range(rng.choice((6, 20, 90)))]
+    queries = [_query(rng, k, key) for k in range(rng.choice((6, 20, 90)))]
     arrivals = []
     clock = 0.0
     for i in range(rng.randrange(20, 60)):
@@ -230,6 +234,47 @@ def test_columnar_join_equals_engine(seed: int) -> None:
     assert _columnar(queries, arrivals, store, capacity) == _engine(queries, arrivals, store)
 
 
+def _keyed(seed: int) -> tuple[list[str], list[tuple[str, float, dict[str, Any], int]]]:
+    """Every query an equi-join on one of :data:`KEYS` (with more conditions, OR, residuals)."""
+    return _workload(seed, KEYS[seed % len(KEYS)])
+
+
+def _tables(queries: list[str]) -> PairTables:
+    plan = _matcher(queries).ensure_plan()
+    return PairTables.of(plan, plan.stream_number("A"), plan.stream_number("B"))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_equi_join_probe_equals_engine(seed: int) -> None:
+    """Every slot requires one equality: the kernel meets only the partners of a row's
+    own key (NULL keys meet none). The same results as the engine; and none lost when
+    one query without the equality (or with it shifted by a constant) makes the kernel
+    walk every partner again."""
+    queries, arrivals = _keyed(seed)
+    assert _tables(queries).key is not None
+    store = ("all", "candidates")[seed % 2]
+    assert _columnar(queries, arrivals, store, 1 if seed % 3 == 0 else 1 << 14) == _engine(queries, arrivals, store)
+    other = "Query ID: other\nSELECT * FROM A, B MAXWINDOW 1 WHERE " + ("A.y = B.w + 1" if seed % 2 else "A.x <= B.x")
+    assert _tables([*queries, other]).key is None
+    assert _columnar([*queries, other], arrivals, store) == _engine([*queries, other], arrivals, store)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_equi_join_replay_in_rounds_equals_push(seed: int) -> None:
+    """Equi-joins replayed in rounds, with the changes between rounds of
+    :func:`test_replay_in_rounds_equals_push` (a registered query without the equality
+    turns the probe off for the rounds after it)."""
+    queries, arrivals = _keyed(seed)
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(arrivals)), 2))
+    rounds = [arrivals[: cuts[0]], arrivals[cuts[0] : cuts[1]], arrivals[cuts[1] :]]
+    store = ("all", "candidates")[seed % 2]
+    change = ("none", "register", "unregister", "push", "restore")[seed % 5]
+    assert _replayed(queries, rounds, store, "arrival", change, seed) == _pushed(
+        queries, rounds, store, "arrival", change, seed
+    )
+
+
 def test_fallback_pairs_are_decided_exactly() -> None:
     """Ties on a non-dyadic boundary (0.1 + 0.2 against 0.3) and a span equal to the
     MAXWINDOW leave the doubles unsure: those pairs go to the exact path and agree."""
@@ -261,6 +306,12 @@ def test_integers_past_two_to_the_53() -> None:
     expected = _engine(queries, arrivals)
     assert len(expected) > 10
     assert _columnar(queries, arrivals) == expected
+    # equi-joins alone (the kernel probes by key): values one apart past 2**53 share a double
+    keyed = [queries[0], "Query ID: eq2\nSELECT * FROM A, B MAXWINDOW 5 WHERE A.y = B.w AND A.x <= B.x"]
+    arrivals += [("B", 0.9, {"x": 1.0, "y": 0, "w": v + d}, 100 + 3 * i + d) for i, v in enumerate(big) for d in (0, 1)]
+    expected = _engine(keyed, arrivals)
+    assert _tables(keyed).key is not None and len(expected) > 6
+    assert _columnar(keyed, arrivals) == expected
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,9 @@ def _write(path: Path, fmt: str, types: Any, write: Any) -> int:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=batches())
-@example(data=({"ts": [0.0], "x": [2**62], "y": [0.1], "s": [None], "b": [None]}, {"ts": [], "x": [], "y": [], "t": []}))
+@example(
+    data=({"ts": [0.0], "x": [2**62], "y": [0.1], "s": [None], "b": [None]}, {"ts": [], "x": [], "y": [], "t": []})
+)
 def test_batch_and_table_paths_write_the_same_files(tmp_path: Path, data: Any) -> None:
     a, b = data
     matcher = mqo.Matcher(DDL)

@@ -34,24 +34,6 @@ for _b in range(64):
 
 
 @kernel
-def clear_users(row: np.ndarray, offsets: np.ndarray, users: np.ndarray, base: int, lo: int, hi: int) -> None:
-    """Clear the bits of the users of positions [lo, hi) of one list (CSR at ``base``):
-    those positions' users are one run of ``users``, walked in one loop (no offset read
-    per position: the walk is most of a tuple's work past the checkpoint rows)."""
-    if hi > lo:
-        for k in range(offsets[base + lo], offsets[base + hi]):
-            u = users[k]
-            row[u >> 6] &= ~(ONE << np.uint64(u & 63))
-
-
-@kernel
-def and_not_span(row: np.ndarray, start: int, bits: np.ndarray, lo: int, hi: int) -> None:
-    """``row[start + w] &= ~bits[w]`` for ``w`` in ``[lo, hi)`` (where ``bits`` can be nonzero)."""
-    for w in range(lo, hi):
-        row[start + w] &= ~bits[w]
-
-
-@kernel
 def copy_row(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[:] = src`` as a loop: numba's slice assignment compiles a shape-mismatch
     error path whose typing costs seconds on a cold cache."""
@@ -96,10 +78,16 @@ def fill_checkpoints(
             copy_row(table[first + j], acc)
 
 
+BLOCK = 64  # tuples :func:`prune_select` prunes per call of :func:`_fail_lists` (its rows stay in cache)
+
+
 @kernel
-def _prune_row(
-    row: np.ndarray,
-    i: int,
+def _fail_lists(
+    rows: np.ndarray,
+    r0: int,
+    count: int,
+    i0: int,
+    which: int,
     modes: np.ndarray,
     ns: np.ndarray,
     strides: np.ndarray,
@@ -112,47 +100,64 @@ def _prune_row(
     span_lo: np.ndarray,
     span_hi: np.ndarray,
     table: np.ndarray,
-    table2: np.ndarray,
     offsets: np.ndarray,
     users: np.ndarray,
-    offsets2: np.ndarray,
-    users2: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
 ) -> None:
-    """Remove from ``row`` the users of the predicates tuple i failed, list by list.
-    A list's checkpoint rows and CSR arrays are ``table``, ``offsets`` and ``users``
-    (``part`` 0) or ``table2``, ``offsets2`` and ``users2`` (``part`` 1), the rows
-    covering the words from ``word_lo`` on: lists added to a matcher after its tables
-    were built live in a second part, with a narrow table over the new slots' words."""
-    for l in range(modes.shape[0]):
-        if part[l] == 0:
-            tab, offs, us = table, offsets, users
-        else:
-            tab, offs, us = table2, offsets2, users2
-        w0 = word_lo[l]
-        a = lo[l, i]
-        if a == NULL:
-            and_not_span(row, w0, tab[any_rows[l]], span_lo[l], span_hi[l])
-            continue
-        b = hi[l, i]
-        mode = modes[l]
-        s = strides[l]
-        # the empty prefix (row 0) and the empty suffix (past the end) are rows of
-        # zeros, never read: often one list of a range's two fails nothing, and reading
-        # a row of every list is most of a tuple's memory traffic
-        if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
-            j = a // s
-            if j > 0:
-                and_not_span(row, w0, tab[prefix_rows[l] + j], span_lo[l], span_hi[l])
-            clear_users(row, offs, us, csr_base[l], j * s, a)
-        if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
-            j = (b + s - 1) // s
-            if j * s < ns[l]:
-                and_not_span(row, w0, tab[suffix_rows[l] + j], span_lo[l], span_hi[l])
-            clear_users(row, offs, us, csr_base[l], b, min(ns[l], j * s))
-        if mode == MODE_NOT_EQUAL:
-            clear_users(row, offs, us, csr_base[l], a, b)
+    """Remove from ``rows[r0 + k]`` (``k < count``: tuple ``i0 + k``) the users of the
+    predicates the tuple failed, list by list, for the lists of part ``which``: their
+    checkpoint rows and CSR arrays are ``table``, ``offsets`` and ``users``, the rows
+    covering the words from ``word_lo`` on (lists added to a matcher after its tables
+    were built live in a second part, with a narrow table over the new slots' words).
+
+    One call per block of tuples, one flat loop nest, no array views: a call to a
+    kernel or a view of an array counts references to every array it passes, and per
+    tuple that cost 20-50 times the work itself (0.5-1 us a tuple where one list of one
+    word takes 20 ns)."""
+    for k in range(count):
+        i = i0 + k
+        r = r0 + k
+        for l in range(modes.shape[0]):
+            if part[l] != which:
+                continue
+            w0 = word_lo[l]
+            a = lo[l, i]
+            if a == NULL:
+                c = any_rows[l]
+                for w in range(span_lo[l], span_hi[l]):
+                    rows[r, w0 + w] &= ~table[c, w]
+                continue
+            b = hi[l, i]
+            mode = modes[l]
+            s = strides[l]
+            base = csr_base[l]
+            # the empty prefix (row 0) and the empty suffix (past the end) are rows of
+            # zeros, never read: often one list of a range's two fails nothing, and reading
+            # a row of every list is most of a tuple's memory traffic; the users of the
+            # positions short of a checkpoint are one run of ``users``, walked in one loop
+            if mode == MODE_LESS or mode == MODE_EQUAL:  # noqa: SIM109 - plain compares for numba
+                j = a // s
+                if j > 0:
+                    c = prefix_rows[l] + j
+                    for w in range(span_lo[l], span_hi[l]):
+                        rows[r, w0 + w] &= ~table[c, w]
+                for q in range(offsets[base + j * s], offsets[base + a]):
+                    u = users[q]
+                    rows[r, u >> 6] &= ~(ONE << np.uint64(u & 63))
+            if mode == MODE_GREATER or mode == MODE_EQUAL:  # noqa: SIM109
+                j = (b + s - 1) // s
+                if j * s < ns[l]:
+                    c = suffix_rows[l] + j
+                    for w in range(span_lo[l], span_hi[l]):
+                        rows[r, w0 + w] &= ~table[c, w]
+                for q in range(offsets[base + b], offsets[base + min(ns[l], j * s)]):
+                    u = users[q]
+                    rows[r, u >> 6] &= ~(ONE << np.uint64(u & 63))
+            if mode == MODE_NOT_EQUAL:
+                for q in range(offsets[base + a], offsets[base + b]):
+                    u = users[q]
+                    rows[r, u >> 6] &= ~(ONE << np.uint64(u & 63))
 
 
 @kernel
@@ -182,32 +187,17 @@ def prune(
     """Candidate slots of N tuples after L lists: ``cand[i] = base`` minus, for every
     list, the users of the predicates tuple i failed (given as ``lo[l, i]``,
     ``hi[l, i]`` in covering order). The QED subset test over all slots at once."""
-    for i in range(cand.shape[0]):
-        row = cand[i]
-        copy_row(row, base)
-        _prune_row(
-            row,
-            i,
-            modes,
-            ns,
-            strides,
-            prefix_rows,
-            suffix_rows,
-            any_rows,
-            csr_base,
-            part,
-            word_lo,
-            span_lo,
-            span_hi,
-            table,
-            table2,
-            offsets,
-            users,
-            offsets2,
-            users2,
-            lo,
-            hi,
-        )
+    n = cand.shape[0]
+    second = np.any(part != 0)  # lists of the second part (added since)
+    for b0 in range(0, n, BLOCK):
+        count = min(BLOCK, n - b0)
+        for k in range(b0, b0 + count):
+            for w in range(base.shape[0]):
+                cand[k, w] = base[w]
+        args = (modes, ns, strides, prefix_rows, suffix_rows, any_rows, csr_base, part, word_lo, span_lo, span_hi)
+        _fail_lists(cand, b0, count, b0, 0, *args, table, offsets, users, lo, hi)
+        if second:
+            _fail_lists(cand, b0, count, b0, 1, *args, table2, offsets2, users2, lo, hi)
 
 
 @kernel
@@ -247,53 +237,42 @@ def prune_select(
     ``masks[1]`` are copied, in order, to ``cand[0:k]`` and ``kept[i]`` is ``first``
     plus tuple i's row there (-1 if not kept); returns k. (``cand`` may be allocated
     for every tuple and never touched past k: a batch where few tuples are wanted costs
-    no candidate matrix.)"""
-    row = np.empty(base.shape[0], np.uint64)
+    no candidate matrix; the tuples are pruned a block at a time in a small buffer.)"""
+    words = base.shape[0]
+    block = np.empty((BLOCK, words), np.uint64)
+    second = np.any(part != 0)  # lists of the second part (added since)
     k = 0
-    for i in range(start, end):
-        copy_row(row, base)
-        _prune_row(
-            row,
-            i,
-            modes,
-            ns,
-            strides,
-            prefix_rows,
-            suffix_rows,
-            any_rows,
-            csr_base,
-            part,
-            word_lo,
-            span_lo,
-            span_hi,
-            table,
-            table2,
-            offsets,
-            users,
-            offsets2,
-            users2,
-            lo,
-            hi,
-        )
-        code = 0
-        live = False  # (most tuples fail every candidate: one scan, not one per mask)
-        for w in range(row.shape[0]):
-            if row[w]:
-                live = True
-                break
-        if live:
-            for m in range(masks.shape[0]):
-                for w in range(row.shape[0]):
-                    if row[w] & masks[m, w]:
-                        code |= 1 << m
-                        break
-        flags[i] = code | always
-        if code & 3:
-            copy_row(cand[k], row)
-            kept[i] = first + k
-            k += 1
-        else:
-            kept[i] = -1
+    for b0 in range(start, end, BLOCK):
+        count = min(BLOCK, end - b0)
+        for r in range(count):
+            for w in range(words):
+                block[r, w] = base[w]
+        args = (modes, ns, strides, prefix_rows, suffix_rows, any_rows, csr_base, part, word_lo, span_lo, span_hi)
+        _fail_lists(block, 0, count, b0, 0, *args, table, offsets, users, lo, hi)
+        if second:
+            _fail_lists(block, 0, count, b0, 1, *args, table2, offsets2, users2, lo, hi)
+        for r in range(count):
+            i = b0 + r
+            code = 0
+            live = False  # (most tuples fail every candidate: one scan, not one per mask)
+            for w in range(words):
+                if block[r, w]:
+                    live = True
+                    break
+            if live:
+                for m in range(masks.shape[0]):
+                    for w in range(words):
+                        if block[r, w] & masks[m, w]:
+                            code |= 1 << m
+                            break
+            flags[i] = code | always
+            if code & 3:
+                for w in range(words):
+                    cand[k, w] = block[r, w]
+                kept[i] = first + k
+                k += 1
+            else:
+                kept[i] = -1
     return k
 
 

@@ -26,7 +26,7 @@ CHECK_SAMPLE = 4  # checkpoint rows per list _check rebuilds besides the first a
 SELECT_CHUNK_BYTES = 64 << 20  # the candidate buffer of one select call
 # per stream: at a million slots of 20 lists, strides of ~8,300 positions (256 MiB
 # held 4,096: 128 MiB more at the process's peak, for a walk the one-loop walk of
-# kernels.clear_users now makes as cheap at twice the stride)
+# kernels._fail_lists now makes as cheap at twice the stride)
 DEFAULT_BUDGET_BYTES = 128 << 20
 # a list's stride doubles while a stride's users number at most 1/WALK_SHARE of a
 # row's words: walking them (scattered bit clears) costs about what reading a row does

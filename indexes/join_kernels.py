@@ -53,12 +53,6 @@ def _clear_range(
 
 
 @kernel
-def _and_not_row(cr: np.ndarray, row: np.ndarray, wlo: int, whi: int) -> None:
-    for w in range(wlo, whi):
-        cr[w] &= ~row[w]
-
-
-@kernel
 def _sign(x: float, y: float, kf: float, cf: float, ky: float, unit: bool, same_kind: bool, c_exact: bool) -> int:
     """The exact sign of ``x - (k*y + c)`` where doubles can tell it, as
     :func:`indexes.exact.linear_sign` decides it, else UNSURE: outside the band the
@@ -136,10 +130,13 @@ def _first_true(
 
 
 @kernel
-def _boundaries(
+def _boundaries_near(
     x: float,
     y: float,
     kf: float,
+    term: float,
+    diff: float,
+    g: int,
     consts: np.ndarray,
     c_exact: np.ndarray,
     cbase: int,
@@ -148,21 +145,9 @@ def _boundaries(
     k_exact: bool,
     same_kind: bool,
 ) -> tuple[int, int]:
-    """``CoveringList._boundaries``: (first position where ``x <= k*y + c``, first where
-    ``x <``), or (UNSURE, UNSURE) where the doubles cannot settle them."""
-    term = kf * y
-    diff = x - term
-    g = _bisect(consts, cbase, 0, n, diff, False)
-    scale = abs(x) + abs(term)
-    sure = True
-    if g > 0:
-        c = consts[cbase + g - 1]
-        sure = diff - c > RELATIVE_BAND * (scale + abs(c)) + ABSOLUTE_BAND
-    if sure and g < n:
-        c = consts[cbase + g]
-        sure = c - diff > RELATIVE_BAND * (scale + abs(c)) + ABSOLUTE_BAND
-    if sure:
-        return g, g
+    """``CoveringList._boundaries`` where a constant next to the doubles' guess ``g`` lies
+    within the band of ``diff = x - k*y`` (:func:`join_rows` decides the other lists
+    itself): each neighbour's sign settled by :func:`_sign`, or (UNSURE, UNSURE)."""
     kx = k_exact or unit
     below = _first_true(g, 0, n, False, x, y, kf, term, consts, c_exact, cbase, unit, same_kind, kx)
     if below == UNSURE:
@@ -175,30 +160,15 @@ def _boundaries(
 
 
 @kernel
-def _apply_list(
-    cr: np.ndarray,
-    op: int,
-    below: int,
-    above: int,
-    n: int,
-    stride: int,
-    rbase: int,
-    prefix_rows: np.ndarray,
-    suffix_rows: np.ndarray,
-    offsets: np.ndarray,
-    users: np.ndarray,
-    obase: int,
-    wlo: int,
-    whi: int,
-) -> None:
-    """Take the users of the failed predicates off ``cr``, given the boundaries
-    (``CoveringList._answer``); ``below`` -1 for a NULL: nothing holds."""
-    if below < 0:  # NOTHING: every position failed
-        _and_not_row(cr, suffix_rows[rbase], wlo, whi)
-        return
+def _list_cuts(op: int, below: int, above: int, n: int, stride: int) -> tuple[int, int, int, int, int, int]:
+    """What to take off for one list's failed predicates, given its boundaries
+    (``CoveringList._answer``; ``below`` -1 for a NULL: nothing holds): (the prefix
+    checkpoint row, the suffix checkpoint row, each -1 for none, relative to the list's
+    first row) and two position ranges [lo1, hi1), [lo2, hi2) whose users are cleared."""
+    if below < 0:  # NOTHING: every position failed, the first suffix row holds them all
+        return -1, 0, 0, 0, 0, 0
     if op == OP_NE:  # satisfied: all but [below, above), the run that fails
-        _clear_range(cr, offsets, users, obase, below, above, wlo, whi)
-        return
+        return -1, -1, below, above, 0, 0
     if op == OP_LT:
         lo, hi = above, n
     elif op == OP_LE:
@@ -209,22 +179,22 @@ def _apply_list(
         lo, hi = 0, above
     else:  # OP_EQ
         lo, hi = below, above
-    # prefix [0, lo)
+    # prefix [0, lo): its checkpoint row, then the positions after it
     j = lo // stride
-    _and_not_row(cr, prefix_rows[rbase + j], wlo, whi)
-    _clear_range(cr, offsets, users, obase, j * stride, lo, wlo, whi)
+    suffix_row, lo2, hi2 = -1, 0, 0
     # suffix [hi, n)
     if hi < n:
         jj = hi // stride
         if hi % stride == 0:
-            _and_not_row(cr, suffix_rows[rbase + jj], wlo, whi)
+            suffix_row = jj
         else:
             end = (jj + 1) * stride
             if end < n:
-                _and_not_row(cr, suffix_rows[rbase + jj + 1], wlo, whi)
+                suffix_row = jj + 1
             else:
                 end = n
-            _clear_range(cr, offsets, users, obase, hi, end, wlo, whi)
+            lo2, hi2 = hi, end
+    return j, suffix_row, j * stride, lo, lo2, hi2
 
 
 @kernel
@@ -385,12 +355,18 @@ def join_rows(
                     left_any = True
             if not left_any:
                 continue
+            # The lists, written out in this loop rather than in a helper per list: per pair
+            # and list, a call too big for LLVM to inline or a view of a row
+            # (``suffix_rows[r]``) counts references on its arrays, which cost more than the
+            # list's own work (indexes.numba_config). The helpers left are small enough to
+            # be inlined (_bisect, _clear_range), take and return scalars (_list_cuts), or
+            # run only for the rare pairs near a band (_boundaries_near).
             unsure = False
             for li in range(n_lists):
+                rbase = l_rbase[li]
                 relevant = False  # (a list none of the candidates uses decides nothing: Engine skips it too)
-                any_row = suffix_rows[l_rbase[li]]
                 for w in range(wlo, whi):
-                    if cr[w] & any_row[w]:
+                    if cr[w] & suffix_rows[rbase, w]:
                         relevant = True
                         break
                 if not relevant:
@@ -403,37 +379,51 @@ def join_rows(
                 if left != left or right != right:  # NULL
                     below = above = -1
                 else:
-                    below, above = _boundaries(
-                        left,
-                        right,
-                        l_kf[li],
-                        consts,
-                        c_exact,
-                        l_cbase[li],
-                        n,
-                        l_unit[li],
-                        l_k_exact[li],
-                        l_same_kind[li],
-                    )
-                    if below == UNSURE:
-                        unsure = True
-                        break
-                _apply_list(
-                    cr,
-                    l_op[li],
-                    below,
-                    above,
-                    n,
-                    l_stride[li],
-                    l_rbase[li],
-                    prefix_rows,
-                    suffix_rows,
-                    offsets,
-                    users,
-                    l_obase[li],
-                    wlo,
-                    whi,
-                )
+                    # CoveringList._boundaries: the doubles' answer when both constants next
+                    # to x - k*y lie outside the band, else _boundaries_near
+                    cbase = l_cbase[li]
+                    term = l_kf[li] * right
+                    diff = left - term
+                    g = _bisect(consts, cbase, 0, n, diff, False)
+                    scale = abs(left) + abs(term)
+                    sure = True
+                    if g > 0:
+                        c = consts[cbase + g - 1]
+                        sure = diff - c > RELATIVE_BAND * (scale + abs(c)) + ABSOLUTE_BAND
+                    if sure and g < n:
+                        c = consts[cbase + g]
+                        sure = c - diff > RELATIVE_BAND * (scale + abs(c)) + ABSOLUTE_BAND
+                    if sure:
+                        below = above = g
+                    else:
+                        below, above = _boundaries_near(
+                            left,
+                            right,
+                            l_kf[li],
+                            term,
+                            diff,
+                            g,
+                            consts,
+                            c_exact,
+                            cbase,
+                            n,
+                            l_unit[li],
+                            l_k_exact[li],
+                            l_same_kind[li],
+                        )
+                        if below == UNSURE:
+                            unsure = True
+                            break
+                prefix_row, suffix_row, lo1, hi1, lo2, hi2 = _list_cuts(l_op[li], below, above, n, l_stride[li])
+                if prefix_row >= 0:
+                    for w in range(wlo, whi):
+                        cr[w] &= ~prefix_rows[rbase + prefix_row, w]
+                if suffix_row >= 0:
+                    for w in range(wlo, whi):
+                        cr[w] &= ~suffix_rows[rbase + suffix_row, w]
+                obase = l_obase[li]
+                _clear_range(cr, offsets, users, obase, lo1, hi1, wlo, whi)
+                _clear_range(cr, offsets, users, obase, lo2, hi2, wlo, whi)
             if unsure:
                 fb_a[n_fb] = j
                 fb_b[n_fb] = r

@@ -85,29 +85,31 @@ def update(
         g = group[i]
         rows[s, g] += 1
         for c in range(C):
+            # the partial's fields indexed in place: a view (``fpart[s, g, c]``) per tuple
+            # and column costs a reference count each, more than the fields' arithmetic
             x = fvals[i, c]
             if x != x:
                 continue
-            f = fpart[s, g, c]
-            p = ipart[s, g, c]
-            k = p[N] + 1
-            p[N] = k
-            f[SUM_HI], f[SUM_LO] = _neumaier(f[SUM_HI], f[SUM_LO], x)
-            if k == 1 or x < f[MIN]:
-                f[MIN] = x
-            if k == 1 or x > f[MAX]:
-                f[MAX] = x
-            delta = x - f[MEAN]
-            f[MEAN] += delta / k
-            f[M2] += delta * (x - f[MEAN])
+            k = ipart[s, g, c, N] + 1
+            ipart[s, g, c, N] = k
+            sum_hi, sum_lo = _neumaier(fpart[s, g, c, SUM_HI], fpart[s, g, c, SUM_LO], x)
+            fpart[s, g, c, SUM_HI] = sum_hi
+            fpart[s, g, c, SUM_LO] = sum_lo
+            if k == 1 or x < fpart[s, g, c, MIN]:
+                fpart[s, g, c, MIN] = x
+            if k == 1 or x > fpart[s, g, c, MAX]:
+                fpart[s, g, c, MAX] = x
+            delta = x - fpart[s, g, c, MEAN]
+            fpart[s, g, c, MEAN] += delta / k
+            fpart[s, g, c, M2] += delta * (x - fpart[s, g, c, MEAN])
             v = ivals[i, c]
-            total, carry = _add(p[ISUM], v)
-            p[ISUM] = total
-            p[ICARRY] += carry
-            if k == 1 or v < p[IMIN]:
-                p[IMIN] = v
-            if k == 1 or v > p[IMAX]:
-                p[IMAX] = v
+            total, carry = _add(ipart[s, g, c, ISUM], v)
+            ipart[s, g, c, ISUM] = total
+            ipart[s, g, c, ICARRY] += carry
+            if k == 1 or v < ipart[s, g, c, IMIN]:
+                ipart[s, g, c, IMIN] = v
+            if k == 1 or v > ipart[s, g, c, IMAX]:
+                ipart[s, g, c, IMAX] = v
 
 
 @njit(cache=True, inline="always")

@@ -29,7 +29,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -175,93 +175,76 @@ class QueryRegistry:
                 raise QueryError(f"query id {repeated} is given twice")
         if since is None and isinstance(queries, list) and self._add_uniform(queries, since_ts):  # type: ignore[arg-type]
             return
-        object_keys = self._object_keys
         first_row = len(self._row_key)
-        row = first_row
         # the new rows, column by column, as chunks joined once at the end: a million
         # queries cost a million appends, not four million array extensions
         chunk_orders: list[int] = []
         chunk_disjuncts: list[int] = []
-        chunk_sizes: list[int] = []
-        key_bytes: list[bytes] = []
+        chunk_keys: list[tuple[ListKey, ...]] = []
         value_chunks: list[Any] = []
-        # list ids per keys tuple (queries compiled from one pattern or template share
-        # it); by id(), which is safe while this call holds the queries
-        kids_of: dict[int, tuple[array, bool]] = {}
-        kid_by_id: dict[int, int] = {}
         last_context = None
         queries_by_name = self.queries.entries
         for compiled in queries:
             if compiled.name in queries_by_name:
                 raise ValueError(f"query id {compiled.name} is already registered")
-            when = next(since) if since is not None else since_ts
             order = self._order
             self._order += 1
-            queries_by_name[compiled.name] = RegisteredCompiled(compiled, when, order)  # type: ignore[arg-type]
+            queries_by_name[compiled.name] = RegisteredCompiled(
+                compiled, next(since) if since is not None else since_ts, order
+            )  # type: ignore[arg-type]
             if compiled.context is not last_context:
                 last_context = compiled.context
                 if last_context.bound.self_join:
                     self.need_roles(last_context.bound.roles)
             for d, (preds, _) in enumerate(compiled.disjuncts):
-                keys = preds.keys
-                if not keys:
-                    continue
-                known = kids_of.get(id(keys))
-                if known is None:
-                    # list ids by the keys' identity (a compiler hands out one object
-                    # per list key): no ListKey hashed per predicate
-                    kids = list(map(kid_by_id.get, map(id, keys)))
-                    if None in kids:
-                        kids = [self._key_number(key) for key in keys]
-                        kid_by_id.update(zip(map(id, keys), kids, strict=True))
-                    known = kids_of[id(keys)] = (array("i", kids), object_keys.isdisjoint(kids))
-                n = len(keys)
-                values = preds.values
-                if not (known[1] and type(values) is array):
-                    values = array("d", [0.0] * n)
-                    for k, (key, value) in enumerate(preds):
+                if preds.keys:
+                    chunk_orders.append(order)
+                    chunk_disjuncts.append(d)
+                    chunk_keys.append(preds.keys)
+                    value_chunks.append(preds.values)
+        # list ids for all rows at once, by the identity of their key objects (a
+        # compiler hands out one object per list key): a key hashed once per object
+        keys = list(chain.from_iterable(chunk_keys))
+        ids = list(map(id, keys))
+        by_id = self._kid_by_id
+        kid_of = {
+            i: by_id[i] if i in by_id else self._key_number(key) for i, key in dict(zip(ids, keys, strict=True)).items()
+        }
+        kids = array("i", map(kid_of.__getitem__, ids))
+        sizes = list(map(len, chunk_keys))
+        if not self._object_keys.isdisjoint(kid_of.values()) or any(type(v) is not array for v in value_chunks):
+            row = first_row
+            for c, (n, values) in enumerate(zip(sizes, value_chunks, strict=True)):
+                at = row - first_row
+                if not (self._object_keys.isdisjoint(kids[at : at + n]) and type(values) is array):
+                    value_chunks[c] = array("d", [0.0] * n)  # (the constants that are no doubles kept apart)
+                    for k, (key, value) in enumerate(zip(chunk_keys[c], values, strict=True)):
                         if key.family == "number" and value is not None:
-                            values[k] = to_float(value)
+                            value_chunks[c][k] = to_float(value)
                             if type(value) is not float:
                                 self._row_objects[row + k] = value  # exact: 1/3
                         else:
                             self._row_objects[row + k] = value
-                chunk_orders.append(order)
-                chunk_disjuncts.append(d)
-                chunk_sizes.append(n)
-                key_bytes.append(known[0])
-                value_chunks.append(values)
                 row += n
-        if row - first_row <= _FEW_ROWS:
+        self._row_key.extend(kids)
+        self._row_value.frombytes(b"".join(value_chunks))
+        if len(kids) <= _FEW_ROWS:
             # a few queries (a registration one at a time): the columns extended and the
             # uses counted in Python, without numpy's fixed cost per call
-            uses = self._key_uses
-            for order, d, n, kids, values in zip(
-                chunk_orders, chunk_disjuncts, chunk_sizes, key_bytes, value_chunks, strict=True
-            ):
+            for order, d, n in zip(chunk_orders, chunk_disjuncts, sizes, strict=True):
                 self._row_query.extend(repeat(order, n))
                 self._row_disjunct.extend(repeat(d, n))
-                self._row_key.extend(kids)
-                self._row_value.extend(values)
-                for kid in kids:
-                    uses[kid] += 1
-            self.version += 1
-            return
-        if chunk_sizes:
-            sizes = np.array(chunk_sizes, np.int64)
-            self._row_query.frombytes(np.repeat(np.array(chunk_orders, np.int64), sizes).tobytes())
-            self._row_disjunct.frombytes(np.repeat(np.array(chunk_disjuncts, np.int16), sizes).tobytes())
-            self._row_key.frombytes(b"".join(key_bytes))
-            self._row_value.frombytes(b"".join(value_chunks))
-        # list use counts, for all new rows at once
-        row_key = self._row_key
-        added = np.frombuffer(row_key, np.int32)[first_row:] if len(row_key) > first_row else ()
-        if len(added):
-            counts = np.bincount(added)
+            for kid in kids:
+                self._key_uses[kid] += 1
+        elif sizes:
+            counts = np.array(sizes, np.int64)
+            self._row_query.frombytes(np.repeat(np.array(chunk_orders, np.int64), counts).tobytes())
+            self._row_disjunct.frombytes(np.repeat(np.array(chunk_disjuncts, np.int16), counts).tobytes())
+            # list use counts, for all new rows at once
+            counts = np.bincount(np.frombuffer(kids, np.int32))
             uses = self._key_uses
             for kid in np.flatnonzero(counts).tolist():
                 uses[kid] += int(counts[kid])
-        del added  # a view of the array: it could not grow while one exists
         self.version += 1
 
     def _add_one(self, compiled: CompiledQuery, since_ts: float | Fraction) -> bool:

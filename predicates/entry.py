@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 from itertools import pairwise
+from typing import cast
 
 from predicates.catalog import Catalog
 from predicates.errors import Source
@@ -109,8 +110,17 @@ def compile_many(
             rows = instantiate(reading, every, whole=True)  # type: ignore[arg-type]
             return rows if isinstance(rows, RowQueries) else [q for of_text in rows for q in of_text or ()]
     if not reading.groups:  # (none read from templates: a few texts, texts of many shapes)
+        read = compiler.read(texts)
+        if len(texts) > 1 and None not in read:  # (every text read: named at once, checked at once)
+            readings = cast(list[tuple[list[str | None], list[CompiledQuery]]], read)
+            queries = [query for _, of_text in readings for query in of_text]
+            given = [name for of_text, _ in readings for name in of_text]
+            for j, (query, name) in enumerate(zip(queries, given, strict=True)):
+                query.name = name if name is not None else str(first_position + j)
+            if not clashes([query.name for query in queries], taken):
+                return queries
         records: list[Record] = []
-        for k, from_cache in enumerate(compiler.read(texts)):
+        for k, from_cache in enumerate(read):
             where = source_name if len(texts) == 1 else f"{source_name}[{k}]"
             position = first_position + len(records)
             records += _read_or_parsed(texts[k], from_cache, compiler, where, position, taken)

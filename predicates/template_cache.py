@@ -247,6 +247,8 @@ class TemplateCache:
             scan = Scan(texts, list(self.headers), self.scanner)
             found: list[Template | None] = [None] * len(scan.reps)
             checked = not (sample and len(scan) > _SAMPLE)
+            if not checked and not self._may_pay(scan):
+                return scan, None  # (texts of many shapes: none learned to find it out)
             for g, rep in enumerate(scan.reps.tolist()):
                 if not checked and rep >= _SAMPLE:
                     checked = True
@@ -260,6 +262,16 @@ class TemplateCache:
                     return scan, None
                 break
         return scan, found
+
+    def _may_pay(self, scan: Scan) -> bool:
+        """Whether half the first pieces could have a template: those of skeletons known,
+        and of the others those of the skeletons learning may still try, most pieces first."""
+        first = scan.group[:_SAMPLE]
+        counts = np.bincount(first[first >= 0], minlength=1)
+        known = np.array([self.templates.get(scan.skeleton(g)) is not None for g in range(len(counts))], np.bool_)
+        budget = max(0, max(_LEARN_TRIAL, self.hits // _LEARN_PAYS + 1) - self.learned)
+        reachable = int(counts[known].sum()) + int(np.sort(counts[~known])[::-1][:budget].sum())
+        return 2 * reachable >= len(first)
 
     @staticmethod
     def _most_found(scan: Scan, found: list[Template | None]) -> bool:

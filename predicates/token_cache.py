@@ -34,8 +34,6 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
 from operator import attrgetter
 from typing import Any, cast
 
@@ -56,7 +54,7 @@ from predicates.semantic import bind
 from predicates.template_cache import FEWEST, TemplateCache
 from predicates.token_cut import CutTokens, Piece, Tokens, cut_text, header_name, shape_of
 from predicates.token_scan import BLANK_TABLE, NUMBER, WORDS, cut_tokens, lex_bytes
-from predicates.token_shapes import Plan, Shapes
+from predicates.token_shapes import Plan, Prefix, Shapes, Shortcut
 
 _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learned again)
 _FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches (before numba is loaded)
@@ -64,42 +62,6 @@ _SHAPE_RUNS = 12  # runs of a text whose shape is looked up and kept
 _ONE_CHARS = 1 << 14  # characters of a text read alone by the one-text kernel (longer: the batch kernels')
 
 Kernel = Callable[..., tuple[Any, ...]]  # lex_bytes, cut_tokens or read_one, compiled
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Shortcut:
-    """A comparison template: its list key and how its constant follows from its
-    numbers (``alpha`` times number ``number``, else ``formula`` of the numbers
-    ``params``), for the values ``fixed_values`` of its other numbers ``fixed``."""
-
-    key: ListKey
-    key_number: int  # one per distinct key (comparisons written apart may make one key)
-    number: int  # which of the comparison's numbers (with ``alpha``)
-    alpha: float  # 1.0 or -1.0; 0.0: the constant is ``formula``'s
-    formula: Formula | None
-    params: tuple[int, ...]  # the numbers that are the formula's parameters, in its order
-    fixed: tuple[int, ...]  # the numbers that are no parameters...
-    fixed_values: tuple[float, ...]  # ...and their values, for which this template holds
-
-    def constant(self, numbers: list[float], first: int) -> float | Fraction:
-        """The constant of a comparison whose numbers start at ``numbers[first]``."""
-        if self.formula is None:
-            return numbers[first + self.number] * self.alpha + 0.0
-        # (a plain decimal of at most 15 digits prints as itself: repr is its text)
-        return self.formula.value([repr(numbers[first + i]) for i in self.params])
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Prefix:
-    """What a prefix (SELECT to WHERE) gives each query: its shared context, its
-    MAXWINDOW, its WINDOW's predicates, and the text its comparisons are learned in."""
-
-    context: Context
-    head: str
-    maxwindow: float | Fraction | None
-    keys: tuple[ListKey, ...]
-    values: tuple[float, ...]
-    key_numbers: tuple[int, ...]
 
 
 class TokenCache:
@@ -222,63 +184,79 @@ class TokenCache:
             if found is _MISSING and k >= 0:
                 found = self.prefix(skeleton, tokens, int(select_token[k]), int(where_token[k]))
             contexts.append(None if found is _MISSING else found)
-        # per piece and comparison in order, each (prefix, comparison) skeleton's
-        # template looked up once per call (learned from its first comparison)
-        comparison_skeletons = comparison_bytes.tobytes()
-        comparison_at = comparison_bounds.tolist()
-        n_groups = len(comparison_at) - 1
-        of_prefix: list[list[Any] | None] = [None] * len(contexts)  # per prefix group: per comparison group
-        groups = comparison_group.tolist()
-        first_number = comparison_numbers.tolist()
-        constants = values.tolist()
-        bounds = piece_comparisons.tolist()
-        prefixes = prefix_group.tolist()
-        of_text = text_pieces.tolist()
         names: list[str | None] = [None] * n_pieces  # (each piece's header name, as the parser reads it)
-        for k in np.flatnonzero(name_token >= 0).tolist():
-            names[k] = tokens.name(int(name_token[k]))
-        # a piece with a number that is not a plain decimal is the parser's
+        named = np.flatnonzero(name_token >= 0)
+        at = name_token[named]
+        for k, a, b, of_kind in zip(named.tolist(), start[at].tolist(), end[at].tolist(), kind[at].tolist()):  # noqa: B905
+            names[k] = header_name(of_kind, joined[a:b])
+        # the texts read here: no doubt, every piece of a known prefix and of plain numbers
+        piece_of = np.repeat(np.arange(n_pieces), np.diff(piece_comparisons))
+        text_of = np.repeat(np.arange(len(texts)), np.diff(text_pieces))
         nans = np.concatenate(([0], np.cumsum(np.isnan(values))))
         number_bounds = comparison_numbers[piece_comparisons]
-        odd_number = (nans[number_bounds[1:]] > nans[number_bounds[:-1]]).tolist()
-        general = False  # whether a template of this call has fixed numbers or a formula
-        for t in np.flatnonzero(~doubt & (np.diff(text_pieces) > 0)).tolist():
+        known = np.array([prefix is not None for prefix in contexts] + [False], np.bool_)
+        bad_text = doubt | (np.diff(text_pieces) == 0)
+        bad_text[text_of[~known[prefix_group] | (nans[number_bounds[1:]] > nans[number_bounds[:-1]])]] = True
+        wanted = ~bad_text[text_of][piece_of]  # (their comparisons)
+        # each (prefix, comparison skeleton) pair's template, looked up once (learned
+        # from its first comparison, in text order)
+        skeletons, skeleton_at = comparison_bytes.tobytes(), comparison_bounds.tolist()
+        pair = (prefix_group[piece_of] * (len(skeleton_at) - 1) + comparison_group)[wanted]
+        pairs, first_of, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        at = np.flatnonzero(wanted)
+        first_of = at[first_of]
+        shortcuts: list[Shortcut | None] = [None] * len(pairs)
+
+        def own(c: int) -> tuple[Prefix, bytes, Tokens, int, int, list[float]]:
+            """What learning comparison ``c`` takes: its prefix, skeleton, tokens and numbers."""
+            g = int(comparison_group[c])
+            numbers = values[comparison_numbers[c] : comparison_numbers[c + 1]].tolist()
+            prefix = cast(Prefix, contexts[prefix_group[piece_of[c]]])
+            return (
+                prefix,
+                skeletons[skeleton_at[g] : skeleton_at[g + 1]],
+                tokens,
+                int(first_token[c]),
+                int(last_token[c]),
+                numbers,
+            )
+
+        for i in np.argsort(first_of, kind="stable").tolist():
+            shortcuts[i] = self._shortcut(*own(int(first_of[i])))
+        # per comparison its template's key, key number and constant: one number times
+        # 1 or -1 in bulk, the others (a factor's variant, a formula) one by one
+        of_pair = np.zeros((3, len(pairs) + 1))  # number, alpha, key number (last: none)
+        plain = np.zeros(len(pairs) + 1, np.bool_)
+        keys_of = np.empty(len(pairs) + 1, object)
+        for i, shortcut in enumerate(shortcuts):
+            if shortcut is not None:
+                of_pair[:, i] = shortcut.number, shortcut.alpha, shortcut.key_number
+                plain[i], keys_of[i] = not shortcut.fixed and shortcut.formula is None, shortcut.key
+        p = np.full(len(first_token), len(pairs))
+        p[at] = inverse.reshape(-1)
+        number = (comparison_numbers[:-1] + of_pair[0, p].astype(np.int64)).clip(0, max(len(values) - 1, 0))
+        constants = (values[number] * of_pair[1, p] + 0.0).tolist() if len(values) else [0.0] * len(p)
+        numbered, keys = of_pair[2, p].astype(np.int64).tolist(), keys_of[p].tolist()
+        general = np.flatnonzero(wanted & ~plain[p])
+        for c in general.tolist():  # (no template, a factor or a formula)
+            found = shortcuts[p[c]]
+            if found is not None and found.fixed:
+                found = self._variant(own(c)[0], found, *own(c)[1:])
+            if found is None:
+                bad_text[text_of[piece_of[c]]] = True
+            else:
+                constants[c] = found.constant(own(c)[5], 0)
+                numbered[c], keys[c] = found.key_number, found.key
+        odd = np.zeros(n_pieces, np.bool_)
+        odd[piece_of[general]] = True  # (pieces whose constants may not all be doubles)
+        bounds, prefixes, of_text, odd_piece = (
+            piece_comparisons.tolist(), prefix_group.tolist(), text_pieces.tolist(), odd.tolist()
+        )  # fmt: skip
+        for t in np.flatnonzero(~bad_text).tolist():
             queries = []
             for k in range(of_text[t], of_text[t + 1]):
-                prefix = contexts[prefixes[k]]
-                if prefix is None or odd_number[k]:
-                    break
                 a, b = bounds[k], bounds[k + 1]
-                table = of_prefix[prefixes[k]]
-                if table is None:
-                    table = of_prefix[prefixes[k]] = [_MISSING] * n_groups
-                shortcuts = [table[g] for g in groups[a:b]]
-                if _MISSING in shortcuts:
-                    for i, c in enumerate(range(a, b)):
-                        if shortcuts[i] is _MISSING:
-                            g = groups[c]
-                            shortcut = shortcuts[i] = table[g] = self._shortcut(
-                                prefix, comparison_skeletons[comparison_at[g] : comparison_at[g + 1]], tokens,
-                                int(first_token[c]), int(last_token[c]),
-                                constants[first_number[c] : first_number[c + 1]],
-                            )  # fmt: skip
-                            if shortcut is not None and (shortcut.fixed or shortcut.formula is not None):
-                                general = True  # (the call's usual texts: numbers times 1 or -1 only)
-                if None in shortcuts:
-                    break
-                if general:
-                    for i, shortcut in enumerate(shortcuts):
-                        if shortcut.fixed:  # (a factor: the template of its value)
-                            c = a + i
-                            g = groups[c]
-                            shortcuts[i] = self._variant(
-                                prefix, shortcut, comparison_skeletons[comparison_at[g] : comparison_at[g + 1]],
-                                tokens, int(first_token[c]), int(last_token[c]),
-                                constants[first_number[c] : first_number[c + 1]],
-                            )  # fmt: skip
-                    if None in shortcuts:
-                        break
-                query = self._assemble(prefix, shortcuts, constants, first_number[a:b], general)
+                query = self._built(contexts[prefixes[k]], keys[a:b], numbered[a:b], constants[a:b], odd_piece[k])
                 if query is None:
                     break
                 queries.append(query)
@@ -299,17 +277,24 @@ class TokenCache:
             values = [s.constant(numbers, n) for n, s in zip(firsts, shortcuts, strict=True)]
         else:  # (per comparison one number times 1 or -1: its double)
             values = [numbers[n + s.number] * s.alpha + 0.0 for n, s in zip(firsts, shortcuts)]  # noqa: B905
-        numbered = list(map(_KEY_NUMBER, shortcuts))
-        keys = tuple(map(_KEY, shortcuts))
+        return TokenCache._built(prefix, list(map(_KEY, shortcuts)), list(map(_KEY_NUMBER, shortcuts)), values, general)
+
+    @staticmethod
+    def _built(
+        prefix: Prefix, keys: list[ListKey], numbered: list[int], values: list[Any], general: bool
+    ) -> CompiledQuery | None:
+        """A piece's query from its comparisons' keys, key numbers and constants, after
+        its prefix's (``general``: a constant may be a Fraction); None for a predicate
+        written twice."""
         if prefix.keys:
             values = [*prefix.values, *values]
             numbered = [*prefix.key_numbers, *numbered]
-            keys = prefix.keys + keys
+            keys = [*prefix.keys, *keys]
         # a predicate written twice is kept once by the front end: the parser's
         if len(set(numbered)) != len(numbered) and len(set(zip(numbered, values, strict=True))) != len(numbered):
             return None
         plain = not general or all(type(v) is float for v in values)
-        conjunction = Conjunction(keys, array("d", values) if plain else tuple(values))
+        conjunction = Conjunction(tuple(keys), array("d", values) if plain else tuple(values))
         return CompiledQuery("", prefix.context, prefix.maxwindow, ((conjunction, ()),))
 
     def _read_one(self, text: str) -> tuple[list[str | None], list[CompiledQuery]] | None:

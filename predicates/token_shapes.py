@@ -13,15 +13,50 @@ value) are the same; its other numbers are its constants.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from fractions import Fraction
 
+from predicates.normalize import ListKey
+from predicates.records import Context, Formula
 from predicates.token_cut import plain_values
-
-if TYPE_CHECKING:
-    from predicates.token_cache import Prefix, Shortcut
 
 _KEPT = 8192  # shapes kept (then forgotten and learned again)
 _PLANS_KEPT = 64  # readings of one shape kept, for other prefix numbers or fixed numbers' values
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shortcut:
+    """A comparison template: its list key and how its constant follows from its
+    numbers (``alpha`` times number ``number``, else ``formula`` of the numbers
+    ``params``), for the values ``fixed_values`` of its other numbers ``fixed``."""
+
+    key: ListKey
+    key_number: int  # one per distinct key (comparisons written apart may make one key)
+    number: int  # which of the comparison's numbers (with ``alpha``)
+    alpha: float  # 1.0 or -1.0; 0.0: the constant is ``formula``'s
+    formula: Formula | None
+    params: tuple[int, ...]  # the numbers that are the formula's parameters, in its order
+    fixed: tuple[int, ...]  # the numbers that are no parameters...
+    fixed_values: tuple[float, ...]  # ...and their values, for which this template holds
+
+    def constant(self, numbers: list[float], first: int) -> float | Fraction:
+        """The constant of a comparison whose numbers start at ``numbers[first]``."""
+        if self.formula is None:
+            return numbers[first + self.number] * self.alpha + 0.0
+        # (a plain decimal of at most 15 digits prints as itself: repr is its text)
+        return self.formula.value([repr(numbers[first + i]) for i in self.params])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Prefix:
+    """What a prefix (SELECT to WHERE) gives each query: its shared context, its
+    MAXWINDOW, its WINDOW's predicates, and the text its comparisons are learned in."""
+
+    context: Context
+    head: str
+    maxwindow: float | Fraction | None
+    keys: tuple[ListKey, ...]
+    values: tuple[float, ...]
+    key_numbers: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

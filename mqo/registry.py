@@ -205,14 +205,23 @@ class QueryRegistry:
         # list ids for all rows at once, by the identity of their key objects (a
         # compiler hands out one object per list key): a key hashed once per object
         keys = list(chain.from_iterable(chunk_keys))
-        ids = list(map(id, keys))
-        by_id = self._kid_by_id
-        kid_of = {
-            i: by_id[i] if i in by_id else self._key_number(key) for i, key in dict(zip(ids, keys, strict=True)).items()
-        }
-        kids = array("i", map(kid_of.__getitem__, ids))
+        kid_list: list[int] = []
+        kid_of, unread = self._kid_by_id, iter(keys)
+        while True:
+            try:  # (list.extend keeps what it took before a key not known: then its list is found)
+                kid_list.extend(map(kid_of.__getitem__, map(id, unread)))
+                break
+            except KeyError:
+                key = keys[len(kid_list)]
+                kid_list.append(self._key_number(key))
+                if kid_of.get(id(key)) != kid_list[-1]:  # (an equal key's list: its object known to this call)
+                    kid_of = kid_of if kid_of is not self._kid_by_id else dict(kid_of)
+                    kid_of[id(key)] = kid_list[-1]
+        kids = array("i", kid_list)
         sizes = list(map(len, chunk_keys))
-        if not self._object_keys.isdisjoint(kid_of.values()) or any(type(v) is not array for v in value_chunks):
+        if (self._object_keys and not self._object_keys.isdisjoint(kid_list)) or any(
+            type(v) is not array for v in value_chunks
+        ):
             row = first_row
             for c, (n, values) in enumerate(zip(sizes, value_chunks, strict=True)):
                 at = row - first_row

@@ -202,9 +202,16 @@ class TokenCache:
         # from its first comparison, in text order)
         skeletons, skeleton_at = comparison_bytes.tobytes(), comparison_bounds.tolist()
         pair = (prefix_group[piece_of] * (len(skeleton_at) - 1) + comparison_group)[wanted]
-        pairs, first_of, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        if len(contexts) * (len(skeleton_at) - 1) > 4 * len(pair) + 4096:  # (many: numbered by their order)
+            pair = np.unique(pair, return_inverse=True)[1].reshape(-1)
+        first_at = np.full(int(pair.max(initial=-1)) + 1, len(pair))
+        np.minimum.at(first_at, pair, np.arange(len(pair)))
+        pairs = np.flatnonzero(first_at < len(pair))
+        number_of = np.zeros(len(first_at), np.int64)
+        number_of[pairs] = np.arange(len(pairs))
+        inverse = number_of[pair]
         at = np.flatnonzero(wanted)
-        first_of = at[first_of]
+        first_of = at[first_at[pairs]]
         shortcuts: list[Shortcut | None] = [None] * len(pairs)
 
         def own(c: int) -> tuple[Prefix, bytes, Tokens, int, int, list[float]]:
@@ -233,7 +240,7 @@ class TokenCache:
                 of_pair[:, i] = shortcut.number, shortcut.alpha, shortcut.key_number
                 plain[i], keys_of[i] = not shortcut.fixed and shortcut.formula is None, shortcut.key
         p = np.full(len(first_token), len(pairs))
-        p[at] = inverse.reshape(-1)
+        p[at] = inverse
         number = (comparison_numbers[:-1] + of_pair[0, p].astype(np.int64)).clip(0, max(len(values) - 1, 0))
         constants = (values[number] * of_pair[1, p] + 0.0).tolist() if len(values) else [0.0] * len(p)
         numbered, keys = of_pair[2, p].astype(np.int64).tolist(), keys_of[p].tolist()

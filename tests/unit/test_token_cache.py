@@ -163,6 +163,42 @@ def test_a_list_of_texts_and_a_query_file_compile_as_the_front_end_reads_them(te
     )
 
 
+# texts the caches read (a few prefixes, numbers, factors and offsets, a predicate written twice)
+READ = st.tuples(
+    st.sampled_from(["SELECT * FROM B", "Query ID: q7\nSELECT * FROM B", "SELECT * FROM B, H MAXWINDOW 2",
+                     "SELECT * FROM B, H WINDOW B.ts <= H.ts MAXWINDOW 20 sec"]),
+    st.lists(st.tuples(st.sampled_from(["B.temp", "B.pressure", "H.vib", "-B.temp"]), st.sampled_from(["<", ">="]),
+                       st.sampled_from(["0", "1.5", "-3", "12", "2 * H.vib", "0.5 * H.vib + 3", "H.beatrate - 4.25",
+                                        "3 * H.vib + (-12)", "1e3"])), min_size=1, max_size=6),
+    st.sampled_from(["", ";"]),
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.tuples(PREFIXES, TERMS, TAILS), READ), min_size=16, max_size=24), st.booleans())
+def test_a_batch_of_texts_compiles_as_the_front_end_reads_each(texts, warm):
+    """Enough texts for the batch kernels (factors, formulas, predicates written twice,
+    odd numbers and doubts among them): each record as the front end gives it, numbered
+    on from text to text, or the front end's error; cold, or after the cache learned
+    their comparisons."""
+    catalog = Catalog.from_ddl(DDL)
+    caches = warm_caches(catalog)
+    written = [text_of(prefix, terms, [" AND "] * 5, tail) for prefix, terms, tail in texts]
+    if warm:
+        for text in written:
+            with contextlib.suppress(mqo.QueryError):
+                predicates.compile(text, catalog, compiler=caches)
+
+    def one_by_one(all_texts: list[str]) -> list:
+        out: list = []
+        for k, text in enumerate(all_texts):
+            out += front_end(text, catalog, source_name=f"<string>[{k}]", first_position=1 + len(out))
+        return out
+
+    want = outcome(lambda _: one_by_one(written), "")
+    assert outcome(lambda _: predicates.compile_many(written, catalog, compiler=caches), "") == want
+
+
 def test_own_shape_subscriptions_are_read_from_comparisons_and_match_alike():
     """Texts that each test their own columns: each comparison's template is made by
     the parser once, and the matcher matches as with every text parsed."""

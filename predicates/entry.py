@@ -111,7 +111,7 @@ def compile_many(
             return rows if isinstance(rows, RowQueries) else [q for of_text in rows for q in of_text or ()]
     if not reading.groups:  # (none read from templates: a few texts, texts of many shapes)
         read = compiler.read(texts)
-        if len(texts) > 1 and None not in read:  # (every text read: named at once, checked at once)
+        if None not in read:  # (every text read: named at once, checked at once)
             readings = cast(list[tuple[list[str | None], list[CompiledQuery]]], read)
             queries = [query for _, of_text in readings for query in of_text]
             given = [name for of_text, _ in readings for name in of_text]

@@ -60,6 +60,7 @@ _KEPT = 8192  # contexts and comparison templates kept (then forgotten and learn
 _FEW_CHARS = 4096  # characters of a few texts cut on the lexer's matches (before numba is loaded)
 _SHAPE_RUNS = 12  # runs of a text whose shape is looked up and kept
 _ONE_CHARS = 1 << 14  # characters of a text read alone by the one-text kernel (longer: the batch kernels')
+_BATCH = 1 << 15  # texts read by one call of the batch kernels (a million at once: gigabytes of token arrays)
 
 Kernel = Callable[..., tuple[Any, ...]]  # lex_bytes, cut_tokens or read_one, compiled
 
@@ -136,6 +137,8 @@ class TokenCache:
             self._reset()
         if len(texts) == 1 and self.one is not None and len(texts[0]) <= _ONE_CHARS and "numba" in sys.modules:
             return [self._read_one(texts[0])]  # (register_query: the kernel call over kept arrays)
+        if len(texts) > _BATCH:
+            return [out for first in range(0, len(texts), _BATCH) for out in self.read(texts[first : first + _BATCH])]
         if len(texts) < FEWEST:
             if self.one is not None and "numba" in sys.modules and max(map(len, texts), default=0) <= _ONE_CHARS:
                 return [self._read_one(text) for text in texts]  # (a kernel call a text, over kept arrays)

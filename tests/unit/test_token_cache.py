@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import mqo
 import predicates
-from predicates import Catalog
+from predicates import Catalog, token_cache
 from predicates.frontend import front_end
 from predicates.lexer import token_matches
 from predicates.records import CompiledQuery
@@ -197,6 +197,29 @@ def test_a_batch_of_texts_compiles_as_the_front_end_reads_each(texts, warm):
 
     want = outcome(lambda _: one_by_one(written), "")
     assert outcome(lambda _: predicates.compile_many(written, catalog, compiler=caches), "") == want
+
+
+def test_a_long_list_is_read_in_batches_as_in_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list longer than one batch of the kernels is read batch by batch: per text the
+    same names and queries as in one batch, a text the cache leaves to the parser among
+    them left alike."""
+    catalog = Catalog.from_ddl(DDL)
+    comparisons = ["B.temp >= {k}", "B.pressure < {k}.5", "B.temp <= 3 * B.pressure + {k}", "-B.temp > {k}"]
+    texts = [
+        f"Query ID: q{k}\nSELECT * FROM B WHERE "
+        + " AND ".join(c.format(k=k) for c in comparisons[k % 4 :] + comparisons[: k % 3])
+        for k in range(40)
+    ]
+    texts[37] = "SELECT * FROM B WHERE B.nope >= 1"
+
+    def read() -> list:
+        got = warm_caches(catalog).read(texts)
+        return [None if r is None else (r[0], [summary(q) for q in r[1]]) for r in got]
+
+    whole = read()
+    assert whole[37] is None and sum(r is not None for r in whole) >= 20  # (a predicate written twice: the parser)
+    monkeypatch.setattr(token_cache, "_BATCH", 16)
+    assert read() == whole
 
 
 def test_own_shape_subscriptions_are_read_from_comparisons_and_match_alike():

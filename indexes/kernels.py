@@ -239,7 +239,7 @@ def prune_select(
     for every tuple and never touched past k: a batch where few tuples are wanted costs
     no candidate matrix; the tuples are pruned a block at a time in a small buffer.)"""
     words = base.shape[0]
-    block = np.empty((BLOCK, words), np.uint64)
+    block = np.empty((min(BLOCK, max(end - start, 1)), words), np.uint64)  # (a pushed tuple: one row)
     second = np.any(part != 0)  # lists of the second part (added since)
     k = 0
     for b0 in range(start, end, BLOCK):

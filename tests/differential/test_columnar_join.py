@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mqo
 from mqo.batch import MatchBatch
@@ -273,6 +275,40 @@ def test_equi_join_replay_in_rounds_equals_push(seed: int) -> None:
     assert _replayed(queries, rounds, store, "arrival", change, seed) == _pushed(
         queries, rounds, store, "arrival", change, seed
     )
+
+
+# key values where doubles and exact values part: signed zeros, a non-dyadic sum's
+# neighbours, integers one apart past 2**53, NULL
+KEY_FLOATS = (-0.0, 0.0, 0.1, 0.3, 0.1 + 0.2, 2.0**53, 2.0**53 + 2, -1.5, None)
+KEY_INTS = (0, -1, 2**53, 2**53 + 1, 2**53 + 2, 2**62, -(2**62), None)
+
+
+@st.composite
+def _keyed_arrivals(draw: st.DrawFn) -> list[tuple[str, float, dict[str, Any], int]]:
+    arrivals = []
+    for i in range(draw(st.integers(2, 24))):
+        stream = draw(st.sampled_from("AB"))
+        ts = draw(st.sampled_from((0.0, 0.1, 0.2, 0.3, 1.0, 1.1, 2.0)))
+        x, z = draw(st.sampled_from(KEY_FLOATS)), draw(st.sampled_from(KEY_FLOATS))
+        y, w = draw(st.sampled_from(KEY_INTS)), draw(st.sampled_from(KEY_INTS))
+        values = {"x": x, "y": y, "z": z} if stream == "A" else {"x": z, "y": y, "w": w}
+        arrivals.append((stream, ts, values, i))
+    return arrivals
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrivals=_keyed_arrivals(), key=st.sampled_from(("A.y = B.w", "A.x = B.x", "A.z = B.y", "B.w = A.y")))
+def test_equi_join_probe_hunts_boundaries(arrivals: list[tuple[str, float, dict[str, Any], int]], key: str) -> None:
+    """Keys drawn where a double and its value part (signed zeros, 0.1 + 0.2 against 0.3,
+    integers one apart past 2**53, FLOAT against INTEGER), NULL keys and ties in ts: the
+    probe by key gives the engine's results."""
+    queries = [
+        f"Query ID: k\nSELECT * FROM A, B MAXWINDOW 1 WHERE {key}",
+        f"Query ID: k2\nSELECT * FROM A, B MAXWINDOW 0.2 WHERE {key} AND A.x <= B.x + 0.1",
+        f"Query ID: k3\nSELECT * FROM A, B MAXWINDOW 2 WHERE ({key} AND B.y > 0) OR ({key} AND A.z < 0.3)",
+    ]
+    assert _tables(queries).key is not None
+    assert _columnar(queries, arrivals) == _engine(queries, arrivals)
 
 
 def test_fallback_pairs_are_decided_exactly() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from indexes.exact import to_float
-from indexes.kill_bitsets import words_for
+from indexes.kill_bitsets import bitset_of, words_for
 from mqo.plan import CompiledList, CompiledPlan
 from predicates import ColumnType, Kind
 
@@ -29,9 +29,7 @@ class Unsupported(Exception):
 
 def words_of(flags: np.ndarray, words: int) -> np.ndarray:
     """A bitset row (``uint64`` words) with bit ``q`` set where ``flags[q]``."""
-    padded = np.zeros(words * 64, bool)
-    padded[: len(flags)] = flags
-    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
+    return bitset_of(np.flatnonzero(flags), words)
 
 
 def _stride(n: int, words: int, budget_bits: int = 1 << 26) -> int:
@@ -202,10 +200,7 @@ def _equality_key(
         zero = [p for p, c in enumerate(lst.values) if c == 0]
         if not zero:
             continue
-        users = np.concatenate([lst.users_of(p) for p in zero])
-        flags = np.zeros(words * 64, bool)
-        flags[users] = True
-        if np.any(mask & ~words_of(flags, words)):
+        if np.any(mask & ~bitset_of(np.concatenate([lst.users_of(p) for p in zero]), words)):
             continue
         assert lst.right_stream is not None and lst.right_pos is not None  # (a join list)
         left, right = side_of[lst.left_stream], side_of[lst.right_stream]

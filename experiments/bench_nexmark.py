@@ -65,7 +65,7 @@ import numpy as np
 from experiments import nexmark
 from experiments._common import RESULTS, compile_bytecode, markdown_table, row
 from experiments.bench_pubsub import progress
-from experiments.bench_sql import RUNNER_SCRIPT, check_equal
+from experiments.bench_sql import RUNNER_SCRIPT
 from experiments.nexmark_sql import (
     SPARK_RUNNER,
     duckdb_per_query,
@@ -74,6 +74,7 @@ from experiments.nexmark_sql import (
     spark_set_based,
     write_plan,
 )
+from experiments.result_sets import check_equal
 
 ROOT = Path(__file__).resolve().parent.parent
 RATE = 1000.0  # events per second of event time: 200,000 events are 200 s

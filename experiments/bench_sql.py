@@ -9,7 +9,9 @@ queries as text for mqo, their constants as one CSV table per query shape for SQ
 * DuckDB with the set-based statements a DuckDB expert writes: one per query *shape*
   (the predicate structure its queries share), the shape's constants in a table that
   the statement joins, the streams pre-cut by the loosest constants of the shape's
-  one-stream predicates, ``COPY ... TO (FORMAT JSON)``.
+  one-stream predicates, ``COPY ... TO (FORMAT JSON)``;
+* the same two again writing Parquet (``mqo match --output mqo.parquet``, ``COPY ... TO
+  (FORMAT PARQUET)``): results as columns on both sides, checked equal as well.
 
 (b) is the homogeneous case: 10,000 queries of the thesis' shape; every per-query
 statement runs. (b') is heterogeneous: 10,000 queries of seven shapes (different
@@ -71,7 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,7 @@ import numpy as np
 from experiments._common import row
 from experiments._data import ICU, ICU_DDL, icu_streams
 from experiments.bench_pubsub import progress
+from experiments.result_sets import check_equal, parquet_results, results, same_ids, same_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -230,11 +233,16 @@ def cuts(shape: Shape, table: str) -> dict[str, list[str]]:
     return out
 
 
-def select_list(shape: Shape, query: str) -> str:
-    """query, ts, ids and values of a result, as ``mqo match`` writes them."""
+def select_list(shape: Shape, query: str, fmt: str = "json") -> str:
+    """query, ts, ids and values of a result, as ``mqo match`` writes them: in JSON
+    lines ``ids`` and ``values`` objects (structs), in Parquet ``ids`` a map and one
+    column per value."""
     aliases = [(s, s.lower()) for s in shape.streams]
     ts = "greatest(b.ts, h.ts)" if len(aliases) == 2 else f"{aliases[0][1]}.ts"
     ids = ", ".join(f"'{s}': {a}.id" for s, a in aliases)
+    if fmt == "parquet":
+        columns = ", ".join(f'{a}.{c.name} AS "{s}.{c.name}"' for s, a in aliases for c in ICU[s].columns)
+        return f"{query} AS query, {ts} AS ts, MAP {{{ids}}} AS ids, {columns}"
     values = ", ".join(f"'{s}.{c.name}': {a}.{c.name}" for s, a in aliases for c in ICU[s].columns)
     return f'{query} AS query, {ts} AS ts, {{{ids}}} AS ids, {{{values}}} AS "values"'
 
@@ -256,8 +264,9 @@ def load_statements(folder: Path) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
-def set_based(shapes: list[Shape], folder: Path) -> list[tuple[str, str]]:
-    """One statement per shape, its constants in ``q_<shape>``: results to ``set_<shape>.json``."""
+def set_based(shapes: list[Shape], folder: Path, fmt: str = "json") -> list[tuple[str, str]]:
+    """One statement per shape, its constants in ``q_<shape>``: results to
+    ``set_<shape>.json`` (``fmt`` ``json``) or ``set_<shape>.parquet`` (``parquet``)."""
     out = load_statements(folder)
     for shape in shapes:
         table = f"q_{shape.name}"
@@ -270,8 +279,8 @@ def set_based(shapes: list[Shape], folder: Path) -> list[tuple[str, str]]:
             # and takes 20 s for some shapes instead of 0.1 s; on (b) both take the same
             # (MATERIALIZED, or the pairs' columns flattened, were slower)
             source, pairs = "p", f"WITH p AS (SELECT b, h FROM {source}) "
-        body = f"{pairs}SELECT {select_list(shape, 'q.qid')} FROM {source} JOIN {table} q ON {where}"
-        out.append((shape.name, f"COPY ({body}) TO '{folder / f'set_{shape.name}.json'}' (FORMAT JSON)"))
+        body = f"{pairs}SELECT {select_list(shape, 'q.qid', fmt)} FROM {source} JOIN {table} q ON {where}"
+        out.append((shape.name, f"COPY ({body}) TO '{folder / f'set_{shape.name}.{fmt}'}' (FORMAT {fmt.upper()})"))
     return out
 
 
@@ -370,16 +379,17 @@ print(json.dumps(spent))
 """
 
 
-def mqo_args(folder: Path) -> list[str]:
+def mqo_args(folder: Path, output: str = "mqo.jsonl") -> list[str]:
     return ["match", "--schema", str(folder / "streams.ddl"), "--queries", str(folder / "queries.mqo"),
             "--input", f"B={folder / 'B.csv'}", "--input", f"H={folder / 'H.csv'}",
-            "--output", str(folder / "mqo.jsonl"), "-q"]  # fmt: skip
+            "--output", str(folder / output), "-q"]  # fmt: skip
 
 
-def run_mqo(folder: Path) -> float:
-    """Wall seconds of the ``mqo match`` process."""
+def run_mqo(folder: Path, output: str = "mqo.jsonl") -> float:
+    """Wall seconds of the ``mqo match`` process writing ``output`` (its format by
+    the extension)."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "runtime.cli", *mqo_args(folder)], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-m", "runtime.cli", *mqo_args(folder, output)], check=True, cwd=ROOT)
     return time.perf_counter() - t0
 
 
@@ -422,63 +432,6 @@ def write_workload(folder: Path, counts: dict[Shape, int], n_tuples: int, rng: n
     return queries
 
 
-def results(folder: Path, pattern: str) -> Iterator[dict[str, Any]]:
-    """The result lines of the files matching ``pattern``, one at a time (millions of
-    results as dicts at once would take gigabytes)."""
-    for path in sorted(folder.glob(pattern)):
-        with open(path) as f:
-            for line in f:
-                yield json.loads(line)
-
-
-def same_ids(r: dict[str, Any]) -> tuple:
-    return (r["query"], *sorted(r["ids"].items()))
-
-
-def same_result(r: dict[str, Any]) -> tuple:
-    return (*same_ids(r), r["ts"], *sorted(r["values"].items()))
-
-
-def hashed(found: Iterable[dict], key: Callable[[dict], tuple]) -> np.ndarray:
-    """The results as a sorted array of their keys' hashes (a multiset in 8 bytes a
-    result; equal keys hash alike in one process)."""
-    return np.sort(np.fromiter((hash(key(r)) for r in found), np.int64))
-
-
-Found = Callable[[], Iterable[dict]]  # results read from the start each time it is called
-
-
-def check_equal(
-    ours: Found | Iterable[dict], theirs: Found | Iterable[dict], key: Callable[[dict], tuple], what: str
-) -> int:
-    """Assert the two sides found the same results (as multisets of ``key``, kept as
-    8-byte hashes: millions of results as dicts would take gigabytes); returns how
-    many. Each side is results or a function that reads them (from the start, each
-    call); a difference names a few results only one side has, read again where a
-    side can be (a function, a list)."""
-    mine, other = hashed(_read(ours), key), hashed(_read(theirs), key)
-    if len(mine) != len(other) or (mine != other).any():
-        only_mine = set(np.setdiff1d(mine, other).tolist())
-        only_other = set(np.setdiff1d(other, mine).tolist())
-        raise AssertionError(
-            f"mqo and {what} found different results ({len(mine)} against {len(other)}; "
-            f"only mqo: {_some(ours, key, only_mine)}, only SQL: {_some(theirs, key, only_other)})"
-        )
-    return len(mine)
-
-
-def _read(found: Found | Iterable[dict]) -> Iterable[dict]:
-    return found() if callable(found) else found
-
-
-def _some(found: Found | Iterable[dict], key: Callable[[dict], tuple], hashes: set[int]) -> list[tuple]:
-    """A few results of ``found`` whose keys hash to one of ``hashes`` (none if it was
-    an iterator, read up already)."""
-    if isinstance(found, Iterator):
-        return []
-    return [k for k in map(key, _read(found)) if hash(k) in hashes][:3]
-
-
 # ------------------------------------------------------------------ benchmarks
 
 
@@ -514,6 +467,17 @@ def compare(
             same_result,
             "the set-based DuckDB statements",
         )
+        # the same with Parquet files on both sides (columns, not lines of text)
+        progress(f"{bench}: mqo match and the set-based DuckDB statement(s), writing Parquet")
+        mqo_parquet_s = run_mqo(d, "mqo.parquet")
+        set_parquet_s, _ = run_duckdb(set_based(shapes, d, "parquet"), d, "set_parquet")
+        n_parquet = check_equal(
+            lambda: parquet_results(d, "mqo.parquet"),
+            lambda: parquet_results(d, "set_*.parquet"),
+            same_result,
+            "the set-based DuckDB statements (Parquet)",
+        )
+        assert n_parquet == n_ours, f"mqo wrote {n_parquet} results to Parquet, {n_ours} to JSON lines"
         timed = queries
         if sample is not None:
             of = {s: [k for k, q in enumerate(queries) if q.shape is s] for s in shapes}
@@ -560,6 +524,15 @@ def compare(
             set_s / mqo_s,
             target=f">= {target:g}x",
             met=set_s / mqo_s >= target,
+        ),
+        row(bench, prefix + "Parquet output: mqo match (whole process), seconds", mqo_parquet_s),
+        row(bench, prefix + "Parquet output: set-based DuckDB (whole process), seconds", set_parquet_s),
+        row(
+            bench,
+            prefix + "Parquet output: speed-up mqo / set-based DuckDB",
+            set_parquet_s / mqo_parquet_s,
+            target=f">= {target:g}x",
+            met=set_parquet_s / mqo_parquet_s >= target,
         ),
     ]
     return rows

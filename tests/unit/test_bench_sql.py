@@ -20,6 +20,11 @@ METRICS = [
     "speed-up mqo / DuckDB",
     "speed-up mqo / set-based DuckDB",
 ]
+PARQUET = [
+    "Parquet output: mqo match (whole process), seconds",
+    "Parquet output: set-based DuckDB (whole process), seconds",
+    "Parquet output: speed-up mqo / set-based DuckDB",
+]
 
 
 def test_shapes_register_with_mqo_and_differ() -> None:
@@ -68,6 +73,7 @@ def test_heterogeneous_variant_at_a_small_size() -> None:
         METRICS[2],
         METRICS[3],
     ]
+    assert [r["metric"] for r in rows if r["metric"].startswith("Parquet")] == PARQUET
     assert "7 shape(s)" in rows[0]["note"] and "register" in rows[0]["note"]
     assert "of 21 queries timed" in rows[1]["note"]
     assert all(r["met"] in (True, False) for r in rows if r["target"])
@@ -83,6 +89,7 @@ def test_the_thesis_variant_at_two_sizes() -> None:
     assert [r["metric"].removeprefix("2 x 1,500 tuples: ") for r in second if r["target"]] == [
         "speed-up mqo / DuckDB",
         "speed-up mqo / set-based DuckDB",
+        "Parquet output: speed-up mqo / set-based DuckDB",
     ]
     assert len(first) == len(second) == len(rows) / 2
     assert "of 4 queries timed" in second[1]["note"] and "queries timed" not in first[1]["note"]

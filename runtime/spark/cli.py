@@ -106,6 +106,9 @@ def run_spark_match(
     for shown in (written, windowed):
         if shown is not None:
             check_views(shown, True, "aggregate")  # (rows in the local engine's order)
+    for stage, kind in ((matching, "match"), (aggregating, "aggregate")):
+        if stage is not None and stage.views:
+            check_views(stage, True, kind)  # each stage's own refusal, before Spark starts
     check_output_paths([*named, ("the reject file", rejects_path, True)], [spec.path for spec in inputs])
     plan = matcher.ensure_plan()
     data = read_inputs(inputs, plan.catalog, args.on_bad_row)

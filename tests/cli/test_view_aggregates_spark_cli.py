@@ -190,7 +190,7 @@ def test_spark_engine_runs_aggregate_views_and_match_views_over_them_as_the_loca
 @pytest.mark.spark
 def test_spark_engine_refuses_to_write_or_aggregate_match_views_over_aggregate_views(tmp_path: Path) -> None:
     """The rows of a match view over an aggregate view are not written with
-    ``--output-view``, nor aggregated: refused naming the view, before any Spark job."""
+    ``--output-view``, nor aggregated: refused naming the view, before Spark starts."""
     schema = write(tmp_path / "s.ddl", DDL)
     queries = write(tmp_path / "q.mqo", OVER_AGGREGATE)
     given = inputs(tmp_path)
@@ -201,7 +201,9 @@ def test_spark_engine_refuses_to_write_or_aggregate_match_views_over_aggregate_v
     )  # fmt: skip
     assert done.returncode != 0
     assert "view many is a match view reading aggregate view counts: the Spark aggregate stages and" in done.stderr
+    assert "log4j" not in done.stderr  # (Spark's first words when it starts)
     over = write(tmp_path / "over.mqo", OVER_AGGREGATE + "Query ID: agg\nSELECT COUNT(*) FROM many [RANGE 30 sec];\n")
     done = match("--engine", "spark", "--output", str(out), schema=schema, queries=over, inputs=given)
     assert done.returncode != 0
     assert "view many is a match view reading aggregate view counts: the Spark aggregate stages and" in done.stderr
+    assert "log4j" not in done.stderr

@@ -483,9 +483,11 @@ def test_prepare_replay_large(workload: Workload, order: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(10, 16))
+@pytest.mark.parametrize("seed", range(10, 13))
 def test_many_queries_large(seed: int) -> None:
-    """Up to 400 queries and batches up to 2,000 tuples, through push_batch and replay."""
+    """Up to 400 queries and batches up to 2,000 tuples, through push_batch and replay.
+    Three seeds give each size (200 and 400 queries, 1,000 and 2,000 tuples) and two
+    orders; each costs ~40 s of CPU, nearly all of it the exact reference."""
     workload = many_queries(seed, n_queries=400 if seed % 2 else 200, run=2000 if seed % 3 else 1000)
     want = expected(workload)  # the reference's pass is most of the time: one for both paths
     run_batches(workload, matcher(order="adaptive" if seed % 2 else "JWA"), want)

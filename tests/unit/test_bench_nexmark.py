@@ -65,7 +65,7 @@ def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
 @pytest.mark.spark
 def test_tiny_run_with_spark_agrees(tmp_path: Path) -> None:
     """Spark SQL's per-query and set-based jobs write mqo's rows (the run stops otherwise)."""
-    args = ["--events", "4000", "--queries", "8", "--sample", "1", "--spark", "--out", str(tmp_path)]
+    args = ["--events", "4000", "--queries", "4", "--sample", "1", "--spark", "--out", str(tmp_path)]
     assert bench_nexmark.main(args) == 0
     table = (tmp_path / "nexmark.md").read_text()
     assert "Spark SQL (local, every core), one job per query" in table and "set-based Spark SQL" in table

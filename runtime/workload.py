@@ -48,7 +48,8 @@ def read_text(path: str, what: str) -> str:
     except IsADirectoryError:
         raise CliError(f"{what} path is a directory, not a file: {path}") from None
     except UnicodeDecodeError as err:
-        raise CliError(f"{what} file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        line = err.object.count(b"\n", 0, err.start) + 1
+        raise CliError(f"{what} file {path}:{line}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except OSError as err:
         raise CliError(f"cannot read {what} file {path}: {err.strerror}") from None
 

@@ -38,10 +38,12 @@ from runtime.io.stream_rows import (
     FieldError,
     InputError,
     StreamData,
+    as_written,
     canonical_name,
     check_header,
     convert_field,
     kind_of,
+    utf8_fault,
 )
 
 # Integers are read as text and checked here: Arrow's own integer parser also takes
@@ -62,11 +64,11 @@ _NULL_PATTERN = "^(" + "|".join(sorted(NULL_TEXTS)) + ")$"
 def read_header(path: str, schema: StreamSchema) -> tuple[list[str], dict[str, str], list[ColumnType | str]]:
     """The header of a CSV stream file, checked against its stream: the column names
     as written, each one's declared name and its kind."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            header_line = f.readline()
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}:1: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        header_line = f.readline()
+    fault = utf8_fault(header_line, "the header")
+    if fault is not None:
+        raise InputError(f"{path}:1: {fault}")
     if not header_line.strip():
         raise InputError(f"{path}:1: the file is empty; a header with a 'ts' column is needed")
     header = [h.strip() for h in next(csv.reader([header_line]))]
@@ -307,41 +309,46 @@ def exact_chunks(
         return StreamData(stream, path, [], [] if has_id else None, columns, lines=[])
 
     data, chars = empty(), 0
-    try:
-        with open(path, encoding="utf-8-sig", errors="strict", newline="") as f:
-            f.readline()
-            for line, fields, quoted, raw in split_records(f, path):
-                chars += len(raw) + 1
-                if len(fields) == 1 and not fields[0].strip() and not quoted[0]:
-                    continue  # a blank line
-                if skip:
-                    skip -= 1
-                    continue
-                if len(fields) != width:
-                    reason = f"expected {width} fields (as in the header), found {len(fields)}"
-                    _bad(data, on_bad_row, line, None, None, reason, raw)
-                    continue
-                values: list[Any] = []
-                for h, kind, text, q in zip(header, kinds, fields, quoted, strict=True):
-                    try:
-                        values.append(convert_field(text, q, kind))
-                    except FieldError as err:
-                        _bad(data, on_bad_row, line, h, text, err.reason, raw)
-                        break
-                else:
-                    for target, value in zip(targets, values, strict=True):
-                        if target == "ts":
-                            data.ts.append(value)
-                        elif target == "id":
-                            data.ids.append(value)  # type: ignore[union-attr]
-                        else:
-                            data.columns[target].append(value)
-                    data.lines.append(line)  # type: ignore[union-attr]
-                    if len(data) >= chunk_rows:
-                        yield data, chars
-                        data, chars = empty(), 0
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    # a byte that is not UTF-8 is read as a lone surrogate (surrogateescape), so that
+    # its row is a bad row like any other, named by its line, not the end of the file
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        f.readline()
+        for line, fields, quoted, raw in split_records(f, path):
+            chars += len(raw) + 1
+            if len(fields) == 1 and not fields[0].strip() and not quoted[0]:
+                continue  # a blank line
+            if skip:
+                skip -= 1
+                continue
+            fault = utf8_fault(raw)
+            if fault is not None:
+                at = next((k for k, text in enumerate(fields) if utf8_fault(text)), None)
+                column, value = (header[at], as_written(fields[at])) if at is not None and at < width else (None, None)
+                _bad(data, on_bad_row, line, column, value, fault, as_written(raw))
+                continue
+            if len(fields) != width:
+                reason = f"expected {width} fields (as in the header), found {len(fields)}"
+                _bad(data, on_bad_row, line, None, None, reason, raw)
+                continue
+            values: list[Any] = []
+            for h, kind, text, q in zip(header, kinds, fields, quoted, strict=True):
+                try:
+                    values.append(convert_field(text, q, kind))
+                except FieldError as err:
+                    _bad(data, on_bad_row, line, h, text, err.reason, raw)
+                    break
+            else:
+                for target, value in zip(targets, values, strict=True):
+                    if target == "ts":
+                        data.ts.append(value)
+                    elif target == "id":
+                        data.ids.append(value)  # type: ignore[union-attr]
+                    else:
+                        data.columns[target].append(value)
+                data.lines.append(line)  # type: ignore[union-attr]
+                if len(data) >= chunk_rows:
+                    yield data, chars
+                    data, chars = empty(), 0
     yield data, chars
 
 

@@ -57,6 +57,26 @@ class FieldError(ValueError):
         self.reason = reason
 
 
+def utf8_fault(text: str, what: str = "the row") -> str | None:
+    """None if ``text``, read with ``surrogateescape`` (as the readers read files: a
+    byte that is not UTF-8 becomes a lone surrogate, so that its row can be named like
+    any bad row), was UTF-8; else what is wrong, for a message."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        byte = ord(text[err.start]) - 0xDC00
+        return f"not UTF-8 text (the byte 0x{byte:02x} at character {err.start + 1} of {what})"
+    return None
+
+
+def as_written(text: str) -> str:
+    """Text read with ``surrogateescape`` as it can be written (each byte that was not
+    UTF-8 as ``\\xNN``), for messages and the reject file."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def shown(text: str) -> str:
     """A field's text for a message: quoted, and cut short when long."""
     if not text:

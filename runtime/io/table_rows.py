@@ -23,7 +23,7 @@ from typing import Any
 
 from predicates import StreamSchema, did_you_mean
 from runtime.io.csv_reader import split_records
-from runtime.io.stream_rows import FieldError, InputError, convert_field, shown
+from runtime.io.stream_rows import FieldError, InputError, convert_field, shown, utf8_fault
 
 
 @dataclass(frozen=True)
@@ -53,14 +53,23 @@ def read_table_file(spec: TableSpec, schema: StreamSchema) -> list[TableChange]:
         raise InputError(f"table file not found: {path}" if not p.exists() else f"not a file: {path}")
     if p.suffix.lower() in (".parquet", ".pq"):
         raise InputError(f"{path}: a table file is CSV (with a header); Parquet table files are not read yet")
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        header = f.readline().rstrip("\r\n").split(",")
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        first = f.readline()
+        fault = utf8_fault(first, "the header")
+        if fault is not None:
+            raise InputError(f"{path}:1: {fault}")
+        header = first.rstrip("\r\n").split(",")
         names = _header(path, header, schema)
         key = {c.lower() for c in schema.table_key}
         out: list[TableChange] = []
-        for line, fields, quoted, _ in split_records(f, path):
+        for line, fields, quoted, raw in split_records(f, path):
             if len(fields) == 1 and not fields[0].strip() and not quoted[0]:
                 continue  # a blank line
+            fault = utf8_fault(raw)
+            if fault is not None:
+                at = next((k for k, text in enumerate(fields) if utf8_fault(text)), None)
+                column = f" column {names[at]}:" if at is not None and at < len(names) else ""
+                raise InputError(f"{path}:{line}:{column} {fault}")
             if len(fields) != len(names):
                 raise InputError(f"{path}:{line}: expected {len(names)} fields, found {len(fields)}")
             ts: float | None = None

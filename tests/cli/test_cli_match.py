@@ -405,6 +405,18 @@ def test_missing_schema_or_query_file(capsys: pytest.CaptureFixture[str], tmp_pa
     assert "not found" in err and missing in err
 
 
+@pytest.mark.parametrize("which", ["schema", "queries"])
+def test_a_schema_or_query_file_that_is_not_utf8_names_its_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, which: str
+) -> None:
+    given = Path(DDL if which == "schema" else QUERIES).read_bytes()
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"-- first line\n-- caf\xff\n" + given)
+    rc, _, err = run(capsys, *match_args(*ICU_INPUTS, **{which: str(bad)}))
+    assert rc == 2 and "Traceback" not in err
+    assert f"file {bad}:2: not UTF-8 text (invalid start byte at byte 20)" in err
+
+
 def test_no_input_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(capsys, *match_args())
     assert rc == 2 and "--input" in err

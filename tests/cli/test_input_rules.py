@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from predicates import Catalog
-from runtime.io.csv_reader import split_records
+from runtime.io.csv_reader import CsvChunks, split_records
 from runtime.io.inputs import InputSpec, StreamData, read_stream
 from runtime.io.stream_rows import INT64_MAX, INT64_MIN, InputError
 from tests.cli.clirun import match, strict_lines, write
@@ -142,6 +142,42 @@ def test_a_field_over_131072_bytes_is_not_fatal(tmp_path: Path, column: str) -> 
     else:
         assert [r["x"] for r in rows(data)] == [2.0]
         assert data.rejected[0].column == "x" and data.rejected[0].value == long
+
+
+@pytest.mark.parametrize("rows_before", [1, 3000], ids=["first-row", "past-the-first-block"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole", "chunks"])
+def test_a_row_that_is_not_utf8_is_a_bad_row_named_by_its_line(tmp_path: Path, rows_before: int, chunked: bool) -> None:
+    """A byte that is not UTF-8 makes its row bad, named by line and column, whether
+    the file is read whole or in chunks and however far into the file (a text reader
+    decodes a block ahead: the error once blamed the header, or gave a byte offset
+    within a block); with ``skip`` the other rows are kept and the row goes to the
+    rejects with the byte shown as ``\\xff``."""
+    good = "".join(f"{i},1.5,{i},t{i},t\n" for i in range(rows_before)).encode()
+    path = tmp_path / "s.csv"
+    path.write_bytes(HEADER.encode() + good + b"99,2.5,7,caf\xff,t\n" + b"100,3.5,8,ok,f\n")
+    line = rows_before + 2
+
+    def read_all(on_bad_row: str) -> tuple[list[float], list[Any]]:
+        if not chunked:
+            data = read_stream(InputSpec("S", str(path)), SCHEMA, on_bad_row)
+            return data.ts, data.rejected
+        parts = list(CsvChunks("S", str(path), SCHEMA, on_bad_row, 1000))
+        return [t for p in parts for t in p.ts], [r for p in parts for r in p.rejected]
+
+    with pytest.raises(InputError) as err:
+        read_all("error")
+    assert str(err.value) == f"{path}:{line}: column 's': not UTF-8 text (the byte 0xff at character 13 of the row)"
+    ts, rejected = read_all("skip")
+    assert ts == [*map(float, range(rows_before)), 100.0]
+    (bad,) = rejected
+    assert (bad.line, bad.column, bad.value, bad.raw) == (line, "s", "caf\\xff", "99,2.5,7,caf\\xff,t")
+
+
+def test_a_header_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    path.write_bytes(b"ts,x,n,s\xff,b\n1,1,1,a,t\n")
+    with pytest.raises(InputError, match=r"s\.csv:1: not UTF-8 text \(the byte 0xff at character 9 of the header\)"):
+        read_stream(InputSpec("S", str(path)), SCHEMA, "skip")
 
 
 def test_record_splitter_agrees_with_the_csv_module_on_ordinary_files() -> None:

@@ -141,11 +141,15 @@ def test_table_rows_come_out_in_csv_too(tmp_path: Path) -> None:
         ("id,ward,agee\n1,ICU,71\n", ":1: column 'agee' is not a column of table patients (did you mean 'age'?)"),
         ("id,ward\n1,ICU\n", ":1: the header lacks column(s) age of table patients"),
         ("id,ward,age\n1,ICU\n", ":2: expected 3 fields, found 2"),
+        # (a byte that is not UTF-8 written as the lone surrogate that stands for it)
+        ("id,ward,age\n1,IC\udcffU,71\n", ":2: column ward: not UTF-8 text (the byte 0xff at character 5 of the row)"),
+        ("id,wa\udcffrd,age\n1,ICU,71\n", ":1: not UTF-8 text (the byte 0xff at character 6 of the header)"),
     ],
 )
 def test_a_bad_table_file_is_named_by_line_and_column(tmp_path: Path, table_text: str, message: str) -> None:
     schema, queries, h, _, _ = files(tmp_path, "sorted")
-    table = write(tmp_path / "bad.csv", table_text)
+    table = tmp_path / "bad.csv"
+    table.write_bytes(table_text.encode("utf-8", "surrogateescape"))
     run = match("--table", f"patients={table}", schema=schema, queries=queries, inputs=[f"H={h}"])
     assert run.returncode != 0
     assert f"{table}{message}" in run.stderr, run.stderr

@@ -132,7 +132,7 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
         unit = "rows" if window.kind == "rows" else "s"
         many = math.ceil(window.size / window.slide)
         raise QueryError(
-            f"a tuple would fall in {f'{many:,}' if many < 10**12 else f'{float(many):.3g}'} windows of this one"
+            f"a tuple would fall in {_count(many)} windows of this one"
             f" ({_number(window.size)} {unit} long, one every {_number(window.slide)} {unit});"
             f" at most {MAX_WINDOWS_PER_TUPLE:,} are supported",
             source,
@@ -201,6 +201,15 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
         text=source.text[query.span.start : query.span.end],
         stream_op=query.stream_op or "RSTREAM",
     )
+
+
+def _count(n: int) -> str:
+    """A whole number for a message: with commas, or as 1.23e45 when long (it may be
+    past a double's range: RANGE 1e300 sec SLIDE 1e-300 sec)."""
+    if n < 10**12:
+        return f"{n:,}"
+    digits = str(n)
+    return f"{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
 
 
 def _number(value: Fraction) -> str:

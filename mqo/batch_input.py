@@ -85,7 +85,7 @@ def columns_of(
                     f"stream {schema.name}: row {row}, column {col.name}: {converted[row]} is not a number"
                 )
         else:
-            converted = list(_plain(values))
+            converted = _typed(values, schema.name, col.name, col.ctype)
         if len(converted) != n:
             raise TupleError(f"stream {schema.name}: column {col.name} has {len(converted)} values but ts has {n}")
         columns[col.name] = converted
@@ -142,7 +142,7 @@ def _integers(values: Any, stream: str, column: str) -> tuple[np.ndarray, np.nda
             whole = np.asarray(values.fill_null(0).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
             return whole, null, bool((np.abs(whole) >= EXACT_INTEGERS).any())
         values = values.to_pylist()
-    arr = np.asarray(values)
+    arr = _one_dimensional(np.asarray(values), stream, column)
     if arr.dtype.kind in "iu":
         if arr.dtype.kind == "u" and len(arr) and int(arr.max()) > INT64_MAX:
             row = int(np.argmax(arr))
@@ -175,10 +175,36 @@ def _integers(values: Any, stream: str, column: str) -> tuple[np.ndarray, np.nda
     return out, null, wide
 
 
-def _plain(values: Any) -> Any:
+_PYTHON_TYPE = {ColumnType.STRING: (str, "a string"), ColumnType.BOOLEAN: (bool, "a boolean")}
+
+
+def _typed(values: Any, stream: str, column: str, ctype: ColumnType) -> list[Any]:
+    """A STRING or BOOLEAN column as a list of str (bool) or None, as ``push`` takes
+    them: a number in a STRING column is an error, not a value of another type."""
+    want, what = _PYTHON_TYPE[ctype]
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.to_pylist()
-    return values
+        kind = values.type
+        if pa.types.is_null(kind) or (
+            pa.types.is_boolean(kind)
+            if ctype is ColumnType.BOOLEAN
+            else pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        ):
+            return values.to_pylist()  # (every value is of the type already)
+        out = values.to_pylist()  # (a dictionary of strings holds strings too: checked below)
+    else:
+        out = _one_dimensional(values, stream, column).tolist() if isinstance(values, np.ndarray) else list(values)
+    for i, v in enumerate(out):
+        if v is not None and not isinstance(v, want):
+            raise TupleError(f"stream {stream}: row {i}, column {column}: expected {what}, got {v!r}")
+    return out
+
+
+def _one_dimensional(arr: np.ndarray, stream: str, column: str) -> np.ndarray:
+    if arr.ndim != 1:
+        raise TupleError(
+            f"stream {stream}, column {column}: expected one value per row, got an array of shape {arr.shape}"
+        )
+    return arr
 
 
 def _floats(values: Any, stream: str, column: str) -> np.ndarray:
@@ -187,7 +213,7 @@ def _floats(values: Any, stream: str, column: str) -> np.ndarray:
             raise TupleError(f"stream {stream}, column {column}: expected numbers, got Arrow type {values.type}")
         values = values.cast(pa.float64()).to_numpy(zero_copy_only=False)
     try:
-        arr = np.asarray(values)
+        arr = _one_dimensional(np.asarray(values), stream, column)
         if arr.dtype.kind in "fiu":
             return arr.astype(np.float64)
     except (TypeError, ValueError):

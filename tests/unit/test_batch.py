@@ -229,6 +229,46 @@ def test_bad_batches_are_clear_errors(batch, fragment, thesis_ddl):
     assert fragment in str(err.value)
 
 
+TYPED_DDL = "REGISTER STREAM S (name STRING, ok BOOLEAN, n INTEGER);"
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "fragment"),
+    [
+        ("name", 5, "column name: expected a string, got 5"),
+        ("name", 1.5, "column name: expected a string, got 1.5"),
+        ("name", True, "column name: expected a string, got True"),
+        ("ok", 1, "column ok: expected a boolean, got 1"),
+        ("ok", "true", "column ok: expected a boolean, got 'true'"),
+    ],
+)
+@pytest.mark.parametrize("form", ["list", "numpy", "arrow"])
+def test_a_batch_takes_the_values_push_takes(column, value, fragment, form):
+    """A STRING or BOOLEAN column of a batch holds what ``push`` takes there (a str, a
+    bool, None) or the batch is refused naming the row and column, as ``push`` refuses
+    the tuple; a number in a STRING column was taken as it was."""
+    m = mqo.Matcher(TYPED_DDL, missing="null")
+    m.register_query("SELECT S.name, S.ok FROM S")
+    with pytest.raises(TupleError, match=fragment.split(": ", 1)[1]):
+        m.push("S", 0.0, {column: value})
+    given = {"list": [value], "numpy": np.array([value], object), "arrow": pa.array([value])}[form]
+    with pytest.raises(TupleError) as err:
+        m.push_batch("S", {"ts": [1.0], column: given})
+    assert str(err.value) == f"stream S: row 0, {fragment}"
+    good = "fine" if column == "name" else False
+    assert m.push_batch("S", {"ts": [3.0], column: [good]}).to_pylist()[0]["values"][f"S.{column}"] == good
+
+
+def test_a_column_of_many_dimensions_is_refused(thesis_ddl):
+    m = sparse_matcher(thesis_ddl)
+    m.register_query("SELECT * FROM B WHERE B.pressure > 0")
+    for column in ("ts", "pressure", "alert"):
+        batch = {"ts": np.array([1.0, 2.0]), "pressure": np.array([1.0, 2.0]), "alert": np.array([0, 1])}
+        batch[column] = batch[column].reshape(2, 1)
+        with pytest.raises(TupleError, match=f"column {column}: expected one value per row, got an array of shape"):
+            m.push_batch("B", batch)
+
+
 def test_late_rows_inside_a_batch_are_reported(thesis_ddl):
     seen = []
     m = sparse_matcher(thesis_ddl, late_sink=seen.append)

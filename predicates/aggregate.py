@@ -204,12 +204,15 @@ def _compile(query: Query, catalog: Catalog, name: str, order: ColumnOrder, max_
 
 
 def _count(n: int) -> str:
-    """A whole number for a message: with commas, or as 1.23e45 when long (it may be
-    past a double's range: RANGE 1e300 sec SLIDE 1e-300 sec)."""
+    """A whole number for a message: with commas, or as 1.23e+45 when long (``%.3g``,
+    which a double past 1.8e308 cannot take: RANGE 1e300 sec SLIDE 1e-300 sec)."""
     if n < 10**12:
         return f"{n:,}"
-    digits = str(n)
-    return f"{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
+    if n < 10**300:
+        return f"{float(n):.3g}"
+    digits = str(n)  # (truncated, not rounded: the count is only said)
+    mantissa = f"{digits[0]}.{digits[1:3]}".rstrip("0").rstrip(".")
+    return f"{mantissa}e+{len(digits) - 1}"
 
 
 def _number(value: Fraction) -> str:

@@ -164,6 +164,8 @@ def test_sparse_slices_equal_the_reference_over_a_billion_seconds(data: Any) -> 
     "window, many",
     [
         ("RANGE 1e300 SLIDE 1", "1e+300 windows"),
+        ("RANGE 1e300 SLIDE 1e-300", "1e+600 windows"),  # past a double: an OverflowError once
+        ("RANGE 1 h SLIDE 1 ms", "3,600,000 windows"),
         ("RANGE 1e20 SLIDE 1", "1e+20 windows"),
         ("RANGE 1e15 SLIDE 1", "1e+15 windows"),
         ("RANGE 10 SLIDE 0.000000001", "10,000,000,000 windows"),

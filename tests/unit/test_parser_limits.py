@@ -108,20 +108,3 @@ def test_cli_reserved_column_is_a_positioned_error(tmp_path: Path) -> None:
     proc = match(schema=schema, queries=queries, inputs=[f"B={data}"])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{schema}:3:3:" in proc.stderr and "reserved word" in proc.stderr
-
-
-@pytest.mark.parametrize(
-    ("window", "said"),
-    [
-        ("RANGE 1 h SLIDE 1 ms", "3,600,000 windows"),
-        ("RANGE 1e300 sec SLIDE 1e-300 sec", "1.00e600 windows"),  # past a double: once an OverflowError
-        ("ROWS 99999999 SLIDE 1", "99,999,999 windows"),
-    ],
-)
-def test_a_window_that_puts_a_tuple_in_too_many_windows_is_a_positioned_error(window: str, said: str) -> None:
-    text = f"SELECT COUNT(*) FROM B [{window}]"
-    with pytest.raises(QueryError) as err:
-        register(text)
-    message = str(err.value)
-    assert f"a tuple would fall in {said} of this one" in message and "at most 1,000,000 are supported" in message
-    assert message.startswith(f"<query>:1:{text.index('[') + 1}:")

@@ -195,6 +195,9 @@ def _typed(values: Any, stream: str, column: str, ctype: ColumnType) -> list[Any
         out = _one_dimensional(values, stream, column).tolist() if isinstance(values, np.ndarray) else list(values)
     for i, v in enumerate(out):
         if v is not None and not isinstance(v, want):
+            if want is bool and isinstance(v, np.bool_):
+                out[i] = bool(v)  # (numpy's bool is no bool to isinstance; push takes it too)
+                continue
             raise TupleError(f"stream {stream}: row {i}, column {column}: expected {what}, got {v!r}")
     return out
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any
 
+import numpy as np
+
 from mqo.results import TupleError
 from predicates import ColumnType, StreamSchema
 from predicates.ast import NUMERIC_TYPES
@@ -128,9 +130,9 @@ class RowBuilder:
             if not isinstance(value, str):
                 raise self._type_error(value, pos, "a string")
             return value
-        if not isinstance(value, bool):
+        if not isinstance(value, (bool, np.bool_)):
             raise self._type_error(value, pos, "a boolean")
-        return value
+        return bool(value)
 
     def _type_error(self, value: Any, pos: int, expected: str) -> TupleError:
         col = self.schema.columns[pos - 2]

@@ -259,6 +259,15 @@ def test_a_batch_takes_the_values_push_takes(column, value, fragment, form):
     assert m.push_batch("S", {"ts": [3.0], column: [good]}).to_pylist()[0]["values"][f"S.{column}"] == good
 
 
+def test_numpy_booleans_are_booleans():
+    """np.bool_ is no bool to ``isinstance``; push and push_batch take it as the bool it is."""
+    m = mqo.Matcher(TYPED_DDL, missing="null")
+    m.register_query("SELECT S.ok FROM S WHERE S.ok = TRUE")
+    pushed = [r.values["S.ok"] for r in m.push("S", 0.0, {"ok": np.True_})]
+    batched = [r.values["S.ok"] for r in m.push_batch("S", {"ts": [1.0, 2.0], "ok": [np.True_, np.False_]})]
+    assert pushed == batched == [True] and {type(v) for v in pushed + batched} == {bool}
+
+
 def test_a_column_of_many_dimensions_is_refused(thesis_ddl):
     m = sparse_matcher(thesis_ddl)
     m.register_query("SELECT * FROM B WHERE B.pressure > 0")

@@ -21,12 +21,11 @@ import os
 import signal
 import sys
 import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from itertools import permutations
 from typing import TYPE_CHECKING, Any
 
-from runtime.workload import EXTRAS, CliError, load_matcher, require, warn, workload_warnings
+from runtime.workload import EXTRAS, CliError, load_matcher, require, warn, warnings_as_messages, workload_warnings
 
 _LARGE_QUERY_FILE = 1 << 20  # bytes: about 5,000 queries
 
@@ -540,24 +539,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-@contextlib.contextmanager
-def _warnings_as_messages(command: str) -> Iterator[None]:
-    """The library's warnings (a sum past 64 bits, a query that never matches) as the
-    command's own warning lines, not Python's ``file:line: UserWarning:`` form, which
-    names a source line of mqo that means nothing to the user."""
-
-    def show(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
-        kind = "" if category is UserWarning or category.__module__.startswith("mqo") else f" ({category.__name__})"
-        warn(command, f"{message}{kind}")
-
-    shown = warnings.showwarning
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = shown
-
-
 def _main(argv: Sequence[str] | None) -> int:
     from runtime.stopping import Terminated, deferred_stop, exit_status, raise_on_sigterm
 
@@ -577,7 +558,7 @@ def _main(argv: Sequence[str] | None) -> int:
         from predicates import MqoError
 
         try:
-            with _warnings_as_messages(args.command):
+            with warnings_as_messages(args.command):
                 return func(args)
         except CliError as err:
             print(f"mqo {args.command}: error: {err}", file=sys.stderr)

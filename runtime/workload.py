@@ -7,10 +7,12 @@ imported when a workload is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mqo import Matcher
@@ -66,6 +68,24 @@ def load_matcher(schema_path: str, queries_path: str, **options: object) -> Matc
 
 def warn(command: str, message: str) -> None:
     print(f"mqo {command}: warning: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def warnings_as_messages(command: str) -> Iterator[None]:
+    """The library's warnings (a sum past 64 bits, a query that never matches) as the
+    command's own warning lines, not Python's ``file:line: UserWarning:`` form, which
+    names a source line of mqo that means nothing to the user."""
+
+    def show(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+        kind = "" if category is UserWarning or category.__module__.startswith("mqo") else f" ({category.__name__})"
+        warn(command, f"{message}{kind}")
+
+    shown = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def workload_warnings(matcher: Matcher, queries_path: str, input_streams: Sequence[str] | None) -> list[str]:

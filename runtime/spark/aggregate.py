@@ -54,7 +54,7 @@ import pyarrow as pa
 from mqo import AggregateBatch, AggregateChunk, AggregateValues, Matcher, text_of, value_texts
 from predicates import AggregateQuery
 from runtime.spark.aggregate_views import materialize
-from runtime.spark.common import pandas_frame, runs, shuffle_partitions, unify
+from runtime.spark.common import fitted, pandas_frame, report_nulled, runs, shuffle_partitions, unify
 from runtime.spark.spec import (
     SparkStageError,
     StageSpec,
@@ -68,6 +68,7 @@ from runtime.spark.view_rows import needed_views, view_frames, view_rows, views_
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark import Accumulator
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
@@ -135,12 +136,19 @@ def aggregate_batch(
     schema: str | None = None,
     partitions: int | None = None,
     span: float | None = None,
+    nulled: Accumulator[int] | None = None,
 ) -> DataFrame:
     """The aggregate rows of the queries over the stream DataFrames (see the module
     docstring). ``queries`` holds aggregate queries and the match views they read (match
     queries go to :func:`runtime.spark.match_batch`); ``streams`` the declared streams'
     DataFrames (a view's rows come from its query); ``span``: the time span width for
-    streams partitioned by time (default four times the stream's largest RANGE)."""
+    streams partitioned by time (default four times the stream's largest RANGE).
+
+    A value past 64 bits (``-MIN(x)`` of the smallest INTEGER) is NULL, as the local
+    engine writes it; ``nulled``: an accumulator counting them, as in
+    :func:`runtime.spark.match_batch`. (A ``SUM`` past 64 bits is NULL too, with the
+    local engine's own warning naming the query, in the worker's log; neither engine
+    counts it with these.)"""
     matcher = stage_matcher(queries, schema, streams, None, kind="aggregate", views=True)
     n = shuffle_partitions(streams, partitions, "partitions")
     aggregator = matcher.aggregator
@@ -172,7 +180,7 @@ def aggregate_batch(
         stream = plan.stream
         rows = unify({stream: streams[stream]}, layout_spec)
         part = partitioned(rows, plan, layout_spec, n).mapInArrow(
-            partial(aggregate_partition, ddl, plan, layout_spec.stream(stream)), aggregate_schema()
+            partial(aggregate_partition, ddl, plan, layout_spec.stream(stream), nulled=nulled), aggregate_schema()
         )
         out = part if out is None else out.unionByName(part)
     assert out is not None
@@ -228,36 +236,47 @@ def owned(plan: StreamPlan, span: int, window_ends: Sequence[float] | np.ndarray
     return np.floor(np.asarray(window_ends, np.float64) / plan.span) == span
 
 
-def output_rows(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> list[tuple[Any, ...]]:
+def output_rows(
+    rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None
+) -> tuple[list[tuple[Any, ...]], int]:
     """Aggregate rows as output tuples in :func:`aggregate_schema`'s column order (maps
-    as lists of pairs), in emission order; ``keep(window_ends)``: which to keep."""
-    batch = output_batch(rows, keep)
-    return list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+    as lists of pairs), in emission order, and how many values past 64 bits were made
+    NULL (:func:`output_batch`); ``keep(window_ends)``: which to keep."""
+    batch, wide = output_batch(rows, keep)
+    return list(zip(*(column.to_pylist() for column in batch.columns), strict=True)), wide
 
 
-def output_batch(rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> pa.RecordBatch:
-    """The rows of :func:`output_rows` as one Arrow batch, in emission order. Built
+def output_batch(
+    rows: AggregateBatch, keep: Callable[[np.ndarray], np.ndarray] | None = None
+) -> tuple[pa.RecordBatch, int]:
+    """The rows of :func:`output_rows` as one Arrow batch, in emission order, and how
+    many values were made NULL: an integer past 64 bits (an exact value such as
+    ``-MIN(x)`` of the smallest INTEGER) is NULL, as the local engine writes it. Built
     column by column from the batch's chunks, with no object per row: the stage's
     output is millions of rows, and making them one by one in Python was most of its
     time. The texts of all values of one type are made in one call of Arrow's kernels
     (a chunk is one query's rows: a thousand queries make thousands of small chunks)."""
     tables = []
+    wide = 0
     for part in rows.parts:
         if not part:
             continue
         order = AggregateBatch._order(part)
         if keep is not None:
             order = order[keep(np.concatenate([c.ends for c in part])[order])]
-        tables.append(_part_table(part).take(pa.array(order)))
+        table, nulled = _part_table(part)
+        tables.append(table.take(pa.array(order)))
+        wide += int(nulled[order].sum())  # (the rows kept: a span's windows ending elsewhere are another's)
     # (one batch: the rows were taken in order into one chunk; none when none is kept)
     batches = pa.concat_tables(tables).combine_chunks().to_batches() if tables else []
     if not batches:
-        return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in _ARROW_SCHEMA], schema=_ARROW_SCHEMA)
-    return batches[0]
+        return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in _ARROW_SCHEMA], schema=_ARROW_SCHEMA), wide
+    return batches[0], wide
 
 
-def _part_table(part: list[AggregateChunk]) -> pa.Table:
-    """The rows of a part's chunks, chunk after chunk, as a table of the output schema."""
+def _part_table(part: list[AggregateChunk]) -> tuple[pa.Table, np.ndarray]:
+    """The rows of a part's chunks, chunk after chunk, as a table of the output schema,
+    and how many values of each row were made NULL (:func:`_column_texts`)."""
     sizes = np.array([len(c) for c in part], np.int64)
     chunk_of = np.repeat(np.arange(len(part)), sizes)
     queries = pa.array([c.query for c in part], pa.string()).take(pa.array(chunk_of))
@@ -274,7 +293,7 @@ def _part_table(part: list[AggregateChunk]) -> pa.Table:
         group_cells.append((base + codes[:, None] * kg + np.arange(kg)[None, :]).reshape(-1))
     groups = _maps(part, [c.group_by for c in part], pa.array(group_texts, pa.string()), group_cells)
     # every value column's texts in one array; row r of a chunk reads r of each column
-    texts, bases = _column_texts([column for c in part for column in c.values])
+    texts, bases, wide = _column_texts([column for c in part for column in c.values])
     value_cells = []
     at = 0
     for c in part:
@@ -282,7 +301,12 @@ def _part_table(part: list[AggregateChunk]) -> pa.Table:
         value_cells.append((np.arange(len(c))[:, None] + bases[at : at + k][None, :]).reshape(-1))
         at += k
     values = _maps(part, [c.names for c in part], texts, value_cells)
-    return pa.Table.from_arrays([queries, starts_column, ends, groups, values], schema=_ARROW_SCHEMA)
+    nulled = np.zeros(len(chunk_of), np.int64)
+    if len(wide):  # each row's cells, row after row: which rows read the values made NULL
+        cells = np.concatenate(value_cells)
+        rows = np.repeat(np.arange(len(chunk_of)), np.repeat([len(c.values) for c in part], sizes))
+        nulled = np.bincount(rows[np.isin(cells, wide)], minlength=len(chunk_of))
+    return pa.Table.from_arrays([queries, starts_column, ends, groups, values], schema=_ARROW_SCHEMA), nulled
 
 
 def _maps(part: list[AggregateChunk], names: list[Any], texts: pa.Array, cells: list[np.ndarray]) -> pa.MapArray:
@@ -302,34 +326,44 @@ def _maps(part: list[AggregateChunk], names: list[Any], texts: pa.Array, cells: 
     return pa.MapArray.from_arrays(pa.array(offsets), key_array, items, type=_ARROW_SCHEMA.field("group").type)
 
 
-def _column_texts(columns: list[AggregateValues]) -> tuple[pa.Array, np.ndarray]:
+def _column_texts(columns: list[AggregateValues]) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """The texts of every value of ``columns`` as :func:`mqo.text_of` prints them (NULL
-    stays NULL), in one array, and where each column's first value is in it. Columns of
-    one type are formatted together."""
+    stays NULL, an integer past 64 bits is NULL: :func:`runtime.spark.common.fitted`),
+    in one array, where each column's first value is in it, and where the values made
+    NULL are in it. Columns of one type are formatted together."""
     kinds: dict[str, list[int]] = {}
     for i, column in enumerate(columns):
         kinds.setdefault(column.data.dtype.kind, []).append(i)
     bases = np.zeros(len(columns), np.int64)
     pieces = []
+    wide: list[int] = []
     size = 0
     for kind, members in kinds.items():
         lengths = np.array([len(columns[i]) for i in members], np.int64)
-        bases[members] = size + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        first = size
+        bases[members] = first + np.concatenate([[0], np.cumsum(lengths)[:-1]])
         size += int(lengths.sum())
-        if kind == "O":
-            pieces.append(pa.array([text_of(v) for i in members for v in columns[i].tolist()], pa.string()))
+        if kind == "O":  # Python values: texts, exact numbers (an integer past 64 bits among them)
+            kept, at = fitted([v for i in members for v in columns[i].tolist()])
+            wide += [first + k for k in at]
+            pieces.append(pa.array([text_of(v) for v in kept], pa.string()))
             continue
         data = np.concatenate([columns[i].data for i in members])
         values = pa.array(data, mask=np.concatenate([columns[i].null for i in members]))
         pieces.append(value_texts(values, values.type, json_text=False))
-    return (pa.concat_arrays(pieces) if pieces else pa.array([], pa.string())), bases
+    texts = pa.concat_arrays(pieces) if pieces else pa.array([], pa.string())
+    return texts, bases, np.array(wide, np.int64)
 
 
 # ------------------------------------------------------------- on the workers
 
 
 def aggregate_partition(
-    ddl: str, plan: StreamPlan, layout: StreamLayout, batches: Iterator[pa.RecordBatch]
+    ddl: str,
+    plan: StreamPlan,
+    layout: StreamLayout,
+    batches: Iterator[pa.RecordBatch],
+    nulled: Accumulator[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """One task: one matcher per span in time mode (a row may be in several), one for
     the whole task otherwise, fed the rows in (ts, id) order."""
@@ -339,11 +373,14 @@ def aggregate_partition(
     table = pa.Table.from_batches(received)
     p = table.column("_p").to_numpy()
     bounds = runs(p) if plan.mode == "time" else [(0, len(p))]
+    wide = 0
     for start, end in bounds:
         rows = _run(ddl, plan, layout, table.slice(start, end - start))
-        out = output_batch(rows, partial(owned, plan, int(p[start])))
+        out, count = output_batch(rows, partial(owned, plan, int(p[start])))
+        wide += count
         if out.num_rows:
             yield out
+    report_nulled(nulled, wide, "aggregate stage")
 
 
 def _run(ddl: str, plan: StreamPlan, layout: StreamLayout, table: pa.Table) -> AggregateBatch:

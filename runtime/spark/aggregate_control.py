@@ -70,13 +70,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mqo import Matcher
+from mqo import AggregateBatch, Matcher
 from runtime.spark.aggregate import AGGREGATE_COLUMNS, aggregate_frame, aggregate_schema, output_rows
 from runtime.spark.common import (
     STATE_SCHEMA,
     gathered,
     late_row,
     numbers_as_text,
+    report_nulled,
     runs,
     stream_columns,
     stream_lateness,
@@ -94,6 +95,7 @@ from runtime.spark.spec import (
 )
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.state import GroupState
     from pyspark.sql.types import StructType
@@ -145,11 +147,13 @@ def aggregate_control_stream(
     allowed_lateness: float | None = None,
     shared_control: bool = False,
     max_window: float | None = None,
+    nulled: Accumulator[int] | None = None,
 ) -> DataFrame:
     """The aggregate rows of queries that come and go through ``control`` (see the
     module docstring); ``queries`` are the ones active from the start (may be empty).
     ``max_window``: with ``shared_control``, the match stage's, so that this stage
-    knows which match queries that stage refuses."""
+    knows which match queries that stage refuses. ``nulled``: an accumulator counting
+    the values past 64 bits written as NULL (:func:`runtime.spark.aggregate_batch`)."""
     from pyspark.sql import functions as F
 
     matcher = stage_matcher(queries, schema, streams, None, kind="aggregate", may_be_empty=True)
@@ -190,7 +194,7 @@ def aggregate_control_stream(
         grouped = grouped.unionByName(part, allowMissingColumns=True)
     grouped = numbers_as_text(grouped, layouts)
     return grouped.groupBy("_g").applyInPandasWithState(
-        partial(control_group, job), aggregate_control_schema(), STATE_SCHEMA, "append", "NoTimeout"
+        partial(control_group, job, nulled=nulled), aggregate_control_schema(), STATE_SCHEMA, "append", "NoTimeout"
     )
 
 
@@ -198,7 +202,11 @@ def aggregate_control_stream(
 
 
 def control_group(
-    job: _ControlJob, key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    job: _ControlJob,
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: GroupState,
+    nulled: Accumulator[int] | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One stream's group in one micro-batch: restore its matcher, apply the commands,
     feed the tuples (its own) and markers (the others') in (ts, stream, id) order, put
@@ -227,7 +235,10 @@ def control_group(
         if len(tuples):
             _feed(matcher, job, layout, tuples)
     mine = {q for q, reg in (matcher.aggregator.queries.items() if matcher.aggregator else ()) if _is(reg, layout)}
-    out += [(*r, None) for r in output_rows(matcher.poll_aggregates()) if r[0] in mine]
+    polled = matcher.poll_aggregates()
+    made, wide = output_rows(AggregateBatch([[c for c in part if c.query in mine] for part in polled.parts]))
+    out += [(*r, None) for r in made]
+    report_nulled(nulled, wide, "streaming aggregate stage")
     out += [late_row(t.stream, t.ts, t.id, len(AGGREGATE_COLUMNS) + 1, aggregate=True) for t in late]
     save_state(state, STATE_FORMAT, job.fingerprint, matcher=matcher.snapshot(), foreign=sorted(foreign))
     if out:

@@ -104,6 +104,7 @@ from runtime.spark.common import (
     late_row,
     never_late,
     numbers_as_text,
+    report_nulled,
     shuffle_partitions,
     stream_columns,
     stream_lateness,
@@ -121,6 +122,7 @@ from runtime.spark.spec import (
 )
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.state import GroupState
 
@@ -154,6 +156,7 @@ def aggregate_stream(
     control: DataFrame | None = None,
     shared_control: bool = False,
     max_window: float | None = None,
+    nulled: Accumulator[int] | None = None,
 ) -> DataFrame:
     """The aggregate rows of the queries over streaming DataFrames: a streaming
     DataFrame (append mode; see the module docstring). ``queries`` holds aggregate
@@ -167,7 +170,8 @@ def aggregate_stream(
     that register and unregister aggregate queries while the stage runs, ``queries``
     being those active from the start (may be empty): one state group per stream, see
     :mod:`runtime.spark.aggregate_control` (``shared_control`` and ``max_window`` are
-    for a match stage reading the same commands)."""
+    for a match stage reading the same commands). ``nulled``: an accumulator counting
+    the values past 64 bits written as NULL, as in :func:`runtime.spark.aggregate_batch`."""
     streaming_inputs(streams, "runtime.spark.aggregate_batch")
     if control is not None:
         if slots is not None or span is not None:
@@ -182,6 +186,7 @@ def aggregate_stream(
             allowed_lateness=allowed_lateness,
             shared_control=shared_control,
             max_window=max_window,
+            nulled=nulled,
         )
     if shared_control or max_window is not None:
         raise SparkStageError("shared_control and max_window are for queries that come through control=")
@@ -209,7 +214,7 @@ def aggregate_stream(
     # not make Spark drop the late rows the function must report
     grouped = never_late(grouped)
     return grouped.groupBy("_s", "_p").applyInPandasWithState(
-        partial(aggregate_group, job), aggregate_schema(), STATE_SCHEMA, "append", "EventTimeTimeout"
+        partial(aggregate_group, job, nulled=nulled), aggregate_schema(), STATE_SCHEMA, "append", "EventTimeTimeout"
     )
 
 
@@ -233,7 +238,11 @@ def _groups(rows: DataFrame, plan: StreamPlan, layout: StreamLayout, slots: int)
 
 
 def aggregate_group(
-    job: _Job, key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    job: _Job,
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: GroupState,
+    nulled: Accumulator[int] | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One state group in one micro-batch (rows, or a timeout without rows): restore
     its matcher, report late tuples, push the rest in (ts, id) order, move it to
@@ -273,7 +282,9 @@ def aggregate_group(
             # Spark's watermark is the matcher's (time='external'): the windows ending
             # before it come out
             matcher.heartbeat(watermark)
-        out += output_rows(matcher.poll_aggregates(), partial(owned, plan, group))
+        made, wide = output_rows(matcher.poll_aggregates(), partial(owned, plan, group))
+        out += made
+        report_nulled(nulled, wide, "streaming aggregate stage")
     # a safety net: the matchers decide lateness on the same watermark
     mine = owned(plan, group, [t.ts for t in late_seen])
     width = len(AGGREGATE_COLUMNS)

@@ -112,6 +112,7 @@ from runtime.spark.tables import DEFAULT_MAX_TABLE_ROWS, stage_tables
 from runtime.spark.worker import match_partition
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import DataFrame
 
 __all__ = ["match_batch"]
@@ -129,6 +130,7 @@ def match_batch(
     emit: str = "arrival",
     tables: Mapping[str, DataFrame] | None = None,
     max_table_rows: int = DEFAULT_MAX_TABLE_ROWS,
+    nulled: Accumulator[int] | None = None,
 ) -> DataFrame:
     """Match stream DataFrames against the queries; a DataFrame of results.
 
@@ -143,6 +145,12 @@ def match_batch(
     by partition, each in order, as ``collect`` or a file write keeps it. ``tables``
     maps table names to DataFrames of their rows, each collected on the driver (at most
     ``max_table_rows`` rows). See the module docstring for the schema and the semantics.
+
+    A SELECT value past 64 bits (INTEGER arithmetic that overflows) is NULL, as the
+    local engine writes it; ``nulled``: an accumulator (``spark.sparkContext.accumulator(0)``)
+    the tasks add how many such values they made to, read with ``.value`` after an action
+    (a retried task may count twice, as with any accumulator). Each such task also logs
+    one warning (logger ``mqo.spark``).
     """
     from pyspark.sql import functions as F
 
@@ -158,7 +166,7 @@ def match_batch(
         matcher, partition_by=partition_by, bucket_width=bucket_width, allowed_lateness=0.0, tables=reference
     )
     n = shuffle_partitions(streams, partitions, "partitions")
-    results = arranged(streams, spec, n).mapInArrow(partial(match_partition, spec), result_schema(spec))
+    results = arranged(streams, spec, n).mapInArrow(partial(match_partition, spec, nulled=nulled), result_schema(spec))
     if emit == "ordered":
         # every result is final in a batch job (no tuple comes later): order is a sort
         results = results.orderBy("ts", "query", F.array_sort(F.map_entries("ids")))

@@ -56,6 +56,7 @@ from runtime.spark.tables import put_file_rows, table_texts
 from runtime.spark.view_rows import needed_views, numbered, view_rows, views_matcher
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import SparkSession
 
 
@@ -120,6 +121,7 @@ def run_spark_match(
     tables = stream_tables(matcher, data, ids, keep)
     found = result_schema(matcher.value_types()).empty_table()
     rows = AggregateBatch()
+    nulled = 0  # values past 64 bits the stages wrote as NULL (the writers count the rest)
     if tables and (matching is not None or aggregating is not None or written is not None or windowed is not None):
         spark, owned = spark_session(args.master)
         try:
@@ -127,10 +129,13 @@ def run_spark_match(
             # one partition per core: the default 200 shuffle partitions cost more in task
             # start-up than a file's worth of matching
             cores = max(1, spark.sparkContext.defaultParallelism)
+            counted = spark.sparkContext.accumulator(0)
             if matching is not None:
-                found = in_result_order(match_batch(frames, matching, partitions=cores).toArrow(), matching)
+                results = match_batch(frames, matching, partitions=cores, nulled=counted)
+                found = in_result_order(results.toArrow(), matching)
             if aggregating is not None:
-                rows = run_aggregates(aggregating, frames, cores)
+                rows = run_aggregates(aggregating, frames, cores, counted)
+            nulled = counted.value
             if written is not None:
                 write_view_rows(views, written, frames, cores)
             if windowed is not None:
@@ -155,7 +160,7 @@ def run_spark_match(
                 summary.aggregates = aggregate_writer.write_aggregates(rows)
             else:
                 summary.results += writer.write_aggregates(rows)
-    summary.nonfinite = writer.nonfinite + (aggregate_writer.nonfinite if separate else 0)
+    summary.nonfinite = nulled + writer.nonfinite + (aggregate_writer.nonfinite if separate else 0)
     summary.tuples = summary.total = sum(len(d) for d in data)
     for d in data:
         summary.per_stream[d.stream] = summary.per_stream.get(d.stream, 0) + len(d)
@@ -204,9 +209,12 @@ def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
     return matching, aggregating
 
 
-def run_aggregates(aggregating: Matcher, frames: Mapping[str, Any], partitions: int) -> AggregateBatch:
+def run_aggregates(
+    aggregating: Matcher, frames: Mapping[str, Any], partitions: int, nulled: Accumulator[int] | None = None
+) -> AggregateBatch:
     """The aggregate rows of the stage over the streams that have tuples (a query on a
-    stream without any has no rows, as in the local engine), in file order."""
+    stream without any has no rows, as in the local engine), in file order; ``nulled``
+    counts their values past 64 bits, written as NULL (:func:`runtime.spark.aggregate_batch`)."""
     from runtime.spark.aggregate import aggregate_batch
 
     queries = aggregating.registrations.output_aggregates()
@@ -219,7 +227,7 @@ def run_aggregates(aggregating: Matcher, frames: Mapping[str, Any], partitions: 
         aggregating = views_matcher(aggregating, needed_views(aggregating, [q.stream for q in fed]))
         for q in fed:
             aggregating.register_query(q.text, query_id=q.name, source_name=f"<query {q.name}>")
-    table = aggregate_batch(dict(frames), aggregating, partitions=partitions).toArrow()
+    table = aggregate_batch(dict(frames), aggregating, partitions=partitions, nulled=nulled).toArrow()
     return aggregate_writers.in_file_order(stage_rows(table, queries))
 
 

@@ -2,7 +2,8 @@
 unified row layout every stage shuffles (:func:`unify`), the match stages' grouping
 columns (:func:`key_column`, :func:`time_buckets`) and result schema, each stream's
 lateness and the never-late event-time column of the streaming stages, the rows a late
-tuple and a refused command come out as, and the pandas frames a state group yields.
+tuple and a refused command come out as, the pandas frames a state group yields, and
+how a task reports the computed values it wrote as NULL (:func:`report_nulled`).
 
 What belongs to the spec (the DDL, the queries, the settings, the layout) is in
 :mod:`runtime.spark.spec`; what runs on the workers in :mod:`runtime.spark.worker`.
@@ -10,6 +11,7 @@ What belongs to the spec (the DDL, the queries, the settings, the layout) is in
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mqo import Matcher, MatcherConfig, clock_for
+from mqo.result_encoding import within_64_bits
 from predicates import ColumnType, did_you_mean
 from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, type_family
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark import Accumulator
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructField, StructType
 
@@ -394,3 +398,33 @@ def pandas_frame(rows: Sequence[tuple[Any, ...]], names: Sequence[str], doubles:
             for name, column in zip(names, columns, strict=True)
         }
     )
+
+
+# ------------------------------------------------- values written as NULL
+
+LOG = logging.getLogger("mqo.spark")
+
+
+def fitted(values: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """``values`` (of any types) with each integer past 64 bits None, and where those
+    were: the local engine's rule (:func:`mqo.result_encoding.within_64_bits`) over the
+    integers among them (a control stream's result values, an aggregate's column of
+    Python values)."""
+    at = [k for k, v in enumerate(values) if type(v) is int]
+    kept, count = within_64_bits([values[k] for k in at])
+    out = list(values)
+    wide = [k for k, v in zip(at, kept, strict=True) if v is None] if count else []
+    for k in wide:
+        out[k] = None
+    return out, wide
+
+
+def report_nulled(nulled: Accumulator[int] | None, count: int, stage: str) -> None:
+    """A task's (or state group's) computed values written as NULL (integers past 64
+    bits, as the local engine writes them): ``count`` added to the stage's accumulator,
+    if it was given one, and one warning in the worker's log (``mqo.spark``), which is
+    what a caller without an accumulator sees."""
+    if count:
+        LOG.warning("mqo %s: %d computed value(s) past 64 bits written as NULL", stage, count)
+        if nulled is not None:
+            nulled.add(count)

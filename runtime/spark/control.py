@@ -37,7 +37,8 @@ reads the same commands and aggregate queries are its (:func:`apply_shared`).
 **Output** (:func:`control_schema`): ``query string, ts double, ids map<string,bigint>,
 values map<string,string>, error string``. Value names differ between queries that come
 and go, so values travel as a map, each value as the text it prints as (exact, see
-:func:`mqo.batch.text_of`). Late tuples: ``query`` NULL, ``ids = {stream: id}``.
+:func:`mqo.batch.text_of`; an integer past 64 bits NULL, as the local engine writes
+it). Late tuples: ``query`` NULL, ``ids = {stream: id}``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mqo import Matcher, MqoError, text_of
-from runtime.spark.common import pandas_frame
+from runtime.spark.common import fitted, pandas_frame
 from runtime.spark.spec import SparkStageError, StageSpec
 from runtime.spark.worker import spawn
 
@@ -292,8 +293,12 @@ def _too_wide(probe: Matcher, query: str, max_window: float) -> bool:
     return rq.is_multi_stream and rq.maxwindow > max_window
 
 
-def result_row(query: str, ts: float, ids: dict[str, int], values: dict[str, Any]) -> tuple[Any, ...]:
-    return (query, ts, ids, {name: None if v is None else text_of(v) for name, v in values.items()}, None)
+def result_row(query: str, ts: float, ids: dict[str, int], values: dict[str, Any]) -> tuple[tuple[Any, ...], int]:
+    """A result as an output row, each value as its text (an integer past 64 bits
+    NULL, as the local engine writes it); and how many values were made NULL."""
+    kept, wide = fitted(list(values.values()))
+    texts = {name: None if v is None else text_of(v) for name, v in zip(values, kept, strict=True)}
+    return (query, ts, ids, texts, None), len(wide)
 
 
 def error_row(query: str | None, ts: float, message: str) -> tuple[Any, ...]:

@@ -116,6 +116,7 @@ import numpy as np
 import pandas as pd
 
 from mqo import LateTuple, Match, Matcher, text_of
+from mqo.result_encoding import within_64_bits
 from runtime.spark.common import (
     STATE_SCHEMA,
     column_values,
@@ -125,6 +126,7 @@ from runtime.spark.common import (
     never_late,
     numbers_as_text,
     pandas_frame,
+    report_nulled,
     result_schema,
     runs,
     shuffle_partitions,
@@ -158,6 +160,7 @@ from runtime.spark.tables import DEFAULT_MAX_TABLE_ROWS, stage_tables
 from runtime.spark.worker import Rows, freeze, spawn
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.streaming.state import GroupState
@@ -181,6 +184,7 @@ def match_stream(
     shared_control: bool = False,
     tables: Mapping[str, DataFrame] | None = None,
     max_table_rows: int = DEFAULT_MAX_TABLE_ROWS,
+    nulled: Accumulator[int] | None = None,
 ) -> DataFrame:
     """Match streaming DataFrames against the queries; a streaming DataFrame of results
     (append mode). Arguments as in :func:`runtime.spark.match_batch`;
@@ -200,7 +204,10 @@ def match_stream(
     (batch DataFrames, collected once when the stage is made; a restart with other
     rows needs a new checkpoint). Every state group loads them in every micro-batch, so
     keep them to reference data (``max_table_rows``). Not with ``emit="ordered"`` (a
-    result is joined when it is found) nor with a control stream."""
+    result is joined when it is found) nor with a control stream.
+
+    ``nulled``: an accumulator counting the values past 64 bits written as NULL, as
+    in :func:`runtime.spark.match_batch` (it grows with every micro-batch)."""
     from pyspark.sql import functions as F
 
     streaming_inputs(streams, "runtime.spark.match_batch")
@@ -274,7 +281,7 @@ def match_stream(
         grouped = never_late(grouped)
         timeout = "EventTimeTimeout"
     return grouped.groupBy("_slot").applyInPandasWithState(
-        partial(match_group, spec), output, STATE_SCHEMA, "append", timeout
+        partial(match_group, spec, nulled=nulled), output, STATE_SCHEMA, "append", timeout
     )
 
 
@@ -296,10 +303,15 @@ def _slots(spec: StageSpec) -> int:
 
 
 def match_group(
-    spec: StageSpec, key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    spec: StageSpec,
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: GroupState,
+    nulled: Accumulator[int] | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One slot in one micro-batch: restore its matcher, report late tuples, push the
-    rest in (ts, stream, id) order, emit the results it owns, save the state."""
+    rest in (ts, stream, id) order, emit the results it owns (values past 64 bits
+    NULL, reported: :func:`runtime.spark.common.report_nulled`), save the state."""
     slot = int(key[0])
     names = [name for name, _ in spec.value_types]
     dynamic = is_dynamic(spec)
@@ -339,10 +351,13 @@ def match_group(
         # in (ts, stream, id) order; the matcher reports what is older than the watermark
         rows = rows.sort_values(["ts", "_s", "id"], kind="stable", ignore_index=True)
         released += _push_runs(matcher, spec, rows)
+    wide = 0
     for m in released:
         if _owns(spec, slot, m.ts):
             if dynamic:
-                out.append(result_row(m.query, m.ts, dict(m.ids), m.values))
+                row, count = result_row(m.query, m.ts, dict(m.ids), m.values)
+                out.append(row)
+                wide += count
             else:
                 out.append((m.query, m.ts, dict(m.ids), *(m.values.get(n) for n in names)))
     for t in late_seen:  # a copy's lateness is reported by the slot owning its ts, as results are
@@ -355,8 +370,15 @@ def match_group(
         # wake this slot once Spark's watermark has passed the first held result
         # (Spark wakes it when its watermark, whole milliseconds, is past the timestamp)
         state.setTimeoutTimestamp(max(wm_ms, math.floor(first * 1000)))
-    if out:
-        yield control_frame(out) if dynamic else results_frame(out, spec.value_types)
+    if not out:
+        return
+    if dynamic:
+        frame = control_frame(out)
+    else:
+        frame, count = results_frame(out, spec.value_types)
+        wide += count
+    report_nulled(nulled, wide, "streaming match stage")
+    yield frame
 
 
 def _owns(spec: StageSpec, slot: int, ts: float) -> bool:
@@ -365,13 +387,20 @@ def _owns(spec: StageSpec, slot: int, ts: float) -> bool:
     return spec.mode == "key" or math.floor(ts / spec.bucket_width) % _slots(spec) == slot
 
 
-def results_frame(rows: list[tuple[Any, ...]], value_types: Sequence[tuple[str, str]]) -> pd.DataFrame:
+def results_frame(rows: list[tuple[Any, ...]], value_types: Sequence[tuple[str, str]]) -> tuple[pd.DataFrame, int]:
     """Results and late tuples in :func:`~runtime.spark.common.result_schema`'s layout,
-    a value of a string column as the text it prints as."""
-    text = [3 + i for i, (_, kind) in enumerate(value_types) if kind == "string"]
-    if text:
-        rows = [tuple(text_of(v) if i in text else v for i, v in enumerate(row)) for row in rows]
-    return pandas_frame(rows, ["query", "ts", "ids", *(name for name, _ in value_types)], ["ts"])
+    a value of a string column as the text it prints as, one of an integer column past
+    64 bits NULL (as the batch stage writes them); and how many were made NULL."""
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    wide = 0
+    for i, (_, kind) in enumerate(value_types, 3):
+        if kind == "string":
+            columns[i] = [text_of(v) for v in columns[i]]
+        elif kind == "int64":
+            columns[i], count = within_64_bits(columns[i])
+            wide += count
+    rows = list(zip(*columns, strict=True))
+    return pandas_frame(rows, ["query", "ts", "ids", *(name for name, _ in value_types)], ["ts"]), wide
 
 
 def _push_runs(matcher: Matcher, spec: StageSpec, rows: pd.DataFrame) -> list[Match]:

@@ -9,13 +9,18 @@ live in this module so that the cache is the worker's own.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from mqo import Match, MatchBatch, Matcher, QueryError
+from predicates.numbers import to_float
+from runtime.spark.common import report_nulled
 from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, register_each, without_lateness
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
 
 _OUT_ROWS = 8192
 
@@ -113,7 +118,9 @@ def freeze(matcher: Matcher) -> dict[str, Any]:
     return {k: snap[k] for k in kept if k in snap}
 
 
-def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def match_partition(
+    spec: StageSpec, batches: Iterator[pa.RecordBatch], nulled: Accumulator[int] | None = None
+) -> Iterator[pa.RecordBatch]:
     """One task: match the partition's rows, in the order given, with one matcher.
 
     Rows come sorted by (bucket, ts, stream, id) in time mode, by (ts, stream, id) in
@@ -127,6 +134,9 @@ def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Itera
     first (:meth:`Matcher.prepare`); the rows are then replayed in order, and only the
     ones some query wants cost more (:meth:`Matcher.replay`), exactly as if each were
     pushed in turn.
+
+    A value past 64 bits is NULL (:meth:`MatchBatch.result_columns`); how many there
+    were is reported once, at the task's end (:func:`runtime.spark.common.report_nulled`).
     """
     matcher = spawn(spec)  # before the first batch: the plan compiles while the rows arrive
     task = _Task.of(spec, matcher, batches)
@@ -134,17 +144,22 @@ def match_partition(spec: StageSpec, batches: Iterator[pa.RecordBatch]) -> Itera
         return
     found = MatchBatch(matcher.ensure_plan())
     types = spec.arrow_value_types()
-    waiting = 0
+    waiting = wide = 0
     for j, blocks in task.replayed():
         if blocks and task.owned[j]:
             found.blocks.extend(blocks)
             waiting += sum(len(block) for block in blocks)
             if waiting >= _OUT_ROWS:
-                yield from found.to_arrow(types).to_batches()
+                columns = found.result_columns(types)
+                wide += columns.overflowed
+                yield from columns.table.to_batches()
                 found = MatchBatch(matcher.ensure_plan())
                 waiting = 0
     if waiting:
-        yield from found.to_arrow(types).to_batches()
+        columns = found.result_columns(types)
+        wide += columns.overflowed
+        yield from columns.table.to_batches()
+    report_nulled(nulled, wide, "match stage")
 
 
 def view_partition(spec: StageSpec, views: ViewLayout, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -203,9 +218,14 @@ class ViewLayout:
             task.ids[trigger],
             [row[2] for _, row in rows],
         ]
-        for k, (_, columns, _types) in enumerate(self.views):
-            for column in columns:
-                arrays.append([row[3].get(column) if at[row[0].lower()] == k else None for _, row in rows])
+        for k, (_, columns, types) in enumerate(self.views):
+            for column, dtype in zip(columns, types, strict=True):
+                values = [row[3].get(column) if at[row[0].lower()] == k else None for _, row in rows]
+                if pa.types.is_floating(dtype):
+                    # a FLOAT column of INTEGER arithmetic holds exact integers (past 2**53,
+                    # past 64 bits): their nearest doubles, what the queries reading it see
+                    values = [to_float(v) if type(v) is int else v for v in values]
+                arrays.append(values)
         return pa.RecordBatch.from_arrays(
             [pa.array(a, f.type) for a, f in zip(arrays, self.schema, strict=True)], schema=self.schema
         )

@@ -21,6 +21,8 @@ QUERIES = """Query ID: hot
 SELECT * FROM S WHERE S.temp > 30;
 Query ID: pair
 SELECT S.temp, T.level FROM S, T MAXWINDOW 2 WHERE S.sensor = T.sensor AND T.level > 5;
+Query ID: square
+SELECT S.sensor * S.sensor AS sq FROM S WHERE S.temp > 35;
 Query ID: per_sensor
 SELECT S.sensor, COUNT(*), AVG(S.temp) AS mean, MAX(S.temp) FROM S [RANGE 10 SLIDE 5] GROUP BY S.sensor;
 Query ID: by_name
@@ -36,7 +38,8 @@ SELECT COUNT(*) AS n, STDDEV(S.temp) FROM S [RANGE 4 SLIDE 2] WHERE S.temp > 10;
 
 def workload(tmp_path: Path, seed: int = 5) -> tuple[str, str, list[str]]:
     """Two streams interleaved in time; groups first seen out of key order, NULL
-    keys and values, a late tuple and a bad row (skipped to the reject file)."""
+    keys and values, a late tuple, a bad row (skipped to the reject file) and a
+    sensor whose square is past 64 bits (written as NULL, counted in a warning)."""
     rnd = random.Random(seed)
     s, t = ["ts,sensor,temp,name"], ["ts,sensor,level"]
     for i in range(60):
@@ -48,6 +51,7 @@ def workload(tmp_path: Path, seed: int = 5) -> tuple[str, str, list[str]]:
             t.append(f"{ts},{rnd.choice([2, 3, 1])},{rnd.choice([1.5, 6.25, 9.0])}")
     s.insert(20, "1.0,2,50.0,late")  # older than the watermark when it arrives
     s.insert(25, "9.5,two,1.0,bad")
+    s.append(f"30.25,{2**62},40.0,a")
     ddl = write(tmp_path / "s.ddl", DDL)
     queries = write(tmp_path / "q.mqo", QUERIES)
     inputs = [f"S={write(tmp_path / 'S.csv', chr(10).join(s) + chr(10))}"]
@@ -56,12 +60,15 @@ def workload(tmp_path: Path, seed: int = 5) -> tuple[str, str, list[str]]:
 
 
 def run(tmp_path: Path, engine: str, fmt: str) -> Path:
+    """The output file of a run; its ``warning:`` lines beside it (``warnings.txt``)."""
     ddl, queries, inputs = workload(tmp_path)
     out = tmp_path / engine / f"out.{fmt}"
     out.parent.mkdir(exist_ok=True)
     args = ["--output", str(out), "--engine", engine, "--allowed-lateness", "1", "--on-bad-row", "skip"]
     done = match(*args, schema=ddl, queries=queries, inputs=inputs, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    (out.parent / "warnings.txt").write_text("\n".join(warned))
     return out
 
 
@@ -89,6 +96,9 @@ def test_jsonl_output_is_the_same_on_both_engines(tmp_path: Path) -> None:
     assert Counter(spark_lines[: split[0]]) == Counter(local_lines[: split[0]]) and split[0] > 0
     assert side_files(spark) == side_files(local)
     assert side_files(local)[0] and side_files(local)[1]
+    # the square past 64 bits: NULL in both, and both engines count it alike
+    warned = "warning: 1 computed value(s) were not finite numbers (overflow) and are written as NULL"
+    assert (spark.parent / "warnings.txt").read_text() == (local.parent / "warnings.txt").read_text() == warned
 
 
 @pytest.mark.spark

@@ -74,7 +74,7 @@ def test_a_late_tuple_comes_out_in_each_outputs_own_columns() -> None:
     matcher = Matcher(DDL)
     matcher.register_query(MATCH)
     spec = build_spec(matcher)
-    results = results_frame([late_row("H", 2.5, 7, len(result_schema(spec).fields))], spec.value_types)
+    results, _ = results_frame([late_row("H", 2.5, 7, len(result_schema(spec).fields))], spec.value_types)
     assert list(results.columns) == result_schema(spec).fieldNames()
     assert results.iloc[0].tolist()[:3] == [None, 2.5, {"H": 7}]
     assert results.iloc[0].tolist()[3:] == [None, None]

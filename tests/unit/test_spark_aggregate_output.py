@@ -67,13 +67,28 @@ def test_output_rows_print_every_emitted_row_in_order(seed: int) -> None:
     want = printed(rows)
     assert len(want) > 100
     assert any(w[1] is None for w in want)  # a landmark window
-    assert output_rows(rows) == want
+    assert output_rows(rows) == (want, 0)
 
 
 def test_kept_rows_are_the_windows_asked_for_and_none_makes_an_empty_batch() -> None:
     rows = emitted(0)
     want = [w for w in printed(rows) if w[2] > 100]
-    batch = output_batch(rows, lambda ends: ends > 100)
+    batch, _ = output_batch(rows, lambda ends: ends > 100)
     assert list(zip(*(c.to_pylist() for c in batch.columns), strict=True)) == want
-    empty = output_batch(rows, lambda ends: ends > 1e9)
+    empty, _ = output_batch(rows, lambda ends: ends > 1e9)
     assert empty.num_rows == 0 and empty.schema == batch.schema
+
+
+def test_an_integer_past_64_bits_is_null_and_counted_in_the_rows_kept() -> None:
+    """As the local engine writes it (its result columns count it): ``-MIN(x)`` of the
+    smallest INTEGER is 2**63, one past the largest."""
+    m = Matcher("CREATE STREAM B (x INTEGER);")
+    m.register_queries("Query ID: neg\nSELECT -MIN(B.x) AS v, MAX(B.x) AS top FROM B [RANGE 10 SLIDE 10];")
+    for i, x in enumerate([-(2**63), 5, -(2**63), 7, 3]):
+        m.push("B", i * 5.0 + 1, {"x": x})
+    rows = m.flush()
+    assert rows.result_columns()[2] == 2  # the local engine's count
+    made, wide = output_rows(rows)
+    assert [dict(r[4]) for r in made] == [{"v": None, "top": "5"}, {"v": None, "top": "7"}, {"v": "-3", "top": "3"}]
+    assert wide == 2
+    assert output_batch(rows, lambda ends: ends > 10)[1] == 1  # a window another task reports is its count

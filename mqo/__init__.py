@@ -29,6 +29,7 @@ from mqo.result_encoding import (
     query_layouts,
     result_schema,
     value_texts,
+    within_64_bits,
 )
 from mqo.results import LateTuple, Match, TupleError
 from mqo.snapshot_codec import SnapshotError, decode_snapshot, encode_snapshot
@@ -67,5 +68,6 @@ __all__ = [
     "shared_equality_key",
     "text_of",
     "value_texts",
+    "within_64_bits",
 ]
 __version__ = "0.1.0"

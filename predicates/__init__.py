@@ -27,6 +27,7 @@ from predicates.normalize import (
     format_constant,
     most_covering_first,
 )
+from predicates.numbers import to_float
 from predicates.parser import parse_ddl, parse_duration, parse_queries, parse_query
 from predicates.semantic import BoundQuery, OutputColumn, bind
 from predicates.tables import split_tables
@@ -69,4 +70,5 @@ __all__ = [
     "parse_query",
     "split_role",
     "split_tables",
+    "to_float",
 ]

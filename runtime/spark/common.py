@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mqo import Matcher, MatcherConfig, clock_for
-from mqo.result_encoding import within_64_bits
+from mqo import Matcher, MatcherConfig, clock_for, within_64_bits
 from predicates import ColumnType, did_you_mean
 from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, type_family
 

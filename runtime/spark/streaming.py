@@ -115,8 +115,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mqo import LateTuple, Match, Matcher, text_of
-from mqo.result_encoding import within_64_bits
+from mqo import LateTuple, Match, Matcher, text_of, within_64_bits
 from runtime.spark.common import (
     STATE_SCHEMA,
     column_values,

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from mqo import Match, MatchBatch, Matcher, QueryError
-from predicates.numbers import to_float
+from predicates import to_float
 from runtime.spark.common import report_nulled
 from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, register_each, without_lateness
 

@@ -10,7 +10,7 @@ what the lexer reads (:mod:`predicates.template_cache`, :mod:`predicates.token_c
 """
 
 from predicates.aggregate import AggregateQuery
-from predicates.ast import Aggregate, BoolLit, ColumnRef, ColumnType, Number, StringLit
+from predicates.ast import Aggregate, BoolLit, ColumnRef, ColumnType, Negate, Number, StringLit
 from predicates.catalog import Catalog, Column, StreamSchema, split_role
 from predicates.entry import compile, compile_many
 from predicates.errors import MqoError, QueryError, Source, Span, did_you_mean
@@ -48,6 +48,7 @@ __all__ = [
     "Kind",
     "ListKey",
     "MqoError",
+    "Negate",
     "NormalizedQuery",
     "Number",
     "OutputColumn",

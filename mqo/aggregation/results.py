@@ -419,8 +419,15 @@ def evaluate(expr: Expr, aggregates: dict[tuple[str, str | None], Any], group: d
 
 
 def output_value(expr: Expr, aggregates: dict, group: dict[str, Any]) -> Any:
+    """A SELECT value as written: an aggregate as computed, arithmetic (+ - * /) a
+    double, a negation of its operand's type (``-MIN(x)`` of an INTEGER an integer,
+    ``-AVG(x)`` a double), as :func:`runtime.io.aggregate_writers.output_types` types
+    the columns."""
     if isinstance(expr, Aggregate):  # the usual output: the aggregate as computed
         return aggregates[(expr.func, None if expr.arg is None else expr.arg.name)]  # type: ignore[union-attr]
+    if isinstance(expr, Negate):
+        inner = output_value(expr.operand, aggregates, group)
+        return None if inner is None else -inner
     value = evaluate(expr, aggregates, group)
     if isinstance(value, Fraction):
         return int(value) if value.denominator == 1 and isinstance(expr, Arith) is False else float(value)

@@ -12,8 +12,10 @@ in one file: each line says what it is by its keys). Its columns:
   no such value).
 
 Types come from the queries, not the data: COUNT is an integer, SUM, MIN and MAX of an
-INTEGER column are integers (exact, 64-bit), AVG, STDDEV, VARIANCE and arithmetic are
-doubles, MIN and MAX of a FLOAT column doubles, a group column has its column's type.
+INTEGER column are integers (exact, 64-bit), AVG, STDDEV, VARIANCE and arithmetic
+(``+ - * /``) are doubles, MIN and MAX of a FLOAT column doubles, a negation has its
+operand's type (``-MIN(x)`` of an INTEGER column is an integer), a group column has its
+column's type.
 A name two queries give different types to is written as text. Numbers are written as
 for matches: a double as the shortest decimal that reads back as it, an integer as its
 digits; a computed value that is not a finite number is NULL and counted.
@@ -37,7 +39,7 @@ from mqo import (
     csv_lines,
     finite_columns,
 )
-from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Number, StringLit
+from predicates import Aggregate, AggregateQuery, BoolLit, ColumnRef, ColumnType, MqoError, Negate, Number, StringLit
 from runtime.io.writers import LinesWriter, OutputError, ParquetWriter, ResultWriter
 
 FIXED = ("query", "window_start", "window_end")
@@ -66,6 +68,8 @@ def _output_type(aq: AggregateQuery, expr: Any) -> pa.DataType:
         if call.func in ("SUM", "MIN", "MAX") and call.ctype is ColumnType.INTEGER:
             return pa.int64()
         return pa.float64()
+    if isinstance(expr, Negate):
+        return _output_type(aq, expr.operand)
     if isinstance(expr, ColumnRef) and expr.ctype is not None:
         return ARROW_TYPES[expr.ctype]
     if isinstance(expr, Number):

@@ -17,7 +17,8 @@ DDL = "REGISTER STREAM S (who STRING, x FLOAT, n INTEGER);"
 QUERIES = (
     "Query ID: per_who SELECT S.who, COUNT(*), SUM(S.x), MAX(S.n), SUM(S.n) AS total"
     " FROM S [RANGE 2 sec SLIDE 1 sec] GROUP BY S.who;\n"
-    "Query ID: since SELECT COUNT(S.x) AS c, AVG(S.n) * 2 AS twice FROM S [RANGE UNBOUNDED SLIDE 2 sec];\n"
+    "Query ID: since SELECT COUNT(S.x) AS c, AVG(S.n) * 2 AS twice, -MIN(S.n) AS neg, -AVG(S.n) AS negavg"
+    " FROM S [RANGE UNBOUNDED SLIDE 2 sec];\n"
     "Query ID: last3 SELECT S.n, MIN(S.x), COUNT(*) FROM S [ROWS 3] GROUP BY S.n;\n"
     "Query ID: big SELECT * FROM S WHERE S.x > 1.25;\n"
 )
@@ -58,7 +59,7 @@ def _as_rows(records: list[dict[str, Any]], groups: list[str], values: list[str]
 
 
 GROUPS = ["who", "n"]
-VALUES = ["S.who", "COUNT(*)", "SUM(S.x)", "MAX(S.n)", "total", "c", "twice", "S.n", "MIN(S.x)"]
+VALUES = ["S.who", "COUNT(*)", "SUM(S.x)", "MAX(S.n)", "total", "c", "twice", "neg", "negavg", "S.n", "MIN(S.x)"]
 
 
 def test_parquet_aggregate_file(tmp_path: Path) -> None:
@@ -70,6 +71,11 @@ def test_parquet_aggregate_file(tmp_path: Path) -> None:
     types = {f.name: str(f.type) for f in table.schema}
     assert types["COUNT(*)"] == types["MAX(S.n)"] == types["total"] == types["group.n"] == "int64"
     assert types["SUM(S.x)"] == types["twice"] == "double" and types["group.who"] == "string"
+    # a negation has its operand's type, in JSON lines too (-MIN of an INTEGER was an
+    # integer there and a double in CSV, Parquet and on Spark)
+    assert types["neg"] == "int64" and types["negavg"] == "double"
+    since = [r["values"] for r in expected if r["query"] == "since"]
+    assert since and all(type(v["neg"]) is int and type(v["negavg"]) is float for v in since)
     got = [tuple(row.values()) for row in table.to_pylist()]
     assert got == _as_rows(expected, GROUPS, VALUES)
     assert any(r["query"] == "since" and r["window_start"] is None for r in expected)

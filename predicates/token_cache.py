@@ -250,13 +250,13 @@ class TokenCache:
         general = np.flatnonzero(wanted & ~plain[p])
         for c in general.tolist():  # (no template, a factor or a formula)
             found = shortcuts[p[c]]
-            learning = own(c)
+            parts = own(c)  # (prefix, skeleton, tokens, first, last, numbers): made once
             if found is not None and found.fixed:
-                found = self._variant(learning[0], found, *learning[1:])
+                found = self._variant(parts[0], found, *parts[1:])
             if found is None:
                 bad_text[text_of[piece_of[c]]] = True
             else:
-                constants[c] = found.constant(learning[5], 0)
+                constants[c] = found.constant(parts[-1], 0)
                 numbered[c], keys[c] = found.key_number, found.key
         odd = np.zeros(n_pieces, np.bool_)
         odd[piece_of[general]] = True  # (pieces whose constants may not all be doubles)

@@ -42,8 +42,9 @@ from runtime.io.stream_rows import (
     canonical_name,
     check_header,
     convert_field,
+    header_line,
     kind_of,
-    utf8_fault,
+    row_utf8_fault,
 )
 
 # Integers are read as text and checked here: Arrow's own integer parser also takes
@@ -65,13 +66,10 @@ def read_header(path: str, schema: StreamSchema) -> tuple[list[str], dict[str, s
     """The header of a CSV stream file, checked against its stream: the column names
     as written, each one's declared name and its kind."""
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-        header_line = f.readline()
-    fault = utf8_fault(header_line, "the header")
-    if fault is not None:
-        raise InputError(f"{path}:1: {fault}")
-    if not header_line.strip():
+        first = header_line(f, path)
+    if not first.strip():
         raise InputError(f"{path}:1: the file is empty; a header with a 'ts' column is needed")
-    header = [h.strip() for h in next(csv.reader([header_line]))]
+    header = [h.strip() for h in next(csv.reader([first]))]
     check_header(path, header, schema)
     canonical = {h: canonical_name(h, schema) for h in header}
     return header, canonical, [kind_of(canonical[h], schema) for h in header]
@@ -320,11 +318,11 @@ def exact_chunks(
             if skip:
                 skip -= 1
                 continue
-            fault = utf8_fault(raw)
+            fault = row_utf8_fault(raw, fields)
             if fault is not None:
-                at = next((k for k, text in enumerate(fields) if utf8_fault(text)), None)
+                reason, at = fault
                 column, value = (header[at], as_written(fields[at])) if at is not None and at < width else (None, None)
-                _bad(data, on_bad_row, line, column, value, fault, as_written(raw))
+                _bad(data, on_bad_row, line, column, value, reason, as_written(raw))
                 continue
             if len(fields) != width:
                 reason = f"expected {width} fields (as in the header), found {len(fields)}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from predicates import ColumnType, MqoError, StreamSchema, did_you_mean
 
@@ -69,6 +69,26 @@ def utf8_fault(text: str, what: str = "the row") -> str | None:
         byte = ord(text[err.start]) - 0xDC00
         return f"not UTF-8 text (the byte 0x{byte:02x} at character {err.start + 1} of {what})"
     return None
+
+
+def row_utf8_fault(raw: str, fields: list[str]) -> tuple[str, int | None] | None:
+    """None if a record (its ``raw`` text, split into ``fields``) was UTF-8; else what
+    is wrong (:func:`utf8_fault`) and the first field holding the bad byte (None when
+    the byte is in no field: a separator's place)."""
+    fault = utf8_fault(raw)
+    if fault is None:
+        return None
+    return fault, next((k for k, text in enumerate(fields) if utf8_fault(text)), None)
+
+
+def header_line(f: IO[str], path: str) -> str:
+    """The first line of a file opened with ``surrogateescape``: an error at line 1 if
+    it was not UTF-8."""
+    line = f.readline()
+    fault = utf8_fault(line, "the header")
+    if fault is not None:
+        raise InputError(f"{path}:1: {fault}")
+    return line
 
 
 def as_written(text: str) -> str:

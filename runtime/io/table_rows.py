@@ -23,7 +23,7 @@ from typing import Any
 
 from predicates import StreamSchema, did_you_mean
 from runtime.io.csv_reader import split_records
-from runtime.io.stream_rows import FieldError, InputError, convert_field, shown, utf8_fault
+from runtime.io.stream_rows import FieldError, InputError, convert_field, header_line, row_utf8_fault, shown
 
 
 @dataclass(frozen=True)
@@ -54,22 +54,18 @@ def read_table_file(spec: TableSpec, schema: StreamSchema) -> list[TableChange]:
     if p.suffix.lower() in (".parquet", ".pq"):
         raise InputError(f"{path}: a table file is CSV (with a header); Parquet table files are not read yet")
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-        first = f.readline()
-        fault = utf8_fault(first, "the header")
-        if fault is not None:
-            raise InputError(f"{path}:1: {fault}")
-        header = first.rstrip("\r\n").split(",")
+        header = header_line(f, path).rstrip("\r\n").split(",")
         names = _header(path, header, schema)
         key = {c.lower() for c in schema.table_key}
         out: list[TableChange] = []
         for line, fields, quoted, raw in split_records(f, path):
             if len(fields) == 1 and not fields[0].strip() and not quoted[0]:
                 continue  # a blank line
-            fault = utf8_fault(raw)
+            fault = row_utf8_fault(raw, fields)
             if fault is not None:
-                at = next((k for k, text in enumerate(fields) if utf8_fault(text)), None)
+                reason, at = fault
                 column = f" column {names[at]}:" if at is not None and at < len(names) else ""
-                raise InputError(f"{path}:{line}:{column} {fault}")
+                raise InputError(f"{path}:{line}:{column} {reason}")
             if len(fields) != len(names):
                 raise InputError(f"{path}:{line}: expected {len(names)} fields, found {len(fields)}")
             ts: float | None = None

@@ -8,7 +8,7 @@ live in this module so that the cache is the worker's own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -150,16 +150,19 @@ def match_partition(
             found.blocks.extend(blocks)
             waiting += sum(len(block) for block in blocks)
             if waiting >= _OUT_ROWS:
-                columns = found.result_columns(types)
-                wide += columns.overflowed
-                yield from columns.table.to_batches()
+                wide += yield from _batches(found, types)
                 found = MatchBatch(matcher.ensure_plan())
                 waiting = 0
     if waiting:
-        columns = found.result_columns(types)
-        wide += columns.overflowed
-        yield from columns.table.to_batches()
+        wide += yield from _batches(found, types)
     report_nulled(nulled, wide, "match stage")
+
+
+def _batches(found: MatchBatch, types: Mapping[str, pa.DataType]) -> Generator[pa.RecordBatch, None, int]:
+    """The results as Arrow batches; returns how many values past 64 bits were made NULL."""
+    columns = found.result_columns(types)
+    yield from columns.table.to_batches()
+    return columns.overflowed
 
 
 def view_partition(spec: StageSpec, views: ViewLayout, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

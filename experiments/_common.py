@@ -417,6 +417,11 @@ def row(
     return {"benchmark": bench, "metric": metric, "value": value, "target": target, "met": met, "note": note}
 
 
+def speed_up(bench: str, metric: str, theirs: float, ours: float, at_least: float, note: str = "") -> dict[str, Any]:
+    """The row of a speed-up (``theirs / ours`` seconds) held to ``at_least`` times."""
+    return row(bench, metric, theirs / ours, target=f">= {at_least:g}x", met=theirs / ours >= at_least, note=note)
+
+
 PACKAGES = ("mqo", "predicates", "indexes", "runtime")
 
 

@@ -80,7 +80,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._common import row
+from experiments._common import row, speed_up
 from experiments._data import ICU, ICU_DDL, icu_streams
 from experiments.bench_pubsub import progress
 from experiments.result_sets import check_equal, parquet_results, results, same_ids, same_result
@@ -509,7 +509,7 @@ def compare(
             note=f"{n_theirs} results"
             + ("" if timed is queries else f" of {len(timed)} queries timed ({each_s:.2f} s), scaled shape by shape"),
         ),
-        row(bench, prefix + "speed-up mqo / DuckDB", scaled / mqo_s, target=">= 20x", met=scaled / mqo_s >= 20),
+        speed_up(bench, prefix + "speed-up mqo / DuckDB", scaled, mqo_s, 20),
         row(
             bench,
             prefix + f"DuckDB, {'one set-based statement' if len(shapes) == 1 else 'one set-based statement per shape'}"
@@ -518,21 +518,11 @@ def compare(
             note=f"{n_ours} results; query constants in a table, streams pre-cut by the loosest constants; "
             f"in the process: {inside} s",
         ),
-        row(
-            bench,
-            prefix + "speed-up mqo / set-based DuckDB",
-            set_s / mqo_s,
-            target=f">= {target:g}x",
-            met=set_s / mqo_s >= target,
-        ),
+        speed_up(bench, prefix + "speed-up mqo / set-based DuckDB", set_s, mqo_s, target),
         row(bench, prefix + "Parquet output: mqo match (whole process), seconds", mqo_parquet_s),
         row(bench, prefix + "Parquet output: set-based DuckDB (whole process), seconds", set_parquet_s),
-        row(
-            bench,
-            prefix + "Parquet output: speed-up mqo / set-based DuckDB",
-            set_parquet_s / mqo_parquet_s,
-            target=f">= {target:g}x",
-            met=set_parquet_s / mqo_parquet_s >= target,
+        speed_up(
+            bench, prefix + "Parquet output: speed-up mqo / set-based DuckDB", set_parquet_s, mqo_parquet_s, target
         ),
     ]
     return rows

@@ -1,7 +1,9 @@
 """One query file with match and aggregate queries runs on either engine of
 ``mqo match`` and gives the same output files: the aggregate rows in the same place,
 format and order (``runtime.io.aggregate_writers.in_file_order``), the same matches, late and
-reject files. The real command runs in a subprocess."""
+reject files. The local engine's runs are the real command in a subprocess; the Spark
+engine's too in the JSON-lines test, and in this process on the test run's Spark session
+in the CSV test (``tests.cli.clirun.in_session``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import csv
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,13 +62,14 @@ def workload(tmp_path: Path, seed: int = 5) -> tuple[str, str, list[str]]:
     return ddl, queries, inputs
 
 
-def run(tmp_path: Path, engine: str, fmt: str) -> Path:
-    """The output file of a run; its ``warning:`` lines beside it (``warnings.txt``)."""
+def run(tmp_path: Path, engine: str, fmt: str, spark: Any = None) -> Path:
+    """The output file of a run (a subprocess, or in this process on ``spark``); its
+    ``warning:`` lines beside it (``warnings.txt``)."""
     ddl, queries, inputs = workload(tmp_path)
     out = tmp_path / engine / f"out.{fmt}"
     out.parent.mkdir(exist_ok=True)
     args = ["--output", str(out), "--engine", engine, "--allowed-lateness", "1", "--on-bad-row", "skip"]
-    done = match(*args, schema=ddl, queries=queries, inputs=inputs, cwd=tmp_path)
+    done = match(*args, schema=ddl, queries=queries, inputs=inputs, cwd=tmp_path, spark=spark)
     assert done.returncode == 0, done.stderr
     warned = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     (out.parent / "warnings.txt").write_text("\n".join(warned))
@@ -78,6 +82,9 @@ def side_files(out: Path) -> tuple[str, str]:
 
 @pytest.mark.spark
 def test_jsonl_output_is_the_same_on_both_engines(tmp_path: Path) -> None:
+    """Both engines' runs are processes of their own: this one holds ``mqo match
+    --engine spark`` end to end, the command starting, quieting and stopping its own
+    Spark (the other Spark CLI tests run it in the test run's session)."""
     local, spark = run(tmp_path, "local", "jsonl"), run(tmp_path, "spark", "jsonl")
     local_lines, spark_lines = local.read_text().splitlines(), spark.read_text().splitlines()
     # matches first, then the aggregate rows (the local engine writes them at the end of input)
@@ -102,8 +109,8 @@ def test_jsonl_output_is_the_same_on_both_engines(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_csv_output_files_are_the_same_on_both_engines(tmp_path: Path) -> None:
-    local, spark = run(tmp_path, "local", "csv"), run(tmp_path, "spark", "csv")
+def test_csv_output_files_are_the_same_on_both_engines(tmp_path: Path, spark_session: Any) -> None:
+    local, spark = run(tmp_path, "local", "csv"), run(tmp_path, "spark", "csv", spark_session)
     local_aggregates = (local.parent / "out.aggregates.csv").read_bytes()
     assert (spark.parent / "out.aggregates.csv").read_bytes() == local_aggregates
     assert len(local_aggregates.splitlines()) > 50

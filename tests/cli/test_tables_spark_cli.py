@@ -2,12 +2,14 @@
 the same matches (table rows joined as of each tuple's ts, with versions from the
 start, at a tuple's ts, several of one key at one ts, a delete, an input out of ts
 order), the same aggregate rows of the same file and the same summary counts. The real
-command runs in a subprocess (each run of Spark starts its own)."""
+command: the local engine's run in a subprocess, Spark's in this process on the test
+run's session (``tests.cli.clirun.in_session``)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ AGGREGATE = "\nQuery ID: per_patient\nSELECT H.patient, COUNT(*) FROM H [RANGE 1
 
 
 @pytest.mark.spark
-def test_spark_engine_joins_table_files_as_the_local_engine(tmp_path: Path) -> None:
+def test_spark_engine_joins_table_files_as_the_local_engine(tmp_path: Path, spark_session: Any) -> None:
     schema, queries, h, table, rows = files(tmp_path, "shuffled")
     write(Path(queries), Path(queries).read_text() + AGGREGATE)  # (the match stage runs apart from it)
     outputs = {}
@@ -28,7 +30,7 @@ def test_spark_engine_joins_table_files_as_the_local_engine(tmp_path: Path) -> N
         out.parent.mkdir()
         run = match(
             "--engine", engine, "--table", f"patients={table}", "--allowed-lateness", "3", "--output", str(out),
-            schema=schema, queries=queries, inputs=[f"H={h}"],
+            schema=schema, queries=queries, inputs=[f"H={h}"], spark=spark_session if engine == "spark" else None,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         assert "late:     0" in run.stderr

@@ -1,8 +1,10 @@
 """``mqo match --engine spark`` with aggregate queries over match views (the issue's
 "average pressure of the pairs where pressure exceeded vibration", a count window, an
-ISTREAM alert over a view of a view) and ``--output-view``: the real command in a
-subprocess writes what ``--engine local`` writes, over several time buckets, with late
-tuples set aside by both. Aggregate rows and the views' rows (ids included) are
+ISTREAM alert over a view of a view) and ``--output-view``: the real command writes
+what ``--engine local`` writes, over several time buckets, with late tuples set aside
+by both (the local engine's runs in a subprocess, Spark's in this process on the test
+run's session: ``tests.cli.clirun.in_session``; the refusals, made before Spark starts,
+in a subprocess). Aggregate rows and the views' rows (ids included) are
 compared exactly, line by line; matches as multisets, a view member's id aside (the
 match stage numbers a view's rows per task: runtime/spark/batch.py, "Views"). The
 aggregate views' file and the file of match views over an aggregate view run as one
@@ -18,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli.clirun import mqo, strict_lines, write
+from tests.cli import clirun
+from tests.cli.clirun import strict_lines, write
 
 DDL = "REGISTER STREAM B (pressure FLOAT); REGISTER STREAM H (beatrate INTEGER, vib FLOAT);\n"
 QUERIES = """CREATE VIEW pairs AS
@@ -45,11 +48,12 @@ SELECT COUNT(*), MAX(H.vib) FROM H [RANGE 40 sec];
 """
 
 
-def match(*args: str, schema: str, queries: str, inputs: list[str]) -> subprocess.CompletedProcess[str]:
-    """``mqo match`` in a subprocess (clirun's, with room for a loaded machine: each
-    aggregate view is a few Spark jobs, made by both stages)."""
-    spec = [a for s in inputs for a in ("--input", s)]
-    return mqo("match", "--schema", schema, "--queries", queries, *spec, *args, timeout=900)
+def match(
+    *args: str, schema: str, queries: str, inputs: list[str], spark: Any = None
+) -> subprocess.CompletedProcess[str]:
+    """``mqo match`` (clirun's: in a subprocess, or in this process on ``spark``), with
+    room for a loaded machine: each aggregate view is a few Spark jobs, made by both stages."""
+    return clirun.match(*args, schema=schema, queries=queries, inputs=inputs, spark=spark, timeout=900)
 
 
 def inputs(tmp_path: Path) -> list[str]:
@@ -76,10 +80,13 @@ def record(line: dict[str, Any]) -> tuple[Any, ...] | str:
     return (line["query"], line["ts"], ids, tuple(sorted(line["values"].items())))
 
 
-def both_engines(tmp_path: Path, text: str, views: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``mqo match`` with the query file ``text`` on the local engine and on Spark, over
-    the same inputs, each writing ``views`` with ``--output-view``: for each (local,
-    spark), its records, its aggregate rows in order, each view's file and the late file."""
+def both_engines(
+    tmp_path: Path, text: str, views: tuple[str, ...], spark: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``mqo match`` with the query file ``text`` on the local engine (a subprocess) and
+    on Spark (in this process, on the session ``spark``), over the same inputs, each
+    writing ``views`` with ``--output-view``: for each (local, spark), its records, its
+    aggregate rows in order, each view's file and the late file."""
     schema = write(tmp_path / "s.ddl", DDL)
     queries = write(tmp_path / "q.mqo", text)
     given = inputs(tmp_path)
@@ -89,7 +96,7 @@ def both_engines(tmp_path: Path, text: str, views: tuple[str, ...]) -> tuple[dic
         folder.mkdir()
         shown = [a for view in views for a in ("--output-view", f"{view}={folder / view.lower()}.jsonl")]
         args = ("--engine", engine, "--output", str(folder / "out.jsonl"), *shown)
-        done = match(*args, schema=schema, queries=queries, inputs=given)
+        done = match(*args, schema=schema, queries=queries, inputs=given, spark=spark if engine == "spark" else None)
         assert done.returncode == 0, done.stderr
         lines = strict_lines((folder / "out.jsonl").read_text())
         out[engine] = {
@@ -102,8 +109,10 @@ def both_engines(tmp_path: Path, text: str, views: tuple[str, ...]) -> tuple[dic
 
 
 @pytest.mark.spark
-def test_spark_engine_aggregates_views_and_writes_their_rows_as_the_local_engine(tmp_path: Path) -> None:
-    local, spark = both_engines(tmp_path, QUERIES, ("pairs", "FAST"))  # (view names compare in any case)
+def test_spark_engine_aggregates_views_and_writes_their_rows_as_the_local_engine(
+    tmp_path: Path, spark_session: Any
+) -> None:
+    local, spark = both_engines(tmp_path, QUERIES, ("pairs", "FAST"), spark_session)  # (view names compare in any case)
     assert spark["records"] == local["records"]
     assert spark["aggregates"] == local["aggregates"]  # in the same order too
     assert spark["views"] == local["views"]  # ids and order too
@@ -163,7 +172,9 @@ WRITTEN_VIEWS = ("most", "counts", "paired")
 
 
 @pytest.mark.spark
-def test_spark_engine_runs_aggregate_views_and_match_views_over_them_as_the_local_engine(tmp_path: Path) -> None:
+def test_spark_engine_runs_aggregate_views_and_match_views_over_them_as_the_local_engine(
+    tmp_path: Path, spark_session: Any
+) -> None:
     """NEXMark Q5's shape (the hottest groups of each window: two aggregate views and a
     join), a DSTREAM view over a match view joined with a stream and a count window over
     an aggregate view (AGGREGATE_VIEWS); match views over an aggregate view, one joining
@@ -172,7 +183,7 @@ def test_spark_engine_runs_aggregate_views_and_match_views_over_them_as_the_loca
     local engine does), a match view member's aside; aggregate rows in the same order;
     ``--output-view`` of aggregate views (one over another, one over a match view)
     writes the same files, ids and order too; the same late tuples set aside."""
-    local, spark = both_engines(tmp_path, BOTH, WRITTEN_VIEWS)
+    local, spark = both_engines(tmp_path, BOTH, WRITTEN_VIEWS, spark_session)
     assert spark["records"] == local["records"]
     assert spark["aggregates"] == local["aggregates"]  # in the same order too
     assert spark["views"] == local["views"]  # ids and order too
@@ -188,9 +199,14 @@ def test_spark_engine_runs_aggregate_views_and_match_views_over_them_as_the_loca
 
 
 @pytest.mark.spark
-def test_spark_engine_refuses_to_write_or_aggregate_match_views_over_aggregate_views(tmp_path: Path) -> None:
+def test_spark_engine_refuses_to_write_or_aggregate_match_views_over_aggregate_views(
+    tmp_path: Path, spark_session: Any
+) -> None:
     """The rows of a match view over an aggregate view are not written with
-    ``--output-view``, nor aggregated: refused naming the view, before Spark starts."""
+    ``--output-view``, nor aggregated: refused naming the view, before Spark starts
+    (the command in a subprocess, whose stderr would show Spark's start). Run in this
+    process on a running session, the command refuses alike: the same status, stdout and
+    stderr (what the other tests' ``in_session`` runs stand on)."""
     schema = write(tmp_path / "s.ddl", DDL)
     queries = write(tmp_path / "q.mqo", OVER_AGGREGATE)
     given = inputs(tmp_path)
@@ -207,3 +223,7 @@ def test_spark_engine_refuses_to_write_or_aggregate_match_views_over_aggregate_v
     assert done.returncode != 0
     assert "view many is a match view reading aggregate view counts: the Spark aggregate stages and" in done.stderr
     assert "log4j" not in done.stderr
+    again = match(
+        "--engine", "spark", "--output", str(out), schema=schema, queries=over, inputs=given, spark=spark_session
+    )
+    assert (again.returncode, again.stdout, again.stderr) == (done.returncode, done.stdout, done.stderr)

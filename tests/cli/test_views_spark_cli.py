@@ -1,8 +1,9 @@
 """``mqo match --engine spark`` on a query file with views (a view over a join, a view
 over that view, a query reading it and a query on the declared streams) writes the
 matches ``--engine local`` writes, a view member's id aside (the Spark stage numbers a
-view's rows per task: runtime/spark/batch.py, "Views"). The real command runs in a
-subprocess, over several time buckets."""
+view's rows per task: runtime/spark/batch.py, "Views"). The real command, over several
+time buckets: the local engine's run in a subprocess, Spark's in this process on the
+test run's session (``tests.cli.clirun.in_session``)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def record(line: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @pytest.mark.spark
-def test_spark_engine_runs_views_as_the_local_engine(tmp_path: Path) -> None:
+def test_spark_engine_runs_views_as_the_local_engine(tmp_path: Path, spark_session: Any) -> None:
     schema = write(tmp_path / "s.ddl", DDL)
     queries = write(tmp_path / "q.mqo", QUERIES)
     # 5 minutes of tuples: time buckets of 4 x 15 s (alarm reaches 10 + 5 s back through the views)
@@ -49,7 +50,10 @@ def test_spark_engine_runs_views_as_the_local_engine(tmp_path: Path) -> None:
     for engine in ("local", "spark"):
         out = tmp_path / engine / "out.jsonl"
         out.parent.mkdir()
-        done = match("--engine", engine, "--output", str(out), schema=schema, queries=queries, inputs=inputs)
+        in_session = spark_session if engine == "spark" else None
+        done = match(
+            "--engine", engine, "--output", str(out), schema=schema, queries=queries, inputs=inputs, spark=in_session
+        )
         assert done.returncode == 0, done.stderr
         got[engine] = Counter(record(line) for line in strict_lines(out.read_text()))
     assert got["spark"] == got["local"]

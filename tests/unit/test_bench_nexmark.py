@@ -5,8 +5,15 @@ rows in every family. No timings are checked."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import sys
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +21,7 @@ import pytest
 from experiments import bench_nexmark
 from experiments.bench_nexmark import FAMILIES, draw_variants, query_file, result_key
 from experiments.nexmark import DDL
+from experiments.nexmark_sql import SPARK_RUNNER, write_plan
 from mqo import Matcher
 
 
@@ -62,9 +70,37 @@ def test_tiny_run_agrees_on_every_family(tmp_path: Path) -> None:
     )
 
 
+def spark_jobs_in(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any], Path, str], Any]:
+    """``bench_nexmark.run_spark`` with its runner (SPARK_RUNNER, which the benchmark
+    runs as a process of its own, for its whole-process time; a JVM start each) run in
+    this process on ``spark``, the test run's session, which its ``session()`` finds:
+    the same script and jobs, but ``stop()`` left to the session's owner, and the
+    script's tables (temporary views, cached) dropped after it. Its seconds are this
+    run's; its peak memory is not measured (0)."""
+    from pyspark.sql import SparkSession
+
+    def run_spark(plan: dict[str, Any], folder: Path, name: str) -> tuple[float, float, dict[str, float]]:
+        path = write_plan(plan, folder / f"{name}.json")
+        printed = io.StringIO()
+        started = time.perf_counter()
+        with monkeypatch.context() as patch, contextlib.redirect_stdout(printed):
+            patch.setattr(sys, "argv", ["-c", str(path)])
+            patch.setattr(SparkSession, "stop", lambda self: None)
+            try:
+                exec(compile(SPARK_RUNNER, "SPARK_RUNNER", "exec"), {"__name__": "__main__"})
+            finally:
+                for table in plan["tables"]:
+                    spark.catalog.dropTempView(table)  # (uncached with it)
+        return time.perf_counter() - started, 0.0, json.loads(printed.getvalue().splitlines()[-1])
+
+    return run_spark
+
+
 @pytest.mark.spark
-def test_tiny_run_with_spark_agrees(tmp_path: Path) -> None:
-    """Spark SQL's per-query and set-based jobs write mqo's rows (the run stops otherwise)."""
+def test_tiny_run_with_spark_agrees(tmp_path: Path, spark_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark SQL's per-query and set-based jobs write mqo's rows (the run stops
+    otherwise), run on the test run's session (:func:`spark_jobs_in`)."""
+    monkeypatch.setattr(bench_nexmark, "run_spark", spark_jobs_in(spark_session, monkeypatch))
     args = ["--events", "4000", "--queries", "4", "--sample", "1", "--spark", "--out", str(tmp_path)]
     assert bench_nexmark.main(args) == 0
     table = (tmp_path / "nexmark.md").read_text()

@@ -43,7 +43,9 @@ def in_session(spark: SparkSession, *args: str, cwd: Path | None = None) -> subp
     :func:`mqo` gives them. Within the run, what a fresh process would have
     (:func:`_as_a_process`); after it, ``spark`` as it was: running, the same
     temporary views, streaming queries and settings (what a notebook relies on when it
-    runs the command in its session)."""
+    runs the command in its session). Not in the stderr returned: what Spark's JVM and
+    its Python workers print (a task's log line of values written as NULL), which goes
+    to this process's own stderr, where a process of the command would hold it."""
     from pyspark.sql import SparkSession
 
     assert SparkSession.getActiveSession() is not None, "in_session runs on the running session"
@@ -90,7 +92,7 @@ class _Captured(io.TextIOWrapper):
 # in order; pytest's own (every DeprecationWarning shown) would add warning lines to
 # the command's stderr that no process of it writes.
 _FRESH_FILTERS: list[tuple[Any, type[Warning], str]] = [
-    ("default", DeprecationWarning, "__main__"),
+    ("default", DeprecationWarning, r"__main__\Z"),
     ("ignore", DeprecationWarning, ""),
     ("ignore", PendingDeprecationWarning, ""),
     ("ignore", ImportWarning, ""),

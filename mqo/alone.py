@@ -30,6 +30,7 @@ from mqo.prepare import ENGINE, STORE, PreparedBatch
 from mqo.results import ResultBlock
 
 if TYPE_CHECKING:
+    from mqo.batch import SingleResults
     from mqo.pair_step import PairSteps
     from mqo.pipeline import Pipeline
     from mqo.plan import CompiledPlan
@@ -168,3 +169,31 @@ def alone_runs(
             if pairs is not None:
                 pairs.upto = at[k]
             yield at[k], [block]
+
+
+def alone_singles(
+    pipeline: Pipeline,
+    prepared: list[PreparedBatch],
+    which: np.ndarray,
+    row_indexes: np.ndarray,
+    positions: np.ndarray,
+    pairs: PairSteps | None,
+) -> list[SingleResults]:
+    """:func:`alone_runs` for a caller that keeps every result of a batch together
+    (:meth:`mqo.pipeline.Pipeline.push_batch`): the results of the rows at
+    ``positions`` as columns, one :class:`~mqo.batch.SingleResults` per prepared batch,
+    no object per row."""
+    from mqo.batch import SingleResults
+
+    assert pipeline.plan is not None
+    out = []
+    for k, prep in enumerate(prepared):
+        rows = row_indexes[positions[which[positions] == k]]
+        row_of, slots = alone_slots(pipeline.plan, prep, rows)
+        if len(slots):
+            out.append(SingleResults(prep.stream, prep.rows(rows), row_of, slots))
+            pipeline.counters.results += len(slots)
+    pipeline.seq += len(positions)  # as visiting them numbers them
+    if pairs is not None and len(positions):
+        pairs.upto = int(positions[-1])
+    return out

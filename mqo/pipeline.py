@@ -44,9 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from indexes.kill_bitsets import set_bits
 from indexes.stored import StoredTuple
-from mqo.alone import alone_runs, alone_slots, in_arrival_order
+from mqo.alone import alone_runs, alone_singles, alone_slots, in_arrival_order
 from mqo.batch import MatchBatch, SingleResults
 from mqo.batch_input import columns_of
 from mqo.clock import Clock, Mark, clock_for
@@ -80,6 +79,7 @@ from predicates.numbers import decimal_of
 
 LATE_KEPT = 10_000
 ROWS_AT_ONCE = 1024  # a replay makes the stored rows of this many visited rows at a time
+ROUND_SHARE = 4  # a push_batch takes the columnar join step if it keeps at most this many rows per row of the batch
 DEFAULT_ORDER = (Kind.ATTRIBUTE, Kind.JOIN, Kind.WINDOW)
 
 
@@ -268,14 +268,23 @@ class Pipeline:
         return self._emitted(blocks)
 
     def replay(
-        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, apart: np.ndarray | None = None
+        self,
+        prepared: list[PreparedBatch],
+        which: np.ndarray,
+        row_indexes: np.ndarray,
+        apart: np.ndarray | None = None,
+        singles: list[SingleResults] | None = None,
+        columnar: bool = True,
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """Prepared rows in a given arrival order: row ``row_indexes[j]`` of
         ``prepared[which[j]]`` arrives j-th. Only rows that are late or that some query
         wants are visited one by one, save those whose only results are single-stream
         ones (:mod:`mqo.alone`; none of the slots of the bitset ``apart``): theirs are
         made a run at a time, and yielded row by row before the next row visited. Yields
-        (j, result blocks) for each row visited or with such results.
+        (j, result blocks) for each row visited or with such results. Given ``singles``,
+        the results of the rows decided alone go there instead, a run at a time as
+        columns (no block per row: for a caller that keeps a batch's results together).
+        Unless ``columnar``, the engine decides every slot (no columnar join step).
 
         Under ``emit='ordered'`` the blocks yielded at row j are those released once
         row j is in (the watermark after it); what rows that are not visited release
@@ -292,7 +301,9 @@ class Pipeline:
         first = self.arrived + 1
         self.arrived += n
         alone &= ~late
-        pairs = self._pair_steps()
+        pairs = self._pair_steps() if columnar else None
+        if not columnar:
+            self.whole_state()
         paired: dict[int, list[ResultBlock]] = {}
         if pairs is not None:  # the slots over a pair of streams, for the whole round at once
             paired, found = pairs.run(prepared, which, row_indexes, late)
@@ -303,15 +314,15 @@ class Pipeline:
         visit = late | ((flags != 0) & ~alone)
         visit[list(paired)] = True  # (a row whose only work is the step's results is visited for them)
         visited = np.flatnonzero(visit)
-        singles = np.flatnonzero(alone)
-        runs = np.searchsorted(singles, visited).tolist()  # the singles before each visited row
-        done = 0  # singles yielded
+        alone_at = np.flatnonzero(alone)
+        runs = np.searchsorted(alone_at, visited).tolist()  # the rows decided alone before each visited row
+        done = 0  # rows decided alone handed over
         advanced = -1  # the row whose watermark the horizon was last moved to
         done_all = False
         try:
             for v, (j, before) in enumerate(zip(visited.tolist(), runs, strict=True)):
                 if before > done:
-                    yield from alone_runs(self, prepared, which, row_indexes, singles[done:before], pairs)
+                    yield from self._alone(prepared, which, row_indexes, alone_at[done:before], pairs, singles)
                     done = before
                 c = v % ROWS_AT_ONCE
                 if c == 0:  # the next visited rows' stored rows and candidates, made a batch at a time
@@ -346,8 +357,8 @@ class Pipeline:
                     self._check_time(mark)
                 if released:
                     yield j, released
-            if done < len(singles):
-                yield from alone_runs(self, prepared, which, row_indexes, singles[done:], pairs)
+            if done < len(alone_at):
+                yield from self._alone(prepared, which, row_indexes, alone_at[done:], pairs, singles)
             self._advance(self.clock.mark)
             done_all = True
         finally:  # (also when the replay is left: the step keeps the rows up to the last handed over)
@@ -358,6 +369,22 @@ class Pipeline:
             self._check_time(self.clock.mark)
         if released:
             yield n - 1, released
+
+    def _alone(
+        self,
+        prepared: list[PreparedBatch],
+        which: np.ndarray,
+        row_indexes: np.ndarray,
+        positions: np.ndarray,
+        pairs: PairSteps | None,
+        singles: list[SingleResults] | None,
+    ) -> Iterator[tuple[int, list[ResultBlock]]]:
+        """The results of a replay's rows decided alone: yielded row by row, or put in
+        ``singles`` if given (:meth:`replay`)."""
+        if singles is None:
+            yield from alone_runs(self, prepared, which, row_indexes, positions, pairs)
+        else:
+            singles += alone_singles(self, prepared, which, row_indexes, positions, pairs)
 
     def _pair_steps(self) -> PairSteps | None:
         """The replay's columnar join step, if the plan has pairs it takes (:func:`mqo.pair_step.steps_for`)."""
@@ -374,57 +401,35 @@ class Pipeline:
         if self._pairs is not None:
             assert self.state is not None
             self.seq += self._pairs.spill(self.state, self.seq, self.clock.purge_horizon())
+            # the engine stored the steps' streams' tuples with the steps' slots taken off
+            # their candidates (their attribute outcome says those slots failed): the
+            # engine, and steps made again from the state, decide them anew
+            for s in self._pairs.streams:
+                for t in self.state.streams[s].buckets:
+                    t.attr_version = -1
             self._pairs = None
         return self.state
 
     def push_batch(self, s: int, batch: Any) -> MatchBatch:
-        """A batch of stream ``s``, in row order, as if pushed one by one."""
+        """A batch of stream ``s``, in row order, as if pushed one by one: a replay of
+        its rows in that order (:meth:`replay`), the results in arrival order."""
         plan = self.plan
         assert plan is not None
         prepared = self.prepare(s, batch)
-        out = MatchBatch(plan)
-        self._touched(s)
         n = len(prepared)
-        if not n:
-            return out
-        late, marks = self.clock.late_mask(np.full(n, s, np.int64), prepared.ts)
-        marks.append(self.clock.mark)
-        first = self.arrived + 1
-        self.arrived += n
-        held = self.held
-        flags = np.where(late, 0, prepared.flags).astype(np.int8)
-        single_indexes = np.flatnonzero(flags & SINGLE)
-        if len(single_indexes):
-            # single-stream results of all rows at once, read off the candidate bits
-            row_of, slots = set_bits(prepared.candidates(single_indexes), prepared.single_mask)
-            stored_rows = prepared.rows(single_indexes)
-            singles = SingleResults(prepared.stream, stored_rows, row_of, slots)
-            if held is None:
-                out.singles.append(singles)
-            else:
-                held.add_singles(singles, first + single_indexes, len(plan.streams))
-            self.counters.results += len(slots)
-        rest = flags & ~SINGLE
-        self.counters.tuples += n
-        visit = late | (rest != 0)
-        if prepared.roles:
-            visit |= ~late & (prepared.visit_flags() != prepared.flags)
-        for i in np.flatnonzero(visit).tolist():
-            if late[i]:
-                self._late(s, prepared.row(i), marks[i])
-                continue
-            self._advance(marks[i])
-            blocks = self._matched_row(prepared, i, int(rest[i]))
-            if held is None:
-                out.blocks.extend(blocks)
-            else:
-                held.add(blocks, first + i)
-            self._advance(marks[i + 1])
-        self._advance(self.clock.mark)
-        if held is not None:
-            out.blocks.extend(self._released(self.clock.mark))
-        if self.config.check:
-            self._check_time(self.clock.mark)
+        out = MatchBatch(plan)
+        # the columnar join step lays out the rows it keeps (or, made anew, the stored
+        # ones) again each round: a batch much smaller than those leaves the pairs to
+        # the engine, so that a row costs the same whatever the batch size (a push of a
+        # few rows between large batches does not copy the whole window each time)
+        pairs = self._pairs
+        held = sum(len(step.kept) for step in pairs.steps) if pairs is not None else len(self.state or ())
+        columnar = n * ROUND_SHARE >= held
+        replayed = self.replay(
+            [prepared], np.zeros(n, np.int64), np.arange(n, dtype=np.int64), singles=out.singles, columnar=columnar
+        )
+        for _, blocks in replayed:
+            out.blocks.extend(blocks)
         return out
 
     def _matched_row(

@@ -170,6 +170,33 @@ def test_a_stopped_step_is_done_again(tmp_path_factory: Any, workload: Workload,
         assert (straight / "out" / name).read_bytes() == (stopped / "out" / name).read_bytes(), name
 
 
+def test_a_join_finds_a_partner_from_an_earlier_step(tmp_path: Path) -> None:
+    """A tuple stored in one step joins a tuple of a later step, though the service took
+    a checkpoint in between: A is read by a pair query (A, B), decided by the columnar
+    join step, and by a query over A, C and D, decided by the engine, which stores A's
+    tuple beside the step (once, that tuple was then missed by the pair query)."""
+    for folder in ("q", "in/A", "in/B", "in/C", "in/D"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "q" / "joins.mqo").write_text(
+        "Query ID: ab\nSELECT * FROM A, B MAXWINDOW 100 WHERE A.x <= B.x;\n"
+        "Query ID: acd\nSELECT * FROM A, C, D MAXWINDOW 100 WHERE A.x <= C.x AND C.x <= D.x;\n"
+    )
+    service = LocalService(
+        " ".join(f"REGISTER STREAM {s} (x INTEGER);" for s in "ABCD"),
+        {s: str(tmp_path / "in" / s) for s in "ABCD"},
+        str(tmp_path / "q"),
+        str(tmp_path / "out"),
+        str(tmp_path / "ck"),
+        log=io.StringIO(),
+    )
+    (tmp_path / "in" / "A" / "1.csv").write_text("ts,x\n1,5\n")
+    service.step()
+    (tmp_path / "in" / "B" / "2.csv").write_text("ts,x\n2,7\n3,4\n")
+    service.step()
+    found = [r for path in sorted((tmp_path / "out").glob("results-*.jsonl")) for r in read_jsonl(path)]
+    assert [(r["query"], r["ids"]) for r in found] == [("ab", {"A": 0, "B": 0})]
+
+
 def test_query_files_come_and_go(tmp_path: Path) -> None:
     """New, changed, broken and deleted query files; the errors name file, line and
     column; a broken change keeps the old queries; nothing stops the service."""

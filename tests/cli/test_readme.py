@@ -186,22 +186,10 @@ def test_python_block_runs_on_its_own_and_prints_what_the_readme_shows(block: Bl
         assert same_output(done.stdout, block.expected), f"{block.name} printed:\n{done.stdout}"
 
 
-# Spark's defaults for the Spark blocks' process (as a site's spark-defaults.conf gives
-# them): 4 shuffle partitions, as the test run's session has, not 200. The blocks'
-# streaming stages keep state per shuffle partition, and 200 of them, a task and a
-# state store each per micro-batch, took most of the blocks' time (about 90 of 130 s
-# on 2 cores); what the blocks print does not depend on their number.
-SPARK_DEFAULTS = "spark.sql.shuffle.partitions 4\n"
-
-
 @pytest.mark.spark
 def test_spark_python_blocks_run_on_their_own_and_print_what_the_readme_shows(tmp_path: Path) -> None:
-    """As the other Python blocks, in one process (see ONE_SPARK), with SPARK_DEFAULTS."""
+    """As the other Python blocks, in one process (see ONE_SPARK)."""
     env = reader_directory(tmp_path)
-    conf = tmp_path / ".spark-conf"
-    conf.mkdir()
-    (conf / "spark-defaults.conf").write_text(SPARK_DEFAULTS)
-    env["SPARK_CONF_DIR"] = str(conf)
     plan = []
     for block in SPARK:
         folder = tmp_path / block.name.replace(":", "-")

@@ -12,7 +12,8 @@ Paths: ``Matcher.push`` under the six static orders, ``adaptive`` and ``check=Tr
 (which also compares the kernels' attribute decisions with the lists' row by row); ``push_batch``
 (small batches, and >= 1,000 rows against hundreds of queries); ``prepare`` +
 ``replay``; ``store="candidates"``; ``snapshot`` -> ``restore`` mid-stream; the CLI in
-a subprocess; and the Spark batch and streaming stages (tests/spark/test_exact_spark.py).
+a subprocess; the Spark batch and streaming stages (tests/spark/test_exact_spark.py); and
+one matcher fed through every door in turn (tests/differential/test_mixed_doors.py).
 
 A failure prints the workload and a script that replays it (``Workload.script``).
 """

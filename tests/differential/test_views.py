@@ -205,7 +205,11 @@ def _engine_results(matches: Any) -> list[Result]:
     return [exact_result(m.query, m.ts, m.ids, m.values) for m in matches]
 
 
-def run(workload: Any, path: str) -> None:
+def run(workload: Any, path: str, draw: Any = None) -> None:
+    """``path``: every tuple through one door (``push``, ``batch``: each run of one
+    stream's tuples in one ``push_batch``, ``replay``), ``snapshot`` (pushes, restored
+    from a snapshot halfway), or ``mixed``: each tuple through a door ``draw`` picks,
+    a snapshot or a look at the state drawn after each batch or replay."""
     g, ops, lateness = workload
     reference = ViewReference(SCHEMA, lateness)
     store = "all"
@@ -229,26 +233,39 @@ def run(workload: Any, path: str) -> None:
     got: list[Result] = []
     pending: list[tuple[str, float, dict[str, Any]]] = []
 
+    door = path  # the door of the tuples pending
+
     def flush_batch() -> None:
         if not pending:
             return
-        if path == "batch":
+        if door == "batch":
             stream = pending[0][0]
             cols = {"ts": [p[1] for p in pending], **{c: [p[2][c] for p in pending] for c in ("x", "y")}}
             got.extend(_engine_results(m.push_batch(stream, cols).matches()))
-        elif path == "replay":  # the CLI's way: each stream's rows prepared, replayed in arrival order
+        elif door == "replay":  # the CLI's way: each stream's rows prepared, replayed in arrival order
             got.extend(_engine_results(_replayed(m, pending)))
         pending.clear()
+        if draw is not None:
+            act = draw(st.sampled_from(("nothing", "snapshot", "state")), label="then")
+            if act == "snapshot":
+                m.snapshot()
+            elif act == "state":
+                assert m.state is not None
 
     for i, (kind, arg) in enumerate(ops):
         if kind == "push":
             stream, ts, values = arg
             expected.extend(reference.push(stream, ts, values))
-            if path == "batch":
+            if draw is not None:
+                chosen = draw(st.sampled_from(("push", "batch", "replay")), label="door")
+                if chosen != door:
+                    flush_batch()
+                    door = chosen
+            if door == "batch":
                 if pending and pending[0][0] != stream:
                     flush_batch()
                 pending.append(arg)
-            elif path == "replay":
+            elif door == "replay":
                 pending.append(arg)
             else:
                 got.extend(_engine_results(m.push(stream, ts, values)))
@@ -310,6 +327,16 @@ def test_views_equal_the_reference(workload: Any, path: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run(workload, path)
+
+
+@settings(**SETTINGS)
+@given(workloads(), st.data())
+def test_views_equal_the_reference_through_every_door_in_turn(workload: Any, data: Any) -> None:
+    """One matcher, each tuple through a drawn door (tests/differential/test_mixed_doors.py
+    does the same without views)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run(workload, "mixed", data.draw)
 
 
 # ------------------------------------------------------------- aggregates over a join view

@@ -125,13 +125,17 @@ class Engine:
         order: tuple[Kind, Kind, Kind],
         given: int | None = None,
         measure: bool = False,
+        skip: int = 0,
     ) -> list[ResultBlock]:
         """All results whose last tuple is ``t`` (``t`` is not stored yet).
 
         ``given``, when given, is ``t``'s candidates after its attribute predicates,
         decided beforehand (by the batch kernels); the attribute phase then costs
-        nothing for ``t``. With ``measure``, :attr:`phases` receives each phase's
-        (type, partials in, partials out, work)."""
+        nothing for ``t``. ``skip``: slots decided elsewhere (the columnar join step's,
+        single-stream disjuncts decided alone), left out of the work but not out of the
+        attribute outcome ``t`` keeps, which a later tuple meeting ``t`` reads for every
+        slot. With ``measure``, :attr:`phases` receives each phase's (type, partials in,
+        partials out, work)."""
         plan = self.plan
         counters = self.counters
         results: list[ResultBlock] = []
@@ -146,7 +150,7 @@ class Engine:
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        cand = self._fed(t.stream, t.row[0])
+        cand = self._fed(t.stream, t.row[0]) & ~skip
         if not cand:
             return results
         # The attribute phase comes first and what it leaves of ``t``'s candidates is

@@ -179,15 +179,16 @@ class Pipeline:
         except KeyError:
             raise TupleError(f"unknown stream {name!r}" + did_you_mean(name, self.plan.catalog.names())) from None
 
-    def _process(self, t: StoredTuple, cand: int | None = None) -> list[ResultBlock]:
-        """Run the engine on one tuple in the current order (adaptive or static)."""
+    def _process(self, t: StoredTuple, cand: int | None = None, skip: int = 0) -> list[ResultBlock]:
+        """Run the engine on one tuple in the current order (adaptive or static);
+        ``skip``: slots decided elsewhere (:meth:`mqo.engine.Engine.process`)."""
         engine = self.engine
         assert engine is not None
         policy = self.policy
         s = t.stream
         if policy is None or not engine.plan.order_matters[s]:
-            return engine.process(t, self.order, cand)
-        return policy.process(engine, t, cand)
+            return engine.process(t, self.order, cand, skip=skip)
+        return policy.process(engine, t, cand, skip)
 
     # ------------------------------------------------------------- one tuple
 
@@ -305,10 +306,11 @@ class Pipeline:
         if not columnar:
             self.whole_state()
         paired: dict[int, list[ResultBlock]] = {}
+        taken = 0  # the slots the pair steps decide, which the engine leaves out
         if pairs is not None:  # the slots over a pair of streams, for the whole round at once
             paired, found = pairs.run(prepared, which, row_indexes, late)
             self.counters.results += found
-            engine_slots = ~pairs.mask
+            taken = pairs.mask
             # (own and flags are one: a plan with roles has no steps)
             own = flags = pairs.engine_flags(prepared, which, row_indexes, own)
         visit = late | ((flags != 0) & ~alone)
@@ -329,8 +331,6 @@ class Pipeline:
                     at = visited[v : v + ROWS_AT_ONCE]
                     stored = rows_in_order(prepared, which[at], row_indexes[at])
                     cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
-                    if pairs is not None:  # the engine's work without the pair steps' slots
-                        cands = [c & engine_slots for c in cands]
                     lists = (which[at].tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
                     parts = list(zip(*lists, strict=True))
                 k, i, own_flags, is_late = parts[c]
@@ -340,7 +340,7 @@ class Pipeline:
                     continue
                 if advanced != j:
                     self._advance(marks[j])
-                blocks = self._matched_row(prep, i, own_flags, stored[c], cands[c])
+                blocks = self._matched_row(prep, i, own_flags, stored[c], cands[c], taken)
                 if j in paired:
                     blocks += paired[j]
                 self.replay_mark = mark = marks[j + 1]
@@ -401,12 +401,6 @@ class Pipeline:
         if self._pairs is not None:
             assert self.state is not None
             self.seq += self._pairs.spill(self.state, self.seq, self.clock.purge_horizon())
-            # the engine stored the steps' streams' tuples with the steps' slots taken off
-            # their candidates (their attribute outcome says those slots failed): the
-            # engine, and steps made again from the state, decide them anew
-            for s in self._pairs.streams:
-                for t in self.state.streams[s].buckets:
-                    t.attr_version = -1
             self._pairs = None
         return self.state
 
@@ -439,10 +433,12 @@ class Pipeline:
         flags: int,
         row: tuple[Any, ...] | None = None,
         cand: int | None = None,
+        skip: int = 0,
     ) -> list[ResultBlock]:
         """Row i of a prepared batch, known not to be late (``flags``: its role 1's
         work; then its further roles, each with its own flags); ``row``: its stored row,
-        and ``cand``: its role 1's engine candidates (:meth:`PreparedBatch.engine_cand`), if made."""
+        and ``cand``: its role 1's engine candidates (:meth:`PreparedBatch.engine_cand`), if made;
+        ``skip``: slots the engine leaves out (the pair steps')."""
         blocks: list[ResultBlock] = []
         roles = [role for role in prepared.roles if role.flags[i]] if prepared.roles else prepared.roles
         if not flags and not roles:
@@ -450,7 +446,7 @@ class Pipeline:
         assert self.plan is not None
         t = StoredTuple(prepared.stream, self.seq, prepared.row(i) if row is None else row)
         self.seq += 1
-        self._matched_flags(prepared, i, flags, t, blocks, cand)
+        self._matched_flags(prepared, i, flags, t, blocks, cand, skip)
         for role in roles:
             self._matched_flags(role, i, int(role.flags[i]), StoredTuple(role.stream, t.seq, t.row), blocks)
         return blocks
@@ -463,9 +459,10 @@ class Pipeline:
         t: StoredTuple,
         blocks: list[ResultBlock],
         cand: int | None = None,
+        skip: int = 0,
     ) -> None:
         """What ``flags`` ask for tuple ``t``, row i of ``prepared`` (``cand``: its engine
-        candidates, if made): results to ``blocks``."""
+        candidates, if made; ``skip``: slots the engine leaves out): results to ``blocks``."""
         assert self.plan is not None
         if not flags & ENGINE:
             cand = 0
@@ -480,7 +477,7 @@ class Pipeline:
             blocks.append(block)
             self.counters.results += len(block)
         if flags & ENGINE and (cand != alone or not alone):
-            blocks.extend(self._process(t, cand & ~alone))
+            blocks.extend(self._process(t, cand, skip | alone))
         if flags & STORE:
             self._store(t)
 

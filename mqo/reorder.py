@@ -292,7 +292,7 @@ class AdaptivePolicy:
         self.running[stream] = order
         return order
 
-    def process(self, engine: Engine, t: StoredTuple, cand: int | None) -> list[ResultBlock]:
+    def process(self, engine: Engine, t: StoredTuple, cand: int | None, skip: int = 0) -> list[ResultBlock]:
         """Match ``t`` in its stream's next order, measured: a trial of another order
         that passes its budget (:meth:`trial_budget`) stops, and the tuple is matched
         in the stream's own order (the engine changes no state before it returns)."""
@@ -300,11 +300,11 @@ class AdaptivePolicy:
         order = self.order_for(s)
         engine.budget = self.trial_budget(s)
         try:
-            blocks = engine.process(t, order, cand, measure=True)
+            blocks = engine.process(t, order, cand, measure=True, skip=skip)
         except TrialTooCostly:
             self.abandon_trial(s, engine.phases, engine.work())
             engine.budget = None
-            blocks = engine.process(t, self.orders[s], cand, measure=True)
+            blocks = engine.process(t, self.orders[s], cand, measure=True, skip=skip)
         self.observe(s, engine.phases)
         if self.seen[s] % 256 == 1:
             engine.attr_lists[s] = self.list_order(engine.attr_lists[s], engine.attr_lists[s])

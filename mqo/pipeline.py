@@ -417,8 +417,11 @@ class Pipeline:
         # the engine, so that a row costs the same whatever the batch size (a push of a
         # few rows between large batches does not copy the whole window each time)
         pairs = self._pairs
-        held = sum(len(step.kept) for step in pairs.steps) if pairs is not None else len(self.state or ())
-        columnar = n * ROUND_SHARE >= held
+        if pairs is not None:
+            laid_out = sum(len(step.kept) for step in pairs.steps)
+        else:
+            laid_out = len(self.state) if self.state is not None else 0
+        columnar = n * ROUND_SHARE >= laid_out
         replayed = self.replay(
             [prepared], np.zeros(n, np.int64), np.arange(n, dtype=np.int64), singles=out.singles, columnar=columnar
         )

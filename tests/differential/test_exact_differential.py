@@ -267,21 +267,27 @@ def run_replay(
             engine_only(eng, op, where)
             compare_step(where, eng, want, step, [], [])
             continue
-        streams = [s.name for s in workload.schema.streams]
-        mine = {s: [i for i in indexes if workload.ops[i].stream == s] for s in streams}  # type: ignore[union-attr]
-        prepared = []
-        for s in streams:
-            pushes = [workload.ops[i] for i in mine[s]]
-            given = [ids[i] for i in mine[s]]  # explicit ids: prepare would number in batch order
-            prepared.append(eng.prepare(s, arrow_batch(workload.schema.stream(s), pushes, given)))  # type: ignore[arg-type]
-        which = np.array([streams.index(workload.ops[i].stream) for i in indexes], np.int64)  # type: ignore[union-attr]
-        rows = np.array([mine[streams[k]].index(i) for k, i in zip(which, indexes, strict=True)], np.int64)
-        found = MatchBatch(eng.ensure_plan())
-        for _, blocks in eng.replay(prepared, which, rows):
-            found.blocks.extend(blocks)
-        compare_step(where, eng, want, indexes[-1], engine_results(found.matches()), indexes)
+        compare_step(where, eng, want, indexes[-1], replayed(eng, workload, indexes, ids), indexes)
         if after is not None:
             after(eng)
+
+
+def replayed(eng: Any, workload: Workload, indexes: list[int], ids: list[Any]) -> list[Result]:
+    """The results of the pushes ``indexes`` (any streams) prepared per stream with
+    ``Matcher.prepare`` and matched with ``Matcher.replay`` in arrival order."""
+    streams = [s.name for s in workload.schema.streams]
+    mine = {s: [i for i in indexes if workload.ops[i].stream == s] for s in streams}  # type: ignore[union-attr]
+    prepared = []
+    for s in streams:
+        pushes = [workload.ops[i] for i in mine[s]]
+        given = [ids[i] for i in mine[s]]  # explicit ids: prepare would number in batch order
+        prepared.append(eng.prepare(s, arrow_batch(workload.schema.stream(s), pushes, given)))  # type: ignore[arg-type]
+    which = np.array([streams.index(workload.ops[i].stream) for i in indexes], np.int64)  # type: ignore[union-attr]
+    rows = np.array([mine[streams[k]].index(i) for k, i in zip(which, indexes, strict=True)], np.int64)
+    found = MatchBatch(eng.ensure_plan())
+    for _, blocks in eng.replay(prepared, which, rows):
+        found.blocks.extend(blocks)
+    return engine_results(found.matches())
 
 
 def matcher(**options: Any) -> Callable[[Workload], Any]:

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mqo
-from mqo.batch import MatchBatch
 from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from tests.differential.test_exact_differential import (
     SETTINGS,
@@ -31,6 +29,7 @@ from tests.differential.test_exact_differential import (
     expected,
     matcher,
     record,
+    replayed,
     runs,
 )
 from tests.references.exact_workloads import Push, Workload, arrow_batch, many_queries, workloads
@@ -63,20 +62,7 @@ def through(eng: mqo.Matcher, workload: Workload, indexes: list[int], door: str,
             got += engine_results(eng.push_batch(stream.name, table).matches())
             start = end
         return got
-    streams = [s.name for s in workload.schema.streams]
-    mine = {s: [i for i, op in zip(indexes, ops, strict=True) if op.stream == s] for s in streams}
-    prepared = [
-        eng.prepare(
-            s, arrow_batch(workload.schema.stream(s), [workload.ops[i] for i in mine[s]], [ids[i] for i in mine[s]])
-        )
-        for s in streams
-    ]
-    which = np.array([streams.index(op.stream) for op in ops], np.int64)
-    rows = np.array([mine[streams[k]].index(i) for k, i in zip(which.tolist(), indexes, strict=True)], np.int64)
-    found = MatchBatch(eng.ensure_plan())
-    for _, blocks in eng.replay(prepared, which, rows):
-        found.blocks.extend(blocks)
-    return engine_results(found.matches())
+    return replayed(eng, workload, indexes, ids)
 
 
 def run_mixed(workload: Workload, eng: mqo.Matcher, draw: Any, want: Expected | None = None) -> None:

@@ -29,7 +29,7 @@ from mqo.aggregation import AggregateBatch, Aggregator
 from mqo.aggregation.persist import aggregate_snapshot, restore_aggregator
 from mqo.clock import Clock
 from mqo.config import MatcherConfig
-from mqo.memory import release_freed_memory
+from mqo.memory import no_cyclic_gc, release_freed_memory
 from mqo.plan import CompiledPlan
 from mqo.plan_compile import compile_plan
 from mqo.plan_update import check_plan, update_plan
@@ -115,7 +115,7 @@ class Registrations:
     ) -> list[str]:
         """Compile and register query texts, all or nothing; their ids in order.
         ``one``: the texts must hold one query, named ``query_id`` if given."""
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             # a query given its id is checked under that id, not the one its text gives
             instances = self.compile_texts(sources, source_name, check_names=query_id is None)
             # register_query's one match query: no kinds to sort out (one never matching: as usual)
@@ -156,7 +156,7 @@ class Registrations:
         def compile_texts(texts: list[str], rows: list[int]) -> Sequence[CompiledQuery]:
             return self.registry.compile_rows(texts, rows, self.next_position, source_name)
 
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             aggregates = self.aggregator.queries if self.aggregator is not None else ()
             names, instances = table_queries(
                 template, table, id_column, source_name, self.registry, self.next_position, compile_texts, aggregates
@@ -577,20 +577,6 @@ class _Taken:
         return self.registrations.registry.queries.keys().isdisjoint(names) and (
             aggregator is None or aggregator.queries.keys().isdisjoint(names)
         )
-
-
-class _no_cyclic_gc:
-    """Compiling allocates many small objects and no reference cycles; the cyclic
-    collector would otherwise scan the growing registry again and again (half the
-    time of a million registrations). A class: a generator's context cost more."""
-
-    def __enter__(self) -> None:
-        self.collecting = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.collecting:
-            gc.enable()
 
 
 def _renamed(query: Query, name: str) -> Query:

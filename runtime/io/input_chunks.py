@@ -4,13 +4,10 @@
 Each input is read ``chunk_rows`` rows at a time (:class:`runtime.io.csv_reader.CsvChunks`,
 :class:`runtime.io.parquet_reader.ParquetChunks`: the same rules and bad rows as reading
 it whole). The arrival order is the merge of :func:`runtime.io.inputs.merge` (smallest
-next ``ts`` first, ties by input order, each input in its own order); a round releases
-the rows of the buffered chunks in that order up to the point where an input that has
-more to read would run out of buffered rows, and that input is read further. When every
-buffer is in ``ts`` order, a round is a sort: every buffered row whose key (ts, input,
-row) is at most the smallest key of the last buffered row of an input not yet read to
-its end. Otherwise the rows are merged one by one, as :func:`runtime.io.inputs.merge`
-does.
+next ``ts`` first, ties by input order, each input in its own order), made as one sort
+(:func:`merged_rows`); a round releases the rows of the buffered chunks in that order up
+to where an input that has more to read runs out of buffered rows, and that input is
+read further.
 
 Ids are checked by :class:`FileIds`, the one id rule every reader runs (reading files
 whole, :func:`runtime.io.inputs.read_inputs`, runs it too): a repeated id is a bad row
@@ -29,7 +26,6 @@ first, so the message does not depend on the chunk size.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,21 +43,8 @@ CHUNK_ROWS = 32_768  # rows of one input read at a time (NEXMark: about 50 MiB o
 
 
 def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:
-    """(input, row) of every tuple in arrival order (see :func:`runtime.io.inputs.merge`).
-    When every input is in timestamp order, that is a sort by (ts, input, row)."""
-    if all(np.all(np.diff(np.asarray(d.ts, np.float64)) >= 0) for d in data):
-        ts = np.concatenate([np.asarray(d.ts, np.float64) for d in data]) if data else np.zeros(0)
-        which = (
-            np.concatenate([np.full(len(d), k, np.int64) for k, d in enumerate(data)])
-            if data
-            else np.zeros(0, np.int64)
-        )
-        rows = np.concatenate([np.arange(len(d), dtype=np.int64) for d in data]) if data else np.zeros(0, np.int64)
-        order = np.lexsort((rows, which, ts))
-        return which[order], rows[order]
-    starts = [0] * len(data)
-    which_list, rows_list = merged_rows(data, starts, [True] * len(data))
-    return np.array(which_list, np.int64), np.array(rows_list, np.int64)
+    """(input, row) of every tuple in arrival order (see :func:`runtime.io.inputs.merge`)."""
+    return merged_rows(data, [0] * len(data), [True] * len(data))
 
 
 def number_in_arrival_order(
@@ -87,21 +70,32 @@ def number_in_arrival_order(
             d.ids = ids.tolist()
 
 
-def merged_rows(data: list[StreamData], starts: list[int], ended: list[bool]) -> tuple[list[int], list[int]]:
-    """The heap merge of the rows of ``data`` from ``starts`` on, up to and with the last
-    buffered row of an input that is not ``ended`` (its next row is not read yet)."""
-    heap = [(float(d.ts[starts[k]]), k, starts[k]) for k, d in enumerate(data) if starts[k] < len(d)]
-    heapq.heapify(heap)
-    which: list[int] = []
-    rows: list[int] = []
-    while heap:
-        _, k, i = heapq.heappop(heap)
-        which.append(k)
-        rows.append(i)
-        if i + 1 < len(data[k]):
-            heapq.heappush(heap, (float(data[k].ts[i + 1]), k, i + 1))
-        elif not ended[k]:
-            break
+def merged_rows(data: list[StreamData], starts: list[int], ended: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """(input, row) of the rows of ``data`` from ``starts`` on in the order of a heap
+    merge (smallest next ``ts`` first, ties by input order, each input in its own
+    order), up to and with the last buffered row of an input that is not ``ended`` (its
+    next row is not read yet). O(n log n), as one sort.
+
+    The merge takes the rows in the order of the key (the largest ``ts`` of the input
+    from its start up to the row, input, row): a row behind a larger ``ts`` of its own
+    input comes out right after that row, since every other input's next row was at
+    least as large when that row was taken; a row as large as everything before it in
+    its input comes out when its ``ts`` is the smallest next one."""
+    parts = [(k, np.asarray(d.ts, np.float64)[starts[k] :]) for k, d in enumerate(data) if starts[k] < len(d)]
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    key = np.concatenate([np.maximum.accumulate(ts) for _, ts in parts])
+    which = np.concatenate([np.full(len(ts), k, np.int64) for k, ts in parts])
+    rows = np.concatenate([np.arange(starts[k], starts[k] + len(ts), dtype=np.int64) for k, ts in parts])
+    order = np.lexsort((rows, which, key))
+    which, rows = which[order], rows[order]
+    lasts = np.cumsum([len(ts) for _, ts in parts]) - 1  # each input's last buffered row, before the sort
+    waiting = [last for (k, _), last in zip(parts, lasts.tolist(), strict=True) if not ended[k]]
+    if waiting:
+        at = np.empty(len(order), np.int64)
+        at[order] = np.arange(len(order))
+        end = int(at[waiting].min()) + 1
+        which, rows = which[:end], rows[:end]
     return which, rows
 
 
@@ -271,7 +265,6 @@ class _Input:
         self.buffer: StreamData | None = None
         self.ts = np.zeros(0)
         self.head = 0
-        self.sorted_from = 0  # the rows from here on are in ts order
         self.ended = False
 
     def remaining(self) -> int:
@@ -291,8 +284,6 @@ class _Input:
             data.rejected = []
             self.buffer, self.head = data, 0
             self.ts = np.asarray(data.ts, np.float64)
-            descents = np.flatnonzero(self.ts[1:] < self.ts[:-1])
-            self.sorted_from = int(descents[-1]) + 1 if len(descents) else 0
 
 
 @dataclass
@@ -341,7 +332,7 @@ class ArrivingInputs:
         self.next_id = {stream: 0 for stream in by_stream}
         self.rejected: list[BadRow] = []  # bad rows found and not yet taken
         self.size = sum(chunks.size for chunks in opened)
-        self._merged: tuple[list[int], list[int]] | None = None  # a round's order, when merged row by row
+        self._merged: tuple[np.ndarray, np.ndarray] | None = None  # a round's (input, row) in arrival order
 
     def _kept_ids(self, chunks: CsvChunks | ParquetChunks, before: list[Used]) -> Used:
         """The ids a file keeps (after its bad rows and repeated ids are set aside)."""
@@ -388,51 +379,26 @@ class ArrivingInputs:
 
     def _release(self) -> list[int]:
         """Where each input's released rows end (its buffer's rows from its head on)."""
-        live = [i for i in self.inputs if i.remaining()]
-        if any(i.head < i.sorted_from for i in live):
-            self._merged = merged_rows(
-                [i.buffer if i.buffer is not None else _EMPTY for i in self.inputs],
-                [i.head for i in self.inputs],
-                [i.ended for i in self.inputs],
-            )
-            ends = [i.head for i in self.inputs]
-            for k, row in zip(*self._merged, strict=True):
-                ends[k] = row + 1
-            return ends
-        self._merged = None
-        waiting = [(float(i.ts[-1]), k) for k, i in enumerate(self.inputs) if i.remaining() and not i.ended]
-        if not waiting:
-            return [len(i.buffer) if i.buffer is not None else i.head for i in self.inputs]
-        bound_ts, bound_k = min(waiting)
-        ends = []
-        for k, i in enumerate(self.inputs):
-            if not i.remaining():
-                ends.append(i.head)
-                continue
-            # ties in ts: the inputs given first arrive first
-            if k <= bound_k:
-                ends.append(i.head + int(np.searchsorted(i.ts[i.head :], bound_ts, side="right")))
-            else:
-                ends.append(i.head + int(np.searchsorted(i.ts[i.head :], bound_ts, side="left")))
-        return ends
+        self._merged = merged_rows(
+            [i.buffer if i.buffer is not None else _EMPTY for i in self.inputs],
+            [i.head for i in self.inputs],
+            [i.ended for i in self.inputs],
+        )
+        which, rows = self._merged
+        ends = np.array([i.head for i in self.inputs], np.int64)
+        np.maximum.at(ends, which, rows + 1)
+        return ends.tolist()
 
     def _order(self, ends: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input, row within the released piece, ts) of the released rows in arrival order."""
-        if self._merged is not None:
-            which = np.array(self._merged[0], np.int64)
-            rows = np.array(self._merged[1], np.int64)
-            heads = np.array([i.head for i in self.inputs], np.int64)
-            ts = np.empty(len(which), np.float64)
-            for k, i in enumerate(self.inputs):
-                chosen = which == k
-                ts[chosen] = i.ts[rows[chosen]]
-            return which, rows - heads[which], ts
-        parts = [(k, i.ts[i.head : end]) for k, (i, end) in enumerate(zip(self.inputs, ends, strict=True))]
-        ts = np.concatenate([t for _, t in parts])
-        which = np.concatenate([np.full(len(t), k, np.int64) for k, t in parts])
-        rows = np.concatenate([np.arange(len(t), dtype=np.int64) for _, t in parts])
-        order = np.lexsort((rows, which, ts))
-        return which[order], rows[order], ts[order]
+        assert self._merged is not None
+        which, rows = self._merged
+        heads = np.array([i.head for i in self.inputs], np.int64)
+        ts = np.empty(len(which), np.float64)
+        for k, i in enumerate(self.inputs):
+            chosen = which == k
+            ts[chosen] = i.ts[rows[chosen]]
+        return which, rows - heads[which], ts
 
 
 _EMPTY = StreamData("", "", [], None, {})

@@ -6,6 +6,7 @@ as sets) and the same error for a file that stops the run."""
 
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from mqo import Matcher
-from runtime.io.input_chunks import arrival_order, number_in_arrival_order
+from runtime.io.input_chunks import arrival_order, merged_rows, number_in_arrival_order
 from runtime.io.inputs import InputError, InputSpec, read_inputs
+from runtime.io.stream_rows import StreamData
 from runtime.io.writers import LinesFile, open_writer
 from runtime.local.match import Progress, Summary, match_all, run_match
 from runtime.stopping import deferred_stop
@@ -310,3 +312,39 @@ def test_a_bad_row_in_the_first_chunk_stops_the_run_before_anything_is_matched(t
         run_match(matcher(), [InputSpec("A", str(a))], str(out), "jsonl", chunk_rows=3)
     assert str(err.value) == f"{a}:2: column 'x': 'oops' is not an integer"
     assert out.read_text() == ""
+
+
+def heap_merge(ts_lists: list[list[float]], starts: list[int], ended: list[bool]) -> list[tuple[int, int]]:
+    """The arrival order by its definition: repeatedly take the input whose next row has
+    the smallest ts (ties: the input given first), stopping after the last buffered row
+    of an input that has more to read."""
+    heap = [(ts[starts[k]], k, starts[k]) for k, ts in enumerate(ts_lists) if starts[k] < len(ts)]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, k, i = heapq.heappop(heap)
+        out.append((k, i))
+        if i + 1 < len(ts_lists[k]):
+            heapq.heappush(heap, (ts_lists[k][i + 1], k, i + 1))
+        elif not ended[k]:
+            break
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 6).map(float), max_size=12), min_size=1, max_size=4).flatmap(
+        lambda inputs: st.tuples(
+            st.just(inputs),
+            st.tuples(*[st.integers(0, len(ts)) for ts in inputs]),
+            st.tuples(*[st.booleans() for _ in inputs]),
+        )
+    )
+)
+def test_the_merge_takes_rows_as_a_heap_of_the_inputs_next_rows_would(case: Any) -> None:
+    """Out-of-order inputs (descents, ties within and across inputs), read from any row
+    on, some still being read: the one sort gives the heap merge's order and stop."""
+    inputs, starts, ended = case
+    data = [StreamData("A", f"in{k}", ts, None, {}) for k, ts in enumerate(inputs)]
+    which, rows = merged_rows(data, list(starts), list(ended))
+    assert list(zip(which.tolist(), rows.tolist(), strict=True)) == heap_merge(inputs, list(starts), list(ended))

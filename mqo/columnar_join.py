@@ -454,23 +454,36 @@ def _special_checked(
     at = np.flatnonzero(tables.special[slots])
     if not len(at):
         return results
-    words = results.words.copy()
-    seen: set[tuple[str, int]] = set()
-    for k in at.tolist():  # (pair by pair, slots ascending)
-        p, q = int(pair[k]), int(slots[k])
+    pairs, qs = pair[at], slots[at]
+    # per distinct slot (a few hundred at most): residuals to test, several disjuncts
+    distinct = np.unique(qs)
+    made = [plan.slots[q] for q in distinct.tolist()]
+    residual = np.array([bool(slot.residuals) for slot in made])[np.searchsorted(distinct, qs)]
+    multi = np.array([slot.multi_disjunct for slot in made])[np.searchsorted(distinct, qs)]
+    holds = np.ones(len(at), bool)
+    for k in np.flatnonzero(residual).tolist():
+        p, q = int(pairs[k]), int(qs[k])
         j, r = int(results.rows[p]), int(results.partners[p])
-        slot = plan.slots[q]
-        holds = True
-        if slot.residuals:
-            members: list[Any] = [None] * len(plan.streams)
-            members[tables.streams[int(rows.side[j])]] = stored[j]
-            members[tables.streams[int(rows.side[r])]] = stored[r]
-            holds = all(test(members) for test in slot.residuals)
-        if holds and slot.multi_disjunct:
-            holds = (slot.query.name, p) not in seen
-            seen.add((slot.query.name, p))
-        if not holds:
-            words[entry[k]] &= ~np.uint64(1 << (q & 63))
+        members: list[Any] = [None] * len(plan.streams)
+        members[tables.streams[int(rows.side[j])]] = stored[j]
+        members[tables.streams[int(rows.side[r])]] = stored[r]
+        holds[k] = all(test(members) for test in plan.slots[q].residuals)
+    # a query with several disjuncts is reported once per pair, by its first slot that
+    # holds (the entries go pair by pair, slots ascending; unique's first index is the
+    # first in that order)
+    reported = np.flatnonzero(holds & multi)
+    if len(reported):
+        records, inverse = np.unique(plan.slot_record[qs[reported]], return_inverse=True)
+        names: dict[str, int] = {}  # (a query is its name: numbered by it, not by its record)
+        query = np.array([names.setdefault(plan.record_names[r], len(names)) for r in records.tolist()])[inverse]
+        key = pairs[reported].astype(np.int64) * len(names) + query
+        again = np.ones(len(reported), bool)
+        again[np.unique(key, return_index=True)[1]] = False
+        holds[reported[again]] = False
+    words = results.words.copy()
+    dropped = np.flatnonzero(~holds)
+    bits = np.left_shift(np.uint64(1), (qs[dropped] & 63).astype(np.uint64))
+    np.bitwise_and.at(words, entry[at[dropped]], ~bits)
     keep = words != 0
     counts = np.add.reduceat(keep, results.starts[:-1]) if len(keep) else np.zeros(len(results.rows), np.int64)
     alive = counts > 0

@@ -11,6 +11,7 @@ columns (:mod:`mqo.result_encoding`), and ``matches()`` gives
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -49,16 +50,10 @@ def _run(calls: Iterable[object]) -> None:
     deque(calls, maxlen=0)
 
 
-class _SharedOutputs:
-    """One context's ids and SELECT values for an assignment's member rows."""
-
-    def __init__(self, codes: list[ContextCode]) -> None:
-        self.codes = codes
-
-    def __call__(self, c: int, rows: list[Any]) -> tuple[ReadOnlyDict, ReadOnlyDict]:
-        code = self.codes[c]
-        ids = ReadOnlyDict({alias: rows[s][1] for s, alias in code.aliases.items()})
-        return ids, ReadOnlyDict({name: fn(rows) for name, fn in code.outputs})
+def _shared_outputs(code: ContextCode, rows: list[Any]) -> tuple[ReadOnlyDict, ReadOnlyDict]:
+    """A context's ids and SELECT values for an assignment's member rows."""
+    ids = ReadOnlyDict({alias: rows[s][1] for s, alias in code.aliases.items()})
+    return ids, ReadOnlyDict({name: fn(rows) for name, fn in code.outputs})
 
 
 @dataclass
@@ -111,37 +106,41 @@ class MatchBatch:
     def matches(self) -> list[Match]:
         """The results as :class:`~mqo.results.Match` objects, in order. O(results), and
         a join's pushed tuple can find thousands: the per-result work is ``map`` over
-        C-level calls (no Python loop body per result), with the cyclic collector paused
-        (the results hold no reference cycles; its scans of the new objects were about
-        40% of the time)."""
+        C-level calls (no Python loop body per result). Making more objects than the
+        cyclic collector's first threshold, it pauses the collector (the results hold no
+        reference cycles; its scans of the new objects were about 40% of the time)."""
+        if len(self) < gc.get_threshold()[0]:
+            return self._made()
+        with no_cyclic_gc():
+            return self._made()
+
+    def _made(self) -> list[Match]:
         plan = self.plan
-        slot_record, slot_context = plan.slot_record, plan.slot_context
+        slot_record, slot_context, codes = plan.slot_record, plan.slot_context, plan.context_codes
         name_of = plan.record_names.__getitem__
-        shared_of = _SharedOutputs(plan.context_codes)
         set_query, set_ts, set_ids, set_values = MATCH_SETTERS
         out: list[Match] = []
-        with no_cyclic_gc():
-            for group, ts, rows in self._groups():
-                k = len(group)
-                contexts = slot_context[group].tolist()
-                # the queries of one context share their aliases and SELECT code: an
-                # assignment's ids and values are computed once per context and shared,
-                # read-only, by its results
-                distinct = set(contexts)
-                if len(distinct) == 1:
-                    ids, values = shared_of(contexts[0], rows)
-                    each_ids: Iterable[ReadOnlyDict] = repeat(ids, k)
-                    each_values: Iterable[ReadOnlyDict] = repeat(values, k)
-                else:
-                    made = {c: shared_of(c, rows) for c in distinct}
-                    pairs = list(map(made.__getitem__, contexts))
-                    each_ids, each_values = map(_first, pairs), map(_second, pairs)
-                made_now = list(map(_new, repeat(Match, k)))
-                _run(map(set_query, made_now, map(name_of, slot_record[group].tolist())))
-                _run(map(set_ts, made_now, repeat(ts, k)))
-                _run(map(set_ids, made_now, each_ids))
-                _run(map(set_values, made_now, each_values))
-                out += made_now
+        for group, ts, rows in self._groups():
+            k = len(group)
+            contexts = slot_context[group].tolist()
+            # the queries of one context share their aliases and SELECT code: an
+            # assignment's ids and values are computed once per context and shared,
+            # read-only, by its results
+            distinct = set(contexts)
+            if len(distinct) == 1:
+                ids, values = _shared_outputs(codes[contexts[0]], rows)
+                each_ids: Iterable[ReadOnlyDict] = repeat(ids, k)
+                each_values: Iterable[ReadOnlyDict] = repeat(values, k)
+            else:
+                made = {c: _shared_outputs(codes[c], rows) for c in distinct}
+                pairs = list(map(made.__getitem__, contexts))
+                each_ids, each_values = map(_first, pairs), map(_second, pairs)
+            made_now = list(map(_new, repeat(Match, k)))
+            _run(map(set_query, made_now, map(name_of, slot_record[group].tolist())))
+            _run(map(set_ts, made_now, repeat(ts, k)))
+            _run(map(set_ids, made_now, each_ids))
+            _run(map(set_values, made_now, each_values))
+            out += made_now
         return out
 
     def to_pylist(self) -> list[dict[str, Any]]:

@@ -162,30 +162,39 @@ class KillTable:
         return self.prefix(lo) | self.suffix(hi)
 
     def last_used(self, candidates: int) -> int:
-        """Largest position used by a query in ``candidates``, or -1."""
+        """Largest position used by a query in ``candidates``, or -1. A binary search
+        over the suffix checkpoints (ints once read), then a walk down the one stride
+        that holds it: O(log(n / stride) + stride) masks, not a walk per probe."""
         if not self.any_user & candidates:
             return -1
-        lo, hi = 0, self.n - 1  # suffix(lo) & candidates is non-zero
+        lo, hi = 0, (self.n - 1) // self.stride  # suffix row lo (of [lo * stride, n)) holds one
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self.suffix(mid) & candidates:
+            if self._row(1, mid) & candidates:
                 lo = mid
             else:
                 hi = mid - 1
-        return lo
+        for p in range(min(self.n, (lo + 1) * self.stride) - 1, lo * self.stride - 1, -1):
+            if self._mask(p) & candidates:
+                return p
+        raise AssertionError("a suffix checkpoint holds a candidate its positions do not")
 
     def first_used(self, candidates: int) -> int:
-        """Smallest position used by a query in ``candidates``, or -1."""
+        """Smallest position used by a query in ``candidates``, or -1 (as
+        :meth:`last_used`, over the prefix checkpoints)."""
         if not self.any_user & candidates:
             return -1
-        lo, hi = 1, self.n  # prefix(hi) & candidates is non-zero
+        lo, hi = 1, self.n // self.stride + 1  # prefix row hi (of [0, hi * stride)) holds one
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.prefix(mid) & candidates:
+            if self._row(0, mid) & candidates:
                 hi = mid
             else:
                 lo = mid + 1
-        return lo - 1
+        for p in range((lo - 1) * self.stride, min(self.n, lo * self.stride)):
+            if self._mask(p) & candidates:
+                return p
+        raise AssertionError("a prefix checkpoint holds a candidate its positions do not")
 
     def _check(self) -> None:
         n, users = self.n, self.users

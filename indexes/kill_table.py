@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-DEFAULT_BUDGET_BITS = 1 << 26  # 8 MiB of table per list at most
+DEFAULT_BUDGET_BITS = 1 << 24  # 2 MiB of table per list at most
 
 
 def mask_of(slots: Sequence[int]) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 
 from indexes.exact import to_float
 from indexes.kill_bitsets import bitset_of, words_for
+from indexes.kill_table import DEFAULT_BUDGET_BITS
 from mqo.plan import CompiledList, CompiledPlan
 from predicates import ColumnType, Kind
 
@@ -32,7 +33,7 @@ def words_of(flags: np.ndarray, words: int) -> np.ndarray:
     return bitset_of(np.flatnonzero(flags), words)
 
 
-def _stride(n: int, words: int, budget_bits: int = 1 << 26) -> int:
+def _stride(n: int, words: int, budget_bits: int = DEFAULT_BUDGET_BITS) -> int:
     """The kill tables' stride rule (indexes.kill_table): a power of two keeping a table under budget."""
     stride = 1
     while (n // stride + 2) * words * 64 > budget_bits and stride < n:

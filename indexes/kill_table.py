@@ -18,9 +18,9 @@ stays bounded for long lists:
 each stored every ``stride`` positions and completed with at most ``stride - 1`` ORs.
 With ``stride`` s: memory O((n / s) * q / 8) bytes for q query slots, time O(s) ORs per
 lookup. ``stride`` is chosen as the smallest power of two that keeps a table under
-``budget_bits``. The tables are built in one numba pass over the list's users (the
-batch kernels' checkpoint rows, :mod:`indexes.kernels`) and read as Python ints, each
-row converted when first needed.
+a budget (:func:`kill_stride`). The tables are built in one numba pass over the list's
+users (the batch kernels' checkpoint rows, :mod:`indexes.kernels`) and read as Python
+ints, each row converted when first needed.
 """
 
 from __future__ import annotations
@@ -29,7 +29,30 @@ from collections.abc import Sequence
 
 import numpy as np
 
-DEFAULT_BUDGET_BITS = 1 << 24  # 2 MiB of table per list at most
+# A list's two tables stay under SMALL_BUDGET_BITS each while that needs a stride of
+# at most SHORT_STRIDE positions (a lookup walks up to a stride's positions in Python);
+# past that (hundreds of thousands of slots) under DEFAULT_BUDGET_BITS. At 20,000 slots
+# a join list's tables were 12.5 MB and 7 ms to build, paid by the tuple that first
+# needed the list; under the small budget 3 MB, and lookups cost the same.
+SMALL_BUDGET_BITS = 1 << 24  # 2 MiB
+SHORT_STRIDE = 32
+DEFAULT_BUDGET_BITS = 1 << 26  # 8 MiB
+
+
+def kill_stride(n: int, width: int, budget_bits: int | None = None) -> int:
+    """The checkpoint stride of a list of ``n`` positions over ``width`` slot bits: the
+    smallest power of two keeping a table under ``budget_bits``, or by the rule above."""
+
+    def smallest(budget: int) -> int:
+        stride = 1
+        while (n // stride + 2) * width > budget and stride < n:
+            stride *= 2
+        return stride
+
+    if budget_bits is not None:
+        return smallest(budget_bits)
+    short = smallest(SMALL_BUDGET_BITS)
+    return short if short <= SHORT_STRIDE else smallest(DEFAULT_BUDGET_BITS)
 
 
 def mask_of(slots: Sequence[int]) -> int:
@@ -58,7 +81,7 @@ class KillTable:
 
     __slots__ = ("_ints", "_mask", "_offsets", "_tables", "_users", "any_user", "n", "stride")
 
-    def __init__(self, users: Sequence[int], slot_bits: int = 0, budget_bits: int = DEFAULT_BUDGET_BITS) -> None:
+    def __init__(self, users: Sequence[int], slot_bits: int = 0, budget_bits: int | None = None) -> None:
         masks = [int(m) for m in users]
         per_position = [[q for q in range(m.bit_length()) if m >> q & 1] for m in masks]
         offsets = np.zeros(len(masks) + 1, np.int64)
@@ -69,7 +92,7 @@ class KillTable:
 
     @classmethod
     def from_csr(
-        cls, offsets: np.ndarray, flat: np.ndarray, slot_bits: int, budget_bits: int = DEFAULT_BUDGET_BITS
+        cls, offsets: np.ndarray, flat: np.ndarray, slot_bits: int, budget_bits: int | None = None
     ) -> KillTable:
         """Users of position p are ``flat[offsets[p]:offsets[p + 1]]`` (slot numbers)."""
         table = cls.__new__(cls)
@@ -77,16 +100,13 @@ class KillTable:
         table._build(offsets, flat, slot_bits, budget_bits)
         return table
 
-    def _build(self, offsets: np.ndarray, flat: np.ndarray, slot_bits: int, budget_bits: int) -> None:
+    def _build(self, offsets: np.ndarray, flat: np.ndarray, slot_bits: int, budget_bits: int | None) -> None:
         from indexes.kernels import build_checkpoints  # numba, on first use
 
         n = len(offsets) - 1
         self.n = n
         width = max(1, slot_bits)
-        stride = 1
-        while (n // stride + 2) * width > budget_bits and stride < n:
-            stride *= 2
-        self.stride = stride
+        stride = self.stride = kill_stride(n, width, budget_bits)
         words = max(1, (width + 63) // 64)
         # [prefix rows, suffix rows]: prefix row j = OR of users[0 : j * stride],
         # suffix row j = OR of users[j * stride : n]

@@ -18,7 +18,7 @@ import numpy as np
 
 from indexes.exact import to_float
 from indexes.kill_bitsets import bitset_of, words_for
-from indexes.kill_table import DEFAULT_BUDGET_BITS
+from indexes.kill_table import kill_stride
 from mqo.plan import CompiledList, CompiledPlan
 from predicates import ColumnType, Kind
 
@@ -31,14 +31,6 @@ class Unsupported(Exception):
 def words_of(flags: np.ndarray, words: int) -> np.ndarray:
     """A bitset row (``uint64`` words) with bit ``q`` set where ``flags[q]``."""
     return bitset_of(np.flatnonzero(flags), words)
-
-
-def _stride(n: int, words: int, budget_bits: int = DEFAULT_BUDGET_BITS) -> int:
-    """The kill tables' stride rule (indexes.kill_table): a power of two keeping a table under budget."""
-    stride = 1
-    while (n // stride + 2) * words * 64 > budget_bits and stride < n:
-        stride *= 2
-    return stride
 
 
 def _integer(plan: CompiledPlan, stream: int, position: int) -> bool:
@@ -101,7 +93,7 @@ class PairTables:
             floats = np.asarray(lst.covering.floats, np.float64)
             own = lst.offsets - lst.offsets[0]
             flat = np.ascontiguousarray(lst.own_users, np.int32)
-            st = _stride(lst.n, words)
+            st = kill_stride(lst.n, words * 64)
             factor = lst.key.factor
             assert factor is not None  # (a numeric two-column list has one)
             op.append(OP_CODES[lst.key.op])

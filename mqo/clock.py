@@ -83,8 +83,23 @@ class Marks:
     def append(self, mark: Mark | None) -> None:
         self._more.append(mark)
 
+    def pick(self, js: np.ndarray) -> list[Mark | None]:
+        """``self[j]`` for each of ``js`` (not negative), made a column at a time."""
+        n, k, more = len(self._at), self._k, self._more
+        bases = self._at[np.minimum(js, n - 1)].tolist() if n else [NEVER] * len(js)
+        picked = zip(js.tolist(), bases, strict=True)
+        return [more[j - n] if j >= n else None if b == NEVER else (b, k) for j, b in picked]
+
 
 MarkList = list[Mark | None] | Marks
+
+
+def marks_at(marks: MarkList, js: np.ndarray) -> list[Mark | None]:
+    """``marks[j]`` for each of ``js`` (not negative): a replay reads those of a chunk of
+    the rows it visits at once."""
+    if isinstance(marks, Marks):
+        return marks.pick(js)
+    return [marks[j] for j in js.tolist()]
 
 
 class Clock:

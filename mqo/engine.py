@@ -99,7 +99,7 @@ class Engine:
         self._member_pairs: dict[tuple[bool, int], list[tuple[int, int, list[CompiledList]]]] = {}
         self._join_lists: dict[tuple[int, int], list[tuple[int, list[CompiledList], list[CompiledList]]]] = {}
         self._open: dict[int, list[tuple[int, int]]] = {}
-        # per stream, what _fed found the other streams storing, and when
+        # per stream, what _feed found the other streams storing, and when
         self._feeds: dict[int, tuple[int, int, list[float], list[int]]] = {}
         self._tables_of = plan.version  # (a plan changed in place would make them again)
         self._reset_counts()
@@ -137,22 +137,28 @@ class Engine:
         slot. With ``measure``, :attr:`phases` receives each phase's (type, partials in,
         partials out, work)."""
         plan = self.plan
-        counters = self.counters
         results: list[ResultBlock] = []
         if self._tables_of != plan.version:
             self._clear_tables()
-        stream_slots = plan.stream_slots[t.stream]
+        s = t.stream
         if given is not None:
             t.attr_version = plan.version
             # (the QED test needs the lists' satisfied bits: they are decided again)
-            t.attr_done = 0 if self.check_qed else plan.attr_list_mask[t.stream]
-            t.attr_kill = stream_slots & ~given
+            t.attr_done = 0 if self.check_qed else plan.attr_list_mask[s]
+            t.attr_kill = plan.stream_slots[s] & ~given
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        cand = self._fed(t.stream, t.row[0]) & ~skip
+        # the slots a tuple of s at its ts may end a result of now (_feed)
+        state = self.state
+        seen = state.changes - state.changed[s]
+        fed = self._feeds.get(s)
+        if fed is None or fed[0] != seen:
+            fed = self._feed(s, seen)
+        cand = fed[1] & ~fed[3][bisect_left(fed[2], t.row[0])] & ~skip
         if not cand:
             return results
+        counters = self.counters
         # The attribute phase comes first and what it leaves of ``t``'s candidates is
         # given: a tuple it leaves nothing stops here, counted and measured as that
         # phase would be (one partial in, none out, no work), without running it (under
@@ -215,20 +221,17 @@ class Engine:
             table.clear()
         self._tables_of = self.plan.version
 
-    def _fed(self, s: int, ts: float) -> int:
-        """The slots reading ``s`` that a tuple of ``s`` at ``ts`` may end a result of now:
-        not those that also read a stream storing no tuple (or none at or after ``ts``
-        their window predicates want, ``plan.later_partner``). What the other streams
-        store is looked at again only when one of them changed (a run of bids between
-        two rows of the views they join costs a binary search each)."""
-        state = self.state
-        seen = state.changes - state.changed[s]  # (the other streams' changes: they only grow)
-        fed = self._feeds.get(s)
-        if fed is None or fed[0] != seen:
-            plan = self.plan
-            fed = self._feeds[s] = (seen, *state.feeding(s, plan.stream_slots, plan.later_partner[s]))
-        _, cand, newest, dead = fed
-        return cand & ~dead[bisect_left(newest, ts)]
+    def _feed(self, s: int, seen: int) -> tuple[int, int, list[float], list[int]]:
+        """What the other streams store, after ``seen`` changes of theirs: per stream
+        ``s``, :meth:`process` keeps the slots reading ``s`` that a tuple of ``s`` at
+        ``ts`` may end a result of now: not those that also read a stream storing no
+        tuple (or none at or after ``ts`` their window predicates want,
+        ``plan.later_partner``). It is looked at again only when one of the other
+        streams changed (a run of bids between two rows of the views they join costs a
+        binary search each)."""
+        plan = self.plan
+        fed = self._feeds[s] = (seen, *self.state.feeding(s, plan.stream_slots, plan.later_partner[s]))
+        return fed
 
     # ------------------------------------------------------ predicate evaluation
 

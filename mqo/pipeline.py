@@ -48,7 +48,7 @@ from indexes.stored import StoredTuple
 from mqo.alone import alone_runs, alone_singles, alone_slots, in_arrival_order
 from mqo.batch import MatchBatch, SingleResults
 from mqo.batch_input import columns_of
-from mqo.clock import Clock, Mark, clock_for
+from mqo.clock import Clock, Mark, clock_for, marks_at
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
 from mqo.engine import Engine
@@ -117,6 +117,7 @@ class Pipeline:
         self.retention_cap: Mark | None = None
         self.replay_mark: Mark | None = None  # a replay's watermark after the row last yielded
         self._pairs: PairSteps | None = None  # the replay's columnar join step, for self.plan
+        self._advanced: tuple[Any, ...] | None = None  # what _advance was last given
 
     # ------------------------------------------------------------------ plan
 
@@ -178,17 +179,6 @@ class Pipeline:
             return self.plan.stream_number(name)
         except KeyError:
             raise TupleError(f"unknown stream {name!r}" + did_you_mean(name, self.plan.catalog.names())) from None
-
-    def _process(self, t: StoredTuple, cand: int | None = None, skip: int = 0) -> list[ResultBlock]:
-        """Run the engine on one tuple in the current order (adaptive or static);
-        ``skip``: slots decided elsewhere (:meth:`mqo.engine.Engine.process`)."""
-        engine = self.engine
-        assert engine is not None
-        policy = self.policy
-        s = t.stream
-        if policy is None or not engine.plan.order_matters[s]:
-            return engine.process(t, self.order, cand, skip=skip)
-        return policy.process(engine, t, cand, skip)
 
     # ------------------------------------------------------------- one tuple
 
@@ -331,19 +321,20 @@ class Pipeline:
                     at = visited[v : v + ROWS_AT_ONCE]
                     stored = rows_in_order(prepared, which[at], row_indexes[at])
                     cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
+                    after = marks_at(marks, at + 1)  # the watermark after each
                     lists = (which[at].tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
-                    parts = list(zip(*lists, strict=True))
-                k, i, own_flags, is_late = parts[c]
+                    parts = list(zip(*lists, stored, cands, after, strict=True))
+                k, i, own_flags, is_late, row, cand, mark = parts[c]
                 prep = prepared[k]
                 if is_late:
-                    self._late(prep.stream, stored[c], marks[j])
+                    self._late(prep.stream, row, marks[j])
                     continue
                 if advanced != j:
                     self._advance(marks[j])
-                blocks = self._matched_row(prep, i, own_flags, stored[c], cands[c], taken)
+                blocks = self._matched_row(prep, i, own_flags, row, cand, taken)
                 if j in paired:
                     blocks += paired[j]
-                self.replay_mark = mark = marks[j + 1]
+                self.replay_mark = mark
                 self._advance(mark)
                 advanced = j + 1
                 if pairs is not None:  # (the rows up to the last handed over are in, if the replay is left)
@@ -472,17 +463,28 @@ class Pipeline:
         elif cand is None:
             cand = prepared.engine_cand(i)
         alone = cand & prepared.disjunct_bits  # single-stream queries' disjuncts (mqo.alone)
+        plan = self.plan
         if flags & SINGLE or alone:
-            members: list[StoredTuple | None] = [None] * len(self.plan.streams)
+            members: list[StoredTuple | None] = [None] * len(plan.streams)
             members[prepared.stream] = t
-            slots = alone_slots(self.plan, prepared, np.array([i]), bool(flags & SINGLE), bool(alone))[1]
+            slots = alone_slots(plan, prepared, np.array([i]), bool(flags & SINGLE), bool(alone))[1]
             block = ResultBlock(slots, members, t.row[0])
             blocks.append(block)
             self.counters.results += len(block)
         if flags & ENGINE and (cand != alone or not alone):
-            blocks.extend(self._process(t, cand, skip | alone))
+            # the engine on t in the current order, adaptive or static
+            engine, policy = self.engine, self.policy
+            assert engine is not None
+            if policy is None or not plan.order_matters[t.stream]:
+                blocks += engine.process(t, self.order, cand, skip=skip | alone)
+            else:
+                blocks += policy.process(engine, t, cand, skip | alone)
         if flags & STORE:
-            self._store(t)
+            state = self.state
+            assert state is not None
+            state.insert(t)
+            if self.config.check:
+                state._check()
 
     # ------------------------------------------------------------ time, state
 
@@ -535,12 +537,6 @@ class Pipeline:
         clock = self.clock
         return self.held.release(lambda ts: clock.passed(ts, mark))
 
-    def _store(self, t: StoredTuple) -> None:
-        assert self.state is not None
-        self.state.insert(t)
-        if self.config.check:
-            self.state._check()
-
     def release_retention(self, mark: Mark | None) -> None:
         """Aggregate views emitted at the watermark ``mark``: the horizon may follow it."""
         if mark is not None:
@@ -553,6 +549,12 @@ class Pipeline:
         """Move the retention horizon to the watermark ``mark`` (with aggregate views:
         no further than their last emission's) and purge what falls behind it."""
         assert self.plan is not None and self.state is not None
+        # (twice per visited row, mostly at the watermark it was last at: given all it
+        # was given last time, the horizon, which only grows but on load, is past it)
+        key = (mark, self.capped, self.retention_cap, self._retention, self.clock)
+        if key == self._advanced:
+            return
+        self._advanced = key
         if self.capped:
             if self.retention_cap is None or mark is None:
                 return
@@ -585,6 +587,7 @@ class Pipeline:
     def load(self, data: Mapping[str, Any], plan: CompiledPlan) -> None:
         """Continue from :meth:`snapshot` data, on ``plan`` (the same queries)."""
         self._pairs = None  # (the rows kept for the state replaced: not put into the one loaded)
+        self._advanced = None  # (the clock loaded may be behind)
         load_pipeline(self, data, plan)
         if self.config.check:
             self._check_time(None)

@@ -206,6 +206,9 @@ class AdaptivePolicy:
         self.shunned: list[set[tuple[Kind, Kind, Kind]]] = [set() for _ in range(n)]
         # per stream, the (drift, warmup) its figures were all last tested with
         self._looked_with: list[tuple[float, int] | None] = [None] * n
+        # the estimates of every order an exploring tuple was picked by, for its stream,
+        # until that tuple is observed (None: none, or its figures changed since)
+        self._costs: tuple[int, list[float]] | None = None
         self.total = 0
         self.changes = 0
         self.switches: list[Switch] = []
@@ -287,7 +290,10 @@ class AdaptivePolicy:
             if turn % 4 == 3:
                 order = others[(turn // 4) % len(others)]
             else:
-                order = min(others, key=lambda o: self.estimate(stream, o))
+                costs = [self.estimate(stream, o) for o in ALL_ORDERS]
+                # (the repick after this tuple takes them again if its figures stay)
+                self._costs = (stream, costs)
+                order = min(others, key=lambda o: costs[ALL_ORDERS.index(o)])
             self.explored[stream] += 1
         self.running[stream] = order
         return order
@@ -297,14 +303,22 @@ class AdaptivePolicy:
         that passes its budget (:meth:`trial_budget`) stops, and the tuple is matched
         in the stream's own order (the engine changes no state before it returns)."""
         s = t.stream
-        order = self.order_for(s)
-        engine.budget = self.trial_budget(s)
-        try:
-            blocks = engine.process(t, order, cand, measure=True, skip=skip)
-        except TrialTooCostly:
-            self.abandon_trial(s, engine.phases, engine.work())
+        every = self.explore_every
+        if self.seen[s] % every != every - 1:
+            # what order_for and trial_budget give off an exploring turn, written out:
+            # every tuple the engine visits comes here
+            order = self.running[s] = self.orders[s]
             engine.budget = None
-            blocks = engine.process(t, self.orders[s], cand, measure=True, skip=skip)
+            blocks = engine.process(t, order, cand, measure=True, skip=skip)
+        else:
+            order = self.order_for(s)
+            engine.budget = self.trial_budget(s)
+            try:
+                blocks = engine.process(t, order, cand, measure=True, skip=skip)
+            except TrialTooCostly:
+                self.abandon_trial(s, engine.phases, engine.work())
+                engine.budget = None
+                blocks = engine.process(t, self.orders[s], cand, measure=True, skip=skip)
         self.observe(s, engine.phases)
         if self.seen[s] % 256 == 1:
             engine.attr_lists[s] = self.list_order(engine.attr_lists[s], engine.attr_lists[s])
@@ -312,51 +326,49 @@ class AdaptivePolicy:
 
     def observe(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
         """One tuple's phases, in the order they ran: (type, partials in, partials
-        out, work)."""
-        table = self.tables[stream]
+        out, work). Its work is typical of the running order, or, for a trial of
+        another, too much to try that again (more than ``explore_every`` typical tuples)."""
+        # (once per tuple the engine visits, most of which run no phase or one:
+        # written without helper calls)
+        work_done = 0
         changed: list[TypeStats] = []
-        self.weigh_trial(stream, phases)
-        for position, (kind, entered, left, work) in enumerate(phases):
-            if entered:  # (no partial in: nothing measured)
-                row = 0 if kind is _A else 4 if kind is _J else 8  # (as _at)
-                at = table[row + position]
-                at.observe(entered, left, work)
-                table[row + 3].observe(entered, left, work)
-                changed.append(at)
-        self.seen[stream] += 1
+        picked_by, self._costs = self._costs, None
+        if phases:
+            table = self.tables[stream]
+            for position, (kind, entered, left, work) in enumerate(phases):
+                work_done += work
+                if entered:  # (no partial in: nothing measured)
+                    row = 0 if kind is _A else 4 if kind is _J else 8  # (as _at)
+                    at = table[row + position]
+                    at.observe(entered, left, work)
+                    table[row + 3].observe(entered, left, work)
+                    changed.append(at)
+        measured = bool(changed)
+        running, order = self.running[stream], self.orders[stream]
+        exploring = running is not order and running != order
+        if not exploring:
+            self.typical[stream].add(work_done)
+        elif work_done > self._budget(stream):
+            self.shunned[stream].add(running)
+        seen = self.seen[stream] = self.seen[stream] + 1
         self.total += 1
-        seen = self.seen[stream]
         if seen < self.warmup:
             return
-        looking_with = (self.drift, self.warmup)
-        if self._looked_with[stream] != looking_with:  # the first look (or new settings): all
-            self._looked_with[stream] = looking_with
+        looked, drift = self._looked_with[stream], self.drift
+        if looked is None or looked[0] != drift or looked[1] != self.warmup:
+            # the first look (or new settings): all
+            self._looked_with[stream] = (drift, self.warmup)
             changed = [ts for key, ts in self.stats[stream].items() if key[1] is not None]
         # the figures that did not change were looked at when they last did (a drift
         # then refreshed them all): only the changed ones can have drifted since
-        drift = self.drift
         for ts in changed:
             if ts.drifted(drift):
                 self.refresh(stream)
                 return
-        if (
-            seen == self.warmup
-            or seen == self.reset_at[stream] + self.settle
-            or self.running[stream] != self.orders[stream]
-        ):
-            self._repick(stream)
-
-    def weigh_trial(self, stream: int, phases: list[tuple[Kind, int, int, int]]) -> None:
-        """A tuple's work: typical of the running order, or, for a trial of another,
-        too much to try it again (more than ``explore_every`` typical tuples)."""
-        work_done = 0
-        for phase in phases:  # (no generator: most tuples have one phase, or none)
-            work_done += phase[3]
-        running = self.running[stream]
-        if running == self.orders[stream]:
-            self.typical[stream].add(work_done)
-        elif work_done > self._budget(stream):
-            self.shunned[stream].add(running)
+        if exploring or seen == self.warmup or seen == self.reset_at[stream] + self.settle:
+            # (no figure changed since the order was picked: the same estimates)
+            costs = picked_by[1] if picked_by is not None and picked_by[0] == stream and not measured else None
+            self._repick(stream, costs)
 
     def trial_budget(self, stream: int) -> int | None:
         """While the next tuple of ``stream`` tries another order: the work past which
@@ -370,6 +382,7 @@ class AdaptivePolicy:
         estimates know the order is dear), the order is shunned, and the tuple runs in
         the stream's own order."""
         running = self.running[stream]
+        self._costs = None  # (the figures change)
         trial = list(phases)
         rest = work - sum(phase[3] for phase in trial)
         if len(trial) < len(running):
@@ -427,9 +440,12 @@ class AdaptivePolicy:
             carried *= fanout
         return total
 
-    def _repick(self, stream: int) -> None:
+    def _repick(self, stream: int, costs: list[float] | None = None) -> None:
+        """Switch the stream's order to the best estimated (``costs``: the estimates of
+        every order, if made) if it is cheaper by more than the hysteresis."""
         current = ALL_ORDERS.index(self.orders[stream])
-        costs = [self.estimate(stream, o) for o in ALL_ORDERS]
+        if costs is None:
+            costs = [self.estimate(stream, o) for o in ALL_ORDERS]
         # (a shunned order's trial cost more than the tuples it was spread over: its
         # estimate, from one sample, is not trusted to run every tuple)
         shunned = self.shunned[stream]

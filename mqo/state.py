@@ -42,11 +42,6 @@ class StreamStore:
         self.buckets = TimeBuckets(width)
         self.values: dict[int, ValueIndex] = {}
 
-    def insert(self, t: StoredTuple) -> None:
-        self.buckets.add(t)
-        for index in self.values.values():
-            index.add(t)
-
     def purge(self, horizon: float) -> int:
         dropped = self.buckets.purge_before(horizon)
         if self.values:
@@ -62,7 +57,7 @@ class WindowState:
         self.streams = [StreamStore(width) for _ in range(n_streams)]
         self._purged_to = float("-inf")
         # how often tuples came or went, in all and per stream: what the engine keeps of
-        # the other streams (mqo.engine, Engine._fed) holds while the difference does
+        # the other streams (mqo.engine, Engine._feed) holds while the difference does
         self.changes = 0
         self.changed = [0] * n_streams
 
@@ -101,7 +96,10 @@ class WindowState:
 
     def insert(self, t: StoredTuple) -> None:
         s = t.stream
-        self.streams[s].insert(t)
+        store = self.streams[s]
+        store.buckets.add(t)
+        for index in store.values.values():
+            index.add(t)
         self.changes += 1
         self.changed[s] += 1
 
@@ -131,7 +129,7 @@ class WindowState:
         return dropped
 
     def feeding(self, s: int, stream_slots: list[int], later: list[int]) -> tuple[int, list[float], list[int]]:
-        """What a tuple of stream ``s`` may end results with, for :meth:`mqo.engine.Engine._fed`
+        """What a tuple of stream ``s`` may end results with, for :meth:`mqo.engine.Engine._feed`
         (``stream_slots``: the slots reading each stream; ``later``: per stream, the slots
         that want its tuple at or after ``s``'s, ``CompiledPlan.later_partner[s]``): the
         slots reading ``s`` whose other streams all store a tuple; the newest ts stored

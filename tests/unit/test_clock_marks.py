@@ -1,6 +1,7 @@
 """The watermark each tuple of a batch meets (``Clock.late_mask``'s marks, made when
 read): the same whatever the batch is cut into, with ties, decimal lateness and a
-stream that speaks late; read by position (negative too) and extended by ``append``."""
+stream that speaks late; read by position (negative too) or a chunk of positions at a
+time, and extended by ``append``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqo.clock import Clock
+from mqo.clock import Clock, marks_at
 
 
 def clock(lateness: float) -> Clock:
@@ -53,6 +54,10 @@ def test_marks_do_not_depend_on_how_the_batch_is_cut(rows: list[Any], lateness: 
     assert marks[-1] == expected[-1]
     marks.append(whole.mark)
     assert len(marks) == len(rows) + 1 and marks[len(rows)] == whole.mark and marks[-1] == whole.mark
+    # read a chunk at a time (as the replay reads the mark after each row it visits)
+    picks = np.arange(cut % (len(rows) + 1), len(rows) + 1)
+    assert marks_at(marks, picks) == [marks[j] for j in picks.tolist()]
+    assert marks_at([*expected, whole.mark], picks) == [marks[j] for j in picks.tolist()]
 
 
 def test_no_watermark_before_a_stream_has_spoken() -> None:

@@ -16,6 +16,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, settings
 
+from indexes import value_index
 from indexes.covering import CoveringList
 from indexes.kill_table import KillTable
 from indexes.stored import StoredTuple
@@ -140,13 +141,16 @@ def same(a, b) -> bool:
     ids=["numbers", "strings"],
 )
 @pytest.mark.parametrize("position", [2, 3])
-def test_value_index_seeded_stress(pool: list, bounds: list, position: int) -> None:
-    rnd = random.Random(hash((position, len(pool))))
+@pytest.mark.parametrize("load", [value_index.LOAD, 2, 5])
+def test_value_index_seeded_stress(pool: list, bounds: list, position: int, load: int, monkeypatch) -> None:
+    """Also with blocks of a few keys: split, merged, emptied and ranged across."""
+    monkeypatch.setattr(value_index, "LOAD", load)
+    rnd = random.Random(hash((position, len(pool), load)))
     index = ValueIndex(position)
     model: list[StoredTuple] = []
     seq = 0
     for step in range(400):
-        if model and rnd.random() < 0.35:
+        if model and rnd.random() < (0.35 if step < 250 else 0.6):  # (grows, then shrinks)
             t = model.pop(rnd.randrange(len(model)))
             index.remove(t)
         else:

@@ -97,7 +97,7 @@ def test_mixed_queries_with_attribute_filters_against_brute_force() -> None:
 
 def test_what_a_tuple_finds_stored_follows_every_change_of_its_partners() -> None:
     """The engine keeps what a stream's partners store between its tuples and looks
-    again when one changes (``Engine._fed``): H tuples arriving between B's (some
+    again when one changes (``Engine._feed``): H tuples arriving between B's (some
     newer than the B's after them), gaps in time over which the window's purge empties
     H, and tuples of a third stream K (stored for a query of its own, no partner of B's)
     in between. Pushed one by one and replayed, every (B, H) pair against brute force;

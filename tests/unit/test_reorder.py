@@ -64,7 +64,11 @@ class LooksAtEverything(AdaptivePolicy):
 
     def observe(self, stream: int, phases: list) -> None:
         stats = self.stats[stream]
-        self.weigh_trial(stream, phases)
+        work_done = sum(phase[3] for phase in phases)
+        if self.running[stream] == self.orders[stream]:
+            self.typical[stream].add(work_done)
+        elif work_done > self._budget(stream):
+            self.shunned[stream].add(self.running[stream])
         for position, (kind, entered, left, work) in enumerate(phases):
             stats[(kind, position)].observe(entered, left, work)
             stats[(kind, None)].observe(entered, left, work)

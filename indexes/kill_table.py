@@ -29,11 +29,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-# A list's two tables stay under SMALL_BUDGET_BITS each while that needs a stride of
-# at most SHORT_STRIDE positions (a lookup walks up to a stride's positions in Python);
-# past that (hundreds of thousands of slots) under DEFAULT_BUDGET_BITS. At 20,000 slots
-# a join list's tables were 12.5 MB and 7 ms to build, paid by the tuple that first
-# needed the list; under the small budget 3 MB, and lookups cost the same.
+# A list's tables are kept small (under SMALL_BUDGET_BITS each) as far as a stride of
+# SHORT_STRIDE positions allows (a lookup walks up to a stride's positions in Python),
+# and never larger than DEFAULT_BUDGET_BITS allows: the stride is the larger of the
+# two rules' (SHORT_STRIDE from about 23,000 slots on, until the large budget needs
+# more). At 20,000 slots a join list's tables were 12.5 MB and 7 ms to build, paid by
+# the tuple that first needed the list; under the small budget 3 MB, and lookups cost
+# the same.
 SMALL_BUDGET_BITS = 1 << 24  # 2 MiB
 SHORT_STRIDE = 32
 DEFAULT_BUDGET_BITS = 1 << 26  # 8 MiB
@@ -51,8 +53,7 @@ def kill_stride(n: int, width: int, budget_bits: int | None = None) -> int:
 
     if budget_bits is not None:
         return smallest(budget_bits)
-    short = smallest(SMALL_BUDGET_BITS)
-    return short if short <= SHORT_STRIDE else smallest(DEFAULT_BUDGET_BITS)
+    return max(smallest(DEFAULT_BUDGET_BITS), min(smallest(SMALL_BUDGET_BITS), SHORT_STRIDE))
 
 
 def mask_of(slots: Sequence[int]) -> int:

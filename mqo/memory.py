@@ -1,4 +1,5 @@
-"""Giving the memory a large build freed back to the operating system.
+"""Memory around large builds: the C heap's freed pages handed back to the operating
+system, and the cyclic collector paused while many objects are made (:class:`no_cyclic_gc`).
 
 Compiling a plan of a million subscriptions, or building its kernel tables, makes
 numpy temporaries of a few MB each, list after list. Once glibc has seen such blocks

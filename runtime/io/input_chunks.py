@@ -74,29 +74,33 @@ def merged_rows(data: list[StreamData], starts: list[int], ended: list[bool]) ->
     """(input, row) of the rows of ``data`` from ``starts`` on in the order of a heap
     merge (smallest next ``ts`` first, ties by input order, each input in its own
     order), up to and with the last buffered row of an input that is not ``ended`` (its
-    next row is not read yet). O(n log n), as one sort.
+    next row is not read yet). O(n log n) for the n rows it gives, as one sort.
 
     The merge takes the rows in the order of the key (the largest ``ts`` of the input
     from its start up to the row, input, row): a row behind a larger ``ts`` of its own
     input comes out right after that row, since every other input's next row was at
     least as large when that row was taken; a row as large as everything before it in
-    its input comes out when its ``ts`` is the smallest next one."""
+    its input comes out when its ``ts`` is the smallest next one. An input's keys only
+    grow, so the rows up to the stop are a run from each input's start, cut by a binary
+    search before the sort."""
     parts = [(k, np.asarray(d.ts, np.float64)[starts[k] :]) for k, d in enumerate(data) if starts[k] < len(d)]
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    key = np.concatenate([np.maximum.accumulate(ts) for _, ts in parts])
-    which = np.concatenate([np.full(len(ts), k, np.int64) for k, ts in parts])
-    rows = np.concatenate([np.arange(starts[k], starts[k] + len(ts), dtype=np.int64) for k, ts in parts])
+    inputs = [k for k, _ in parts]
+    keys = [np.maximum.accumulate(ts) for _, ts in parts]
+    waiting = [(float(key[-1]), k) for k, key in zip(inputs, keys, strict=True) if not ended[k]]
+    cuts = [len(key) for key in keys]
+    if waiting:  # the stop: the first, in key order, of the last rows of inputs still being read
+        bound, bound_k = min(waiting)
+        sides = ["right" if k <= bound_k else "left" for k in inputs]  # (ties in ts: by input)
+        cuts = [int(np.searchsorted(key, bound, side)) for key, side in zip(keys, sides, strict=True)]  # type: ignore[call-overload]
+    key = np.concatenate([key[:cut] for key, cut in zip(keys, cuts, strict=True)])
+    which = np.concatenate([np.full(cut, k, np.int64) for k, cut in zip(inputs, cuts, strict=True)])
+    rows = np.concatenate(
+        [np.arange(starts[k], starts[k] + cut, dtype=np.int64) for k, cut in zip(inputs, cuts, strict=True)]
+    )
     order = np.lexsort((rows, which, key))
-    which, rows = which[order], rows[order]
-    lasts = np.cumsum([len(ts) for _, ts in parts]) - 1  # each input's last buffered row, before the sort
-    waiting = [last for (k, _), last in zip(parts, lasts.tolist(), strict=True) if not ended[k]]
-    if waiting:
-        at = np.empty(len(order), np.int64)
-        at[order] = np.arange(len(order))
-        end = int(at[waiting].min()) + 1
-        which, rows = which[:end], rows[:end]
-    return which, rows
+    return which[order], rows[order]
 
 
 def line_numbers(data: StreamData) -> np.ndarray:
@@ -359,7 +363,7 @@ class ArrivingInputs:
             if not any(i.remaining() for i in self.inputs):
                 return
             ends = self._release()
-            which, rows, ts = self._order(ends)
+            which, rows, ts = self._order()
             # the pieces of the inputs with rows in this round
             given = [k for k, (i, end) in enumerate(zip(self.inputs, ends, strict=True)) if end > i.head]
             data = []
@@ -389,7 +393,7 @@ class ArrivingInputs:
         np.maximum.at(ends, which, rows + 1)
         return ends.tolist()
 
-    def _order(self, ends: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input, row within the released piece, ts) of the released rows in arrival order."""
         assert self._merged is not None
         which, rows = self._merged

@@ -108,4 +108,4 @@ def merge(inputs: list[StreamData]) -> Iterator[tuple[int, int]]:
     input order; each input keeps its own order (:func:`runtime.io.input_chunks.merged_rows`
     over every row)."""
     which, rows = merged_rows(inputs, [0] * len(inputs), [True] * len(inputs))
-    yield from zip(which, rows, strict=True)
+    yield from zip(which.tolist(), rows.tolist(), strict=True)

@@ -44,7 +44,8 @@ CHUNK_ROWS = 32_768  # rows of one input read at a time (NEXMark: about 50 MiB o
 
 def arrival_order(data: list[StreamData]) -> tuple[np.ndarray, np.ndarray]:
     """(input, row) of every tuple in arrival order (see :func:`runtime.io.inputs.merge`)."""
-    return merged_rows(data, [0] * len(data), [True] * len(data))
+    which, rows, _ = merged_rows([np.asarray(d.ts, np.float64) for d in data], [0] * len(data), [True] * len(data))
+    return which, rows
 
 
 def number_in_arrival_order(
@@ -70,8 +71,11 @@ def number_in_arrival_order(
             d.ids = ids.tolist()
 
 
-def merged_rows(data: list[StreamData], starts: list[int], ended: list[bool]) -> tuple[np.ndarray, np.ndarray]:
-    """(input, row) of the rows of ``data`` from ``starts`` on in the order of a heap
+def merged_rows(
+    times: list[np.ndarray], starts: list[int], ended: list[bool]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input, row, ts) of the rows of the inputs whose timestamps are ``times`` (as
+    doubles), from ``starts`` on, in the order of a heap
     merge (smallest next ``ts`` first, ties by input order, each input in its own
     order), up to and with the last buffered row of an input that is not ``ended`` (its
     next row is not read yet). O(n log n) for the n rows it gives, as one sort.
@@ -83,9 +87,9 @@ def merged_rows(data: list[StreamData], starts: list[int], ended: list[bool]) ->
     its input comes out when its ``ts`` is the smallest next one. An input's keys only
     grow, so the rows up to the stop are a run from each input's start, cut by a binary
     search before the sort."""
-    parts = [(k, np.asarray(d.ts, np.float64)[starts[k] :]) for k, d in enumerate(data) if starts[k] < len(d)]
+    parts = [(k, ts[starts[k] :]) for k, ts in enumerate(times) if starts[k] < len(ts)]
     if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
     inputs = [k for k, _ in parts]
     keys = [np.maximum.accumulate(ts) for _, ts in parts]
     waiting = [(float(key[-1]), k) for k, key in zip(inputs, keys, strict=True) if not ended[k]]
@@ -99,8 +103,9 @@ def merged_rows(data: list[StreamData], starts: list[int], ended: list[bool]) ->
     rows = np.concatenate(
         [np.arange(starts[k], starts[k] + cut, dtype=np.int64) for k, cut in zip(inputs, cuts, strict=True)]
     )
+    ts = np.concatenate([ts[:cut] for (_, ts), cut in zip(parts, cuts, strict=True)])
     order = np.lexsort((rows, which, key))
-    return which[order], rows[order]
+    return which[order], rows[order], ts[order]
 
 
 def line_numbers(data: StreamData) -> np.ndarray:
@@ -336,7 +341,6 @@ class ArrivingInputs:
         self.next_id = {stream: 0 for stream in by_stream}
         self.rejected: list[BadRow] = []  # bad rows found and not yet taken
         self.size = sum(chunks.size for chunks in opened)
-        self._merged: tuple[np.ndarray, np.ndarray] | None = None  # a round's (input, row) in arrival order
 
     def _kept_ids(self, chunks: CsvChunks | ParquetChunks, before: list[Used]) -> Used:
         """The ids a file keeps (after its bad rows and repeated ids are set aside)."""
@@ -362,8 +366,7 @@ class ArrivingInputs:
                 i.refill(self.on_bad_row, self.rejected)
             if not any(i.remaining() for i in self.inputs):
                 return
-            ends = self._release()
-            which, rows, ts = self._order()
+            ends, which, rows, ts = self._release()
             # the pieces of the inputs with rows in this round
             given = [k for k, (i, end) in enumerate(zip(self.inputs, ends, strict=True)) if end > i.head]
             data = []
@@ -381,31 +384,18 @@ class ArrivingInputs:
                     self.next_id[d.stream] += len(d)
             yield Round(data, given, which, rows, ts)
 
-    def _release(self) -> list[int]:
-        """Where each input's released rows end (its buffer's rows from its head on)."""
-        self._merged = merged_rows(
-            [i.buffer if i.buffer is not None else _EMPTY for i in self.inputs],
-            [i.head for i in self.inputs],
-            [i.ended for i in self.inputs],
-        )
-        which, rows = self._merged
-        ends = np.array([i.head for i in self.inputs], np.int64)
+    def _release(self) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+        """Where each input's released rows end (its buffer's rows from its head on), and
+        the released rows in arrival order: (input, row within the released piece, ts)."""
+        heads = [i.head for i in self.inputs]
+        times = [i.ts if i.buffer is not None else _NO_TIMES for i in self.inputs]
+        which, rows, ts = merged_rows(times, heads, [i.ended for i in self.inputs])
+        ends = np.array(heads, np.int64)
         np.maximum.at(ends, which, rows + 1)
-        return ends.tolist()
-
-    def _order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(input, row within the released piece, ts) of the released rows in arrival order."""
-        assert self._merged is not None
-        which, rows = self._merged
-        heads = np.array([i.head for i in self.inputs], np.int64)
-        ts = np.empty(len(which), np.float64)
-        for k, i in enumerate(self.inputs):
-            chosen = which == k
-            ts[chosen] = i.ts[rows[chosen]]
-        return which, rows - heads[which], ts
+        return ends.tolist(), which, rows - np.array(heads, np.int64)[which], ts
 
 
-_EMPTY = StreamData("", "", [], None, {})
+_NO_TIMES = np.zeros(0, np.float64)  # (an input read to its end: no buffer)
 
 
 def first_error(specs: list[tuple[str, str]], catalog: Catalog, on_bad_row: str, chunk_rows: int = CHUNK_ROWS) -> None:

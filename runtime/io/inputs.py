@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from predicates import Catalog, StreamSchema
 from runtime.io.csv_reader import read_csv
-from runtime.io.input_chunks import FileIds, Used, check_id_columns, is_parquet, merged_rows
+from runtime.io.input_chunks import FileIds, Used, arrival_order, check_id_columns, is_parquet
 from runtime.io.named_paths import INPUT
 from runtime.io.parquet_reader import read_parquet
 from runtime.io.stream_rows import (
@@ -105,7 +105,6 @@ def check_ids_across_inputs(inputs: list[StreamData], on_bad_row: str = "error")
 
 def merge(inputs: list[StreamData]) -> Iterator[tuple[int, int]]:
     """(input number, row number) in arrival order: smallest next ts first, ties by
-    input order; each input keeps its own order (:func:`runtime.io.input_chunks.merged_rows`
-    over every row)."""
-    which, rows = merged_rows(inputs, [0] * len(inputs), [True] * len(inputs))
+    input order; each input keeps its own order (:func:`runtime.io.input_chunks.arrival_order`)."""
+    which, rows = arrival_order(inputs)
     yield from zip(which.tolist(), rows.tolist(), strict=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -20,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from mqo import Matcher
 from runtime.io.input_chunks import arrival_order, merged_rows, number_in_arrival_order
 from runtime.io.inputs import InputError, InputSpec, read_inputs
-from runtime.io.stream_rows import StreamData
 from runtime.io.writers import LinesFile, open_writer
 from runtime.local.match import Progress, Summary, match_all, run_match
 from runtime.stopping import deferred_stop
@@ -345,6 +345,7 @@ def test_the_merge_takes_rows_as_a_heap_of_the_inputs_next_rows_would(case: Any)
     """Out-of-order inputs (descents, ties within and across inputs), read from any row
     on, some still being read: the one sort gives the heap merge's order and stop."""
     inputs, starts, ended = case
-    data = [StreamData("A", f"in{k}", ts, None, {}) for k, ts in enumerate(inputs)]
-    which, rows = merged_rows(data, list(starts), list(ended))
+    times = [np.asarray(ts, np.float64) for ts in inputs]
+    which, rows, ts = merged_rows(times, list(starts), list(ended))
     assert list(zip(which.tolist(), rows.tolist(), strict=True)) == heap_merge(inputs, list(starts), list(ended))
+    assert ts.tolist() == [inputs[k][i] for k, i in zip(which.tolist(), rows.tolist(), strict=True)]

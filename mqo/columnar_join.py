@@ -456,18 +456,18 @@ def _special_checked(
         return results
     pairs, qs = pair[at], slots[at]
     # per distinct slot (a few hundred at most): residuals to test, several disjuncts
-    distinct = np.unique(qs)
+    distinct, slot_of = np.unique(qs, return_inverse=True)
     made = [plan.slots[q] for q in distinct.tolist()]
-    residual = np.array([bool(slot.residuals) for slot in made])[np.searchsorted(distinct, qs)]
-    multi = np.array([slot.multi_disjunct for slot in made])[np.searchsorted(distinct, qs)]
+    residual = np.array([bool(slot.residuals) for slot in made])[slot_of]
+    multi = np.array([slot.multi_disjunct for slot in made])[slot_of]
     holds = np.ones(len(at), bool)
     for k in np.flatnonzero(residual).tolist():
-        p, q = int(pairs[k]), int(qs[k])
+        p = int(pairs[k])
         j, r = int(results.rows[p]), int(results.partners[p])
         members: list[Any] = [None] * len(plan.streams)
         members[tables.streams[int(rows.side[j])]] = stored[j]
         members[tables.streams[int(rows.side[r])]] = stored[r]
-        holds[k] = all(test(members) for test in plan.slots[q].residuals)
+        holds[k] = all(test(members) for test in made[slot_of[k]].residuals)
     # a query with several disjuncts is reported once per pair, by its first slot that
     # holds (the entries go pair by pair, slots ascending; unique's first index is the
     # first in that order)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator
-from math import floor
 
 from indexes.stored import StoredTuple
 
@@ -53,7 +52,7 @@ class TimeBuckets:
 
     def add(self, t: StoredTuple) -> None:
         ts = t.row[0]
-        key = floor(ts / self.width)  # (as _key: once per stored tuple, written out)
+        key = self._key(ts)
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = _Bucket()

@@ -41,13 +41,15 @@ So no result is produced twice, whatever the order.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from indexes.exact import ABSOLUTE_BAND, RELATIVE_BAND, at_least, span_sign, to_float
 from indexes.stored import StoredTuple
+from mqo.feeds import Feeds
 from mqo.partial import Partial
 from mqo.plan import CompiledList, CompiledPlan
 from mqo.probe_bounds import EMPTY, FULL, probe_bounds
@@ -99,8 +101,7 @@ class Engine:
         self._member_pairs: dict[tuple[bool, int], list[tuple[int, int, list[CompiledList]]]] = {}
         self._join_lists: dict[tuple[int, int], list[tuple[int, list[CompiledList], list[CompiledList]]]] = {}
         self._open: dict[int, list[tuple[int, int]]] = {}
-        # per stream, what _feed found the other streams storing, and when
-        self._feeds: dict[int, tuple[int, int, list[float], list[int]]] = {}
+        self.feeds = Feeds(plan, state)
         self._tables_of = plan.version  # (a plan changed in place would make them again)
         self._reset_counts()
 
@@ -142,20 +143,12 @@ class Engine:
             self._clear_tables()
         s = t.stream
         if given is not None:
-            t.attr_version = plan.version
-            # (the QED test needs the lists' satisfied bits: they are decided again)
-            t.attr_done = 0 if self.check_qed else plan.attr_list_mask[s]
-            t.attr_kill = plan.stream_slots[s] & ~given
+            t.attr_version, t.attr_done, slots = self._outcome(s)
+            t.attr_kill = slots & ~given
         phases = self.phases
         if measure:
             phases.clear()  # (before any return: the policy reads them after every tuple)
-        # the slots a tuple of s at its ts may end a result of now (_feed)
-        state = self.state
-        seen = state.changes - state.changed[s]
-        fed = self._feeds.get(s)
-        if fed is None or fed[0] != seen:
-            fed = self._feed(s, seen)
-        cand = fed[1] & ~fed[3][bisect_left(fed[2], t.row[0])] & ~skip
+        cand = self.feeds.slots_at(s, t.row[0]) & ~skip  # (what the other streams store lets it end)
         if not cand:
             return results
         counters = self.counters
@@ -217,21 +210,33 @@ class Engine:
 
     def _clear_tables(self) -> None:
         """Forget the per-mask tables (made again from the plan as partials need them)."""
-        for table in (self._links, self._probes, self._member_pairs, self._join_lists, self._open, self._feeds):
+        for table in (self._links, self._probes, self._member_pairs, self._join_lists, self._open):
             table.clear()
+        self.feeds.clear()
         self._tables_of = self.plan.version
 
-    def _feed(self, s: int, seen: int) -> tuple[int, int, list[float], list[int]]:
-        """What the other streams store, after ``seen`` changes of theirs: per stream
-        ``s``, :meth:`process` keeps the slots reading ``s`` that a tuple of ``s`` at
-        ``ts`` may end a result of now: not those that also read a stream storing no
-        tuple (or none at or after ``ts`` their window predicates want,
-        ``plan.later_partner``). It is looked at again only when one of the other
-        streams changed (a run of bids between two rows of the views they join costs a
-        binary search each)."""
+    def ends_nothing(self, s: int, ts: np.ndarray, skip: int) -> int:
+        """How many of tuples of stream ``s`` at ``ts``, arriving in turn, :meth:`process`
+        would return at once for (:meth:`mqo.feeds.Feeds.ends_nothing`): they need only
+        be stored, with their attribute outcome (:meth:`keep_outcomes`)."""
+        if self._tables_of != self.plan.version:
+            self._clear_tables()
+        return self.feeds.ends_nothing(s, ts, skip)
+
+    def keep_outcomes(self, tuples: list[StoredTuple], given: list[int]) -> None:
+        """The attribute outcome of tuples of one stream stored without :meth:`process`,
+        from their candidates ``given`` after the batch kernels, as process keeps it."""
+        if tuples:
+            version, done, slots = self._outcome(tuples[0].stream)
+            for t, cand in zip(tuples, given, strict=True):
+                t.attr_version, t.attr_done, t.attr_kill = version, done, slots & ~cand
+
+    def _outcome(self, s: int) -> tuple[int, int, int]:
+        """What a tuple of stream ``s`` whose attribute lists the kernels decided keeps:
+        the plan's version, the lists done, the slots it may rule out."""
         plan = self.plan
-        fed = self._feeds[s] = (seen, *self.state.feeding(s, plan.stream_slots, plan.later_partner[s]))
-        return fed
+        # (the QED test needs the lists' satisfied bits: they are decided again)
+        return plan.version, 0 if self.check_qed else plan.attr_list_mask[s], plan.stream_slots[s]
 
     # ------------------------------------------------------ predicate evaluation
 

@@ -36,6 +36,7 @@ from predicates import Catalog
 from predicates.numbers import to_float
 
 # with aggregate views, ``replay`` emits their windows after this many visited rows
+# (stored in quiet runs or visited: Pipeline.visits)
 REPLAY_EMIT_EVERY = 64
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
@@ -63,6 +64,7 @@ class Matcher:
         self.catalog = schema if isinstance(schema, Catalog) else Catalog.from_ddl(schema or "")
         self.pipeline = Pipeline(self.config, late_sink, now)
         self.registrations = Registrations(self.catalog, self.config, self.pipeline)
+        self._emitted_at = 0  # the pipeline's visits at a replay's last emission of aggregate views
         # sees every view row as (view, ts, id, values): what ``mqo match --output-view`` writes
         self.view_sink: Callable[[str, float, int, dict[str, Any]], None] | None = None
         # results found by aggregate views' rows that poll_aggregates and flush emitted
@@ -374,17 +376,17 @@ class Matcher:
         which: np.ndarray,
         row_indexes: np.ndarray,
         *,
-        visited: int = 0,
         last: bool = True,
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """Match prepared rows in a given arrival order (row ``row_indexes[j]`` of batch
         ``prepared[which[j]]`` arrives j-th) as if pushed in turn; yields (j, result
-        blocks) for each row visited (those late or that some query wants).
+        blocks) for each row visited (those late or that some query wants; a run of
+        rows that find nothing when they arrive is stored at once and yielded as its
+        last row, :mod:`mqo.replay_chunks`).
 
         A replay in parts (an input read a chunk at a time) goes on where the part
-        before ended: ``visited``, the rows the replay visited before this part; ``last``
-        False for a part that is not the last (its end emits nothing; :meth:`end_replay`
-        ends the replay)."""
+        before ended; ``last`` False for a part that is not the last (its end emits
+        nothing; :meth:`end_replay` ends the replay)."""
         plan = self.ensure_plan()  # the pipeline runs on the current plan
         views = self.registrations.views
         # rows with results of view queries are visited: their view rows go in before the next row
@@ -393,7 +395,7 @@ class Matcher:
             return ((j, self._join_tables(blocks)) for j, blocks in replayed) if self.registrations.tables else replayed
         if not self.registrations.views.aggregating:
             return ((j, self._join_tables(self._derived(blocks))) for j, blocks in replayed)
-        return self._replay_emitting(replayed, len(row_indexes), visited, last)
+        return self._replay_emitting(replayed, len(row_indexes), last)
 
     def end_replay(self) -> list[ResultBlock]:
         """What the end of a replay emits (aggregate views' windows the watermark has
@@ -401,16 +403,19 @@ class Matcher:
         return self._emit() if self.registrations.views and self.registrations.views.aggregating else []
 
     def _replay_emitting(
-        self, replayed: Iterator[tuple[int, list[ResultBlock]]], n: int, before: int = 0, end: bool = True
+        self, replayed: Iterator[tuple[int, list[ResultBlock]]], n: int, end: bool = True
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """``replayed`` with aggregate views: their windows are emitted every
-        :data:`REPLAY_EMIT_EVERY` visited rows and at the end (when changes only which
-        row's results hold a result, not the results: :mod:`mqo.views`)."""
-        for visited, (j, blocks) in enumerate(replayed, before + 1):
+        """``replayed`` with aggregate views: their windows are emitted once
+        :data:`REPLAY_EMIT_EVERY` rows were visited since the last time (in this replay
+        or the parts before it) and at the end (when changes only which row's results
+        hold a result, not the results: :mod:`mqo.views`)."""
+        pipeline = self.pipeline
+        for j, blocks in replayed:
             out = self._join_tables(self._derived(blocks))
-            if visited % REPLAY_EMIT_EVERY == 0 and self.pipeline.replay_mark is not None:
+            if pipeline.visits - self._emitted_at >= REPLAY_EMIT_EVERY and pipeline.replay_mark is not None:
                 # at the watermark after this row: the clock is at the last row's already
-                out += self._emit(mark=self.pipeline.replay_mark)
+                self._emitted_at = pipeline.visits
+                out += self._emit(mark=pipeline.replay_mark)
             yield j, out
         if not end:
             return

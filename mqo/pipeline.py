@@ -48,7 +48,7 @@ from indexes.stored import StoredTuple
 from mqo.alone import alone_runs, alone_singles, alone_slots, in_arrival_order
 from mqo.batch import MatchBatch, SingleResults
 from mqo.batch_input import columns_of
-from mqo.clock import Clock, Mark, clock_for, marks_at
+from mqo.clock import Clock, Mark, clock_for
 from mqo.config import MatcherConfig
 from mqo.emit import HeldResults
 from mqo.engine import Engine
@@ -62,11 +62,10 @@ from mqo.prepare import (
     PreparedBatch,
     attribute_work,
     check_prepared,
-    engine_cands_in_order,
     prepare_batch,
-    rows_in_order,
 )
 from mqo.reorder import AdaptivePolicy
+from mqo.replay_chunks import store_quietly, visited_chunk
 from mqo.results import LateTuple, ResultBlock, TupleError
 from mqo.row_layout import row_columns, row_layout
 from mqo.rows import RowBuilder
@@ -116,6 +115,7 @@ class Pipeline:
         self.capped = False
         self.retention_cap: Mark | None = None
         self.replay_mark: Mark | None = None  # a replay's watermark after the row last yielded
+        self.visits = 0  # rows replays visited or stored in quiet runs (mqo.quiet_rows)
         self._pairs: PairSteps | None = None  # the replay's columnar join step, for self.plan
         self._advanced: tuple[Any, ...] | None = None  # what _advance was last given
 
@@ -307,23 +307,24 @@ class Pipeline:
         visit[list(paired)] = True  # (a row whose only work is the step's results is visited for them)
         visited = np.flatnonzero(visit)
         alone_at = np.flatnonzero(alone)
-        runs = np.searchsorted(alone_at, visited).tolist()  # the rows decided alone before each visited row
+        runs_at = np.searchsorted(alone_at, visited)  # the rows decided alone before each visited row
+        runs = runs_at.tolist()
         done = 0  # rows decided alone handed over
         advanced = -1  # the row whose watermark the horizon was last moved to
         done_all = False
+        resume, engine = 0, self.engine  # (resume: the rows before it were stored in a quiet run)
         try:
             for v, (j, before) in enumerate(zip(visited.tolist(), runs, strict=True)):
+                if v < resume:
+                    continue
                 if before > done:
                     yield from self._alone(prepared, which, row_indexes, alone_at[done:before], pairs, singles)
                     done = before
                 c = v % ROWS_AT_ONCE
-                if c == 0:  # the next visited rows' stored rows and candidates, made a batch at a time
+                if c == 0:  # the next visited rows' stored rows, candidates and quiet runs, a batch at a time
                     at = visited[v : v + ROWS_AT_ONCE]
-                    stored = rows_in_order(prepared, which[at], row_indexes[at])
-                    cands = engine_cands_in_order(prepared, which[at], row_indexes[at])
-                    after = marks_at(marks, at + 1)  # the watermark after each
-                    lists = (which[at].tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
-                    parts = list(zip(*lists, stored, cands, after, strict=True))
+                    before_at = runs_at[v : v + ROWS_AT_ONCE]
+                    parts, quiet = visited_chunk(prepared, which, row_indexes, own, late, marks, at, paired, before_at)
                 k, i, own_flags, is_late, row, cand, mark = parts[c]
                 prep = prepared[k]
                 if is_late:
@@ -331,7 +332,13 @@ class Pipeline:
                     continue
                 if advanced != j:
                     self._advance(marks[j])
-                blocks = self._matched_row(prep, i, own_flags, row, cand, taken)
+                count = quiet[c] > c and engine.ends_nothing(prep.stream, ts[at[c : quiet[c]]], taken)
+                self.visits += count or 1
+                if count:  # rows that find nothing when they arrive: stored without a visit (mqo.replay_chunks)
+                    store_quietly(self, parts[c : c + count], prepared)
+                    resume, j, mark, blocks = v + count, int(at[c + count - 1]), parts[c + count - 1][6], []
+                else:
+                    blocks = self._matched_row(prep, i, own_flags, row, cand, taken)
                 if j in paired:
                     blocks += paired[j]
                 self.replay_mark = mark

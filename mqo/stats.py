@@ -24,6 +24,8 @@ class Counters:
     * ``index_probes``: range lookups in the join and window exploitation structures;
     * ``retrieved``: stored tuples those lookups fetched;
     * ``intermediate``: partial results (joined tuples) created;
+    * ``quiet``: tuples a replay stored without matching them, as they could end no
+      result when they arrived (:mod:`mqo.replay_chunks`);
     * ``phase_in`` / ``phase_out``: partial results entering and leaving each
       predicate type's phase, whose ratio is that type's observed selectivity.
     """
@@ -36,6 +38,7 @@ class Counters:
     index_probes: int = 0
     retrieved: int = 0
     intermediate: int = 0
+    quiet: int = 0
     phase_in: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in PHASES})
     phase_out: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in PHASES})
 

@@ -367,7 +367,6 @@ class Matching:
         self.pending = MatchBatch(plan)
         self.waiting = 0  # result assignments in ``pending``
         self.done = 0  # tuples matched
-        self.visited = 0  # of them, the ones the replay visited
         self.stopped = stop.requested
         self.due = time.monotonic() + _FLUSH_SECONDS
         if tables is not None:
@@ -395,13 +394,12 @@ class Matching:
         self.arrival += len(which)
         # one replay across the rounds: only the end of the last emits (mqo.Matcher.end_replay)
         replayed = (
-            matcher.replay(prepared, which, rows, visited=self.visited, last=False)
+            matcher.replay(prepared, which, rows, last=False)
             if self.tables is None
             else self.tables.replay_round(prepared, which, rows, ts)
         )
         base = self.done
         for position, blocks in replayed:
-            self.visited += 1
             if blocks:
                 self.pending.blocks.extend(blocks)
                 self.waiting += len(blocks)

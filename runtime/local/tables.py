@@ -51,7 +51,6 @@ class TableFeed:
         self._next = 0  # the first timed version not put yet
         self._reached = -np.inf  # the largest ts of the tuples so far
         self._open = 0  # tuples of the replay not ended yet (since the last version put)
-        self._visited = 0  # of them, the ones its replay visited
 
     def start(self) -> None:
         """Put the rows that hold from the start (before the first tuple)."""
@@ -59,7 +58,7 @@ class TableFeed:
             self._put(spec, changes)
         self._next = 0
         self._reached = -np.inf
-        self._visited = self._open = 0
+        self._open = 0
 
     def replay_round(
         self, prepared: list[Any], which: np.ndarray, rows: np.ndarray, ts: np.ndarray
@@ -84,7 +83,7 @@ class TableFeed:
                 last = self.matcher.end_replay()
                 if last:
                     yield done - 1, last
-                self._visited = self._open = 0
+                self._open = 0
             self._put(spec, changes)
             self._next += 1
         if done < len(which):
@@ -95,16 +94,15 @@ class TableFeed:
     def _part(
         self, prepared: list[Any], which: np.ndarray, rows: np.ndarray, at: int, last: bool
     ) -> Iterator[tuple[int, list[Any]]]:
-        for j, blocks in self.matcher.replay(prepared, which, rows, visited=self._visited, last=last):
-            self._visited += 1
+        for j, blocks in self.matcher.replay(prepared, which, rows, last=last):
             yield at + j, blocks
-        self._visited, self._open = (0, 0) if last else (self._visited, self._open + len(which))
+        self._open = 0 if last else self._open + len(which)
 
     def finish(self) -> list[Any]:
         """End the replay (what its end emits, returned) and put the versions no tuple
         reached (after the last tuple)."""
         last = self.matcher.end_replay() if self._open else []
-        self._visited = self._open = 0
+        self._open = 0
         for _, _, spec, changes in self.timed[self._next :]:
             self._put(spec, changes)
         self._next = len(self.timed)

@@ -1,0 +1,113 @@
+"""The rows a replay visits, a chunk at a time, and those it stores without a visit.
+
+A replay (:meth:`mqo.pipeline.Pipeline.replay`) makes the stored rows, engine
+candidates and watermarks of the rows it visits a chunk at a time
+(:func:`visited_chunk`), and with them the quiet runs below.
+
+Most rows of a stream that only meets later rows of another (bids before the window
+rows of the views they join, NEXMark's Q7) end no result when they arrive: every
+stream their slots read stores nothing at or after their ts that those slots want
+(:meth:`mqo.feeds.Feeds.ends_nothing`). The engine would return at once for each; such
+a row need only be stored, with the attribute outcome the batch kernels gave it. A
+replay (:meth:`mqo.pipeline.Pipeline.replay`) stores a run of them at a time, between
+two rows it visits: the run's rows are of one stream, none is late, none has results
+of its own (single-stream ones, the columnar step's) or further roles, and no row
+decided alone, nor any yield to the caller (which may feed view rows in), comes
+between them, so that nothing but the run's own stream changes while it is stored.
+
+Each pair of tuples is still found exactly once: a row stored this way finds nothing
+when it arrives, and every tuple after it meets it in the window state as it would
+have. The adaptive order sees only the rows it is asked to match (a row stored this
+way is not one of the tuples it measures).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from indexes.stored import StoredTuple
+from mqo.clock import MarkList, marks_at
+from mqo.prepare import ENGINE, STORE, PreparedBatch, engine_cands_in_order, rows_in_order
+
+if TYPE_CHECKING:
+    from mqo.pipeline import Pipeline
+
+
+def visited_chunk(
+    prepared: list[PreparedBatch],
+    which: np.ndarray,
+    row_indexes: np.ndarray,
+    own: np.ndarray,
+    late: np.ndarray,
+    marks: MarkList,
+    at: np.ndarray,
+    paired: dict[int, Any],
+    before: np.ndarray,
+) -> tuple[list[tuple[Any, ...]], np.ndarray]:
+    """The replay's rows ``at`` (positions in arrival order; ``marks``: the watermark
+    before each row, ``paired``: the rows with the columnar step's results,
+    ``before``: per visited row, the rows decided alone before it): per row ``(k, i,
+    own flags, late, stored row, engine candidates, watermark after it)``, and where
+    each row's quiet run ends (:func:`quiet_runs`)."""
+    which_at = which[at]
+    stored = rows_in_order(prepared, which_at, row_indexes[at])
+    cands = engine_cands_in_order(prepared, which_at, row_indexes[at])
+    after = marks_at(marks, at + 1)
+    lists = (which_at.tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
+    parts = list(zip(*lists, stored, cands, after, strict=True))
+    return parts, quiet_runs(prepared, which_at, own[at], late[at], cands, np.isin(at, list(paired)), before)
+
+
+def quiet_runs(
+    prepared: list[PreparedBatch],
+    which: np.ndarray,
+    own: np.ndarray,
+    late: np.ndarray,
+    cands: list[int],
+    paired: np.ndarray,
+    before: np.ndarray,
+) -> np.ndarray:
+    """For a chunk of visited rows (row c is of ``prepared[which[c]]``, with flags
+    ``own[c]``, engine candidates ``cands[c]``; ``paired``: it has the columnar step's
+    results; ``before``: the rows decided alone before it), where the run of rows that
+    may be stored without a visit starting at each row ends (exclusive; the row itself
+    when it may not: late, flags other than ENGINE and STORE, single-stream disjuncts
+    among its candidates, further roles)."""
+    n = len(which)
+    quiet = ~late & ((own & ~(ENGINE | STORE)) == 0) & ~paired
+    stream = np.empty(n, np.int64)
+    for k, prep in enumerate(prepared):
+        mine = which == k
+        stream[mine] = prep.stream
+        if prep.roles:
+            quiet[mine] = False
+        elif prep.disjunct_bits:
+            bits = prep.disjunct_bits
+            for c in np.flatnonzero(quiet & mine).tolist():
+                quiet[c] = not cands[c] & bits
+    # a run: quiet rows in a row, of one stream, with no row decided alone between them
+    cut = np.flatnonzero(~quiet[1:] | ~quiet[:-1] | (stream[1:] != stream[:-1]) | (before[1:] != before[:-1])) + 1
+    ends = np.append(cut, n)[np.searchsorted(cut, np.arange(n), side="right")]
+    return np.where(quiet, ends, np.arange(n))
+
+
+def store_quietly(pipeline: Pipeline, parts: list[tuple[Any, ...]], prepared: list[PreparedBatch]) -> None:
+    """Store the rows of ``parts`` (a run :func:`quiet_runs` found and
+    :meth:`mqo.engine.Engine.ends_nothing` cleared; each ``(k, i, flags, late, row,
+    cand, mark)``), in turn, as the engine would after finding them nothing."""
+    engine, state = pipeline.engine, pipeline.state
+    assert engine is not None and state is not None
+    s = prepared[parts[0][0]].stream
+    seq = pipeline.seq
+    tuples = [StoredTuple(s, seq + r, part[4]) for r, part in enumerate(parts)]
+    pipeline.seq = seq + len(parts)
+    pipeline.counters.quiet += len(parts)
+    matched = [r for r, part in enumerate(parts) if part[2] & ENGINE]
+    engine.keep_outcomes([tuples[r] for r in matched], [parts[r][5] for r in matched])
+    for t, part in zip(tuples, parts, strict=True):
+        if part[2] & STORE:
+            state.insert(t)
+    if pipeline.config.check:
+        state._check()

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from indexes.kill_bitsets import set_bits
+from indexes.stored import StoredTuple
 from mqo.prepare import ENGINE, STORE, PreparedBatch
 from mqo.results import ResultBlock
 
@@ -64,6 +65,17 @@ def alone_slots(
     return first_of_records(plan, row_of, slots) if disjuncts else (row_of, slots)
 
 
+def single_block(
+    plan: CompiledPlan, prepared: PreparedBatch, i: int, plain: bool, disjuncts: bool, t: StoredTuple
+) -> ResultBlock:
+    """The single-stream results of row i of ``prepared``, a visited row, tuple ``t``:
+    its plain slots if ``plain``, and if ``disjuncts`` the first disjunct that holds of
+    each query decided alone."""
+    members: list[StoredTuple | None] = [None] * len(plan.streams)
+    members[prepared.stream] = t
+    return ResultBlock(alone_slots(plan, prepared, np.array([i]), plain, disjuncts)[1], members, t.row[0])
+
+
 def alone_rows(prepared: PreparedBatch, apart: np.ndarray | None) -> np.ndarray:
     """Per row of ``prepared``, whether its only work is single-stream results that no
     query of ``apart`` (a bitset, or None) is among (see the module docstring)."""
@@ -88,8 +100,6 @@ def alone_blocks(
     """The results of ``rows`` (rows of ``prepared`` decided alone): the indexes into
     ``rows`` of those that have some, ascending, and one result block each, its tuple
     numbered ``seqs[k]`` (as a visit would number it)."""
-    from indexes.stored import StoredTuple
-
     row_of, slots = alone_slots(plan, prepared, rows)
     if not len(slots):
         return np.zeros(0, np.int64), []

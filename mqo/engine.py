@@ -215,13 +215,14 @@ class Engine:
         self.feeds.clear()
         self._tables_of = self.plan.version
 
-    def ends_nothing(self, s: int, ts: np.ndarray, skip: int) -> int:
+    def ends_nothing(self, s: int, ts: np.ndarray, slots: int) -> int:
         """How many of tuples of stream ``s`` at ``ts``, arriving in turn, :meth:`process`
-        would return at once for (:meth:`mqo.feeds.Feeds.ends_nothing`): they need only
-        be stored, with their attribute outcome (:meth:`keep_outcomes`)."""
+        would return at once for, given candidates among ``slots`` only
+        (:meth:`mqo.feeds.Feeds.ends_nothing`): they need only be stored, with their
+        attribute outcome (:meth:`keep_outcomes`)."""
         if self._tables_of != self.plan.version:
             self._clear_tables()
-        return self.feeds.ends_nothing(s, ts, skip)
+        return self.feeds.ends_nothing(s, ts, slots)
 
     def keep_outcomes(self, tuples: list[StoredTuple], given: list[int]) -> None:
         """The attribute outcome of tuples of one stream stored without :meth:`process`,

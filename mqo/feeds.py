@@ -54,13 +54,13 @@ class Feeds:
         fed = self._of(s)
         return fed[1] & ~fed[3][bisect_left(fed[2], ts)]
 
-    def ends_nothing(self, s: int, ts: np.ndarray, skip: int) -> int:
+    def ends_nothing(self, s: int, ts: np.ndarray, wanted: int) -> int:
         """How many of tuples of stream ``s`` at ``ts`` (in arrival order, no other
-        stream's tuple stored or purged in between) have no slot but ``skip``'s left by
-        :meth:`slots_at`: each ends no result now and need only be stored. One pass
-        over the streams, then a comparison per tuple."""
+        stream's tuple stored or purged in between) have none of the slots ``wanted``
+        left by :meth:`slots_at`: each ends no result now and need only be stored. One
+        pass over the streams, then a comparison per tuple."""
         _, slots, newest, dead = self._of(s)
-        slots &= ~skip
+        slots &= wanted
         if not slots:
             return len(ts)
         # (dead grows with the ts: past the k-th newest ts, dead[k] rules out every slot)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from indexes.stored import StoredTuple
-from mqo.alone import alone_runs, alone_singles, alone_slots, in_arrival_order
+from mqo.alone import alone_runs, alone_singles, in_arrival_order, single_block
 from mqo.batch import MatchBatch, SingleResults
 from mqo.batch_input import columns_of
 from mqo.clock import Clock, Mark, clock_for
@@ -332,7 +332,9 @@ class Pipeline:
                     continue
                 if advanced != j:
                     self._advance(marks[j])
-                count = quiet[c] > c and engine.ends_nothing(prep.stream, ts[at[c : quiet[c]]], taken)
+                count = quiet[c] > c and engine.ends_nothing(
+                    prep.stream, ts[at[c : quiet[c]]], prep.engine_bits & ~taken
+                )
                 self.visits += count or 1
                 if count:  # rows that find nothing when they arrive: stored without a visit (mqo.replay_chunks)
                     store_quietly(self, parts[c : c + count], prepared)
@@ -472,12 +474,8 @@ class Pipeline:
         alone = cand & prepared.disjunct_bits  # single-stream queries' disjuncts (mqo.alone)
         plan = self.plan
         if flags & SINGLE or alone:
-            members: list[StoredTuple | None] = [None] * len(plan.streams)
-            members[prepared.stream] = t
-            slots = alone_slots(plan, prepared, np.array([i]), bool(flags & SINGLE), bool(alone))[1]
-            block = ResultBlock(slots, members, t.row[0])
-            blocks.append(block)
-            self.counters.results += len(block)
+            blocks.append(single_block(plan, prepared, i, bool(flags & SINGLE), bool(alone), t))
+            self.counters.results += len(blocks[-1])
         if flags & ENGINE and (cand != alone or not alone):
             # the engine on t in the current order, adaptive or static
             engine, policy = self.engine, self.policy

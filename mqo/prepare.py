@@ -64,6 +64,7 @@ class PreparedBatch:
     # engine slots a row decides alone (single-stream queries of several disjuncts: mqo.alone)
     disjunct_mask: np.ndarray = field(default_factory=lambda: np.zeros(1, np.uint64))
     _disjunct_bits: int | None = field(default=None, repr=False)
+    _engine_bits: int | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -135,6 +136,15 @@ class PreparedBatch:
         bits = self._disjunct_bits
         if bits is None:
             bits = self._disjunct_bits = bitset_to_int(self.disjunct_mask)
+        return bits
+
+    @property
+    def engine_bits(self) -> int:
+        """The slots a visit of a row may hand the engine, as an int (made once): the
+        engine's less those decided alone."""
+        bits = self._engine_bits
+        if bits is None:
+            bits = self._engine_bits = bitset_to_int(self.engine_mask & ~self.disjunct_mask)
         return bits
 
     def engine_cand(self, i: int) -> int:

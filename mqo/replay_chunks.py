@@ -7,13 +7,15 @@ candidates and watermarks of the rows it visits a chunk at a time
 Most rows of a stream that only meets later rows of another (bids before the window
 rows of the views they join, NEXMark's Q7) end no result when they arrive: every
 stream their slots read stores nothing at or after their ts that those slots want
-(:meth:`mqo.feeds.Feeds.ends_nothing`). The engine would return at once for each; such
-a row need only be stored, with the attribute outcome the batch kernels gave it. A
-replay (:meth:`mqo.pipeline.Pipeline.replay`) stores a run of them at a time, between
-two rows it visits: the run's rows are of one stream, none is late, none has results
-of its own (single-stream ones, the columnar step's) or further roles, and no row
-decided alone, nor any yield to the caller (which may feed view rows in), comes
-between them, so that nothing but the run's own stream changes while it is stored.
+(:meth:`mqo.feeds.Feeds.ends_nothing`, over the slots a visit hands the engine). The
+engine would return at once for each; such a row need only be stored, with the
+attribute outcome the batch kernels gave it. A replay stores a run of them at a time,
+between two rows it visits: the run's rows are of one stream, none is late, none has
+results of its own (single-stream ones, plain or of a query decided alone, or the
+columnar step's) or further roles, and no row decided alone, nor any yield to the
+caller (which may feed view rows in), comes between them, so that nothing but the
+run's own stream changes while it is stored; the run is yielded as its last row, with
+no results.
 
 Each pair of tuples is still found exactly once: a row stored this way finds nothing
 when it arrives, and every tuple after it meets it in the window state as it would
@@ -29,7 +31,7 @@ import numpy as np
 
 from indexes.stored import StoredTuple
 from mqo.clock import MarkList, marks_at
-from mqo.prepare import ENGINE, STORE, PreparedBatch, engine_cands_in_order, rows_in_order
+from mqo.prepare import ENGINE, SINGLE, STORE, PreparedBatch, engine_cands_in_order, rows_in_order
 
 if TYPE_CHECKING:
     from mqo.pipeline import Pipeline
@@ -57,36 +59,34 @@ def visited_chunk(
     after = marks_at(marks, at + 1)
     lists = (which_at.tolist(), row_indexes[at].tolist(), own[at].tolist(), late[at].tolist())
     parts = list(zip(*lists, stored, cands, after, strict=True))
-    return parts, quiet_runs(prepared, which_at, own[at], late[at], cands, np.isin(at, list(paired)), before)
+    return parts, quiet_runs(prepared, which_at, row_indexes[at], own[at], late[at], np.isin(at, list(paired)), before)
 
 
 def quiet_runs(
     prepared: list[PreparedBatch],
     which: np.ndarray,
+    row_indexes: np.ndarray,
     own: np.ndarray,
     late: np.ndarray,
-    cands: list[int],
     paired: np.ndarray,
     before: np.ndarray,
 ) -> np.ndarray:
-    """For a chunk of visited rows (row c is of ``prepared[which[c]]``, with flags
-    ``own[c]``, engine candidates ``cands[c]``; ``paired``: it has the columnar step's
-    results; ``before``: the rows decided alone before it), where the run of rows that
-    may be stored without a visit starting at each row ends (exclusive; the row itself
-    when it may not: late, flags other than ENGINE and STORE, single-stream disjuncts
-    among its candidates, further roles)."""
+    """For a chunk of visited rows (row c is row ``row_indexes[c]`` of
+    ``prepared[which[c]]``, with flags ``own[c]``; ``paired``: it has the columnar
+    step's results; ``before``: the rows decided alone before it), where the run of
+    rows that may be stored without a visit starting at each row ends (exclusive; the
+    row itself when it may not: late, with single-stream results, plain or of a query
+    decided alone, with the columnar step's results or with further roles)."""
     n = len(which)
-    quiet = ~late & ((own & ~(ENGINE | STORE)) == 0) & ~paired
+    quiet = ~late & ~paired & (own & SINGLE == 0)
     stream = np.empty(n, np.int64)
     for k, prep in enumerate(prepared):
-        mine = which == k
+        mine = np.flatnonzero(which == k)
         stream[mine] = prep.stream
         if prep.roles:
             quiet[mine] = False
-        elif prep.disjunct_bits:
-            bits = prep.disjunct_bits
-            for c in np.flatnonzero(quiet & mine).tolist():
-                quiet[c] = not cands[c] & bits
+        elif prep.disjunct_mask.any():
+            quiet[mine] &= ~(prep.candidates(row_indexes[mine]) & prep.disjunct_mask).any(axis=1)
     # a run: quiet rows in a row, of one stream, with no row decided alone between them
     cut = np.flatnonzero(~quiet[1:] | ~quiet[:-1] | (stream[1:] != stream[:-1]) | (before[1:] != before[:-1])) + 1
     ends = np.append(cut, n)[np.searchsorted(cut, np.arange(n), side="right")]
@@ -96,14 +96,14 @@ def quiet_runs(
 def store_quietly(pipeline: Pipeline, parts: list[tuple[Any, ...]], prepared: list[PreparedBatch]) -> None:
     """Store the rows of ``parts`` (a run :func:`quiet_runs` found and
     :meth:`mqo.engine.Engine.ends_nothing` cleared; each ``(k, i, flags, late, row,
-    cand, mark)``), in turn, as the engine would after finding them nothing."""
+    cand, mark)``) in turn, as a visit would after the engine found them nothing."""
     engine, state = pipeline.engine, pipeline.state
     assert engine is not None and state is not None
     s = prepared[parts[0][0]].stream
     seq = pipeline.seq
-    tuples = [StoredTuple(s, seq + r, part[4]) for r, part in enumerate(parts)]
     pipeline.seq = seq + len(parts)
     pipeline.counters.quiet += len(parts)
+    tuples = [StoredTuple(s, seq + r, part[4]) for r, part in enumerate(parts)]
     matched = [r for r, part in enumerate(parts) if part[2] & ENGINE]
     engine.keep_outcomes([tuples[r] for r in matched], [parts[r][5] for r in matched])
     for t, part in zip(tuples, parts, strict=True):

@@ -98,9 +98,10 @@ class PreparedBatch:
             return [self.pushed] * len(indexes)
         columns: list[list[Any]] = [self.ts[indexes].tolist(), self.ids[indexes].tolist()]
         exact = self.columns.get(EXACT, {})
+        at = indexes.tolist()
         for col in self.schema.columns:
             if col.name in exact:
-                columns.append([exact[col.name].value(i) for i in indexes.tolist()])
+                columns.append([exact[col.name].value(i) for i in at])
                 continue
             column = self.columns.get(col.name)
             if column is None:
@@ -108,15 +109,11 @@ class PreparedBatch:
                 continue
             whole = col.ctype in (ColumnType.INTEGER, ColumnType.BYTE)
             if isinstance(column, np.ndarray) and column.dtype == np.float64:
-                picked = column[indexes]
-                values = picked.tolist()
-                if whole:
-                    values = [None if v != v else int(v) if v.is_integer() else v for v in values]
-                elif np.isnan(picked).any():
-                    values = [None if v != v else v for v in values]
-                columns.append(values)
-                continue
-            columns.append([_stored_value(column[i], whole) for i in indexes.tolist()])
+                columns.append(_stored_floats(column[indexes], whole))
+            elif isinstance(column, list) and col.ctype in (ColumnType.STRING, ColumnType.BOOLEAN):
+                columns.append([column[i] for i in at])  # (str or bool, or None, already: batch_input._typed)
+            else:
+                columns.append([_stored_value(column[i], whole) for i in at])
         return list(zip(*columns, strict=True))
 
     def candidates(self, rows: np.ndarray) -> np.ndarray:
@@ -185,6 +182,20 @@ def _in_order(
         for at, item in zip(mine.tolist(), made(prep, row_indexes[mine]), strict=True):
             out[at] = item
     return out
+
+
+def _stored_floats(picked: np.ndarray, whole: bool) -> list[Any]:
+    """:func:`_stored_value` of each of ``picked``, a column's doubles: a column of whole
+    numbers within int64 (the most of an INTEGER column) converted at once."""
+    if whole:
+        # (finite first: floor and the bound compare NaN and inf as they must not be taken)
+        within = len(picked) and np.isfinite(picked).all() and (np.abs(picked) < 2.0**63).all()
+        if within and (np.floor(picked) == picked).all():
+            return picked.astype(np.int64).tolist()
+        return [None if v != v else int(v) if v.is_integer() else v for v in picked.tolist()]
+    if np.isnan(picked).any():
+        return [None if v != v else v for v in picked.tolist()]
+    return picked.tolist()
 
 
 def _stored_value(v: Any, whole: bool) -> Any:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from indexes.stored import StoredTuple
 
@@ -51,25 +51,40 @@ class TimeBuckets:
         return math.floor(ts / self.width)
 
     def add(self, t: StoredTuple) -> None:
-        ts = t.row[0]
-        key = self._key(ts)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = _Bucket()
-            keys = self._keys
-            if not keys or keys[-1] < key:
-                keys.append(key)
+        self.add_run((t,))
+
+    def add_run(self, tuples: Iterable[StoredTuple]) -> None:
+        """Store each of ``tuples`` in turn, as :meth:`add` one at a time would (a
+        bucket's tuples in ts order, equal ts in arrival order); a run in ts order
+        appends to one bucket after another."""
+        buckets, key_of = self._buckets, self._key
+        key: int | None = None
+        times: list[float] = []
+        members: list[StoredTuple] = []
+        added = 0
+        for t in tuples:
+            ts = t.row[0]
+            k = key_of(ts)
+            if k != key:
+                key = k
+                bucket = buckets.get(k)
+                if bucket is None:
+                    bucket = buckets[k] = _Bucket()
+                    keys = self._keys
+                    if not keys or keys[-1] < k:
+                        keys.append(k)
+                    else:
+                        bisect.insort(keys, k)
+                times, members = bucket.times, bucket.tuples
+            if not times or times[-1] <= ts:
+                times.append(ts)
+                members.append(t)
             else:
-                bisect.insort(keys, key)
-        times = bucket.times
-        if not times or times[-1] <= ts:
-            times.append(ts)
-            bucket.tuples.append(t)
-        else:
-            i = bisect.bisect_right(times, ts)
-            times.insert(i, ts)
-            bucket.tuples.insert(i, t)
-        self._size += 1
+                i = bisect.bisect_right(times, ts)
+                times.insert(i, ts)
+                members.insert(i, t)
+            added += 1
+        self._size += added
 
     def __len__(self) -> int:
         return self._size

@@ -17,7 +17,7 @@ insert.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
@@ -28,6 +28,10 @@ _POS = float("inf")
 LOAD = 1000  # a block is split past 2 * LOAD keys and merged with a neighbour under LOAD // 2
 
 Key = tuple[Any, int]
+
+
+def _key_of(item: tuple[Key, StoredTuple]) -> Key:
+    return item[0]
 
 
 class ValueIndex:
@@ -42,32 +46,46 @@ class ValueIndex:
 
     def add(self, t: StoredTuple) -> bool:
         """Index ``t``; False (and nothing stored) when its value is NULL."""
-        value = t.row[self.position]
-        if value is None or value != value:  # (is_null, written out: once per stored tuple)
-            return False
-        key = (value, t.seq)
-        maxes = self._maxes
-        self._size += 1
-        if not maxes:
-            self._keys.append([key])
-            self._tuples.append([t])
-            maxes.append(key)
-            return True
-        pos = bisect_right(maxes, key)
-        if pos == len(maxes):  # past every key: at the end of the last block
-            pos -= 1
-            keys = self._keys[pos]
-            keys.append(key)
-            self._tuples[pos].append(t)
-            maxes[pos] = key
-        else:
-            keys = self._keys[pos]
-            i = bisect_right(keys, key)
-            keys.insert(i, key)
-            self._tuples[pos].insert(i, t)
-        if len(keys) > 2 * LOAD:
-            self._split(pos)
-        return True
+        return self.add_run((t,)) == 1
+
+    def add_run(self, tuples: Iterable[StoredTuple]) -> int:
+        """Index each of ``tuples``, as :meth:`add` one at a time would; how many were
+        not NULL. The run's keys go in ascending, each search of the blocks starting at
+        the block the key before went to: O(k log k + k log n) for k tuples."""
+        position = self.position
+        run: list[tuple[Key, StoredTuple]] = []
+        for t in tuples:
+            value = t.row[position]
+            if value is None or value != value:  # (is_null, written out: once per stored tuple)
+                continue
+            run.append(((value, t.seq), t))
+        if len(run) > 1:
+            run.sort(key=_key_of)
+        maxes, block_keys, block_tuples = self._maxes, self._keys, self._tuples
+        pos = 0
+        for key, t in run:
+            if not maxes:
+                block_keys.append([key])
+                block_tuples.append([t])
+                maxes.append(key)
+                continue
+            # (the keys before this one are at most it: its block is at pos or after)
+            pos = bisect_right(maxes, key, pos)
+            if pos == len(maxes):  # past every key: at the end of the last block
+                pos -= 1
+                keys = block_keys[pos]
+                keys.append(key)
+                block_tuples[pos].append(t)
+                maxes[pos] = key
+            else:
+                keys = block_keys[pos]
+                i = bisect_right(keys, key)
+                keys.insert(i, key)
+                block_tuples[pos].insert(i, t)
+            if len(keys) > 2 * LOAD:
+                self._split(pos)
+        self._size += len(run)
+        return len(run)
 
     def remove(self, t: StoredTuple) -> None:
         """Forget ``t`` (a NULL-valued tuple was never indexed); ValueError if it is not here."""

@@ -106,8 +106,6 @@ def store_quietly(pipeline: Pipeline, parts: list[tuple[Any, ...]], prepared: li
     tuples = [StoredTuple(s, seq + r, part[4]) for r, part in enumerate(parts)]
     matched = [r for r, part in enumerate(parts) if part[2] & ENGINE]
     engine.keep_outcomes([tuples[r] for r in matched], [parts[r][5] for r in matched])
-    for t, part in zip(tuples, parts, strict=True):
-        if part[2] & STORE:
-            state.insert(t)
+    state.insert_run(s, [t for t, part in zip(tuples, parts, strict=True) if part[2] & STORE])
     if pipeline.config.check:
         state._check()

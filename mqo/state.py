@@ -103,6 +103,17 @@ class WindowState:
         self.changes += 1
         self.changed[s] += 1
 
+    def insert_run(self, s: int, tuples: list[StoredTuple]) -> None:
+        """:meth:`insert` of each of ``tuples`` (of stream ``s``) in turn, each
+        structure given the whole run at once (:meth:`TimeBuckets.add_run`,
+        :meth:`ValueIndex.add_run`)."""
+        store = self.streams[s]
+        store.buckets.add_run(tuples)
+        for index in store.values.values():
+            index.add_run(tuples)
+        self.changes += len(tuples)
+        self.changed[s] += len(tuples)
+
     def clear(self, s: int) -> None:
         """Forget every tuple of stream ``s`` (its indexes stay, empty)."""
         store = self.streams[s]

@@ -153,15 +153,19 @@ def test_value_index_seeded_stress(pool: list, bounds: list, position: int, load
         if model and rnd.random() < (0.35 if step < 250 else 0.6):  # (grows, then shrinks)
             t = model.pop(rnd.randrange(len(model)))
             index.remove(t)
-        else:
-            value = rnd.choice(pool)
-            row = [float(seq), seq, rnd.choice(pool), rnd.choice(pool)]
-            row[position] = value
-            t = StoredTuple(0, seq, tuple(row))
-            seq += 1
-            null = value is None or value != value
-            assert index.add(t) is (not null)
-            model.append(t)
+        else:  # one tuple, or a run of them at once (add_run: as a replay stores a quiet run)
+            run = []
+            for _ in range(1 if rnd.random() < 0.7 else rnd.randint(2, 12)):
+                row = [float(seq), seq, rnd.choice(pool), rnd.choice(pool)]
+                row[position] = rnd.choice(pool)
+                run.append(StoredTuple(0, seq, tuple(row)))
+                seq += 1
+            nulls = sum(t.row[position] is None or t.row[position] != t.row[position] for t in run)
+            if len(run) == 1:
+                assert index.add(run[0]) is (not nulls)
+            else:
+                assert index.add_run(run) == len(run) - nulls
+            model += run
         index._check()
         everything = expected_range(model, position, None, None, True, True)
         assert len(index) == len(everything)
@@ -259,8 +263,17 @@ def test_time_buckets_seeded_stress(width: float, in_order: bool) -> None:
                 continue  # purged time is never written again, as in the matcher
             t = StoredTuple(0, seq, (ts, seq))
             seq += 1
-            tb.add(t)
-            model.append(t)
+            if rnd.random() < 0.3:  # a run at once (add_run), its first tuple and those after it
+                run = [t]
+                for _ in range(rnd.randint(1, 8)):
+                    later = max(horizon, ts + rnd.choice([-0.5, 0, 0, 0.1, 0.3, 1, 2]))
+                    run.append(StoredTuple(0, seq, (later, seq)))
+                    seq += 1
+                tb.add_run(run)
+                model += run
+            else:
+                tb.add(t)
+                model.append(t)
         elif r < 0.75 and model:
             t = model.pop(rnd.randrange(len(model)))
             tb.remove(t)

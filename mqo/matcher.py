@@ -410,11 +410,13 @@ class Matcher:
         or the parts before it) and at the end (when changes only which row's results
         hold a result, not the results: :mod:`mqo.views`)."""
         pipeline = self.pipeline
+        pipeline.yield_at = self._emitted_at + REPLAY_EMIT_EVERY  # (a quiet run ends there)
         for j, blocks in replayed:
             out = self._join_tables(self._derived(blocks))
             if pipeline.visits - self._emitted_at >= REPLAY_EMIT_EVERY and pipeline.replay_mark is not None:
                 # at the watermark after this row: the clock is at the last row's already
                 self._emitted_at = pipeline.visits
+                pipeline.yield_at = self._emitted_at + REPLAY_EMIT_EVERY
                 out += self._emit(mark=pipeline.replay_mark)
             yield j, out
         if not end:

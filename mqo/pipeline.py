@@ -65,7 +65,7 @@ from mqo.prepare import (
     prepare_batch,
 )
 from mqo.reorder import AdaptivePolicy
-from mqo.replay_chunks import store_quietly, visited_chunk
+from mqo.replay_chunks import run_cut, store_quietly, visited_chunk
 from mqo.results import LateTuple, ResultBlock, TupleError
 from mqo.row_layout import row_columns, row_layout
 from mqo.rows import RowBuilder
@@ -115,7 +115,8 @@ class Pipeline:
         self.capped = False
         self.retention_cap: Mark | None = None
         self.replay_mark: Mark | None = None  # a replay's watermark after the row last yielded
-        self.visits = 0  # rows replays visited or stored in quiet runs (mqo.quiet_rows)
+        self.visits = 0  # rows replays visited or stored in quiet runs (mqo.replay_chunks)
+        self.yield_at: int | None = None  # the visits after which a replay's caller wants a yield
         self._pairs: PairSteps | None = None  # the replay's columnar join step, for self.plan
         self._advanced: tuple[Any, ...] | None = None  # what _advance was last given
 
@@ -332,8 +333,9 @@ class Pipeline:
                     continue
                 if advanced != j:
                     self._advance(marks[j])
-                count = quiet[c] > c and engine.ends_nothing(
-                    prep.stream, ts[at[c : quiet[c]]], prep.engine_bits & ~taken
+                wanted = prep.engine_bits & ~taken
+                count = quiet[c] > c and run_cut(
+                    self, parts, c, engine.ends_nothing(prep.stream, ts[at[c : quiet[c]]], wanted)
                 )
                 self.visits += count or 1
                 if count:  # rows that find nothing when they arrive: stored without a visit (mqo.replay_chunks)

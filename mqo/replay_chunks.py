@@ -109,3 +109,21 @@ def store_quietly(pipeline: Pipeline, parts: list[tuple[Any, ...]], prepared: li
     state.insert_run(s, [t for t, part in zip(tuples, parts, strict=True) if part[2] & STORE])
     if pipeline.config.check:
         state._check()
+
+
+def run_cut(pipeline: Pipeline, parts: list[tuple[Any, ...]], c: int, count: int) -> int:
+    """How many of the ``count`` rows of a quiet run from ``parts[c]`` on to store
+    before the run is yielded, so that a run ends where a visit of each row would have
+    yielded something: at the row where the caller wants a yield
+    (:attr:`Pipeline.yield_at`, aggregate views' emission), and under ordered emission
+    at the first row whose watermark releases a held result (the run's rows add none)."""
+    if pipeline.yield_at is not None:
+        count = min(count, max(1, pipeline.yield_at - pipeline.visits))
+    held = pipeline.held
+    first = None if held is None else held.first_ts
+    if first is not None:
+        passed, mark_at = pipeline.clock.passed, 6  # (a part's watermark after its row)
+        for r in range(c, c + count):
+            if passed(first, parts[r][mark_at]):
+                return r - c + 1
+    return count

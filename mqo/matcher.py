@@ -64,7 +64,6 @@ class Matcher:
         self.catalog = schema if isinstance(schema, Catalog) else Catalog.from_ddl(schema or "")
         self.pipeline = Pipeline(self.config, late_sink, now)
         self.registrations = Registrations(self.catalog, self.config, self.pipeline)
-        self._emitted_at = 0  # the pipeline's visits at a replay's last emission of aggregate views
         # sees every view row as (view, ts, id, values): what ``mqo match --output-view`` writes
         self.view_sink: Callable[[str, float, int, dict[str, Any]], None] | None = None
         # results found by aggregate views' rows that poll_aggregates and flush emitted
@@ -410,13 +409,13 @@ class Matcher:
         or the parts before it) and at the end (when changes only which row's results
         hold a result, not the results: :mod:`mqo.views`)."""
         pipeline = self.pipeline
-        pipeline.yield_at = self._emitted_at + REPLAY_EMIT_EVERY  # (a quiet run ends there)
+        if pipeline.yield_at is None:  # (the visits at the next emission; a quiet run ends there)
+            pipeline.yield_at = pipeline.visits + REPLAY_EMIT_EVERY
         for j, blocks in replayed:
             out = self._join_tables(self._derived(blocks))
-            if pipeline.visits - self._emitted_at >= REPLAY_EMIT_EVERY and pipeline.replay_mark is not None:
+            if pipeline.visits >= pipeline.yield_at and pipeline.replay_mark is not None:
                 # at the watermark after this row: the clock is at the last row's already
-                self._emitted_at = pipeline.visits
-                pipeline.yield_at = self._emitted_at + REPLAY_EMIT_EVERY
+                pipeline.yield_at = pipeline.visits + REPLAY_EMIT_EVERY
                 out += self._emit(mark=pipeline.replay_mark)
             yield j, out
         if not end:

@@ -333,9 +333,8 @@ class Pipeline:
                     continue
                 if advanced != j:
                     self._advance(marks[j])
-                wanted = prep.engine_bits & ~taken
                 count = quiet[c] > c and run_cut(
-                    self, parts, c, engine.ends_nothing(prep.stream, ts[at[c : quiet[c]]], wanted)
+                    self, parts, c, engine.ends_nothing(prep.stream, ts[at[c : quiet[c]]], prep.engine_bits & ~taken)
                 )
                 self.visits += count or 1
                 if count:  # rows that find nothing when they arrive: stored without a visit (mqo.replay_chunks)

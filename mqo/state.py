@@ -57,7 +57,7 @@ class WindowState:
         self.streams = [StreamStore(width) for _ in range(n_streams)]
         self._purged_to = float("-inf")
         # how often tuples came or went, in all and per stream: what the engine keeps of
-        # the other streams (mqo.engine, Engine._feed) holds while the difference does
+        # the other streams (mqo.feeds.Feeds) holds while the difference does
         self.changes = 0
         self.changed = [0] * n_streams
 
@@ -95,15 +95,9 @@ class WindowState:
                     store.values[pos] = index
 
     def insert(self, t: StoredTuple) -> None:
-        s = t.stream
-        store = self.streams[s]
-        store.buckets.add(t)
-        for index in store.values.values():
-            index.add(t)
-        self.changes += 1
-        self.changed[s] += 1
+        self.insert_run(t.stream, (t,))
 
-    def insert_run(self, s: int, tuples: list[StoredTuple]) -> None:
+    def insert_run(self, s: int, tuples: Sequence[StoredTuple]) -> None:
         """:meth:`insert` of each of ``tuples`` (of stream ``s``) in turn, each
         structure given the whole run at once (:meth:`TimeBuckets.add_run`,
         :meth:`ValueIndex.add_run`)."""
@@ -140,7 +134,7 @@ class WindowState:
         return dropped
 
     def feeding(self, s: int, stream_slots: list[int], later: list[int]) -> tuple[int, list[float], list[int]]:
-        """What a tuple of stream ``s`` may end results with, for :meth:`mqo.engine.Engine._feed`
+        """What a tuple of stream ``s`` may end results with, for :class:`mqo.feeds.Feeds`
         (``stream_slots``: the slots reading each stream; ``later``: per stream, the slots
         that want its tuple at or after ``s``'s, ``CompiledPlan.later_partner[s]``): the
         slots reading ``s`` whose other streams all store a tuple; the newest ts stored

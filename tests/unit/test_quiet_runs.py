@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -63,20 +64,37 @@ def brute_force(
     return sorted(found)
 
 
-def replay_part(m: mqo.Matcher, rows: list[Row], first_id: int) -> list[mqo.Match]:
+def stream_rows(
+    rng: random.Random, n: int, steps: tuple[float, ...], weights: tuple[int, ...] = (6, 2, 2), late: float = 0.0
+) -> list[Row]:
+    """``n`` rows of B, H and K (in ``weights``' shares) whose ts grow by ``steps``; a
+    share ``late`` of them 3 seconds behind."""
+    rows: list[Row] = []
+    top = 0.0
+    for _ in range(n):
+        top += rng.choice(steps)
+        behind = late and rng.random() < late
+        rows.append((rng.choices("BHK", weights)[0], max(0.0, top - 3.0) if behind else top, rng.randint(0, 3)))
+    return rows
+
+
+def replay_part(
+    m: mqo.Matcher, rows: list[Row], first_id: int, last: bool = True
+) -> Iterator[tuple[int, list[mqo.Match]]]:
     """``rows`` (in ts order, ids from ``first_id`` on) replayed, each stream's rows
-    prepared as one batch."""
+    prepared as one batch (B's also ingested by aggregate views reading it): (position,
+    its matches) per yield."""
     prepared, which, positions = [], np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64)
     for k, s in enumerate("BHK"):
         mine = [(p, ts, v) for p, (name, ts, v) in enumerate(rows) if name == s]
         batch = {"ts": [r[1] for r in mine], "id": [first_id + r[0] for r in mine], COLUMN[s]: [r[2] for r in mine]}
         prepared.append(m.prepare(s, batch))
+        if m.registrations.aggregating(s):
+            m.registrations.ingest(s, batch)
         for position, (p, *_) in enumerate(mine):
             which[p], positions[p] = k, position
-    found: list[mqo.Match] = []
-    for _, blocks in m.replay(prepared, which, positions):
-        found += MatchBatch(m.ensure_plan(), blocks).matches()
-    return found
+    for j, blocks in m.replay(prepared, which, positions, last=last):
+        yield first_id + j, MatchBatch(m.ensure_plan(), blocks).matches()
 
 
 def replayed(m: mqo.Matcher, rows: list[Row], cuts: list[int]) -> list[mqo.Match]:
@@ -84,7 +102,8 @@ def replayed(m: mqo.Matcher, rows: list[Row], cuts: list[int]) -> list[mqo.Match
     what the end releases too."""
     found: list[mqo.Match] = []
     for start, end in itertools.pairwise([0, *cuts, len(rows)]):
-        found += replay_part(m, rows[start:end], start)
+        for _, matches in replay_part(m, rows[start:end], start):
+            found += matches
     if m.config.emit == "ordered":
         found += m.flush_results().matches()
     return found
@@ -94,11 +113,7 @@ def test_rows_stored_without_a_visit_are_found_by_later_tuples() -> None:
     rng = random.Random(3)
     quiet = 0
     for trial in range(40):
-        rows: list[Row] = []
-        top = 0.0
-        for _ in range(60):
-            top += rng.choice((0.0, 0.5, 1.0))
-            rows.append((rng.choices("BHK", (6, 2, 2))[0], top, rng.randint(0, 3)))
+        rows = stream_rows(rng, 60, (0.0, 0.5, 1.0))
         values = [v for _, _, v in rows]
         queries: dict[str, tuple[int, int] | None] = {
             f"q{k}": (rng.choice(values), rng.choice(values)) for k in range(3)
@@ -126,11 +141,7 @@ def test_a_registration_between_parts_is_seen_by_the_rows_stored_before_it() -> 
     after the first part, give the same results."""
     rng = random.Random(8)
     for _ in range(25):
-        rows: list[Row] = []
-        top = 0.0
-        for _ in range(50):
-            top += rng.choice((0.0, 0.5, 1.0))
-            rows.append((rng.choices("BHK", (6, 2, 2))[0], top, rng.randint(0, 3)))
+        rows = stream_rows(rng, 50, (0.0, 0.5, 1.0))
         cut = rng.randint(5, 45)
         first, later = (rng.randint(0, 3), rng.randint(0, 3)), (rng.randint(0, 3), rng.randint(0, 3))
         results = []
@@ -138,9 +149,9 @@ def test_a_registration_between_parts_is_seen_by_the_rows_stored_before_it() -> 
             m = mqo.Matcher(DDL, time="global")
             m.register_query(later_query(*first), "first")
             if replay:
-                found = replay_part(m, rows[:cut], 0)
+                found = [r for _, matches in replay_part(m, rows[:cut], 0) for r in matches]
                 m.register_query(later_query(*later), "later")
-                found += replay_part(m, rows[cut:], cut)
+                found += [r for _, matches in replay_part(m, rows[cut:], cut) for r in matches]
             else:
                 found = []
                 for j, (stream, ts, value) in enumerate(rows):
@@ -171,18 +182,8 @@ def positions(m: mqo.Matcher, rows: list[Row], cuts: list[int]) -> list[tuple[ob
             got.append((at, found))
 
     for start, end in itertools.pairwise([0, *cuts, len(rows)]):
-        part = rows[start:end]
-        prepared, which, where = [], np.zeros(len(part), np.int64), np.zeros(len(part), np.int64)
-        for k, s in enumerate("BHK"):
-            mine = [(p, ts, v) for p, (name, ts, v) in enumerate(part) if name == s]
-            batch = {"ts": [r[1] for r in mine], "id": [start + r[0] for r in mine], COLUMN[s]: [r[2] for r in mine]}
-            prepared.append(m.prepare(s, batch))
-            if s == "B" and m.registrations.aggregating("B"):
-                m.registrations.ingest("B", batch)
-            for position, (p, *_) in enumerate(mine):
-                which[p], where[p] = k, position
-        for j, blocks in m.replay(prepared, which, where, last=end == len(rows)):
-            add(start + j, MatchBatch(m.ensure_plan(), blocks).matches())
+        for at, matches in replay_part(m, rows[start:end], start, last=end == len(rows)):
+            add(at, matches)
     m.flush()
     add("flush", m.take_results().matches())
     if m.config.emit == "ordered":
@@ -204,13 +205,10 @@ def test_quiet_runs_leave_every_result_at_its_position(monkeypatch) -> None:
     quiet = 0
     for trial in range(24):
         views = trial % 4 == 0  # (a view needs emit="arrival": even trials; many B rows a second)
-        rows: list[Row] = []
-        top = 0.0
-        for _ in range(400 if views else rng.choice((60, 200))):
-            top += rng.choice((0.0, 0.05, 0.1, 0.25) if views else (0.0, 0.1, 0.25, 0.5, 1.0))
-            late = rng.random() < 0.05
-            stream = rng.choices("BHK", (8, 1, 1) if views else (6, 2, 2))[0]
-            rows.append((stream, max(0.0, top - 3.0) if late else top, rng.randint(0, 3)))
+        if views:
+            rows = stream_rows(rng, 400, (0.0, 0.05, 0.1, 0.25), (8, 1, 1), late=0.05)
+        else:
+            rows = stream_rows(rng, rng.choice((60, 200)), (0.0, 0.1, 0.25, 0.5, 1.0), late=0.05)
         texts = [f"Query ID: q{k}\n{later_query(rng.randint(0, 3), rng.randint(0, 3))};" for k in range(2)]
         texts += rng.sample(
             [

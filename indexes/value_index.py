@@ -1,17 +1,18 @@
 """Join exploitation structure: an ordered index of one stream column's values.
 
 The contract is the red-black tree's: insert, delete and the start of a range scan in
-O(log n), the scan itself O(k) for k tuples returned. Tuples are kept ordered by the
-key ``(value, seq)``, so equal values stay in arrival order and a tuple is deleted by
-identity without scanning its duplicates. NULL and NaN values are not indexed: no
-predicate can hold on them.
+O(log n), the scan itself O(k) for k tuples returned. Tuples are kept ordered by value,
+and tuples of equal value by ``seq`` (arrival order), so a scan returns them in the same
+order however they were added. NULL and NaN values are not indexed: no predicate can
+hold on them.
 
 The layout is sortedcontainers' (a list of sorted blocks of at most ``2 * LOAD`` keys,
 beside the last key of each block, so a key is found by two binary searches and
 inserted into a block of at most a few thousand), written out here for what the window
-state does: every stored tuple is added once and removed once, and a key is made once
-per call instead of by a key function per tuple, which costs as much as the rest of an
-insert.
+state does: every stored tuple is added once and removed once. The keys are the bare
+values: ``seq`` breaks ties only among equal values, where a tuple almost always
+arrives after those already stored, and comparing ``(value, seq)`` pairs in every
+search costs about as much as the rest of an insert.
 """
 
 from __future__ import annotations
@@ -19,19 +20,15 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from indexes.covering import is_null
 from indexes.stored import StoredTuple
 
-_POS = float("inf")
 LOAD = 1000  # a block is split past 2 * LOAD keys and merged with a neighbour under LOAD // 2
 
-Key = tuple[Any, int]
-
-
-def _key_of(item: tuple[Key, StoredTuple]) -> Key:
-    return item[0]
+_seq_of = attrgetter("seq")
 
 
 class ValueIndex:
@@ -39,9 +36,9 @@ class ValueIndex:
 
     def __init__(self, position: int) -> None:
         self.position = position
-        self._keys: list[list[Key]] = []  # the blocks' keys, ascending; no block is empty
-        self._tuples: list[list[StoredTuple]] = []  # the blocks' tuples, beside their keys
-        self._maxes: list[Key] = []  # each block's last key
+        self._keys: list[list[Any]] = []  # the blocks' values, ascending; no block is empty
+        self._tuples: list[list[StoredTuple]] = []  # the blocks' tuples, beside their values
+        self._maxes: list[Any] = []  # each block's last value
         self._size = 0
 
     def add(self, t: StoredTuple) -> bool:
@@ -50,56 +47,82 @@ class ValueIndex:
 
     def add_run(self, tuples: Iterable[StoredTuple]) -> int:
         """Index each of ``tuples``, as :meth:`add` one at a time would; how many were
-        not NULL. The run's keys go in ascending, each search of the blocks starting at
-        the block the key before went to: O(k log k + k log n) for k tuples."""
+        not NULL. The run's values go in ascending, each search of the blocks starting
+        at the block the value before went to: O(k log k + k log n) for k tuples (and
+        O(d) more for a tuple placed before ``d`` blocks of its equals, which only a
+        tuple older than stored ones of the same value can be)."""
         position = self.position
-        run: list[tuple[Key, StoredTuple]] = []
+        run: list[StoredTuple] = []
         for t in tuples:
             value = t.row[position]
             if value is None or value != value:  # (is_null, written out: once per stored tuple)
                 continue
-            run.append(((value, t.seq), t))
+            run.append(t)
         if len(run) > 1:
-            run.sort(key=_key_of)
+            # (stable: a run in arrival order keeps equal values in seq order)
+            run.sort(key=lambda t: t.row[position])
         maxes, block_keys, block_tuples = self._maxes, self._keys, self._tuples
         pos = 0
-        for key, t in run:
+        for t in run:
+            value = t.row[position]
             if not maxes:
-                block_keys.append([key])
+                block_keys.append([value])
                 block_tuples.append([t])
-                maxes.append(key)
+                maxes.append(value)
                 continue
-            # (the keys before this one are at most it: its block is at pos or after)
-            pos = bisect_right(maxes, key, pos)
-            if pos == len(maxes):  # past every key: at the end of the last block
+            # (the values before this one are at most it: its block is at pos or after)
+            pos = bisect_right(maxes, value, pos)
+            if pos == len(maxes):  # past every value: at the end of the last block
                 pos -= 1
                 keys = block_keys[pos]
-                keys.append(key)
-                block_tuples[pos].append(t)
-                maxes[pos] = key
+                i = len(keys)
             else:
                 keys = block_keys[pos]
-                i = bisect_right(keys, key)
-                keys.insert(i, key)
-                block_tuples[pos].insert(i, t)
+                i = bisect_right(keys, value)
+            # after every equal value (the one before it, here or ending the block before),
+            # unless one of them arrived later than t
+            if i:
+                older = keys[i - 1] != value or block_tuples[pos][i - 1].seq < t.seq
+            else:
+                older = not pos or maxes[pos - 1] != value or block_tuples[pos - 1][-1].seq < t.seq
+            if not older:
+                pos, i = self._place_among_equals(value, t.seq)
+                keys = block_keys[pos]
+            keys.insert(i, value)
+            block_tuples[pos].insert(i, t)
+            maxes[pos] = keys[-1]
             if len(keys) > 2 * LOAD:
                 self._split(pos)
         self._size += len(run)
         return len(run)
+
+    def _place_among_equals(self, value: Any, seq: int) -> tuple[int, int]:
+        """Where a tuple of ``value`` and ``seq`` goes among the stored tuples of the
+        same value (which are in seq order, possibly over several blocks)."""
+        maxes = self._maxes
+        pos = bisect_left(maxes, value)
+        while True:
+            keys, tuples = self._keys[pos], self._tuples[pos]
+            lo, hi = bisect_left(keys, value), bisect_right(keys, value)
+            i = bisect_right(tuples, seq, lo, hi, key=_seq_of)
+            if i < len(keys) or pos + 1 == len(maxes) or self._keys[pos + 1][0] != value:
+                return pos, i
+            pos += 1  # (every equal one in this block is older, and the next block starts with equals)
 
     def remove(self, t: StoredTuple) -> None:
         """Forget ``t`` (a NULL-valued tuple was never indexed); ValueError if it is not here."""
         value = t.row[self.position]
         if is_null(value):
             return
-        key = (value, t.seq)
         maxes = self._maxes
-        pos = bisect_left(maxes, key)
-        if pos < len(maxes):
-            keys = self._keys[pos]
-            i = bisect_left(keys, key)
-            tuples = self._tuples[pos]
-            if tuples[i] is t:  # (a key at or past ``key`` is in the block: i is in it)
+        pos = bisect_left(maxes, value)
+        while pos < len(maxes):
+            keys, tuples = self._keys[pos], self._tuples[pos]
+            i = hi = bisect_left(keys, value)
+            if i < len(keys) and tuples[i] is not t:  # (a purge takes the oldest first: mostly i)
+                hi = bisect_right(keys, value, i)
+                i = bisect_left(tuples, t.seq, i, hi, key=_seq_of)
+            if i < len(keys) and tuples[i] is t:
                 del keys[i]
                 del tuples[i]
                 self._size -= 1
@@ -110,6 +133,9 @@ class ValueIndex:
                     if len(keys) < LOAD // 2 and len(maxes) > 1:
                         self._merge(pos)
                 return
+            if i < len(keys):  # (a later tuple, or a greater value, is here: t would be before it)
+                break
+            pos += 1
         raise ValueError(f"{t!r} is not in the value index")
 
     def _split(self, pos: int) -> None:
@@ -143,27 +169,27 @@ class ValueIndex:
         maxes = self._maxes
         if not maxes:
             return iter(())
-        # seq bounds -1 and +inf place the range boundary before or after all tuples
-        # with a value equal to the bound.
+        # an inclusive bound starts before (ends after) the values equal to it, an
+        # exclusive one after (before) them
         if lo is None:
             first, start = 0, 0
         else:
-            low = (lo, -1 if lo_inclusive else _POS)
-            first = bisect_left(maxes, low)
+            after = bisect_left if lo_inclusive else bisect_right
+            first = after(maxes, lo)
             if first == len(maxes):
                 return iter(())
-            start = bisect_left(self._keys[first], low)
+            start = after(self._keys[first], lo)
         if hi is None:
             last = len(maxes) - 1
             end = len(self._keys[last])
         else:
-            high = (hi, _POS if hi_inclusive else -1)
-            last = bisect_right(maxes, high)
+            before = bisect_right if hi_inclusive else bisect_left
+            last = before(maxes, hi)
             if last == len(maxes):
                 last -= 1
                 end = len(self._keys[last])
             else:
-                end = bisect_right(self._keys[last], high)
+                end = before(self._keys[last], hi)
         tuples = self._tuples
         if first == last:
             return iter(tuples[first][start:end])
@@ -180,8 +206,9 @@ class ValueIndex:
         assert self._maxes == [keys[-1] for keys in self._keys], "block maxima out of step"
         assert [len(keys) for keys in self._keys] == [len(tuples) for tuples in self._tuples], "block sizes differ"
         keys = [key for block in self._keys for key in block]
-        assert keys == [(t.row[pos], t.seq) for t in self], "keys out of step with their tuples"
-        assert keys == sorted(keys), "value index out of order"
+        assert keys == [t.row[pos] for t in self], "keys out of step with their tuples"
+        ordered = [(t.row[pos], t.seq) for t in self]
+        assert ordered == sorted(ordered), "value index out of order (by value, then seq)"
         assert len(keys) == self._size, "size out of step"
         assert all(not is_null(t.row[pos]) for t in self), "NULL value indexed"
         assert len({t.seq for t in self}) == len(self), "tuple indexed twice"

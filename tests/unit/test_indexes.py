@@ -142,12 +142,20 @@ def same(a, b) -> bool:
 )
 @pytest.mark.parametrize("position", [2, 3])
 @pytest.mark.parametrize("load", [value_index.LOAD, 2, 5])
-def test_value_index_seeded_stress(pool: list, bounds: list, position: int, load: int, monkeypatch) -> None:
-    """Also with blocks of a few keys: split, merged, emptied and ranged across."""
+@pytest.mark.parametrize("arrival", ["in order", "shuffled"])
+def test_value_index_seeded_stress(
+    pool: list, bounds: list, position: int, load: int, arrival: str, monkeypatch
+) -> None:
+    """Also with blocks of a few keys: split, merged, emptied and ranged across; and with
+    tuples added out of seq order (as a restore or a new index adds them, in ts order),
+    which must still come out in seq order among equal values, across blocks."""
     monkeypatch.setattr(value_index, "LOAD", load)
-    rnd = random.Random(hash((position, len(pool), load)))
+    rnd = random.Random(hash((position, len(pool), load, arrival)))
     index = ValueIndex(position)
     model: list[StoredTuple] = []
+    seqs = list(range(1000))
+    if arrival == "shuffled":
+        rnd.shuffle(seqs)
     seq = 0
     for step in range(400):
         if model and rnd.random() < (0.35 if step < 250 else 0.6):  # (grows, then shrinks)
@@ -156,9 +164,9 @@ def test_value_index_seeded_stress(pool: list, bounds: list, position: int, load
         else:  # one tuple, or a run of them at once (add_run: as a replay stores a quiet run)
             run = []
             for _ in range(1 if rnd.random() < 0.7 else rnd.randint(2, 12)):
-                row = [float(seq), seq, rnd.choice(pool), rnd.choice(pool)]
+                row = [float(seq), seqs[seq], rnd.choice(pool), rnd.choice(pool)]
                 row[position] = rnd.choice(pool)
-                run.append(StoredTuple(0, seq, tuple(row)))
+                run.append(StoredTuple(0, seqs[seq], tuple(row)))
                 seq += 1
             nulls = sum(t.row[position] is None or t.row[position] != t.row[position] for t in run)
             if len(run) == 1:

@@ -66,14 +66,35 @@ def alone_slots(
 
 
 def single_block(
-    plan: CompiledPlan, prepared: PreparedBatch, i: int, plain: bool, disjuncts: bool, t: StoredTuple
+    plan: CompiledPlan, prepared: PreparedBatch, i: int, plain: bool, alone: int, t: StoredTuple
 ) -> ResultBlock:
     """The single-stream results of row i of ``prepared``, a visited row, tuple ``t``:
-    its plain slots if ``plain``, and if ``disjuncts`` the first disjunct that holds of
-    each query decided alone."""
+    its plain slots if ``plain``, and the first disjunct that holds of each query
+    decided alone among ``alone`` (its candidates among :attr:`PreparedBatch.disjunct_bits`).
+    Disjuncts alone are read off the int (a row's few set bits: no array call)."""
     members: list[StoredTuple | None] = [None] * len(plan.streams)
     members[prepared.stream] = t
-    return ResultBlock(alone_slots(plan, prepared, np.array([i]), plain, disjuncts)[1], members, t.row[0])
+    if plain:
+        slots = alone_slots(plan, prepared, np.array([i]), True, bool(alone))[1]
+    else:
+        slots = first_disjuncts(plan, alone)
+    return ResultBlock(slots, members, t.row[0])
+
+
+def first_disjuncts(plan: CompiledPlan, alone: int) -> np.ndarray:
+    """The set bits of ``alone`` ascending, less each slot whose query has a lower one
+    among them (:func:`first_of_records` of one row)."""
+    record = plan.slot_record
+    slots: list[int] = []
+    last = -1
+    while alone:
+        low = alone & -alone
+        slot = low.bit_length() - 1
+        alone ^= low
+        if record[slot] != last:
+            slots.append(slot)
+            last = record[slot]
+    return np.array(slots, np.int64)
 
 
 def alone_rows(prepared: PreparedBatch, apart: np.ndarray | None) -> np.ndarray:

@@ -475,7 +475,7 @@ class Pipeline:
         alone = cand & prepared.disjunct_bits  # single-stream queries' disjuncts (mqo.alone)
         plan = self.plan
         if flags & SINGLE or alone:
-            blocks.append(single_block(plan, prepared, i, bool(flags & SINGLE), bool(alone), t))
+            blocks.append(single_block(plan, prepared, i, bool(flags & SINGLE), alone, t))
             self.counters.results += len(blocks[-1])
         if flags & ENGINE and (cand != alone or not alone):
             # the engine on t in the current order, adaptive or static

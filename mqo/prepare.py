@@ -480,12 +480,14 @@ def _ranges(lst: Any, layout: RowLayout, ts: np.ndarray, ids: np.ndarray, column
     if lst.numeric:
         exact_right = None if lst.right_pos is None else _exact_values(lst.right_pos, schema, columns)
         return lst.covering.satisfied_many(left, right, _exact_values(lst.left_pos, schema, columns), exact_right)
-    # strings and booleans: one row at a time
-    n = len(ts)
-    lo = np.empty(n, np.int64)
-    hi = np.empty(n, np.int64)
+    # strings and booleans: each distinct value (or pair of values) decided once, as a
+    # batch holds few of them (a channel, a state), and its rows take its answer
+    keys = list(left) if right is None else list(zip(left, right, strict=True))
+    codes: dict[Any, int] = {}
+    at = np.fromiter((codes.setdefault(key, len(codes)) for key in keys), np.int64, len(keys))
     op = lst.key.op
-    for i in range(n):
-        sat = lst.covering.satisfied(left[i]) if right is None else lst._pair(left[i], right[i])
-        lo[i], hi[i] = kernel_form(sat, op, lst.n)
-    return lo, hi
+    answers = np.empty((len(codes), 2), np.int64)
+    for key, code in codes.items():
+        sat = lst.covering.satisfied(key) if right is None else lst._pair(*key)
+        answers[code] = kernel_form(sat, op, lst.n)
+    return answers[at, 0], answers[at, 1]

@@ -102,6 +102,34 @@ class TimeBuckets:
         self, lo: float | None = None, hi: float | None = None, lo_inclusive: bool = True, hi_inclusive: bool = True
     ) -> Iterator[StoredTuple]:
         """Tuples with ``lo <(=) ts <(=) hi`` in timestamp order; None is unbounded."""
+        for bucket, start, end in self._spans(lo, hi, lo_inclusive, hi_inclusive):
+            if start == 0 and end == len(bucket.times):
+                yield from bucket.tuples
+            else:
+                yield from bucket.tuples[start:end]
+
+    def count(self, lo: float | None = None, hi: float | None = None) -> int:
+        """How many tuples :meth:`range` (inclusive) would give: O(buckets overlapped)."""
+        return sum(end - start for _, start, end in self._spans(lo, hi, True, True))
+
+    def gather(self, lo: float, hi: float, into: dict[int, StoredTuple], room: int | None = None) -> int:
+        """Put the tuples at ``lo <= ts <= hi`` into ``into`` by seq; how many there are.
+        More than ``room`` of them (a caller's work budget, which they would pass) are
+        only counted, none put in."""
+        if room is not None:
+            count = self.count(lo, hi)
+            if count > room:
+                return count
+        count = 0
+        for bucket, start, end in self._spans(lo, hi, True, True):
+            into.update((t.seq, t) for t in bucket.tuples[start:end])
+            count += end - start
+        return count
+
+    def _spans(
+        self, lo: float | None, hi: float | None, lo_inclusive: bool, hi_inclusive: bool
+    ) -> Iterator[tuple[_Bucket, int, int]]:
+        """Per bucket overlapping the range, its tuples in it: ``tuples[start:end]`` (not empty)."""
         buckets, keys = self._buckets, self._keys
         if not keys:
             return
@@ -116,10 +144,8 @@ class TimeBuckets:
                 start = bisect.bisect_left(times, lo) if lo_inclusive else bisect.bisect_right(times, lo)
             if hi is not None and times[-1] >= hi:
                 end = bisect.bisect_right(times, hi) if hi_inclusive else bisect.bisect_left(times, hi)
-            if start == 0 and end == len(times):
-                yield from bucket.tuples
-            elif start < end:
-                yield from bucket.tuples[start:end]
+            if start < end:
+                yield bucket, start, end
 
     def purge_before(self, horizon: float) -> list[StoredTuple]:
         """Drop every bucket that lies wholly before ``horizon``.

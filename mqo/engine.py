@@ -446,9 +446,7 @@ class Engine:
                         lo = bounds[0]
                     if bounds[1] is not None and bounds[1] < hi:
                         hi = bounds[1]
-                for r in store.buckets.range(lo, hi):
-                    found[r.seq] = r
-                    self.retrieved += 1
+                self.retrieved += store.buckets.gather(lo, hi, found, self._room(found))
             else:
                 scanned = 0
                 for r in store.values[target].range(bounds[0], bounds[1]):  # type: ignore[index]
@@ -460,9 +458,7 @@ class Engine:
                 self.retrieved += scanned
         if key == _TIME_ONLY:
             self.probes += 1
-            for r in store.buckets.range(t_lo, t_hi):
-                found[r.seq] = r
-                self.retrieved += 1
+            self.retrieved += store.buckets.gather(t_lo, t_hi, found, self._room(found))
         if self.budget is not None and self.work() + len(found) > self.budget:
             raise TrialTooCostly
         children = []
@@ -488,6 +484,10 @@ class Engine:
             if child is not None:
                 children.append(child)
         return children
+
+    def _room(self, found: dict[int, StoredTuple]) -> int | None:
+        """How many more tuples a trial may fetch before it passes its budget (None: no budget)."""
+        return None if self.budget is None else self.budget - self.work() - len(found)
 
     def _join(
         self, p: Partial, y: int, r: StoredTuple, cand: int, window: tuple[float, float | Fraction]

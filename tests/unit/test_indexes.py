@@ -317,6 +317,17 @@ def test_time_buckets_seeded_stress(width: float, in_order: bool) -> None:
             lo_inc, hi_inc = rnd.random() < 0.5, rnd.random() < 0.5
             got = list(tb.range(lo, hi, lo_inc, hi_inc))
             assert same(got, model_range(model, lo, hi, lo_inc, hi_inc)), (lo, hi, lo_inc, hi_inc)
+            # the engine's fetch: into a dict by seq (after what it holds), or only
+            # counted when more than the room its budget leaves
+            inclusive = model_range(model, lo, hi, True, True)
+            assert tb.count(lo, hi) == len(inclusive)
+            if lo is not None and hi is not None:
+                held = {-1: None}
+                room = rnd.choice([None, 0, len(inclusive) - 1, len(inclusive), len(inclusive) + 5])
+                assert tb.gather(lo, hi, held, room) == len(inclusive)  # type: ignore[arg-type]
+                fetched = [] if room is not None and len(inclusive) > room else inclusive
+                assert list(held) == [-1, *(t.seq for t in fetched)]
+                assert same(list(held.values())[1:], fetched)
 
 
 def test_time_buckets_negative_and_fractional_timestamps() -> None:

@@ -335,3 +335,52 @@ def test_type_stats_take_each_measurement_as_average_add_does(measurements, quic
                            (slow_fanout, left / entered), (slow_cost, work / entered)):  # fmt: skip
                 avg.add(x)
     assert [stats.fanout, stats.cost, stats.slow_fanout, stats.slow_cost] == [fanout, cost, slow_fanout, slow_cost]
+
+
+def test_a_trial_past_its_budget_counts_what_it_would_fetch_by_time(monkeypatch):
+    """A trial of another order that would fetch more tuples by time than its budget
+    leaves (here W first: every bid of the window, where the running order probes the
+    price's index) counts them without fetching them (``TimeBuckets.gather``), and is
+    abandoned after the same work: the results and every figure of the policy are those
+    of fetching them all."""
+    from indexes.time_buckets import TimeBuckets
+    from mqo.engine import Engine
+
+    ddl = "REGISTER STREAM B (price INTEGER); REGISTER STREAM H (price INTEGER);"
+    query = "SELECT * FROM B, H WINDOW B.ts <= H.ts AND B.ts > H.ts - 300 MAXWINDOW 300 WHERE B.price = H.price"
+    rnd = random.Random(5)
+    events = [("H" if i % 10 == 0 else "B", i / 10, {"price": rnd.randrange(400)}) for i in range(4000)]
+
+    def run() -> tuple[list, dict]:
+        matcher = mqo.Matcher(ddl)
+        matcher.register_queries([query])
+        found = [(m.ts, m.query, sorted(m.ids.items())) for event in events for m in matcher.push(*event)]
+        return found, matcher.policy.state()
+
+    counted = Counter()
+    gather = TimeBuckets.gather
+
+    def gather_counted(self, lo, hi, into, room=None):
+        held = len(into)
+        n = gather(self, lo, hi, into, room)
+        if room is not None and n > room:
+            counted["only counted"] += 1
+            assert len(into) == held
+        return n
+
+    monkeypatch.setattr(TimeBuckets, "gather", gather_counted)
+    abandon = AdaptivePolicy.abandon_trial
+
+    def abandon_counted(self, *args):
+        counted["abandoned"] += 1
+        return abandon(self, *args)
+
+    monkeypatch.setattr(AdaptivePolicy, "abandon_trial", abandon_counted)
+    counting = run()
+    assert counted["only counted"] > 0 and counted["abandoned"] > 0  # (the workload takes the path)
+    abandoned = counted["abandoned"]
+    monkeypatch.setattr(Engine, "_room", lambda self, found: None)  # every trial fetches all it finds
+    counted.clear()
+    fetching = run()
+    assert counted["only counted"] == 0 and counted["abandoned"] == abandoned
+    assert counting == fetching

@@ -11,7 +11,9 @@ amortized, where a sorted map costs microseconds a tuple), so:
   of m tuples);
 * ``range(lo, hi)`` visits only the buckets that overlap ``[lo, hi]``: whole buckets
   inside the range are returned without comparisons, the two end buckets are cut by
-  binary search on ``ts``;
+  binary search on ``ts``; ``count(lo, hi)`` is the same walk without the tuples
+  (O(buckets overlapped)), and ``gather`` puts them into a dict by seq, or only counts
+  them past a caller's budget;
 * ``purge_before(h)`` drops whole buckets that end at or before ``h`` in O(1) per
   bucket and returns the dropped tuples (so value indexes can forget them).
 

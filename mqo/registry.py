@@ -509,9 +509,10 @@ class QueryRegistry:
             table = np.frombuffer(b.block.values, np.float64).reshape(-1, len(b.kids))
             values = table if b.block_rows is None else table[b.block_rows]
             live = self._live(b.orders)
-            if not live.all():
-                values = values[live]
-            parts.append((b.orders[live], b.kids, values))
+            if live.all():  # (the orders as kept: no copy of a million of them)
+                parts.append((b.orders, b.kids, values))
+                continue
+            parts.append((b.orders[live], b.kids, values[live]))
         return parts
 
     def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

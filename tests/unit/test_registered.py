@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import mqo
 from mqo.plan_compile import SharedCsr
-from mqo.registered import BlockRun, RecordList, RegisteredCompiled, RegisteredRow
+from mqo.registered import BlockRows, BlockRun, RecordList, RegisteredCompiled, RegisteredRow
 from tests.unit.test_compile_alike import summary
 
 DDL = "REGISTER STREAM B (p FLOAT, q INTEGER); REGISTER STREAM H (v FLOAT);"
@@ -57,12 +57,13 @@ def test_a_table_row_made_when_asked_answers_as_a_query_object() -> None:
     """Through removals that compact the registry (a block then keeps some of its
     rows) and a removed name registered again, every lookup (``queries[name]``,
     ``get``, iteration, ``items``, ``newest``, ``plan.records``) gives what the queries
-    registered one by one give, in the same order; the rows themselves stay ints."""
+    registered one by one give, in the same order; the rows themselves are no objects
+    (each name's entry is its block's one record of rows)."""
     columns = table(300)
     m = mqo.Matcher(DDL)
     m.register_table(TEMPLATE, columns, id_column="id")
     want = one_by_one(columns)
-    assert all(type(e) is int for e in m.registry.queries.entries.values())
+    assert len({id(e) for e in m.registry.queries.entries.values()}) == 1
     removed = [f"r{k}" for k in range(0, 300, 3)] + [f"r{k}" for k in range(1, 300, 3)][:60]
     for name in removed:
         m.unregister_query(name)
@@ -199,7 +200,7 @@ def test_a_name_given_twice_among_template_texts_registers_none() -> None:
     assert len(m.registry) == 0 and m.query_ids == []
     texts[150] = texts[150].replace("t20", "t150")
     assert m.register_queries(texts) == [f"t{k}" for k in range(200)]
-    assert isinstance(m.registry.queries.entries["t7"], int)  # (read from the template: a block's row)
+    assert isinstance(m.registry.queries.entries["t7"], BlockRows)  # (read from the template: a block's row)
     m.registry._check()
 
 

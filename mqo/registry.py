@@ -305,10 +305,10 @@ class QueryRegistry:
             taken = next(name for name in names if name in queries)
             raise ValueError(f"query id {taken} is already registered")
         m, start, before = len(names), self._order, len(queries)
-        # the names kept as the block's (a list of its own: the caller's may be handed
-        # on), each name's entry the block: no object per row, not even its order
-        # (mqo.registered)
-        rows_of = BlockRows(len(self._row_key), block, start, np.zeros(0, np.int32), since_ts, list(names))
+        # the names kept as the block's (the list handed over, which its makers keep
+        # to themselves: the ids a registration returns are a copy), each name's entry
+        # the block: no object per row, not even its order (mqo.registered)
+        rows_of = BlockRows(len(self._row_key), block, start, np.zeros(0, np.int32), since_ts, names)
         queries.update(zip(names, repeat(rows_of)))
         if len(queries) != before + m:  # a name given twice: every name added is new, so take them all back
             for name in names:

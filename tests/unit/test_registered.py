@@ -39,6 +39,27 @@ def one_by_one(columns: dict[str, np.ndarray]) -> mqo.Matcher:
     return m
 
 
+def test_the_ids_a_table_registration_returns_are_the_callers_to_change() -> None:
+    """The registry keeps a block's names as the list its compile made: the ids
+    register_table and register_queries return are copies, so changing them changes
+    no query's name, lookup or result."""
+    columns = table(100)
+    m = mqo.Matcher(DDL)
+    ids = m.register_table(TEMPLATE, columns, id_column="id")
+    texts = [
+        f"Query ID: t{k}\n" + TEMPLATE.replace(":lo", "1.5").replace(":k", "2").replace(":c", "0.5") for k in range(100)
+    ]
+    text_ids = m.register_queries(texts)
+    ids[:] = ["changed"] * len(ids)
+    text_ids.reverse()
+    assert m.query_ids == [f"r{k}" for k in range(100)] + [f"t{k}" for k in range(100)]
+    assert m.registry.queries["r7"].name == "r7" and "changed" not in m.registry.queries
+    plan = m.registrations.ensure_plan()
+    assert plan.record_names == m.query_ids
+    found = {match.query for match in m.push("B", 0.0, {"p": 10.0, "q": -5}) + m.push("H", 0.5, {"v": 0.0})}
+    assert found and found <= set(m.query_ids) and "changed" not in found
+
+
 def facts(rq: object) -> tuple:
     return (
         summary(rq.compiled),  # type: ignore[attr-defined]

@@ -56,7 +56,8 @@ class Scratch:
         self.keys = np.empty(m, np.uint64)
         self.rows = np.empty(m, np.intp)  # (what np.take indexes with: no conversion)
         self.first = np.empty(m, bool)
-        self.identity = np.arange(m, dtype=np.intp)
+        # (a list's rows number below 2**31, its users being int32: half an intp's bytes)
+        self.identity = np.arange(m, dtype=np.uint32)
         self.size = m
 
     def of(self, m: int) -> Scratch:

@@ -24,10 +24,13 @@ from indexes import kernel_modes as modes
 
 CHECK_SAMPLE = 4  # checkpoint rows per list _check rebuilds besides the first and last two
 SELECT_CHUNK_BYTES = 64 << 20  # the candidate buffer of one select call
-# per stream: at a million slots of 20 lists, strides of ~8,300 positions (256 MiB
-# held 4,096: 128 MiB more at the process's peak, for a walk the one-loop walk of
-# kernels._fail_lists now makes as cheap at twice the stride)
-DEFAULT_BUDGET_BYTES = 128 << 20
+# per stream: at a million slots of 20 lists, strides of ~35,000 positions of a list
+# of doubles (128 MiB held ~17,000 and 256 MiB ~8,300): each halving cuts the
+# process's peak by the half it drops and doubles the walk of a failed run's users
+# (kernels._fail_lists), at a million FLOAT subscriptions 1.5 -> 2 ms per event;
+# with 20 lists of distinct constants it binds from about 50,000 slots (128 MiB:
+# 100,000), below which a list's stride is the walk rule's (_build)
+DEFAULT_BUDGET_BYTES = 64 << 20
 # a list's stride doubles while a stride's users number at most 1/WALK_SHARE of a
 # row's words: walking them (scattered bit clears) costs about what reading a row does
 WALK_SHARE = 4

@@ -51,16 +51,18 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     records = registry.records()
     n_records = len(records)
     facts = _RecordFacts(records)
-    n_disjuncts = facts.n_disjuncts
-    slot_base = np.zeros(n_records + 1, np.int64)
-    np.cumsum(n_disjuncts, out=slot_base[1:])
-    n_slots = int(slot_base[-1])
-    one_each = bool((n_disjuncts == 1).all())
-    if one_each:  # one disjunct per record (the usual case): slot = record
+    # each record's first slot, made only when some record has several (else slot =
+    # record): a record-sized int64 array less beside the lists' sorts
+    slot_base: np.ndarray | None = None
+    if facts.one_each:  # one disjunct per record (the usual case): slot = record
+        n_slots = n_records
         slot_record = np.arange(n_records, dtype=np.int32)
         slot_disjunct = np.zeros(n_slots, np.int16)
     else:
-        slot_record = np.repeat(np.arange(n_records, dtype=np.int32), n_disjuncts)
+        slot_base = np.zeros(n_records + 1, np.int64)
+        np.cumsum(facts.n_disjuncts, out=slot_base[1:])
+        n_slots = int(slot_base[-1])
+        slot_record = np.repeat(np.arange(n_records, dtype=np.int32), facts.n_disjuncts)
         slot_disjunct = (np.arange(n_slots, dtype=np.int64) - slot_base[slot_record]).astype(np.int16)
 
     distinct = facts.contexts
@@ -79,7 +81,7 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
         for d, (_, residuals) in enumerate(disjuncts):
             if residuals:
                 record_special[i] = True
-                slot_residuals[int(slot_base[i]) + d] = residuals
+                slot_residuals[(i if slot_base is None else int(slot_base[i])) + d] = residuals
                 for r in residuals:
                     if id(r) not in residual_code:
                         residual_code[id(r)] = compile_test(r.comparison, stream_number, schema_of)
@@ -90,9 +92,13 @@ def compile_plan(registry: QueryRegistry, version: int) -> CompiledPlan:
     slot_stream_mask = _per_slot(context_mask, record_context, slot_record)
     slot_context = _per_slot(np.arange(len(distinct), dtype=np.int32), record_context, slot_record)
     slot_special = record_special[slot_record] if record_special.any() else np.zeros(n_slots, bool)
+    # the per-record arrays are done with: not held while the lists are sorted (the
+    # compile's peak, at a million records)
+    del record_context, record_special
+    facts.release()
 
     orders = facts.orders
-    by_list = _ListRows(registry, orders, None if one_each else slot_base)
+    by_list = _ListRows(registry, orders, slot_base)
     csr = SharedCsr(by_list.size)
     lists: dict[Kind, list[CompiledList]] = {k: [] for k in TYPES}
     bits = {k: 0 for k in TYPES}
@@ -299,13 +305,15 @@ class _RecordFacts:
         numbers: list[np.ndarray] = []
         orders: list[np.ndarray] = []
         windows, sinces = self.windows, self.sinces
+        # (counts of disjuncts and contexts' numbers are below 2**31: int32, half the
+        # bytes of the record-sized arrays held while the plan's slots are made)
         for start, run in zip(records.starts, records.runs, strict=False):
             m = len(run)
             if isinstance(run, BlockRun):
                 block = run.block
                 context = block.context
-                counts.append(np.ones(m, np.int64))
-                numbers.append(np.full(m, self._number(context, number_of), np.int64))
+                counts.append(np.ones(m, np.int32))
+                numbers.append(np.full(m, self._number(context, number_of), np.int32))
                 windows.append(Repeated((block.maxwindow or 0.0) if context.multi_stream else 0.0, m))
                 sinces.append(Repeated(run.since_ts, m))
                 orders.append(run.orders)
@@ -342,16 +350,21 @@ class _RecordFacts:
                 run_windows.append(window)
                 if special:
                     self.special.append(i)
-            counts.append(np.array(n_disjuncts, np.int64))
-            numbers.append(np.array(context_numbers, np.int64))
+            counts.append(np.array(n_disjuncts, np.int32))
+            numbers.append(np.array(context_numbers, np.int32))
             windows.append(run_windows)
             sinces.append([rq.since_ts for rq in run])
             orders.append(np.fromiter((rq.order for rq in run), np.int64, m))
-        self.n_disjuncts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
-        self.context_numbers = np.concatenate(numbers) if numbers else np.zeros(0, np.int64)
+        self.n_disjuncts = _joined(counts, np.int32)
+        self.one_each = bool((self.n_disjuncts == 1).all())
+        self.context_numbers = _joined(numbers, np.int32)
         # (one run, a block's: its orders as they are, not a copy)
-        joined = orders[0] if len(orders) == 1 else np.concatenate(orders) if orders else np.zeros(0, np.int64)
-        self.orders = joined.astype(np.int64, copy=False)
+        self.orders = _joined(orders, np.int64).astype(np.int64, copy=False)
+
+    def release(self) -> None:
+        """Let the per-record counts and context numbers go (read into the slots'
+        arrays by then)."""
+        self.n_disjuncts = self.context_numbers = _NO_RECORDS
 
     def _number(self, context: Context, number_of: dict[int, int]) -> int:
         k = number_of.get(id(context))
@@ -359,6 +372,16 @@ class _RecordFacts:
             k = number_of[id(context)] = len(self.contexts)
             self.contexts.append(context)
         return k
+
+
+_NO_RECORDS = np.zeros(0, np.int32)
+
+
+def _joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """The runs' arrays one after the other (one run's as it is: no copy)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 def holds_integers(schema: StreamSchema, column: str) -> bool:
@@ -409,7 +432,6 @@ class _ListRows:
         self.row_slot = _slots_of(alive(rows["order"]), orders, slot_base)
         if slot_base is not None:
             self.row_slot += alive(rows["disjunct"])
-        self.row_slot = self.row_slot.astype(np.int32)  # (a slot number is an int32 in the plan)
         self.row_key = alive(rows["key"])
         self.row_value = alive(rows["value"])
         self.objects = rows["objects"]
@@ -421,7 +443,7 @@ class _ListRows:
         self.bounds = np.zeros(registry.key_ids + 1, np.int64)
         np.cumsum(np.bincount(self.row_key, minlength=registry.key_ids), out=self.bounds[1:])
         self.blocks = [
-            (_slots_of(block_orders, orders, slot_base).astype(np.int32), kids, values)
+            (_slots_of(block_orders, orders, slot_base), kids, values)
             for block_orders, kids, values in registry.block_parts()
         ]
         self.size = len(self.row_key) + sum(values.size for _, _, values in self.blocks)
@@ -506,9 +528,15 @@ class _SortedRows:
 
 
 def _slots_of(row_orders: np.ndarray, orders: np.ndarray, slot_base: np.ndarray | None) -> np.ndarray:
-    """The first slot of each row's query (``orders``: the records' orders, ascending)."""
+    """The first slot of each row's query (``orders``: the records' orders, ascending),
+    as int32 (a slot number's type in the plan), made without an int64 copy of a
+    table's million rows where the records are numbered without gaps."""
     if len(orders) and int(orders[-1]) - int(orders[0]) == len(orders) - 1:
-        record = row_orders - orders[0]  # numbered without gaps (no removal since): no search
+        # numbered without gaps (no removal since): no search
+        if slot_base is None:
+            slots = np.empty(len(row_orders), np.int32)
+            return np.subtract(row_orders, orders[0], out=slots, casting="unsafe")
+        record = row_orders - orders[0]
     else:
         record = np.searchsorted(orders, row_orders)
-    return record if slot_base is None else slot_base[record]
+    return (record if slot_base is None else slot_base[record]).astype(np.int32)

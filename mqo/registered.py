@@ -2,9 +2,12 @@
 
 A query registered from its own text is a :class:`RegisteredCompiled` object. The rows
 of a table's block (``register_table``, or many texts of one template) are not: the
-registry keeps each row as its order number under its name
+registry keeps each row's name pointing at its block's :class:`BlockRows`
 (:class:`RegisteredQueries`), and the block's rows as arrays (which orders, which rows
-of the block, one horizon), so a million rows cost a dict entry each and no object. A
+of the block, one horizon) beside its names in row order, so a million rows cost a
+dict entry each and no object (not even an int: a row's order is its block's first
+plus the row's place among the block's names, found by a name-to-place dict the block
+makes when first asked, which a registration and a match never do). A
 :class:`RegisteredRow` is made when one is asked for (``registry.queries[name]``,
 iterating the registry), and gives the same answers a kept object did.
 
@@ -164,13 +167,23 @@ class BlockRun:
 
 class BlockRows:
     """The predicate rows of table queries registered together, kept as their block:
-    query ``k`` is number ``orders[k]`` and block row ``block_rows[k]`` (all the
+    live query ``k`` is number ``orders[k]`` and block row ``block_rows[k]`` (all the
     block's rows in order while None: none removed yet); ``at``: how many column rows
-    precede them."""
+    precede them. ``names``: every row's name as registered, row after row, so that
+    block row ``r`` is named ``names[r]`` and numbered ``first_order + r`` (removals
+    drop orders and rows alike, never a name)."""
 
-    __slots__ = ("at", "block", "block_rows", "first_order", "kids", "orders", "since_ts")
+    __slots__ = ("_place", "at", "block", "block_rows", "first_order", "kids", "names", "orders", "since_ts")
 
-    def __init__(self, at: int, block: RowBlock, first_order: int, kids: np.ndarray, since_ts: float | Fraction):
+    def __init__(
+        self,
+        at: int,
+        block: RowBlock,
+        first_order: int,
+        kids: np.ndarray,
+        since_ts: float | Fraction,
+        names: list[str],
+    ) -> None:
         self.at = at
         self.block = block
         self.block_rows: np.ndarray | None = None
@@ -178,7 +191,22 @@ class BlockRows:
         self.first_order = first_order
         self.since_ts = since_ts
         m = len(block.values) // block.width
+        if len(names) != m:
+            raise ValueError(f"{len(names)} names for {m} rows")
+        self.names = names
         self.orders = np.arange(first_order, first_order + m, dtype=np.int64)
+        self._place: dict[str, int] | None = None
+
+    @property
+    def last_order(self) -> int:
+        """The number of the block's last row as registered (removed or not)."""
+        return self.first_order + len(self.names) - 1
+
+    def row_of(self, name: str) -> int:
+        """The block row named ``name`` (one of the block's names)."""
+        if self._place is None:  # (made on the first look up by name: a dict of every row)
+            self._place = dict(zip(self.names, range(len(self.names)), strict=True))
+        return self._place[name]
 
     @property
     def n_queries(self) -> int:
@@ -272,18 +300,18 @@ class RecordList(Sequence[RegisteredQuery]):
 
 class RegisteredQueries(Mapping[str, RegisteredQuery]):
     """The registry's queries by name, in registration order: an object per query
-    registered on its own, and a block row's order number (an int) for a table's row,
-    made into a :class:`RegisteredRow` by ``make(name, order)`` when looked up."""
+    registered on its own, and its block's :class:`BlockRows` for a table's row, made
+    into a :class:`RegisteredRow` by ``make(name, block rows)`` when looked up."""
 
     __slots__ = ("entries", "make")
 
-    def __init__(self, make: Callable[[str, int], RegisteredRow]) -> None:
-        self.entries: dict[str, RegisteredQuery | int] = {}
+    def __init__(self, make: Callable[[str, BlockRows], RegisteredRow]) -> None:
+        self.entries: dict[str, RegisteredQuery | BlockRows] = {}
         self.make = make
 
     def __getitem__(self, name: str) -> RegisteredQuery:
         entry = self.entries[name]
-        return self.make(name, entry) if type(entry) is int else entry  # type: ignore[return-value]
+        return self.make(name, entry) if type(entry) is BlockRows else entry  # type: ignore[return-value]
 
     def __contains__(self, name: object) -> bool:
         return name in self.entries
@@ -302,7 +330,7 @@ class RegisteredQueries(Mapping[str, RegisteredQuery]):
 
     def values(self) -> Any:
         make = self.make
-        return (make(name, e) if type(e) is int else e for name, e in self.entries.items())  # type: ignore[arg-type]
+        return (make(name, e) if type(e) is BlockRows else e for name, e in self.entries.items())  # type: ignore[arg-type]
 
     def items(self) -> Any:
         return ((name, self[name]) for name in self.entries)
@@ -311,16 +339,24 @@ class RegisteredQueries(Mapping[str, RegisteredQuery]):
         self.entries[name] = query
 
     def pop(self, name: str) -> RegisteredQuery:
-        entry = self.entries.pop(name)
-        return self.make(name, entry) if type(entry) is int else entry  # type: ignore[return-value]
+        entry = self.entries[name]
+        query = self.make(name, entry) if type(entry) is BlockRows else entry
+        del self.entries[name]
+        return query  # type: ignore[return-value]
 
     def newest(self, after_order: int) -> list[RegisteredQuery]:
-        """The queries numbered after ``after_order``, in order."""
-        found = []
+        """The queries numbered after ``after_order``, in order (a block all of whose
+        rows are numbered up to it ends the walk without a look up by name)."""
+        found: list[RegisteredQuery] = []
         for name, entry in reversed(self.entries.items()):
-            order = entry if type(entry) is int else entry.order  # type: ignore[union-attr]
-            if order <= after_order:
+            if type(entry) is BlockRows:
+                if entry.last_order <= after_order:
+                    break
+                query: RegisteredQuery = self.make(name, entry)
+            else:
+                query = entry  # type: ignore[assignment]
+            if query.order <= after_order:
                 break
-            found.append(self.make(name, entry) if type(entry) is int else entry)  # type: ignore[arg-type]
+            found.append(query)
         found.reverse()
         return found

@@ -163,7 +163,7 @@ class Registrations:
             )
             self.add(instances)
         release_freed_memory(len(names))
-        return names
+        return list(names)  # (a block's list is the registry's: the caller gets a copy)
 
     def add(self, instances: Sequence[Query], since_ts: Any = None) -> None:
         """Register compiled queries, seeing tuples from ``since_ts`` (default: the

@@ -26,7 +26,6 @@ so a role is never dropped, only left without queries.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from itertools import chain, repeat
@@ -306,18 +305,22 @@ class QueryRegistry:
             taken = next(name for name in names if name in queries)
             raise ValueError(f"query id {taken} is already registered")
         m, start, before = len(names), self._order, len(queries)
-        # each name's entry is its order: no object per row (mqo.registered)
-        queries.update(zip(names, range(start, start + m), strict=True))
+        # the names kept as the block's (the list handed over, which its makers keep
+        # to themselves: the ids a registration returns are a copy), each name's entry
+        # the block: no object per row, not even its order (mqo.registered)
+        rows_of = BlockRows(len(self._row_key), block, start, np.zeros(0, np.int32), since_ts, names)
+        queries.update(zip(names, repeat(rows_of)))
         if len(queries) != before + m:  # a name given twice: every name added is new, so take them all back
             for name in names:
                 queries.pop(name, None)
             raise QueryError(f"query id {first_repeated(names)} is given twice")
         if block.context.bound.self_join:
             self.need_roles(block.context.bound.roles)
-        kids = [self._key_number(key) for key in block.keys]
+        rows_of.kids = np.array([self._key_number(key) for key in block.keys], np.int32)
+        kids = rows_of.kids.tolist()
         self._order += m
-        self._blocks.append(BlockRows(len(self._row_key), block, start, np.array(kids, np.int32), since_ts))
-        self._block_rows += self._blocks[-1].n_rows
+        self._blocks.append(rows_of)
+        self._block_rows += rows_of.n_rows
         for kid in kids:
             self._key_uses[kid] += m
         self.version += 1
@@ -415,19 +418,25 @@ class QueryRegistry:
         """The queries registered after the one numbered ``after_order``, in order."""
         return self.queries.newest(after_order)
 
-    def _row_record(self, name: str, order: int) -> RegisteredRow:
-        """The record of the table row numbered ``order`` (named ``name``), made now."""
-        b = self._blocks[bisect_right([b.first_order for b in self._blocks], order) - 1]
-        k = order - b.first_order if b.block_rows is None else int(np.searchsorted(b.orders, order))
-        row = k if b.block_rows is None else int(b.block_rows[k])
-        return RegisteredRow(name, b.block, row, b.since_ts, order)
+    @staticmethod
+    def _row_record(name: str, b: BlockRows) -> RegisteredRow:
+        """The record of block ``b``'s row named ``name``, made now (its order is the
+        block's first plus its row: removals drop a block's orders and rows alike)."""
+        row = b.row_of(name)
+        return RegisteredRow(name, b.block, row, b.since_ts, b.first_order + row)
 
     def records(self) -> RecordList:
         """The registered queries in registration order, a table's rows as runs of
         their block (no object made per row: what a plan keeps)."""
         runs: list[Run] = []
         blocks = [(b, self._live(b.orders)) for b in self._blocks]
-        names = list(self.queries.entries)
+        entries = self.queries.entries
+        if len(blocks) == 1 and len(entries) == len(blocks[0][0].names) and blocks[0][1].all():
+            # one table's rows and nothing else: named by the block's own list (the
+            # plan keeps it, not a copy of a million names)
+            b, live = blocks[0]
+            return RecordList([b.run(live, b.names, 0)], b.names)
+        names = list(entries)
         if sum(int(live.sum()) for _, live in blocks) == len(names):  # only tables' rows
             at = 0
             for b, live in blocks:
@@ -436,21 +445,20 @@ class QueryRegistry:
                 at += len(run)
             return RecordList(runs, names)
         # objects and blocks interleaved: one pass over the entries, a block's rows skipped
-        firsts = [b.first_order for b, _ in blocks]
+        live_of = {id(b): live for b, live in blocks}
         objects: list[RegisteredQuery] = []
-        entries = list(self.queries.entries.values())
+        values = list(entries.values())
         i = 0
-        while i < len(entries):
-            entry = entries[i]
-            if type(entry) is not int:
+        while i < len(values):
+            entry = values[i]
+            if type(entry) is not BlockRows:
                 objects.append(entry)  # type: ignore[arg-type]
                 i += 1
                 continue
             if objects:
                 runs.append(objects)
                 objects = []
-            b, live = blocks[bisect_right(firsts, entry) - 1]
-            run = b.run(live, names, i)
+            run = entry.run(live_of[id(entry)], names, i)
             runs.append(run)
             i += len(run)
         if objects:
@@ -509,9 +517,10 @@ class QueryRegistry:
             table = np.frombuffer(b.block.values, np.float64).reshape(-1, len(b.kids))
             values = table if b.block_rows is None else table[b.block_rows]
             live = self._live(b.orders)
-            if not live.all():
-                values = values[live]
-            parts.append((b.orders[live], b.kids, values))
+            if live.all():  # (the orders as kept: no copy of a million of them)
+                parts.append((b.orders, b.kids, values))
+                continue
+            parts.append((b.orders[live], b.kids, values[live]))
         return parts
 
     def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

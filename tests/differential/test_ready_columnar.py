@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mqo
-from mqo.registered import BlockRun
+from mqo.registered import BlockRows, BlockRun
 from mqo.snapshot_codec import decode_snapshot, encode_snapshot
 from tests.differential.test_exact_differential import compare
 from tests.references.exact_language import And, Cmp, Col, Column, Query, Schema, Stream, const
@@ -93,7 +93,7 @@ def test_table_texts_and_mixed_match_the_reference() -> None:
     mixed.register_table(TEMPLATE, {k: v[50:] for k, v in table.items()}, id_column="id")
     # the table's rows are kept as a block (no object per row), and the mixed matcher's
     # plan reads its records as a run of objects and a run of a block's rows
-    assert isinstance(from_table.registry.queries.entries["s7"], int)
+    assert isinstance(from_table.registry.queries.entries["s7"], BlockRows)
     runs = mixed.registry.records().runs
     assert [type(r) for r in runs] == [list, BlockRun] and len(runs[0]) == 50
     matchers = {"table": from_table, "texts": from_texts, "mixed": mixed}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import mqo
 from mqo.plan_compile import SharedCsr
-from mqo.registered import BlockRun, RecordList, RegisteredCompiled, RegisteredRow
+from mqo.registered import BlockRows, BlockRun, RecordList, RegisteredCompiled, RegisteredRow
 from tests.unit.test_compile_alike import summary
 
 DDL = "REGISTER STREAM B (p FLOAT, q INTEGER); REGISTER STREAM H (v FLOAT);"
@@ -39,6 +39,27 @@ def one_by_one(columns: dict[str, np.ndarray]) -> mqo.Matcher:
     return m
 
 
+def test_the_ids_a_table_registration_returns_are_the_callers_to_change() -> None:
+    """The registry keeps a block's names as the list its compile made: the ids
+    register_table and register_queries return are copies, so changing them changes
+    no query's name, lookup or result."""
+    columns = table(100)
+    m = mqo.Matcher(DDL)
+    ids = m.register_table(TEMPLATE, columns, id_column="id")
+    texts = [
+        f"Query ID: t{k}\n" + TEMPLATE.replace(":lo", "1.5").replace(":k", "2").replace(":c", "0.5") for k in range(100)
+    ]
+    text_ids = m.register_queries(texts)
+    ids[:] = ["changed"] * len(ids)
+    text_ids.reverse()
+    assert m.query_ids == [f"r{k}" for k in range(100)] + [f"t{k}" for k in range(100)]
+    assert m.registry.queries["r7"].name == "r7" and "changed" not in m.registry.queries
+    plan = m.registrations.ensure_plan()
+    assert plan.record_names == m.query_ids
+    found = {match.query for match in m.push("B", 0.0, {"p": 10.0, "q": -5}) + m.push("H", 0.5, {"v": 0.0})}
+    assert found and found <= set(m.query_ids) and "changed" not in found
+
+
 def facts(rq: object) -> tuple:
     return (
         summary(rq.compiled),  # type: ignore[attr-defined]
@@ -57,12 +78,13 @@ def test_a_table_row_made_when_asked_answers_as_a_query_object() -> None:
     """Through removals that compact the registry (a block then keeps some of its
     rows) and a removed name registered again, every lookup (``queries[name]``,
     ``get``, iteration, ``items``, ``newest``, ``plan.records``) gives what the queries
-    registered one by one give, in the same order; the rows themselves stay ints."""
+    registered one by one give, in the same order; the rows themselves are no objects
+    (each name's entry is its block's one record of rows)."""
     columns = table(300)
     m = mqo.Matcher(DDL)
     m.register_table(TEMPLATE, columns, id_column="id")
     want = one_by_one(columns)
-    assert all(type(e) is int for e in m.registry.queries.entries.values())
+    assert len({id(e) for e in m.registry.queries.entries.values()}) == 1
     removed = [f"r{k}" for k in range(0, 300, 3)] + [f"r{k}" for k in range(1, 300, 3)][:60]
     for name in removed:
         m.unregister_query(name)
@@ -199,7 +221,7 @@ def test_a_name_given_twice_among_template_texts_registers_none() -> None:
     assert len(m.registry) == 0 and m.query_ids == []
     texts[150] = texts[150].replace("t20", "t150")
     assert m.register_queries(texts) == [f"t{k}" for k in range(200)]
-    assert isinstance(m.registry.queries.entries["t7"], int)  # (read from the template: a block's row)
+    assert isinstance(m.registry.queries.entries["t7"], BlockRows)  # (read from the template: a block's row)
     m.registry._check()
 
 

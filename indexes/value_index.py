@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
-from itertools import chain
+from itertools import chain, pairwise
 from operator import attrgetter
 from typing import Any
 
@@ -48,9 +48,9 @@ class ValueIndex:
     def add_run(self, tuples: Iterable[StoredTuple]) -> int:
         """Index each of ``tuples``, as :meth:`add` one at a time would; how many were
         not NULL. The run's values go in ascending, each search of the blocks starting
-        at the block the value before went to: O(k log k + k log n) for k tuples (and
-        O(d) more for a tuple placed before ``d`` blocks of its equals, which only a
-        tuple older than stored ones of the same value can be)."""
+        at the block the value before went to: O(k log k + k log n) for k tuples (a run
+        out of seq order sorted by value and seq; a tuple older than stored ones of the
+        same value placed among them by :meth:`_place_among_equals`, O(log n))."""
         position = self.position
         run: list[StoredTuple] = []
         for t in tuples:
@@ -59,8 +59,10 @@ class ValueIndex:
                 continue
             run.append(t)
         if len(run) > 1:
-            # (stable: a run in arrival order keeps equal values in seq order)
-            run.sort(key=lambda t: t.row[position])
+            if all(a.seq < b.seq for a, b in pairwise(run)):  # (stable: equal values stay in seq order)
+                run.sort(key=lambda t: t.row[position])
+            else:  # (a run out of arrival order: a state's tuples in ts order)
+                run.sort(key=lambda t: (t.row[position], t.seq))
         maxes, block_keys, block_tuples = self._maxes, self._keys, self._tuples
         pos = 0
         for t in run:
@@ -98,16 +100,23 @@ class ValueIndex:
 
     def _place_among_equals(self, value: Any, seq: int) -> tuple[int, int]:
         """Where a tuple of ``value`` and ``seq`` goes among the stored tuples of the
-        same value (which are in seq order, possibly over several blocks)."""
-        maxes = self._maxes
-        pos = bisect_left(maxes, value)
-        while True:
-            keys, tuples = self._keys[pos], self._tuples[pos]
-            lo, hi = bisect_left(keys, value), bisect_right(keys, value)
-            i = bisect_right(tuples, seq, lo, hi, key=_seq_of)
-            if i < len(keys) or pos + 1 == len(maxes) or self._keys[pos + 1][0] != value:
-                return pos, i
-            pos += 1  # (every equal one in this block is older, and the next block starts with equals)
+        same value, some of them later than ``seq`` (they are in seq order, possibly
+        over several blocks): the block by a binary search of the blocks holding the
+        value on the seq of their last equal one, then the place in it. O(log n)."""
+        maxes, block_keys, block_tuples = self._maxes, self._keys, self._tuples
+        first = bisect_left(maxes, value)  # (the first block holding the value)
+        last = min(bisect_right(maxes, value), len(maxes) - 1)
+        if block_keys[last][0] != value:  # (the block after those ending with the value holds none)
+            last -= 1
+
+        def last_equal(pos: int) -> int:
+            keys = block_keys[pos]
+            return block_tuples[pos][bisect_right(keys, value) - 1].seq
+
+        pos = bisect_right(range(first, last + 1), seq, key=last_equal) + first
+        keys, tuples = block_keys[pos], block_tuples[pos]
+        lo, hi = bisect_left(keys, value), bisect_right(keys, value)
+        return pos, bisect_right(tuples, seq, lo, hi, key=_seq_of)
 
     def remove(self, t: StoredTuple) -> None:
         """Forget ``t`` (a NULL-valued tuple was never indexed); ValueError if it is not here."""

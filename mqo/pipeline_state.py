@@ -114,9 +114,8 @@ def fill_roles(state: WindowState, old: CompiledPlan, new: CompiledPlan) -> None
             if live == (r in was):
                 continue
             state.clear(r)
-            if live:
-                for t in list(state.streams[s].buckets):
-                    state.insert(StoredTuple(r, t.seq, t.row))
+            if live:  # (one run, in ts order: each index takes it as it needs it)
+                state.insert_run(r, [StoredTuple(r, t.seq, t.row) for t in state.streams[s].buckets])
 
 
 def check_plan(pipeline: Pipeline, plan: CompiledPlan) -> None:

@@ -63,8 +63,12 @@ def load_pipeline(pipeline: Pipeline, data: Mapping[str, Any], plan: CompiledPla
         # the restored matcher evaluates, and orders results, as this one would
         pipeline.policy = AdaptivePolicy.from_state(order["policy"])
         engine.list_observer = pipeline.policy.observe_list
+        # (a plan compiled again after an unregister numbers its lists otherwise: a
+        # stream's saved order is taken only where it is an order of the stream's lists)
         by_index = plan.lists[Kind.ATTRIBUTE]
-        engine.attr_lists = [[by_index[i] for i in per_stream] for per_stream in order["attribute_lists"]]
+        for s, saved in enumerate(order["attribute_lists"][: len(plan.attr_lists)]):
+            if sorted(saved) == sorted(lst.index for lst in plan.attr_lists[s]):
+                engine.attr_lists[s] = [by_index[i] for i in saved]
 
 
 def _order_snapshot(pipeline: Pipeline) -> dict[str, Any] | None:

@@ -384,3 +384,32 @@ def test_a_trial_past_its_budget_counts_what_it_would_fetch_by_time(monkeypatch)
     fetching = run()
     assert counted["only counted"] == 0 and counted["abandoned"] == abandoned
     assert counting == fetching
+
+
+def test_a_restore_after_an_unregister_keeps_each_stream_to_its_own_lists():
+    """A snapshot's list order names lists by their number in the plan that took it; a
+    plan compiled again on restore after an unregister numbers them otherwise, and a
+    stream must not evaluate another stream's list on its rows (a TypeError comparing a
+    string with a number, before): the restored matcher finds what the one it was taken
+    from finds."""
+    ddl = "REGISTER STREAM A (s STRING, t STRING, x INTEGER); REGISTER STREAM B (auction INTEGER, s STRING);"
+    queries = {
+        "q3": "SELECT * FROM B WHERE B.auction != 9",
+        "q4": "SELECT * FROM A, B MAXWINDOW 5 WHERE A.x = B.auction AND A.t <= A.s",
+        "q5": "SELECT * FROM A, B MAXWINDOW 2 WHERE A.s < B.s AND B.auction != 2 AND A.s >= 'c'"
+        " AND (A.x != 3 OR B.auction >= 3)",
+    }
+    kept = mqo.Matcher(ddl, time="global", emit="ordered")
+    for name, text in queries.items():
+        kept.register_query(text, name)
+    kept.unregister_query("q3")
+    kept.push("A", 91.0, {"s": "c", "t": "B", "x": 7}, id=0)
+    restored = mqo.Matcher.restore(kept.snapshot())
+    found = [
+        [
+            (r.query, sorted(r.ids.items()))
+            for r in [*m.push("B", 92.0, {"auction": 3, "s": "d"}, id=1), *m.flush_results().matches()]
+        ]
+        for m in (kept, restored)
+    ]
+    assert found[0] == found[1] == [("q5", [("A", 0), ("B", 1)])]

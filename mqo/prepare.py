@@ -482,7 +482,7 @@ def _ranges(lst: Any, layout: RowLayout, ts: np.ndarray, ids: np.ndarray, column
         return lst.covering.satisfied_many(left, right, _exact_values(lst.left_pos, schema, columns), exact_right)
     # strings and booleans: each distinct value (or pair of values) decided once, as a
     # batch holds few of them (a channel, a state), and its rows take its answer
-    keys = list(left) if right is None else list(zip(left, right, strict=True))
+    keys = left if right is None else list(zip(left, right, strict=True))
     codes: dict[Any, int] = {}
     at = np.fromiter((codes.setdefault(key, len(codes)) for key in keys), np.int64, len(keys))
     op = lst.key.op

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from indexes.covering import is_null
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
     from predicates import StreamSchema
 
 DEFAULT_BUCKETS_PER_WINDOW = 4
-
-_seq_of = attrgetter("seq")
 
 
 def auto_bucket_width(max_window: float, allowed_lateness: float) -> float:
@@ -93,8 +90,7 @@ class WindowState:
             for pos in wanted:
                 if pos not in store.values:
                     index = ValueIndex(pos)
-                    # (in seq order, one run: each value goes after its stored equals)
-                    index.add_run(sorted(store.buckets, key=_seq_of))
+                    index.add_run(store.buckets)  # (one run: the index orders it by value and seq)
                     store.values[pos] = index
 
     def insert(self, t: StoredTuple) -> None:

@@ -240,3 +240,23 @@ def test_quiet_runs_leave_every_result_at_its_position(monkeypatch) -> None:
             monkeypatch.setattr(Engine, "ends_nothing", ends_nothing)
         assert outcomes[0] == outcomes[1], (trial, settings, texts)
     assert quiet > 500, "the workloads should store many rows without a visit"
+
+
+def test_a_visited_rows_or_results_read_off_its_int_are_the_batch_rule() -> None:
+    """A visited row's results of OR queries decided alone are read off its candidate
+    int (``first_disjuncts``); a batch's rows by ``first_of_records`` over arrays: for
+    any set of surviving disjuncts both keep the lowest slot of each query."""
+    from mqo.alone import first_disjuncts, first_of_records
+
+    m = mqo.Matcher("REGISTER STREAM B (auction INTEGER, price INTEGER);")
+    rnd = random.Random(3)
+    for q in range(40):
+        terms = " OR ".join(f"B.auction = {a}" for a in sorted(rnd.sample(range(30), rnd.randint(1, 6))))
+        m.register_query(f"SELECT * FROM B WHERE {terms}", f"q{q}")
+    plan = m.ensure_plan()
+    assert plan.n_slots > 64  # (an int wider than a word)
+    for _ in range(300):
+        slots = np.array(sorted(rnd.sample(range(plan.n_slots), rnd.randint(0, 30))), np.int64)
+        bits = sum(1 << int(q) for q in slots)
+        _, want = first_of_records(plan, np.zeros(len(slots), np.int64), slots)
+        assert first_disjuncts(plan, bits).tolist() == want.tolist()

@@ -26,9 +26,9 @@ A text of several queries (a query file) is read one piece at a time, cut after 
 the queries of the pieces are the file's). A text with any piece not read goes to the
 parser whole.
 
-Texts are scanned :data:`CHUNK` at a time; per chunk, each distinct skeleton is looked
-up (or learned) once and its pieces' constants are gathered with numpy into their
-group's rows. The queries of one group come out as rows of one :class:`RowBlock`
+Texts are scanned :data:`CHUNK` at a time (a long text in parts); per chunk, each
+distinct skeleton is looked up (or learned) once and its pieces' constants are gathered
+with numpy into their group's rows. The queries of one group come out as rows of one :class:`RowBlock`
 (their constants one array of doubles, filled chunk by chunk and not copied after),
 which the registry keeps as a table's rows.
 """
@@ -38,7 +38,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
@@ -60,6 +60,7 @@ from predicates.template_scan import EDGES, NAME, ByteScanner, Scan
 _KEPT = 256  # templates kept
 BLOCK_ROWS = 64  # queries read at once that are kept as one block's rows
 CHUNK = 16384  # texts scanned at once (their arrays stay small: a million texts are not one array)
+CHUNK_CHARS = 1 << 23  # characters scanned at once, about (a longer text is cut into parts: _batches)
 FEWEST = 16  # pieces read at once: fewer go to the parser (its comparison caches)
 _SAMPLE = 256  # pieces read first: the rest are read only when half of these were
 _LEARN_TRIAL = 16  # pieces learned before learning must show it pays...
@@ -207,7 +208,7 @@ class TemplateCache:
             return Reading.nothing(len(texts))
         groups: dict[tuple[Any, ...], Group] = {}
         of_template: dict[Template, Group] = {}
-        pieces_of_text = [np.zeros(1, np.int64)]
+        firsts: list[np.ndarray] = []  # each text's first piece (of its first part)
         read: list[np.ndarray] = []
         names: list[str | None] = []
         if texts[0]:  # the first piece's template first: its header is then cut from all
@@ -216,9 +217,10 @@ class TemplateCache:
             scan, found = self._scanned(texts[: _SAMPLE + 1], sample=True)
             if found is None:
                 return Reading.nothing(len(texts))
-        for first in range(0, len(texts), CHUNK):
-            scan, found = self._scanned(texts[first : first + CHUNK], sample=first == 0)
-            if first == 0 and (len(scan) < self.fewest or found is None):
+        last_owner = -1
+        for number, (parts, owners) in enumerate(_batches(texts)):
+            scan, found = self._scanned(parts, sample=number == 0)
+            if number == 0 and (len(scan) < self.fewest or found is None):
                 return Reading.nothing(len(texts))  # (too few, or of many shapes: each its own template)
             assert found is not None
             taken = self._taken(scan, found)
@@ -230,12 +232,15 @@ class TemplateCache:
                     key = (id(template.context), template.maxwindow, template.keys)
                     group = of_template[template] = groups.setdefault(key, Group(template))
                 group.add(template, scan, np.flatnonzero(taken == g), len(names))
-            pieces_of_text.append(scan.text_pieces[1:] + len(names))
+            owner = np.array([last_owner, *owners], np.int64)  # (a text's first part starts it)
+            firsts.append(scan.text_pieces[:-1][owner[1:] != owner[:-1]] + len(names))
+            last_owner = owners[-1]
             read.append(taken >= 0)
             names += scan.names
         read_pieces = np.concatenate(read)
         self.hits += int(read_pieces.sum())
-        return Reading(np.concatenate(pieces_of_text), read_pieces, names, list(groups.values()))
+        pieces_of_text = np.concatenate([*firsts, [len(names)]]).astype(np.int64)
+        return Reading(pieces_of_text, read_pieces, names, list(groups.values()))
 
     def _scanned(self, texts: Sequence[str], sample: bool) -> tuple[Scan, list[Template | None] | None]:
         """The scan of ``texts`` and each skeleton's template (learned where none is
@@ -452,6 +457,39 @@ class TemplateCache:
             number = next(t for t in tokens if t.start == query.maxwindow.span.start)
             unit = piece[number.end : query.maxwindow.span.end].strip(BLANK_CHARS)
         return self.contexts.context_for(select, from_, unit)
+
+
+def _batches(texts: Sequence[str]) -> Iterator[tuple[list[str], list[int]]]:
+    """The texts in scan batches (at most :data:`CHUNK` texts, about :data:`CHUNK_CHARS`
+    characters), with each one's text number. A longer text (a file of a million queries)
+    is cut after a ``;`` into parts: a piece never runs across a ``;``, so the parts'
+    pieces are its own, and no copy or scan array is as long as the file."""
+    batch: list[str] = []
+    owners: list[int] = []
+    size = 0
+    for t, text in enumerate(texts):
+        for part in _parts(text):
+            if batch and (len(batch) >= CHUNK or size + len(part) > CHUNK_CHARS):
+                yield batch, owners
+                batch, owners, size = [], [], 0
+            batch.append(part)
+            owners.append(t)
+            size += len(part)
+    if batch:
+        yield batch, owners
+
+
+def _parts(text: str) -> Iterator[str]:
+    """``text`` if short, else parts of it, each up to the first ``;`` past CHUNK_CHARS."""
+    start = 0
+    while len(text) - start > CHUNK_CHARS:
+        cut = text.find(";", start + CHUNK_CHARS - 1)
+        if cut < 0:
+            break
+        yield text[start : cut + 1]
+        start = cut + 1
+    if start == 0 or start < len(text):
+        yield text[start:] if start else text
 
 
 def _touches_edges(piece: str, token: Token) -> bool:

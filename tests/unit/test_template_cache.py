@@ -4,6 +4,7 @@ parser fails (the same message, the same position)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -200,6 +201,66 @@ def test_texts_read_a_chunk_at_a_time_compile_as_read_at_once(monkeypatch) -> No
     assert got == want and len(want[1]) == 61
     twice = outcome(lambda: predicates.compile_many(texts, catalog, compiler=scanning_compiler(catalog)))
     assert twice == outcome(lambda: _front_end_many(texts, catalog, 1))
+
+
+FILE_PIECES = [
+    "Query ID: s{i}\nSELECT * FROM B WHERE B.pressure >= {i}.5 AND B.temp < {j}",
+    "SELECT * FROM B WHERE B.pressure >= {i} AND B.temp < {j} -- a note; with a ';'\n",
+    "SELECT * FROM P WHERE P.level >= {i} AND P.name = 'a;{j}'",
+    "Query ID: s{i}\n  \n\tSELECT * FROM B, H MAXWINDOW 10 WHERE B.pressure <= H.vib + {j}",
+    "SELECT * FROM B WHERE B.pressure > {i}e{j}",
+    "SELECT * FROM B WHERE B.pressure >> {i}",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, len(FILE_PIECES) - 1), st.integers(0, 40), st.integers(0, 999)), max_size=60),
+    st.integers(1, 300),
+    st.sampled_from(["", "\n", "  \n"]),
+    st.booleans(),
+)
+def test_a_query_file_read_in_parts_compiles_as_read_whole(pieces, part, tail, two) -> None:  # type: ignore[no-untyped-def]
+    """A long text is scanned in parts cut after a ``;`` (``CHUNK_CHARS``, lowered here
+    to a few characters): the queries, names and errors (with their positions) are
+    those of the text read whole and those of the parser, whatever the cuts fall on (a
+    ``;`` in a comment or a string, blanks, a name given twice, a query the parser
+    rejects, a text after it)."""
+    import predicates.template_cache as template_cache
+
+    catalog = Catalog.from_ddl(DDL)
+    file = "".join(FILE_PIECES[k].format(i=i, j=j) + ";\n" for k, i, j in pieces) + tail
+    texts = [file, "SELECT * FROM B WHERE B.temp > 1;" * 20] if two else [file]
+    want = outcome(lambda: _front_end_many(texts, catalog, 1))
+    whole = scanning_compiler(catalog)
+    whole.templates.fewest = 1
+    assert outcome(lambda: predicates.compile_many(texts, catalog, compiler=whole)) == want
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(template_cache, "CHUNK_CHARS", part)
+        cut = scanning_compiler(catalog)
+        cut.templates.fewest = 1
+        for _ in range(2):  # (the cache cold, then warm)
+            assert outcome(lambda: predicates.compile_many(texts, catalog, compiler=cut)) == want
+
+
+def test_a_long_query_file_is_read_from_its_templates_in_parts(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The parts are read from templates (not handed to the parser): a file of 3,000
+    queries cut into parts of about 2,000 characters compiles to one block of rows."""
+    import predicates.template_cache as template_cache
+    from predicates.records import RowQueries
+
+    catalog = Catalog.from_ddl(DDL)
+    file = "".join(
+        f"Query ID: s{i}\nSELECT * FROM B WHERE B.pressure >= {i}.5 AND B.temp < {i * 3};\n" for i in range(3000)
+    )
+    monkeypatch.setattr(template_cache, "CHUNK_CHARS", 2000)
+    parts = list(template_cache._parts(file))
+    assert len(parts) > 100 and "".join(parts) == file and all(p.endswith(";\n") or p.endswith(";") for p in parts[:-1])
+    compiler = scanning_compiler(catalog)
+    rows = predicates.compile_many([file], catalog, compiler=compiler)
+    assert isinstance(rows, RowQueries) and compiler.templates.hits == 3000
+    assert list(rows.names) == [f"s{i}" for i in range(3000)]
+    assert summary(rows[1234]) == summary(front_end(file, catalog)[1234])
 
 
 def test_texts_of_many_shapes_and_a_few_texts_go_to_the_parser_unscanned() -> None:

@@ -2,8 +2,8 @@
 
 The pub/sub filter workload of the shape matrix (:mod:`experiments.bench_shapes`:
 ten intervals on E's 20 attributes, INTEGER or FLOAT columns) registered from text
-(a list of texts, or a query file's text: one string, each query ending with ``;``)
-or from a table, each cell in a fresh interpreter (its kernels
+(a list of texts, or a query file on disk, each query ending with ``;``, registered
+as ``mqo match --queries`` registers it) or from a table, each cell in a fresh interpreter (its kernels
 loaded from numba's cache before the clock starts): registration seconds, the first
 event's milliseconds (what a user waits for after registering), ready = the two
 together, push mean / p99 / p99.9 over the next events (one at a time, so a garbage
@@ -11,8 +11,7 @@ collection over the registered queries shows in the tail), how many full garbage
 collections ran while matching and the longest, and the whole process's peak
 resident memory (VmHWM: what this process held at most, not inherited from the
 process that started it as ``ru_maxrss`` is), and its peak from the registering call
-on (the inputs held, their making left out: a query file's one string is made from
-the list of texts, twice the text for a moment).
+on (the inputs held, their making left out).
 
 Run ``python -m experiments.bench_ready 20000 1000000`` to print the cells as JSON
 lines; ``--profile`` writes a cProfile of registration plus first event per cell;
@@ -29,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -113,8 +113,13 @@ def measure_ready(
     table = parameters(names, n, ctype, rng)
     stream_events = events("filters", ctype, n_events + 1, np.random.default_rng(seed + 1))
     texts = texts_of(query, names, table, ctype) if form in ("text", "file") else []
-    if form == "file":  # a query file's text, as ``mqo match --queries`` reads it: one string
-        texts = [";\n".join(texts) + ";\n"]
+    file = None
+    if form == "file":  # a query file on disk, registered as ``mqo match --queries`` registers it
+        file = tempfile.NamedTemporaryFile("w", suffix=".mqo", encoding="utf-8", delete=False)  # noqa: SIM115
+        with file:
+            for text in texts:
+                file.write(text + ";\n")
+        texts = []
     columns: dict[str, Any] = {}
     if form == "table":
         columns["id"] = np.array([f"s{q}" for q in range(n)], dtype=object)
@@ -151,7 +156,10 @@ def measure_ready(
         with contextlib.suppress(OSError):
             Path("/proc/self/clear_refs").write_text("5")
     t0 = time.perf_counter()
-    if form != "table":
+    if file is not None:  # (a tree before Matcher.register_query_file: the file's text, read whole)
+        load = getattr(m, "register_query_file", None)
+        load(file.name) if load is not None else m.register_queries(Path(file.name).read_text(encoding="utf-8"))
+    elif form == "text":
         m.register_queries(texts)
     else:
         m.register_table(query, columns, id_column="id")
@@ -184,6 +192,8 @@ def measure_ready(
         found += len(m.push(stream, ts, values))
         times[i] = time.perf_counter() - t0
     gc.callbacks.remove(on_gc)
+    if file is not None:
+        os.unlink(file.name)
     registering_peak = max([peak_mib()] + [row["peak_mib"] for row in (marks.rows[2:] if marks is not None else ())])
     peak = max(made_peak, registering_peak)
     return {

@@ -7,9 +7,11 @@ queries, and the plan compiled from them when next needed), the :class:`~mqo.pip
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,8 @@ from mqo.stats import Counters
 from mqo.views import derive, feed
 from predicates import Catalog
 from predicates.numbers import to_float
+from predicates.query_file import QueryFileParts
+from predicates.template_cache import CHUNK_CHARS
 
 # with aggregate views, ``replay`` emits their windows after this many visited rows
 # (stored in quiet runs or visited: Pipeline.visits)
@@ -119,6 +123,23 @@ class Matcher:
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
         """Register many queries (a file's text, or a list of texts), all or nothing; returns the ids in order."""
         return self.registrations.register([texts] if isinstance(texts, str) else list(texts), source_name)
+
+    def register_query_file(self, path: str | os.PathLike[str], source_name: str | None = None) -> list[str]:
+        """Register the queries of a query file (UTF-8, as ``register_queries`` takes its
+        text), all or nothing; returns the ids in order. A large file of queries read
+        from templates (subscriptions of a few shapes) is read in parts, never held
+        whole (:mod:`predicates.query_file`); any other is read whole, and an error
+        names its line in the file (``source_name``, else the path)."""
+        parts = QueryFileParts.of(path, CHUNK_CHARS // 2)
+        if parts is not None:
+            try:
+                ids = self.registrations.register_read(parts)
+            except (OSError, UnicodeDecodeError):  # (the file changed while read, or is not UTF-8: read whole, it says)
+                ids = None
+            if ids is not None:
+                return ids
+        text = Path(path).read_text(encoding="utf-8")
+        return self.registrations.register([text], str(path) if source_name is None else source_name)
 
     def register_table(
         self, template: str, table: Any, id_column: str | None = None, source_name: str = "<table>"

@@ -87,18 +87,18 @@ class Registrations:
 
     # --------------------------------------------------------------- compiling
 
+    def _compiling(self, check_names: bool) -> dict[str, Any]:
+        """The compile entry's options: numbered from the next position, ids checked
+        against those registered (``check_names``), this matcher's caches."""
+        options = {"first_position": self.next_position, "max_disjuncts": self.config.max_disjuncts}
+        return {**options, "taken": _Taken(self) if check_names else (), "compiler": self.registry.compiler}
+
     def compile_texts(self, sources: list[str], source_name: str, check_names: bool = True) -> Sequence[Query]:
         """Compile query texts (each may hold many queries) through the one compile
         entry, numbered from the next position, all or nothing. ``check_names``: no id
         may be registered already or given twice."""
         instances: Sequence[Query] = predicates.compile_many(
-            sources,
-            self.catalog,
-            source_name=source_name,
-            first_position=self.next_position,
-            taken=_Taken(self) if check_names else (),
-            max_disjuncts=self.config.max_disjuncts,
-            compiler=self.registry.compiler,
+            sources, self.catalog, source_name=source_name, **self._compiling(check_names)
         )
         # (a block's names are checked by the registry as it adds them, in one dict
         # update: a set of a million names made here first cost half a second)
@@ -118,28 +118,43 @@ class Registrations:
         with no_cyclic_gc():
             # a query given its id is checked under that id, not the one its text gives
             instances = self.compile_texts(sources, source_name, check_names=query_id is None)
-            # register_query's one match query: no kinds to sort out (one never matching: as usual)
-            match = instances[0] if one and query_id is None and len(instances) == 1 else None
-            if type(match) is CompiledQuery and match.disjuncts:
-                self._check_not_frozen()
-                self._add_matches([match], None, warn_never=False)
-                return [match.name]
-            # (a text's CREATE TABLE statements declare, as DDL does: they are no query)
-            tables: list[Query] = []
-            queries: Sequence[Query] = instances  # (one block of rows: plain match queries)
-            if type(instances) is not RowQueries:
-                tables = [q for q in instances if isinstance(q, TableDefinition)]
-                queries = [q for q in instances if not isinstance(q, TableDefinition)]
-            if one and len(queries) != (0 if tables else 1):
-                raise QueryError(f"expected one query, found {len(queries)}; use register_queries", None, None)
-            if query_id is not None and not queries:
-                raise QueryError(f"the text declares table {tables[0].name} and no query to name {query_id}")
-            if query_id is not None:
-                if query_id in _Taken(self):
-                    raise QueryError(f"query id {query_id} is already registered", None, None)
-                queries = [_renamed(queries[0], query_id)]
-            self.add([*tables, *queries] if tables else queries)
+            ids = self._register_compiled(instances, one, query_id)
         release_freed_memory(len(instances))
+        return ids
+
+    def register_read(self, texts: Sequence[str]) -> list[str] | None:
+        """The queries of ``texts`` registered when the template cache reads every one
+        (:func:`predicates.entry.compile_read`: a query file's parts), else None and
+        nothing done; all or nothing, their ids in order."""
+        with no_cyclic_gc():
+            instances = predicates.compile_read(texts, self.catalog, **self._compiling(True))
+            ids = None if instances is None else self._register_compiled(instances, False, None)
+        release_freed_memory(len(ids or ()))
+        return ids
+
+    def _register_compiled(self, instances: Sequence[Any], one: bool, query_id: str | None) -> list[str]:
+        """:meth:`register`'s queries once compiled: added, all or nothing; their ids."""
+        # register_query's one match query: no kinds to sort out (one never matching: as usual)
+        match = instances[0] if one and query_id is None and len(instances) == 1 else None
+        if type(match) is CompiledQuery and match.disjuncts:
+            self._check_not_frozen()
+            self._add_matches([match], None, warn_never=False)
+            return [match.name]
+        # (a text's CREATE TABLE statements declare, as DDL does: they are no query)
+        tables: list[Query] = []
+        queries: Sequence[Query] = instances  # (one block of rows: plain match queries)
+        if type(instances) is not RowQueries:
+            tables = [q for q in instances if isinstance(q, TableDefinition)]
+            queries = [q for q in instances if not isinstance(q, TableDefinition)]
+        if one and len(queries) != (0 if tables else 1):
+            raise QueryError(f"expected one query, found {len(queries)}; use register_queries", None, None)
+        if query_id is not None and not queries:
+            raise QueryError(f"the text declares table {tables[0].name} and no query to name {query_id}")
+        if query_id is not None:
+            if query_id in _Taken(self):
+                raise QueryError(f"query id {query_id} is already registered", None, None)
+            queries = [_renamed(queries[0], query_id)]
+        self.add([*tables, *queries] if tables else queries)
         if type(queries) is RowQueries:
             return list(queries.names)
         return [inst.name for inst in (queries if queries or not one else tables)]

@@ -3,7 +3,8 @@
 No dependency on the rest of mqo. The entry points are :class:`Catalog` (streams from
 DDL) and :func:`compile` (query text to the query records the registry keeps, or the
 parser's positioned error; all or nothing), with :func:`compile_many` its form for a
-list of texts. There is one reader of the language (:mod:`predicates.lexer`,
+list of texts and :func:`compile_read` for texts the template cache reads whole (a
+query file's parts, :mod:`predicates.query_file`). There is one reader of the language (:mod:`predicates.lexer`,
 :mod:`predicates.parser`, :mod:`predicates.semantic`, :mod:`predicates.normalize`,
 put together in :mod:`predicates.frontend`); what comes before it are caches keyed on
 what the lexer reads (:mod:`predicates.template_cache`, :mod:`predicates.token_cache`).
@@ -12,7 +13,7 @@ what the lexer reads (:mod:`predicates.template_cache`, :mod:`predicates.token_c
 from predicates.aggregate import AggregateQuery
 from predicates.ast import Aggregate, BoolLit, ColumnRef, ColumnType, Negate, Number, StringLit
 from predicates.catalog import Catalog, Column, StreamSchema, split_role
-from predicates.entry import compile, compile_many
+from predicates.entry import compile, compile_many, compile_read
 from predicates.errors import MqoError, QueryError, Source, Span, did_you_mean
 from predicates.normalize import (
     DEFAULT_MAX_DISJUNCTS,
@@ -62,6 +63,7 @@ __all__ = [
     "bind",
     "compile",
     "compile_many",
+    "compile_read",
     "did_you_mean",
     "format_constant",
     "most_covering_first",

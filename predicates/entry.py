@@ -25,9 +25,10 @@ from predicates.errors import Source
 from predicates.frontend import FrontEndRecord, front_end
 from predicates.lexer import T, tokenize
 from predicates.normalize import DEFAULT_MAX_DISJUNCTS
+from predicates.query_file import QueryFileParts
 from predicates.records import CompiledQuery, RowQueries
 from predicates.tables import TableDefinition, mentions_table, table_names
-from predicates.template_cache import clashes, instantiate
+from predicates.template_cache import Reading, clashes, instantiate
 from predicates.token_cache import TokenCache
 from predicates.views import ViewDefinition, mentions_view
 
@@ -104,11 +105,9 @@ def compile_many(
         return _one_by_one(texts, catalog, source_name, first_position, taken, max_disjuncts)
     reading = compiler.templates.read(texts)
     names = reading.names
-    if reading.all_read():  # (the usual bulk registration: every text read from templates)
-        every = names if None not in names else [name or str(first_position + i) for i, name in enumerate(names)]
-        if not clashes(every, taken):  # type: ignore[arg-type]
-            rows = instantiate(reading, every, whole=True)  # type: ignore[arg-type]
-            return rows if isinstance(rows, RowQueries) else [q for of_text in rows for q in of_text or ()]
+    every_read = _every_read(reading, first_position, taken)
+    if every_read is not None:  # (the usual bulk registration: every text read from templates)
+        return every_read
     if not reading.groups:  # (none read from templates: a few texts, texts of many shapes)
         read = compiler.read(texts)
         if None not in read:  # (every text read: named at once, checked at once)
@@ -150,6 +149,48 @@ def compile_many(
     for k, of_text in enumerate(rows):
         out += of_text if of_text is not None else parsed[k]
     return out
+
+
+def compile_read(
+    texts: Sequence[str],
+    catalog: Catalog,
+    *,
+    first_position: int = 1,
+    taken: Container[str] = (),
+    max_disjuncts: int = DEFAULT_MAX_DISJUNCTS,
+    compiler: TokenCache | None = None,
+) -> Sequence[Record] | None:
+    """What :func:`compile_many` gives ``texts`` when the template cache reads every
+    one of them and their names are free and given once, else None (nothing else is
+    tried: no text goes to the parser). For texts read one at a time, each once, in
+    order (:class:`~predicates.query_file.QueryFileParts`), the prefilter for views
+    and tables looks at each as the cache reads it."""
+    compiler = _compiler_for(catalog, max_disjuncts, compiler)
+    mentions: list[bool] = []
+    parts = texts if isinstance(texts, QueryFileParts) else None
+    if parts is not None:  # (a file's parts, read as asked: each looked at then, not read twice)
+        parts.inspect = lambda text: mentions.append(may_mention_views_or_tables([text], catalog))
+    elif may_mention_views_or_tables(texts, catalog):
+        return None
+    try:
+        reading = compiler.templates.read(texts)
+    finally:
+        if parts is not None:
+            parts.inspect = None
+    return None if any(mentions) else _every_read(reading, first_position, taken)
+
+
+def _every_read(reading: Reading, first_position: int, taken: Container[str]) -> Sequence[Record] | None:
+    """The records of a reading whose every text was read, when no name is taken or
+    given twice (:func:`~predicates.template_cache.clashes`), else None."""
+    if not reading.all_read():
+        return None
+    names = reading.names
+    every = names if None not in names else [name or str(first_position + i) for i, name in enumerate(names)]
+    if clashes(every, taken):  # type: ignore[arg-type]
+        return None
+    rows = instantiate(reading, every, whole=True)  # type: ignore[arg-type]
+    return rows if isinstance(rows, RowQueries) else [q for of_text in rows for q in of_text or ()]
 
 
 def _read_or_parsed(
@@ -259,4 +300,4 @@ def _compiler_for(catalog: Catalog, max_disjuncts: int, compiler: TokenCache | N
     return compiler
 
 
-__all__ = ["Record", "compile", "compile_many", "looks_aggregate", "may_mention_views_or_tables"]
+__all__ = ["Record", "compile", "compile_many", "compile_read", "looks_aggregate", "may_mention_views_or_tables"]

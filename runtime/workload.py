@@ -43,8 +43,17 @@ def require(modules: Sequence[str], what: str) -> None:
 
 
 def read_text(path: str, what: str) -> str:
-    try:
+    with reading(path, what):
         return Path(path).read_text(encoding="utf-8")
+    raise AssertionError  # (reading raises or returns)
+
+
+@contextlib.contextmanager
+def reading(path: str, what: str) -> Iterator[None]:
+    """A file's read, its errors the command's: not found, a directory, not UTF-8 (with
+    its line), unreadable."""
+    try:
+        yield
     except FileNotFoundError:
         raise CliError(f"{what} file not found: {path}") from None
     except IsADirectoryError:
@@ -62,7 +71,8 @@ def load_matcher(schema_path: str, queries_path: str, **options: object) -> Matc
 
     matcher = Matcher(**options)  # type: ignore[arg-type]
     matcher.register_streams(read_text(schema_path, "schema"), schema_path)
-    matcher.register_queries(read_text(queries_path, "query"), queries_path)
+    with reading(queries_path, "query"):  # (a large file of subscriptions is read in parts, never whole)
+        matcher.register_query_file(queries_path, queries_path)
     return matcher
 
 

@@ -132,10 +132,11 @@ class Matcher:
         names its line in the file (``source_name``, else the path)."""
         parts = QueryFileParts.of(path, CHUNK_CHARS // 2)
         if parts is not None:
-            try:
-                ids = self.registrations.register_read(parts)
-            except (OSError, UnicodeDecodeError):  # (the file changed while read, or is not UTF-8: read whole, it says)
-                ids = None
+            with parts:
+                try:
+                    ids = self.registrations.register_read(parts)
+                except (OSError, UnicodeDecodeError):  # (written over while read, or not UTF-8: the whole read says)
+                    ids = None
             if ids is not None:
                 return ids
         text = Path(path).read_text(encoding="utf-8")

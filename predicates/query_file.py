@@ -14,58 +14,90 @@ with its line in the file).
 
 A part is decoded as :meth:`pathlib.Path.read_text` decodes the file: UTF-8 with
 universal newlines (a ``\\r\\n`` is never cut: a cut follows a ``;``). A part that is
-not UTF-8 raises the decoder's error; the whole file's read then says where.
+not UTF-8 raises the decoder's error, and a file written over while its parts are
+read raises :class:`FileChanged`: the whole file's read then says where, or reads it
+as it is. Only a regular file is read in parts (a pipe is read once, whole).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import overload
 
 _SEARCH = 1 << 16  # bytes read at a time to find the next ';'
 
 
-class QueryFileParts(Sequence[str]):
-    """The parts of the query file at ``path``, cut at byte offsets ``cuts`` (the first
-    0, the last the file's size). ``inspect``: called with each part as it is read
-    (the prefilter for views and tables). O(1) memory but for the cuts; each part
-    read costs its bytes twice for a moment."""
+class FileChanged(OSError):
+    """The file changed while its parts were read (its size or modification time)."""
 
-    def __init__(self, path: str | os.PathLike[str], cuts: list[int]) -> None:
+
+class QueryFileParts(Sequence[str]):
+    """The parts of an open query file (``fd``), cut at byte offsets ``cuts`` (the
+    first 0, the last the file's size). ``inspect``: called with each part as it is
+    read (the prefilter for views and tables). A context manager: it closes the file.
+    O(1) memory but for the cuts and the part last read; each part read costs its
+    bytes twice for a moment.
+
+    Every part is read from the one descriptor opened at the start, so a file replaced
+    meanwhile (an editor's save: a new file renamed over it) is still read as it was;
+    one written over in place shows in its size or modification time, and reading a
+    part then raises :class:`FileChanged` (the registration reads the file whole)."""
+
+    def __init__(self, path: str | os.PathLike[str], fd: int, cuts: list[int]) -> None:
         self.path = Path(path)
+        self.fd = fd
         self.cuts = cuts
         self.inspect: Callable[[str], None] | None = None
+        status = os.fstat(fd)
+        self._version = (status.st_size, status.st_mtime_ns)
+        self._last: tuple[int, str] | None = None
 
     @classmethod
     def of(cls, path: str | os.PathLike[str], part_bytes: int) -> QueryFileParts | None:
-        """The file's parts, or None when it has one part only (or cannot be opened:
-        the file's whole read then says why). One pass over the file, ``_SEARCH``
-        bytes at a time past each ``part_bytes``."""
+        """The parts of the regular file at ``path``, or None when it has one part only
+        or is no regular file (a pipe is read once, whole) or cannot be opened (the
+        whole read then says why). One pass over the file, ``_SEARCH`` bytes at a time
+        past each ``part_bytes``; a blank rest after the last cut is the last part's."""
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                cuts = [0]
-                while size - cuts[-1] > part_bytes:
-                    at = cuts[-1] + part_bytes
-                    f.seek(at)
-                    while True:
-                        block = f.read(_SEARCH)
-                        if not block:
-                            break
-                        found = block.find(b";")
-                        if found >= 0:
-                            cuts.append(at + found + 1)
-                            break
-                        at += len(block)
-                    if not block:  # no ';' in the rest: it is the last part's
-                        break
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            fd = os.open(path, os.O_RDONLY)
         except OSError:
             return None
-        if cuts[-1] != size:
-            cuts.append(size)
-        return cls(path, cuts) if len(cuts) > 2 else None
+        try:
+            size = os.fstat(fd).st_size
+            cuts = [0]
+            while size - cuts[-1] > part_bytes:
+                found = _next_semicolon(fd, cuts[-1] + part_bytes)
+                if found < 0:  # no ';' in the rest: it is the last part's
+                    break
+                cuts.append(found + 1)
+            if len(cuts) > 1 and not os.pread(fd, size - cuts[-1], cuts[-1]).strip():
+                cuts.pop()  # (a blank rest is no piece: no part of its own)
+            if cuts[-1] != size:
+                cuts.append(size)
+        except OSError:
+            os.close(fd)
+            return None
+        if len(cuts) > 2:
+            return cls(path, fd, cuts)
+        os.close(fd)
+        return None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> QueryFileParts:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
 
     def __len__(self) -> int:
         return len(self.cuts) - 1
@@ -83,15 +115,20 @@ class QueryFileParts(Sequence[str]):
             k += len(self)
         if not 0 <= k < len(self):
             raise IndexError(k)
-        with open(self.path, "rb") as f:
-            f.seek(self.cuts[k])
-            data = f.read(self.cuts[k + 1] - self.cuts[k])
+        if self._last is not None and self._last[0] == k:
+            return self._last[1]
+        start, end = self.cuts[k], self.cuts[k + 1]
+        data = os.pread(self.fd, end - start, start)
+        status = os.fstat(self.fd)
+        if len(data) != end - start or (status.st_size, status.st_mtime_ns) != self._version:
+            raise FileChanged(f"{self.path} changed while it was read")
         text = data.decode("utf-8")
         del data
         if "\r" in text:  # (universal newlines, as the whole file's read has them)
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         if self.inspect is not None:
             self.inspect(text)
+        self._last = (k, text)
         return text
 
     def __iter__(self) -> Iterator[str]:
@@ -99,4 +136,16 @@ class QueryFileParts(Sequence[str]):
             yield self[k]
 
 
-__all__ = ["QueryFileParts"]
+def _next_semicolon(fd: int, at: int) -> int:
+    """The offset of the first ``;`` at or after ``at``, else -1."""
+    while True:
+        block = os.pread(fd, _SEARCH, at)
+        if not block:
+            return -1
+        found = block.find(b";")
+        if found >= 0:
+            return at + found
+        at += len(block)
+
+
+__all__ = ["FileChanged", "QueryFileParts"]

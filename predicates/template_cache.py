@@ -41,6 +41,7 @@ from collections import OrderedDict
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import accumulate
 from typing import Any, Protocol
 
 import numpy as np
@@ -203,7 +204,7 @@ class TemplateCache:
             self.headers.clear()
             self._streams_seen = len(self.contexts.catalog)
         if self.scanner is None or (
-            len(texts) < self.fewest and sum(text.count(";") + 1 for text in texts) < self.fewest
+            len(texts) < self.fewest and all(n < self.fewest for n in accumulate(t.count(";") + 1 for t in texts))
         ):  # (a scan's fixed cost is the parser's for a few texts)
             return Reading.nothing(len(texts))
         groups: dict[tuple[Any, ...], Group] = {}
@@ -460,8 +461,8 @@ class TemplateCache:
 
 
 def _batches(texts: Sequence[str]) -> Iterator[tuple[list[str], list[int]]]:
-    """The texts in scan batches (at most :data:`CHUNK` texts, about :data:`CHUNK_CHARS`
-    characters), with each one's text number. A longer text (a file of a million queries)
+    """The texts in scan batches (:data:`CHUNK` texts or :data:`CHUNK_CHARS` characters,
+    a part more at most), with each one's text number. A longer text (a file of a million queries)
     is cut after a ``;`` into parts: a piece never runs across a ``;``, so the parts'
     pieces are its own, and no copy or scan array is as long as the file."""
     batch: list[str] = []
@@ -469,7 +470,7 @@ def _batches(texts: Sequence[str]) -> Iterator[tuple[list[str], list[int]]]:
     size = 0
     for t, text in enumerate(texts):
         for part in _parts(text):
-            if batch and (len(batch) >= CHUNK or size + len(part) > CHUNK_CHARS):
+            if batch and (len(batch) >= CHUNK or size >= CHUNK_CHARS):
                 yield batch, owners
                 batch, owners, size = [], [], 0
             batch.append(part)

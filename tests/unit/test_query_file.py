@@ -6,6 +6,8 @@ text does, the error naming its line in the file."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -70,7 +72,9 @@ def test_a_large_file_of_subscriptions_is_read_in_parts(small_parts, tmp_path, m
         return original(self, *args, **kwargs)
 
     parts = QueryFileParts.of(path, PART)
-    assert parts is not None and len(parts) > 30 and "".join(parts) == path.read_text()
+    assert parts is not None and len(parts) > 30
+    with parts:
+        assert "".join(parts) == path.read_text()
     want = outcome(by_text, path)
     monkeypatch.setattr(Path, "read_text", spied)
     got = outcome(by_path, path)
@@ -123,8 +127,70 @@ def test_the_parts_are_the_files_text_as_read_whole(tmp_path_factory, pieces, pa
     path.write_bytes("".join(pieces).encode())
     parts = QueryFileParts.of(path, part)
     if parts is None:
-        data = path.read_bytes()  # (one part: short, or no ';' past ``part`` but at its very end)
-        assert len(data) <= part or data.find(b";", part) in (-1, len(data) - 1)
+        data = path.read_bytes()  # (one part: short, or no ';' past ``part`` but before a blank rest)
+        cut = data.find(b";", part)
+        assert len(data) <= part or cut < 0 or not data[cut + 1 :].strip()
         return
-    assert "".join(parts) == path.read_text(encoding="utf-8")
-    assert all(p.endswith(";") for p in list(parts)[:-1]) and len(parts) >= 2
+    with parts:
+        assert "".join(parts) == path.read_text(encoding="utf-8")
+        assert all(p.endswith(";") for p in list(parts)[:-1]) and len(parts) >= 2 and parts[-1].strip()
+
+
+def test_a_blank_rest_after_the_last_cut_is_the_last_parts(small_parts, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A file whose last ';' is past the last cut's place ends in a blank rest: no part
+    of its own (a part of no query would send the file to the whole read)."""
+    path = tmp_path / "subs.mqo"
+    text = subscriptions(30)
+    while len(text.encode()) <= PART * 3:
+        text += subscriptions(1, len(text))
+    path.write_text(text[: text.rindex(";") + 1] + "\n  \n")
+    parts = QueryFileParts.of(path, PART)
+    assert parts is not None
+    with parts:
+        assert parts[-1].strip()
+    monkeypatch.setattr(Path, "read_text", lambda *a, **k: pytest.fail("read whole"))
+    assert len(mqo.Matcher(DDL).register_query_file(path)) == text.count(";")
+
+
+@pytest.mark.parametrize("how", ["replaced", "written over"])
+def test_a_file_changed_while_registered_is_one_version_of_it(small_parts, tmp_path, monkeypatch, how) -> None:  # type: ignore[no-untyped-def]
+    """An editor's save (a new file renamed over it) while the parts are read: the
+    parts are the file as opened. Written over in place: the change is seen and the
+    file is read whole, as it is then. Never a mix of the two."""
+    path = tmp_path / "subs.mqo"
+    old = subscriptions(300)
+    new = old.replace("B.temp <", "B.temp >")  # (the same size and cuts)
+    path.write_text(old)
+    for_old, for_new = (tmp_path / "old.mqo"), (tmp_path / "new.mqo")
+    for_old.write_text(old)
+    for_new.write_text(new)
+    read = QueryFileParts.__getitem__
+    changed: list[int] = []
+
+    def changing(self, k):  # type: ignore[no-untyped-def]
+        if k == 3 and not changed:
+            changed.append(k)
+            if how == "replaced":
+                (tmp_path / "tmp.mqo").write_text(new)
+                (tmp_path / "tmp.mqo").replace(path)
+            else:
+                with open(path, "r+") as f:
+                    f.write(new)
+                os.utime(path, ns=(0, 0))  # (a write within the clock's tick: the time differs)
+        return read(self, k)
+
+    monkeypatch.setattr(QueryFileParts, "__getitem__", changing)
+    got = outcome(by_path, path)
+    assert changed and got == outcome(by_text, for_old if how == "replaced" else for_new)
+    assert outcome(by_text, for_old) != outcome(by_text, for_new)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+def test_a_named_pipe_is_read_once_whole(small_parts, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pipe = tmp_path / "q.fifo"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_text(subscriptions(40)))
+    writer.start()
+    ids = mqo.Matcher(DDL).register_query_file(pipe)
+    writer.join(5)
+    assert ids == [f"s{i}" for i in range(40)]

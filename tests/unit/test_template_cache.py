@@ -263,6 +263,24 @@ def test_a_long_query_file_is_read_from_its_templates_in_parts(monkeypatch) -> N
     assert summary(rows[1234]) == summary(front_end(file, catalog)[1234])
 
 
+def test_a_short_text_before_a_long_one_is_scanned_with_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A text of fewer pieces than the cache scans at once, then a text cut into parts:
+    the first batch holds both (not the short text alone, which would be too few to
+    scan and leave every text to the parser)."""
+    import predicates.template_cache as template_cache
+
+    catalog = Catalog.from_ddl(DDL)
+    one = "Query ID: s0\nSELECT * FROM B WHERE B.pressure >= 1.5 AND B.temp < 3;"
+    file = "".join(
+        f"Query ID: t{i}\nSELECT * FROM B WHERE B.pressure >= {i}.5 AND B.temp < {i * 3};\n" for i in range(500)
+    )
+    monkeypatch.setattr(template_cache, "CHUNK_CHARS", 3000)
+    for texts in ([one, file], ["", file]):
+        compiler = scanning_compiler(catalog)
+        rows = predicates.compile_many(texts, catalog, compiler=compiler)
+        assert compiler.templates.hits == len(rows) == 500 + bool(texts[0])
+
+
 def test_texts_of_many_shapes_and_a_few_texts_go_to_the_parser_unscanned() -> None:
     """A call of fewer than FEWEST pieces, and a call whose first 256 pieces are mostly
     of shapes of their own, are not scanned (the comparison caches serve them)."""

@@ -37,7 +37,7 @@ from mqo.views import derive, feed
 from predicates import Catalog
 from predicates.numbers import to_float
 from predicates.query_file import QueryFileParts
-from predicates.template_cache import CHUNK_CHARS
+from predicates.template_scan import CHUNK_CHARS
 
 # with aggregate views, ``replay`` emits their windows after this many visited rows
 # (stored in quiet runs or visited: Pipeline.visits)

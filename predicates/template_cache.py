@@ -26,7 +26,8 @@ A text of several queries (a query file) is read one piece at a time, cut after 
 the queries of the pieces are the file's). A text with any piece not read goes to the
 parser whole.
 
-Texts are scanned :data:`CHUNK` at a time (a long text in parts); per chunk, each
+Texts are scanned in batches (:func:`~predicates.template_scan.scan_batches`: at most
+:data:`~predicates.template_scan.CHUNK` texts, a long text in parts); per batch, each
 distinct skeleton is looked up (or learned) once and its pieces' constants are gathered
 with numpy into their group's rows. The queries of one group come out as rows of one :class:`RowBlock`
 (their constants one array of doubles, filled chunk by chunk and not copied after),
@@ -38,7 +39,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import accumulate
@@ -56,12 +57,10 @@ from predicates.numbers import faithful
 from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, Context, LinearConst, RowBlock, RowQueries, RowQuery
 from predicates.semantic import bind
-from predicates.template_scan import EDGES, NAME, ByteScanner, Scan
+from predicates.template_scan import EDGES, NAME, ByteScanner, Scan, scan_batches
 
 _KEPT = 256  # templates kept
 BLOCK_ROWS = 64  # queries read at once that are kept as one block's rows
-CHUNK = 16384  # texts scanned at once (their arrays stay small: a million texts are not one array)
-CHUNK_CHARS = 1 << 23  # characters scanned at once, about (a longer text is cut into parts: _batches)
 FEWEST = 16  # pieces read at once: fewer go to the parser (its comparison caches)
 _SAMPLE = 256  # pieces read first: the rest are read only when half of these were
 _LEARN_TRIAL = 16  # pieces learned before learning must show it pays...
@@ -218,8 +217,7 @@ class TemplateCache:
             scan, found = self._scanned(texts[: _SAMPLE + 1], sample=True)
             if found is None:
                 return Reading.nothing(len(texts))
-        last_owner = -1
-        for number, (parts, owners) in enumerate(_batches(texts)):
+        for number, (parts, starts) in enumerate(scan_batches(texts)):
             scan, found = self._scanned(parts, sample=number == 0)
             if number == 0 and (len(scan) < self.fewest or found is None):
                 return Reading.nothing(len(texts))  # (too few, or of many shapes: each its own template)
@@ -233,9 +231,8 @@ class TemplateCache:
                     key = (id(template.context), template.maxwindow, template.keys)
                     group = of_template[template] = groups.setdefault(key, Group(template))
                 group.add(template, scan, np.flatnonzero(taken == g), len(names))
-            owner = np.array([last_owner, *owners], np.int64)  # (a text's first part starts it)
-            firsts.append(scan.text_pieces[:-1][owner[1:] != owner[:-1]] + len(names))
-            last_owner = owners[-1]
+            first_pieces = scan.text_pieces[:-1] + len(names)
+            firsts.append(first_pieces if starts is None else first_pieces[np.array(starts, np.bool_)])
             read.append(taken >= 0)
             names += scan.names
         read_pieces = np.concatenate(read)
@@ -458,39 +455,6 @@ class TemplateCache:
             number = next(t for t in tokens if t.start == query.maxwindow.span.start)
             unit = piece[number.end : query.maxwindow.span.end].strip(BLANK_CHARS)
         return self.contexts.context_for(select, from_, unit)
-
-
-def _batches(texts: Sequence[str]) -> Iterator[tuple[list[str], list[int]]]:
-    """The texts in scan batches (:data:`CHUNK` texts or :data:`CHUNK_CHARS` characters,
-    a part more at most), with each one's text number. A longer text (a file of a million queries)
-    is cut after a ``;`` into parts: a piece never runs across a ``;``, so the parts'
-    pieces are its own, and no copy or scan array is as long as the file."""
-    batch: list[str] = []
-    owners: list[int] = []
-    size = 0
-    for t, text in enumerate(texts):
-        for part in _parts(text):
-            if batch and (len(batch) >= CHUNK or size >= CHUNK_CHARS):
-                yield batch, owners
-                batch, owners, size = [], [], 0
-            batch.append(part)
-            owners.append(t)
-            size += len(part)
-    if batch:
-        yield batch, owners
-
-
-def _parts(text: str) -> Iterator[str]:
-    """``text`` if short, else parts of it, each up to the first ``;`` past CHUNK_CHARS."""
-    start = 0
-    while len(text) - start > CHUNK_CHARS:
-        cut = text.find(";", start + CHUNK_CHARS - 1)
-        if cut < 0:
-            break
-        yield text[start : cut + 1]
-        start = cut + 1
-    if start == 0 or start < len(text):
-        yield text[start:] if start else text
 
 
 def _touches_edges(piece: str, token: Token) -> bool:

@@ -34,7 +34,7 @@ so that what is done per piece after it is array work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -375,6 +375,61 @@ def scan_bytes(
     )
 
 
+CHUNK = 16384  # texts scanned at once (their arrays stay small: a million texts are not one array)
+CHUNK_CHARS = 1 << 23  # characters scanned at once, about (a longer text is cut into parts)
+
+
+def scan_batches(texts: Sequence[str]) -> Iterator[tuple[list[str], list[bool] | None]]:
+    """The texts in scan batches, each with whether each part starts its text (None:
+    each does). A batch ends at :data:`CHUNK` texts, or after the text that brings it
+    to :data:`CHUNK_CHARS` characters. A longer text (a file of a million queries) is
+    cut after a ``;`` into parts (:func:`text_parts`): a piece never runs across a
+    ``;``, so the parts' pieces are the text's, and no copy or scan array is as long as
+    the text. A list of short texts (the usual call) is cut into slices, O(batches)
+    after one pass for the lengths; any other sequence is walked text by text."""
+    if isinstance(texts, list):
+        lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+        if not len(texts) or int(lengths.max()) <= CHUNK_CHARS:
+            ends = np.cumsum(lengths)
+            first = 0
+            while first < len(texts):  # (the text that reaches CHUNK_CHARS is the batch's last)
+                reached = int(np.searchsorted(ends, (ends[first - 1] if first else 0) + CHUNK_CHARS))
+                stop = min(first + CHUNK, reached + 1, len(texts))
+                yield texts[first:stop], None
+                first = stop
+            return
+    batch: list[str] = []
+    starts: list[bool] | None = None
+    size = 0
+    for text in texts:
+        for k, part in enumerate((text,) if len(text) <= CHUNK_CHARS else text_parts(text)):
+            if batch and (len(batch) >= CHUNK or size >= CHUNK_CHARS):
+                yield batch, starts
+                batch, starts, size = [], None, 0
+            if k and starts is None:
+                starts = [True] * len(batch)
+            if starts is not None:
+                starts.append(not k)
+            batch.append(part)
+            size += len(part)
+    if batch:
+        yield batch, starts
+
+
+def text_parts(text: str) -> Iterator[str]:
+    """The parts of a long text, each up to the first ``;`` at or past
+    :data:`CHUNK_CHARS` characters in (the last, the rest; the text itself if short)."""
+    start = 0
+    while len(text) - start > CHUNK_CHARS:
+        cut = text.find(";", start + CHUNK_CHARS - 1)
+        if cut < 0:
+            break
+        yield text[start : cut + 1]
+        start = cut + 1
+    if start == 0 or start < len(text):
+        yield text[start:] if start else text
+
+
 class Scan:
     """The pieces, skeletons and constants of some texts (:func:`scan_bytes`).
 
@@ -446,6 +501,8 @@ class Scan:
 
 __all__ = [
     "BLANK_TABLE",
+    "CHUNK",
+    "CHUNK_CHARS",
     "DIGITS",
     "EDGES",
     "EDGE_TABLE",
@@ -457,5 +514,7 @@ __all__ = [
     "ByteScanner",
     "Scan",
     "ScanArrays",
+    "scan_batches",
     "scan_bytes",
+    "text_parts",
 ]

@@ -189,14 +189,14 @@ def test_the_shapes_with_plain_constants_are_read_from_their_templates() -> None
 def test_texts_read_a_chunk_at_a_time_compile_as_read_at_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Chunks of a few texts, with a query file among them and names given twice
     (the parser then names the text): the records are those of one chunk."""
-    import predicates.template_cache as template_cache
+    import predicates.template_scan as template_scan
 
     catalog = Catalog.from_ddl(DDL)
     texts = [f"Query ID: s{i}\nSELECT * FROM B WHERE B.pressure >= {i}.5 AND B.temp < {i * 3}" for i in range(60)]
     texts[20] = f"{texts[20]};\n{texts[21].replace('s21', 'x21')};"
     texts += texts[:3]
     want = outcome(lambda: predicates.compile_many(texts[:-3], catalog, compiler=scanning_compiler(catalog)))
-    monkeypatch.setattr(template_cache, "CHUNK", 7)
+    monkeypatch.setattr(template_scan, "CHUNK", 7)
     got = outcome(lambda: predicates.compile_many(texts[:-3], catalog, compiler=scanning_compiler(catalog)))
     assert got == want and len(want[1]) == 61
     twice = outcome(lambda: predicates.compile_many(texts, catalog, compiler=scanning_compiler(catalog)))
@@ -226,7 +226,7 @@ def test_a_query_file_read_in_parts_compiles_as_read_whole(pieces, part, tail, t
     those of the text read whole and those of the parser, whatever the cuts fall on (a
     ``;`` in a comment or a string, blanks, a name given twice, a query the parser
     rejects, a text after it)."""
-    import predicates.template_cache as template_cache
+    import predicates.template_scan as template_scan
 
     catalog = Catalog.from_ddl(DDL)
     file = "".join(FILE_PIECES[k].format(i=i, j=j) + ";\n" for k, i, j in pieces) + tail
@@ -236,7 +236,7 @@ def test_a_query_file_read_in_parts_compiles_as_read_whole(pieces, part, tail, t
     whole.templates.fewest = 1
     assert outcome(lambda: predicates.compile_many(texts, catalog, compiler=whole)) == want
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(template_cache, "CHUNK_CHARS", part)
+        patch.setattr(template_scan, "CHUNK_CHARS", part)
         cut = scanning_compiler(catalog)
         cut.templates.fewest = 1
         for _ in range(2):  # (the cache cold, then warm)
@@ -246,15 +246,15 @@ def test_a_query_file_read_in_parts_compiles_as_read_whole(pieces, part, tail, t
 def test_a_long_query_file_is_read_from_its_templates_in_parts(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The parts are read from templates (not handed to the parser): a file of 3,000
     queries cut into parts of about 2,000 characters compiles to one block of rows."""
-    import predicates.template_cache as template_cache
+    import predicates.template_scan as template_scan
     from predicates.records import RowQueries
 
     catalog = Catalog.from_ddl(DDL)
     file = "".join(
         f"Query ID: s{i}\nSELECT * FROM B WHERE B.pressure >= {i}.5 AND B.temp < {i * 3};\n" for i in range(3000)
     )
-    monkeypatch.setattr(template_cache, "CHUNK_CHARS", 2000)
-    parts = list(template_cache._parts(file))
+    monkeypatch.setattr(template_scan, "CHUNK_CHARS", 2000)
+    parts = list(template_scan.text_parts(file))
     assert len(parts) > 100 and "".join(parts) == file and all(p.endswith(";\n") or p.endswith(";") for p in parts[:-1])
     compiler = scanning_compiler(catalog)
     rows = predicates.compile_many([file], catalog, compiler=compiler)
@@ -267,14 +267,14 @@ def test_a_short_text_before_a_long_one_is_scanned_with_it(monkeypatch) -> None:
     """A text of fewer pieces than the cache scans at once, then a text cut into parts:
     the first batch holds both (not the short text alone, which would be too few to
     scan and leave every text to the parser)."""
-    import predicates.template_cache as template_cache
+    import predicates.template_scan as template_scan
 
     catalog = Catalog.from_ddl(DDL)
     one = "Query ID: s0\nSELECT * FROM B WHERE B.pressure >= 1.5 AND B.temp < 3;"
     file = "".join(
         f"Query ID: t{i}\nSELECT * FROM B WHERE B.pressure >= {i}.5 AND B.temp < {i * 3};\n" for i in range(500)
     )
-    monkeypatch.setattr(template_cache, "CHUNK_CHARS", 3000)
+    monkeypatch.setattr(template_scan, "CHUNK_CHARS", 3000)
     for texts in ([one, file], ["", file]):
         compiler = scanning_compiler(catalog)
         rows = predicates.compile_many(texts, catalog, compiler=compiler)

@@ -124,3 +124,32 @@ def test_pieces_whose_skeletons_only_share_a_hash_go_to_the_parser(monkeypatch: 
     got = outcome(lambda: predicates.compile_many(many, catalog, compiler=compiler))
     assert got == outcome(lambda: _front_end_many(many, catalog, 1))
     assert 0 < compiler.templates.hits < len(many)  # (one shape read, the other parsed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab; ", max_size=30), max_size=40),
+    st.integers(1, 6),
+    st.integers(1, 25),
+)
+def test_a_list_is_batched_as_any_sequence_is(texts: list[str], chunk: int, chars: int) -> None:
+    """``scan_batches`` cuts a list of short texts into slices at once and walks any
+    other sequence (or a list with a long text) text by text: the same batches either
+    way, every part of every text in order, a batch at most ``CHUNK`` texts and ending
+    at the first text that brings it to ``CHUNK_CHARS`` characters."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(template_scan, "CHUNK", chunk)
+        patch.setattr(template_scan, "CHUNK_CHARS", chars)
+        walked = list(template_scan.scan_batches(tuple(texts)))
+        sliced = list(template_scan.scan_batches(list(texts)))
+    if max(map(len, texts), default=0) <= chars:
+        assert [(b, s or [True] * len(b)) for b, s in sliced] == [(b, s or [True] * len(b)) for b, s in walked]
+    joined: dict[int, str] = {}
+    text_number = -1
+    for batch, starts in walked:
+        assert 0 < len(batch) <= chunk
+        assert sum(map(len, batch[:-1])) < chars
+        for part, starts_text in zip(batch, starts or [True] * len(batch), strict=True):
+            text_number += starts_text
+            joined[text_number] = joined.get(text_number, "") + part
+    assert [joined.get(k, "") for k in range(len(texts))] == texts

@@ -57,7 +57,7 @@ from predicates.numbers import faithful
 from predicates.parser import parse_queries
 from predicates.records import CompiledQuery, Context, LinearConst, RowBlock, RowQueries, RowQuery
 from predicates.semantic import bind
-from predicates.template_scan import EDGES, NAME, ByteScanner, Scan, scan_batches
+from predicates.template_scan import CHUNK_CHARS, EDGES, NAME, ByteScanner, Scan, scan_batches
 
 _KEPT = 256  # templates kept
 BLOCK_ROWS = 64  # queries read at once that are kept as one block's rows
@@ -213,8 +213,11 @@ class TemplateCache:
         names: list[str | None] = []
         if texts[0]:  # the first piece's template first: its header is then cut from all
             self._scanned([texts[0][: texts[0].find(";") + 1 or None]], sample=False)
-        if len(texts) > 2 * _SAMPLE:  # (texts of many shapes are found out on their first ones, not a chunk)
-            scan, found = self._scanned(texts[: _SAMPLE + 1], sample=True)
+        first = texts[: _SAMPLE + 1] if isinstance(texts, list) and len(texts) > 2 * _SAMPLE else []
+        if first and sum(map(len, first)) <= CHUNK_CHARS:
+            # (many texts of many shapes are found out on their first ones, not a batch;
+            # a file's parts are not read ahead, nor long texts scanned twice)
+            scan, found = self._scanned(first, sample=True)
             if found is None:
                 return Reading.nothing(len(texts))
         for number, (parts, starts) in enumerate(scan_batches(texts)):

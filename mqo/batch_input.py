@@ -184,13 +184,15 @@ def _typed(values: Any, stream: str, column: str, ctype: ColumnType) -> list[Any
     want, what = _PYTHON_TYPE[ctype]
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         kind = values.type
+        if pa.types.is_dictionary(kind):  # (a CSV's text column: a dictionary of its distinct strings)
+            kind = kind.value_type
         if pa.types.is_null(kind) or (
             pa.types.is_boolean(kind)
             if ctype is ColumnType.BOOLEAN
             else pa.types.is_string(kind) or pa.types.is_large_string(kind)
         ):
-            return values.to_pylist()  # (every value is of the type already)
-        out = values.to_pylist()  # (a dictionary of strings holds strings too: checked below)
+            return values.to_pylist()  # (every value is of the type already, or None)
+        out = values.to_pylist()
     else:
         out = _one_dimensional(values, stream, column).tolist() if isinstance(values, np.ndarray) else list(values)
     for i, v in enumerate(out):

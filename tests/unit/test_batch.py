@@ -259,6 +259,20 @@ def test_a_batch_takes_the_values_push_takes(column, value, fragment, form):
     assert m.push_batch("S", {"ts": [3.0], column: [good]}).to_pylist()[0]["values"][f"S.{column}"] == good
 
 
+def test_a_dictionary_column_holds_its_values():
+    """A dictionary-encoded column (what a CSV or Parquet reader gives a text column)
+    is its values: strings (and NULLs) in a STRING column are taken as they are, a
+    dictionary of numbers is refused naming its first row, as plain numbers are."""
+    m = mqo.Matcher(TYPED_DDL, missing="null")
+    m.register_query("SELECT S.name FROM S WHERE S.name = 'b'")
+    names = pa.array(["a", "b", None, "b"]).dictionary_encode()
+    got = m.push_batch("S", pa.table({"ts": [1.0, 2.0, 3.0, 4.0], "name": names}))
+    assert [(r["ts"], r["values"]["S.name"]) for r in got.to_pylist()] == [(2.0, "b"), (4.0, "b")]
+    with pytest.raises(TupleError) as err:
+        m.push_batch("S", pa.table({"ts": [5.0], "name": pa.array([7]).dictionary_encode()}))
+    assert str(err.value) == "stream S: row 0, column name: expected a string, got 7"
+
+
 def test_numpy_booleans_are_booleans():
     """np.bool_ is no bool to ``isinstance``; push and push_batch take it as the bool it is."""
     m = mqo.Matcher(TYPED_DDL, missing="null")

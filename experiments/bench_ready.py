@@ -23,6 +23,7 @@ add, the plan's compile, its kernel tables, the first event).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
@@ -116,6 +117,7 @@ def measure_ready(
     file = None
     if form == "file":  # a query file on disk, registered as ``mqo match --queries`` registers it
         file = tempfile.NamedTemporaryFile("w", suffix=".mqo", encoding="utf-8", delete=False)  # noqa: SIM115
+        atexit.register(os.unlink, file.name)  # (the cell's interpreter's end, whatever happens)
         with file:
             for text in texts:
                 file.write(text + ";\n")
@@ -192,8 +194,6 @@ def measure_ready(
         found += len(m.push(stream, ts, values))
         times[i] = time.perf_counter() - t0
     gc.callbacks.remove(on_gc)
-    if file is not None:
-        os.unlink(file.name)
     registering_peak = max([peak_mib()] + [row["peak_mib"] for row in (marks.rows[2:] if marks is not None else ())])
     peak = max(made_peak, registering_peak)
     return {

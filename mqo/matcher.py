@@ -121,7 +121,13 @@ class Matcher:
         return self.registrations.register([text], source_name, True, None if query_id is None else str(query_id))[0]
 
     def register_queries(self, texts: str | Iterable[str], source_name: str = "<queries>") -> list[str]:
-        """Register many queries (a file's text, or a list of texts), all or nothing; returns the ids in order."""
+        """Register many queries (a file's text, or a list of texts), all or nothing; returns the ids in order.
+        An open file is its text (not a text per line), named by its name."""
+        if hasattr(texts, "read"):  # (iterating a file gives its lines, each no query on its own)
+            source_name = str(getattr(texts, "name", source_name)) if source_name == "<queries>" else source_name
+            texts = texts.read()
+        if isinstance(texts, bytes):
+            raise TypeError("register_queries takes text, not bytes: open the file in text mode, or decode it")
         return self.registrations.register([texts] if isinstance(texts, str) else list(texts), source_name)
 
     def register_query_file(self, path: str | os.PathLike[str], source_name: str | None = None) -> list[str]:

@@ -194,3 +194,18 @@ def test_a_named_pipe_is_read_once_whole(small_parts, tmp_path) -> None:  # type
     ids = mqo.Matcher(DDL).register_query_file(pipe)
     writer.join(5)
     assert ids == [f"s{i}" for i in range(40)]
+
+
+def test_an_open_file_is_its_text_not_its_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``register_queries(open(path))`` registers the file's queries (iterating a file
+    gives its lines, each no query on its own), errors named by the file's name; a file
+    opened as bytes is a clear error."""
+    path = tmp_path / "subs.mqo"
+    path.write_text(subscriptions(20))
+    with open(path, encoding="utf-8") as f:
+        assert outcome(lambda m, _: m.register_queries(f), path) == outcome(by_text, path)
+    path.write_text(subscriptions(3) + "SELECT * FROM B WHERE B.pressure >> 3;\n")
+    with open(path, encoding="utf-8") as f, pytest.raises(QueryError, match=f"{path}:7"):
+        mqo.Matcher(DDL).register_queries(f)
+    with open(path, "rb") as f, pytest.raises(TypeError, match="text mode"):
+        mqo.Matcher(DDL).register_queries(f)  # type: ignore[arg-type]

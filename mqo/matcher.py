@@ -237,8 +237,7 @@ class Matcher:
     def value_types(self) -> dict[str, Any]:
         """Arrow types of the SELECT values over the registered queries (not views': a
         view's results are not output)."""
-        views = self.registrations.views
-        return value_types([rq for rq in self.registry if rq.name not in views] if views else self.registry)
+        return value_types(self.registry.records(), leave_out=self.registrations.views)
 
     @property
     def watermark(self) -> float:

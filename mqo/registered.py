@@ -282,6 +282,16 @@ class RecordList(Sequence[RegisteredQuery]):
             else:
                 yield from run
 
+    def named_contexts(self) -> Iterator[tuple[Context, Sequence[str]]]:
+        """The records' contexts in order, each with the names of a stretch of records
+        of that context: a block run's names at once (no record made), one name per
+        query object. O(runs + objects)."""
+        for run in self.runs:
+            if isinstance(run, BlockRun):
+                yield run.block.context, run.names[run.names_at : run.names_at + len(run)]
+            else:
+                yield from ((rq.context, (rq.name,)) for rq in run)
+
     def __add__(self, other: Iterable[RegisteredQuery]) -> RecordList:  # type: ignore[override]
         """These records and ``other``'s after them (the runs are shared, not copied)."""
         out = RecordList([*self.runs, list(other)])

@@ -28,8 +28,9 @@ lines are one Arrow string buffer written as it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -79,24 +80,44 @@ def expression_type(expr: Expr) -> pa.DataType:
     return pa.float64()
 
 
+def named_contexts(queries: Iterable[Any]) -> Iterable[tuple[Any, Sequence[str]]]:
+    """Registered queries as (context, names of queries of that context), in order:
+    a record list's runs (:meth:`mqo.registered.RecordList.named_contexts`: a block of
+    a million table rows is one pair), else a pair per query."""
+    runs = getattr(queries, "named_contexts", None)
+    return runs() if runs is not None else ((rq.context, (rq.name,)) for rq in queries)
+
+
+def _layout(context: Any, made: dict[int, Layout]) -> Layout:
+    """A context's :class:`Layout`, made once per context (``made``: by its id)."""
+    layout = made.get(id(context))
+    if layout is None:
+        members = tuple((out.name, out.name, expression_type(out.expr)) for out in context.bound.outputs)
+        layout = made[id(context)] = Layout((("values", members),))
+    return layout
+
+
 def query_layouts(queries: Iterable[Any]) -> dict[str, Layout]:
-    """Each registered query's :class:`Layout` (its SELECT names and types), by id."""
+    """Each registered query's :class:`Layout` (its SELECT names and types), by id:
+    a dictionary update per run of queries of one context (:func:`named_contexts`)."""
     layouts: dict[str, Layout] = {}
     made: dict[int, Layout] = {}
-    for rq in queries:
-        context = rq.context
-        layout = made.get(id(context))
-        if layout is None:
-            members = tuple((out.name, out.name, expression_type(out.expr)) for out in context.bound.outputs)
-            layout = made[id(context)] = Layout((("values", members),))
-        layouts[rq.name] = layout
+    for context, names in named_contexts(queries):
+        layouts.update(zip(names, repeat(_layout(context, made))))
     return layouts
 
 
-def value_types(queries: Iterable[Any]) -> dict[str, pa.DataType]:
+def value_types(queries: Iterable[Any], leave_out: Container[str] = ()) -> dict[str, pa.DataType]:
     """The Arrow type of every SELECT value name over registered queries (a name two
-    queries give different types to is text)."""
-    return union_types(query_layouts(queries).values(), "values")
+    queries give different types to is text), but those named in ``leave_out`` (a
+    matcher's views: their results are no output). O(contexts), not O(queries)."""
+    made: dict[int, Layout] = {}
+    layouts = [
+        _layout(context, made)
+        for context, names in named_contexts(queries)
+        if not leave_out or any(name not in leave_out for name in names)
+    ]
+    return union_types(layouts, "values")
 
 
 def union_types(layouts: Iterable[Layout], key: str) -> dict[str, pa.DataType]:

@@ -101,17 +101,18 @@ def warnings_as_messages(command: str) -> Iterator[None]:
 def workload_warnings(matcher: Matcher, queries_path: str, input_streams: Sequence[str] | None) -> list[str]:
     """What would make a run silently produce nothing: no queries at all, or queries
     reading a stream that gets no input (``input_streams`` None: not checked)."""
-    queries = list(matcher.registry)
+    from mqo import named_contexts
+
     if not matcher.query_ids:  # match and aggregate queries
         return [f"{queries_path} holds no queries; nothing can match"]
     if input_streams is None:
         return []
     given = {s.lower() for s in input_streams} | {view.lower() for view in matcher.views}  # views: from queries
     starved: dict[str, list[str]] = {}
-    for rq in queries:
-        for stream in dict.fromkeys(rq.streams):
+    for context, names in named_contexts(matcher.registry.records()):  # (a table block's rows at once)
+        for stream in dict.fromkeys(context.streams):
             if stream.lower() not in given:
-                starved.setdefault(stream, []).append(rq.name)
+                starved.setdefault(stream, []).extend(names)
     out = []
     for stream, names in starved.items():
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")

@@ -152,7 +152,7 @@ def run_spark_match(
         ) as aggregate_writer,
     ):
         if matching is not None:
-            writer.write_table(found, query_layouts(matching.registry))
+            writer.write_table(found, query_layouts(matching.registry.records()))
         summary.results = found.num_rows
         if queries:
             # after the matches, as the local engine writes them at the end of input
@@ -186,7 +186,7 @@ def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
     views = matcher.registrations.views
     outputs = matcher.registrations.output_aggregates()  # (every level's; not the aggregate views)
     # (views alone make no results: their rows are read by other queries and --output-view)
-    plain = [rq for rq in matcher.registry if rq.name not in views]
+    plain = [name for name in matcher.registry.queries if name not in views]  # (names: no record made per row)
     if not outputs and not views.aggregating:
         return (matcher if plain else None), None
     ddl = matcher.catalog.ddl()
@@ -198,7 +198,8 @@ def split_kinds(matcher: Matcher) -> tuple[Matcher | None, Matcher | None]:
             matching.register_queries(texts, "<tables>")
         for view in views:  # (each as its CREATE VIEW, which declares its stream)
             matching.register_query(view.text, query_id=view.name, source_name=f"<view {view.name}>")
-        for rq in plain:
+        for name in plain:
+            rq = matcher.registry.queries[name]
             matching.register_query(rq.text, query_id=rq.name, source_name=f"<query {rq.name}>")
     if not outputs:
         return matching, None
@@ -387,7 +388,7 @@ def in_result_order(table: pa.Table, matcher: Matcher) -> pa.Table:
     n = table.num_rows
     if n < 2:
         return table
-    rank = {rq.name: k for k, rq in enumerate(matcher.registry)}
+    rank = {name: k for k, name in enumerate(matcher.registry.queries)}
     query = pc.dictionary_encode(table.column("query")).combine_chunks()
     ranks = np.array([rank[q] for q in query.dictionary.to_pylist()], np.int64)[query.indices.to_numpy()]
     ids = table.column("ids").combine_chunks()

@@ -159,8 +159,10 @@ def measure_ready(
             Path("/proc/self/clear_refs").write_text("5")
     t0 = time.perf_counter()
     if file is not None:  # (a tree before Matcher.register_query_file: the file's text, read whole)
-        load = getattr(m, "register_query_file", None)
-        load(file.name) if load is not None else m.register_queries(Path(file.name).read_text(encoding="utf-8"))
+        if hasattr(m, "register_query_file"):
+            m.register_query_file(file.name)
+        else:
+            m.register_queries(Path(file.name).read_text(encoding="utf-8"))
     elif form == "text":
         m.register_queries(texts)
     else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import overload
@@ -130,10 +130,6 @@ class QueryFileParts(Sequence[str]):
             self.inspect(text)
         self._last = (k, text)
         return text
-
-    def __iter__(self) -> Iterator[str]:
-        for k in range(len(self)):
-            yield self[k]
 
 
 def _next_semicolon(fd: int, at: int) -> int:

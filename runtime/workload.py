@@ -44,8 +44,8 @@ def require(modules: Sequence[str], what: str) -> None:
 
 def read_text(path: str, what: str) -> str:
     with reading(path, what):
-        return Path(path).read_text(encoding="utf-8")
-    raise AssertionError  # (reading raises or returns)
+        text = Path(path).read_text(encoding="utf-8")
+    return text
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from mqo.batch import MatchBatch, text_of
 from mqo.clock import clock_for
 from mqo.config import ORDERS, MatcherConfig
 from mqo.matcher import Matcher
+from mqo.memory import no_cyclic_gc
 from mqo.partitioning import shared_equality_key
 from mqo.registrations import NeverMatchesWarning
 
@@ -65,6 +66,7 @@ __all__ = [
     "json_lines",
     "matches_columns",
     "named_contexts",
+    "no_cyclic_gc",
     "query_layouts",
     "result_schema",
     "shared_equality_key",

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from mqo import LateTuple, MatchBatch, Matcher
+from mqo import LateTuple, MatchBatch, Matcher, no_cyclic_gc
 from runtime.io import aggregate_writers, input_chunks
 from runtime.io.input_chunks import (
     ArrivingInputs,
@@ -381,7 +381,13 @@ class Matching:
 
     def round(self, data: list[StreamData], which: np.ndarray, rows: np.ndarray, ts: np.ndarray) -> bool:
         """Match these tuples (row ``rows[j]`` of ``data[which[j]]`` arrives j-th, at
-        ``ts[j]``); False if a signal stopped it (:attr:`done` says how far it got)."""
+        ``ts[j]``); False if a signal stopped it (:attr:`done` says how far it got).
+        The cyclic collector waits for the round's end, as in :meth:`mqo.Matcher.push_batch`:
+        it would otherwise scan the window's stored rows again and again."""
+        with no_cyclic_gc():
+            return self._round(data, which, rows, ts)
+
+    def _round(self, data: list[StreamData], which: np.ndarray, rows: np.ndarray, ts: np.ndarray) -> bool:
         self.stopped = self.stopped or self.stop.requested
         if self.stopped or not len(which):
             return not self.stopped

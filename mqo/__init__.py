@@ -8,6 +8,9 @@
 
 from mqo.aggregation import AggregateBatch
 from mqo.aggregation.results import AggregateChunk, AggregateValues
+
+# Arrow arrays to and from numpy by their buffers (pyarrow's own conversions import pandas)
+from mqo.arrow_build import array_of, numpy_array, numpy_of, numpy_with_nulls
 from mqo.batch import MatchBatch, text_of
 from mqo.clock import clock_for
 from mqo.config import ORDERS, MatcherConfig
@@ -55,6 +58,7 @@ __all__ = [
     "QueryError",
     "SnapshotError",
     "TupleError",
+    "array_of",
     "buffer_of",
     "clock_for",
     "csv_header",
@@ -67,6 +71,9 @@ __all__ = [
     "matches_columns",
     "named_contexts",
     "no_cyclic_gc",
+    "numpy_array",
+    "numpy_of",
+    "numpy_with_nulls",
     "query_layouts",
     "result_schema",
     "shared_equality_key",

@@ -77,7 +77,26 @@ def numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.unpackbits(bits, bitorder="little")[at : at + n].astype(bool)
     assert array.null_count == 0, "NULLs in a numeric array read as numpy"
     kind = np.dtype(_NUMPY[array.type])
+    if not n:
+        return np.zeros(0, kind)
     return np.frombuffer(array.buffers()[1], kind, n, at * kind.itemsize)
+
+
+def numpy_with_nulls(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """An int64 or float64 Arrow array as numpy (a copy, 0 where NULL) and its NULL mask."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    kind = np.dtype(_NUMPY[array.type])
+    n, at = len(array), array.offset
+    if not n:
+        return np.zeros(0, kind), np.zeros(0, bool)
+    values = np.frombuffer(array.buffers()[1], kind, n, at * kind.itemsize).copy()
+    bitmap = array.buffers()[0]
+    if bitmap is None or not array.null_count:
+        return values, np.zeros(n, bool)
+    null = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")[at : at + n] == 0
+    values[null] = 0
+    return values, null
 
 
 @lru_cache(maxsize=256, typed=True)  # typed: 0.0 and False are equal keys

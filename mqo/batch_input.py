@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from mqo.arrow_build import numpy_with_nulls
 from mqo.results import TupleError
 from mqo.rows import INT64_MAX, INT64_MIN
 from predicates import ColumnType, StreamSchema
@@ -138,8 +139,7 @@ def _integers(values: Any, stream: str, column: str) -> tuple[np.ndarray, np.nda
     """(int64 values, NULL mask, whether any is past 2**53) of an integer column."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         if pa.types.is_integer(values.type):
-            null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), bool)
-            whole = np.asarray(values.fill_null(0).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+            whole, null = numpy_with_nulls(values.cast(pa.int64()))
             return whole, null, bool((np.abs(whole) >= EXACT_INTEGERS).any())
         values = values.to_pylist()
     arr = _one_dimensional(np.asarray(values), stream, column)
@@ -216,7 +216,11 @@ def _floats(values: Any, stream: str, column: str) -> np.ndarray:
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         if not (pa.types.is_floating(values.type) or pa.types.is_integer(values.type) or pa.types.is_null(values.type)):
             raise TupleError(f"stream {stream}, column {column}: expected numbers, got Arrow type {values.type}")
-        values = values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        if pa.types.is_null(values.type):
+            return np.full(len(values), np.nan)
+        floats, null = numpy_with_nulls(values.cast(pa.float64()))
+        floats[null] = np.nan
+        return floats
     try:
         arr = _one_dimensional(np.asarray(values), stream, column)
         if arr.dtype.kind in "fiu":

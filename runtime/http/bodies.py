@@ -111,7 +111,8 @@ def read_body(body: bytes, fmt: str, schema: StreamSchema, max_rows: int) -> Pos
         os.unlink(path)
     if len(data) + len(data.rejected) > max_rows:
         raise TooManyRows(len(data) + len(data.rejected))
-    return Posted(data.as_batch(), len(data) + len(data.rejected), [_rejection(bad, path) for bad in data.rejected])
+    # (plain columns: the checkpoint's log keeps a posted batch as JSON)
+    return Posted(data.plain_batch(), len(data) + len(data.rejected), [_rejection(bad, path) for bad in data.rejected])
 
 
 class TooManyRows(ValueError):

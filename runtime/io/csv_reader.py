@@ -24,11 +24,14 @@ import csv
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from mqo import numpy_of
 from predicates import ColumnType, StreamSchema
 from runtime.io.stream_rows import (
     FALSE_TEXTS,
@@ -198,22 +201,23 @@ def _within_rules(table: pa.Table, kinds: list[ColumnType | str]) -> bool:
 
 
 def _from_table(stream: str, path: str, table: pa.Table, canonical: dict[str, str]) -> StreamData:
+    """Arrow's columns as they are (``ts`` and ``id`` as numpy arrays), NaN made NULL."""
     import pyarrow.compute as pc
 
-    columns: dict[str, list[Any]] = {}
-    ts: list[float] = []
-    ids: list[int] | None = None
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    ts = np.zeros(0, np.float64)
+    ids: np.ndarray | None = None
     for name in table.column_names:
         column = table.column(name)
         target = canonical[name]
         if target == "ts":
-            ts = column.to_pylist()
+            ts = numpy_of(column)  # (never NULL: _within_rules)
         elif target == "id":
-            ids = column.to_pylist()
+            ids = numpy_of(column)
         else:
             if pa.types.is_floating(column.type):
                 column = pc.if_else(pc.is_nan(column), pa.nulls(1, column.type)[0], column)  # NaN is NULL
-            columns[target] = column.to_pylist()
+            columns[target] = column
     return StreamData(stream, path, ts, ids, columns)
 
 
@@ -301,10 +305,10 @@ def exact_chunks(
     targets = [canonical[h] for h in header]
     has_id = "id" in targets
     width = len(header)
+    types = {t: k for t, k in zip(targets, kinds, strict=True) if isinstance(k, ColumnType)}
 
-    def empty() -> StreamData:
-        columns: dict[str, list[Any]] = {t: [] for t in targets if t not in ("ts", "id")}
-        return StreamData(stream, path, [], [] if has_id else None, columns, lines=[])
+    def empty() -> _Rows:
+        return _Rows(path, [], [] if has_id else None, {t: [] for t in targets if t not in ("ts", "id")})
 
     data, chars = empty(), 0
     # a byte that is not UTF-8 is read as a lone surrogate (surrogateescape), so that
@@ -343,16 +347,34 @@ def exact_chunks(
                         data.ids.append(value)  # type: ignore[union-attr]
                     else:
                         data.columns[target].append(value)
-                data.lines.append(line)  # type: ignore[union-attr]
+                data.lines.append(line)
                 if len(data) >= chunk_rows:
-                    yield data, chars
+                    yield data.finished(stream, types), chars
                     data, chars = empty(), 0
-    yield data, chars
+    yield data.finished(stream, types), chars
 
 
-def _bad(
-    data: StreamData, on_bad_row: str, line: int, column: str | None, value: str | None, reason: str, raw: str
-) -> None:
+@dataclass
+class _Rows:
+    """The exact path's good rows so far, value by value, and its rejected ones."""
+
+    path: str
+    ts: list[float]
+    ids: list[int] | None
+    columns: dict[str, list[Any]]
+    lines: list[int] = field(default_factory=list)
+    rejected: list[BadRow] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def finished(self, stream: str, types: dict[str, ColumnType]) -> StreamData:
+        return StreamData.of_values(
+            stream, self.path, self.ts, self.ids, self.columns, types, lines=self.lines, rejected=self.rejected
+        )
+
+
+def _bad(data: _Rows, on_bad_row: str, line: int, column: str | None, value: str | None, reason: str, raw: str) -> None:
     row = BadRow(data.path, line, column, value, reason, raw)
     if on_bad_row != "skip":
         raise InputError(row.message())

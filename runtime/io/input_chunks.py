@@ -68,7 +68,7 @@ def number_in_arrival_order(
             ids = np.empty(len(d), np.int64)
             chosen = which == k
             ids[rows[chosen]] = rank[chosen] + (first or {}).get(d.stream, 0)
-            d.ids = ids.tolist()
+            d.ids = ids
 
 
 def merged_rows(

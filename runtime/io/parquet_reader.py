@@ -31,9 +31,11 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mqo import ARROW_TYPES, numpy_with_nulls
 from predicates import ColumnType, StreamSchema
 from runtime.io.stream_rows import (
     INT64_MAX,
@@ -127,9 +129,9 @@ def _rows(stream: str, path: str, table: pa.Table, schema: StreamSchema, on_bad_
     """The rows of ``table`` (from row ``first`` of the file on) by the rules; bad ones
     raise or, with ``skip``, are set aside."""
     bad: dict[int, tuple[str, str | None, str]] = {}  # row -> (column, value, reason); the first problem wins
-    ts: list[float] = []
-    ids: list[int] | None = None
-    columns: dict[str, list[Any]] = {}
+    ts = np.zeros(0, np.float64)
+    ids: np.ndarray | None = None
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for h in table.column_names:
         target = canonical_name(h, schema)
         kind = kind_of(target, schema)
@@ -144,9 +146,9 @@ def _rows(stream: str, path: str, table: pa.Table, schema: StreamSchema, on_bad_
             raise InputError(f"{path}: column '{h}' is a Parquet {column.type} column, but {wanted}")
         values = _convert(column, kind, h, bad)
         if target == "ts":
-            ts = values
+            ts = numpy_with_nulls(values)[0]  # (a NULL is a bad row, dropped below)
         elif target == "id":
-            ids = values
+            ids = numpy_with_nulls(values)[0]
         else:
             columns[target] = values
     data = StreamData(stream, path, ts, ids, columns, unit="row", first_row=first)
@@ -161,9 +163,9 @@ def _rows(stream: str, path: str, table: pa.Table, schema: StreamSchema, on_bad_
     return data
 
 
-def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: dict[int, Any]) -> list[Any]:
-    """The column as Python values of its declared type; rows that break the rules
-    are noted in ``bad``."""
+def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: dict[int, Any]) -> pa.ChunkedArray:
+    """The column as values of its declared type (``ts`` and FLOAT float64, ``id`` and
+    INTEGER int64, NaN made NULL); rows that break the rules are noted in ``bad``."""
 
     def note(mask: Any, reason: str) -> None:
         """Rows where ``mask`` holds are bad; ``{value}`` in the reason is their value."""
@@ -190,4 +192,9 @@ def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: di
             column = pc.if_else(pc.is_nan(column), pa.nulls(1, pa.float64())[0], column)  # NaN is NULL
     elif kind in ("id", ColumnType.INTEGER, ColumnType.BYTE) and not pa.types.is_null(dtype):
         column = column.cast(pa.int64())
-    return column.to_pylist()
+    if pa.types.is_null(column.type):  # a column of NULLs only: NULLs of the column's type
+        column = column.cast(_NULL_TYPES[kind] if isinstance(kind, str) else ARROW_TYPES[kind])
+    return column
+
+
+_NULL_TYPES = {"ts": pa.float64(), "id": pa.int64()}

@@ -19,6 +19,10 @@ import re
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import numpy as np
+import pyarrow as pa
+
+from mqo import ARROW_TYPES, array_of, numpy_array
 from predicates import ColumnType, MqoError, StreamSchema, did_you_mean
 
 NULL_TEXTS = frozenset({"", "NULL", "null", "NaN", "nan"})
@@ -199,7 +203,9 @@ class BadRow:
 
 @dataclass
 class StreamData:
-    """One input file as columns: timestamps, ids (None: automatic) and values.
+    """One input file as columns: timestamps (float64), ids (int64; None: automatic)
+    and each declared column as an Arrow array of its type (NULL where the file had
+    none), as :meth:`mqo.Matcher.prepare` takes them: no Python object per value.
 
     ``lines`` holds each row's source line (CSV) or row number (Parquet, 1-based) when
     it is not the default (``row + 2`` for CSV: a header, then one line per row;
@@ -209,13 +215,38 @@ class StreamData:
 
     stream: str
     path: str
-    ts: list[float]
-    ids: list[int] | None
-    columns: dict[str, list[Any]]
+    ts: np.ndarray
+    ids: np.ndarray | None
+    columns: dict[str, pa.Array | pa.ChunkedArray]
     rejected: list[BadRow] = field(default_factory=list)
     lines: list[int] | None = None
     unit: str = "line"
     first_row: int = 0
+
+    @classmethod
+    def of_values(
+        cls,
+        stream: str,
+        path: str,
+        ts: list[float],
+        ids: list[int] | None,
+        columns: dict[str, list[Any]],
+        kinds: dict[str, ColumnType],
+        **rest: Any,
+    ) -> StreamData:
+        """Rows read value by value (the exact CSV path): Python values of each column's
+        type (``kinds``) or None, made columns."""
+        arrays: dict[str, pa.Array | pa.ChunkedArray] = {
+            name: array_of(values, ARROW_TYPES[kinds[name]]) for name, values in columns.items()
+        }
+        return cls(
+            stream,
+            path,
+            np.asarray(ts, np.float64),
+            None if ids is None else np.asarray(ids, np.int64),
+            arrays,
+            **rest,
+        )
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -228,6 +259,14 @@ class StreamData:
         batch.update(self.columns)
         return batch
 
+    def plain_batch(self) -> dict[str, list[Any]]:
+        """:meth:`as_batch` as Python values (None for NULL): what a log of JSON lines keeps."""
+        batch: dict[str, list[Any]] = {"ts": self.ts.tolist()}
+        if self.ids is not None:
+            batch["id"] = self.ids.tolist()
+        batch.update((name, col.to_pylist()) for name, col in self.columns.items())
+        return batch
+
     def line_of(self, i: int) -> int:
         if self.lines is not None:
             return self.lines[i]
@@ -235,13 +274,13 @@ class StreamData:
 
     def rows(self, start: int, end: int) -> StreamData:
         """Rows ``start`` to ``end`` (not included) as data of their own, each still
-        named by its source line (no rejected rows go with them)."""
+        named by its source line (no rejected rows go with them). O(1): views of the columns."""
         return StreamData(
             self.stream,
             self.path,
             self.ts[start:end],
             None if self.ids is None else self.ids[start:end],
-            {name: col[start:end] for name, col in self.columns.items()},
+            {name: col.slice(start, max(0, end - start)) for name, col in self.columns.items()},
             lines=None if self.lines is None else self.lines[start:end],
             unit=self.unit,
             first_row=self.first_row + start,
@@ -251,18 +290,24 @@ class StreamData:
         return BadRow(self.path, self.line_of(i), column, value, reason, raw, self.unit)
 
     def drop(self, rows: set[int]) -> None:
-        # the source positions of the rows that stay must survive the drop
-        lines = [self.line_of(i) for i in range(len(self.ts))]
-        keep = [i for i in range(len(self.ts)) if i not in rows]
-        self.ts = [self.ts[i] for i in keep]
+        """Leave out ``rows`` (positions); the rows that stay keep their source lines."""
+        keep = np.ones(len(self), bool)
+        keep[list(rows)] = False
+        lines = [self.line_of(i) for i in np.flatnonzero(keep).tolist()]
+        self.ts = self.ts[keep]
         if self.ids is not None:
-            self.ids = [self.ids[i] for i in keep]
-        for name, col in self.columns.items():
-            self.columns[name] = [col[i] for i in keep]
-        self.lines = [lines[i] for i in keep]
+            self.ids = self.ids[keep]
+        mask = numpy_array(keep)
+        self.columns = {name: col.filter(mask) for name, col in self.columns.items()}
+        self.lines = lines
 
     def values(self, i: int) -> dict[str, Any]:
-        return {name: col[i] for name, col in self.columns.items()}
+        """Row ``i``'s values as Python values (None for NULL)."""
+        return {name: col[i].as_py() for name, col in self.columns.items()}
+
+    def column_values(self, name: str) -> list[Any]:
+        """A column's values as Python values (None for NULL)."""
+        return self.columns[name].to_pylist()
 
 
 def check_header(path: str, header: list[str], schema: StreamSchema) -> None:

@@ -104,6 +104,10 @@ class OrderRun:
 # ------------------------------------------------------------------------ inputs
 
 
+def _id(data: StreamData, i: int) -> int | None:
+    return None if data.ids is None else int(data.ids[i])
+
+
 def load_events(matcher: Matcher, specs: Sequence[InputSpec]) -> tuple[list[Event], dict[str, int]]:
     """The sample tuples in arrival order (``mqo match``'s merge), and counts per stream."""
     datas: list[StreamData] = []
@@ -113,10 +117,7 @@ def load_events(matcher: Matcher, specs: Sequence[InputSpec]) -> tuple[list[Even
         data = read_stream(spec, schema)
         data.stream = schema.name
         datas.append(data)
-    events = [
-        Event(datas[k].stream, datas[k].ts[i], None if datas[k].ids is None else datas[k].ids[i], datas[k].values(i))
-        for k, i in merge(datas)
-    ]
+    events = [Event(d.stream, float(d.ts[i]), _id(d, i), d.values(i)) for k, i in merge(datas) for d in (datas[k],)]
     counts: dict[str, int] = {}
     for e in events:
         counts[e.stream] = counts.get(e.stream, 0) + 1

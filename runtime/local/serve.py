@@ -473,8 +473,8 @@ class LocalService:
         first = {s: self.state.next_id.get(s, 0) for s in self.inputs}
         number_in_arrival_order(data, which, rows, first)
         for d in data:
-            if d.ids:
-                self.state.next_id[d.stream] = max(self.state.next_id.get(d.stream, 0), max(d.ids) + 1)
+            if d.ids is not None and len(d.ids):
+                self.state.next_id[d.stream] = max(self.state.next_id.get(d.stream, 0), int(d.ids.max()) + 1)
         step = report.step
         results_path = self._path("results", self.fmt, step)
         late_path = self._path("late", "jsonl", step)

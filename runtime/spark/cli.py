@@ -332,7 +332,7 @@ def arrival_order(
 ) -> tuple[list[list[int]], list[list[bool]], list[LateTuple]]:
     """Per input: every row's id and whether it is matched; plus the late tuples, as
     the local engine decides them in its arrival order."""
-    ids: list[list[int]] = [list(d.ids) if d.ids is not None else [0] * len(d) for d in data]
+    ids: list[list[int]] = [d.ids.tolist() if d.ids is not None else [0] * len(d) for d in data]
     keep: list[list[bool]] = [[True] * len(d) for d in data]
     late: list[LateTuple] = []
     next_id: dict[str, int] = {}
@@ -349,7 +349,7 @@ def arrival_order(
         next_id[d.stream] = auto + 1  # an automatic id is used up by every tuple, late or not
         if d.ids is None:
             ids[k][i] = auto
-        ts = d.ts[i]
+        ts = float(d.ts[i])
         s = names.index(d.stream)
         if clock.is_late(s, ts):
             keep[k][i] = False
@@ -367,14 +367,14 @@ def stream_tables(
     rows: dict[str, list[pa.Table]] = {}
     for d, d_ids, d_keep in zip(data, ids, keep, strict=True):
         schema = matcher.catalog.require(d.stream)
-        picked = [i for i, k in enumerate(d_keep) if k]
-        if not picked:
+        picked = np.flatnonzero(np.asarray(d_keep, bool))
+        if not len(picked):
             continue
-        arrays = [pa.array([d.ts[i] for i in picked], pa.float64()), pa.array([d_ids[i] for i in picked], pa.int64())]
+        arrays = [pa.array(d.ts[picked], pa.float64()), pa.array(np.asarray(d_ids, np.int64)[picked], pa.int64())]
         names = ["ts", "id"]
+        at = pa.array(picked)
         for col in schema.columns:
-            values = d.columns[col.name]
-            arrays.append(pa.array([values[i] for i in picked], ARROW_TYPES[col.ctype]))
+            arrays.append(d.columns[col.name].take(at).cast(ARROW_TYPES[col.ctype]))
             names.append(col.name)
         rows.setdefault(d.stream, []).append(pa.Table.from_arrays(arrays, names=names))
     return {name: pa.concat_tables(parts) for name, parts in rows.items()}

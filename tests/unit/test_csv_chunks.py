@@ -22,11 +22,11 @@ SCHEMA = Catalog.from_ddl("REGISTER STREAM S (x INTEGER, f FLOAT, tag STRING);")
 
 def joined(chunks: list[StreamData]) -> dict[str, Any]:
     return {
-        "ts": [t for c in chunks for t in c.ts],
-        "ids": [i for c in chunks for i in (c.ids or [])],
-        "x": [v for c in chunks for v in c.columns["x"]],
-        "f": [v for c in chunks for v in c.columns["f"]],
-        "tag": [v for c in chunks for v in c.columns["tag"]],
+        "ts": [t for c in chunks for t in c.ts.tolist()],
+        "ids": [i for c in chunks for i in ([] if c.ids is None else c.ids.tolist())],
+        "x": [v for c in chunks for v in c.column_values("x")],
+        "f": [v for c in chunks for v in c.column_values("f")],
+        "tag": [v for c in chunks for v in c.column_values("tag")],
         "lines": [n for c in chunks for n in line_numbers(c).tolist()],
         "rejected": [r.as_dict() for c in chunks for r in c.rejected],
     }

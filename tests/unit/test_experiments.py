@@ -90,10 +90,10 @@ def test_csv_files_read_back_with_the_runtime(tmp_path: Path) -> None:
     catalog = Matcher(ddl(["B", "H"])).catalog
     data = read_stream(InputSpec("B", str(paths["B"])), catalog.get("B"))
     mine = [e for e in events if e.stream == "B"]
-    assert data.ts == [e.ts for e in mine]
-    assert data.columns["pressure"] == [e.values["pressure"] for e in mine]
+    assert data.ts.tolist() == [e.ts for e in mine]
+    assert data.column_values("pressure") == [e.values["pressure"] for e in mine]
     cols = columns_of(events, "B")
-    assert list(cols["ts"]) == data.ts
+    assert list(cols["ts"]) == data.ts.tolist()
 
 
 # ---------------------------------------------------------------- query generator

@@ -51,7 +51,7 @@ def naive(files: list[list[int]]) -> tuple[list[Reject], list[list[int]]]:
 
 def piece(k: int, ids: list[int], start: int = 0) -> StreamData:
     """Rows ``start`` on of file k (a CSV file: lines from ``start + 2``)."""
-    return StreamData("A", f"f{k}.csv", [0.0] * len(ids), list(ids), {}, first_row=start)
+    return StreamData("A", f"f{k}.csv", np.zeros(len(ids)), np.array(ids, np.int64), {}, first_row=start)
 
 
 def in_chunks(files: list[list[int]], sizes: list[int], on_bad_row: str) -> tuple[list[Reject], list[list[int]]]:
@@ -68,7 +68,7 @@ def in_chunks(files: list[list[int]], sizes: list[int], on_bad_row: str) -> tupl
             end = start + sizes[(k + start) % len(sizes)]
             data = rule.check(piece(k, ids[start:end], start), on_bad_row)
             bad += [(r.path, r.line, r.reason) for r in data.rejected]
-            keep += data.ids or []
+            keep += [] if data.ids is None else data.ids.tolist()
             start = end
         kept.append(keep)
         before.append(rule.used())
@@ -81,7 +81,9 @@ def whole(files: list[list[int]], on_bad_row: str) -> tuple[list[Reject], list[l
     for d in data:
         FileIds(d.stream, d.path).check(d, on_bad_row)
     check_ids_across_inputs(data, on_bad_row)
-    return [(r.path, r.line, r.reason) for d in data for r in d.rejected], [d.ids or [] for d in data]
+    return [(r.path, r.line, r.reason) for d in data for r in d.rejected], [
+        [] if d.ids is None else d.ids.tolist() for d in data
+    ]
 
 
 HUGE = [2**53, 2**53 + 1, 2**53 - 1, -(2**53) - 1, INT64_MAX, INT64_MAX - 1, INT64_MIN, 0, 7]
@@ -142,7 +144,7 @@ def test_error_names_both_places_of_an_id_whole_and_in_chunks(tmp_path: Path) ->
         first_error(specs, catalog, "error", chunk_rows=1)
     assert str(err.value) == f"{second}:4: column 'id': id {2**53} of stream A is already used by the row at line 2"
     data = read_inputs([InputSpec(*s) for s in specs], catalog, "skip")
-    assert [d.ids for d in data] == [[5, 2**53 + 1, 9], [2**53]]
+    assert [d.ids.tolist() for d in data if d.ids is not None] == [[5, 2**53 + 1, 9], [2**53]]
     assert [r.message() for r in data[1].rejected] == [
         f"{second}:4: column 'id': id {2**53} of stream A is already used by the row at line 2",
         across,
@@ -163,7 +165,7 @@ def test_a_null_id_is_a_bad_row_not_an_automatic_one(tmp_path: Path) -> None:
     path = tmp_path / "a.csv"
     path.write_text(f"ts,id,x\n1,,3\n2,{INT64_MAX},4\n3,{2**53 + 1},5\n4,{2**53},6\n")
     (data,) = read_inputs([InputSpec("A", str(path))], catalog, "skip")
-    assert data.ids == [INT64_MAX, 2**53 + 1, 2**53]
+    assert data.ids is not None and data.ids.tolist() == [INT64_MAX, 2**53 + 1, 2**53]
     assert [r.message() for r in data.rejected] == [f"{path}:2: column 'id': '(empty)' is not an integer id"]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
+import threading
 from collections.abc import Callable
 
 # builds with fewer rows than this leave too little behind to be worth a call
@@ -54,12 +55,28 @@ class no_cyclic_gc:
     find nothing, took a fifth of ``mqo match``'s time on NEXMark's Q7 variants.
     Reference counting frees everything as usual; the collector looks at what the block
     left once it is running again (garbage in cycles waits at most until the block's
-    end). A class: a generator's context cost more."""
+    end). A class: a generator's context cost more.
+
+    Pauses nest and may overlap across threads, in any order: the collector runs again
+    when the last one ends, if it was running when the first began (one lock and a
+    count: the collector's switch is process-wide)."""
 
     def __enter__(self) -> None:
-        self.collecting = gc.isenabled()
-        gc.disable()
+        global _paused, _was_collecting
+        with _pause_lock:
+            if not _paused:
+                _was_collecting = gc.isenabled()
+                gc.disable()
+            _paused += 1
 
     def __exit__(self, *exc: object) -> None:
-        if self.collecting:
-            gc.enable()
+        global _paused
+        with _pause_lock:
+            _paused -= 1
+            if not _paused and _was_collecting:
+                gc.enable()
+
+
+_pause_lock = threading.Lock()
+_paused = 0  # pauses begun and not ended, in every thread
+_was_collecting = False  # whether the collector ran when the first of them began

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from mqo import Match, MatchBatch, Matcher, QueryError
+from mqo import Match, MatchBatch, Matcher, QueryError, no_cyclic_gc
 from predicates import to_float
 from runtime.spark.common import report_nulled
 from runtime.spark.spec import SparkStageError, StageSpec, StreamLayout, register_each, without_lateness
@@ -257,7 +257,10 @@ class _Task:
         self.ids = ids
 
     def replayed(self) -> Iterator[tuple[int, list[Any]]]:
-        return self.matcher.replay(self.prepared, self.which, self.rows)
+        """The task's replay, with the cyclic collector waiting for its end (or for the
+        task to leave it), as it waits for the end of a round of ``mqo match``."""
+        with no_cyclic_gc():
+            yield from self.matcher.replay(self.prepared, self.which, self.rows)
 
     @classmethod
     def of(cls, spec: StageSpec, matcher: Matcher, batches: Iterator[pa.RecordBatch]) -> _Task | None:

@@ -112,3 +112,53 @@ def _spying(method, seen: list[bool]):  # type: ignore[no-untyped-def]
             seen.append(gc.isenabled())
 
     return spied
+
+
+def test_a_spark_tasks_replay_runs_without_the_collector() -> None:
+    """The Spark stages' task replay (``runtime.spark.worker``): paused while it runs,
+    running again once it ends or once the task leaves it part way."""
+    from runtime.spark.worker import _Task
+
+    def task() -> _Task:
+        m = matcher()
+        prepared = [m.prepare("B", batch(200, 8, "y")), m.prepare("A", batch(200, 9))]
+        which = np.repeat([0, 1], 200)
+        rows = np.tile(np.arange(200), 2)
+        return _Task(m, prepared, which, rows, np.ones(400, bool), which.astype(np.int32), rows)
+
+    seen = [gc.isenabled() for _ in task().replayed()]
+    assert seen and not any(seen)
+    assert gc.isenabled()
+    left = task().replayed()
+    next(left)
+    assert not gc.isenabled()
+    left.close()  # (a task stopped part way)
+    assert gc.isenabled()
+
+
+def test_pauses_in_several_threads_leave_the_collector_as_it_was() -> None:
+    """Pauses overlapping across threads, in any order: the collector runs again when
+    the last ends (a per-pause 'was it on?' would let a late starter see another
+    thread's pause and leave the collector off for good)."""
+    import sys
+    import threading
+
+    from mqo import no_cyclic_gc
+
+    def pause_often() -> None:
+        for _ in range(20_000):
+            with no_cyclic_gc():
+                pass
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(3):
+            threads = [threading.Thread(target=pause_often) for _ in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert gc.isenabled()
+    finally:
+        sys.setswitchinterval(interval)

@@ -11,6 +11,7 @@ from mqo.aggregation.results import AggregateChunk, AggregateValues
 
 # Arrow arrays to and from numpy by their buffers (pyarrow's own conversions import pandas)
 from mqo.arrow_build import array_of, numpy_array, numpy_of, numpy_with_nulls
+from mqo.arrow_build import scalar as arrow_scalar
 from mqo.batch import MatchBatch, text_of
 from mqo.clock import clock_for
 from mqo.config import ORDERS, MatcherConfig
@@ -59,6 +60,7 @@ __all__ = [
     "SnapshotError",
     "TupleError",
     "array_of",
+    "arrow_scalar",
     "buffer_of",
     "clock_for",
     "csv_header",

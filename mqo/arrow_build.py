@@ -83,7 +83,14 @@ def numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def numpy_with_nulls(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """An int64 or float64 Arrow array as numpy (a copy, 0 where NULL) and its NULL mask."""
+    """An integer or floating Arrow array as int64 or float64 numpy (a copy, 0 where
+    NULL) and its NULL mask; TypeError for any other type."""
+    if pa.types.is_integer(array.type):
+        array = array.cast(pa.int64())
+    elif pa.types.is_floating(array.type):
+        array = array.cast(pa.float64())
+    else:
+        raise TypeError(f"numpy_with_nulls reads integer and floating arrays, not {array.type}")
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     kind = np.dtype(_NUMPY[array.type])

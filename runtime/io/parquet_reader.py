@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqo import ARROW_TYPES, numpy_with_nulls
+from mqo import ARROW_TYPES, array_of, arrow_scalar, numpy_with_nulls
 from predicates import ColumnType, StreamSchema
 from runtime.io.stream_rows import (
     INT64_MAX,
@@ -75,7 +75,7 @@ def read_parquet(stream: str, path: str, schema: StreamSchema, on_bad_row: str) 
     import pyarrow.parquet as pq  # here: a run over CSV files starts without it (with pyarrow.fs, ~25 ms)
 
     try:
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path).read()  # (pq.read_table goes through pyarrow.dataset, which imports pandas)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
         raise InputError(f"{path}: not a readable Parquet file ({err})") from None
     check_header(path, list(table.column_names), schema)
@@ -106,7 +106,10 @@ class ParquetChunks:
         self.size = os.path.getsize(path)
         self.position = 0  # about how many bytes have been read (for a progress bar)
         # a column of the wrong type is an error before any row is read (also in an empty file)
-        _rows(stream, path, self.file.schema_arrow.empty_table(), schema, on_bad_row, 0)
+        # (an empty table made from Arrow arrays: pyarrow's empty_table imports pandas)
+        arrow = self.file.schema_arrow
+        empty = pa.Table.from_arrays([pa.nulls(0, f.type) for f in arrow], schema=arrow)
+        _rows(stream, path, empty, schema, on_bad_row, 0)
 
     def __iter__(self) -> Iterator[StreamData]:
         done = 0
@@ -169,7 +172,7 @@ def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: di
 
     def note(mask: Any, reason: str) -> None:
         """Rows where ``mask`` holds are bad; ``{value}`` in the reason is their value."""
-        for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+        for i in pc.indices_nonzero(pc.fill_null(mask, arrow_scalar(False))).to_pylist():  # (no pandas)
             if i not in bad:
                 value = column[i].as_py()
                 bad[i] = (name, None if value is None else str(value), reason.format(value=value))
@@ -178,7 +181,7 @@ def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: di
     if kind in ("ts", "id"):
         note(pc.is_null(column), f"the {'event time' if kind == 'ts' else 'id'} must not be NULL")
     if kind in ("id", ColumnType.INTEGER, ColumnType.BYTE) and pa.types.is_uint64(dtype):
-        too_big = pc.greater(column, pa.scalar(INT64_MAX, pa.uint64()))
+        too_big = pc.greater(column, _int64_max_as_uint64())
         note(too_big, "{value} is out of range for a 64-bit integer (above 9223372036854775807)")
         column = pc.if_else(too_big, pa.nulls(1, column.type)[0], column).cast(pa.int64())
     if kind in ("ts", ColumnType.FLOAT):
@@ -198,3 +201,8 @@ def _convert(column: pa.ChunkedArray, kind: ColumnType | str, name: str, bad: di
 
 
 _NULL_TYPES = {"ts": pa.float64(), "id": pa.int64()}
+
+
+def _int64_max_as_uint64() -> pa.Scalar:
+    """2^63 - 1 as a uint64 scalar, made from an Arrow array (``pa.scalar`` imports pandas)."""
+    return array_of([INT64_MAX], pa.int64())[0].cast(pa.uint64())

@@ -237,7 +237,7 @@ class StreamData:
         """Rows read value by value (the exact CSV path): Python values of each column's
         type (``kinds``) or None, made columns."""
         arrays: dict[str, pa.Array | pa.ChunkedArray] = {
-            name: array_of(values, ARROW_TYPES[kinds[name]]) for name, values in columns.items()
+            name: _column(values, ARROW_TYPES[kinds[name]]) for name, values in columns.items()
         }
         return cls(
             stream,
@@ -308,6 +308,15 @@ class StreamData:
     def column_values(self, name: str) -> list[Any]:
         """A column's values as Python values (None for NULL)."""
         return self.columns[name].to_pylist()
+
+
+PIECE = 1 << 16  # values per Arrow array of a column read value by value
+
+
+def _column(values: list[Any], dtype: pa.DataType) -> pa.ChunkedArray:
+    """Values read one by one as a column, in arrays of :data:`PIECE` values: a whole
+    file's text may pass the 2 GiB one string array holds."""
+    return pa.chunked_array([array_of(values[i : i + PIECE], dtype) for i in range(0, len(values), PIECE)], dtype)
 
 
 def check_header(path: str, header: list[str], schema: StreamSchema) -> None:

@@ -104,10 +104,6 @@ class OrderRun:
 # ------------------------------------------------------------------------ inputs
 
 
-def _id(data: StreamData, i: int) -> int | None:
-    return None if data.ids is None else int(data.ids[i])
-
-
 def load_events(matcher: Matcher, specs: Sequence[InputSpec]) -> tuple[list[Event], dict[str, int]]:
     """The sample tuples in arrival order (``mqo match``'s merge), and counts per stream."""
     datas: list[StreamData] = []
@@ -117,7 +113,13 @@ def load_events(matcher: Matcher, specs: Sequence[InputSpec]) -> tuple[list[Even
         data = read_stream(spec, schema)
         data.stream = schema.name
         datas.append(data)
-    events = [Event(d.stream, float(d.ts[i]), _id(d, i), d.values(i)) for k, i in merge(datas) for d in (datas[k],)]
+    # each file's values as Python values once (not value by value from its Arrow columns)
+    plain = [d.plain_batch() for d in datas]
+    rows = [[dict(zip(b, r, strict=True)) for r in zip(*b.values(), strict=True)] for b in plain]
+    events = []
+    for k, i in merge(datas):
+        row = rows[k][i]
+        events.append(Event(datas[k].stream, row.pop("ts"), row.pop("id", None), row))
     counts: dict[str, int] = {}
     for e in events:
         counts[e.stream] = counts.get(e.stream, 0) + 1

@@ -85,3 +85,24 @@ print("pandas" in sys.modules)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False"]
+
+
+def test_reading_parquet_imports_no_pandas(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A Parquet input (an unsigned column past 2^63 among its INTEGER values, read as a
+    bad row) is read without pandas, as a CSV input is."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "a.parquet"
+    table = pa.table({"ts": [1.0, 2.0], "n": pa.array([5, 2**63], pa.uint64()), "x": [0.5, None]})
+    pq.write_table(table, path)
+    script = f"""
+import sys
+from predicates import Catalog
+from runtime.io.inputs import InputSpec, read_stream
+schema = Catalog.from_ddl("REGISTER STREAM A (n INTEGER, x FLOAT);").require("A")
+data = read_stream(InputSpec("A", {str(path)!r}), schema, "skip")
+print(data.ts.tolist(), data.column_values("n"), len(data.rejected), "pandas" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[1.0] [5] 1 False"

@@ -74,3 +74,17 @@ def test_parquet_in_batches_is_the_file_read_whole(tmp_path: Path, chunk_rows: i
     chunks = list(ParquetChunks("S", str(path), SCHEMA, "skip", chunk_rows))
     assert joined(chunks) == joined([whole])
     assert [r["row"] for r in joined(chunks)["rejected"]] == [10, 31]
+
+
+def test_a_file_read_value_by_value_is_the_same_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact path makes a column's values arrays of ``PIECE`` values (a whole file's
+    text may pass one string array's 2 GiB): the same values, the same bad rows."""
+    from runtime.io import stream_rows
+
+    path = csv_file(tmp_path, [3, 151])  # (a bad row: the exact path reads the file)
+    whole = joined([read_csv("S", path, SCHEMA, "skip")])
+    monkeypatch.setattr(stream_rows, "PIECE", 7)
+    pieces = read_csv("S", path, SCHEMA, "skip")
+    assert pieces.columns["tag"].num_chunks > 1
+    assert joined([pieces]) == whole
+    assert len(whole["ts"]) == 298 and whole["tag"][:2] == [None, "t1"]

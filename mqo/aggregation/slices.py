@@ -31,6 +31,7 @@ import numpy as np
 from predicates.numbers import decimal_of
 
 SAFE = 2**61  # int64 slice numbers stay within this, so sums of two stay in int64
+FORGET_AT = 4096  # groups in a store before it looks for groups with no data left (SliceStore._forget_groups)
 
 
 def slice_of(ts: np.ndarray, g: Fraction) -> np.ndarray:
@@ -119,6 +120,7 @@ class SliceStore:
         self.group_keys: list[tuple[Any, ...]] = []
         self.nums = np.zeros(0, np.int64)  # the slice numbers held, ascending; row p is nums[p]
         self.landmark = False
+        self._forget_at = FORGET_AT  # the groups at which the next look for groups to forget comes
         self._alloc(16, 4)
 
     def _alloc(self, S: int, G: int) -> None:
@@ -257,6 +259,27 @@ class SliceStore:
         self.nums = self.nums[k:]
         if self.nums.dtype == object:
             self.nums = ints(self.nums)
+        if len(self.group_keys) >= self._forget_at:
+            self._forget_groups()
+
+    def _forget_groups(self) -> None:
+        """Forget the groups that hold data in no held slice, when they are at least half
+        of them, numbering the others anew in their order (a group's code lives within
+        one emission: chunks keep keys, relations key by them): an auction bid on once,
+        long ago, costs no room once its windows closed, so memory follows the groups of
+        the windows still open, not every group ever seen. O(held slices x groups), run
+        when the groups have doubled since the last time: amortized O(1) per group."""
+        P, G = len(self.nums), len(self.group_keys)
+        live = np.flatnonzero(self.rows[:P, :G].any(axis=0))
+        self._forget_at = max(FORGET_AT, 2 * len(live) if 2 * len(live) <= G else 2 * G)
+        if 2 * len(live) > G:
+            return
+        old = (self.rows, self.fpart, self.ipart)
+        self._alloc(self.rows.shape[0], max(4, 2 * len(live)))
+        L = len(live)
+        self.rows[:P, :L], self.fpart[:P, :L], self.ipart[:P, :L] = old[0][:P, live], old[1][:P, live], old[2][:P, live]
+        self.group_keys = [self.group_keys[g] for g in live.tolist()]
+        self.groups = {key: g for g, key in enumerate(self.group_keys)}
 
     def state(self) -> dict[str, Any]:
         """The store as plain data (str keys, lists, numbers, numeric arrays): what

@@ -43,6 +43,11 @@ from predicates.template_scan import CHUNK_CHARS
 # with aggregate views, ``replay`` emits their windows after this many visited rows
 # (stored in quiet runs or visited: Pipeline.visits)
 REPLAY_EMIT_EVERY = 64
+# and after every row whose arrival number (counted from the matcher's first row, so
+# whatever the parts of the replay) is a multiple of this: rows that are aggregated and
+# never visited (no match query reads their stream) still close windows as they come,
+# and the slices no window needs any more go
+REPLAY_EMIT_ROWS = 1 << 14
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
 
@@ -425,12 +430,13 @@ class Matcher:
         plan = self.ensure_plan()  # the pipeline runs on the current plan
         views = self.registrations.views
         # rows with results of view queries are visited: their view rows go in before the next row
-        replayed = self.pipeline.replay(prepared, which, row_indexes, views.view_words(plan) if views else None)
+        words = views.view_words(plan) if views else None
+        if views and views.aggregating:
+            return self._replay_emitting(prepared, which, row_indexes, words, last)
+        replayed = self.pipeline.replay(prepared, which, row_indexes, words)
         if not self.registrations.views:
             return ((j, self._join_tables(blocks)) for j, blocks in replayed) if self.registrations.tables else replayed
-        if not self.registrations.views.aggregating:
-            return ((j, self._join_tables(self._derived(blocks))) for j, blocks in replayed)
-        return self._replay_emitting(replayed, len(row_indexes), last)
+        return ((j, self._join_tables(self._derived(blocks))) for j, blocks in replayed)
 
     def end_replay(self) -> list[ResultBlock]:
         """What the end of a replay emits (aggregate views' windows the watermark has
@@ -438,22 +444,44 @@ class Matcher:
         return self._emit() if self.registrations.views and self.registrations.views.aggregating else []
 
     def _replay_emitting(
-        self, replayed: Iterator[tuple[int, list[ResultBlock]]], n: int, end: bool = True
+        self,
+        prepared: list[PreparedBatch],
+        which: np.ndarray,
+        row_indexes: np.ndarray,
+        words: Any,
+        end: bool = True,
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
-        """``replayed`` with aggregate views: their windows are emitted once
+        """:meth:`replay` with aggregate views: their windows are emitted once
         :data:`REPLAY_EMIT_EVERY` rows were visited since the last time (in this replay
-        or the parts before it) and at the end (when changes only which row's results
-        hold a result, not the results: :mod:`mqo.views`)."""
+        or the parts before it), after each row whose arrival number is a multiple of
+        :data:`REPLAY_EMIT_ROWS` (the replay made in pieces cut there, as a replay in
+        parts is) and at the end (when changes only which row's results hold a result,
+        not the results: :mod:`mqo.views`). Every point depends on the rows alone, not
+        on how a caller cut them into parts."""
         pipeline = self.pipeline
         if pipeline.yield_at is None:  # (the visits at the next emission; a quiet run ends there)
             pipeline.yield_at = pipeline.visits + REPLAY_EMIT_EVERY
-        for j, blocks in replayed:
-            out = self._join_tables(self._derived(blocks))
-            if pipeline.visits >= pipeline.yield_at and pipeline.replay_mark is not None:
-                # at the watermark after this row: the clock is at the last row's already
-                pipeline.yield_at = pipeline.visits + REPLAY_EMIT_EVERY
-                out += self._emit(mark=pipeline.replay_mark)
-            yield j, out
+        n = len(row_indexes)
+        # (counted apart from pipeline.arrived, which also counts the view rows made)
+        cuts = range(REPLAY_EMIT_ROWS - pipeline.replayed % REPLAY_EMIT_ROWS, n + 1, REPLAY_EMIT_ROWS)
+        start = 0
+        for stop in [*cuts, n]:
+            if stop <= start:
+                continue
+            replayed = pipeline.replay(prepared, which[start:stop], row_indexes[start:stop], words)
+            for j, blocks in replayed:
+                out = self._join_tables(self._derived(blocks))
+                if pipeline.visits >= pipeline.yield_at and pipeline.replay_mark is not None:
+                    # at the watermark after this row: the clock is at the last row's already
+                    pipeline.yield_at = pipeline.visits + REPLAY_EMIT_EVERY
+                    out += self._emit(mark=pipeline.replay_mark)
+                yield start + j, out
+            pipeline.replayed += stop - start
+            if pipeline.replayed % REPLAY_EMIT_ROWS == 0:  # (the clock is as after the piece's last row)
+                out = self._emit(mark=pipeline.clock.mark)
+                if out:
+                    yield stop - 1, out
+            start = stop
         if not end:
             return
         last = self._emit()

@@ -117,6 +117,7 @@ class Pipeline:
         self.replay_mark: Mark | None = None  # a replay's watermark after the row last yielded
         self.visits = 0  # rows replays visited or stored in quiet runs (mqo.replay_chunks)
         self.yield_at: int | None = None  # the visits after which a replay's caller wants a yield
+        self.replayed = 0  # rows given to replays with aggregate views (Matcher._replay_emitting)
         self._pairs: PairSteps | None = None  # the replay's columnar join step, for self.plan
         self._advanced: tuple[Any, ...] | None = None  # what _advance was last given
 

@@ -425,10 +425,11 @@ class Aggregator:
         finished over all (window, group) pairs at once, on arrays; one row per group
         holding data that passes HAVING.
 
-        A store keeps every group it has seen (an auction bid on once, long ago), so
-        with many groups the windows are folded a run at a time, each run over the
-        groups holding data in its slices only: work in proportion to the (window,
-        group) pairs that can hold data, not windows x every group."""
+        A store keeps the groups it has seen until half of them hold no data (an auction
+        bid on once, long ago: ``SliceStore._forget_groups``), so with many groups the
+        windows are folded a run at a time, each run over the groups holding data in its
+        slices only: work in proportion to the (window, group) pairs that can hold data,
+        not windows x every group."""
         runs = [ks]
         if D and len(store.group_keys) > MANY_GROUPS:
             per = max(-(-D // S), -(-len(ks) // MAX_RUNS))  # a run spans about two windows' slices
@@ -528,7 +529,7 @@ class Aggregator:
             starts, ends, grps, verdicts = starts[pick], ends[pick], grps[pick], verdicts[pick]
         else:
             pick = np.arange(len(grps))
-        # the chunk's own groups only (a store keeps every group it has seen)
+        # the chunk's own groups only (a store keeps groups that hold no data in these windows)
         used, codes = np.unique(grps, return_inverse=True)
         shown = [keys[g] for g in used.tolist()] if len(used) < 2 else list(itemgetter(*used.tolist())(keys))
         chunk = AggregateChunk(aq.name, position, starts, ends, aq.group_by, shown, codes.reshape(-1), names, [])

@@ -37,7 +37,8 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -439,6 +440,19 @@ class Clock:
         self._checked = seen
 
     # ------------------------------------------------------------ snapshots
+
+    @contextmanager
+    def one_reading(self) -> Iterator[None]:
+        """Processing time read once for the block: a replay made in pieces decides
+        which streams are idle as one replay of all its rows would (one reading per
+        batch), not again at every piece."""
+        now = self.now
+        stamp = now()
+        self.now = lambda: stamp
+        try:
+            yield
+        finally:
+            self.now = now
 
     def snapshot(self) -> dict[str, Any]:
         # processing times do not travel: a restored clock counts idleness from its start

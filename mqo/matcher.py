@@ -43,10 +43,10 @@ from predicates.template_scan import CHUNK_CHARS
 # with aggregate views, ``replay`` emits their windows after this many visited rows
 # (stored in quiet runs or visited: Pipeline.visits)
 REPLAY_EMIT_EVERY = 64
-# and after every row whose arrival number (counted from the matcher's first row, so
-# whatever the parts of the replay) is a multiple of this: rows that are aggregated and
-# never visited (no match query reads their stream) still close windows as they come,
-# and the slices no window needs any more go
+# and after every row whose number among the rows replayed (counted over the replays,
+# and kept in snapshots, so whatever the parts of the replay) is a multiple of this: rows
+# that are aggregated and never visited (no match query reads their stream) still close
+# windows as they come, and the slices no window needs any more go
 REPLAY_EMIT_ROWS = 1 << 14
 
 __all__ = ["ORDERS", "Matcher", "MatcherConfig", "NeverMatchesWarning", "parse_order"]
@@ -453,25 +453,40 @@ class Matcher:
     ) -> Iterator[tuple[int, list[ResultBlock]]]:
         """:meth:`replay` with aggregate views: their windows are emitted once
         :data:`REPLAY_EMIT_EVERY` rows were visited since the last time (in this replay
-        or the parts before it), after each row whose arrival number is a multiple of
-        :data:`REPLAY_EMIT_ROWS` (the replay made in pieces cut there, as a replay in
-        parts is) and at the end (when changes only which row's results hold a result,
-        not the results: :mod:`mqo.views`). Every point depends on the rows alone, not
-        on how a caller cut them into parts."""
+        or the parts before it), after each row whose number among the rows replayed is a
+        multiple of :data:`REPLAY_EMIT_ROWS` (the replay made in pieces cut there, as a
+        replay in parts is, with processing time read once for all of them:
+        :meth:`Clock.one_reading`) and at the end (when changes only which row's results
+        hold a result, not the results: :mod:`mqo.views`). Every point depends on the
+        rows alone, not on how a caller cut them into parts."""
         pipeline = self.pipeline
         if pipeline.yield_at is None:  # (the visits at the next emission; a quiet run ends there)
             pipeline.yield_at = pipeline.visits + REPLAY_EMIT_EVERY
         n = len(row_indexes)
         # (counted apart from pipeline.arrived, which also counts the view rows made)
         cuts = range(REPLAY_EMIT_ROWS - pipeline.replayed % REPLAY_EMIT_ROWS, n + 1, REPLAY_EMIT_ROWS)
+        with pipeline.clock.one_reading():
+            yield from self._replay_pieces(prepared, which, row_indexes, words, [*cuts, n])
+        if not end:
+            return
+        last = self._emit()
+        if last and n:
+            yield n - 1, last
+
+    def _replay_pieces(
+        self, prepared: list[PreparedBatch], which: np.ndarray, row_indexes: np.ndarray, words: Any, stops: list[int]
+    ) -> Iterator[tuple[int, list[ResultBlock]]]:
+        """The replay of :meth:`_replay_emitting`, a piece up to each of ``stops`` at a time."""
+        pipeline = self.pipeline
         start = 0
-        for stop in [*cuts, n]:
+        for stop in stops:
             if stop <= start:
                 continue
             replayed = pipeline.replay(prepared, which[start:stop], row_indexes[start:stop], words)
             for j, blocks in replayed:
                 out = self._join_tables(self._derived(blocks))
-                if pipeline.visits >= pipeline.yield_at and pipeline.replay_mark is not None:
+                due = pipeline.yield_at is not None and pipeline.visits >= pipeline.yield_at
+                if due and pipeline.replay_mark is not None:
                     # at the watermark after this row: the clock is at the last row's already
                     pipeline.yield_at = pipeline.visits + REPLAY_EMIT_EVERY
                     out += self._emit(mark=pipeline.replay_mark)
@@ -482,11 +497,6 @@ class Matcher:
                 if out:
                     yield stop - 1, out
             start = stop
-        if not end:
-            return
-        last = self._emit()
-        if last and n:
-            yield n - 1, last
 
     def poll_aggregates(self) -> AggregateBatch:
         """The aggregate rows not yet taken, one per (query, window, group) whose window the

@@ -31,6 +31,7 @@ def pipeline_snapshot(pipeline: Pipeline) -> dict[str, Any]:
         "late": [late_data(late) for late in pipeline.late_tuples],
         "order": _order_snapshot(pipeline),
         "arrived": pipeline.arrived,
+        "replayed": pipeline.replayed,
         "held": None if pipeline.held is None else pipeline.held.snapshot(plan),
         "retention_cap": None if pipeline.retention_cap is None else list(pipeline.retention_cap),
     }
@@ -50,6 +51,7 @@ def load_pipeline(pipeline: Pipeline, data: Mapping[str, Any], plan: CompiledPla
     pipeline.counters.load(data["counters"])
     pipeline.late_tuples.extend(LateTuple(**late) for late in data.get("late", ()))
     pipeline.arrived = data.get("arrived", pipeline.counters.tuples)
+    pipeline.replayed = int(data.get("replayed", 0))  # (a snapshot made before it was kept: 0)
     cap = data.get("retention_cap")
     pipeline.retention_cap = None if cap is None else (float(cap[0]), int(cap[1]))
     if pipeline.held is not None:

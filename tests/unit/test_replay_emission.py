@@ -98,3 +98,43 @@ def test_the_results_are_those_of_push_batch() -> None:
     pushed += m.take_results().matches()
     key = [(r.query, r.ts, tuple(sorted(r.ids.items()))) for r in pushed]
     assert sorted(key) == sorted(result for _, result in replayed([N])[0])
+
+
+def test_the_same_rows_after_a_snapshot_between_parts() -> None:
+    """The rows replayed so far are part of a snapshot: a matcher restored between two
+    parts emits at the rows the one that went on would."""
+    whole = replayed([650, 550])[0]
+    m = matcher()
+    batch = rows()
+    found: list[tuple[int, Any]] = []
+    for start, size in ((0, 650), (650, 550)):
+        at = np.arange(start, start + size)
+        assert m.aggregator is not None
+        m.aggregator.ingest("B", {n: c[at] for n, c in batch.items()}, late=np.zeros(size, bool), arrival=at + 1)
+        prepared = m.prepare("B", {n: c[at] for n, c in batch.items()})
+        for j, blocks in m.replay([prepared], np.zeros(size, np.int64), np.arange(size), last=start > 0):
+            found += [(start + j, (r.query, r.ts, tuple(sorted(r.ids.items())))) for r in m._matches(blocks, False)]
+        if start == 0:
+            m = Matcher.restore(m.snapshot())
+    m.flush()
+    found += [(N, (r.query, r.ts, tuple(sorted(r.ids.items())))) for r in m.take_results().matches()]
+    assert found == whole
+
+
+def test_a_replay_in_pieces_reads_processing_time_once() -> None:
+    """Which streams are idle is decided as for one replay of all its rows: with a clock
+    whose processing time moves on at every reading, a piece after the first would find
+    A, silent since, idle, and its next tuple, far behind B, late."""
+    ddl = "REGISTER STREAM A (x FLOAT); REGISTER STREAM B (x FLOAT);"
+    text = QUERIES.replace("B.k", "A.x").replace("FROM B", "FROM A")
+    readings = iter(range(0, 10**6, 5))
+    m = Matcher(ddl, time="per-stream", idle_timeout=3, store="candidates", now=lambda: float(next(readings)))
+    m.register_queries(text)
+    a_ts, b_ts = np.array([0.0, 1.0, 2.0, 20.0]), np.arange(3, 100, 0.1)
+    a = m.prepare("A", {"ts": a_ts, "x": np.ones(len(a_ts))})
+    b = m.prepare("B", {"ts": b_ts, "x": np.ones(len(b_ts))})
+    which = np.concatenate([[0, 0, 0], np.ones(len(b_ts), np.int64), [0]])  # A's 20 s arrives last
+    at = np.concatenate([[0, 1, 2], np.arange(len(b_ts)), [3]])
+    assert len(at) > 5 * 100  # (several pieces)
+    list(m.replay([a, b], which, at))
+    assert m.late_count == 0

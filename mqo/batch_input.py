@@ -139,7 +139,12 @@ def _integers(values: Any, stream: str, column: str) -> tuple[np.ndarray, np.nda
     """(int64 values, NULL mask, whether any is past 2**53) of an integer column."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         if pa.types.is_integer(values.type):
-            whole, null = numpy_with_nulls(values.cast(pa.int64()))
+            # (unchecked: a uint64 past 2**63 - 1 wraps to a negative int64, found below)
+            whole, null = numpy_with_nulls(values.cast(pa.int64(), safe=False))
+            if pa.types.is_uint64(values.type) and (wrapped := np.flatnonzero((whole < 0) & ~null)).size:
+                row = int(wrapped[0])
+                value = int(whole[row]) + 2**64
+                raise TupleError(f"stream {stream}: row {row}, column {column}: {value} is past 64 bits")
             return whole, null, bool((np.abs(whole) >= EXACT_INTEGERS).any())
         values = values.to_pylist()
     arr = _one_dimensional(np.asarray(values), stream, column)
@@ -218,7 +223,8 @@ def _floats(values: Any, stream: str, column: str) -> np.ndarray:
             raise TupleError(f"stream {stream}, column {column}: expected numbers, got Arrow type {values.type}")
         if pa.types.is_null(values.type):
             return np.full(len(values), np.nan)
-        floats, null = numpy_with_nulls(values.cast(pa.float64()))
+        # an integer past 2**53 rounds to the nearest double, as a CSV or Parquet reader takes it
+        floats, null = numpy_with_nulls(values.cast(pa.float64(), safe=False))
         floats[null] = np.nan
         return floats
     try:

@@ -106,3 +106,44 @@ print(data.ts.tolist(), data.column_values("n"), len(data.rejected), "pandas" in
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "[1.0] [5] 1 False"
+
+
+DDL = "REGISTER STREAM S (n INTEGER, x FLOAT);"
+QUERIES = "Query ID: big\nSELECT * FROM S WHERE S.x > 9007199254740991;\nQuery ID: n\nSELECT * FROM S WHERE S.n > 5;"
+
+
+def _matched(batch: object) -> list[tuple[str, float]]:
+    from mqo import Matcher
+
+    m = Matcher(DDL)
+    m.register_queries(QUERIES)
+    return [(r.query, r.ts) for r in m.push_batch("S", batch).matches()]
+
+
+def test_an_arrow_integer_in_a_float_column_rounds_as_from_a_list() -> None:
+    """An integer past 2**53 given for a FLOAT column is its nearest double, from an
+    Arrow column as from a list (and as the file readers take it), not Arrow's error."""
+    arrow = pa.table(
+        {
+            "ts": array_of([1.0, 2.0], pa.float64()),
+            "n": array_of([1, 7], pa.int64()).cast(pa.uint64()),
+            "x": array_of([2**53 + 1, 3], pa.int64()),
+        }
+    )
+    assert (
+        _matched(arrow)
+        == _matched({"ts": [1.0, 2.0], "n": [1, 7], "x": [2**53 + 1, 3]})
+        == [
+            ("big", 1.0),
+            ("n", 2.0),
+        ]
+    )
+
+
+def test_an_arrow_uint64_past_64_bits_is_an_error_naming_row_and_column() -> None:
+    from mqo import TupleError
+
+    n = pa.Array.from_buffers(pa.uint64(), 2, [None, pa.py_buffer(np.array([3, 2**63 + 5], np.uint64))])
+    batch = pa.table({"ts": array_of([1.0, 2.0], pa.float64()), "n": n, "x": array_of([1.0, 2.0], pa.float64())})
+    with pytest.raises(TupleError, match=f"stream S: row 1, column n: {2**63 + 5} is past 64 bits"):
+        _matched(batch)

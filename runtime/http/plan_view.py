@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-import numpy as np
-
 from mqo import Matcher
 from runtime.local.profile import Event, list_selectivity
 
@@ -31,25 +29,16 @@ class RecentTuples:
     def __init__(self) -> None:
         self.by_stream: dict[str, deque[Event]] = {}
 
-    def add(self, stream: str, batch: dict[str, Any]) -> None:
-        """The last rows of a posted batch (columns as lists, numpy or Arrow arrays)."""
+    def add(self, stream: str, batch: dict[str, list[Any]]) -> None:
         kept = self.by_stream.setdefault(stream, deque(maxlen=SAMPLE))
-        start = max(0, len(batch["ts"]) - SAMPLE)
-        tail = {name: _python_values(values[start:]) for name, values in batch.items()}
-        ts, ids = tail.pop("ts"), tail.pop("id", None)
-        for i, t in enumerate(ts):
-            kept.append(Event(stream, t, None if ids is None else ids[i], {k: values[i] for k, values in tail.items()}))
+        n = len(batch["ts"])
+        ids = batch.get("id")
+        names = [k for k in batch if k not in ("ts", "id")]
+        for i in range(max(0, n - SAMPLE), n):
+            kept.append(Event(stream, batch["ts"][i], None if ids is None else ids[i], {k: batch[k][i] for k in names}))
 
     def events(self) -> list[Event]:
         return sorted((e for kept in self.by_stream.values() for e in kept), key=lambda e: e.ts)
-
-
-def _python_values(values: Any) -> list[Any]:
-    if isinstance(values, np.ndarray):
-        return values.tolist()
-    if hasattr(values, "to_pylist"):  # (an Arrow array)
-        return values.to_pylist()  # type: ignore[no-any-return]
-    return list(values)
 
 
 def explain_data(matcher: Matcher, recent: RecentTuples | None = None) -> dict[str, Any]:

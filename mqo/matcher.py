@@ -434,7 +434,7 @@ class Matcher:
         if views and views.aggregating:
             return self._replay_emitting(prepared, which, row_indexes, words, last)
         replayed = self.pipeline.replay(prepared, which, row_indexes, words)
-        if not self.registrations.views:
+        if not views:
             return ((j, self._join_tables(blocks)) for j, blocks in replayed) if self.registrations.tables else replayed
         return ((j, self._join_tables(self._derived(blocks))) for j, blocks in replayed)
 

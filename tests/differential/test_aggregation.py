@@ -263,6 +263,20 @@ def test_windows_folded_in_runs_over_their_groups_equal_reference(workload: Any,
         compare(*workload, batch=batch)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.booleans())
+def test_stores_forgetting_their_groups_equal_reference(workload: Any, batch: bool) -> None:
+    """A slice store forgets the groups with no data left in its held slices and
+    numbers the rest anew (``SliceStore._forget_groups``): forced at every drop of
+    slices here (a store forgets once it has thousands of groups), the answers are the
+    reference's and the stores' invariants hold (``check=True``)."""
+    from mqo.aggregation import slices
+
+    with warnings.catch_warnings(), patch.object(slices, "FORGET_AT", 1):
+        warnings.simplefilter("ignore")
+        compare(*workload, batch=batch, check=True)
+
+
 def test_boundaries_are_exact() -> None:
     """0.1 * 3 is not 0.3 in doubles; a tuple at ts 0.3 is in the window (0.2, 0.3]."""
     q = RefQuery("q", "H", Fraction(1, 10), Fraction(1, 10), [], [], [("COUNT", None)])
